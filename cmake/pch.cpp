@@ -1,0 +1,1 @@
+// Translation unit that carries the precompiled <torch/torch.h> (see CMakeLists.txt).

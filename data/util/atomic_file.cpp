@@ -1,0 +1,75 @@
+#include "data/util/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "data/util/error.h"
+
+namespace rt {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+void fsync_directory(const std::filesystem::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // Best effort: some filesystems refuse O_DIRECTORY opens.
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view contents) {
+  namespace fs = std::filesystem;
+  const fs::path parent = path.parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) throw Error("cannot create directory '" + parent.string() + "': " + ec.message());
+  }
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot create '" + tmp.string() + "': " + errno_text());
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error("cannot write '" + tmp.string() + "': " + why);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot flush '" + tmp.string() + "': " + why);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + why);
+  }
+  fsync_directory(parent);
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path.string() + "': " + errno_text());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error("cannot read '" + path.string() + "'");
+  return ss.str();
+}
+
+}  // namespace rt

@@ -1,0 +1,21 @@
+// Atomic file replacement: the one way this project writes result files (SPEC §4).
+//
+// write_file_atomic() writes to "<path>.tmp.<pid>" in the same directory, fsyncs it, renames it
+// over <path> and fsyncs the directory, so a reader (or a crash, or kill -9) only ever sees the
+// previous complete file or the new complete file — never a torn one.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+namespace rt {
+
+// Replaces `path` with `contents`. Creates missing parent directories.
+// Throws rt::Error naming the path and the failing system call on any error; on error the
+// previous file (if any) is untouched and the temporary file is removed.
+void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
+
+// Reads a whole file. Throws rt::Error naming the path when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace rt

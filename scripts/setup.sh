@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the build and runtime dependencies from Debian's archive (SPEC §2), idempotently:
+# packages already installed are skipped, so a second run changes nothing and needs no network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ccache pkg-config git
+  libtorch-dev libopenblas0-openmp
+  libsndfile1-dev libsoxr-dev liblmdb-dev lmdb-utils
+  libprotobuf-dev protobuf-compiler
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libhdf5-dev libunwind-dev libdw-dev
+)
+# Tools the tests and examples use to make and read fixtures (real encoders, not mocks).
+PACKAGES+=(sox flac vorbis-tools)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} packages present"
+fi
+
+# Debian's default BLAS is the reference one (~20x slower at matmul). libopenblas0-openmp
+# registers itself through update-alternatives; make sure it is the one selected.
+for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
+  target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas | grep openmp | head -1 || true)
+  if [ -n "$target" ] && [ "$(readlink -f /etc/alternatives/$alt)" != "$(readlink -f "$target")" ]; then
+    ${SUDO:-} update-alternatives --set "$alt" "$target" >/dev/null
+  fi
+done

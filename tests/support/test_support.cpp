@@ -1,0 +1,56 @@
+#include "support/test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+
+namespace rt::testing {
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto candidate = std::filesystem::temp_directory_path() /
+                     (prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000));
+    if (std::filesystem::create_directories(candidate)) {
+      path_ = candidate;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a scratch directory");
+}
+
+ScratchDir::~ScratchDir() {
+  if (std::getenv("RT_KEEP_TEST_DIRS") != nullptr) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  const std::string full = command + " 2>&1";
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.exit_code = 128 + WTERMSIG(status);
+  }
+  return result;
+}
+
+std::string bin_path(const std::string& name) { return std::string(RT_BIN_DIR) + "/" + name; }
+
+std::filesystem::path source_path(const std::string& relative) {
+  return std::filesystem::path(RT_SOURCE_DIR) / relative;
+}
+
+}  // namespace rt::testing

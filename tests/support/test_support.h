@@ -1,0 +1,39 @@
+// Helpers shared by every test binary: scratch directories and running our executables.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace rt::testing {
+
+// A fresh directory under the system temp dir, removed (recursively) on destruction unless
+// RT_KEEP_TEST_DIRS is set in the environment.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix = "rt_test");
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal when the process was killed by a signal.
+  std::string output;  // stdout and stderr together.
+};
+
+// Runs `command` through /bin/sh and captures its combined output.
+CommandResult run_command(const std::string& command);
+
+// Path of one of our built executables (train, preprocess, profile-report).
+std::string bin_path(const std::string& name);
+
+// Path inside the source tree.
+std::filesystem::path source_path(const std::string& relative);
+
+}  // namespace rt::testing
