@@ -20,3 +20,22 @@ inline constexpr auto nullopt = c10::nullopt;
 #endif
 
 }  // namespace rt::compat
+
+namespace rt::compat {
+
+// c10::MemoryReportingInfoBase::reportMemoryUsage takes `int64_t total_allocated,
+// int64_t total_reserved` in LibTorch 1.13 and `size_t` in 2.x. The type is read off the
+// declaration itself, so an override written with compat::memory_total_t matches either.
+namespace detail {
+template <class F>
+struct ReportMemoryUsageArgs;
+template <class C, class R, class Ptr, class Size, class Total, class Reserved, class Dev>
+struct ReportMemoryUsageArgs<R (C::*)(Ptr, Size, Total, Reserved, Dev)> {
+  using total_type = Total;
+  static_assert(std::is_same_v<Total, Reserved>, "reportMemoryUsage: unexpected signature");
+};
+}  // namespace detail
+using memory_total_t = typename detail::ReportMemoryUsageArgs<
+    decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::total_type;
+
+}  // namespace rt::compat

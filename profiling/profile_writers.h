@@ -1,0 +1,149 @@
+// The run directory's JSON profiles (SPEC §4, RAVE guide, JAX guide): timing_profile.json,
+// memory_profile.json and training_summary.json.
+//
+// Crash safety. A profile is a JSON list kept in memory and rewritten atomically (temp file +
+// rename, rt::write_file_atomic) at most every `flush_interval_s` seconds or every
+// `flush_every` entries, and on flush()/close()/destruction. The file on disk is therefore
+// always a complete JSON list; kill -9 loses at most the entries recorded since the last flush.
+// Entries are serialised once, when recorded: a flush is O(new entries) plus one write of the
+// file. So that flushing a long run's large file stays cheap, the interval also grows to at
+// least 100x the last flush's duration (≤ 1% of wall time spent flushing).
+//
+// Thread-safety: one thread per writer (the trainer's). Errors: write failures throw rt::Error
+// naming the path from record()/flush()/close(); the destructor reports them on stderr.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "data/util/json.h"
+#include "profiling/memory.h"
+
+namespace rt::prof {
+
+struct FlushPolicy {
+  double flush_interval_s = 2.0;  // 0: flush after every entry
+  int64_t flush_every = 1000;     // entries; also flushes when this many are pending
+};
+
+// A JSON list file written as described above.
+class JsonListFile {
+ public:
+  JsonListFile(std::filesystem::path path, FlushPolicy policy = {});
+  ~JsonListFile();
+  JsonListFile(const JsonListFile&) = delete;
+  JsonListFile& operator=(const JsonListFile&) = delete;
+
+  // Appends one entry (serialised now); flushes when the policy says so.
+  void append(const Json& entry);
+  // Writes the file now if anything changed since the last write (or it was never written).
+  void flush();
+  // Final flush; later appends throw.
+  void close();
+
+  const std::filesystem::path& path() const { return path_; }
+  int64_t size() const { return entries_; }
+  int64_t flush_count() const { return flushes_; }
+  double last_flush_seconds() const { return last_flush_s_; }
+
+ private:
+  std::filesystem::path path_;
+  FlushPolicy policy_;
+  std::string text_;  // "[\n  {...},\n  {...}" — the closing "\n]\n" is added while writing.
+  int64_t entries_ = 0;
+  int64_t pending_ = 0;
+  bool written_ = false;
+  bool closed_ = false;
+  int64_t flushes_ = 0;
+  double last_flush_s_ = 0.0;
+  std::chrono::steady_clock::time_point last_flush_at_;
+};
+
+// One timing_profile.json entry. Times in seconds; samples_per_second counts the model's natural
+// unit (audio samples for RAVE: batch × n_signal; time bins for SSM: batch × T),
+// examples_per_second counts batch elements.
+struct TimingEntry {
+  int64_t step = 0;
+  int64_t batch_idx = 0;
+  double total_batch_time = 0.0;
+  double samples_per_second = 0.0;
+  double examples_per_second = 0.0;
+  double data_time = 0.0;
+  double forward_time = 0.0;
+  double backward_time = 0.0;
+  double optimizer_time = 0.0;
+  std::map<std::string, double> extra;  // more phases, e.g. "loss_fn_computation_time"
+};
+Json to_json(const TimingEntry& entry);
+
+// timing_profile.json; keeps steps with step % timing_every == 0.
+class TimingProfileWriter {
+ public:
+  // REQUIRES: timing_every >= 1 (rt::Error otherwise, naming profiling.timing_every).
+  TimingProfileWriter(const std::filesystem::path& path, int64_t timing_every = 1, FlushPolicy policy = {});
+  bool wants(int64_t step) const { return step % every_ == 0; }
+  // Records `entry` when wants(entry.step); returns whether it did.
+  bool record(const TimingEntry& entry);
+  void flush() { file_.flush(); }
+  void close() { file_.close(); }
+  const JsonListFile& file() const { return file_; }
+
+ private:
+  int64_t every_;
+  JsonListFile file_;
+};
+
+// memory_profile.json; keeps steps with step % memory_every == 0. GB fields are GiB (2^30 bytes,
+// as torch.cuda.memory_allocated() / 1024**3); 0 on CPU runs.
+class MemoryProfileWriter {
+ public:
+  // REQUIRES: memory_every >= 1 (rt::Error otherwise, naming profiling.memory_every).
+  MemoryProfileWriter(const std::filesystem::path& path, int64_t memory_every = 1, FlushPolicy policy = {});
+  bool wants(int64_t step) const { return step % every_ == 0; }
+  // `extra` (an object) is merged into the entry, e.g. memory categories. Returns whether the
+  // step was recorded.
+  bool record(int64_t step, int64_t batch_idx, const MemorySample& sample, const Json& extra = Json());
+  void flush() { file_.flush(); }
+  void close() { file_.close(); }
+  const JsonListFile& file() const { return file_; }
+
+ private:
+  int64_t every_;
+  JsonListFile file_;
+};
+Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& sample);
+
+// training_summary.json (RAVE guide fields + SPEC §4 extras). The trainer calls start() once,
+// record_step() per optimisation step, and write() on every exit path (it may be called
+// repeatedly; each call rewrites the file atomically with the current end time).
+class TrainingSummary {
+ public:
+  void start();  // records training_start_time (Unix seconds) and the monotonic start
+  void record_step(int64_t step, double loss, int64_t samples = 0);
+  void set_metric(const std::string& name, double value);  // last validation values
+  void set_info(const std::string& key, Json value);       // model_family, config_name, device…
+
+  // status: "completed", "interrupted" or "failed: <reason>".
+  Json to_json(const std::string& status) const;
+  void write(const std::filesystem::path& path, const std::string& status) const;
+
+  int64_t total_steps() const { return total_steps_; }
+
+ private:
+  bool started_ = false;
+  double start_unix_ = 0.0;
+  std::chrono::steady_clock::time_point start_mono_;
+  int64_t total_steps_ = 0;
+  int64_t last_step_ = -1;
+  int64_t total_samples_ = 0;
+  bool has_loss_ = false;
+  double first_loss_ = 0.0;
+  double last_loss_ = 0.0;
+  std::map<std::string, double> metrics_;
+  Json info_ = Json::object();
+};
+
+}  // namespace rt::prof

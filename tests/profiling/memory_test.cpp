@@ -1,0 +1,166 @@
+#include "profiling/memory.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace rt::prof {
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+TEST(MemoryReporter, ScopeEnablesC10MemoryProfilingOnlyInside) {
+  EXPECT_FALSE(c10::memoryProfilingEnabled());
+  {
+    MemoryTrackingScope scope(std::make_shared<MemoryReporter>());
+    EXPECT_TRUE(c10::memoryProfilingEnabled());
+  }
+  EXPECT_FALSE(c10::memoryProfilingEnabled());
+}
+
+TEST(MemoryReporter, CountsExactTensorBytesAndTheirRelease) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  MemoryTrackingScope scope(reporter);
+  const int64_t before = reporter->cpu_bytes_in_use();
+  auto t = torch::empty({2 * kMiB}, torch::kFloat32);  // 8 MiB
+  const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
+  ASSERT_EQ(nbytes, 8 * kMiB);
+  EXPECT_EQ(reporter->cpu_bytes_in_use() - before, nbytes);
+  EXPECT_GE(reporter->cpu_peak_bytes_in_use(), before + nbytes);
+  t.reset();
+  EXPECT_EQ(reporter->cpu_bytes_in_use(), before);
+  EXPECT_GE(reporter->cpu_peak_bytes_in_use(), before + nbytes);
+  EXPECT_GE(reporter->free_count(), 1);
+}
+
+TEST(MemoryReporter, PeakIsResettableToCurrentUse) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  MemoryTrackingScope scope(reporter);
+  auto keep = torch::ones({kMiB / 4}, torch::kFloat32);      // 1 MiB, stays alive
+  { auto big = torch::ones({4 * kMiB}, torch::kFloat32); }  // 16 MiB, freed
+  EXPECT_GE(reporter->cpu_peak_bytes_in_use(), 17 * kMiB);
+  EXPECT_GE(reporter->cpu_bytes_in_use(), kMiB);
+  EXPECT_LT(reporter->cpu_bytes_in_use(), 16 * kMiB);
+  reporter->reset_peak();
+  EXPECT_EQ(reporter->cpu_peak_bytes_in_use(), reporter->cpu_bytes_in_use());
+}
+
+TEST(MemoryReporter, ListenerSeesEveryAllocationAndFreeWithPointer) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  std::mutex mu;
+  std::vector<std::pair<void*, int64_t>> events;
+  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device device) {
+    EXPECT_TRUE(device.is_cpu());
+    std::lock_guard<std::mutex> lock(mu);
+    events.emplace_back(ptr, bytes);
+  });
+  void* data = nullptr;
+  {
+    MemoryTrackingScope scope(reporter);
+    auto t = torch::empty({1000}, torch::kFloat64);
+    data = t.data_ptr();
+  }
+  reporter->set_listener({});
+  bool saw_alloc = false, saw_free = false;
+  for (const auto& [ptr, bytes] : events) {
+    if (ptr == data && bytes == 8000) saw_alloc = true;
+    if (ptr == data && bytes == -8000) saw_free = true;
+  }
+  EXPECT_TRUE(saw_alloc);
+  EXPECT_TRUE(saw_free);
+}
+
+TEST(MemoryReporter, AllocationsDuringAutogradBackwardAreCounted) {
+  torch::manual_seed(0);
+  auto reporter = std::make_shared<MemoryReporter>();
+  MemoryTrackingScope scope(reporter);
+  auto x = torch::randn({256, 256}, torch::requires_grad());
+  auto w = torch::randn({256, 256}, torch::requires_grad());
+  auto loss = torch::matmul(x, w).tanh().sum();
+
+  std::mutex mu;
+  std::set<void*> allocated_in_backward;
+  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device) {
+    if (bytes > 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      allocated_in_backward.insert(ptr);
+    }
+  });
+  const int64_t allocs_before = reporter->allocation_count();
+  loss.backward();
+  reporter->set_listener({});
+  EXPECT_GT(reporter->allocation_count(), allocs_before);
+  // The gradients themselves were allocated by the autograd engine during backward.
+  ASSERT_TRUE(x.grad().defined());
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(allocated_in_backward.count(x.grad().data_ptr()), 1u);
+  EXPECT_EQ(allocated_in_backward.count(w.grad().data_ptr()), 1u);
+}
+
+TEST(MemoryReporter, PropagatesIntoAtLaunchTasksButNotIntoPlainThreads) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  MemoryTrackingScope scope(reporter);
+  const int64_t before = reporter->allocation_count();
+  std::promise<void> done;
+  at::launch([&] {
+    auto t = torch::empty({1024}, torch::kFloat32);
+    done.set_value();
+  });
+  done.get_future().wait();
+  EXPECT_GT(reporter->allocation_count(), before);  // at::ThreadLocalState carries it
+
+  const int64_t mid = reporter->allocation_count();
+  std::thread([] { auto t = torch::empty({1024}, torch::kFloat32); }).join();
+  EXPECT_EQ(reporter->allocation_count(), mid);  // a plain std::thread is untracked
+}
+
+TEST(ProcessMemory, ReadsRssAndSystemMemoryFromProc) {
+  const ProcessMemory p = read_process_memory();
+  EXPECT_GT(p.rss_bytes, 0);
+  EXPECT_GE(p.peak_rss_bytes, p.rss_bytes);
+  // Touching 64 MiB raises RSS by about that much.
+  std::vector<char> block(64 * kMiB, 1);
+  const ProcessMemory q = read_process_memory();
+  EXPECT_GT(q.rss_bytes, p.rss_bytes + 32 * kMiB);
+  EXPECT_GE(q.peak_rss_bytes, q.rss_bytes);
+  EXPECT_EQ(block[block.size() / 2], 1);
+
+  const SystemMemory s = read_system_memory();
+  EXPECT_GT(s.total_bytes, 0);
+  EXPECT_GT(s.available_bytes, 0);
+  EXPECT_LE(s.available_bytes, s.total_bytes);
+  EXPECT_GT(s.used_percent, 0.0);
+  EXPECT_LT(s.used_percent, 100.0);
+}
+
+TEST(ProcessMemory, SampleCombinesAllSources) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  MemoryTrackingScope scope(reporter);
+  auto t = torch::empty({kMiB}, torch::kUInt8);
+  const MemorySample s = sample_memory(reporter.get());
+  EXPECT_TRUE(s.cpu_tracked);
+  EXPECT_GE(s.cpu_bytes_in_use, kMiB);
+  EXPECT_GE(s.cpu_peak_bytes_in_use, s.cpu_bytes_in_use);
+  EXPECT_GT(s.process.rss_bytes, 0);
+  EXPECT_GT(s.system.total_bytes, 0);
+  EXPECT_FALSE(s.cuda.available);  // no CUDA device asked for
+  EXPECT_GT(s.timestamp, 1.6e9);
+  const MemorySample untracked = sample_memory(nullptr);
+  EXPECT_FALSE(untracked.cpu_tracked);
+  if (cuda_memory_stats_compiled() && torch::cuda::is_available()) {
+    auto g = torch::empty({kMiB}, torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA));
+    const MemorySample c = sample_memory(nullptr, 0);
+    EXPECT_TRUE(c.cuda.available);
+    EXPECT_GE(c.cuda.allocated_bytes, kMiB);
+    EXPECT_GE(c.cuda.reserved_bytes, c.cuda.allocated_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace rt::prof

@@ -1,0 +1,295 @@
+#include "profiling/profile_writers.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <thread>
+
+#include "data/util/atomic_file.h"
+#include "data/util/json.h"
+#include "support/test_support.h"
+
+namespace rt::prof {
+namespace {
+
+namespace fs = std::filesystem;
+
+FlushPolicy every_entry() { return FlushPolicy{0.0, 1}; }
+
+TimingEntry timing_entry(int64_t step) {
+  TimingEntry e;
+  e.step = step;
+  e.batch_idx = step;
+  e.total_batch_time = 0.045;
+  e.samples_per_second = 177.78;
+  e.examples_per_second = 88.89;
+  e.data_time = 0.001;
+  e.forward_time = 0.02;
+  e.backward_time = 0.02;
+  e.optimizer_time = 0.004;
+  return e;
+}
+
+TEST(TimingProfileWriter, WritesEveryFieldOfTheRaveGuidePlusPhases) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  {
+    TimingProfileWriter writer(path, 1, every_entry());
+    TimingEntry e = timing_entry(100);
+    e.extra["loss_fn_computation_time"] = 0.003;
+    EXPECT_TRUE(writer.record(e));
+  }
+  const Json j = read_json(path);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  const Json& e = j[0];
+  EXPECT_EQ(e["step"], 100);
+  EXPECT_EQ(e["batch_idx"], 100);
+  EXPECT_DOUBLE_EQ(e["total_batch_time"].get<double>(), 0.045);
+  EXPECT_DOUBLE_EQ(e["samples_per_second"].get<double>(), 177.78);
+  EXPECT_DOUBLE_EQ(e["examples_per_second"].get<double>(), 88.89);
+  EXPECT_DOUBLE_EQ(e["data_time"].get<double>(), 0.001);
+  EXPECT_DOUBLE_EQ(e["forward_time"].get<double>(), 0.02);
+  EXPECT_DOUBLE_EQ(e["backward_time"].get<double>(), 0.02);
+  EXPECT_DOUBLE_EQ(e["optimizer_time"].get<double>(), 0.004);
+  EXPECT_DOUBLE_EQ(e["loss_fn_computation_time"].get<double>(), 0.003);
+}
+
+TEST(TimingProfileWriter, TimingEveryKeepsOnlyMultiples) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  {
+    TimingProfileWriter writer(path, 3, every_entry());
+    for (int64_t step = 0; step < 10; ++step) EXPECT_EQ(writer.record(timing_entry(step)), step % 3 == 0);
+  }
+  const Json j = read_json(path);
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[0]["step"], 0);
+  EXPECT_EQ(j[1]["step"], 3);
+  EXPECT_EQ(j[2]["step"], 6);
+  EXPECT_EQ(j[3]["step"], 9);
+  EXPECT_THROW(TimingProfileWriter(dir / "x.json", 0), std::exception);
+}
+
+TEST(JsonListFile, IsParseableAfterEveryFlushAndHoldsEveryEntry) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "list.json";
+  JsonListFile file(path, every_entry());
+  file.flush();  // an empty list is still a file
+  EXPECT_EQ(read_json(path), Json::array());
+  for (int i = 0; i < 20; ++i) {
+    file.append(Json{{"i", i}, {"name", "quote\"and\\slash"}});
+    const Json j = read_json(path);
+    ASSERT_EQ(j.size(), static_cast<size_t>(i + 1));
+    EXPECT_EQ(j[i]["i"], i);
+    EXPECT_EQ(j[i]["name"], "quote\"and\\slash");
+  }
+  EXPECT_EQ(file.flush_count(), 21);
+}
+
+TEST(JsonListFile, FlushesOnlyWhenThePolicySaysSoAndOnClose) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "list.json";
+  JsonListFile file(path, FlushPolicy{3600.0, 5});
+  for (int i = 0; i < 4; ++i) file.append(Json{{"i", i}});
+  EXPECT_FALSE(fs::exists(path));  // neither interval nor count reached
+  file.append(Json{{"i", 4}});
+  EXPECT_EQ(read_json(path).size(), 5u);
+  file.append(Json{{"i", 5}});
+  EXPECT_EQ(read_json(path).size(), 5u);
+  file.close();
+  EXPECT_EQ(read_json(path).size(), 6u);
+  EXPECT_THROW(file.append(Json{{"i", 6}}), std::exception);
+}
+
+TEST(JsonListFile, FlushCostWithThousandsOfEntries) {
+  testing::ScratchDir dir;
+  JsonListFile file(dir / "timing_profile.json", FlushPolicy{3600.0, 1'000'000});
+  for (int64_t i = 0; i < 1000; ++i) file.append(to_json(timing_entry(i)));
+  file.flush();
+  const double flush_1k = file.last_flush_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 1000; i < 1100; ++i) file.append(to_json(timing_entry(i)));
+  const double append_100 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  file.flush();
+  const double flush_1100 = file.last_flush_seconds();
+  for (int64_t i = 1100; i < 100'000; ++i) file.append(to_json(timing_entry(i)));
+  file.flush();
+  const double flush_100k = file.last_flush_seconds();
+  std::cout << "[ figures  ] flush of 1000 entries: " << flush_1k * 1e3 << " ms; 1100: " << flush_1100 * 1e3
+            << " ms; 100000 entries (" << fs::file_size(file.path()) / 1024 << " KiB): " << flush_100k * 1e3
+            << " ms; serialising one entry: " << append_100 / 100 * 1e6 << " us\n";
+  EXPECT_LT(flush_1k, 2.0);  // generous; the figure above is what matters
+  EXPECT_EQ(read_json(file.path()).size(), 100'000u);
+}
+
+TEST(MemoryProfileWriter, WritesRaveAndJaxGuideFieldsPlusRss) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "memory_profile.json";
+  MemorySample s;
+  s.cpu_tracked = true;
+  s.cpu_bytes_in_use = 1000;
+  s.cpu_peak_bytes_in_use = 2000;
+  s.process = {3000, 4000};
+  s.system = {16LL << 30, 8LL << 30, 50.0};
+  s.cuda.available = true;
+  s.cuda.device = 0;
+  s.cuda.allocated_bytes = 1LL << 30;
+  s.cuda.peak_allocated_bytes = 3LL << 29;
+  s.cuda.reserved_bytes = 2LL << 30;
+  s.cuda.peak_reserved_bytes = 2LL << 30;
+  s.timestamp = 1700000000.5;
+  {
+    MemoryProfileWriter writer(path, 10, every_entry());
+    EXPECT_FALSE(writer.record(5, 5, s));
+    EXPECT_TRUE(writer.record(10, 10, s, Json{{"categories", {{"parameters", 123}}}}));
+  }
+  const Json j = read_json(path);
+  ASSERT_EQ(j.size(), 1u);
+  const Json& e = j[0];
+  EXPECT_EQ(e["step"], 10);
+  EXPECT_EQ(e["batch_idx"], 10);
+  EXPECT_DOUBLE_EQ(e["cpu_memory_percent"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(e["gpu_memory_allocated_gb"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(e["gpu_memory_reserved_gb"].get<double>(), 2.0);
+  EXPECT_EQ(e["memory"]["cpu"]["bytes_in_use"], 1000);
+  EXPECT_EQ(e["memory"]["cpu"]["peak_bytes_in_use"], 2000);
+  EXPECT_EQ(e["memory"]["cuda:0"]["bytes_in_use"], 1LL << 30);
+  EXPECT_EQ(e["memory"]["cuda:0"]["peak_bytes_in_use"], 3LL << 29);
+  EXPECT_EQ(e["memory"]["cuda:0"]["reserved_bytes"], 2LL << 30);
+  EXPECT_EQ(e["rss_bytes"], 3000);
+  EXPECT_EQ(e["peak_rss_bytes"], 4000);
+  EXPECT_DOUBLE_EQ(e["timestamp"].get<double>(), 1700000000.5);
+  EXPECT_EQ(e["categories"]["parameters"], 123);
+}
+
+TEST(MemoryProfileWriter, CpuOnlySampleHasZeroGpuFieldsAndNoCudaKey) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "memory_profile.json";
+  {
+    MemoryProfileWriter writer(path, 1, every_entry());
+    writer.record(1, 1, sample_memory(default_memory_reporter().get()));
+  }
+  const Json e = read_json(path).at(0);
+  EXPECT_EQ(e["gpu_memory_allocated_gb"], 0.0);
+  EXPECT_EQ(e["gpu_memory_reserved_gb"], 0.0);
+  EXPECT_TRUE(e["memory"].contains("cpu"));
+  EXPECT_FALSE(e["memory"].contains("cuda:0"));
+  EXPECT_GT(e["rss_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(e["cpu_memory_percent"].get<double>(), 0.0);
+}
+
+TEST(TrainingSummary, HasEveryGuideFieldAndStatus) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "training_summary.json";
+  TrainingSummary summary;
+  summary.start();
+  const double before = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  summary.record_step(1, 2.5, 8 * 131072);
+  summary.record_step(2, 2.0, 8 * 131072);
+  summary.record_step(3, 1.5, 8 * 131072);
+  summary.set_metric("validation", 0.75);
+  summary.set_info("model_family", "rave");
+  summary.set_info("device", "cpu");
+  summary.write(path, "interrupted");
+  const Json j = read_json(path);
+  EXPECT_EQ(j["total_steps"], 3);
+  EXPECT_GE(j["total_training_time_seconds"].get<double>(), 0.019);
+  EXPECT_NEAR(j["average_time_per_step"].get<double>(), j["total_training_time_seconds"].get<double>() / 3, 1e-9);
+  EXPECT_NEAR(j["steps_per_second"].get<double>(), 3 / j["total_training_time_seconds"].get<double>(), 1e-6);
+  EXPECT_LE(j["training_start_time"].get<double>(), before + 1e-3);
+  EXPECT_GT(j["training_start_time"].get<double>(), before - 60);
+  EXPECT_GE(j["training_end_time"].get<double>(), j["training_start_time"].get<double>() + 0.019);
+  EXPECT_EQ(j["status"], "interrupted");
+  EXPECT_EQ(j["metrics"]["validation"], 0.75);
+  EXPECT_EQ(j["first_step_loss"], 2.5);
+  EXPECT_EQ(j["last_step_loss"], 1.5);
+  EXPECT_EQ(j["last_step"], 3);
+  EXPECT_EQ(j["total_samples"], 3 * 8 * 131072);
+  EXPECT_GT(j["samples_per_second"].get<double>(), 0.0);
+  EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j["model_family"], "rave");
+  EXPECT_EQ(j["device"], "cpu");
+}
+
+TEST(TrainingSummary, WithoutStepsHasNullLossesAndNoDivisionByZero) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "training_summary.json";
+  TrainingSummary summary;
+  summary.start();
+  summary.write(path, "failed: cannot open data/x.mdb");
+  const Json j = read_json(path);
+  EXPECT_EQ(j["total_steps"], 0);
+  EXPECT_EQ(j["average_time_per_step"], 0.0);
+  EXPECT_TRUE(j["first_step_loss"].is_null());
+  EXPECT_TRUE(j["last_step_loss"].is_null());
+  EXPECT_EQ(j["status"], "failed: cannot open data/x.mdb");
+  EXPECT_TRUE(j["metrics"].is_object());
+}
+
+// The child of SurvivesSigkillMidRun: writes timing entries forever, flushing after each.
+TEST(ProfileWritersChild, DISABLED_WritesEntriesForever) {
+  const char* out = std::getenv("RT_PROFILE_CHILD_PATH");
+  ASSERT_NE(out, nullptr);
+  TimingProfileWriter writer(out, 1, every_entry());
+  for (int64_t step = 0;; ++step) {
+    TimingEntry e = timing_entry(step);
+    for (int k = 0; k < 40; ++k) e.extra["phase_" + std::to_string(k)] = 0.001 * k;  // bigger writes
+    writer.record(e);
+  }
+}
+
+TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  const std::string env = "RT_PROFILE_CHILD_PATH=" + path.string();
+  size_t previous = 0;
+  for (int round = 0; round < 4; ++round) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Exec right away: the parent is multi-threaded, so the child must not do more than that.
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      char* const argv[] = {const_cast<char*>("/proc/self/exe"), const_cast<char*>("--gtest_also_run_disabled_tests"),
+                            const_cast<char*>("--gtest_filter=ProfileWritersChild.DISABLED_WritesEntriesForever"),
+                            nullptr};
+      char* const envp[] = {const_cast<char*>(env.c_str()), nullptr};
+      ::execve("/proc/self/exe", argv, envp);
+      ::_exit(127);
+    }
+    // Wait until the child has flushed some entries, then kill it at a varying moment.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(path) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + 37 * round));
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child exited on its own: " << status;
+
+    const Json j = read_json(path);  // throws if torn
+    ASSERT_TRUE(j.is_array());
+    EXPECT_GT(j.size(), 0u);
+    for (size_t i = 0; i < j.size(); ++i) ASSERT_EQ(j[i]["step"], static_cast<int64_t>(i));
+    std::cout << "[ figures  ] round " << round << ": killed after " << j.size() << " flushed entries\n";
+    previous = j.size();
+    fs::remove(path);
+  }
+  EXPECT_GT(previous, 0u);
+}
+
+}  // namespace
+}  // namespace rt::prof
