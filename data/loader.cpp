@@ -131,7 +131,10 @@ bool Loader::plan_until(int64_t seq) {
   return true;
 }
 
-size_t Loader::batches_per_epoch() { return sampler_(0).size(); }
+size_t Loader::batches_per_epoch() {
+  std::lock_guard<std::mutex> lock(mu_);  // Samplers need not be thread-safe.
+  return sampler_(0).size();
+}
 
 Batch Loader::load(const Job& job) const {
   std::vector<Example> examples;
