@@ -192,6 +192,30 @@ TEST(AudioIo, StereoWav24AndFlacKeepChannelsApart) {
   }
 }
 
+TEST(AudioIo, OpusAndMp3DecodeWhenThisLibsndfileHasThem) {
+  testing::ScratchDir dir;
+  int checked = 0;
+  for (const char* fmt : {"opus", "mp3"}) {
+    AudioData in = sine(440.0, 48000, 1.0, 2);
+    SF_INFO info{};
+    info.samplerate = 48000;
+    info.channels = 2;
+    info.format = audio_format_from_name(fmt);
+    if (!sf_format_check(&info)) {
+      std::cout << "[ formats ] " << fmt << " not supported by this libsndfile; skipped\n";
+      continue;
+    }
+    const auto path = dir / (std::string("x.") + fmt);
+    write_audio_file(path, in, info.format);
+    AudioData out = decode_audio_file(path);
+    EXPECT_EQ(out.sample_rate, 48000) << fmt;
+    ASSERT_EQ(out.num_channels(), 2) << fmt;
+    EXPECT_NEAR(estimate_frequency(out.channels[1], 48000, 4800), 440.0, 2.0) << fmt;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(AudioIo, UndecodableFilesAreReportedWithPathAndReason) {
   testing::ScratchDir dir;
   { std::ofstream(dir / "empty.wav"); }
