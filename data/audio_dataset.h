@@ -1,0 +1,66 @@
+// AudioDataset: RAVE's audio LMDB as an ExampleSource (SPEC §5, RAVE rave/dataset.py).
+//
+// get(i) decodes the i-th key (keys in LMDB order, as RAVE's loader lists them), converts
+// int16 → float32 by /(2^15 − 1), then: random crop to n_signal, phase mangle with
+// probability phase_mangle_p, dequantize (+U[0,1)/2^16). Output: input = [channels, n_signal].
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/example.h"
+#include "data/lmdb_store.h"
+
+namespace rt {
+
+struct AudioDatasetOptions {
+  int64_t n_signal = 131072;
+  int channels = 0;  // 0 = from metadata.yaml, else from the first record.
+  bool phase_mangle = true;
+  double phase_mangle_p = 0.8;
+  bool dequantize = true;
+  double slowdown_ms = 0.0;  // Artificial per-example delay (bottleneck-report tests).
+};
+
+// RAVE's random phase mangle (rave/core.py): one 2nd-order allpass with a pole at
+// r·e^{iω}, r = 0.99, ω = 2πf/sr, f log-uniform in [20, 2000] Hz, applied to every channel of
+// x ([channels, length], contiguous float32) in place.
+void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& rng,
+                         double min_f = 20.0, double max_f = 2000.0, double amplitude = 0.99);
+
+// The allpass itself (scipy.signal.lfilter(b, a, x) with b = [r², −2Re z0, 1],
+// a = [1, −2Re z0, r²]), zero initial state, per row of x.
+void allpass_filter(torch::Tensor& x, double omega, double amplitude);
+
+class AudioDataset : public ExampleSource {
+ public:
+  // Opens `db` read-only and lists its keys. Throws rt::Error naming the path when it is not
+  // a database, when it is empty, or when options.channels differs from the database's
+  // channel count (both named). REQUIRES options.n_signal >= 1.
+  AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options);
+
+  size_t size() const override { return keys_.size(); }
+  // Throws rt::Error naming the key when the record is corrupt or shorter than n_signal.
+  Example get(size_t index, std::mt19937_64& rng) const override;
+
+  // The whole record as float32 [channels, length], without augmentation.
+  torch::Tensor record(size_t index) const;
+
+  int channels() const { return channels_; }
+  int sampling_rate() const { return sampling_rate_; }
+  const std::string& key(size_t index) const { return keys_.at(index); }
+  const AudioDatasetOptions& options() const { return options_; }
+
+ private:
+  std::unique_ptr<LmdbStore> store_;
+  AudioDatasetOptions options_;
+  std::vector<std::string> keys_;
+  int channels_ = 0;
+  int sampling_rate_ = 0;
+};
+
+}  // namespace rt

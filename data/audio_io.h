@@ -1,0 +1,54 @@
+// Audio files in and out (SPEC §5): decode anything libsndfile reads to planar float
+// channels, resample with soxr, map channels, write files through libsndfile.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/util/error.h"
+
+namespace rt {
+
+// Planar float audio in [-1, 1): channels[c][t].
+struct AudioData {
+  int sample_rate = 0;
+  std::vector<std::vector<float>> channels;
+  int num_channels() const { return static_cast<int>(channels.size()); }
+  int64_t frames() const { return channels.empty() ? 0 : static_cast<int64_t>(channels[0].size()); }
+  double seconds() const { return sample_rate > 0 ? static_cast<double>(frames()) / sample_rate : 0.0; }
+};
+
+// Decodes a whole file. Throws rt::Error naming the path and libsndfile's reason when the file
+// cannot be opened or is not audio ("Format not recognised", ...), and when it holds no frames.
+// A truncated file decodes to the frames that are actually present.
+AudioData decode_audio_file(const std::filesystem::path& path);
+
+// Resamples one channel from `in_rate` to `out_rate` Hz with soxr (very high quality).
+// Returns `in` unchanged when the rates are equal. Throws rt::Error on soxr failure.
+std::vector<float> resample_channel(const std::vector<float>& in, double in_rate, double out_rate);
+AudioData resample(const AudioData& audio, int out_rate);
+
+// Maps to `channels` channels: more inputs than outputs → output c averages the inputs
+// i with i % channels == c (channels == 1: the mean of all); fewer → inputs repeated
+// cyclically (mono duplicated), as RAVE's channel map does. REQUIRES channels >= 1.
+AudioData map_channels(const AudioData& audio, int channels);
+
+// decode_audio_file → map_channels → resample (downmixing first is cheaper).
+AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels);
+
+// float [-1, 1) → int16 with rounding and clipping (scale 32768, libsndfile's convention, so
+// 16-bit files round-trip exactly).
+int16_t float_to_int16(float x);
+
+// libsndfile format codes (SF_FORMAT_* major | subtype) for common names:
+// "wav16", "wav24", "wavf32", "flac16", "flac24", "ogg", "aiff16", "aiff24", "opus", "mp3".
+// Throws rt::Error listing the names on an unknown one.
+int audio_format_from_name(const std::string& name);
+
+// Writes `audio` with libsndfile in `sf_format`. Throws rt::Error naming the path and reason
+// (including "format not supported by this libsndfile").
+void write_audio_file(const std::filesystem::path& path, const AudioData& audio, int sf_format);
+
+}  // namespace rt

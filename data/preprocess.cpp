@@ -1,0 +1,350 @@
+#include "data/preprocess.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "data/audio_example.h"
+#include "data/audio_io.h"
+#include "data/db_metadata.h"
+#include "data/lmdb_store.h"
+#include "data/util/error.h"
+
+namespace rt {
+namespace fs = std::filesystem;
+namespace {
+
+// What one worker makes of one file.
+struct FileResult {
+  std::vector<std::string> records;  // Serialized AudioExamples, in chunk order.
+  std::string skip_reason;           // Non-empty: the file is skipped.
+  double seconds = 0.0;
+};
+
+FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
+  FileResult result;
+  std::error_code ec;
+  if (fs::file_size(path, ec) == 0 && !ec) {
+    result.skip_reason = "empty file";
+    return result;
+  }
+  AudioData audio;
+  try {
+    audio = load_audio(path, opt.sampling_rate, opt.channels);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    const std::string prefix = "cannot decode '" + path.string() + "': ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    result.skip_reason = "not readable as audio (" + why + ")";
+    return result;
+  }
+  const int64_t chunk = 2 * opt.num_signal;
+  const int64_t frames = audio.frames();
+  const int64_t n_chunks = frames / chunk;
+  if (n_chunks == 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "too short: %.2f s after resampling, one chunk needs %.2f s (2 * num_signal = %lld samples)",
+                  audio.seconds(), static_cast<double>(chunk) / opt.sampling_rate, static_cast<long long>(chunk));
+    result.skip_reason = buf;
+    return result;
+  }
+  std::vector<int16_t> samples(static_cast<size_t>(chunk * opt.channels));
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    for (int c = 0; c < opt.channels; ++c) {
+      const float* src = audio.channels[static_cast<size_t>(c)].data() + k * chunk;
+      int16_t* dst = samples.data() + static_cast<size_t>(c) * static_cast<size_t>(chunk);
+      for (int64_t t = 0; t < chunk; ++t) dst[t] = float_to_int16(src[t]);
+    }
+    result.records.push_back(encode_waveform(samples.data(), opt.channels, chunk, opt.sampling_rate));
+  }
+  result.seconds = static_cast<double>(n_chunks * chunk) / opt.sampling_rate;
+  return result;
+}
+
+std::string hms(double seconds) {
+  const auto s = static_cast<long long>(std::llround(seconds));
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f GB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+void validate(const PreprocessOptions& o) {
+  if (o.input_paths.empty()) throw Error("--input_path: give at least one file or folder");
+  if (o.output_path.empty()) throw Error("--output_path: required");
+  if (o.sampling_rate < 1) throw Error("--sampling_rate must be >= 1, got " + std::to_string(o.sampling_rate));
+  if (o.channels < 1) throw Error("--channels must be >= 1, got " + std::to_string(o.channels));
+  if (o.num_signal < 1) throw Error("--num_signal must be >= 1, got " + std::to_string(o.num_signal));
+  if (!(o.max_db_size_gb > 0)) throw Error("--max_db_size must be > 0 (GB), got " + std::to_string(o.max_db_size_gb));
+  if (o.workers < 0) throw Error("--workers must be >= 0 (0 = all cores), got " + std::to_string(o.workers));
+}
+
+}  // namespace
+
+std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs, std::vector<SkippedFile>& missing) {
+  std::set<fs::path> files;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (fs::is_regular_file(in, ec)) {
+      files.insert(fs::absolute(in).lexically_normal());
+    } else if (fs::is_directory(in, ec)) {
+      for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink |
+                                                              fs::directory_options::skip_permission_denied);
+           it != fs::recursive_directory_iterator(); ++it) {
+        if (it->is_regular_file(ec)) files.insert(fs::absolute(it->path()).lexically_normal());
+      }
+    } else {
+      missing.push_back({in, "does not exist (or is neither a file nor a folder)"});
+    }
+  }
+  return {files.begin(), files.end()};
+}
+
+PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& log) {
+  validate(opt);
+  PreprocessResult result;
+  const std::vector<fs::path> files = collect_input_files(opt.input_paths, result.skipped);
+  result.files_total = files.size() + result.skipped.size();
+
+  // LMDB wants a page-multiple map size.
+  const double requested = opt.max_db_size_gb * 1024.0 * 1024.0 * 1024.0;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t map_size = std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
+  LmdbStore store(opt.output_path, LmdbStore::Mode::kReadWrite, map_size);
+  if (store.count() > 0) {
+    throw Error("--output_path '" + opt.output_path.string() + "' already holds " + std::to_string(store.count()) +
+                " entries; choose a new folder or delete it");
+  }
+
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n_workers = std::max(1, std::min<int>(opt.workers > 0 ? opt.workers : hw, static_cast<int>(std::max<size_t>(files.size(), 1))));
+  // Decoded-but-unwritten files are bounded so memory stays flat on large folders.
+  const size_t window = static_cast<size_t>(n_workers) * 2;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<size_t, FileResult> ready;
+  size_t next_claim = 0, next_write = 0;
+  bool stop = false;
+
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || next_claim >= files.size() || next_claim < next_write + window; });
+        if (stop || next_claim >= files.size()) return;
+        i = next_claim++;
+      }
+      FileResult r;
+      try {
+        r = process_file(files[i], opt);
+      } catch (const std::exception& e) {
+        r.records.clear();
+        r.skip_reason = std::string("failed: ") + e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ready.emplace(i, std::move(r));
+      }
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < n_workers; ++w) threads.emplace_back(worker);
+
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const size_t report_every = std::max<size_t>(1, files.size() / 20);
+  size_t last_reported = static_cast<size_t>(-1);
+  auto progress = [&](size_t done, bool final_line) {
+    if (!tty && !final_line && done % report_every != 0) return;
+    if (!tty && final_line && done == last_reported) return;
+    last_reported = done;
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "files %zu/%zu, chunks %llu, audio %s (%.1f s)", done, files.size(),
+                  static_cast<unsigned long long>(result.chunks), hms(result.seconds).c_str(), result.seconds);
+    log << (tty ? "\r" : "") << "preprocess: " << buf << (tty && !final_line ? "" : "\n") << std::flush;
+  };
+
+  // Commits group a few chunks, so a full map loses at most one group.
+  constexpr size_t kChunksPerCommit = 16;
+  uint64_t key_index = 0;
+  try {
+    for (size_t i = 0; i < files.size(); ++i) {
+      FileResult r;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return ready.count(i) > 0; });
+        r = std::move(ready[i]);
+        ready.erase(i);
+        next_write = i + 1;
+      }
+      cv.notify_all();
+      if (!r.skip_reason.empty()) {
+        result.skipped.push_back({files[i], r.skip_reason});
+      } else {
+        uint64_t file_chunks = 0;
+        try {
+          for (size_t start = 0; start < r.records.size(); start += kChunksPerCommit) {
+            LmdbStore::Writer writer(store);
+            const size_t end = std::min(r.records.size(), start + kChunksPerCommit);
+            for (size_t k = start; k < end; ++k) writer.put(LmdbStore::key_for_index(key_index + (k - start)), r.records[k]);
+            writer.commit();
+            key_index += end - start;
+            file_chunks += end - start;
+            result.chunks += end - start;
+            result.seconds += static_cast<double>(end - start) * 2.0 * static_cast<double>(opt.num_signal) / opt.sampling_rate;
+          }
+        } catch (const MapFullError&) {
+          if (file_chunks > 0) ++result.files_used;
+          throw;
+        }
+        ++result.files_used;
+      }
+      progress(i + 1, false);
+    }
+  } catch (const MapFullError&) {
+    result.map_full = true;
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& t : threads) t.join();
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  for (auto& t : threads) t.join();
+  progress(result.map_full ? result.files_used : files.size(), true);
+
+  std::error_code ec;
+  result.db_bytes = fs::file_size(opt.output_path / "data.mdb", ec);
+  // Written last and also after a full map, so the database always describes itself.
+  write_db_metadata(opt.output_path, DbMetadata{false, opt.channels, result.seconds, opt.sampling_rate});
+
+  if (result.map_full) {
+    log << "preprocess: the database reached --max_db_size " << opt.max_db_size_gb << " (map size "
+        << gb(static_cast<double>(map_size)) << ", data.mdb " << gb(static_cast<double>(result.db_bytes))
+        << "); stopped after " << result.chunks << " chunks. Everything written so far is committed and "
+        << "metadata.yaml describes it; raise --max_db_size to store more.\n";
+  }
+  if (!result.skipped.empty()) {
+    log << "preprocess: skipped " << result.skipped.size() << " file(s):\n";
+    for (const auto& s : result.skipped) log << "  " << s.path.string() << ": " << s.reason << "\n";
+  }
+  log << "preprocess: wrote " << result.chunks << " chunks (" << hms(result.seconds) << ", " << result.seconds
+      << " s) from " << result.files_used << " of " << result.files_total << " files to '"
+      << opt.output_path.string() << "'; skipped " << result.skipped.size() << "\n";
+  return result;
+}
+
+std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out) {
+  LmdbStore store(db, LmdbStore::Mode::kReadOnly);
+  const auto meta = read_db_metadata(db);
+  const size_t entries = store.count();
+  out << "database: " << db.string() << "\n";
+  out << "entries: " << entries << "\n";
+  if (!meta) out << "metadata.yaml: missing (channels and rate taken from the records)\n";
+
+  struct BufferInfo {
+    std::string precision;
+    std::vector<int32_t> first_shape;
+    bool shape_varies = false;
+    size_t records = 0;
+  };
+  std::map<std::string, BufferInfo> buffers;
+  std::vector<std::string> bad;
+  int channels = meta ? meta->channels : 0;
+  int sr = meta ? meta->sr : 0;
+  std::set<int> rates;
+  double total_samples = 0.0;
+  size_t waveforms = 0;
+  store.for_each([&](std::string_view key_view, std::string_view value) {
+    const std::string key(key_view);
+    try {
+      AudioExample ex = parse_example(value, key);
+      if (ex.buffers().empty()) throw Error("record '" + key + "' holds no buffers");
+      for (const auto& [name, buf] : ex.buffers()) {
+        auto& info = buffers[name];
+        std::vector<int32_t> shape(buf.shape().begin(), buf.shape().end());
+        if (info.records == 0) {
+          info.precision = precision_name(buf.precision());
+          info.first_shape = shape;
+        } else if (shape != info.first_shape) {
+          info.shape_varies = true;
+        }
+        ++info.records;
+        if (name == kWaveformBuffer) {
+          Waveform w = get_waveform(ex, key, channels);
+          if (channels == 0) channels = w.channels;
+          if (w.sampling_rate > 0) rates.insert(w.sampling_rate);
+          total_samples += static_cast<double>(w.length);
+          ++waveforms;
+        } else if (buf.precision() == AudioExample::FLOAT32) {
+          get_float_buffer(ex, name, key);
+        }
+      }
+    } catch (const std::exception& e) {
+      bad.push_back(key + ": " + e.what());
+    }
+    return true;
+  });
+  if (sr == 0 && !rates.empty()) sr = *rates.begin();
+  out << "sampling rate: " << (sr > 0 ? std::to_string(sr) + " Hz" : std::string("unknown")) << "\n";
+  if (rates.size() > 1 || (!rates.empty() && meta && *rates.begin() != meta->sr)) {
+    out << "  note: records carry sampling rates";
+    for (int r : rates) out << " " << r;
+    out << " Hz\n";
+  }
+  out << "channels: " << channels << "\n";
+  if (waveforms > 0 && sr > 0) {
+    const double seconds = total_samples / sr;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f", seconds);
+    out << "total duration: " << hms(seconds) << " (" << buf << " s)\n";
+    if (meta && std::fabs(meta->n_seconds - seconds) > 1e-3 * std::max(1.0, seconds)) {
+      out << "  note: metadata.yaml says n_seconds " << meta->n_seconds << "\n";
+    }
+  } else {
+    out << "total duration: n/a (no waveform buffers)\n";
+  }
+  out << "buffers:\n";
+  for (const auto& [name, info] : buffers) {
+    out << "  " << name << ": " << info.precision << ", shape [";
+    for (size_t i = 0; i < info.first_shape.size(); ++i) out << (i ? ", " : "") << info.first_shape[i];
+    out << "]" << (info.shape_varies ? " (varies)" : "") << ", in " << info.records << " records";
+    if (name == kWaveformBuffer) out << " (shape field is RAVE's (channels, bytes/channels); lengths come from the data)";
+    out << "\n";
+  }
+  if (bad.empty()) {
+    out << "all " << entries << " records decode\n";
+  } else {
+    out << bad.size() << " of " << entries << " records fail to decode:\n";
+    for (const auto& b : bad) out << "  " << b << "\n";
+  }
+  std::vector<std::string> bad_keys;
+  for (const auto& b : bad) bad_keys.push_back(b.substr(0, b.find(':')));
+  return bad_keys;
+}
+
+}  // namespace rt

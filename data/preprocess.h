@@ -1,0 +1,54 @@
+// `preprocess` (SPEC §3, §5): audio files → a RAVE-compatible LMDB, and `--inspect`.
+//
+// Files are decoded in parallel but written in a fixed order — the sorted file list, then the
+// chunk order inside each file — so the same inputs always give the same keys.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace rt {
+
+struct PreprocessOptions {
+  std::vector<std::filesystem::path> input_paths;  // Files or folders (walked recursively).
+  std::filesystem::path output_path;
+  int sampling_rate = 44100;
+  int channels = 1;
+  int64_t num_signal = 131072;  // A stored chunk holds 2 * num_signal samples per channel.
+  double max_db_size_gb = 100.0;  // LMDB map size (a limit; the file grows as needed).
+  int workers = 0;  // Decoding threads; 0 = all cores.
+};
+
+struct SkippedFile {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+struct PreprocessResult {
+  size_t files_total = 0;
+  size_t files_used = 0;
+  uint64_t chunks = 0;
+  double seconds = 0.0;  // Audio stored, chunks * 2 * num_signal / sampling_rate.
+  std::vector<SkippedFile> skipped;
+  bool map_full = false;  // Stopped early at --max_db_size.
+  uint64_t db_bytes = 0;  // Size of data.mdb at the end.
+};
+
+// Every regular file under `inputs`, sorted, without duplicates. Inputs that do not exist are
+// appended to `missing`.
+std::vector<std::filesystem::path> collect_input_files(const std::vector<std::filesystem::path>& inputs,
+                                                       std::vector<SkippedFile>& missing);
+
+// Builds the database; progress and the skip list go to `log`. Throws rt::Error on bad
+// options or when the output already holds entries. A full map is not an error: it ends the
+// run with result.map_full set and metadata.yaml describing what was committed.
+PreprocessResult preprocess_audio(const PreprocessOptions& options, std::ostream& log);
+
+// `preprocess --inspect DB`: prints entry count, sampling rate, channels, total duration,
+// the buffers found, and decodes every record. Returns the keys that failed (empty: all good).
+std::vector<std::string> inspect_database(const std::filesystem::path& db, std::ostream& out);
+
+}  // namespace rt
