@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Fresh machine → dependencies, Release build, the built-in demo dataset, and the main job:
+# a profiled tiny RAVE training run on it. Everything lands under demo/ (gitignored).
+#   scripts/demo.sh [--steps N] [--config NAME]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STEPS=300
+CONFIG=tiny_rave
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) STEPS="$2"; shift 2 ;;
+    --config) CONFIG="$2"; shift 2 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) echo "demo.sh: unknown argument '$1' (accepted: --steps N, --config NAME)" >&2; exit 2 ;;
+  esac
+done
+
+"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/build.sh"
+BIN="${BUILD_DIR:-$ROOT/build}/bin"
+DEMO="$ROOT/demo"
+mkdir -p "$DEMO"
+
+if [ ! -f "$DEMO/db/metadata.yaml" ]; then
+  echo "== generating demo audio (real WAV/FLAC/OGG/AIFF files) in $DEMO/audio"
+  "$BIN/preprocess" --generate_demo "$DEMO/audio" --demo_seconds 240 --seed 1
+  echo "== building the LMDB dataset $DEMO/db"
+  "$BIN/preprocess" --input_path "$DEMO/audio" --output_path "$DEMO/db" --sampling_rate 44100 \
+    --channels 1 --num_signal 16384 --max_db_size 1
+fi
+echo "== inspecting $DEMO/db"
+"$BIN/preprocess" --inspect "$DEMO/db"
+
+echo "== training $CONFIG for $STEPS steps with timing and memory profiling"
+"$BIN/train" --config "$CONFIG" --db_path "$DEMO/db" --out_path "$DEMO/runs" --name demo \
+  --max_steps "$STEPS" --enable_timing_profiling --enable_memory_profiling
+
+RUN="$(readlink -f "$DEMO/runs/latest")"
+echo "== run directory: $RUN"
+ls -l "$RUN"
+if [ -x "$BIN/profile-report" ]; then
+  "$BIN/profile-report" "$RUN"
+fi
+echo "TensorBoard: tensorboard --logdir $DEMO/runs"
