@@ -343,3 +343,40 @@ TEST(NeuralSampler, WorksOnTheRealDataset) {
 
 }  // namespace
 }  // namespace rt::neural
+
+namespace rt::neural {
+namespace {
+
+// The synthetic data must be decodable (the demo trains on it): a linear readout of the
+// smoothed spikes explains most of the velocity variance.
+TEST(NeuralSynthetic, VelocityIsLinearlyDecodableFromSmoothedSpikes) {
+  testing::ScratchDir dir;
+  SyntheticOptions so;
+  so.units = {64};
+  so.trials = 40;
+  NeuralImportOptions io;
+  io.inputs = write_synthetic_reaching(dir / "h5", so);
+  io.output = dir / "db";
+  io.max_db_size_bytes = 1 << 26;
+  import_neural_hdf5(io);
+  NeuralDataset ds(dir / "db");
+  std::mt19937_64 rng(0);
+  std::vector<torch::Tensor> xs, ys;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    auto ex = ds.get(i, rng);
+    xs.push_back(ex.input);
+    ys.push_back(ex.target);
+  }
+  auto X = torch::cat(xs).to(torch::kFloat64);
+  X = torch::cat({X, torch::ones({X.size(0), 1}, torch::kFloat64)}, 1);
+  auto Y = torch::cat(ys).to(torch::kFloat64);
+  auto W = std::get<0>(torch::linalg_lstsq(X, Y, {}, {}));
+  auto res = (Y - X.matmul(W)).pow(2).sum(0);
+  auto tot = (Y - Y.mean(0)).pow(2).sum(0);
+  const double r2 = (1 - res / (tot + 1e-8)).mean().item<double>();
+  EXPECT_GT(r2, 0.6) << r2;
+  EXPECT_LT(r2, 0.999) << "too easy: the spikes should be noisy";
+}
+
+}  // namespace
+}  // namespace rt::neural
