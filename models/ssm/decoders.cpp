@@ -1,0 +1,160 @@
+#include "models/ssm/decoders.h"
+
+#include "data/util/error.h"
+
+namespace rt::ssm {
+
+SsmOptions SsmOptions::s5_maze() { return SsmOptions{}; }
+
+SsmOptions SsmOptions::foundational() {
+  SsmOptions o;
+  o.variant = "foundational";
+  o.d_model = 128;
+  o.state_dim = 128;
+  o.n_layers = 4;
+  o.ssm_blocks = 4;  // foundational_ssm decoders.py: ssm_init_diag_blocks = 4
+  o.context_dim = 8;
+  return o;
+}
+
+void SsmOptions::validate() const {
+  auto fail = [](const std::string& msg) { throw Error(msg); };
+  if (variant != "s5_maze" && variant != "foundational") {
+    fail("model.variant = \"" + variant + "\": accepted values are \"s5_maze\" and \"foundational\"");
+  }
+  if (input_dim < 1) fail("model.input_dim = " + std::to_string(input_dim) + ": must be >= 1");
+  if (output_dim < 1) fail("model.output_dim = " + std::to_string(output_dim) + ": must be >= 1");
+  if (n_layers < 1) fail("model.n_layers = " + std::to_string(n_layers) + ": must be >= 1");
+  if (!(dropout >= 0 && dropout < 1)) fail("model.dropout = " + std::to_string(dropout) + ": must be in [0, 1)");
+  if (context_dim < 0) fail("model.context_dim = " + std::to_string(context_dim) + ": must be >= 0");
+  if (variant == "foundational" && context_dim >= d_model) {
+    fail("model.context_dim = " + std::to_string(context_dim) + " must be < model.d_model = " +
+         std::to_string(d_model) + " (the encoders output d_model − context_dim features)");
+  }
+  if (state_dim < 2 || (conj_sym && state_dim % 2 != 0)) {
+    fail("model.state_dim = " + std::to_string(state_dim) + ": must be an even integer >= 2");
+  }
+  parse_discretization(discretization);
+  parse_scan(scan);
+  layer_options().validate();
+}
+
+S5LayerOptions SsmOptions::layer_options() const {
+  S5LayerOptions l;
+  l.d_model = d_model;
+  l.state_dim = state_dim;
+  l.ssm_blocks = ssm_blocks;
+  l.conj_sym = conj_sym;
+  l.discretization = parse_discretization(discretization);
+  l.scan = parse_scan(scan);
+  l.dt_min = dt_min;
+  l.dt_max = dt_max;
+  return l;
+}
+
+S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout) {
+  const int64_t H = layer.d_model;
+  // foundational_ssm: eqx.nn.BatchNorm(channelwise_affine=False).
+  norm = register_module("norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false)));
+  ssm = register_module("ssm", S5Layer(layer));
+  glu_w1 = register_module("glu_w1", torch::nn::Linear(H, H));
+  glu_w2 = register_module("glu_w2", torch::nn::Linear(H, H));
+  drop = register_module("drop", torch::nn::Dropout(dropout));
+}
+
+torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
+  // B = batch, T = time, H = features. BatchNorm1d over [B, H, T] pools statistics over B×T.
+  auto h = norm(x.transpose(1, 2)).transpose(1, 2);
+  h = ssm(h);
+  h = torch::gelu(h, "tanh");  // jax.nn.gelu defaults to the tanh approximation
+  h = drop(h);
+  h = glu_w1(h) * torch::sigmoid(glu_w2(h));
+  h = drop(h);
+  return x + h;
+}
+
+void SsmModelImpl::add_blocks(const SsmOptions& options) {
+  torch::nn::ModuleList list;
+  for (int64_t i = 0; i < options.n_layers; ++i) {
+    blocks.emplace_back(options.layer_options(), options.dropout);
+    list->push_back(blocks.back());
+  }
+  register_module("blocks", list);
+}
+
+void SsmModelImpl::set_scan(ScanKind scan) {
+  for (auto& b : blocks) b->ssm->set_scan(scan);
+}
+
+S5DecoderImpl::S5DecoderImpl(const SsmOptions& options) {
+  options.validate();
+  encoder = register_module("encoder", torch::nn::Linear(options.input_dim, options.d_model));
+  add_blocks(options);
+  decoder = register_module("decoder", torch::nn::Linear(options.d_model, options.output_dim));
+}
+
+torch::Tensor S5DecoderImpl::forward(const torch::Tensor& x, int64_t /*group*/) {
+  auto h = encoder(x);
+  for (auto& b : blocks) h = b(h);
+  return decoder(h);
+}
+
+FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int64_t n_groups)
+    : input_dim_(options.input_dim) {
+  options.validate();
+  TORCH_CHECK(n_groups >= 1, "FoundationalDecoder: n_groups must be >= 1, got ", n_groups);
+  torch::nn::ModuleList list;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    encoders.emplace_back(options.input_dim, options.d_model - options.context_dim);
+    list->push_back(encoders.back());
+  }
+  register_module("encoders", list);
+  encoder_drop = register_module("encoder_drop", torch::nn::Dropout(options.dropout));
+  if (options.context_dim > 0) {
+    context = register_module("context", torch::nn::Embedding(n_groups, options.context_dim));
+  }
+  add_blocks(options);
+  decoder = register_module("decoder", torch::nn::Linear(options.d_model, options.output_dim));
+}
+
+torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t group) {
+  TORCH_CHECK(group >= 0 && group < n_groups(), "FoundationalDecoder: group ", group, " out of range [0, ",
+              n_groups(), ")");
+  TORCH_CHECK(x.dim() == 3 && x.size(2) <= input_dim_, "FoundationalDecoder: expected input [B, T, <= ",
+              input_dim_, "], got ", x.sizes());
+  auto padded = x.size(2) < input_dim_ ? torch::constant_pad_nd(x, {0, input_dim_ - x.size(2)}) : x;
+  auto h = encoder_drop(encoders[static_cast<size_t>(group)](padded));
+  if (context) {
+    auto idx = torch::full({1}, group, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    auto c = context(idx).view({1, 1, -1}).expand({h.size(0), h.size(1), -1});
+    h = torch::cat({h, c}, 2);
+  }
+  for (auto& b : blocks) h = b(h);
+  return decoder(h);
+}
+
+std::shared_ptr<SsmModelImpl> make_ssm_model(const SsmOptions& options, int64_t n_groups) {
+  options.validate();
+  if (options.variant == "foundational") return std::make_shared<FoundationalDecoderImpl>(options, n_groups);
+  return std::make_shared<S5DecoderImpl>(options);
+}
+
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> split_weight_decay_parameters(
+    const torch::nn::Module& model) {
+  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> groups;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    (is_ssm_parameter_name(item.key()) ? groups.second : groups.first).push_back(item.value());
+  }
+  return groups;
+}
+
+torch::Tensor r2_score(const torch::Tensor& pred, const torch::Tensor& target) {
+  TORCH_CHECK(pred.sizes() == target.sizes(), "r2_score: shapes differ: ", pred.sizes(), " vs ", target.sizes());
+  auto p = pred.reshape({-1, pred.size(-1)}).to(torch::kFloat64);
+  auto t = target.reshape({-1, target.size(-1)}).to(torch::kFloat64);
+  auto ss_res = (t - p).pow(2).sum(0);
+  auto ss_tot = (t - t.mean(0, /*keepdim=*/true)).pow(2).sum(0);
+  return (1.0 - ss_res / (ss_tot + 1e-8)).mean();
+}
+
+}  // namespace rt::ssm

@@ -1,0 +1,120 @@
+// SSM decoders of neural activity (SPEC §6, facts: Melina-Jingting/foundational_ssm
+// models/s5.py S5Block and models/decoders.py SSMFoundationalDecoder).
+//
+//   S5Block:             BatchNorm (stats over batch×time, no affine) → S5 → GELU → dropout
+//                        → GLU (W1x ⊙ σ(W2x)) → dropout → + residual
+//   S5Decoder (s5_maze): Linear(input_dim → d_model) → n_layers × S5Block → Linear(d_model → output_dim)
+//   FoundationalDecoder: per-group Linear(input_dim → d_model − context_dim) on inputs zero-padded
+//                        to the widest group (input_dim), dropout, ⧺ learned context embedding of
+//                        the group (context_dim) → n_layers × S5Block → one shared readout
+//                        Linear(d_model → output_dim) (the reference has a single decoder for
+//                        all groups; only the encoders and context are per group).
+//
+// All models take x [B, T, input_dim'] and a group index, and return [B, T, output_dim].
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/ssm/s5.h"
+
+namespace rt::ssm {
+
+// The [model] SSM keys of CONFIG_KEYS.md, same names and defaults.
+struct SsmOptions {
+  std::string variant = "s5_maze";  // s5_maze | foundational
+  int64_t input_dim = 182;
+  int64_t output_dim = 2;
+  int64_t d_model = 64;
+  int64_t state_dim = 64;
+  int64_t n_layers = 1;
+  double dropout = 0.05;
+  std::string discretization = "zoh";  // zoh | bilinear
+  std::string scan = "parallel";       // parallel | sequential
+  double dt_min = 1e-3;
+  double dt_max = 1e-1;
+  int64_t ssm_blocks = 1;
+  int64_t context_dim = 8;
+  bool conj_sym = true;
+
+  // NLB MC_Maze single-session: 182 units → 64 → 1 block (state 64) → 2 (hand velocity).
+  static SsmOptions s5_maze();
+  // Multi-session: 4 blocks of width 128 (state 128, HiPPO in 4 diagonal blocks), context 8.
+  static SsmOptions foundational();
+
+  // Throws rt::Error naming the model.* key, the value and what is accepted.
+  void validate() const;
+  S5LayerOptions layer_options() const;
+};
+
+class S5BlockImpl : public torch::nn::Module {
+ public:
+  S5BlockImpl(const S5LayerOptions& layer, double dropout);
+  torch::Tensor forward(const torch::Tensor& x);  // [B, T, H] → [B, T, H]
+
+  torch::nn::BatchNorm1d norm{nullptr};
+  S5Layer ssm{nullptr};
+  torch::nn::Linear glu_w1{nullptr}, glu_w2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(S5Block);
+
+// What the trainer sees of any SSM decoder.
+class SsmModelImpl : public torch::nn::Module {
+ public:
+  // x [B, T, units] float; `group` selects the encoder/context (ignored by single-session models).
+  virtual torch::Tensor forward(const torch::Tensor& x, int64_t group) = 0;
+  // Switches every S5 layer between the parallel and the sequential scan.
+  void set_scan(ScanKind scan);
+  std::vector<S5Block> blocks;  // registered as "blocks.<i>"
+
+ protected:
+  void add_blocks(const SsmOptions& options);
+};
+
+class S5DecoderImpl : public SsmModelImpl {
+ public:
+  explicit S5DecoderImpl(const SsmOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, int64_t group = 0) override;
+
+  torch::nn::Linear encoder{nullptr}, decoder{nullptr};
+};
+TORCH_MODULE(S5Decoder);
+
+class FoundationalDecoderImpl : public SsmModelImpl {
+ public:
+  // `n_groups` encoders, each Linear(options.input_dim → d_model − context_dim). Inputs
+  // narrower than input_dim are zero-padded here. REQUIRES: n_groups ≥ 1.
+  FoundationalDecoderImpl(const SsmOptions& options, int64_t n_groups);
+  torch::Tensor forward(const torch::Tensor& x, int64_t group) override;
+  int64_t n_groups() const { return static_cast<int64_t>(encoders.size()); }
+
+  std::vector<torch::nn::Linear> encoders;  // registered as "encoders.<g>"
+  torch::nn::Embedding context{nullptr};  // absent when context_dim == 0
+  torch::nn::Dropout encoder_drop{nullptr};
+  torch::nn::Linear decoder{nullptr};
+
+ private:
+  int64_t input_dim_;
+};
+TORCH_MODULE(FoundationalDecoder);
+
+// Builds the variant named by options.variant (n_groups is used by "foundational" only).
+// Validates the options first.
+std::shared_ptr<SsmModelImpl> make_ssm_model(const SsmOptions& options, int64_t n_groups = 1);
+
+// AdamW groups: first = parameters with weight decay, second = SSM parameters (Λ, log-step)
+// that S5 trains without weight decay (see is_ssm_parameter_name).
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> split_weight_decay_parameters(
+    const torch::nn::Module& model);
+
+// R² per output dim, averaged: mean_d [1 − SS_res_d / (SS_tot_d + 1e-8)], over every leading
+// dim of pred/target [..., D]. Returns a 0-dim tensor (no grad needed; detach the inputs).
+torch::Tensor r2_score(const torch::Tensor& pred, const torch::Tensor& target);
+
+}  // namespace rt::ssm

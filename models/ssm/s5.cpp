@@ -1,0 +1,198 @@
+#include "models/ssm/s5.h"
+
+#include <cmath>
+
+#include "data/util/error.h"
+
+namespace rt::ssm {
+
+Discretization parse_discretization(const std::string& value, const std::string& key) {
+  if (value == "zoh") return Discretization::kZoh;
+  if (value == "bilinear") return Discretization::kBilinear;
+  throw Error(key + " = \"" + value + "\": accepted values are \"zoh\" and \"bilinear\"");
+}
+
+ScanKind parse_scan(const std::string& value, const std::string& key) {
+  if (value == "parallel") return ScanKind::kParallel;
+  if (value == "sequential") return ScanKind::kSequential;
+  throw Error(key + " = \"" + value + "\": accepted values are \"parallel\" and \"sequential\"");
+}
+
+std::string to_string(Discretization d) { return d == Discretization::kZoh ? "zoh" : "bilinear"; }
+std::string to_string(ScanKind s) { return s == ScanKind::kParallel ? "parallel" : "sequential"; }
+
+HippoDiagonal make_dplr_hippo(int64_t n) {
+  TORCH_CHECK(n >= 1, "make_dplr_hippo: n must be >= 1, got ", n);
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto k = torch::arange(n, opts);
+  // HiPPO-LegS: A_nk = −sqrt(2n+1)·sqrt(2k+1) for n > k, −(n+1) on the diagonal, 0 above.
+  auto q = torch::sqrt(1 + 2 * k);
+  auto A = -(torch::tril(q.unsqueeze(1) * q.unsqueeze(0)) - torch::diag(k));
+  // Adding the rank-1 term p pᵀ (p_k = sqrt(k + 1/2)) makes it normal (S4's NPLR form).
+  auto p = torch::sqrt(k + 0.5);
+  auto S = A + p.unsqueeze(1) * p.unsqueeze(0);
+  auto diag = torch::diagonal(S);
+  auto lambda_real = diag.mean().item<double>();  // −1/2 for every n
+  auto skew = S - torch::diag(diag);
+  auto hermitian = torch::complex(torch::zeros_like(skew), -skew);  // −i·skew
+  auto [omega, V] = torch::linalg_eigh(hermitian, "L");
+  auto lambda = torch::complex(torch::full_like(omega, lambda_real), omega);
+  return {lambda, V};
+}
+
+torch::Tensor scan_sequential(const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(b.dim() == 3, "scan_sequential: b must be [B, T, P], got ", b.sizes());
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, "scan_sequential: a must be [T, P] or [B, T, P]");
+  const int64_t T = b.size(1);
+  const int64_t a_time = a.dim() - 2;
+  std::vector<torch::Tensor> xs;
+  xs.reserve(T);
+  torch::Tensor x = b.select(1, 0);
+  xs.push_back(x);
+  for (int64_t t = 1; t < T; ++t) {
+    x = a.select(a_time, t) * x + b.select(1, t);
+    xs.push_back(x);
+  }
+  return torch::stack(xs, 1);
+}
+
+torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(b.dim() == 3, "scan_parallel: b must be [B, T, P], got ", b.sizes());
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, "scan_parallel: a must be [T, P] or [B, T, P]");
+  const int64_t T = b.size(1);
+  const int64_t a_time = a.dim() - 2;
+  torch::Tensor A = a;
+  torch::Tensor X = b;
+  // Hillis–Steele: after the step with offset d, element t holds the composition of the
+  // min(t+1, 2d) elements ending at t. Element t (later, j) absorbs t−d (earlier, i).
+  for (int64_t d = 1; d < T; d *= 2) {
+    auto a_late = A.narrow(a_time, d, T - d);
+    auto x_early = X.narrow(1, 0, T - d);
+    auto x_late = X.narrow(1, d, T - d);
+    X = torch::cat({X.narrow(1, 0, d), a_late * x_early + x_late}, 1);
+    if (2 * d < T) {
+      A = torch::cat({A.narrow(a_time, 0, d), a_late * A.narrow(a_time, 0, T - d)}, a_time);
+    }
+  }
+  return X;
+}
+
+void S5LayerOptions::validate() const {
+  auto fail = [](const std::string& msg) { throw Error(msg); };
+  if (d_model < 1) fail("model.d_model = " + std::to_string(d_model) + ": must be >= 1");
+  if (state_dim < 1) fail("model.state_dim = " + std::to_string(state_dim) + ": must be >= 1");
+  if (ssm_blocks < 1) fail("model.ssm_blocks = " + std::to_string(ssm_blocks) + ": must be >= 1");
+  if (state_dim % ssm_blocks != 0) {
+    fail("model.state_dim = " + std::to_string(state_dim) + " is not divisible by model.ssm_blocks = " +
+         std::to_string(ssm_blocks) + ": each HiPPO block needs state_dim / ssm_blocks states");
+  }
+  if (conj_sym && (state_dim / ssm_blocks) % 2 != 0) {
+    fail("model.state_dim / model.ssm_blocks = " + std::to_string(state_dim / ssm_blocks) +
+         " is odd: with model.conj_sym = true each block must hold conjugate pairs (an even size)");
+  }
+  if (!(dt_min > 0)) fail("model.dt_min = " + std::to_string(dt_min) + ": must be > 0");
+  if (!(dt_max > dt_min)) {
+    fail("model.dt_max = " + std::to_string(dt_max) + ": must be > model.dt_min = " + std::to_string(dt_min));
+  }
+}
+
+namespace {
+
+// jax.nn.initializers.lecun_normal(): truncated normal on [−2, 2] scaled to variance 1/fan_in.
+torch::Tensor lecun_truncated_normal(at::IntArrayRef shape, int64_t fan_in) {
+  auto x = torch::randn(shape, torch::kFloat64);
+  for (auto out = x.abs() > 2; out.any().item<bool>(); out = x.abs() > 2) {
+    x = torch::where(out, torch::randn(shape, torch::kFloat64), x);
+  }
+  // 0.8796... is the standard deviation of a unit normal truncated to [−2, 2].
+  return x * (std::sqrt(1.0 / static_cast<double>(fan_in)) / 0.87962566103423978);
+}
+
+torch::Tensor block_diag_repeat(const torch::Tensor& block, int64_t n) {
+  std::vector<torch::Tensor> blocks(static_cast<size_t>(n), block);
+  return torch::block_diag(blocks);
+}
+
+}  // namespace
+
+S5LayerImpl::S5LayerImpl(const S5LayerOptions& options) : options_(options) {
+  options_.validate();
+  const int64_t H = options_.d_model;
+  const int64_t N = options_.state_dim;
+  const int64_t block_n = N / options_.ssm_blocks;
+  auto hippo = make_dplr_hippo(block_n);
+  const int64_t block_kept = options_.conj_sym ? block_n / 2 : block_n;
+  stored_states_ = block_kept * options_.ssm_blocks;
+
+  // Under conjugate symmetry keep one eigenvalue of each pair (eigh sorts ω ascending).
+  auto lambda_block = hippo.lambda.narrow(0, 0, block_kept);
+  auto V_block = hippo.V.narrow(1, 0, block_kept);                 // [block_n, block_kept]
+  auto lambda = lambda_block.repeat({options_.ssm_blocks});         // [P']
+  auto V = block_diag_repeat(V_block, options_.ssm_blocks);         // [N, P']
+  auto Vinv = block_diag_repeat(V_block.conj().t(), options_.ssm_blocks);  // [P', N]
+
+  auto B_real = lecun_truncated_normal({N, H}, N);
+  auto B_tilde = torch::matmul(Vinv, B_real.to(torch::kComplexDouble));  // [P', H]
+  auto C_parts = lecun_truncated_normal({H, N, 2}, N);
+  auto C_full = torch::complex(C_parts.select(2, 0), C_parts.select(2, 1));
+  auto C_tilde = torch::matmul(C_full, V);  // [H, P']
+
+  const auto dtype = torch::get_default_dtype();
+  auto as_param = [&](const torch::Tensor& t) { return t.to(dtype).contiguous(); };
+  Lambda_re = register_parameter("Lambda_re", as_param(torch::real(lambda)));
+  Lambda_im = register_parameter("Lambda_im", as_param(torch::imag(lambda)));
+  B = register_parameter("B", as_param(torch::view_as_real(B_tilde.resolve_conj())));
+  C = register_parameter("C", as_param(torch::view_as_real(C_tilde.resolve_conj())));
+  D = register_parameter("D", as_param(torch::randn({H}, torch::kFloat64)));
+  const double lo = std::log(options_.dt_min), hi = std::log(options_.dt_max);
+  log_step = register_parameter("log_step",
+                                as_param(torch::rand({stored_states_}, torch::kFloat64) * (hi - lo) + lo));
+}
+
+torch::Tensor S5LayerImpl::lambda() const {
+  // Re λ ≤ −1e-4 keeps |Λ̄| < 1, i.e. the recurrence stable (S5 clip_eigs).
+  return torch::complex(Lambda_re.clamp_max(-1e-4), Lambda_im);
+}
+
+std::pair<torch::Tensor, torch::Tensor> S5LayerImpl::discretize() const {
+  auto lam = lambda();
+  auto B_tilde = torch::view_as_complex(B);
+  auto step = torch::exp(log_step);
+  torch::Tensor lambda_bar, B_bar;
+  if (options_.discretization == Discretization::kZoh) {
+    lambda_bar = torch::exp(lam * step);
+    B_bar = ((lambda_bar - 1.0) / lam).unsqueeze(1) * B_tilde;
+  } else {
+    auto bl = 1.0 / (1.0 - (step / 2.0) * lam);
+    lambda_bar = bl * (1.0 + (step / 2.0) * lam);
+    B_bar = (bl * step).unsqueeze(1) * B_tilde;
+  }
+  return {lambda_bar, B_bar};
+}
+
+torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
+  TORCH_CHECK(u.dim() == 3 && u.size(2) == options_.d_model, "S5Layer: expected input [B, T, ",
+              options_.d_model, "], got ", u.sizes());
+  // B = batch, T = time, H = features, P = stored complex states.
+  auto [lambda_bar, B_bar] = discretize();
+  const int64_t T = u.size(1);
+  auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()),
+                           torch::matmul(u, torch::imag(B_bar).t()));  // [B, T, P]
+  auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});     // [T, P]
+  auto x = options_.scan == ScanKind::kParallel ? scan_parallel(a, Bu) : scan_sequential(a, Bu);
+  auto C_tilde = torch::view_as_complex(C);                          // [H, P]
+  auto y = torch::real(torch::matmul(x, C_tilde.t()));              // [B, T, H]
+  if (options_.conj_sym) y = 2.0 * y;
+  return y + D * u;
+}
+
+bool is_ssm_parameter_name(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+           (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.');
+  };
+  return ends_with("Lambda_re") || ends_with("Lambda_im") || ends_with("log_step");
+}
+
+}  // namespace rt::ssm

@@ -1,0 +1,100 @@
+// The S5 layer (Smith, Warrington & Linderman, "Simplified State Space Layers for Sequence
+// Modeling", 2023), as used by Melina-Jingting/foundational_ssm (models/s5.py, itself after
+// lindermanlab/S5 s5/ssm_init.py and s5/ssm.py).
+//
+// A diagonal, complex, linear time-invariant system per layer:
+//   x_t = Λ̄ ⊙ x_{t−1} + B̄ u_t,   y_t = 2·Re(C̃ x_t) + D ⊙ u_t   (conjugate symmetry)
+// with Λ the eigenvalues of the normal part of HiPPO-LegS (optionally repeated in `ssm_blocks`
+// diagonal blocks), B̃ = V⁻¹B, C̃ = CV, and a learnable step Δ = exp(log_step) per state.
+//
+// Complex parameters are stored as real tensors (Λ as Lambda_re/Lambda_im; B̃ and C̃ with a
+// trailing real/imag axis of size 2, the reference's layout), so optimizers, weight decay
+// groups and checkpoints only ever see real parameters. Complex arithmetic happens inside
+// forward() with LibTorch complex tensors, which autograd differentiates.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace rt::ssm {
+
+enum class Discretization { kZoh, kBilinear };
+enum class ScanKind { kParallel, kSequential };
+
+// "zoh"|"bilinear" and "parallel"|"sequential" (the TOML spellings). Throw rt::Error naming
+// `key` and the accepted values.
+Discretization parse_discretization(const std::string& value, const std::string& key = "model.discretization");
+ScanKind parse_scan(const std::string& value, const std::string& key = "model.scan");
+std::string to_string(Discretization d);
+std::string to_string(ScanKind s);
+
+// Diagonalised normal part of HiPPO-LegS of size n (S5's make_DPLR_HiPPO): S = A + p pᵀ with
+// A the LegS matrix and p_k = sqrt(k + 1/2). S = −½·I + (skew-symmetric), so its eigenvalues
+// are −½ + iω with ±ω pairs; ω and V come from eigh of the Hermitian matrix −i·(S − diag S).
+// Returns Λ [n] (complex128, ω ascending: the first n/2 are the conjugates of the last n/2)
+// and V [n, n] (complex128, unitary, S = V diag(Λ) Vᴴ).
+struct HippoDiagonal {
+  torch::Tensor lambda;
+  torch::Tensor V;
+};
+HippoDiagonal make_dplr_hippo(int64_t n);
+
+// Linear recurrence x_t = a_t ⊙ x_{t−1} + b_t with x_{−1} = 0, over dim 1 (time) of
+// b [B, T, P]; `a` is [T, P] (shared by the batch) or [B, T, P]. Any dtype, complex included;
+// both are differentiable and return [B, T, P].
+//   scan_sequential: a loop over time (T small ops).
+//   scan_parallel:   Hillis–Steele inclusive scan with S5's associative operator
+//                    (a_i, b_i) • (a_j, b_j) = (a_j·a_i, a_j·b_i + b_j): ⌈log2 T⌉ steps.
+torch::Tensor scan_sequential(const torch::Tensor& a, const torch::Tensor& b);
+torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b);
+
+struct S5LayerOptions {
+  int64_t d_model = 64;    // H: input/output features.
+  int64_t state_dim = 64;  // P: complex states before conjugate symmetry halves them.
+  int64_t ssm_blocks = 1;  // HiPPO init repeated on this many diagonal blocks.
+  bool conj_sym = true;
+  Discretization discretization = Discretization::kZoh;
+  ScanKind scan = ScanKind::kParallel;
+  double dt_min = 1e-3;
+  double dt_max = 1e-1;
+  // Throws rt::Error naming the offending model.* key when the combination is impossible
+  // (state_dim not divisible by ssm_blocks, odd block under conj_sym, dt_min ≥ dt_max, ...).
+  void validate() const;
+};
+
+// Input and output [B, T, d_model] (real, the module's dtype).
+class S5LayerImpl : public torch::nn::Module {
+ public:
+  explicit S5LayerImpl(const S5LayerOptions& options);
+  torch::Tensor forward(const torch::Tensor& u);
+
+  // Number of complex states actually stored (state_dim/2 under conjugate symmetry).
+  int64_t stored_states() const { return stored_states_; }
+  const S5LayerOptions& options() const { return options_; }
+  void set_scan(ScanKind scan) { options_.scan = scan; }
+  void set_discretization(Discretization d) { options_.discretization = d; }
+
+  // Continuous eigenvalues with Re λ clipped to ≤ −1e-4 (what forward() uses), complex [P'].
+  torch::Tensor lambda() const;
+  // Discretised (Λ̄ [P'], B̄ [P', H]) under the current options.
+  std::pair<torch::Tensor, torch::Tensor> discretize() const;
+
+  torch::Tensor Lambda_re, Lambda_im;  // [P']        eigenvalues (real, imaginary part)
+  torch::Tensor B;                     // [P', H, 2]  B̃ = V⁻¹B
+  torch::Tensor C;                     // [H, P', 2]  C̃ = CV
+  torch::Tensor D;                     // [H]         feed-through
+  torch::Tensor log_step;              // [P']        log Δ
+
+ private:
+  S5LayerOptions options_;
+  int64_t stored_states_ = 0;
+};
+TORCH_MODULE(S5Layer);
+
+// True for parameter names (as named_parameters() reports them) that S5 trains without
+// weight decay: Λ (Lambda_re, Lambda_im) and log_step (S5 / foundational_ssm optimizer setup).
+bool is_ssm_parameter_name(const std::string& name);
+
+}  // namespace rt::ssm
