@@ -1,6 +1,7 @@
 #include "models/rave/rave.h"
 
 #include "data/util/error.h"
+#include "data/util/torch_compat.h"
 
 namespace rt::rave {
 
@@ -123,7 +124,7 @@ RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveL
   RaveForward f;
   {
     // The autoencoder only needs a graph when the generator is being trained.
-    c10::optional<torch::NoGradGuard> no_grad;
+    rt::compat::optional<torch::NoGradGuard> no_grad;
     if (dis_step) no_grad.emplace();
     f = model.forward_train(x);
     l.multiband_spectral_distance =
