@@ -1,0 +1,113 @@
+#include "models/rave/encoder.h"
+
+namespace rt::rave {
+
+using models::WNConv1d;
+using models::WNConv1dOptions;
+
+namespace {
+
+std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
+  // RAVE normalize_dilations: a single list applies to every ratio.
+  if (o.dilations.size() == 1 && o.ratios.size() > 1)
+    return std::vector<std::vector<int64_t>>(o.ratios.size(), o.dilations[0]);
+  return o.dilations;
+}
+
+}  // namespace
+
+EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
+  const auto act = models::parse_activation(o.activation, "model.activation");
+  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  const auto dil = dilations_per_ratio(o);
+  const int64_t k_in = 2 * o.kernel_size + 1;
+  auto pad = models::get_padding(k_in, 1, mode);
+  net->push_back(WNConv1d(WNConv1dOptions(o.n_band * o.channels, o.capacity, k_in)
+                              .pad_left(pad.first)
+                              .pad_right(pad.second)));
+  int64_t c = o.capacity;
+  for (size_t i = 0; i < o.ratios.size(); ++i) {
+    const int64_t r = o.ratios[i];
+    for (int64_t d : dil[i]) {
+      if (o.adain) net->push_back(models::AdaIN(c));
+      net->push_back(models::Residual(
+          torch::nn::AnyModule(models::DilatedUnit(c, o.kernel_size, d, act, mode))));
+    }
+    net->push_back(models::make_activation(act, c));
+    pad = models::get_padding(2 * r, 1, mode);
+    net->push_back(WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r)
+                                .stride(r)
+                                .pad_left(pad.first)
+                                .pad_right(pad.second)));
+    c *= 2;
+  }
+  net->push_back(models::make_activation(act, c));
+  pad = models::get_padding(o.kernel_size, 1, mode);
+  net->push_back(WNConv1d(WNConv1dOptions(c, 2 * o.latent_size, o.kernel_size)
+                              .pad_left(pad.first)
+                              .pad_right(pad.second)));
+  register_module("net", net);
+}
+
+EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
+  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  auto pad = models::get_padding(7, 1, mode);
+  net->push_back(WNConv1d(WNConv1dOptions(o.n_band * o.channels, o.capacity, 7)
+                              .weight_norm(false)
+                              .pad_left(pad.first)
+                              .pad_right(pad.second)));
+  int64_t c = o.capacity;
+  for (int64_t r : o.ratios) {
+    net->push_back(torch::nn::BatchNorm1d(c));
+    net->push_back(models::make_activation(models::Activation::kLeakyRelu, c));
+    pad = models::get_padding(2 * r + 1, 1, mode);
+    net->push_back(WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r + 1)
+                                .stride(r)
+                                .weight_norm(false)
+                                .pad_left(pad.first)
+                                .pad_right(pad.second)));
+    c *= 2;
+  }
+  net->push_back(models::make_activation(models::Activation::kLeakyRelu, c));
+  pad = models::get_padding(5, 1, mode);
+  net->push_back(WNConv1d(WNConv1dOptions(c, 2 * o.latent_size, 5)
+                              .groups(2)
+                              .weight_norm(false)
+                              .pad_left(pad.first)
+                              .pad_right(pad.second)));
+  register_module("net", net);
+}
+
+VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o) {
+  if (o.version == "v1") {
+    encoder = register_module("encoder", std::make_shared<EncoderV1Impl>(o));
+  } else {
+    encoder = register_module("encoder", std::make_shared<EncoderV2Impl>(o));
+  }
+  warmed_up_ = register_buffer("warmed_up", torch::zeros({}, torch::kLong));
+}
+
+torch::Tensor VariationalEncoderImpl::forward(const torch::Tensor& x) {
+  auto z = encoder->forward(x);
+  return warmed_up() ? z.detach() : z;
+}
+
+std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
+    const torch::Tensor& stats) const {
+  auto halves = stats.chunk(2, 1);
+  const auto& mean = halves[0];
+  auto std = torch::softplus(halves[1]) + 1e-4;
+  auto var = std * std;
+  auto z = torch::randn_like(mean) * std + mean;
+  auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
+  return {z, kl};
+}
+
+void VariationalEncoderImpl::set_warmed_up(bool state) {
+  warm_ = state;
+  warmed_up_.fill_(state ? 1 : 0);
+}
+
+bool VariationalEncoderImpl::warmed_up() const { return warm_; }
+
+}  // namespace rt::rave

@@ -1,0 +1,53 @@
+// RAVE encoders (acids-ircam/RAVE rave/blocks.py). Keys mirror RAVE: the variational wrapper
+// holds the network as `encoder`, whose layers are `net.<i>` — e.g. for v2
+// `encoder.encoder.net.0.weight_g`, `encoder.encoder.net.1.aligned.branches.0.net.1.weight_v`.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <utility>
+
+#include "models/common/blocks.h"
+#include "models/rave/options.h"
+
+namespace rt::rave {
+
+// Multiband audio (B, n_band·channels, T) → raw latent statistics (B, 2·latent_size, T/hop).
+struct EncoderBase : torch::nn::Module {
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+// blocks.EncoderV2: WNConv(k=2·kernel+1) → per ratio r: [AdaIN] Residual(DilatedUnit(d)) for
+// each dilation, act, WNConv(C, 2C, 2r, stride r) → act → WNConv(2^n·capacity, 2·latent, kernel).
+struct EncoderV2Impl : EncoderBase {
+  explicit EncoderV2Impl(const RaveOptions& o);
+  torch::Tensor forward(const torch::Tensor& x) override { return net->forward(x); }
+  models::Seq net;
+};
+
+// blocks.Encoder (v1.gin): plain convs (no weight norm, no bias) with BatchNorm1d + LeakyReLU
+// before each strided conv (kernel 2r+1), final grouped conv (k5, groups 2).
+struct EncoderV1Impl : EncoderBase {
+  explicit EncoderV1Impl(const RaveOptions& o);
+  torch::Tensor forward(const torch::Tensor& x) override { return net->forward(x); }
+  models::Seq net;
+};
+
+// blocks.VariationalEncoder: mean/scale halves, std = softplus(scale) + 1e-4,
+// kl = (μ² + σ² − log σ² − 1).sum(1).mean() (no ½, as RAVE). After set_warmed_up(true)
+// (phase 2) the encoder output is detached, freezing the encoder.
+struct VariationalEncoderImpl : torch::nn::Module {
+  explicit VariationalEncoderImpl(const RaveOptions& o);
+  torch::Tensor forward(const torch::Tensor& x);  // raw statistics (B, 2L, T')
+  // (z sampled, kl). REQUIRES: stats.size(1) even.
+  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats) const;
+  void set_warmed_up(bool state);
+  bool warmed_up() const;
+  std::shared_ptr<EncoderBase> encoder;
+  torch::Tensor warmed_up_;  // buffer "warmed_up", as RAVE (kept in step with warm_)
+  bool warm_ = false;        // host copy, so forward needs no device sync
+};
+TORCH_MODULE(VariationalEncoder);
+
+}  // namespace rt::rave

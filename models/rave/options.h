@@ -1,0 +1,48 @@
+// RAVE model options. Field names are the [model] keys of CONFIG_KEYS.md (plus sampling_rate,
+// channels); presets give acids-ircam/RAVE's v1.gin / v2.gin / v3.gin values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rt::rave {
+
+struct RaveOptions {
+  std::string version = "v2";  // v1 | v2 | v3
+  int64_t sampling_rate = 44100;
+  int64_t channels = 1;        // audio channels (RAVE n_channels); folded into the batch by PQMF
+  int64_t capacity = 96;
+  int64_t latent_size = 128;
+  int64_t n_band = 16;
+  std::vector<int64_t> ratios{4, 4, 4, 2};
+  std::vector<std::vector<int64_t>> dilations{{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}};
+  int64_t kernel_size = 3;
+  std::string activation = "leaky_relu";  // leaky_relu | snake
+  std::string padding = "centered";       // centered | causal (also the PQMF's, as in causal.gin)
+  bool amplitude_modulation = true;
+  // Noise synthesis: v1 blocks.NoiseGenerator (noise_ratios, noise_bands); for v2/v3 a value
+  // > 0 adds blocks.NoiseGeneratorV2 (hidden 128). 0 = off.
+  int64_t noise_bands = 0;
+  std::vector<int64_t> noise_ratios{4, 4, 4};
+  bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
+  std::string discriminator = "period_scale";  // none | period_scale | descript
+  // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,
+  // 64 in v1): that is what SPEC §6's discriminator count 27,130,952 requires.
+  int64_t discriminator_capacity = 96;
+  int64_t discriminator_n_layers = 4;
+  std::vector<int64_t> periods{2, 3, 5, 7, 11};  // empty: scales only (v1)
+  int64_t n_scales = 3;
+  std::vector<int64_t> mrd_n_ffts{2048, 1024, 512};
+  std::vector<int64_t> stft_scales{2048, 1024, 512, 256, 128};  // spectral distance
+
+  // v1 | v2 | v3 as in RAVE's gin configs; throws rt::Error for any other name.
+  static RaveOptions preset(const std::string& version);
+  // Throws rt::Error naming the `model.<key>` at fault and what is accepted.
+  void validate() const;
+  // Product of ratios (samples of a band per latent frame), and n_band × that.
+  int64_t hop() const;
+  int64_t compression() const { return hop() * n_band; }
+};
+
+}  // namespace rt::rave

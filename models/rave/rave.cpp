@@ -1,0 +1,179 @@
+#include "models/rave/rave.h"
+
+#include "data/util/error.h"
+#include "data/util/torch_compat.h"
+
+namespace rt::rave {
+
+RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options)) {
+  options_.validate();
+  const auto& o = options_;
+  pqmf = register_module(
+      "pqmf", models::Pqmf(o.n_band, 100, models::parse_padding_mode(o.padding, "model.padding")));
+  encoder = register_module("encoder", VariationalEncoder(o));
+  if (o.version == "v1") {
+    decoder = register_module("decoder", std::make_shared<GeneratorV1Impl>(o));
+  } else {
+    decoder = register_module("decoder", std::make_shared<GeneratorV2Impl>(o));
+  }
+  discriminator = make_discriminator(o);
+  if (discriminator) register_module("discriminator", discriminator);
+  // RAVE keeps these for export (latent PCA, receptive field); we carry them in checkpoints.
+  register_buffer("latent_pca", torch::eye(o.latent_size));
+  register_buffer("latent_mean", torch::zeros({o.latent_size}));
+  register_buffer("fidelity", torch::zeros({o.latent_size}));
+  register_buffer("receptive_field", torch::zeros({2}, torch::kLong));
+}
+
+torch::Tensor RaveModelImpl::analysis(const torch::Tensor& x) { return pqmf->forward(x); }
+
+torch::Tensor RaveModelImpl::synthesis(const torch::Tensor& y) { return pqmf->inverse(y); }
+
+torch::Tensor RaveModelImpl::encode_stats(const torch::Tensor& x) {
+  return encoder->forward(analysis(x));
+}
+
+std::tuple<torch::Tensor, torch::Tensor> RaveModelImpl::encode(const torch::Tensor& x) {
+  auto [z, kl] = encoder->reparametrize(encode_stats(x));
+  return {z, kl};
+}
+
+torch::Tensor RaveModelImpl::decode(const torch::Tensor& z) {
+  return synthesis(decoder->forward(z));
+}
+
+torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
+  return decode(std::get<0>(encode(x)));
+}
+
+RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
+              options_.channels, ", time), got ", x.sizes());
+  RaveForward f;
+  f.x_multiband = analysis(x);
+  f.stats = encoder->forward(f.x_multiband);
+  std::tie(f.z, f.kl) = encoder->reparametrize(f.stats);
+  auto y_mb = decoder->forward(f.z);
+  // RAVE crops both: transposed convs with odd ratios overshoot by a sample.
+  f.y_multiband = y_mb.narrow(-1, 0, std::min(y_mb.size(-1), f.x_multiband.size(-1)));
+  auto y = synthesis(y_mb);
+  f.y = y.narrow(-1, 0, std::min(y.size(-1), x.size(-1)));
+  return f;
+}
+
+void RaveModelImpl::set_warmed_up(bool state) {
+  warmed_up_ = state;
+  encoder->set_warmed_up(state);
+  decoder->set_warmed_up(state);
+}
+
+std::vector<torch::Tensor> RaveModelImpl::encoder_parameters() const {
+  return encoder->parameters();
+}
+
+std::vector<torch::Tensor> RaveModelImpl::decoder_parameters() const {
+  return decoder->parameters();
+}
+
+std::vector<torch::Tensor> RaveModelImpl::generator_parameters() const {
+  auto p = encoder_parameters();
+  auto d = decoder_parameters();
+  p.insert(p.end(), d.begin(), d.end());
+  return p;
+}
+
+std::vector<torch::Tensor> RaveModelImpl::discriminator_parameters() const {
+  if (!discriminator) return {};
+  return discriminator->parameters();
+}
+
+RaveLossOptions RaveLossOptions::preset(const std::string& version) {
+  RaveLossOptions o;
+  if (version == "v2" || version == "v3") return o;
+  if (version == "v1") {
+    o.feature_matching_weight = 10.0;
+    o.relative_feature_matching = false;
+    o.num_skipped_features = 0;
+    return o;
+  }
+  throw rt::Error("model.version: unknown RAVE version '" + version + "' (accepted: v1, v2, v3)");
+}
+
+std::map<std::string, double> RaveLosses::scalars() const {
+  std::map<std::string, double> s{
+      {"fullband_spectral_distance", fullband_spectral_distance.item<double>()},
+      {"multiband_spectral_distance", multiband_spectral_distance.item<double>()},
+      {"regularization", regularization.item<double>()},
+  };
+  if (adversarial_active) {
+    s["feature_matching"] = feature_matching.item<double>();
+    s["adversarial"] = adversarial.item<double>();
+    s["loss_dis"] = loss_dis.item<double>();
+    s["pred_real"] = pred_real.item<double>();
+    s["pred_fake"] = pred_fake.item<double>();
+  }
+  return s;
+}
+
+RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
+                       double beta_factor, RaveStep step) {
+  const bool dis_step = step == RaveStep::kDiscriminator;
+  TORCH_CHECK(!dis_step || (model.warmed_up() && model.discriminator),
+              "rave_losses: a discriminator step needs phase 2 (set_warmed_up) and a discriminator");
+  RaveLosses l;
+  RaveForward f;
+  {
+    // The autoencoder only needs a graph when the generator is being trained.
+    rt::compat::optional<torch::NoGradGuard> no_grad;
+    if (dis_step) no_grad.emplace();
+    f = model.forward_train(x);
+    l.multiband_spectral_distance =
+        spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon);
+    l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon);
+    l.regularization = f.kl * beta_factor;
+  }
+  l.y = f.y;
+  const auto zero = torch::zeros({}, x.options());
+  l.feature_matching = l.adversarial = l.loss_dis = l.pred_real = l.pred_fake = zero;
+  l.loss_gen = l.fullband_spectral_distance + l.multiband_spectral_distance + l.regularization;
+
+  if (model.warmed_up() && model.discriminator) {
+    l.adversarial_active = true;
+    auto y = dis_step ? f.y.detach() : f.y;
+    auto features = model.discriminator->forward(torch::cat({x, y}, 0));
+    const int64_t b = x.size(0);
+    torch::Tensor fm = zero, adv = zero, dis = zero, pr = zero, pf = zero;
+    for (const auto& scale : features) {
+      torch::Tensor dist = zero;
+      const size_t skip = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
+      for (size_t i = skip; i < scale.size(); ++i) {
+        dist = dist + mean_difference(scale[i].narrow(0, 0, b), scale[i].narrow(0, b, b),
+                                      opts.relative_feature_matching);
+      }
+      if (scale.size() > skip) fm = fm + dist / static_cast<double>(scale.size() - skip);
+      const auto real = scale.back().narrow(0, 0, b), fake = scale.back().narrow(0, b, b);
+      auto [d, a] = hinge_gan(real, fake);
+      dis = dis + d;
+      adv = adv + a;
+      pr = pr + real.mean();
+      pf = pf + fake.mean();
+    }
+    if (!features.empty()) fm = fm / static_cast<double>(features.size());
+    l.feature_matching = fm * opts.feature_matching_weight;
+    l.adversarial = adv;
+    l.loss_dis = dis;
+    l.pred_real = pr;
+    l.pred_fake = pf;
+    if (!dis_step) l.loss_gen = l.loss_gen + l.feature_matching + l.adversarial;
+  }
+  return l;
+}
+
+torch::Tensor rave_validation_loss(RaveModelImpl& model, const torch::Tensor& x,
+                                   const RaveLossOptions& opts) {
+  torch::NoGradGuard no_grad;
+  auto f = model.forward_train(x);
+  return spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon);
+}
+
+}  // namespace rt::rave

@@ -1,0 +1,124 @@
+// The RAVE model (acids-ircam/RAVE v2.3 rave/model.py): PQMF → variational encoder →
+// generator → PQMF synthesis, plus its discriminator, and the losses of one training step.
+//
+// Submodules and state-dict keys mirror RAVE's LightningModule:
+//   pqmf.hk, pqmf.h, pqmf.forward_conv.weight, pqmf.inverse_conv.weight   (fixed, no grad)
+//   encoder.warmed_up, encoder.encoder.net.<i>…                            (VariationalEncoder)
+//   decoder.net.<i>…                                                       (Generator[V2])
+//   discriminator.discriminators.<i>…  (v1: discriminator.layers.<i>…)
+//   latent_pca, latent_mean, fidelity, receptive_field                     (buffers, as RAVE)
+//
+// One training step (RAVE training_step; the trainer owns optimizers and schedules):
+//   model->set_warmed_up(step >= phase_1_duration);          // phase 2: encoder frozen
+//   bool dis = model->warmed_up() && step % update_discriminator_every == 0;
+//   auto l = rave_losses(*model, x, loss_opts, beta, dis ? RaveStep::kDiscriminator
+//                                                       : RaveStep::kGenerator);
+//   if (dis) { dis_opt.zero_grad(); l.loss_dis.backward(); dis_opt.step(); }
+//   else     { gen_opt.zero_grad(); l.loss_gen.backward(); gen_opt.step(); }
+//   log l.scalars() (RAVE's tag names).
+// Optimizers: Adam(model->generator_parameters(), lr, (.5,.9)) and
+// Adam(model->discriminator_parameters(), discriminator_lr, (.5,.9)).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/common/pqmf.h"
+#include "models/rave/discriminator.h"
+#include "models/rave/encoder.h"
+#include "models/rave/generator.h"
+#include "models/rave/losses.h"
+#include "models/rave/options.h"
+
+namespace rt::rave {
+
+// Everything one forward pass through the autoencoder produces.
+struct RaveForward {
+  torch::Tensor x_multiband;  // (B, C·n_band, T/n_band)
+  torch::Tensor stats;        // raw encoder output (B, 2·latent, T/compression)
+  torch::Tensor z;            // sampled latent (B, latent, T/compression)
+  torch::Tensor kl;           // scalar KL (without β)
+  torch::Tensor y_multiband;  // cropped to x_multiband's length
+  torch::Tensor y;            // (B, C, T), cropped to x's length
+};
+
+struct RaveModelImpl : torch::nn::Module {
+  // Throws rt::Error (naming the model.<key>) when the options are invalid.
+  explicit RaveModelImpl(RaveOptions options);
+
+  torch::Tensor analysis(const torch::Tensor& x);   // (B,C,T) → (B, C·M, T/M)
+  torch::Tensor synthesis(const torch::Tensor& y);  // (B, C·M, T') → (B, C, T'·M)
+  torch::Tensor encode_stats(const torch::Tensor& x);  // RAVE encode(): (B, 2L, T')
+  // Audio (B, C, T) → (sampled z (B, L, T/compression), KL scalar).
+  std::tuple<torch::Tensor, torch::Tensor> encode(const torch::Tensor& x);
+  torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
+  torch::Tensor forward(const torch::Tensor& x);    // analysis→encode→sample→decode→synthesis
+  RaveForward forward_train(const torch::Tensor& x);
+
+  // Phase 2 switch: detaches the encoder output (frozen encoder), enables v1's noise branch.
+  void set_warmed_up(bool state);
+  bool warmed_up() const { return warmed_up_; }
+
+  std::vector<torch::Tensor> generator_parameters() const;  // encoder + decoder
+  std::vector<torch::Tensor> encoder_parameters() const;
+  std::vector<torch::Tensor> decoder_parameters() const;
+  std::vector<torch::Tensor> discriminator_parameters() const;  // empty without one
+
+  const RaveOptions& options() const { return options_; }
+
+  models::Pqmf pqmf{nullptr};
+  VariationalEncoder encoder{nullptr};
+  std::shared_ptr<DecoderBase> decoder;
+  std::shared_ptr<DiscriminatorBase> discriminator;  // nullptr when options.discriminator = none
+
+ private:
+  RaveOptions options_;
+  bool warmed_up_ = false;
+};
+TORCH_MODULE(RaveModel);
+
+// Loss settings of RAVE's training step that are not model architecture.
+struct RaveLossOptions {
+  std::vector<int64_t> stft_scales{2048, 1024, 512, 256, 128};
+  double log_epsilon = 1e-7;
+  // v2.gin weights feature_matching 20. RAVE's Python multiplies by the weight twice (400 in
+  // effect); we apply it once and document the difference.
+  double feature_matching_weight = 20.0;
+  bool relative_feature_matching = true;  // v2.gin; v1 uses the plain L1 mean
+  int64_t num_skipped_features = 1;       // v2.gin; v1: 0
+  // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features).
+  static RaveLossOptions preset(const std::string& version);
+};
+
+enum class RaveStep { kGenerator, kDiscriminator };
+
+// Losses of one step, as scalars (0-dim tensors). Adversarial terms are zero in phase 1.
+struct RaveLosses {
+  torch::Tensor fullband_spectral_distance, multiband_spectral_distance;
+  torch::Tensor regularization;  // β·KL
+  torch::Tensor feature_matching, adversarial;  // weighted as added to loss_gen
+  torch::Tensor loss_dis, pred_real, pred_fake;
+  torch::Tensor loss_gen;  // what a generator step back-propagates
+  torch::Tensor y;         // the reconstruction (B, C, T)
+  // RAVE's TensorBoard tags → values (adversarial ones only when `adversarial_active`).
+  std::map<std::string, double> scalars() const;
+  bool adversarial_active = false;
+};
+
+// Computes RAVE training_step's losses for audio x (B, C, T). In a kDiscriminator step the
+// autoencoder runs without gradients and the discriminator sees the reconstruction detached,
+// so only loss_dis carries a graph (into the discriminator). REQUIRES: kDiscriminator only when
+// model.warmed_up() and the model has a discriminator.
+RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
+                       double beta_factor, RaveStep step = RaveStep::kGenerator);
+
+// RAVE validation_step's `validation`: fullband spectral distance of forward(x) to x (no grad).
+torch::Tensor rave_validation_loss(RaveModelImpl& model, const torch::Tensor& x,
+                                   const RaveLossOptions& opts);
+
+}  // namespace rt::rave
