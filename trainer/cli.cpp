@@ -1,17 +1,17 @@
 #include "trainer/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <map>
 #include <set>
-
-#include <CLI/CLI.hpp>
 
 #include "data/util/error.h"
 
 namespace rt {
 namespace {
 
-const char* kFooter = R"(Config keys: every key of the [model] [data] [train] [profiling] sections can be set with
+const char* kFooter =
+    R"(Config keys: every key of the [model] [data] [train] [profiling] sections can be set with
   --section.key VALUE | --section.key=VALUE | section.key=VALUE | --override section.key=VALUE
 Precedence: built-in defaults < --config file < flags and overrides in command-line order (later wins).
 Bools: true/false/True/False/1/0/yes/no/on/off; a bare bool flag (--profiling.record_shapes) means true.
@@ -45,10 +45,13 @@ struct Parser {
     for (const auto& spec : config_schema()) {
       if (spec.flag.empty()) continue;
       const bool is_bool = spec.type == KeyType::Bool;
-      std::string desc = spec.help + " [" + spec.key + "; " + spec.allowed_text() + "]";
+      // const: CLI11 binds a non-const std::string argument as the option's target variable.
+      const std::string desc = spec.help + " [" + spec.key + "; " + spec.allowed_text() + "]";
       auto* o = app.add_option("--" + spec.flag, desc)
                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-                    ->type_name(is_bool ? "[BOOL]" : spec.type == KeyType::Int ? "INT" : "VALUE");
+                    ->type_name(is_bool                     ? "[BOOL]"
+                                : spec.type == KeyType::Int ? "INT"
+                                                            : "VALUE");
       add_key_option(o, spec.key, "--" + spec.flag, is_bool);
     }
     override_opt = app.add_option("--override", "Set any key: --override section.key=value (repeatable)")
@@ -60,11 +63,13 @@ struct Parser {
     plain_flags = {"--summary", "--print_config", "--help", "-h"};
     // Hidden --section.key options, aliases included (they are described in the footer).
     for (const auto& spec : config_schema()) {
-      auto* o = app.add_option("--" + spec.key)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      auto* o =
+          app.add_option("--" + spec.key)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
       add_key_option(o, spec.key, "--" + spec.key, spec.type == KeyType::Bool);
     }
     for (const auto& alias : config_aliases()) {
-      auto* o = app.add_option("--" + alias.alias)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      auto* o =
+          app.add_option("--" + alias.alias)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
       const KeySpec* target = find_key_spec(alias.target);
       const bool is_bool = alias.kind == AliasKind::Rename && target->type == KeyType::Bool;
       add_key_option(o, alias.alias, "--" + alias.alias, is_bool);
@@ -99,7 +104,8 @@ struct Parser {
         out.insert(out.end(), args.begin() + static_cast<long>(i), args.end());
         break;
       }
-      const bool looks_numeric = t.size() > 1 && t[0] == '-' && (std::isdigit(static_cast<unsigned char>(t[1])) || t[1] == '.');
+      const bool looks_numeric =
+          t.size() > 1 && t[0] == '-' && (std::isdigit(static_cast<unsigned char>(t[1])) || t[1] == '.');
       if (t.size() < 2 || t[0] != '-' || looks_numeric) {
         out.push_back(t);
         continue;
@@ -143,8 +149,8 @@ struct Parser {
 void apply_assignment(Config& config, const std::string& text, const std::string& origin) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw Error("command line: " + origin + ": expected section.key=value (e.g. profiling.enabled=true), got '" +
-                text + "'");
+    throw Error("command line: " + origin +
+                ": expected section.key=value (e.g. profiling.enabled=true), got '" + text + "'");
   }
   config.set(text.substr(0, eq), text.substr(eq + 1), origin);
 }
@@ -156,10 +162,12 @@ std::string train_help_text() {
   return p.app.help();
 }
 
-TrainArgs parse_train_args(const std::vector<std::string>& args, const std::vector<std::filesystem::path>& config_dirs) {
+TrainArgs parse_train_args(const std::vector<std::string>& args,
+                           const std::vector<std::filesystem::path>& config_dirs) {
   TrainArgs result;
   Parser p;
-  if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
     result.help = true;
     result.help_text = p.app.help();
     return result;
@@ -204,7 +212,8 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::vect
   return result;
 }
 
-TrainArgs parse_train_args(int argc, const char* const* argv, const std::vector<std::filesystem::path>& config_dirs) {
+TrainArgs parse_train_args(int argc, const char* const* argv,
+                           const std::vector<std::filesystem::path>& config_dirs) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   return parse_train_args(args, config_dirs);

@@ -1,13 +1,13 @@
 #include "trainer/config.h"
 
+#include <toml++/toml.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
-
-#include <toml++/toml.h>
 
 #include "data/util/atomic_file.h"
 #include "data/util/error.h"
@@ -41,11 +41,21 @@ std::string quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -163,13 +173,20 @@ bool node_to_value(const toml::node& node, KeyType type, ConfigValue* out) {
 
 const char* value_kind(const ConfigValue& v) {
   switch (v.index()) {
-    case 0: return "a bool";
-    case 1: return "an integer";
-    case 2: return "a float";
-    case 3: return "a string";
-    case 4: return "an integer list";
-    case 5: return "a list of integer lists";
-    default: return "a float list";
+    case 0:
+      return "a bool";
+    case 1:
+      return "an integer";
+    case 2:
+      return "a float";
+    case 3:
+      return "a string";
+    case 4:
+      return "an integer list";
+    case 5:
+      return "a list of integer lists";
+    default:
+      return "a float list";
   }
 }
 
@@ -320,7 +337,8 @@ void Config::set(const std::string& key, const std::string& text_value, const st
   const KeySpec* spec = find_key_spec(key);
   const AliasSpec* alias = find_alias_spec(key);
   if (spec == nullptr && alias != nullptr) {
-    spec = alias->kind == AliasKind::Rename ? find_key_spec(alias->target) : &derived_alias_value_spec(*alias);
+    spec =
+        alias->kind == AliasKind::Rename ? find_key_spec(alias->target) : &derived_alias_value_spec(*alias);
   }
   if (spec == nullptr) unknown_key(key, origin);
 
@@ -356,13 +374,15 @@ void Config::set(const std::string& key, const std::string& text_value, const st
     }
     case KeyType::IntList:
     case KeyType::IntListList:
-    case KeyType::FloatList: ok = parse_list_text(text_value, spec->type, &v); break;
+    case KeyType::FloatList:
+      ok = parse_list_text(text_value, spec->type, &v);
+      break;
   }
   if (!ok) {
     std::string expected = spec->allowed_text();
     if (spec->type == KeyType::Bool) expected += " (also True/False, 1/0, yes/no, on/off)";
-    throw Error(origin + ": " + key + " = '" + text_value + "' is not " + key_type_name(spec->type) +
-                "; expected " + expected);
+    throw Error(origin + ": " + key + " = '" + text_value + "' is not a valid " +
+                std::string(key_type_name(spec->type)) + "; expected " + expected);
   }
   set_value(key, v, origin);
 }
@@ -387,8 +407,8 @@ void Config::set_value(const std::string& key, const ConfigValue& value, const s
                 spec->allowed_text() + " (got " + value_kind(value) + ")");
   }
   if (!spec->check_range(v).empty()) {
-    std::string msg = origin + ": " + key + " = " + value_text(v) + " is not allowed; expected " +
-                      spec->allowed_text();
+    std::string msg =
+        origin + ": " + key + " = " + value_text(v) + " is not allowed; expected " + spec->allowed_text();
     if (spec->type == KeyType::Enum) msg += suggestion(std::get<std::string>(v), spec->choices);
     throw Error(msg);
   }
@@ -503,7 +523,8 @@ void Config::finalize() {
   const Entry& dt_max = values_.at("model.dt_max");
   if (!(std::get<double>(dt_max.value) > std::get<double>(dt_min.value))) {
     throw Error(dt_max.origin + ": model.dt_max = " + value_text(dt_max.value) +
-                " must be greater than model.dt_min = " + value_text(dt_min.value) + " (" + dt_min.origin + ")");
+                " must be greater than model.dt_min = " + value_text(dt_min.value) + " (" + dt_min.origin +
+                ")");
   }
 }
 

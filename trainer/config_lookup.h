@@ -14,7 +14,8 @@ std::filesystem::path executable_dir();
 // Where bare config names are looked up, in order: $RT_CONFIG_DIR (when set),
 // <exe_dir>/../share/rave-ssm-trainer/configs (installed), <exe_dir>/../../configs (build tree
 // bin/ → source tree) and the compile-time source configs/ (RT_SOURCE_CONFIG_DIR).
-std::vector<std::filesystem::path> config_search_dirs(const std::filesystem::path& exe_dir = executable_dir());
+std::vector<std::filesystem::path> config_search_dirs(
+    const std::filesystem::path& exe_dir = executable_dir());
 
 // `name_or_path` names an existing file → that file. Otherwise a bare name ("v3" or "v3.toml",
 // no '/') is looked up as <name>.toml in `dirs`, first match wins. Throws rt::Error listing the

@@ -15,14 +15,42 @@ struct Spec : KeySpec {
     default_value = std::move(def);
     help = std::move(h);
   }
-  Spec& ge(double v) { min = v; min_exclusive = false; return *this; }
-  Spec& gt(double v) { min = v; min_exclusive = true; return *this; }
-  Spec& le(double v) { max = v; max_exclusive = false; return *this; }
-  Spec& lt(double v) { max = v; max_exclusive = true; return *this; }
-  Spec& one_of(std::vector<int64_t> v) { allowed = std::move(v); return *this; }
-  Spec& is_odd() { odd = true; return *this; }
-  Spec& is_even() { even = true; return *this; }
-  Spec& cli(std::string f) { flag = std::move(f); return *this; }
+  Spec& ge(double v) {
+    min = v;
+    min_exclusive = false;
+    return *this;
+  }
+  Spec& gt(double v) {
+    min = v;
+    min_exclusive = true;
+    return *this;
+  }
+  Spec& le(double v) {
+    max = v;
+    max_exclusive = false;
+    return *this;
+  }
+  Spec& lt(double v) {
+    max = v;
+    max_exclusive = true;
+    return *this;
+  }
+  Spec& one_of(std::vector<int64_t> v) {
+    allowed = std::move(v);
+    return *this;
+  }
+  Spec& is_odd() {
+    odd = true;
+    return *this;
+  }
+  Spec& is_even() {
+    even = true;
+    return *this;
+  }
+  Spec& cli(std::string f) {
+    flag = std::move(f);
+    return *this;
+  }
 };
 
 Spec B(std::string k, bool d, std::string h) { return Spec(std::move(k), KeyType::Bool, d, std::move(h)); }
@@ -52,8 +80,8 @@ std::vector<KeySpec> build_schema() {
       I("model.latent_size", 128, "RAVE latent dimensions").ge(1),
       I("model.n_band", 16, "PQMF bands").one_of({1, 2, 4, 8, 16, 32, 64}),
       IL("model.ratios", {4, 4, 4, 2}, "RAVE up/downsampling ratio per block").ge(1),
-      ILL("model.dilations", {{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}},
-          "RAVE residual dilations per block").ge(1),
+      ILL("model.dilations", {{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}}, "RAVE residual dilations per block")
+          .ge(1),
       I("model.kernel_size", 3, "RAVE convolution kernel size").ge(1).is_odd(),
       E("model.activation", "leaky_relu", {"leaky_relu", "snake"}, "RAVE activation (v3: snake)"),
       E("model.padding", "centered", {"centered", "causal"}, "convolution padding mode"),
@@ -129,7 +157,9 @@ std::vector<KeySpec> build_schema() {
           .cli("enable_timing_profiling"),
       B("profiling.memory", false, "memory profile (memory_profile.json)").cli("enable_memory_profiling"),
       B("profiling.enabled", false, "detailed operator tracing (Chrome trace)").cli("enable_profiling"),
-      I("profiling.profile_steps", 100, "traced steps: active = N after skip_first").ge(1).cli("profile_steps"),
+      I("profiling.profile_steps", 100, "traced steps: active = N after skip_first")
+          .ge(1)
+          .cli("profile_steps"),
       S("profiling.output_dir", "", "profiling output folder (\"\" = the run directory)"),
       I("profiling.log_every", 0, "profiling log period (0 = train.log_every)").ge(0),
       I("profiling.timing_every", 1, "record timing every N steps").ge(1),
@@ -199,14 +229,22 @@ std::string check_number(const KeySpec& s, double x, bool is_int) {
 
 const char* key_type_name(KeyType t) {
   switch (t) {
-    case KeyType::Bool: return "bool";
-    case KeyType::Int: return "integer";
-    case KeyType::Float: return "float";
-    case KeyType::String: return "string";
-    case KeyType::Enum: return "enum";
-    case KeyType::IntList: return "integer list";
-    case KeyType::IntListList: return "list of integer lists";
-    case KeyType::FloatList: return "float list";
+    case KeyType::Bool:
+      return "bool";
+    case KeyType::Int:
+      return "integer";
+    case KeyType::Float:
+      return "float";
+    case KeyType::String:
+      return "string";
+    case KeyType::Enum:
+      return "enum";
+    case KeyType::IntList:
+      return "integer list";
+    case KeyType::IntListList:
+      return "list of integer lists";
+    case KeyType::FloatList:
+      return "float list";
   }
   return "?";
 }
@@ -214,19 +252,23 @@ const char* key_type_name(KeyType t) {
 std::string KeySpec::allowed_text() const {
   const std::string range = range_text(*this);
   switch (type) {
-    case KeyType::Bool: return "true or false";
-    case KeyType::String: return "a string";
-    case KeyType::Enum: return "one of " + join(choices);
+    case KeyType::Bool:
+      return "true or false";
+    case KeyType::String:
+      return "a string";
+    case KeyType::Enum:
+      return "one of " + join(choices);
     case KeyType::Int: {
       if (!allowed.empty()) {
         std::vector<std::string> a;
         for (int64_t v : allowed) a.push_back(std::to_string(v));
-        return "one of " + join(a);
+        return "an integer, one of " + join(a);
       }
       std::string t = odd ? "an odd integer" : even ? "an even integer" : "an integer";
       return range.empty() ? t : t + " " + range;
     }
-    case KeyType::Float: return range.empty() ? "a number" : "a number " + range;
+    case KeyType::Float:
+      return range.empty() ? "a number" : "a number " + range;
     case KeyType::IntList:
       return "a list of integers" + (range.empty() ? "" : " " + range) + ", e.g. [4, 4, 2]";
     case KeyType::IntListList:
@@ -241,15 +283,18 @@ std::string KeySpec::allowed_text() const {
 std::string KeySpec::check_range(const ConfigValue& v) const {
   switch (type) {
     case KeyType::Bool:
-    case KeyType::String: return "";
+    case KeyType::String:
+      return "";
     case KeyType::Enum: {
       const auto& s = std::get<std::string>(v);
       for (const auto& c : choices)
         if (c == s) return "";
       return "not one of the choices";
     }
-    case KeyType::Int: return check_number(*this, static_cast<double>(std::get<int64_t>(v)), true);
-    case KeyType::Float: return check_number(*this, std::get<double>(v), false);
+    case KeyType::Int:
+      return check_number(*this, static_cast<double>(std::get<int64_t>(v)), true);
+    case KeyType::Float:
+      return check_number(*this, std::get<double>(v), false);
     case KeyType::IntList:
       for (int64_t x : std::get<std::vector<int64_t>>(v))
         if (!check_number(*this, static_cast<double>(x), true).empty()) return "element out of range";
@@ -279,7 +324,8 @@ const std::vector<AliasSpec>& config_aliases() {
       {"profiling.warmup_steps", "profiling.warmup", AliasKind::Rename, "Lightning spelling of warmup"},
       {"profiling.active_steps", "profiling.active", AliasKind::Rename, "Lightning spelling of active"},
       {"profiling.repeat_cycles", "profiling.repeat", AliasKind::Rename, "Lightning spelling of repeat"},
-      {"profiling.trace_memory", "profiling.profile_memory", AliasKind::Rename, "JAX spelling of profile_memory"},
+      {"profiling.trace_memory", "profiling.profile_memory", AliasKind::Rename,
+       "JAX spelling of profile_memory"},
       {"profiling.profile_every_n_steps", "profiling.memory_every", AliasKind::Rename,
        "JAX spelling of memory_every"},
       {"profiling.log_dir", "profiling.output_dir", AliasKind::Rename, "JAX spelling of output_dir"},

@@ -36,7 +36,8 @@ uint32_t random_u32() {
 
 RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos) {
-    throw Error("train.name = '" + name + "' cannot name a run directory; expected a non-empty name without '/'");
+    throw Error("train.name = '" + name +
+                "' cannot name a run directory; expected a non-empty name without '/'");
   }
   std::error_code ec;
   fs::create_directories(out_path, ec);
@@ -51,9 +52,11 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
       update_latest_link(out_path, dir);
       return RunDir{dir, {}, false};
     }
-    if (errno != EEXIST) throw Error("cannot create run directory '" + dir.string() + "': " + std::strerror(errno));
+    if (errno != EEXIST)
+      throw Error("cannot create run directory '" + dir.string() + "': " + std::strerror(errno));
   }
-  throw Error("cannot create a run directory '" + (out_path / prefix).string() + "XXXXXX': every name tried exists");
+  throw Error("cannot create a run directory '" + (out_path / prefix).string() +
+              "XXXXXX': every name tried exists");
 }
 
 RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
@@ -71,9 +74,11 @@ void update_latest_link(const fs::path& out_path, const fs::path& run_dir) {
   fs::path target = target_abs.lexically_relative(base);
   if (target.empty()) target = target_abs;
   const fs::path latest = out_path / "latest";
-  const fs::path tmp = out_path / (".latest.tmp." + std::to_string(::getpid()) + "." + std::to_string(random_u32()));
+  const fs::path tmp =
+      out_path / (".latest.tmp." + std::to_string(::getpid()) + "." + std::to_string(random_u32()));
   if (::symlink(target.c_str(), tmp.c_str()) != 0) {
-    throw Error("cannot create symlink '" + tmp.string() + "' -> '" + target.string() + "': " + std::strerror(errno));
+    throw Error("cannot create symlink '" + tmp.string() + "' -> '" + target.string() +
+                "': " + std::strerror(errno));
   }
   if (::rename(tmp.c_str(), latest.c_str()) != 0) {
     const std::string why = std::strerror(errno);

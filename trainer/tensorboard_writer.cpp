@@ -39,8 +39,9 @@ void put_le(std::string& out, uint32_t v, int bytes) {
 
 std::string encode_wav_pcm16(const float* samples, int64_t frames, int channels, int sample_rate) {
   if (frames < 0 || channels < 1 || sample_rate < 1) {
-    throw Error("encode_wav_pcm16: frames " + std::to_string(frames) + ", channels " + std::to_string(channels) +
-                ", sample_rate " + std::to_string(sample_rate) + "; expected frames >= 0, channels >= 1, rate >= 1");
+    throw Error("encode_wav_pcm16: frames " + std::to_string(frames) + ", channels " +
+                std::to_string(channels) + ", sample_rate " + std::to_string(sample_rate) +
+                "; expected frames >= 0, channels >= 1, rate >= 1");
   }
   const uint64_t data_bytes = static_cast<uint64_t>(frames) * static_cast<uint64_t>(channels) * 2;
   if (data_bytes > 0xffffffffull - 36) throw Error("encode_wav_pcm16: audio too long for a WAV file");
@@ -75,8 +76,8 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir) {
   const double wall = now_seconds();
   char ts[32];
   std::snprintf(ts, sizeof ts, "%010lld", static_cast<long long>(wall));
-  const std::string prefix = std::string("events.out.tfevents.") + ts + "." + host_name() + "." +
-                             std::to_string(::getpid()) + ".";
+  const std::string prefix =
+      std::string("events.out.tfevents.") + ts + "." + host_name() + "." + std::to_string(::getpid()) + ".";
   for (int attempt = 0; attempt < 1000 && fd_ < 0; ++attempt) {
     path_ = dir / (prefix + std::to_string(g_writer_seq.fetch_add(1)));
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
@@ -84,7 +85,8 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir) {
       throw Error("cannot create TensorBoard file '" + path_.string() + "': " + std::strerror(errno));
     }
   }
-  if (fd_ < 0) throw Error("cannot create a TensorBoard file '" + prefix + "<seq>' in '" + dir.string() + "'");
+  if (fd_ < 0)
+    throw Error("cannot create a TensorBoard file '" + prefix + "<seq>' in '" + dir.string() + "'");
   tensorboard::Event event;
   event.set_wall_time(wall);
   event.set_file_version("brain.Event:2");

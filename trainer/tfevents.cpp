@@ -32,7 +32,9 @@ uint32_t load_le32(const unsigned char* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 
-uint64_t load_le64(const unsigned char* p) { return uint64_t(load_le32(p)) | uint64_t(load_le32(p + 4)) << 32; }
+uint64_t load_le64(const unsigned char* p) {
+  return uint64_t(load_le32(p)) | uint64_t(load_le32(p + 4)) << 32;
+}
 
 void store_le32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -77,7 +79,8 @@ std::vector<TbRecord> read_tfevents(const std::filesystem::path& path, std::stri
   std::vector<TbRecord> records;
   if (damage != nullptr) damage->clear();
   auto fail = [&](uint64_t offset, const std::string& what) {
-    const std::string msg = path.string() + ": " + what + " in the record at byte offset " + std::to_string(offset);
+    const std::string msg =
+        path.string() + ": " + what + " in the record at byte offset " + std::to_string(offset);
     if (damage == nullptr) throw Error(msg);
     *damage = msg;
   };
@@ -139,7 +142,8 @@ std::vector<TbRecord> read_tfevents(const std::filesystem::path& path, std::stri
             r.width = v.image().width();
             r.height = v.image().height();
             break;
-          default: r.kind = TbRecord::Kind::Other;
+          default:
+            r.kind = TbRecord::Kind::Other;
         }
         records.push_back(std::move(r));
       }

@@ -32,11 +32,11 @@ struct TbRecord {
   double wall_time = 0;
   int64_t step = 0;
   std::string tag;
-  float value = 0;           // Scalar
-  std::string file_version;  // FileVersion ("brain.Event:2")
-  std::string encoded;       // Audio: the WAV bytes; Image: the PNG bytes
-  std::string content_type;  // Audio
-  float sample_rate = 0;     // Audio
+  float value = 0;                   // Scalar
+  std::string file_version;          // FileVersion ("brain.Event:2")
+  std::string encoded;               // Audio: the WAV bytes; Image: the PNG bytes
+  std::string content_type;          // Audio
+  float sample_rate = 0;             // Audio
   int64_t channels = 0, frames = 0;  // Audio
   int width = 0, height = 0;         // Image
 };

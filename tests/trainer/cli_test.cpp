@@ -1,3 +1,5 @@
+#include "trainer/cli.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,7 +9,6 @@
 #include "data/util/atomic_file.h"
 #include "data/util/error.h"
 #include "support/test_support.h"
-#include "trainer/cli.h"
 #include "trainer/config_lookup.h"
 
 namespace rt {
@@ -39,7 +40,7 @@ struct CliFixture : ::testing::Test {
 
 TEST_F(CliFixture, PrecedenceIsDefaultsThenFileThenCommandLineInOrder) {
   TrainArgs a = parse({"--config", "base"});
-  EXPECT_EQ(a.config.get_int("train.max_steps"), 100);   // file over default
+  EXPECT_EQ(a.config.get_int("train.max_steps"), 100);    // file over default
   EXPECT_EQ(a.config.get_int("train.val_every"), 10000);  // default
   EXPECT_EQ(a.config_path, dir / "base.toml");
   EXPECT_EQ(a.config_name, "base");
@@ -67,10 +68,11 @@ TEST_F(CliFixture, AllOverrideStylesSetTheSameKeys) {
 }
 
 TEST_F(CliFixture, DedicatedFlagsMapOntoTheirKeys) {
-  const TrainArgs a = parse({"--db_path", "data/db", "--name", "exp", "--out_path", "out", "--batch", "2",
-                             "--n_signal", "2048", "--val_every", "3", "--save_every", "4", "--ckpt", "last",
-                             "--device", "cpu", "--workers", "0", "--threads", "1", "--log_every", "5",
-                             "--profile_steps", "7"});
+  const TrainArgs a =
+      parse({"--db_path",       "data/db", "--name",      "exp", "--out_path",   "out", "--batch",     "2",
+             "--n_signal",      "2048",    "--val_every", "3",   "--save_every", "4",   "--ckpt",      "last",
+             "--device",        "cpu",     "--workers",   "0",   "--threads",    "1",   "--log_every", "5",
+             "--profile_steps", "7"});
   const Config& c = a.config;
   EXPECT_EQ(c.get_string("data.db_path"), "data/db");
   EXPECT_EQ(c.get_string("train.name"), "exp");
@@ -90,8 +92,8 @@ TEST_F(CliFixture, DedicatedFlagsMapOntoTheirKeys) {
 
 TEST_F(CliFixture, BoolFlagsAcceptBareAndValuedForms) {
   TrainArgs a = parse({"--config", "base", "--enable_timing_profiling", "--enable_memory_profiling", "True",
-                       "--enable_profiling=false", "--profiling.record_shapes", "--profiling.with_stack", "off",
-                       "profiling.gzip=yes"});
+                       "--enable_profiling=false", "--profiling.record_shapes", "--profiling.with_stack",
+                       "off", "profiling.gzip=yes"});
   EXPECT_TRUE(a.config.get_bool("profiling.timing"));
   EXPECT_TRUE(a.config.get_bool("profiling.memory"));
   EXPECT_FALSE(a.config.get_bool("profiling.enabled"));  // file said true; the flag comes later
@@ -109,7 +111,8 @@ TEST_F(CliFixture, BoolFlagsAcceptBareAndValuedForms) {
 }
 
 TEST_F(CliFixture, AliasesWorkOnTheCommandLine) {
-  TrainArgs a = parse({"--profiling.start_step", "10", "profiling.end_step=20", "--profiling.wait_steps", "1"});
+  TrainArgs a =
+      parse({"--profiling.start_step", "10", "profiling.end_step=20", "--profiling.wait_steps", "1"});
   EXPECT_EQ(a.config.get_int("profiling.skip_first"), 10);
   EXPECT_EQ(a.config.get_int("profiling.active"), 10);
   EXPECT_EQ(a.config.get_int("profiling.wait"), 1);
@@ -151,13 +154,35 @@ TEST_F(CliFixture, NameDefaultsToTheConfigStem) {
 TEST_F(CliFixture, HelpSummaryAndPrintConfig) {
   TrainArgs a = parse({"--help"});
   EXPECT_TRUE(a.help);
-  for (const char* flag : {"--config", "--db_path", "--name", "--out_path", "--max_steps", "--batch", "--n_signal",
-                           "--val_every", "--save_every", "--ckpt", "--device", "--workers", "--threads", "--seed",
-                           "--log_every", "--enable_timing_profiling", "--enable_memory_profiling",
-                           "--enable_profiling", "--profile_steps", "--override", "--summary", "--print_config",
-                           "--section.key", "section.key=VALUE"}) {
+  for (const char* flag : {"--config",
+                           "--db_path",
+                           "--name",
+                           "--out_path",
+                           "--max_steps",
+                           "--batch",
+                           "--n_signal",
+                           "--val_every",
+                           "--save_every",
+                           "--ckpt",
+                           "--device",
+                           "--workers",
+                           "--threads",
+                           "--seed",
+                           "--log_every",
+                           "--enable_timing_profiling",
+                           "--enable_memory_profiling",
+                           "--enable_profiling",
+                           "--profile_steps",
+                           "--override",
+                           "--summary",
+                           "--print_config",
+                           "--section.key",
+                           "section.key=VALUE"}) {
     EXPECT_HAS(a.help_text, flag);
   }
+  // Dedicated flags name the key they set and what it accepts.
+  EXPECT_HAS(a.help_text, "[train.max_steps; an integer >= 1]");
+  EXPECT_HAS(a.help_text, "[profiling.timing; true or false]");
   EXPECT_EQ(parse({"-h"}).help, true);
   a = parse({"--config", "base", "--summary"});
   EXPECT_TRUE(a.summary);

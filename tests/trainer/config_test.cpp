@@ -1,3 +1,5 @@
+#include "trainer/config.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -5,7 +7,6 @@
 #include "data/util/atomic_file.h"
 #include "data/util/error.h"
 #include "support/test_support.h"
-#include "trainer/config.h"
 
 namespace rt {
 namespace {

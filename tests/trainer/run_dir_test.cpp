@@ -1,3 +1,5 @@
+#include "trainer/run_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <ctime>
@@ -9,7 +11,6 @@
 #include "data/util/error.h"
 #include "support/test_support.h"
 #include "trainer/config.h"
-#include "trainer/run_dir.h"
 
 namespace rt {
 namespace {
@@ -54,7 +55,7 @@ TEST(RunDir, NameHasDateAndSixHexAndLatestPointsAtTheNewestRun) {
   EXPECT_TRUE(fs::equivalent(latest, second.path));
   // Only the two runs and the link: no temporary link left behind.
   EXPECT_EQ(entries(out), (std::set<std::string>{"latest", first.path.filename().string(),
-                                                  second.path.filename().string()}));
+                                                 second.path.filename().string()}));
 }
 
 TEST(RunDir, ManyRunsOnOneDayGetDistinctDirectories) {

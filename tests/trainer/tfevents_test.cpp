@@ -1,5 +1,6 @@
-#include <gtest/gtest.h>
+#include "trainer/tfevents.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +15,6 @@
 #include "data/util/error.h"
 #include "support/test_support.h"
 #include "trainer/tensorboard_writer.h"
-#include "trainer/tfevents.h"
 
 namespace rt {
 namespace {
@@ -59,7 +59,8 @@ TEST(Crc32c, ExtendEqualsOneShotAtEverySplit) {
 
 TEST(Crc32c, MaskMatchesTensorFlowFormulaAndUnmasks) {
   EXPECT_EQ(crc32c_mask(0xE3069283u), 0xC78AB0E5u);
-  for (uint32_t c : {0u, 1u, 0xE3069283u, 0xffffffffu, 0x80000000u}) EXPECT_EQ(crc32c_unmask(crc32c_mask(c)), c);
+  for (uint32_t c : {0u, 1u, 0xE3069283u, 0xffffffffu, 0x80000000u})
+    EXPECT_EQ(crc32c_unmask(crc32c_mask(c)), c);
 }
 
 TEST(TfRecord, FrameHasLengthAndBothMaskedCrcs) {
@@ -89,7 +90,8 @@ TEST(TensorBoardWriter, ScalarsAndAudioReadBackWithValidCrcs) {
   }
   const fs::path file = only_events_file(dir.path() / "run");
   const std::string name = file.filename().string();
-  EXPECT_TRUE(std::regex_match(name, std::regex(R"(events\.out\.tfevents\.\d{10}\.[^.]+.*\.\d+\.\d+)"))) << name;
+  EXPECT_TRUE(std::regex_match(name, std::regex(R"(events\.out\.tfevents\.\d{10}\.[^.]+.*\.\d+\.\d+)")))
+      << name;
   EXPECT_NE(name.find("." + std::to_string(::getpid()) + "."), std::string::npos) << name;
 
   // Walk the framing independently of the reader: every record's CRCs must hold.
@@ -133,7 +135,7 @@ TEST(TensorBoardWriter, ScalarsAndAudioReadBackWithValidCrcs) {
   EXPECT_EQ(wav.substr(0, 4), "RIFF");
   EXPECT_EQ(wav.substr(8, 8), "WAVEfmt ");
   EXPECT_EQ(le32(wav, 4), wav.size() - 8);
-  EXPECT_EQ(le32(wav, 20) & 0xffff, 1u);              // PCM
+  EXPECT_EQ(le32(wav, 20) & 0xffff, 1u);               // PCM
   EXPECT_EQ(le32(wav, 20) >> 16, uint32_t(channels));  // channels
   EXPECT_EQ(le32(wav, 24), uint32_t(rate));
   EXPECT_EQ(le32(wav, 34) & 0xffff, 16u);  // bits per sample
