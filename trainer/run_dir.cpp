@@ -28,7 +28,7 @@ std::string today() {
 }
 
 uint32_t random_u32() {
-  static std::mt19937 gen{std::random_device{}() ^ static_cast<uint32_t>(::getpid())};
+  thread_local std::mt19937 gen{std::random_device{}() ^ static_cast<uint32_t>(::getpid())};
   return gen();
 }
 
