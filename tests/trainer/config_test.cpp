@@ -1,0 +1,287 @@
+#include "trainer/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "data/util/atomic_file.h"
+#include "data/util/error.h"
+#include "support/test_support.h"
+
+namespace rt {
+namespace {
+
+// The message of the rt::Error thrown by `f`, or "" (with a test failure) when none is thrown.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an rt::Error";
+  return "";
+}
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+
+std::string load_error(const std::string& toml) {
+  return error_of([&] {
+    Config c;
+    c.merge_toml_string(toml, "bad.toml");
+    c.finalize();
+  });
+}
+
+Config load(const std::string& toml) {
+  Config c;
+  c.merge_toml_string(toml, "test.toml");
+  c.finalize();
+  return c;
+}
+
+TEST(ConfigDefaults, MatchTheKeyList) {
+  Config c;
+  EXPECT_EQ(c.get_string("model.family"), "rave");
+  EXPECT_EQ(c.get_int("model.capacity"), 96);
+  EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{4, 4, 4, 2}));
+  EXPECT_EQ(c.get_int_list_list("model.dilations"),
+            (std::vector<std::vector<int64_t>>{{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}}));
+  EXPECT_DOUBLE_EQ(c.get_float("model.dropout"), 0.05);
+  EXPECT_EQ(c.get_int("data.n_signal"), 131072);
+  EXPECT_DOUBLE_EQ(c.get_float("train.lr"), 1e-3);
+  EXPECT_EQ(c.get_string("train.out_path"), "runs");
+  EXPECT_FALSE(c.get_bool("profiling.enabled"));
+  EXPECT_EQ(c.get_int("profiling.skip_first"), 10);
+  EXPECT_EQ(c.get_string("profiling.sort_by"), "self_cpu_time_total");
+  EXPECT_FALSE(c.was_set("train.lr"));
+  EXPECT_EQ(c.origin("train.lr"), "default");
+}
+
+TEST(ConfigFile, ValuesOverrideDefaultsAndIntegersAreAcceptedAsFloats) {
+  const Config c = load("[train]\nlr = 1\nbatch = 4\n[model]\nratios = [2, 2]\nactivation = \"snake\"\n");
+  EXPECT_DOUBLE_EQ(c.get_float("train.lr"), 1.0);
+  EXPECT_EQ(c.get_int("train.batch"), 4);
+  EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.get_string("model.activation"), "snake");
+  EXPECT_TRUE(c.was_set("train.lr"));
+  EXPECT_FALSE(c.was_set("train.seed"));
+  EXPECT_HAS(c.origin("train.batch"), "test.toml:3");
+}
+
+TEST(ConfigFile, UnknownKeyNamesFileKeyAndClosestKey) {
+  const std::string msg = load_error("[train]\nlrr = 1e-4\n");
+  EXPECT_HAS(msg, "bad.toml:2");
+  EXPECT_HAS(msg, "'train.lrr'");
+  EXPECT_HAS(msg, "did you mean 'train.lr'?");
+}
+
+TEST(ConfigFile, KeyInTheWrongSectionSuggestsItsSection) {
+  const std::string msg = load_error("[train]\nn_signal = 4096\n");
+  EXPECT_HAS(msg, "'train.n_signal'");
+  EXPECT_HAS(msg, "did you mean 'data.n_signal'?");
+}
+
+TEST(ConfigFile, UnknownSectionIsAnErrorWithSuggestion) {
+  const std::string msg = load_error("[trian]\nlr = 1e-4\n");
+  EXPECT_HAS(msg, "bad.toml");
+  EXPECT_HAS(msg, "unknown section [trian]");
+  EXPECT_HAS(msg, "did you mean [train]?");
+}
+
+TEST(ConfigFile, KeyOutsideASectionSuggestsTheSectionKey) {
+  const std::string msg = load_error("lr = 1e-4\n");
+  EXPECT_HAS(msg, "'lr'");
+  EXPECT_HAS(msg, "did you mean 'train.lr'?");
+}
+
+TEST(ConfigFile, WrongTypeNamesKeyValueAndExpectedType) {
+  std::string msg = load_error("[train]\nmax_steps = \"many\"\n");
+  EXPECT_HAS(msg, "bad.toml:2");
+  EXPECT_HAS(msg, "train.max_steps");
+  EXPECT_HAS(msg, "\"many\"");
+  EXPECT_HAS(msg, "expected an integer >= 1");
+  EXPECT_HAS(msg, "got string");
+  // A float where an integer is expected is refused (the reverse is accepted).
+  msg = load_error("[train]\nbatch = 1.5\n");
+  EXPECT_HAS(msg, "train.batch");
+  EXPECT_HAS(msg, "1.5");
+  EXPECT_HAS(msg, "integer");
+  msg = load_error("[model]\ndilations = [1, 3, 9]\n");
+  EXPECT_HAS(msg, "model.dilations");
+  EXPECT_HAS(msg, "list of integer lists");
+}
+
+TEST(ConfigFile, BadEnumNamesValueAndChoices) {
+  const std::string msg = load_error("[train]\ndevice = \"cuda0\"\n");
+  EXPECT_HAS(msg, "train.device");
+  EXPECT_HAS(msg, "\"cuda0\"");
+  EXPECT_HAS(msg, "one of auto, cpu, cuda");
+  EXPECT_HAS(msg, "did you mean 'cuda'?");
+}
+
+TEST(ConfigFile, OutOfRangeNamesValueAndWhatIsAllowed) {
+  std::string msg = load_error("[model]\nn_band = 3\n");
+  EXPECT_HAS(msg, "model.n_band = 3");
+  EXPECT_HAS(msg, "one of 1, 2, 4, 8, 16, 32, 64");
+  msg = load_error("[train]\nbatch = 0\n");
+  EXPECT_HAS(msg, "train.batch = 0");
+  EXPECT_HAS(msg, ">= 1");
+  msg = load_error("[model]\ndropout = 1.0\n");
+  EXPECT_HAS(msg, "model.dropout");
+  EXPECT_HAS(msg, "in [0, 1)");
+  msg = load_error("[model]\nkernel_size = 4\n");
+  EXPECT_HAS(msg, "an odd integer");
+  msg = load_error("[model]\nstate_dim = 7\n");
+  EXPECT_HAS(msg, "an even integer >= 2");
+  msg = load_error("[model]\nratios = [4, 0]\n");
+  EXPECT_HAS(msg, "model.ratios = [4, 0]");
+  EXPECT_HAS(msg, ">= 1");
+  msg = load_error("[model]\ndt_min = 0.5\ndt_max = 0.1\n");
+  EXPECT_HAS(msg, "model.dt_max = 0.1");
+  EXPECT_HAS(msg, "greater than model.dt_min = 0.5");
+}
+
+TEST(ConfigFile, ParseErrorCarriesFileLineAndColumn) {
+  const std::string msg = load_error("[train]\nlr = 1e-4\nbatch = = 3\n");
+  EXPECT_HAS(msg, "bad.toml:3:");
+  EXPECT_HAS(msg, "TOML parse error");
+}
+
+TEST(ConfigFile, MissingFileIsNamed) {
+  testing::ScratchDir dir;
+  const std::string msg = error_of([&] { load_config_file(dir / "nope.toml"); });
+  EXPECT_HAS(msg, "nope.toml");
+}
+
+TEST(ConfigGetters, UnknownKeyOrWrongTypeIsAnError) {
+  Config c;
+  EXPECT_HAS(error_of([&] { c.get_int("train.lrr"); }), "train.lr");
+  EXPECT_HAS(error_of([&] { c.get_int("train.lr"); }), "float");
+  EXPECT_THROW(c.get_float("train.batch"), Error);
+  EXPECT_THROW(c.get_bool("model.ratios"), Error);
+  EXPECT_EQ(c.get_string("train.device"), "auto");  // enums read as strings
+}
+
+TEST(ConfigSet, ParsesTextPerType) {
+  Config c;
+  for (const char* t : {"true", "True", "1", "yes", "on", "ON"}) {
+    c.set("profiling.gzip", "false", "t");
+    c.set("profiling.gzip", t, "t");
+    EXPECT_TRUE(c.get_bool("profiling.gzip")) << t;
+  }
+  for (const char* f : {"false", "False", "0", "no", "off"}) {
+    c.set("profiling.gzip", "true", "t");
+    c.set("profiling.gzip", f, "t");
+    EXPECT_FALSE(c.get_bool("profiling.gzip")) << f;
+  }
+  c.set("train.lr", "1e-4", "t");
+  EXPECT_DOUBLE_EQ(c.get_float("train.lr"), 1e-4);
+  c.set("train.seed", "-7", "t");
+  EXPECT_EQ(c.get_int("train.seed"), -7);
+  c.set("model.ratios", "[4, 2]", "t");
+  EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{4, 2}));
+  c.set("model.ratios", "8,8", "t");
+  EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{8, 8}));
+  c.set("model.dilations", "[[1],[1,3]]", "t");
+  EXPECT_EQ(c.get_int_list_list("model.dilations"), (std::vector<std::vector<int64_t>>{{1}, {1, 3}}));
+  c.set("train.name", "\"quoted\"", "t");
+  EXPECT_EQ(c.get_string("train.name"), "quoted");
+
+  std::string msg = error_of([&] { c.set("profiling.gzip", "maybe", "--profiling.gzip"); });
+  EXPECT_HAS(msg, "--profiling.gzip");
+  EXPECT_HAS(msg, "'maybe'");
+  EXPECT_HAS(msg, "true or false");
+  msg = error_of([&] { c.set("train.batch", "8x", "--batch"); });
+  EXPECT_HAS(msg, "train.batch = '8x'");
+  msg = error_of([&] { c.set("model.ratios", "[4, a]", "--override"); });
+  EXPECT_HAS(msg, "model.ratios");
+  EXPECT_HAS(msg, "list of integers");
+  msg = error_of([&] { c.set("train.lr", "-1", "--override"); });
+  EXPECT_HAS(msg, "train.lr = -1");
+  EXPECT_HAS(msg, "> 0");
+}
+
+TEST(ConfigAliases, RenamesMapOntoCanonicalKeys) {
+  const Config c = load(
+      "[profiling]\nwait_steps = 2\nwarmup_steps = 3\nactive_steps = 4\nrepeat_cycles = 5\n"
+      "trace_memory = true\nprofile_every_n_steps = 50\nlog_dir = \"logs/p\"\n");
+  EXPECT_EQ(c.get_int("profiling.wait"), 2);
+  EXPECT_EQ(c.get_int("profiling.warmup"), 3);
+  EXPECT_EQ(c.get_int("profiling.active"), 4);
+  EXPECT_EQ(c.get_int("profiling.repeat"), 5);
+  EXPECT_TRUE(c.get_bool("profiling.profile_memory"));
+  EXPECT_EQ(c.get_int("profiling.memory_every"), 50);
+  EXPECT_EQ(c.get_string("profiling.output_dir"), "logs/p");
+  EXPECT_EQ(c.get_int("profiling.wait_steps"), 2);  // aliases read too
+  // The train.warmup_steps key is not the profiling alias.
+  EXPECT_EQ(c.get_int("train.warmup_steps"), 0);
+}
+
+TEST(ConfigAliases, StartAndEndStepSetSkipFirstAndActiveInAnyOrder) {
+  Config c = load("[profiling]\nend_step = 20\nstart_step = 10\n");
+  EXPECT_EQ(c.get_int("profiling.skip_first"), 10);
+  EXPECT_EQ(c.get_int("profiling.active"), 10);
+  EXPECT_TRUE(c.was_set("profiling.active"));
+  // A later start_step recomputes active; a later explicit active wins over end_step.
+  c.set("profiling.start_step", "15", "--profiling.start_step");
+  c.finalize();
+  EXPECT_EQ(c.get_int("profiling.active"), 5);
+  c.set("profiling.active", "2", "--profiling.active");
+  c.finalize();
+  EXPECT_EQ(c.get_int("profiling.active"), 2);
+
+  std::string msg = load_error("[profiling]\nend_step = 20\n");
+  EXPECT_HAS(msg, "profiling.end_step = 20");
+  EXPECT_HAS(msg, "start_step");
+  msg = load_error("[profiling]\nstart_step = 20\nend_step = 20\n");
+  EXPECT_HAS(msg, "profiling.end_step = 20 must be greater than profiling.start_step = 20");
+}
+
+TEST(ConfigAliases, ScheduleEveryNStepsIsTheCycleLength) {
+  Config c = load("[profiling]\nschedule_every_n_steps = 50\n");
+  // Defaults warmup 1, active 3: wait = 50 - 1 - 3.
+  EXPECT_EQ(c.get_int("profiling.wait"), 46);
+  c = load("[profiling]\nschedule_every_n_steps = 25\nwarmup = 2\nactive = 5\n");
+  EXPECT_EQ(c.get_int("profiling.wait"), 18);
+  c.set("profiling.active", "10", "--profiling.active");
+  c.finalize();
+  EXPECT_EQ(c.get_int("profiling.wait"), 13);
+  const std::string msg = load_error("[profiling]\nschedule_every_n_steps = 3\n");
+  EXPECT_HAS(msg, "profiling.schedule_every_n_steps = 3");
+  EXPECT_HAS(msg, "at least 4");
+}
+
+TEST(ConfigToToml, RoundTripsEveryKey) {
+  Config c;
+  c.set("train.lr", "0.00013", "t");
+  c.set("train.beta_start", "1e-7", "t");
+  c.set("model.dropout", "0.1", "t");
+  c.set("train.name", "with \"quotes\" and \\ backslash", "t");
+  c.set("model.dilations", "[[1,3,9],[1]]", "t");
+  c.set("model.ratios", "[]", "t");
+  c.set("profiling.enabled", "true", "t");
+  c.set("train.seed", "-3", "t");
+  c.set("train.device", "cpu", "t");
+  c.finalize();
+  ASSERT_NE(c, Config());
+  for (bool with_help : {false, true}) {
+    const std::string text = c.to_toml(with_help);
+    EXPECT_HAS(text, "[profiling]");
+    EXPECT_HAS(text, "dilations = [[1, 3, 9], [1]]");
+    Config back;
+    back.merge_toml_string(text, "roundtrip.toml");
+    back.finalize();
+    EXPECT_EQ(back, c) << text;
+    EXPECT_DOUBLE_EQ(back.get_float("train.lr"), 0.00013);
+    EXPECT_EQ(back.get_string("train.name"), "with \"quotes\" and \\ backslash");
+  }
+  // Every canonical key appears once.
+  const std::string text = c.to_toml();
+  for (const auto& spec : config_schema()) {
+    EXPECT_HAS(text, "\n" + spec.name() + " = ");
+  }
+}
+
+}  // namespace
+}  // namespace rt

@@ -1,0 +1,222 @@
+#include "trainer/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "data/util/error.h"
+
+namespace rt {
+namespace {
+
+const char* kFooter =
+    R"(Config keys: every key of the [model] [data] [train] [profiling] sections can be set with
+  --section.key VALUE | --section.key=VALUE | section.key=VALUE | --override section.key=VALUE
+Precedence: built-in defaults < --config file < flags and overrides in command-line order (later wins).
+Bools: true/false/True/False/1/0/yes/no/on/off; a bare bool flag (--profiling.record_shapes) means true.
+Lists: --model.ratios [4,4,2] (or 4,4,2); lists of lists: --model.dilations [[1,3,9],[1,3]].
+`train --config NAME --print_config` prints every key with its value, meaning, range and default.
+Aliases (the guides' spellings): profiling.wait_steps/warmup_steps/active_steps/repeat_cycles,
+  trace_memory (profile_memory), profile_every_n_steps (memory_every), log_dir (output_dir),
+  start_step (skip_first), end_step (active = end_step - start_step),
+  schedule_every_n_steps (wait = n - warmup - active).
+)";
+
+// The CLI11 app and which option sets which key.
+struct Parser {
+  CLI::App app{"Train a RAVE audio autoencoder or an SSM neural decoder, with built-in profiling.", "train"};
+  CLI::Option* config = nullptr;
+  CLI::Option* override_opt = nullptr;
+  CLI::Option* positional = nullptr;
+  CLI::Option* summary = nullptr;
+  CLI::Option* print_config = nullptr;
+  std::map<CLI::Option*, std::string> option_key;  // dedicated and --section.key options
+  std::map<CLI::Option*, std::string> option_flag;
+  std::set<std::string> bool_flags, value_flags, plain_flags;  // with leading dashes
+
+  Parser() {
+    app.set_help_flag("-h,--help", "Print this help and exit");
+    app.footer(kFooter);
+    config = app.add_option("--config", "Config file path, or a name (v3, v3.toml) looked up in configs/")
+                 ->type_name("PATH|NAME")
+                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    value_flags.insert("--config");
+    for (const auto& spec : config_schema()) {
+      if (spec.flag.empty()) continue;
+      const bool is_bool = spec.type == KeyType::Bool;
+      // const: CLI11 binds a non-const std::string argument as the option's target variable.
+      const std::string desc = spec.help + " [" + spec.key + "; " + spec.allowed_text() + "]";
+      auto* o = app.add_option("--" + spec.flag, desc)
+                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                    ->type_name(is_bool                     ? "[BOOL]"
+                                : spec.type == KeyType::Int ? "INT"
+                                                            : "VALUE");
+      add_key_option(o, spec.key, "--" + spec.flag, is_bool);
+    }
+    override_opt = app.add_option("--override", "Set any key: --override section.key=value (repeatable)")
+                       ->type_name("KEY=VALUE")
+                       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    value_flags.insert("--override");
+    summary = app.add_flag("--summary", "Print the model's modules with parameter counts and exit");
+    print_config = app.add_flag("--print_config", "Print the fully resolved config (TOML) and exit");
+    plain_flags = {"--summary", "--print_config", "--help", "-h"};
+    // Hidden --section.key options, aliases included (they are described in the footer).
+    for (const auto& spec : config_schema()) {
+      auto* o =
+          app.add_option("--" + spec.key)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      add_key_option(o, spec.key, "--" + spec.key, spec.type == KeyType::Bool);
+    }
+    for (const auto& alias : config_aliases()) {
+      auto* o =
+          app.add_option("--" + alias.alias)->group("")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      const KeySpec* target = find_key_spec(alias.target);
+      const bool is_bool = alias.kind == AliasKind::Rename && target->type == KeyType::Bool;
+      add_key_option(o, alias.alias, "--" + alias.alias, is_bool);
+    }
+    positional = app.add_option("assignments", "section.key=value overrides")
+                     ->expected(0, CLI::detail::expected_max_vector_size)
+                     ->allow_extra_args()
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                     ->type_name("KEY=VALUE");
+  }
+
+  void add_key_option(CLI::Option* o, const std::string& key, const std::string& flag, bool is_bool) {
+    option_key[o] = key;
+    option_flag[o] = flag;
+    (is_bool ? bool_flags : value_flags).insert(flag);
+  }
+
+  std::vector<std::string> all_flags() const {
+    std::vector<std::string> all(bool_flags.begin(), bool_flags.end());
+    all.insert(all.end(), value_flags.begin(), value_flags.end());
+    all.insert(all.end(), plain_flags.begin(), plain_flags.end());
+    return all;
+  }
+
+  // Rewrites bool flags to the --flag=value form (bare → true, "--flag True" → "--flag=True")
+  // so that CLI11 sees one value per occurrence; rejects unknown flags with a suggestion.
+  std::vector<std::string> normalize(const std::vector<std::string>& args) const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& t = args[i];
+      if (t == "--") {
+        out.insert(out.end(), args.begin() + static_cast<long>(i), args.end());
+        break;
+      }
+      const bool looks_numeric =
+          t.size() > 1 && t[0] == '-' && (std::isdigit(static_cast<unsigned char>(t[1])) || t[1] == '.');
+      if (t.size() < 2 || t[0] != '-' || looks_numeric) {
+        out.push_back(t);
+        continue;
+      }
+      const auto eq = t.find('=');
+      const std::string name = t.substr(0, eq);
+      const bool has_value = eq != std::string::npos;
+      if (bool_flags.count(name)) {
+        bool ignored = false;
+        if (has_value) {
+          out.push_back(t);
+        } else if (i + 1 < args.size() && parse_bool_text(args[i + 1], &ignored)) {
+          out.push_back(name + "=" + args[++i]);
+        } else {
+          out.push_back(name + "=true");
+        }
+      } else if (value_flags.count(name)) {
+        if (has_value) {
+          out.push_back(t);
+        } else if (i + 1 < args.size()) {
+          out.push_back(t);
+          out.push_back(args[++i]);
+        } else {
+          throw Error("command line: " + name + " needs a value (`train --help` lists the flags)");
+        }
+      } else if (plain_flags.count(name)) {
+        if (has_value) throw Error("command line: " + name + " takes no value (got '" + t + "')");
+        out.push_back(t);
+      } else {
+        std::string msg = "command line: unknown flag '" + name + "'";
+        const std::string best = closest_match(name, all_flags());
+        if (!best.empty()) msg += "; did you mean '" + best + "'?";
+        msg += " (`train --help` lists the flags; any config key can be set with --section.key value)";
+        throw Error(msg);
+      }
+    }
+    return out;
+  }
+};
+
+void apply_assignment(Config& config, const std::string& text, const std::string& origin) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw Error("command line: " + origin +
+                ": expected section.key=value (e.g. profiling.enabled=true), got '" + text + "'");
+  }
+  config.set(text.substr(0, eq), text.substr(eq + 1), origin);
+}
+
+}  // namespace
+
+std::string train_help_text() {
+  Parser p;
+  return p.app.help();
+}
+
+TrainArgs parse_train_args(const std::vector<std::string>& args,
+                           const std::vector<std::filesystem::path>& config_dirs) {
+  TrainArgs result;
+  Parser p;
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    result.help = true;
+    result.help_text = p.app.help();
+    return result;
+  }
+  std::vector<std::string> tokens = p.normalize(args);
+  std::reverse(tokens.begin(), tokens.end());  // CLI11 parses a reversed vector
+  try {
+    p.app.parse(tokens);
+  } catch (const CLI::CallForHelp&) {
+    result.help = true;
+    result.help_text = p.app.help();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    throw Error(std::string("command line: ") + e.what() + " (`train --help` lists the flags)");
+  }
+
+  Config& config = result.config;
+  if (p.config->count() > 0) {
+    result.config_path = find_config_file(p.config->results().back(), config_dirs);
+    result.config_name = result.config_path.stem().string();
+    config.merge_toml_file(result.config_path);
+  }
+  std::map<CLI::Option*, size_t> seen;
+  for (CLI::Option* o : p.app.parse_order()) {
+    const size_t index = seen[o]++;
+    if (index >= o->results().size()) continue;
+    const std::string& text = o->results()[index];
+    if (o == p.override_opt) {
+      apply_assignment(config, text, "--override " + text);
+    } else if (o == p.positional) {
+      apply_assignment(config, text, "argument '" + text + "'");
+    } else if (auto it = p.option_key.find(o); it != p.option_key.end()) {
+      config.set(it->second, text, p.option_flag.at(o));
+    }
+  }
+  if (config.get_string("train.name").empty()) {
+    config.set("train.name", result.config_name.empty() ? "run" : result.config_name, "--config (file name)");
+  }
+  config.finalize();
+  result.summary = p.summary->count() > 0;
+  result.print_config = p.print_config->count() > 0;
+  return result;
+}
+
+TrainArgs parse_train_args(int argc, const char* const* argv,
+                           const std::vector<std::filesystem::path>& config_dirs) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_train_args(args, config_dirs);
+}
+
+}  // namespace rt

@@ -1,0 +1,45 @@
+// The `train` command line (SPEC §3): dedicated flags, --config lookup and the three override
+// styles, resolved into one Config. Parsing never exits the process: the caller prints help,
+// the config or the model summary as the returned flags say.
+//
+// Precedence: built-in defaults < the --config file < dedicated flags and overrides in
+// command-line order (the later setting of a key wins). Override styles, all the same keys:
+//   --override section.key=value   --section.key value   --section.key=value   section.key=value
+// Bool flags and bool keys accept the bare form (= true) and a value (`--enable_profiling True`,
+// `--enable_profiling=false`); values are true/false/True/False/1/0/yes/no/on/off.
+//
+// Errors (rt::Error): unknown flags (with the closest flag or --section.key suggested), a flag
+// missing its value, unknown keys, bad values (see Config::set), config not found.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainer/config.h"
+#include "trainer/config_lookup.h"
+
+namespace rt {
+
+struct TrainArgs {
+  Config config;                      // resolved and finalized
+  std::filesystem::path config_path;  // the file --config resolved to; empty without --config
+  std::string config_name;            // its stem ("v3"); empty without --config
+  bool summary = false;               // --summary: print the model summary and exit
+  bool print_config = false;          // --print_config: print config.to_toml(true) and exit
+  bool help = false;                  // --help / -h: print help_text and exit (nothing resolved)
+  std::string help_text;
+};
+
+// `argv[0]` is the program name. train.name, when left "", becomes the config's stem (or "run"
+// without --config). Bare config names are looked up in `config_dirs`.
+TrainArgs parse_train_args(int argc, const char* const* argv,
+                           const std::vector<std::filesystem::path>& config_dirs = config_search_dirs());
+// Same, `args` without the program name.
+TrainArgs parse_train_args(const std::vector<std::string>& args,
+                           const std::vector<std::filesystem::path>& config_dirs = config_search_dirs());
+
+// The --help text: every flag, the override styles, the aliases and where keys are listed.
+std::string train_help_text();
+
+}  // namespace rt

@@ -1,0 +1,84 @@
+// The resolved training configuration: built-in defaults < TOML file < command line
+// (SPEC §3, keys in config_schema.h / CONFIG_KEYS.md).
+//
+// Every value is checked when it is set: unknown keys, wrong types and impossible values throw
+// rt::Error naming the origin (file or flag), the key, the value and what is accepted, with the
+// closest valid key suggested. Asking a getter for an unknown key or with the wrong type is a
+// programming error and also throws rt::Error.
+//
+// Two aliases depend on other keys (profiling.end_step, profiling.schedule_every_n_steps); they
+// are applied by finalize(), after every source has been merged, so their order in a file does
+// not matter. A canonical key set later than such an alias wins over the alias.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainer/config_schema.h"
+
+namespace rt {
+
+class Config {
+ public:
+  Config();  // Built-in defaults, already finalized.
+
+  // key = "section.key"; Rename aliases ("profiling.wait_steps") are accepted too.
+  bool get_bool(const std::string& key) const;
+  int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  std::string get_string(const std::string& key) const;  // also enum keys
+  std::vector<int64_t> get_int_list(const std::string& key) const;
+  std::vector<std::vector<int64_t>> get_int_list_list(const std::string& key) const;
+  std::vector<double> get_float_list(const std::string& key) const;
+
+  // Parses `text_value` per the key's type (bools: true/false/True/False/1/0/yes/no/on/off;
+  // lists: "[4, 4, 2]" or "4,4,2"; list of lists: "[[1,3],[1]]"). `origin` ("--override",
+  // "v3.toml") is named in errors. Throws rt::Error on unknown key, bad text or out of range.
+  void set(const std::string& key, const std::string& text_value, const std::string& origin);
+  // Same with an already typed value (ints are accepted for float keys and float lists).
+  void set_value(const std::string& key, const ConfigValue& value, const std::string& origin);
+
+  // Merges a TOML document (sections [model] [data] [train] [profiling]) over the current
+  // values. `origin` names the file in errors; parse errors carry origin:line:column.
+  void merge_toml_file(const std::filesystem::path& path);
+  void merge_toml_string(const std::string& text, const std::string& origin);
+
+  // Applies the derived aliases and cross-key checks (dt_max > dt_min). Call after the last
+  // source was merged; throws rt::Error naming the keys involved.
+  void finalize();
+
+  // True when the key was set by a file, a flag or a derived alias rather than left at default.
+  bool was_set(const std::string& key) const;
+  // "default", the file name or the flag that set the key last.
+  std::string origin(const std::string& key) const;
+
+  // The fully resolved config: every section and canonical key, lists as TOML arrays; loads
+  // back (merge_toml_string) to an equal Config. `with_help` adds each key's help as a comment.
+  std::string to_toml(bool with_help = false) const;
+
+  bool operator==(const Config& other) const;
+  bool operator!=(const Config& other) const { return !(*this == other); }
+
+ private:
+  struct Entry {
+    ConfigValue value;
+    std::string origin = "default";
+    uint64_t seq = 0;  // 0 = built-in default; otherwise the order in which sources set it
+  };
+  const Entry& entry(const std::string& key, KeyType wanted) const;
+
+  std::map<std::string, Entry> values_;   // canonical keys
+  std::map<std::string, Entry> derived_;  // end_step / schedule_every_n_steps as given
+  uint64_t next_seq_ = 1;
+};
+
+// Defaults, then the file, finalized.
+Config load_config_file(const std::filesystem::path& path);
+
+// Parses a bool as the command line accepts it; false when `text` is not a bool spelling.
+bool parse_bool_text(const std::string& text, bool* out);
+
+}  // namespace rt

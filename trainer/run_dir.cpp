@@ -1,0 +1,136 @@
+#include "trainer/run_dir.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "data/util/atomic_file.h"
+#include "data/util/error.h"
+
+namespace rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &local);
+  return buf;
+}
+
+uint32_t random_u32() {
+  thread_local std::mt19937 gen{std::random_device{}() ^ static_cast<uint32_t>(::getpid())};
+  return gen();
+}
+
+}  // namespace
+
+RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    throw Error("train.name = '" + name +
+                "' cannot name a run directory; expected a non-empty name without '/'");
+  }
+  std::error_code ec;
+  fs::create_directories(out_path, ec);
+  if (ec) throw Error("cannot create train.out_path '" + out_path.string() + "': " + ec.message());
+  const std::string prefix = name + "_" + today() + "_";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "%06x", random_u32() & 0xffffffu);
+    const fs::path dir = out_path / (prefix + hex);
+    // mkdir fails with EEXIST when another run took the name: then draw again.
+    if (::mkdir(dir.c_str(), 0755) == 0) {
+      update_latest_link(out_path, dir);
+      return RunDir{dir, {}, false};
+    }
+    if (errno != EEXIST)
+      throw Error("cannot create run directory '" + dir.string() + "': " + std::strerror(errno));
+  }
+  throw Error("cannot create a run directory '" + (out_path / prefix).string() +
+              "XXXXXX': every name tried exists");
+}
+
+RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) throw Error("run directory '" + run_dir.string() + "' does not exist");
+  fs::create_directories(out_path, ec);
+  update_latest_link(out_path, run_dir);
+  return RunDir{run_dir, {}, true};
+}
+
+void update_latest_link(const fs::path& out_path, const fs::path& run_dir) {
+  std::error_code ec;
+  const fs::path base = fs::weakly_canonical(out_path, ec);
+  const fs::path target_abs = fs::weakly_canonical(run_dir, ec);
+  fs::path target = target_abs.lexically_relative(base);
+  if (target.empty()) target = target_abs;
+  const fs::path latest = out_path / "latest";
+  const fs::path tmp =
+      out_path / (".latest.tmp." + std::to_string(::getpid()) + "." + std::to_string(random_u32()));
+  if (::symlink(target.c_str(), tmp.c_str()) != 0) {
+    throw Error("cannot create symlink '" + tmp.string() + "' -> '" + target.string() +
+                "': " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), latest.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error("cannot update '" + latest.string() + "' (is it a directory?): " + why);
+  }
+}
+
+fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
+  if (ckpt.empty()) return {};
+  std::error_code ec;
+  if (ckpt == "last") {
+    const fs::path p = out_path / "latest" / "checkpoints" / "last.ckpt";
+    if (!fs::is_regular_file(p, ec)) {
+      throw Error("train.ckpt = \"last\": no checkpoint at '" + p.string() +
+                  "' (expected <train.out_path>/latest/checkpoints/last.ckpt from an earlier run)");
+    }
+    return fs::canonical(p);  // resolve `latest`, which the new run will re-point
+  }
+  if (!fs::is_regular_file(ckpt, ec)) {
+    throw Error("train.ckpt = '" + ckpt + "': no such checkpoint file (expected a path or \"last\")");
+  }
+  return fs::path(ckpt);
+}
+
+fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(checkpoint, ec);
+  if (ec) return {};
+  const fs::path folder = abs.parent_path();
+  if (folder.filename() != "checkpoints") return {};
+  const fs::path run = folder.parent_path();
+  return fs::is_regular_file(run / "config.toml", ec) ? run : fs::path();
+}
+
+RunDir prepare_run_dir(const Config& config) {
+  const fs::path out_path = config.get_string("train.out_path");
+  const fs::path ckpt = resolve_checkpoint(config.get_string("train.ckpt"), out_path);
+  RunDir run;
+  const fs::path existing = ckpt.empty() ? fs::path() : run_dir_of_checkpoint(ckpt);
+  if (!existing.empty()) {
+    run = open_run_dir(existing, out_path);
+  } else {
+    run = create_run_dir(out_path, config.get_string("train.name"));
+  }
+  run.checkpoint = ckpt;
+  write_run_config(run.path, config);
+  return run;
+}
+
+void write_run_config(const fs::path& run_dir, const Config& config) {
+  write_file_atomic(run_dir / "config.toml", config.to_toml());
+}
+
+}  // namespace rt

@@ -1,0 +1,47 @@
+// The run directory (SPEC §4): <out_path>/<name>_<YYYY-MM-DD>_<6 hex>/, the <out_path>/latest
+// link to it, config.toml, and resuming a run from its checkpoint.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "trainer/config.h"
+
+namespace rt {
+
+struct RunDir {
+  std::filesystem::path path;        // the run directory
+  std::filesystem::path checkpoint;  // checkpoint to resume from; empty for a fresh run
+  bool resumed = false;              // true when `path` is an existing run reopened for resuming
+};
+
+// Creates <out_path>/<name>_<YYYY-MM-DD (local date)>_<6 random hex>/ (and out_path), retrying
+// with new hex digits if the name is taken, then points <out_path>/latest at it.
+// REQUIRES: `name` non-empty, without '/'. Throws rt::Error naming the path on failure.
+RunDir create_run_dir(const std::filesystem::path& out_path, const std::string& name);
+
+// Reuses an existing run directory (resuming) and points <out_path>/latest at it.
+// Throws rt::Error when `run_dir` is not a directory.
+RunDir open_run_dir(const std::filesystem::path& run_dir, const std::filesystem::path& out_path);
+
+// Atomically makes <out_path>/latest a relative symlink to `run_dir` (symlink to a temporary
+// name, then rename over `latest`), so readers see the old or the new target, never none.
+void update_latest_link(const std::filesystem::path& out_path, const std::filesystem::path& run_dir);
+
+// train.ckpt → checkpoint file: "" → empty path; "last" → <out_path>/latest/checkpoints/last.ckpt
+// with the link resolved; a path → that path. Throws rt::Error naming the path when the file
+// does not exist.
+std::filesystem::path resolve_checkpoint(const std::string& ckpt, const std::filesystem::path& out_path);
+
+// The run directory holding `checkpoint` (<run>/checkpoints/<file>, <run> holds config.toml),
+// or an empty path when the checkpoint lives elsewhere.
+std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
+
+// What `train` does: with train.ckpt inside a run directory, reopen that directory; otherwise
+// create a new one named train.name under train.out_path. Writes config.toml in both cases.
+RunDir prepare_run_dir(const Config& config);
+
+// Writes <run_dir>/config.toml (config.to_toml()) with write_file_atomic.
+void write_run_config(const std::filesystem::path& run_dir, const Config& config);
+
+}  // namespace rt
