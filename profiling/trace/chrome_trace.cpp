@@ -71,7 +71,7 @@ void metadata_event(EventWriter& w, const char* name, int64_t pid, int64_t tid, 
   w.end();
 }
 
-Json op_args(const Activity& a) {
+Json op_args(const Activity& a, bool record_shapes) {
   Json args = Json::object();
   if (a.external_id >= 0) args["External id"] = a.external_id;
   if (a.kind == ActivityKind::kCpuOp) {
@@ -80,7 +80,7 @@ Json op_args(const Activity& a) {
       args["Sequence number"] = a.sequence_nr;
       args["Fwd thread id"] = std::max<int64_t>(a.fwd_thread_id, 0);
     }
-    if (!a.input_types.empty()) {
+    if (record_shapes || !a.input_types.empty()) {
       args["Input Dims"] = a.input_dims;
       args["Input type"] = a.input_types;
     }
@@ -166,10 +166,11 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
     metadata_event(w, "thread_sort_index", dev, stream, base, {{"sort_index", stream}});
   }
 
+  const bool record_shapes = t.metadata.is_object() && t.metadata.value("record_shapes", 0) != 0;
   for (const auto& a : t.activities) {
     w.begin("X", category_name(a.kind), a.name, a.pid, a.tid, a.start_ns);
     w.dur(a.end_ns - a.start_ns);
-    const Json args = op_args(a);
+    const Json args = op_args(a, record_shapes);
     if (!args.empty()) w.raw(", \"args\": " + args.dump(-1, ' ', false, Json::error_handler_t::replace));
     w.end();
   }
