@@ -149,7 +149,8 @@ std::vector<std::string> Symbolizer::symbolize_stack(const std::vector<void*>& f
   const size_t scan = std::min<size_t>(names.size(), 16);
   for (size_t i = 0; i < scan; ++i) {
     const std::string& s = names[i];
-    if (s.find("rt::prof::") != std::string::npos || s.find("RecordFunction") != std::string::npos ||
+    if (s.find("rt::prof::(anonymous namespace)::on_op_start") != std::string::npos ||
+        s.find("RecordFunction") != std::string::npos ||
         s.find("capture_native_stack") != std::string::npos || s.find("unw_backtrace") != std::string::npos ||
         s.find("runStartCallbacks") != std::string::npos || s.find("runCallbacks") != std::string::npos) {
       cut = i + 1;
