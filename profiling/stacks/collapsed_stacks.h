@@ -1,0 +1,22 @@
+// Collapsed stacks (flamegraph.pl / speedscope input) from a finalized timeline recorded with
+// with_stack (SPEC §4 profile_step_<N>_stacks.txt; torch's export_stacks format).
+//
+// One line per unique stack: `frame;frame;…;<op name> <self µs>`, root first, the operator's
+// name as the leaf frame, value = the summed self CPU time of the operators with that stack
+// in whole microseconds; lines whose value is 0 are omitted. Lines are sorted for stable
+// output.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "profiling/trace/timeline.h"
+
+namespace rt::prof {
+
+std::string collapsed_stacks(const Timeline& timeline);
+
+// Writes collapsed_stacks() atomically; throws rt::Error naming the path on failure.
+void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::path& path);
+
+}  // namespace rt::prof

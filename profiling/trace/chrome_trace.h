@@ -1,0 +1,54 @@
+// Chrome trace writer in the Kineto trace schema (libkineto output_json.cpp; REFERENCE-FACTS
+// "Kineto trace schema" and "What the trace consumers actually require"), readable by
+// Perfetto, chrome://tracing, speedscope, TensorBoard's PyTorch profiler plugin and Holistic
+// Trace Analysis.
+//
+// Layout: top-level keys in Kineto's order — schemaVersion, deviceProperties,
+// distributedInfo (written `"rank": 0` with a space: HTA reads it with "rank":\s+(\d+)),
+// free metadata, displayTimeUnit, baseTimeNanoseconds, traceEvents, traceName. ts/dur are
+// µs with 3 decimals relative to baseTimeNanoseconds (Unix epoch ns); pid/tid are integers;
+// every event, metadata ones included, has a name; the last event is the global instant
+// "Record Window End".
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "profiling/trace/timeline.h"
+
+namespace rt::prof {
+
+// Schema constants, in one place.
+inline constexpr int kSchemaVersion = 1;
+inline constexpr const char* kTraceFileSuffix = ".pt.trace.json";
+
+struct ChromeTraceOptions {
+  std::string backend = "none";  // distributedInfo.backend (no process group: single process)
+  int rank = 0;
+  int world_size = 1;
+  std::string trace_name;  // traceName; the writer sets it to the file path when empty
+};
+
+// The trace as JSON text. REQUIRES: finalize_timeline(timeline) was called.
+std::string chrome_trace_json(const Timeline& timeline, const ChromeTraceOptions& options);
+
+struct TraceFiles {
+  std::filesystem::path trace;      // <dir>/profiler_traces/<host>_<pid>.<unix_ns>.pt.trace.json[.gz]
+  std::filesystem::path step_copy;  // <dir>/profile_step_<N>.json (RAVE guide name, never gzipped)
+};
+
+// Writes the trace twice, atomically: under profiler_traces/ (the file name TensorBoard's
+// plugin and HTA look for; gzipped when `gzip` and zlib is available) and as
+// profile_step_<first_step>.json (N = 0 when the window recorded no step).
+// REQUIRES: finalize_timeline(timeline) was called. Throws rt::Error naming the path on I/O
+// failure.
+TraceFiles write_chrome_trace(const Timeline& timeline, const std::filesystem::path& dir, bool gzip,
+                              ChromeTraceOptions options = {});
+
+// True when the build has zlib (gzip output possible).
+bool chrome_trace_gzip_available();
+
+// gzip-compresses `data` (RFC 1952). Throws rt::Error when zlib is unavailable or fails.
+std::string gzip_compress(const std::string& data);
+
+}  // namespace rt::prof

@@ -1,0 +1,82 @@
+// Detailed profiling for the training loop (SPEC §7): the schedule drives the op tracer and
+// any extra sources (CUPTI), and at the end of each window the writers run — Chrome trace
+// (profiler_traces/…pt.trace.json + profile_step_<N>.json), collapsed stacks
+// (profile_step_<N>_stacks.txt, with_stack) and the top-N operator table on the console.
+//
+// Use from the training thread:
+//   TraceSession session(options);              // nothing traced yet
+//   for (step…) { session.step_begin(step); …train…; session.step_end(); }
+//   session.finish();                           // at exit (also on Ctrl-C): saves an open window
+// Trainer phases: rt::prof::ScopedAnnotation / annotate("forward") anywhere (op_tracer.h).
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "profiling/trace/activity_source.h"
+#include "profiling/trace/chrome_trace.h"
+#include "profiling/trace/op_table.h"
+#include "profiling/trace/op_tracer.h"
+#include "profiling/trace/schedule.h"
+
+namespace rt::prof {
+
+struct TraceSessionOptions {
+  ProfilerSchedule schedule;
+  OpTracerOptions tracer;
+  std::filesystem::path output_dir;  // the run directory (or profiling.output_dir)
+  bool gzip = false;                 // gzip the profiler_traces/ copy
+  std::string sort_by = "self_cpu_time_total";
+  int row_limit = 10;
+  std::ostream* table_out = nullptr;  // where the top-N table goes (nullptr: std::cout)
+  ChromeTraceOptions trace;
+};
+
+struct WindowResult {
+  int64_t first_step = -1;
+  int64_t last_step = -1;
+  TraceFiles files;
+  std::filesystem::path stacks;  // empty unless with_stack
+  std::string table;
+  size_t cpu_ops = 0;
+  size_t gpu_activities = 0;
+};
+
+class TraceSession {
+ public:
+  // Validates the schedule, sort_by and gzip availability (rt::Error naming the key).
+  explicit TraceSession(TraceSessionOptions options);
+  ~TraceSession();  // finish(), errors swallowed
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+
+  // Adds an extra event source (e.g. CuptiCollector); call before the first step.
+  void add_source(std::unique_ptr<ActivitySource> source);
+
+  // Call at the start of step `step` (the schedule's step number, ≥ 0, increasing).
+  void step_begin(int64_t step);
+  // Call at the end of the step; writes the window when this step was its last.
+  void step_end();
+  // End of training: a window still recording is saved, one still warming up dropped.
+  void finish();
+
+  ProfilerAction current_action() const { return action_; }
+  OpTracer& tracer() { return tracer_; }
+  const std::vector<WindowResult>& windows() const { return windows_; }
+
+ private:
+  void apply(const Transition& t);
+  void save_window();
+
+  TraceSessionOptions options_;
+  OpTracer tracer_;
+  std::vector<std::unique_ptr<ActivitySource>> sources_;
+  ProfilerAction action_ = ProfilerAction::kNone;
+  bool in_step_ = false;
+  std::vector<WindowResult> windows_;
+};
+
+}  // namespace rt::prof

@@ -1,0 +1,90 @@
+// with_stack: native stacks captured per op, symbolised, collapsed by self time.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "data/util/atomic_file.h"
+#include "profiling/stacks/collapsed_stacks.h"
+#include "profiling/stacks/native_stack.h"
+#include "profiling/trace/op_tracer.h"
+#include "support/test_support.h"
+#include "trace_test_model.h"
+
+namespace rt::prof {
+namespace {
+
+TEST(StacksTest, DemangleShortensToFunctionName) {
+  EXPECT_EQ(demangle_function_name("_ZN2at6native5addmmERKNS_6TensorES3_"), "at::native::addmm");
+  EXPECT_EQ(demangle_function_name("main"), "main");
+}
+
+volatile int g_sink = 0;
+__attribute__((noinline)) int capture_here(void** frames, int n) {
+  const int got = capture_native_stack(frames, n);
+  g_sink = g_sink + 1;  // not a tail call: keeps this frame on the stack
+  return got;
+}
+
+TEST(StacksTest, CaptureAndSymbolizeNamesTheCaller) {
+  void* frames[32];
+  const int n = capture_here(frames, 32);
+  ASSERT_GT(n, 2);
+  Symbolizer sym;
+  std::string all;
+  for (int i = 0; i < n; ++i) all += sym.symbolize(frames[i], i > 0) + "\n";
+  EXPECT_NE(all.find("capture_here"), std::string::npos) << all;
+  EXPECT_NE(all.find("StacksTest_CaptureAndSymbolizeNamesTheCaller"), std::string::npos) << all;
+}
+
+__attribute__((noinline)) void traced_user_function(testing::TinyNet& net, torch::optim::SGD& opt,
+                                                    const torch::Tensor& x, const torch::Tensor& y) {
+  for (int i = 0; i < 3; ++i) testing::train_step(net, opt, x, y);
+}
+
+TEST(StacksTest, CollapsedStacksFileFormat) {
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+  testing::TinyNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto x = torch::randn({8, 2, 16}), y = torch::randn({8, 4});
+  OpTracerOptions o;
+  o.with_stack = true;
+  OpTracer tracer(o);
+  tracer.start();
+  tracer.step_begin(0);
+  traced_user_function(net, opt, x, y);
+  tracer.step_end();
+  Timeline t = tracer.stop();
+  finalize_timeline(t);
+  size_t with_stack = 0;
+  for (const auto& a : t.activities) with_stack += (a.kind == ActivityKind::kCpuOp && !a.call_stack.empty());
+  EXPECT_GT(with_stack, 20u);
+
+  std::set<std::string> op_names;
+  for (const auto& a : t.activities) op_names.insert(a.name);
+  rt::testing::ScratchDir dir("stacks");
+  write_collapsed_stacks(t, dir / "profile_step_0_stacks.txt");
+  const std::string text = read_file(dir / "profile_step_0_stacks.txt");
+  std::istringstream in(text);
+  std::string line;
+  size_t lines = 0, through_user_fn = 0;
+  const std::regex format(R"(^[^ ].* [0-9]+$)");
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_TRUE(std::regex_match(line, format)) << line;
+    EXPECT_EQ(line.back() == '0' && line[line.rfind(' ') + 1] == '0', false) << "zero-valued line: " << line;
+    through_user_fn += line.find("traced_user_function") != std::string::npos;
+    // Root first: the leaf frame is the operator name.
+    const std::string stack = line.substr(0, line.rfind(' '));
+    const std::string leaf = stack.substr(stack.rfind(';') + 1);
+    EXPECT_TRUE(op_names.count(leaf)) << leaf;
+    EXPECT_EQ(stack.find("rt::prof::(anonymous namespace)::on_op_start"), std::string::npos) << line;
+  }
+  EXPECT_GT(lines, 3u);
+  EXPECT_GT(through_user_fn, 0u) << text;
+}
+
+}  // namespace
+}  // namespace rt::prof
