@@ -160,6 +160,8 @@ Batch Loader::load(const Job& job) const {
 }
 
 void Loader::worker_loop() {
+  std::shared_ptr<void> scope;
+  if (options_.worker_scope) scope = options_.worker_scope();
   for (;;) {
     Job job;
     {

@@ -37,6 +37,10 @@ struct LoaderOptions {
   bool drop_last = true;  // Default sampler only: drop the last incomplete batch.
   bool infinite = true;   // false: the stream ends after one epoch (next() returns nullopt).
   bool pin_memory = false;  // Honoured only when CUDA is available.
+  // Called once at the start of each worker thread; what it returns is kept alive until the
+  // thread ends (e.g. a memory-tracking scope, so that batch allocations made by workers are
+  // accounted to the process like the trainer's own).
+  std::function<std::shared_ptr<void>()> worker_scope;
 };
 
 // Returns the batches of one epoch as lists of dataset indices.

@@ -115,18 +115,28 @@ std::map<std::string, double> RaveLosses::scalars() const {
   return s;
 }
 
-RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
-                       double beta_factor, RaveStep step) {
+RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step) {
   const bool dis_step = step == RaveStep::kDiscriminator;
   TORCH_CHECK(!dis_step || (model.warmed_up() && model.discriminator),
-              "rave_losses: a discriminator step needs phase 2 (set_warmed_up) and a discriminator");
+              "rave_forward: a discriminator step needs phase 2 (set_warmed_up) and a discriminator");
+  // The autoencoder only needs a graph when the generator is being trained.
+  rt::compat::optional<torch::NoGradGuard> no_grad;
+  if (dis_step) no_grad.emplace();
+  return model.forward_train(x);
+}
+
+RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
+                       double beta_factor, RaveStep step) {
+  return rave_losses_from_forward(model, x, rave_forward(model, x, step), opts, beta_factor, step);
+}
+
+RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x, const RaveForward& f,
+                                    const RaveLossOptions& opts, double beta_factor, RaveStep step) {
+  const bool dis_step = step == RaveStep::kDiscriminator;
   RaveLosses l;
-  RaveForward f;
   {
-    // The autoencoder only needs a graph when the generator is being trained.
     rt::compat::optional<torch::NoGradGuard> no_grad;
     if (dis_step) no_grad.emplace();
-    f = model.forward_train(x);
     l.multiband_spectral_distance =
         spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon);
     l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon);

@@ -117,6 +117,14 @@ struct RaveLosses {
 RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
                        double beta_factor, RaveStep step = RaveStep::kGenerator);
 
+// The same computation in two halves, so that a trainer can time the forward pass and the
+// losses separately: rave_forward runs the autoencoder (without a graph in a discriminator
+// step); rave_losses_from_forward computes the distances, KL and adversarial terms from it.
+RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step = RaveStep::kGenerator);
+RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x, const RaveForward& f,
+                                    const RaveLossOptions& opts, double beta_factor,
+                                    RaveStep step = RaveStep::kGenerator);
+
 // RAVE validation_step's `validation`: fullband spectral distance of forward(x) to x (no grad).
 torch::Tensor rave_validation_loss(RaveModelImpl& model, const torch::Tensor& x,
                                    const RaveLossOptions& opts);

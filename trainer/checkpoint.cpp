@@ -1,0 +1,113 @@
+#include "trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "data/util/error.h"
+
+namespace rt {
+namespace {
+
+constexpr const char* kFormat = "rave-ssm-trainer checkpoint v1";
+
+void fsync_path(const std::filesystem::path& p, bool directory) {
+  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& file) {
+  c10::IValue v;
+  if (!a.try_read(key, v) || !v.isString()) {
+    throw Error("'" + file + "' is not a checkpoint of this trainer (missing '" + key + "')");
+  }
+  return v.toStringRef();
+}
+
+CheckpointMeta read_meta(torch::serialize::InputArchive& a, const std::string& file) {
+  CheckpointMeta m;
+  if (read_string(a, "meta/format", file) != kFormat) {
+    throw Error("'" + file + "' has an unknown checkpoint format (expected '" + std::string(kFormat) + "')");
+  }
+  m.family = read_string(a, "meta/family", file);
+  m.signature = read_string(a, "meta/signature", file);
+  m.config_toml = read_string(a, "meta/config", file);
+  c10::IValue v;
+  a.read("meta/step", v);
+  m.step = v.toInt();
+  if (a.try_read("meta/best", v) && v.isDouble()) {
+    m.best = v.toDouble();
+    m.has_best = true;
+  }
+  return m;
+}
+
+torch::serialize::InputArchive open_archive(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) throw Error("checkpoint '" + path.string() + "' does not exist");
+  torch::serialize::InputArchive a;
+  try {
+    a.load_from(path.string());
+  } catch (const c10::Error& e) {
+    throw Error("cannot read checkpoint '" + path.string() + "': " + e.what_without_backtrace());
+  }
+  return a;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,
+                     const std::function<void(torch::serialize::OutputArchive&)>& write_model) {
+  torch::serialize::OutputArchive archive;
+  archive.write("meta/format", c10::IValue(std::string(kFormat)));
+  archive.write("meta/family", c10::IValue(meta.family));
+  archive.write("meta/signature", c10::IValue(meta.signature));
+  archive.write("meta/config", c10::IValue(meta.config_toml));
+  archive.write("meta/step", c10::IValue(meta.step));
+  if (meta.has_best) archive.write("meta/best", c10::IValue(meta.best));
+  torch::serialize::OutputArchive model;
+  write_model(model);
+  archive.write("model", model);
+
+  std::filesystem::create_directories(path.parent_path());
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  try {
+    archive.save_to(tmp.string());
+  } catch (const c10::Error& e) {
+    std::filesystem::remove(tmp);
+    throw Error("cannot write checkpoint '" + tmp.string() + "': " + e.what_without_backtrace());
+  }
+  fsync_path(tmp, false);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::filesystem::remove(tmp);
+    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "'");
+  }
+  fsync_path(path.parent_path(), true);
+}
+
+CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
+  auto a = open_archive(path);
+  return read_meta(a, path.string());
+}
+
+CheckpointMeta load_checkpoint(const std::filesystem::path& path, const CheckpointMeta& expected,
+                               const std::function<void(torch::serialize::InputArchive&)>& read_model) {
+  auto a = open_archive(path);
+  CheckpointMeta m = read_meta(a, path.string());
+  if (m.family != expected.family || m.signature != expected.signature) {
+    throw Error("checkpoint '" + path.string() + "' was made with another config: it holds model '" + m.family +
+                "' [" + m.signature + "], this run builds '" + expected.family + "' [" + expected.signature + "]");
+  }
+  torch::serialize::InputArchive model;
+  a.read("model", model);
+  try {
+    read_model(model);
+  } catch (const c10::Error& e) {
+    throw Error("checkpoint '" + path.string() + "' does not fit the model: " + e.what_without_backtrace());
+  }
+  return m;
+}
+
+}  // namespace rt

@@ -1,0 +1,42 @@
+// Checkpoints: one torch archive per file, written atomically (temp file + fsync + rename),
+// so that a crash or a NaN never leaves a torn last.ckpt behind.
+//
+// Layout inside the archive:
+//   meta/format      "rave-ssm-trainer checkpoint v1"
+//   meta/family      model.family          meta/signature  the model's shape signature
+//   meta/step        int (next step to run) meta/config     the resolved config (TOML text)
+//   meta/best        best monitored value so far
+//   model/...        what ModelFamily::save wrote (modules, optimizers, schedulers, state)
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace rt {
+
+struct CheckpointMeta {
+  std::string family;
+  std::string signature;  // Shape-defining config keys; a mismatch means "another config".
+  std::string config_toml;
+  int64_t step = 0;
+  double best = 0.0;
+  bool has_best = false;
+};
+
+// Writes `path` atomically. `write_model` fills the "model" sub-archive.
+void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,
+                     const std::function<void(torch::serialize::OutputArchive&)>& write_model);
+
+// Reads the meta block only (cheap relative to applying the model state).
+CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
+
+// Loads `path`; checks family and signature against `expected` first and throws rt::Error
+// naming the file and both signatures on a mismatch ("a checkpoint of another config").
+CheckpointMeta load_checkpoint(const std::filesystem::path& path, const CheckpointMeta& expected,
+                               const std::function<void(torch::serialize::InputArchive&)>& read_model);
+
+}  // namespace rt

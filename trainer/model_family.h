@@ -1,0 +1,95 @@
+// The contract between the generic training loop (trainer/trainer.h) and a model family
+// (RAVE, SSM decoders). The loop never branches on the model type (STYLE.md, torchtitan):
+// it asks the family for its data, its training step, its validation and its state.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/example.h"
+
+namespace rt {
+
+class Config;
+class Loader;
+class TensorBoardWriter;
+
+// The datasets a family trains and validates on.
+struct TrainData {
+  std::shared_ptr<const ExampleSource> train;
+  std::shared_ptr<const ExampleSource> val;  // May be the same object as `train`.
+  std::vector<size_t> train_indices;
+  std::vector<size_t> val_indices;
+  // Optional epoch → batches samplers (multi-session SSM draws each batch from one group).
+  std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> train_sampler;
+  std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> val_sampler;
+  // The model's natural unit for samples_per_second: audio samples per example (RAVE),
+  // time bins per example (SSM).
+  int64_t samples_per_example = 1;
+  std::string sample_unit = "samples";
+};
+
+struct StepResult {
+  double loss = 0.0;  // The main objective; checked for finiteness by the loop.
+  std::vector<std::pair<std::string, double>> scalars;  // TensorBoard tag → value.
+  int64_t examples = 0;
+};
+
+struct ValidationResult {
+  std::map<std::string, double> metrics;  // e.g. "validation", "val/r2", "val/r2_0".
+  // Optional audio excerpt (channels × frames, float in [-1, 1]) logged as a TensorBoard
+  // audio summary: RAVE's reconstruction of a validation example.
+  torch::Tensor audio;
+  int sample_rate = 0;
+};
+
+class ModelFamily {
+ public:
+  virtual ~ModelFamily() = default;
+
+  // Opens the datasets named by the config. Called before build(), so that a family can take
+  // shapes (channels, unit counts, groups) from the data and check them against the config.
+  virtual TrainData make_data(const Config& config) = 0;
+
+  // Creates the modules and optimizers on `device`. `data` is what make_data returned (null
+  // when only a summary is wanted).
+  virtual void build(torch::Device device, const TrainData* data) = 0;
+
+  // One optimisation step; `step` counts from 0. Marks its phases with PhaseScope.
+  virtual StepResult train_step(const Batch& batch, int64_t step) = 0;
+
+  // Gradient-free evaluation over the whole validation loader.
+  virtual ValidationResult validate(Loader& val_loader, int64_t step) = 0;
+
+  // The validation metric that selects best.ckpt, and its direction.
+  virtual std::string monitor_metric() const = 0;
+  virtual bool monitor_higher_is_better() const = 0;
+
+  // Everything needed to resume exactly: modules, optimizers, schedulers, family state.
+  virtual void save(torch::serialize::OutputArchive& archive) = 0;
+  virtual void load(torch::serialize::InputArchive& archive) = 0;
+
+  // Module tree with parameter counts (train --summary).
+  virtual std::string summary() = 0;
+
+  // Short description for the run's log and training_summary.json.
+  virtual std::string describe() const = 0;
+
+  // Named modules for profiling.with_modules spans and the memory categories.
+  virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;
+};
+
+using ModelFamilyFactory = std::function<std::unique_ptr<ModelFamily>(const Config&)>;
+
+// Registry keyed by `model.family`. Registering a name twice throws rt::Error.
+void register_model_family(const std::string& name, ModelFamilyFactory factory);
+std::unique_ptr<ModelFamily> make_model_family(const Config& config);
+std::vector<std::string> model_family_names();
+
+}  // namespace rt

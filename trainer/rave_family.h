@@ -1,0 +1,18 @@
+// RAVE as a model family (SPEC §6): audio LMDB → PQMF/VAE/generator/discriminator, RAVE's
+// two-phase schedule (phase 1 reconstruction + β·KL, phase 2 frozen encoder + adversarial).
+#pragma once
+
+#include <memory>
+
+#include "trainer/model_family.h"
+
+namespace rt {
+
+std::unique_ptr<ModelFamily> make_rave_family(const Config& config);
+
+// RAVE's β warm-up: log-linear from beta_start to beta_end over beta_warmup_steps.
+double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps);
+// LinearLR 1.0 → end_factor over `total` steps (RAVE v2: phase 1), then constant.
+double rave_lr_factor_at(int64_t step, double end_factor, int64_t total);
+
+}  // namespace rt

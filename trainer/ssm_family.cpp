@@ -1,0 +1,249 @@
+#include "trainer/ssm_family.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "data/loader.h"
+#include "data/neural/neural_dataset.h"
+#include "data/split.h"
+#include "data/util/error.h"
+#include "models/common/summary.h"
+#include "models/ssm/decoders.h"
+#include "trainer/config.h"
+#include "trainer/phases.h"
+
+namespace rt {
+
+double ssm_lr_factor_at(int64_t step, const std::string& schedule, int64_t warmup, int64_t total) {
+  if (warmup > 0 && step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (schedule != "cosine" || total <= warmup) return 1.0;
+  const double t = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(total - warmup));
+  return 0.5 * (1.0 + std::cos(M_PI * t));
+}
+
+namespace {
+
+ssm::SsmOptions ssm_options_from(const Config& c) {
+  ssm::SsmOptions o;
+  o.variant = c.get_string("model.variant");
+  o.input_dim = c.get_int("model.input_dim");
+  o.output_dim = c.get_int("model.output_dim");
+  o.d_model = c.get_int("model.d_model");
+  o.state_dim = c.get_int("model.state_dim");
+  o.n_layers = c.get_int("model.n_layers");
+  o.dropout = c.get_float("model.dropout");
+  o.discretization = c.get_string("model.discretization");
+  o.scan = c.get_string("model.scan");
+  o.dt_min = c.get_float("model.dt_min");
+  o.dt_max = c.get_float("model.dt_max");
+  o.ssm_blocks = c.get_int("model.ssm_blocks");
+  o.context_dim = c.get_int("model.context_dim");
+  o.conj_sym = c.get_bool("model.conj_sym");
+  return o;
+}
+
+// R² per output dimension (1 − SS_res/(SS_tot+1e-8)) of predictions against targets, both
+// [N, dims]: the reference's metric, computed over every (trial, bin) of the set.
+torch::Tensor r2_per_dim(const torch::Tensor& pred, const torch::Tensor& target) {
+  auto ss_res = (target - pred).pow(2).sum(0);
+  auto ss_tot = (target - target.mean(0)).pow(2).sum(0);
+  return 1.0 - ss_res / (ss_tot + 1e-8);
+}
+
+class SsmFamily final : public ModelFamily {
+ public:
+  explicit SsmFamily(const Config& config) : config_(config), options_(ssm_options_from(config)), device_(torch::kCPU) {}
+
+  TrainData make_data(const Config& c) override {
+    const std::string db = c.get_string("data.db_path");
+    if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
+    if (c.get_string("data.kind") != "neural") {
+      throw Error("model.family = 'ssm' trains on neural databases, but data.kind = '" + c.get_string("data.kind") +
+                  "' (accepted: neural)");
+    }
+    neural::NeuralDatasetOptions o;
+    o.smoothing_sigma_ms = c.get_float("data.smoothing_sigma_ms");
+    o.pad_to_widest = true;
+    dataset_ = std::make_shared<neural::NeuralDataset>(db, o);
+    if (c.was_set("model.input_dim") && options_.variant == "s5_maze" && options_.input_dim != dataset_->max_units()) {
+      throw Error("model.input_dim = " + std::to_string(options_.input_dim) + " but database '" + db + "' has " +
+                  std::to_string(dataset_->max_units()) + " units; remove the key to take it from the data");
+    }
+    if (c.was_set("model.output_dim") && options_.output_dim != dataset_->behavior_dims()) {
+      throw Error("model.output_dim = " + std::to_string(options_.output_dim) + " but database '" + db + "' has " +
+                  std::to_string(dataset_->behavior_dims()) + " behaviour dimensions");
+    }
+    options_.input_dim = dataset_->max_units();
+    options_.output_dim = dataset_->behavior_dims();
+    n_groups_ = static_cast<int64_t>(dataset_->group_names().size());
+
+    Split split = split_indices(dataset_->size(), std::max(0.1, c.get_float("data.val_fraction")),
+                                static_cast<size_t>(c.get_int("data.val_max")),
+                                static_cast<uint64_t>(c.get_int("data.split_seed")));
+    if (split.val.empty()) split.val.push_back(split.train.back());
+    TrainData d;
+    d.train = dataset_;
+    d.val = dataset_;
+    d.train_indices = split.train;
+    d.val_indices = split.val;
+    const int64_t batch = c.get_int("train.batch");
+    const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
+    auto ds = dataset_;
+    auto train_idx = split.train, val_idx = split.val;
+    // Every batch from one group, as the reference sampler (multi-session models need it).
+    d.train_sampler = [ds, train_idx, batch, seed](uint64_t epoch) {
+      return neural::group_batches(*ds, train_idx, batch, epoch, seed, /*drop_last=*/false);
+    };
+    d.val_sampler = [ds, val_idx, batch, seed](uint64_t) {
+      return neural::group_batches(*ds, val_idx, batch, 0, seed, /*drop_last=*/false);
+    };
+    d.samples_per_example = dataset_->get(0, *std::make_unique<std::mt19937_64>(0)).input.size(0);
+    d.sample_unit = "time bins";
+    return d;
+  }
+
+  void build(torch::Device device, const TrainData* /*data*/) override {
+    device_ = device;
+    model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
+    model_->to(device);
+    auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
+    lr_ = config_.get_float("train.lr");
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(lr_).weight_decay(0.0)));
+    opt_ = std::make_unique<torch::optim::AdamW>(std::move(groups));
+  }
+
+  StepResult train_step(const Batch& batch, int64_t step) override {
+    model_->train();
+    torch::Tensor x = batch.input.to(device_, true), y = batch.target.to(device_, true);
+    torch::Tensor pred, loss;
+    {
+      PhaseScope p(Phase::kForward);
+      pred = model_->forward(x, batch.group);
+    }
+    {
+      PhaseScope p(Phase::kLoss);
+      loss = torch::mse_loss(pred, y);
+    }
+    {
+      PhaseScope p(Phase::kBackward);
+      opt_->zero_grad();
+      loss.backward();
+    }
+    const double factor = ssm_lr_factor_at(step, config_.get_string("train.lr_schedule"),
+                                           config_.get_int("train.warmup_steps"), config_.get_int("train.max_steps"));
+    {
+      PhaseScope p(Phase::kOptimizer);
+      for (auto& group : opt_->param_groups()) {
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_ * factor);
+      }
+      opt_->step();
+    }
+    StepResult r;
+    r.loss = loss.item<double>();
+    r.scalars.emplace_back("train/loss", r.loss);
+    r.scalars.emplace_back("train/lr", lr_ * factor);
+    r.examples = x.size(0);
+    return r;
+  }
+
+  ValidationResult validate(Loader& val_loader, int64_t /*step*/) override {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    std::vector<torch::Tensor> preds, targets;
+    std::map<int64_t, std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>> by_group;
+    double loss_sum = 0.0;
+    int64_t n = 0;
+    while (auto batch = val_loader.next()) {
+      auto x = batch->input.to(device_), y = batch->target.to(device_);
+      auto p = model_->forward(x, batch->group);
+      loss_sum += torch::mse_loss(p, y).item<double>() * static_cast<double>(x.size(0));
+      n += x.size(0);
+      auto p2 = p.reshape({-1, p.size(-1)}).to(torch::kCPU), y2 = y.reshape({-1, y.size(-1)}).to(torch::kCPU);
+      preds.push_back(p2);
+      targets.push_back(y2);
+      by_group[batch->group].first.push_back(p2);
+      by_group[batch->group].second.push_back(y2);
+    }
+    model_->train();
+    ValidationResult v;
+    if (n == 0) return v;
+    auto r2 = r2_per_dim(torch::cat(preds), torch::cat(targets));
+    v.metrics["val/loss"] = loss_sum / static_cast<double>(n);
+    v.metrics["val/r2"] = r2.mean().item<double>();
+    for (int64_t d = 0; d < r2.size(0); ++d) v.metrics["val/r2_" + std::to_string(d)] = r2[d].item<double>();
+    if (n_groups_ > 1) {
+      for (auto& [g, pt] : by_group) {
+        auto rg = r2_per_dim(torch::cat(pt.first), torch::cat(pt.second));
+        v.metrics["val/r2_group_" + dataset_->group_names().at(static_cast<size_t>(g))] = rg.mean().item<double>();
+      }
+    }
+    return v;
+  }
+
+  std::string monitor_metric() const override { return "val/r2"; }
+  bool monitor_higher_is_better() const override { return true; }
+
+  void save(torch::serialize::OutputArchive& a) override {
+    torch::serialize::OutputArchive m, o;
+    model_->save(m);
+    a.write("ssm", m);
+    opt_->save(o);
+    a.write("opt", o);
+  }
+
+  void load(torch::serialize::InputArchive& a) override {
+    torch::serialize::InputArchive m, o;
+    a.read("ssm", m);
+    model_->load(m);
+    a.read("opt", o);
+    opt_->load(o);
+    model_->to(device_);
+  }
+
+  std::string summary() override {
+    if (!model_) build(torch::kCPU, nullptr);
+    std::ostringstream s;
+    s << "SSM decoder " << options_.variant << " (input " << options_.input_dim << ", d_model " << options_.d_model
+      << ", state " << options_.state_dim << ", " << options_.n_layers << " block(s), output " << options_.output_dim
+      << ", " << options_.scan << " scan)\n\n"
+      << models::module_summary(*model_, "ssm", 3) << "\n";
+    int64_t ssm_params = 0;
+    for (const auto& p : model_->named_parameters()) {
+      if (ssm::is_ssm_parameter_name(p.key())) ssm_params += p.value().numel();
+    }
+    s << "SSM parameters (Λ, log-step; no weight decay): " << models::format_count(ssm_params) << "\n"
+      << "total: " << models::format_count(models::count_parameters(*model_)) << "\n";
+    return s.str();
+  }
+
+  std::string describe() const override {
+    return "SSM " + options_.variant + " (" + std::to_string(options_.input_dim) + " units → " +
+           std::to_string(options_.output_dim) + " dims, " + std::to_string(n_groups_) + " group(s))";
+  }
+
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() override {
+    std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> out;
+    for (const auto& c : model_->named_children()) out.emplace_back(c.key(), c.value());
+    return out;
+  }
+
+ private:
+  Config config_;
+  ssm::SsmOptions options_;
+  torch::Device device_;
+  std::shared_ptr<neural::NeuralDataset> dataset_;
+  std::shared_ptr<ssm::SsmModelImpl> model_;
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  double lr_ = 1e-3;
+  int64_t n_groups_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_ssm_family(const Config& config) { return std::make_unique<SsmFamily>(config); }
+
+}  // namespace rt
