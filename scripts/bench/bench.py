@@ -66,7 +66,10 @@ class Runner:
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         if not lines:
             raise RuntimeError(f"{self.rel(argv)} printed no JSON:\n{p.stdout[-2000:]}")
-        data = json.loads(lines[-1]) if len(lines) == 1 or lines[-1].endswith("}") else json.loads(p.stdout[p.stdout.index("{"):])
+        try:
+            data = json.loads(lines[-1])  # one JSON object per line (rave_bench, ref_bench.py)
+        except json.JSONDecodeError:
+            data = json.loads(p.stdout[p.stdout.index("{"):])  # pretty-printed (loader_bench)
         data["_load_before"] = load
         data["_wall"] = time.time() - t0
         return data, self.rel(argv), load
@@ -198,15 +201,20 @@ def bench_scaling(runner, quick):
     cap = 16
     reps = 1 if quick else 3
     steps = 2 if quick else 3
-    res = {"capacity": cap, "batch": [], "n_signal": []}
+    # 1 thread: on a shared machine 2 OpenMP threads are slowed down by oversubscription far more
+    # than the batch/length effect being measured.
+    res = {"capacity": cap, "threads": 1, "batch": [], "n_signal": []}
     for b in (1, 2, 4, 8):
         r = interleave(runner, {"x": runner.native("step", "--version", "v2", "--capacity", cap, "--batch", b,
-                                                   "--n_signal", 32768, "--threads", 2, "--steps", steps,
+                                                   "--n_signal", 32768, "--threads", 1, "--steps", steps,
                                                    "--warmup", 1)}, reps)["x"]
         res["batch"].append({"batch": b, "n_signal": 32768, **strip(r)})
-    for n in (8192, 16384, 32768, 65536):
+    # v2's 2048-point multiband STFT needs band signals longer than 1024 samples, i.e.
+    # n_signal > 16384 (16 bands): 8192 and 16384 cannot train with v2's loss.
+    res["n_signal_note"] = "8192 and 16384 are below v2's minimum (2048-point STFT on 16 bands needs n_signal > 16384)"
+    for n in (32768, 65536, 131072):
         r = interleave(runner, {"x": runner.native("step", "--version", "v2", "--capacity", cap, "--batch", 2,
-                                                   "--n_signal", n, "--threads", 2, "--steps", steps,
+                                                   "--n_signal", n, "--threads", 1, "--steps", steps,
                                                    "--warmup", 1)}, reps)["x"]
         res["n_signal"].append({"batch": 2, "n_signal": n, **strip(r)})
     return res
@@ -220,8 +228,9 @@ def bench_data(runner, quick, build, v2_step_t2):
                 "--batches", 6 if quick else 16, "--demo_seconds", 20]
         d, cmd, load = runner.json_cmd(argv)
         res[f"loader_{b}x{n}"] = {"command": cmd, "runs": d["runs"], "load": load}
-    if v2_step_t2:
-        res["v2_step_examples_per_second_4x32768"] = 4.0 / v2_step_t2
+    if v2_step_t2:  # (threads, median s/step) of the faster native v2 step
+        res["v2_step_examples_per_second_4x32768"] = 4.0 / v2_step_t2[1]
+        res["v2_step_threads"] = v2_step_t2[0]
     # Preprocess throughput vs sox / ffmpeg decoding the same files.
     audio = os.path.join(runner.tmp, "pre_audio")
     secs = 30 if quick else 60
@@ -436,12 +445,12 @@ def write_markdown(R, path, quick):
         L += ["", "Peak commands: " + ", ".join(f"`{p['command']}`" for p in fl["peak"].values()), ""]
     sc = R.get("scaling")
     if sc:
-        L += ["## Scaling", "", f"v2 structure at capacity {sc['capacity']}, phase-1 step, 2 threads.", "",
+        L += ["## Scaling", "", f"v2 structure at capacity {sc['capacity']}, phase-1 step, {sc.get('threads', 2)} thread(s).", "",
               "| batch | n_signal | s/step | s per example·32768 samples | command |", "|---|---|---|---|---|"]
         for e in sc["batch"] + sc["n_signal"]:
             per = e["stats"]["median"] / (e["batch"] * e["n_signal"] / 32768)
             L.append(f"| {e['batch']} | {e['n_signal']} | {fmt_s(e['stats'])} | {per:.4f} | `{e['command']}` |")
-        L.append("")
+        L += ["", f"n_signal: {sc.get('n_signal_note', '')}.", ""]
     dp = R.get("data")
     if dp:
         L += ["## Data path", "", "| measurement | figure | command |", "|---|---|---|"]
@@ -450,7 +459,7 @@ def write_markdown(R, path, quick):
                 for run in dp[k]["runs"]:
                     L.append(f"| loader {k[7:]}, {run['workers']} worker(s) | {run['examples_per_second']:.1f} examples/s | `{dp[k]['command']}` |")
         if "v2_step_examples_per_second_4x32768" in dp:
-            L.append(f"| v2 phase-1 step consumption, 4 × 32768, 2 threads | {dp['v2_step_examples_per_second_4x32768']:.2f} examples/s | (native step median above) |")
+            L.append(f"| v2 phase-1 step consumption, 4 × 32768, {dp.get('v2_step_threads', 2)} thread(s) (fastest native median) | {dp['v2_step_examples_per_second_4x32768']:.2f} examples/s | (native step median above) |")
         L.append(f"| preprocess ({dp['audio_files']} files, {dp['audio_seconds']:.0f} s of audio) | {dp['preprocess']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['preprocess']['stats'])}) | `{dp['preprocess']['command']}` |")
         L.append(f"| sox decode of the same files | {dp['sox']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['sox']['stats'])}) | `{dp['sox']['command']}` |")
         if "stats" in dp["ffmpeg"]:
@@ -473,8 +482,8 @@ def write_markdown(R, path, quick):
                  f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
         L += ["- Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D "
               "convolutions (3-D tensors), so it does not apply to a phase-1 step.", ""]
-        if R.get("defaults_notes"):
-            L += R["defaults_notes"] + [""]
+    if R.get("defaults_notes"):
+        L += ([] if df else ["## Defaults", ""]) + R["defaults_notes"] + [""]
     others = R.get("others")
     frags = sorted(set(glob.glob(os.path.join(ROOT, "scripts", "bench", "*_results.md")) +
                        glob.glob(os.path.join(ROOT, "*_results.md"))))
@@ -537,8 +546,19 @@ def main():
             R["flops"] = bench_flops(runner, a.quick, medians)
         if want("scaling"):
             R["scaling"] = bench_scaling(runner, a.quick)
+        have = lambda b: os.path.exists(os.path.join(a.build, "bin", b))  # noqa: E731
+        skip = set()
+        if not (have("preprocess") and have("loader_bench")):
+            skip.add("data")
+        if not (have("train") and have("preprocess")):
+            skip |= {"whole", "defaults"}
+        skip = {s for s in skip if want(s)}
+        if skip:
+            R["notes"].append(f"Not run: {', '.join(sorted(skip))} (their programs are not built in {a.build}).")
+            only = {s for s in (only or {"nvp", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
+                    if s not in skip}
         if want("data"):
-            R["data"] = bench_data(runner, a.quick, a.build, medians.get(2))
+            R["data"] = bench_data(runner, a.quick, a.build, min(medians.items(), key=lambda kv: kv[1]) if medians else None)
         if want("whole"):
             R["whole_run"] = bench_whole_run(runner, a.quick, a.build, R["equivalence"])
         if want("defaults"):
