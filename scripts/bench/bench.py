@@ -1,0 +1,581 @@
+#!/usr/bin/python3
+"""Benchmark driver behind scripts/bench/run.sh: runs every benchmark (A/B runs interleaved,
+median and spread), writes bench-results.json and regenerates BENCHMARKS.md. Every figure in
+the Markdown names the command that produced it. Uses only the standard library (the Python
+reference it launches needs Debian's python3-torch, numpy and scipy).
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = "/usr/bin/python3"  # Debian's python3-torch: the same LibTorch 1.13 as the native build
+REF = os.path.join(ROOT, "scripts", "bench", "reference", "ref_bench.py")
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def load_avg():
+    try:
+        return [float(v) for v in open("/proc/loadavg").read().split()[:3]]
+    except OSError:
+        return None
+
+
+def sh(cmd, timeout=None):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout).stdout.strip()
+
+
+class Runner:
+    def __init__(self, build, tmp):
+        self.bin = os.path.join(build, "bin")
+        self.tmp = tmp
+        self.commands = []
+
+    def rel(self, argv):
+        out = []
+        for a in argv:
+            a = str(a)
+            if a.startswith(ROOT + "/"):
+                a = os.path.relpath(a, ROOT)
+            if a.startswith(self.tmp):
+                a = "$TMP" + a[len(self.tmp):]
+            out.append(a)
+        return " ".join(shlex.quote(a) if "$TMP" not in a else a for a in out)
+
+    def json_cmd(self, argv, timeout=1800):
+        """Runs argv, returns (parsed last JSON line of stdout, printable command, load)."""
+        load = load_avg()
+        t0 = time.time()
+        p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"{self.rel(argv)} failed ({p.returncode}):\n{p.stderr[-2000:]}\n{p.stdout[-2000:]}")
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"{self.rel(argv)} printed no JSON:\n{p.stdout[-2000:]}")
+        try:
+            data = json.loads(lines[-1])  # one JSON object per line (rave_bench, ref_bench.py)
+        except json.JSONDecodeError:
+            data = json.loads(p.stdout[p.stdout.index("{"):])  # pretty-printed (loader_bench)
+        data["_load_before"] = load
+        data["_wall"] = time.time() - t0
+        return data, self.rel(argv), load
+
+    def native(self, *args):
+        return [os.path.join(self.bin, "rave_bench"), *args]
+
+
+def stats(values):
+    v = sorted(values)
+    if not v:
+        return None
+    med = statistics.median(v)
+    q1 = v[len(v) // 4]
+    q3 = v[(3 * len(v)) // 4] if len(v) > 1 else v[0]
+    return {"median": med, "min": v[0], "max": v[-1], "n": len(v), "q1": q1, "q3": q3,
+            "spread_pct": 100.0 * (v[-1] - v[0]) / med if med else 0.0}
+
+
+def fmt_s(st, unit="s", scale=1.0):
+    if st is None:
+        return "–"
+    return f"{st['median'] * scale:.3f} {unit} ({st['min'] * scale:.3f}–{st['max'] * scale:.3f}, n={st['n']})"
+
+
+def interleave(runner, variants, reps, key="step_seconds"):
+    """variants: {name: argv}. Runs rep 1 of every variant, then rep 2, ... Collects the
+    per-step times of each variant; returns {name: {"stats", "command", "loads", "runs"}}."""
+    out = {name: {"times": [], "loads": [], "command": None, "runs": []} for name in variants}
+    for r in range(reps):
+        for name, argv in variants.items():
+            data, cmd, load = runner.json_cmd(argv)
+            o = out[name]
+            o["times"].extend(data[key])
+            o["loads"].append(load[0] if load else None)
+            o["command"] = cmd
+            o["runs"].append(data)
+            log(f"  {name} rep {r + 1}/{reps}: median {statistics.median(data[key]):.3f}s (load {load[0] if load else '?'})")
+    for o in out.values():
+        o["stats"] = stats(o["times"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+def bench_environment(runner, build):
+    env = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "uname": platform.platform(),
+           "nproc": os.cpu_count(), "uptime": sh("uptime"),
+           "cpu": sh("lscpu | grep -m1 'Model name' | sed 's/.*: *//'"),
+           "blas_alternative": sh("update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -m1 '^Value' | sed 's/Value: //'"),
+           "ldd_blas": sh(f"ldd {build}/bin/train 2>/dev/null | grep -i -E 'blas|lapack|gomp' | sed 's/ (0x.*//'"),
+           "ldd_torch_blas": sh("ldd $(ls /usr/lib/x86_64-linux-gnu/libtorch_cpu.so* | head -1) | grep -i -E 'blas|gomp' | sed 's/ (0x.*//'"),
+           "python_torch": sh(f"{PY} -c 'import torch; print(torch.__version__, torch.get_num_threads(), torch.backends.mkldnn.is_available())'"),
+           "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+    return env
+
+
+def bench_equivalence(runner, quick, versions):
+    res = {}
+    for v in versions:
+        d = os.path.join(runner.tmp, f"export_{v}")
+        argv = runner.native("export", "--version", v, "--batch", 4, "--n_signal", 32768, "--threads", 2,
+                             "--out", d)
+        _, exp_cmd, _ = runner.json_cmd(argv)
+        check, chk_cmd, _ = runner.json_cmd([PY, REF, "check", "--dir", d])
+        res[v] = {"export_command": exp_cmd, "check_command": chk_cmd, "check": check, "dir": d}
+        log(f"equivalence {v}: max |Δloss| {check['loss_max_abs_diff']:.3g}, grad-norm max rel Δ "
+            f"{check['grad_norm_max_rel_diff']}, pass={check['pass']}")
+    return res
+
+
+def bench_native_vs_python(runner, quick, versions, equiv, reps, steps):
+    res = {}
+    for v in versions:
+        d = equiv[v]["dir"]
+        for threads in (1, 2):
+            variants = {
+                "native": runner.native("step", "--version", v, "--batch", 4, "--n_signal", 32768,
+                                        "--threads", threads, "--steps", steps, "--warmup", 1),
+                "python": [PY, REF, "step", "--dir", d, "--threads", threads, "--steps", steps, "--warmup", 1],
+            }
+            log(f"native vs python {v}, {threads} thread(s)")
+            r = interleave(runner, variants, reps)
+            ratio = r["native"]["stats"]["median"] / r["python"]["stats"]["median"]
+            phases = {}
+            for ph in ("forward", "loss", "backward", "optimizer"):
+                phases[ph] = statistics.median(p[ph] for run in r["native"]["runs"] for p in run["phases"])
+            res[f"{v}_t{threads}"] = {"version": v, "threads": threads, "native": strip(r["native"]),
+                                      "python": strip(r["python"]), "ratio_native_over_python": ratio,
+                                      "native_phase_medians": phases}
+            log(f"  ratio native/python = {ratio:.3f}")
+    return res
+
+
+def strip(o):
+    return {k: o[k] for k in ("stats", "command", "loads", "times")}
+
+
+def bench_op_counts(runner, version):
+    argv = runner.native("step", "--version", version, "--capacity", 8, "--latent_size", 8, "--batch", 2,
+                         "--n_signal", 32768, "--threads", 1, "--steps", 1, "--warmup", 1, "--count_ops")
+    data, cmd, _ = runner.json_cmd(argv)
+    counts = data["op_counts"]
+    top = {ph: sorted(c["ops"].items(), key=lambda kv: -kv[1])[:8] for ph, c in counts.items()}
+    to_copy = {ph: c["ops"].get("aten::_to_copy", 0) for ph, c in counts.items()}
+    return {"command": cmd, "totals": {ph: c["total"] for ph, c in counts.items()}, "top": top,
+            "to_copy": to_copy}
+
+
+def bench_flops(runner, quick, step_medians):
+    out = {"peak": {}}
+    for t in (1, 2):
+        d, cmd, load = runner.json_cmd(runner.native("peak", "--threads", t, "--size", 2048, "--reps", 5))
+        out["peak"][t] = {"gflops": d["gflops_best"], "command": cmd, "load": load}
+        log(f"sgemm peak {t} thread(s): {d['gflops_best']:.1f} GFLOP/s")
+    d, cmd, _ = runner.json_cmd(runner.native("flops", "--version", "v2", "--batch", 4, "--n_signal", 32768))
+    out["v2"] = {"forward_conv_flops": d["forward_conv_flops"], "step_conv_flops": d["step_conv_flops"],
+                 "conv_calls": d["conv_calls"], "command": cmd}
+    out["efficiency"] = {}
+    for t in (1, 2):
+        med = step_medians.get(t)
+        if med:
+            achieved = d["step_conv_flops"] / med / 1e9
+            out["efficiency"][t] = {"step_seconds": med, "achieved_gflops": achieved,
+                                    "fraction_of_peak": achieved / out["peak"][t]["gflops"]}
+    return out
+
+
+def bench_scaling(runner, quick):
+    cap = 16
+    reps = 1 if quick else 3
+    steps = 2 if quick else 3
+    # 1 thread: on a shared machine 2 OpenMP threads are slowed down by oversubscription far more
+    # than the batch/length effect being measured.
+    res = {"capacity": cap, "threads": 1, "batch": [], "n_signal": []}
+    for b in (1, 2, 4, 8):
+        r = interleave(runner, {"x": runner.native("step", "--version", "v2", "--capacity", cap, "--batch", b,
+                                                   "--n_signal", 32768, "--threads", 1, "--steps", steps,
+                                                   "--warmup", 1)}, reps)["x"]
+        res["batch"].append({"batch": b, "n_signal": 32768, **strip(r)})
+    # v2's 2048-point multiband STFT needs band signals longer than 1024 samples, i.e.
+    # n_signal > 16384 (16 bands): 8192 and 16384 cannot train with v2's loss.
+    res["n_signal_note"] = "8192 and 16384 are below v2's minimum (2048-point STFT on 16 bands needs n_signal > 16384)"
+    for n in (32768, 65536, 131072):
+        r = interleave(runner, {"x": runner.native("step", "--version", "v2", "--capacity", cap, "--batch", 2,
+                                                   "--n_signal", n, "--threads", 1, "--steps", steps,
+                                                   "--warmup", 1)}, reps)["x"]
+        res["n_signal"].append({"batch": 2, "n_signal": n, **strip(r)})
+    return res
+
+
+def bench_data(runner, quick, build, v2_step_t2):
+    res = {}
+    # Loader vs consumption at the benchmark shape (batch 4 × 32768) and at v2's own (8 × 131072).
+    for b, n in ((4, 32768), (8, 131072)):
+        argv = [os.path.join(build, "bin", "loader_bench"), "--batch", b, "--n_signal", n,
+                "--batches", 6 if quick else 16, "--demo_seconds", 20]
+        d, cmd, load = runner.json_cmd(argv)
+        res[f"loader_{b}x{n}"] = {"command": cmd, "runs": d["runs"], "load": load}
+    if v2_step_t2:  # (threads, median s/step) of the faster native v2 step
+        res["v2_step_examples_per_second_4x32768"] = 4.0 / v2_step_t2[1]
+        res["v2_step_threads"] = v2_step_t2[0]
+    # Preprocess throughput vs sox / ffmpeg decoding the same files.
+    audio = os.path.join(runner.tmp, "pre_audio")
+    secs = 30 if quick else 60
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", str(secs),
+                    "--seed", "1"], check=True, capture_output=True)
+    files = sorted(glob.glob(os.path.join(audio, "**", "*.*"), recursive=True))
+    total_s = 0.0
+    for f in files:
+        total_s += float(sh(f"soxi -D {shlex.quote(f)}") or 0)
+    res["audio_files"] = len(files)
+    res["audio_seconds"] = total_s
+    pre_times, sox_times, ff_times = [], [], []
+    ffmpeg = shutil.which("ffmpeg")
+    for r in range(2 if quick else 3):
+        db = os.path.join(runner.tmp, f"pre_db_{r}")
+        pre_argv = [os.path.join(build, "bin", "preprocess"), "--input_path", audio, "--output_path", db,
+                    "--num_signal", "131072"]
+        t0 = time.time()
+        subprocess.run(pre_argv, check=True, capture_output=True)
+        pre_times.append(time.time() - t0)
+        shutil.rmtree(db, ignore_errors=True)
+        t0 = time.time()
+        for f in files:
+            subprocess.run(["sox", f, "-t", "s16", "-r", "44100", "-c", "1", "/dev/null"], check=True,
+                           capture_output=True)
+        sox_times.append(time.time() - t0)
+        if ffmpeg:
+            t0 = time.time()
+            for f in files:
+                subprocess.run([ffmpeg, "-v", "quiet", "-i", f, "-f", "s16le", "-ac", "1", "-ar", "44100", "-y",
+                                "/dev/null"], check=True, capture_output=True)
+            ff_times.append(time.time() - t0)
+    res["preprocess"] = {"command": runner.rel(pre_argv), "stats": stats(pre_times),
+                         "audio_s_per_wall_s": total_s / statistics.median(pre_times)}
+    res["sox"] = {"command": "for f in $TMP/pre_audio/*: sox $f -t s16 -r 44100 -c 1 /dev/null",
+                  "stats": stats(sox_times), "audio_s_per_wall_s": total_s / statistics.median(sox_times)}
+    if ff_times:
+        res["ffmpeg"] = {"command": "for f in $TMP/pre_audio/*: ffmpeg -i $f -f s16le -ac 1 -ar 44100 -y /dev/null",
+                         "stats": stats(ff_times), "audio_s_per_wall_s": total_s / statistics.median(ff_times)}
+    else:
+        res["ffmpeg"] = {"skipped": "ffmpeg is not installed (run.sh installs it with apt-get when it can)"}
+    return res
+
+
+def bench_whole_run(runner, quick, build, equiv):
+    """Native `train` (its loader, 2 workers by default) vs the Python reference with an
+    in-process loader, v2 at batch 4 × 32768, 2 threads."""
+    audio = os.path.join(runner.tmp, "run_audio")
+    db = os.path.join(runner.tmp, "run_db")
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", "20",
+                    "--seed", "2"], check=True, capture_output=True)
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", audio, "--output_path", db,
+                    "--num_signal", "65536"], check=True, capture_output=True)
+    raw = os.path.join(runner.tmp, "run_db.f32")
+    runner.json_cmd(runner.native("dump_db", "--db", db, "--out", raw))
+    steps = 3 if quick else 8
+    res = {"steps": steps, "native": {"runs": []}, "python": {"runs": []}}
+    for r in range(1 if quick else 2):
+        out = os.path.join(runner.tmp, f"runs_{r}")
+        argv = [os.path.join(build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
+                "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
+                "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]
+        load = load_avg()
+        p = subprocess.run(argv, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
+        rates = [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)]
+        times = [1.0 / x for x in rates[1:]]  # the first step is warm-up
+        res["native"]["runs"].append({"step_seconds": times, "load": load})
+        res["native"]["command"] = runner.rel(argv)
+        shutil.rmtree(out, ignore_errors=True)
+        d, cmd, load = runner.json_cmd([PY, REF, "train", "--dir", equiv["v2"]["dir"], "--data", raw, "--steps",
+                                        steps, "--batch", 4, "--n_signal", 32768, "--threads", 2])
+        res["python"]["runs"].append(d)
+        res["python"]["command"] = cmd
+        log(f"whole run rep {r + 1}: native {sum(times) / len(times):.3f} s/step, python "
+            f"{d['wall_seconds'] / d['steps']:.3f} s/step")
+    nat = [t for run in res["native"]["runs"] for t in run["step_seconds"]]
+    res["native"]["stats"] = stats(nat)
+    res["native"]["examples_per_second"] = 4 * len(nat) / sum(nat)
+    py_wall = sum(r["wall_seconds"] for r in res["python"]["runs"])
+    py_steps = sum(r["steps"] for r in res["python"]["runs"])
+    res["python"]["examples_per_second"] = 4 * py_steps / py_wall
+    res["python"]["loading_fraction"] = sum(r["loading_seconds"] for r in res["python"]["runs"]) / py_wall
+    return res
+
+
+def bench_defaults(runner, quick, build):
+    res = {}
+    reps = 2 if quick else 3
+    variants = {"mkldnn_on": runner.native("step", "--version", "v2", "--batch", 4, "--n_signal", 32768,
+                                           "--threads", 2, "--steps", 1 if quick else 2, "--warmup", 1, "--mkldnn", 1),
+                "mkldnn_off": runner.native("step", "--version", "v2", "--batch", 4, "--n_signal", 32768,
+                                            "--threads", 2, "--steps", 1 if quick else 2, "--warmup", 1, "--mkldnn", 0)}
+    log("mkldnn on/off")
+    r = interleave(runner, variants, reps)
+    res["mkldnn"] = {k: strip(v) for k, v in r.items()}
+    d, cmd, load = runner.json_cmd(runner.native("validate", "--version", "v2", "--batch", 4, "--n_signal", 32768,
+                                                 "--threads", 2, "--reps", 3 if quick else 5))
+    res["validation_guard"] = {"command": cmd, "load": load, "no_grad": stats(d["no_grad_seconds"]),
+                               "inference_mode": stats(d["inference_mode_seconds"])}
+    # What `train` picks by itself (threads line) on a tiny run.
+    audio = os.path.join(runner.tmp, "def_audio")
+    db = os.path.join(runner.tmp, "def_db")
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", "8",
+                    "--seed", "3"], check=True, capture_output=True)
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", audio, "--output_path", db,
+                    "--num_signal", "16384"], check=True, capture_output=True)
+    argv = [os.path.join(build, "bin", "train"), "--config", "tiny_rave", "--db_path", db, "--out_path",
+            os.path.join(runner.tmp, "def_runs"), "--max_steps", "2"]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    m = re.search(r"(\d+) threads", p.stdout)
+    res["train_default_threads"] = int(m.group(1)) if m else None
+    res["train_default_threads_command"] = runner.rel(argv)
+    res["print_config_workers"] = sh(f"{build}/bin/train --config v2 --print_config | grep -E '^workers|^threads'")
+    return res
+
+
+def run_others(quick, tmp):
+    """Other engineers' benchmarks: every scripts/bench/*.sh except run.sh, when present."""
+    res = {}
+    for script in sorted(glob.glob(os.path.join(ROOT, "scripts", "bench", "*.sh"))):
+        if os.path.basename(script) == "run.sh":
+            continue
+        argv = ["bash", script] + (["--quick"] if quick else [])
+        log(f"running {os.path.relpath(script, ROOT)}")
+        t0 = time.time()
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        res[os.path.relpath(script, ROOT)] = {"rc": p.returncode, "seconds": time.time() - t0,
+                                              "tail": (p.stdout + p.stderr)[-1500:]}
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+def write_markdown(R, path, quick):
+    L = []
+    env = R["environment"]
+    L += ["# Benchmarks", "",
+          f"Generated by `scripts/bench/run.sh{' --quick' if quick else ''}` on {env['date']} "
+          f"({env['cpu']}, {env['nproc']} cores; `uptime` at start: `{env['uptime']}`). "
+          "Every figure below names the command that produced it (`$TMP` is the run's scratch "
+          "directory; `build/bin/rave_bench` is scripts/bench/rave_bench.cpp; the Python "
+          "reference is scripts/bench/reference/). Timings are medians with (min–max, n) over "
+          "all timed steps; A/B variants were run interleaved, one process per repetition, and "
+          "the 1-minute load average before each run is listed. The machine was shared with "
+          "other builds while these ran, so spreads are wide; compare medians.", ""]
+    eq = R.get("equivalence", {})
+    if eq:
+        L += ["## Native vs Python: same model, same LibTorch", "",
+              "Equivalence first: the native model's weights and a fixed batch (4 × 32768) are exported, "
+              "loaded by name into the Python reference, and one phase-1 loss (spectral distances + β·KL, "
+              "β = 0.05, the reparametrisation noise drawn after `manual_seed` on both sides) is compared, "
+              "then its gradients (per-parameter norms).", "",
+              "| model | fullband (native / python) | multiband | β·KL | max abs Δ loss | max rel Δ grad norm | pass (≤ 1e-4) | commands |",
+              "|---|---|---|---|---|---|---|---|"]
+        for v, e in eq.items():
+            c = e["check"]
+            L.append(f"| {v} | {c['fullband_spectral_distance']['native']:.6f} / {c['fullband_spectral_distance']['python']:.6f} "
+                     f"| {c['multiband_spectral_distance']['native']:.6f} / {c['multiband_spectral_distance']['python']:.6f} "
+                     f"| {c['regularization']['native']:.6g} / {c['regularization']['python']:.6g} "
+                     f"| {c['loss_max_abs_diff']:.2e} | {c['grad_norm_max_rel_diff']:.2e} ({c['grad_norm_params_compared']} params) "
+                     f"| {'yes' if c['pass'] else 'NO'} | `{e['export_command']}` then `{e['check_command']}` |")
+        L.append("")
+    nvp = R.get("native_vs_python", {})
+    if nvp:
+        L += ["Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768:", "",
+              "| model | threads | native s/step | python s/step | native/python | native phases (fwd / loss / bwd / adam, s) | load (1-min avg) |",
+              "|---|---|---|---|---|---|---|"]
+        for k, e in nvp.items():
+            ph = e["native_phase_medians"]
+            loads = [x for x in e["native"]["loads"] + e["python"]["loads"] if x is not None]
+            L.append(f"| {e['version']} | {e['threads']} | {fmt_s(e['native']['stats'])} | {fmt_s(e['python']['stats'])} "
+                     f"| **{e['ratio_native_over_python']:.3f}** | {ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f} "
+                     f"| {min(loads):.1f}–{max(loads):.1f} |")
+        L.append("")
+        L.append("Commands (per repetition, interleaved):")
+        for k, e in nvp.items():
+            L.append(f"- {k}: `{e['native']['command']}` ↔ `{e['python']['command']}`")
+        L.append("")
+    wr = R.get("whole_run")
+    if wr:
+        L += ["Whole run including data loading (v2, batch 4 × 32768, 2 threads): native `train` with its "
+              "loader (workers default 2) vs the Python reference with an in-process loader doing the same "
+              "augmentations (random crop, phase mangle p = 0.8 via scipy lfilter, dequantize):", "",
+              "| | examples/s | s/step | command |", "|---|---|---|---|",
+              f"| native | {wr['native']['examples_per_second']:.3f} | {fmt_s(wr['native']['stats'])} | `{wr['native']['command']}` |",
+              f"| python | {wr['python']['examples_per_second']:.3f} | (loading {100 * wr['python']['loading_fraction']:.1f} % of wall) | `{wr['python']['command']}` |",
+              ""]
+    oc = R.get("op_counts")
+    if oc:
+        L += ["Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):", "",
+              "| phase | calls | aten::_to_copy | top operators |", "|---|---|---|---|"]
+        for ph, n in oc["totals"].items():
+            top = ", ".join(f"{k} {v}" for k, v in oc["top"][ph][:5])
+            L.append(f"| {ph} | {n} | {oc['to_copy'].get(ph, 0)} | {top} |")
+        L += ["", f"Command: `{oc['command']}`", ""]
+    fl = R.get("flops")
+    if fl:
+        L += ["## Compute efficiency", "",
+              f"Convolution FLOPs of a v2 phase-1 step at 4 × 32768, counted from `aten::convolution` input shapes "
+              f"({fl['v2']['conv_calls']} calls): forward {fl['v2']['forward_conv_flops'] / 1e9:.2f} GFLOP, "
+              f"step ≈ 3 × forward = {fl['v2']['step_conv_flops'] / 1e9:.2f} GFLOP (backward = grad-input + grad-weight; "
+              f"STFTs, element-wise ops and Adam not counted). Command: `{fl['v2']['command']}`.", "",
+              "| threads | sgemm peak (torch::mm 2048², GFLOP/s) | v2 step s (median) | achieved conv GFLOP/s | fraction of peak |",
+              "|---|---|---|---|---|"]
+        for t, p in fl["peak"].items():
+            e = fl["efficiency"].get(t) or fl["efficiency"].get(str(t))
+            if e:
+                L.append(f"| {t} | {p['gflops']:.1f} | {e['step_seconds']:.3f} | {e['achieved_gflops']:.1f} | {100 * e['fraction_of_peak']:.1f} % |")
+            else:
+                L.append(f"| {t} | {p['gflops']:.1f} | – | – | – |")
+        L += ["", "Peak commands: " + ", ".join(f"`{p['command']}`" for p in fl["peak"].values()), ""]
+    sc = R.get("scaling")
+    if sc:
+        L += ["## Scaling", "", f"v2 structure at capacity {sc['capacity']}, phase-1 step, {sc.get('threads', 2)} thread(s).", "",
+              "| batch | n_signal | s/step | s per example·32768 samples | command |", "|---|---|---|---|---|"]
+        for e in sc["batch"] + sc["n_signal"]:
+            per = e["stats"]["median"] / (e["batch"] * e["n_signal"] / 32768)
+            L.append(f"| {e['batch']} | {e['n_signal']} | {fmt_s(e['stats'])} | {per:.4f} | `{e['command']}` |")
+        L += ["", f"n_signal: {sc.get('n_signal_note', '')}.", ""]
+    dp = R.get("data")
+    if dp:
+        L += ["## Data path", "", "| measurement | figure | command |", "|---|---|---|"]
+        for k in ("loader_4x32768", "loader_8x131072"):
+            if k in dp:
+                for run in dp[k]["runs"]:
+                    L.append(f"| loader {k[7:]}, {run['workers']} worker(s) | {run['examples_per_second']:.1f} examples/s | `{dp[k]['command']}` |")
+        if "v2_step_examples_per_second_4x32768" in dp:
+            L.append(f"| v2 phase-1 step consumption, 4 × 32768, {dp.get('v2_step_threads', 2)} thread(s) (fastest native median) | {dp['v2_step_examples_per_second_4x32768']:.2f} examples/s | (native step median above) |")
+        L.append(f"| preprocess ({dp['audio_files']} files, {dp['audio_seconds']:.0f} s of audio) | {dp['preprocess']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['preprocess']['stats'])}) | `{dp['preprocess']['command']}` |")
+        L.append(f"| sox decode of the same files | {dp['sox']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['sox']['stats'])}) | `{dp['sox']['command']}` |")
+        if "stats" in dp["ffmpeg"]:
+            L.append(f"| ffmpeg decode of the same files | {dp['ffmpeg']['audio_s_per_wall_s']:.0f} audio s / wall s | `{dp['ffmpeg']['command']}` |")
+        else:
+            L.append(f"| ffmpeg | skipped: {dp['ffmpeg']['skipped']} | |")
+        L.append("")
+    df = R.get("defaults")
+    if df:
+        L += ["## Defaults", "", f"- BLAS: `update-alternatives` libblas.so.3 → `{env['blas_alternative']}`; "
+              f"`ldd build/bin/train`: `{env['ldd_blas'] or '(no direct BLAS dependency)'}`; libtorch_cpu: `{env['ldd_torch_blas']}`.",
+              f"- Threads: `train` used {df['train_default_threads']} threads by default on this {env['nproc']}-core machine "
+              f"(`{df['train_default_threads_command']}`); Debian's Python torch starts with `{env['python_torch']}` (version, threads, mkldnn).",
+              f"- Loader workers (resolved v2 config): `{df['print_config_workers']}`."]
+        mk = df["mkldnn"]
+        L.append(f"- oneDNN (mkldnn) for convolutions, v2 step 4 × 32768, 2 threads: on {fmt_s(mk['mkldnn_on']['stats'])}, "
+                 f"off {fmt_s(mk['mkldnn_off']['stats'])} (`{mk['mkldnn_on']['command']}` ↔ `--mkldnn 0`).")
+        vg = df["validation_guard"]
+        L.append(f"- Validation pass (v2, 4 × 32768, 2 threads): NoGradGuard {fmt_s(vg['no_grad'])}, InferenceMode "
+                 f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
+        L += ["- Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D "
+              "convolutions (3-D tensors), so it does not apply to a phase-1 step.", ""]
+    if R.get("defaults_notes"):
+        L += ([] if df else ["## Defaults", ""]) + R["defaults_notes"] + [""]
+    others = R.get("others")
+    frags = sorted(set(glob.glob(os.path.join(ROOT, "scripts", "bench", "*_results.md")) +
+                       glob.glob(os.path.join(ROOT, "*_results.md"))))
+    if others or frags:
+        L += ["## Other benchmarks", ""]
+        for s, o in (others or {}).items():
+            L.append(f"- `{s}{' --quick' if quick else ''}`: exit {o['rc']}, {o['seconds']:.0f} s.")
+        L.append("")
+        for f in frags:
+            L += [f"<!-- folded from {os.path.relpath(f, ROOT)} -->", open(f).read().rstrip(), ""]
+    if R.get("notes"):
+        L += ["## Notes", ""] + [f"- {n}" for n in R["notes"]] + [""]
+    with open(path, "w") as fh:
+        fh.write("\n".join(L))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default=os.path.join(ROOT, "bench-results.json"))
+    ap.add_argument("--md", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--only", default="", help="comma list of sections (debugging)")
+    ap.add_argument("--notes", default=os.path.join(ROOT, "scripts", "bench", "notes.json"),
+                    help="hand-written findings (JSON list of strings) appended to BENCHMARKS.md")
+    a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    want = lambda s: not only or s in only  # noqa: E731
+    tmp = tempfile.mkdtemp(prefix="rt_bench_")
+    runner = Runner(a.build, tmp)
+    R = {"quick": a.quick, "environment": bench_environment(runner, a.build), "notes": []}
+    if only and os.path.exists(a.json):
+        # Partial re-run: keep the other sections of the previous results.
+        prev = json.load(open(a.json))
+        for k, v in prev.items():
+            if k not in ("environment", "notes", "defaults_notes", "quick", "elapsed_seconds"):
+                R[k] = v
+        R["environment_previous"] = prev.get("environment")
+    if os.path.exists(a.notes):
+        notes = json.load(open(a.notes))
+        R["notes"] = notes.get("notes", [])
+        R["defaults_notes"] = notes.get("defaults", [])
+    t_start = time.time()
+    # --quick: v2 only, one timed step per process (a full-size v2 step is ~12 s of CPU here).
+    versions = ["v2"] if a.quick else ["v2", "v3"]
+    reps, steps = (2, 1) if a.quick else (3, 3)
+    try:
+        if want("nvp") or want("flops") or want("whole"):
+            R["equivalence"] = bench_equivalence(runner, a.quick, versions)
+        if want("nvp"):
+            R["native_vs_python"] = bench_native_vs_python(runner, a.quick, versions, R["equivalence"], reps, steps)
+        if want("ops"):
+            R["op_counts"] = bench_op_counts(runner, "v2")
+        medians = {}
+        for t in (1, 2):
+            e = R.get("native_vs_python", {}).get(f"v2_t{t}")
+            if e:
+                medians[t] = e["native"]["stats"]["median"]
+        if want("flops"):
+            R["flops"] = bench_flops(runner, a.quick, medians)
+        if want("scaling"):
+            R["scaling"] = bench_scaling(runner, a.quick)
+        have = lambda b: os.path.exists(os.path.join(a.build, "bin", b))  # noqa: E731
+        skip = set()
+        if not (have("preprocess") and have("loader_bench")):
+            skip.add("data")
+        if not (have("train") and have("preprocess")):
+            skip |= {"whole", "defaults"}
+        skip = {s for s in skip if want(s)}
+        if skip:
+            R["notes"].append(f"Not run: {', '.join(sorted(skip))} (their programs are not built in {a.build}).")
+            only = {s for s in (only or {"nvp", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
+                    if s not in skip}
+        if want("data"):
+            R["data"] = bench_data(runner, a.quick, a.build, min(medians.items(), key=lambda kv: kv[1]) if medians else None)
+        if want("whole"):
+            R["whole_run"] = bench_whole_run(runner, a.quick, a.build, R["equivalence"])
+        if want("defaults"):
+            R["defaults"] = bench_defaults(runner, a.quick, a.build)
+        if want("others"):
+            R["others"] = run_others(a.quick, tmp)
+    finally:
+        R["environment"]["uptime_end"] = sh("uptime")
+        R["elapsed_seconds"] = time.time() - t_start
+        for e in R.get("equivalence", {}).values():
+            e.pop("dir", None)
+        with open(a.json, "w") as fh:
+            json.dump(R, fh, indent=1, default=str)
+        write_markdown(R, a.md, a.quick)
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"done in {R['elapsed_seconds']:.0f} s: {a.json}, {a.md}")
+
+
+if __name__ == "__main__":
+    main()

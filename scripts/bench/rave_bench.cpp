@@ -1,0 +1,446 @@
+// rave_bench: measurements of the native RAVE model for scripts/bench/run.sh (not a test).
+//
+//   rave_bench export --version v2 --out DIR [--batch B --n_signal T --seed S]
+//       Builds RaveModel (RaveOptions::preset, plus --capacity/--latent_size overrides), writes
+//       every named parameter and buffer to DIR/weights.bin + DIR/weights.json (name, dtype,
+//       shape, byte offset; little-endian raw), a fixed input batch (entry "__input__"), runs
+//       one phase-1 loss with torch::manual_seed(S) right before the forward pass (the
+//       reparametrisation noise is then the same draw as Python's after torch.manual_seed(S)),
+//       back-propagates it, and writes DIR/reference.json: the loss terms and per-parameter
+//       gradient norms, for scripts/bench/reference/check_equivalence.py.
+//   rave_bench step --version v2 --batch 4 --n_signal 32768 --threads 1 --steps N
+//       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split.
+//       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
+//       operator calls per phase (RecordFunction) for one extra step.
+//   rave_bench flops --version v2 --batch 4 --n_signal 32768
+//       Forward convolution FLOPs of one phase-1 forward pass, from aten::convolution shapes.
+//   rave_bench peak --threads T [--size 2048]
+//       sgemm peak: FLOP/s of torch::mm on size×size float32 matrices (best of --reps).
+//   rave_bench validate --version v2 ... : validation pass time under NoGradGuard vs
+//       InferenceMode (interleaved).
+//   rave_bench dump_db --db DB --out FILE
+//       Writes every record of an audio LMDB as float32 (records, channels, length) raw plus
+//       FILE.json, so the Python reference can load the same audio without LMDB bindings.
+// Every subcommand prints one JSON object on stdout.
+#include <CLI/CLI.hpp>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string_view>
+#include <thread>
+
+#include "data/audio_dataset.h"
+#include "data/util/error.h"
+#include "data/util/json.h"
+#include "models/rave/rave.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct ModelArgs {
+  std::string version = "v2";
+  int64_t capacity = 0;     // 0: the preset's
+  int64_t latent_size = 0;  // 0: the preset's
+  int64_t batch = 4;
+  int64_t n_signal = 32768;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: all cores
+  int mkldnn = -1;  // -1: leave LibTorch's default
+};
+
+void add_model_args(CLI::App* c, ModelArgs& a) {
+  c->add_option("--version", a.version, "v1 | v2 | v3 (RaveOptions::preset)")->capture_default_str();
+  c->add_option("--capacity", a.capacity, "override the preset's capacity (0 = keep)");
+  c->add_option("--latent_size", a.latent_size, "override the preset's latent size (0 = keep)");
+  c->add_option("--batch", a.batch)->capture_default_str();
+  c->add_option("--n_signal", a.n_signal)->capture_default_str();
+  c->add_option("--seed", a.seed)->capture_default_str();
+  c->add_option("--threads", a.threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  c->add_option("--mkldnn", a.mkldnn, "1/0: enable/disable oneDNN (mkldnn) kernels; -1 = default");
+}
+
+void apply_runtime(const ModelArgs& a) {
+  const int n = a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  torch::set_num_threads(std::max(1, n));
+  if (a.mkldnn >= 0) at::globalContext().setUserEnabledMkldnn(a.mkldnn != 0);
+}
+
+rt::rave::RaveOptions options_of(const ModelArgs& a) {
+  auto o = rt::rave::RaveOptions::preset(a.version);
+  if (a.capacity > 0) o.capacity = a.capacity;
+  if (a.latent_size > 0) o.latent_size = a.latent_size;
+  return o;
+}
+
+// A deterministic, audio-like batch: a few decaying partials plus a little noise, in [−1, 1].
+torch::Tensor make_input(const ModelArgs& a) {
+  torch::manual_seed(a.seed + 1000);
+  auto t = torch::arange(a.n_signal, torch::kFloat32).div(44100.0).reshape({1, 1, -1});
+  auto f = torch::rand({a.batch, 1, 1}) * 800 + 100;
+  auto x = 0.5 * torch::sin(2 * M_PI * f * t) + 0.25 * torch::sin(2 * M_PI * 2.5 * f * t) +
+           0.05 * torch::randn({a.batch, 1, a.n_signal});
+  return x.clamp(-1, 1).contiguous();
+}
+
+rt::Json runtime_info() {
+  return {{"threads", torch::get_num_threads()},
+          {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
+          {"hardware_concurrency", std::thread::hardware_concurrency()},
+          {"torch_version", TORCH_VERSION}};
+}
+
+// ---- operator counting (RecordFunction) ----------------------------------------------------
+std::string g_phase = "none";
+std::map<std::string, std::map<std::string, int64_t>>* g_counts = nullptr;
+
+std::unique_ptr<at::ObserverContext> count_op(const at::RecordFunction& fn) {
+  if (g_counts != nullptr) {
+    std::string_view name = fn.name();
+    (*g_counts)[g_phase][std::string(name)] += 1;
+  }
+  return nullptr;
+}
+
+// ---- step ----------------------------------------------------------------------------------
+struct StepTimes {
+  double forward = 0, loss = 0, backward = 0, optimizer = 0, total = 0, value = 0;
+};
+
+StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt,
+                   const torch::Tensor& x, const rt::rave::RaveLossOptions& lo) {
+  StepTimes s;
+  const auto t0 = Clock::now();
+  g_phase = "forward";
+  auto f = rt::rave::rave_forward(model, x);
+  s.forward = seconds_since(t0);
+  auto t = Clock::now();
+  g_phase = "loss";
+  auto l = rt::rave::rave_losses_from_forward(model, x, f, lo, 1e-6);
+  s.loss = seconds_since(t);
+  t = Clock::now();
+  g_phase = "backward";
+  opt.zero_grad();
+  l.loss_gen.backward();
+  s.backward = seconds_since(t);
+  t = Clock::now();
+  g_phase = "optimizer";
+  opt.step();
+  s.optimizer = seconds_since(t);
+  g_phase = "item";
+  s.value = l.loss_gen.item<double>();
+  s.total = seconds_since(t0);
+  g_phase = "none";
+  return s;
+}
+
+int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
+  apply_runtime(a);
+  torch::manual_seed(a.seed);
+  rt::rave::RaveModel model(options_of(a));
+  model->train();
+  auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
+  lo.stft_scales = model->options().stft_scales;
+  torch::optim::Adam opt(model->generator_parameters(),
+                         torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}));
+  const auto x = make_input(a);
+  for (int i = 0; i < warmup; ++i) one_step(*model, opt, x, lo);
+  rt::Json out = runtime_info();
+  out["impl"] = "native";
+  out["version"] = a.version;
+  out["capacity"] = model->options().capacity;
+  out["batch"] = a.batch;
+  out["n_signal"] = a.n_signal;
+  std::vector<double> total;
+  for (int i = 0; i < steps; ++i) {
+    const auto s = one_step(*model, opt, x, lo);
+    total.push_back(s.total);
+    out["phases"].push_back({{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward},
+                             {"optimizer", s.optimizer}});
+    out["loss"] = s.value;
+  }
+  out["step_seconds"] = total;
+  if (count_ops) {
+    std::map<std::string, std::map<std::string, int64_t>> counts;
+    g_counts = &counts;
+    auto handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&count_op).scopes({at::RecordScope::FUNCTION}));
+    one_step(*model, opt, x, lo);
+    at::removeCallback(handle);
+    g_counts = nullptr;
+    rt::Json c;
+    for (const auto& [phase, ops] : counts) {
+      int64_t sum = 0;
+      for (const auto& [op, n] : ops) {
+        c[phase]["ops"][op] = n;
+        sum += n;
+      }
+      c[phase]["total"] = sum;
+    }
+    out["op_counts"] = c;
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+// ---- export --------------------------------------------------------------------------------
+void write_entry(std::ofstream& bin, rt::Json& manifest, const std::string& name,
+                 const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kCPU).contiguous();
+  std::string dtype;
+  if (c.scalar_type() == torch::kFloat32) {
+    dtype = "float32";
+  } else if (c.scalar_type() == torch::kInt64) {
+    dtype = "int64";
+  } else {
+    c = c.to(torch::kFloat32);
+    dtype = "float32";
+  }
+  const auto offset = static_cast<int64_t>(bin.tellp());
+  bin.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  manifest.push_back({{"name", name}, {"dtype", dtype}, {"shape", c.sizes().vec()},
+                      {"offset", offset}});
+}
+
+int cmd_export(const ModelArgs& a, const std::string& out_dir) {
+  apply_runtime(a);
+  std::filesystem::create_directories(out_dir);
+  torch::manual_seed(a.seed);
+  rt::rave::RaveModel model(options_of(a));
+  model->train();
+  auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
+  lo.stft_scales = model->options().stft_scales;
+  const auto x = make_input(a);
+
+  std::ofstream bin(out_dir + "/weights.bin", std::ios::binary);
+  rt::Json manifest = rt::Json::array();
+  for (const auto& p : model->named_parameters(true)) write_entry(bin, manifest, p.key(), p.value());
+  for (const auto& b : model->named_buffers(true)) write_entry(bin, manifest, b.key(), b.value());
+  write_entry(bin, manifest, "__input__", x);
+  bin.close();
+  rt::write_json_atomic(out_dir + "/weights.json", manifest);
+
+  const double beta = 0.05;
+  torch::manual_seed(a.seed);
+  auto l = rt::rave::rave_losses(*model, x, lo, beta);
+  l.loss_gen.backward();
+  rt::Json ref = runtime_info();
+  ref["version"] = a.version;
+  ref["capacity"] = model->options().capacity;
+  ref["latent_size"] = model->options().latent_size;
+  ref["batch"] = a.batch;
+  ref["n_signal"] = a.n_signal;
+  ref["seed"] = a.seed;
+  ref["beta"] = beta;
+  ref["fullband_spectral_distance"] = l.fullband_spectral_distance.item<double>();
+  ref["multiband_spectral_distance"] = l.multiband_spectral_distance.item<double>();
+  ref["regularization"] = l.regularization.item<double>();
+  ref["loss_gen"] = l.loss_gen.item<double>();
+  ref["y_abs_sum"] = l.y.abs().sum().item<double>();
+  for (const auto& p : model->named_parameters(true)) {
+    if (p.value().grad().defined()) ref["grad_norms"][p.key()] = p.value().grad().norm().item<double>();
+  }
+  rt::write_json_atomic(out_dir + "/reference.json", ref);
+  std::cout << ref.dump() << "\n";
+  return 0;
+}
+
+// ---- flops ---------------------------------------------------------------------------------
+double g_conv_flops = 0;
+int64_t g_conv_calls = 0;
+
+std::unique_ptr<at::ObserverContext> count_conv(const at::RecordFunction& fn) {
+  std::string_view name = fn.name();
+  if (name != "aten::convolution") return nullptr;
+  // aten::convolution(input, weight, bias, stride, padding, dilation, transposed,
+  //                   output_padding, groups)
+  const auto in = fn.inputs();
+  if (in.size() < 9 || !in[0].isTensor() || !in[1].isTensor()) return nullptr;
+  const auto& x = in[0].toTensor();
+  const auto& w = in[1].toTensor();
+  const auto stride = in[3].toIntVector(), padding = in[4].toIntVector(), dilation = in[5].toIntVector();
+  const bool transposed = in[6].toBool();
+  const auto out_pad = in[7].toIntVector();
+  const int64_t groups = in[8].toInt();
+  const int64_t spatial = x.dim() - 2;
+  // Every output element costs 2·(C_in/groups)·Πk multiply-adds for a direct conv; for a
+  // transposed conv every *input* element scatters C_out/groups·Πk of them.
+  double kernel = 1;
+  for (int64_t d = 0; d < spatial; ++d) kernel *= static_cast<double>(w.size(2 + d));
+  double points = 1;
+  if (!transposed) {
+    for (int64_t d = 0; d < spatial; ++d) {
+      const int64_t L = x.size(2 + d), K = w.size(2 + d);
+      const int64_t s = stride.size() > 1 ? stride[d] : stride[0];
+      const int64_t p = padding.size() > 1 ? padding[d] : padding[0];
+      const int64_t dl = dilation.size() > 1 ? dilation[d] : dilation[0];
+      points *= static_cast<double>((L + 2 * p - dl * (K - 1) - 1) / s + 1);
+    }
+    g_conv_flops += 2.0 * static_cast<double>(x.size(0)) * static_cast<double>(w.size(0)) * points *
+                    static_cast<double>(w.size(1)) * kernel;
+  } else {
+    (void)out_pad;
+    for (int64_t d = 0; d < spatial; ++d) points *= static_cast<double>(x.size(2 + d));
+    g_conv_flops += 2.0 * static_cast<double>(x.size(0)) * static_cast<double>(x.size(1)) * points *
+                    static_cast<double>(w.size(1)) * kernel;
+  }
+  (void)groups;  // w.size(1) is already C_in/groups (direct) or C_out/groups (transposed)
+  ++g_conv_calls;
+  return nullptr;
+}
+
+int cmd_flops(const ModelArgs& a) {
+  apply_runtime(a);
+  torch::manual_seed(a.seed);
+  rt::rave::RaveModel model(options_of(a));
+  model->train();
+  const auto x = make_input(a);
+  auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&count_conv).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  {
+    torch::NoGradGuard ng;
+    model->forward_train(x);
+  }
+  at::removeCallback(handle);
+  rt::Json out = runtime_info();
+  out["version"] = a.version;
+  out["capacity"] = model->options().capacity;
+  out["batch"] = a.batch;
+  out["n_signal"] = a.n_signal;
+  out["forward_conv_flops"] = g_conv_flops;
+  out["conv_calls"] = g_conv_calls;
+  // Backward of a convolution = grad-input + grad-weight, each the forward's cost.
+  out["step_conv_flops"] = 3.0 * g_conv_flops;
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+// ---- peak ----------------------------------------------------------------------------------
+int cmd_peak(int threads, int64_t size, int reps) {
+  torch::set_num_threads(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  torch::manual_seed(0);
+  auto a = torch::randn({size, size}), b = torch::randn({size, size});
+  auto c = torch::mm(a, b);  // warm-up
+  std::vector<double> s;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    c = torch::mm(a, b);
+    s.push_back(seconds_since(t0));
+  }
+  const double best = *std::min_element(s.begin(), s.end());
+  rt::Json out = runtime_info();
+  out["size"] = size;
+  out["seconds"] = s;
+  out["gflops_best"] = 2.0 * std::pow(static_cast<double>(size), 3) / best / 1e9;
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+// ---- validate: NoGradGuard vs InferenceMode --------------------------------------------------
+int cmd_validate(const ModelArgs& a, int reps) {
+  apply_runtime(a);
+  torch::manual_seed(a.seed);
+  rt::rave::RaveModel model(options_of(a));
+  model->eval();
+  auto lo = rt::rave::RaveLossOptions::preset("v2");
+  lo.stft_scales = model->options().stft_scales;
+  const auto x = make_input(a);
+  auto run = [&](bool inference) {
+    const auto t0 = Clock::now();
+    if (inference) {
+      c10::InferenceMode guard;
+      rt::rave::spectral_distance(x, model->forward_train(x).y, lo.stft_scales).item<double>();
+    } else {
+      torch::NoGradGuard guard;
+      rt::rave::spectral_distance(x, model->forward_train(x).y, lo.stft_scales).item<double>();
+    }
+    return seconds_since(t0);
+  };
+  run(false);
+  run(true);
+  rt::Json out = runtime_info();
+  out["version"] = a.version;
+  out["batch"] = a.batch;
+  out["n_signal"] = a.n_signal;
+  for (int i = 0; i < reps; ++i) {
+    out["no_grad_seconds"].push_back(run(false));
+    out["inference_mode_seconds"].push_back(run(true));
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+// ---- dump_db -------------------------------------------------------------------------------
+int cmd_dump_db(const std::string& db, const std::string& out) {
+  rt::AudioDatasetOptions o;
+  o.n_signal = 1;
+  rt::AudioDataset ds(db, o);
+  std::ofstream bin(out, std::ios::binary);
+  int64_t length = -1;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    auto r = ds.record(i).contiguous();
+    if (length < 0) length = r.size(1);
+    if (r.size(1) != length) throw rt::Error("dump_db: record " + ds.key(i) + " has another length");
+    bin.write(static_cast<const char*>(r.data_ptr()), static_cast<std::streamsize>(r.nbytes()));
+  }
+  rt::Json meta = {{"records", ds.size()}, {"channels", ds.channels()}, {"length", length},
+                   {"sampling_rate", ds.sampling_rate()}, {"dtype", "float32"}};
+  rt::write_json_atomic(out + ".json", meta);
+  std::cout << meta.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Native RAVE measurements (scripts/bench/run.sh)"};
+  app.require_subcommand(1);
+  ModelArgs a;
+  std::string out_dir, db;
+  int steps = 5, warmup = 1, reps = 5;
+  int64_t size = 2048;
+  bool count_ops = false;
+
+  auto* exp = app.add_subcommand("export", "weights + reference loss for the Python check");
+  add_model_args(exp, a);
+  exp->add_option("--out", out_dir)->required();
+  auto* step = app.add_subcommand("step", "time phase-1 training steps");
+  add_model_args(step, a);
+  step->add_option("--steps", steps)->capture_default_str();
+  step->add_option("--warmup", warmup)->capture_default_str();
+  step->add_flag("--count_ops", count_ops, "count operator calls per phase in one extra step");
+  auto* flops = app.add_subcommand("flops", "convolution FLOPs of one forward pass");
+  add_model_args(flops, a);
+  auto* peak = app.add_subcommand("peak", "torch::mm FLOP/s");
+  peak->add_option("--threads", a.threads)->capture_default_str();
+  peak->add_option("--size", size)->capture_default_str();
+  peak->add_option("--reps", reps)->capture_default_str();
+  auto* val = app.add_subcommand("validate", "validation pass: NoGradGuard vs InferenceMode");
+  add_model_args(val, a);
+  val->add_option("--reps", reps)->capture_default_str();
+  auto* dump = app.add_subcommand("dump_db", "audio LMDB records → raw float32");
+  dump->add_option("--db", db)->required();
+  dump->add_option("--out", out_dir)->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*exp) return cmd_export(a, out_dir);
+    if (*step) return cmd_step(a, steps, warmup, count_ops);
+    if (*flops) return cmd_flops(a);
+    if (*peak) return cmd_peak(a.threads, size, reps);
+    if (*val) return cmd_validate(a, reps);
+    if (*dump) return cmd_dump_db(db, out_dir);
+  } catch (const std::exception& e) {
+    std::cerr << "rave_bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

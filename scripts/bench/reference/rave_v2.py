@@ -1,0 +1,315 @@
+"""RAVE v2 in Python (python3-torch), written for the native-vs-Python benchmark.
+
+Our own code, from the same facts as the C++ model (REFERENCE-FACTS "RAVE", SPEC §6): it
+mirrors the module structure and parameter names of models/rave/*.cpp and
+models/common/*.cpp, so a state dict exported by `rave_bench export` loads by name, and it
+performs the same operations in the same order (weight norm recomputed per forward with
+torch._weight_norm, asymmetric padding with constant_pad_nd, STFT magnitudes, ...), so the
+timing compares the two front ends over the same LibTorch kernels.
+
+Only what a phase-1 step uses is here (PQMF, variational encoder, generator, spectral
+distances, KL); the discriminators take no part in phase 1.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Options:
+    """RaveOptions::preset("v2") (v1.gin + v2.gin)."""
+
+    def __init__(self, **kw):
+        self.version = "v2"
+        self.channels = 1
+        self.capacity = 96
+        self.latent_size = 128
+        self.n_band = 16
+        self.ratios = [4, 4, 4, 2]
+        self.dilations = [[1, 3, 9], [1, 3, 9], [1, 3, 9], [1, 3]]
+        self.kernel_size = 3
+        self.activation = "leaky_relu"
+        self.amplitude_modulation = True
+        self.adain = False
+        self.stft_scales = [2048, 1024, 512, 256, 128]
+        for k, v in kw.items():
+            if not hasattr(self, k):
+                raise KeyError(f"unknown option {k}")
+            setattr(self, k, v)
+
+
+def get_padding(kernel_size, dilation=1):
+    """cached_conv get_padding, centered."""
+    if kernel_size == 1:
+        return 0, 0
+    p = (kernel_size - 1) * dilation + 1
+    return (p - 1) // 2, p // 2
+
+
+class WNConv1d(nn.Module):
+    """models/common/conv.h WNConv1d: weight_g (out,1,1), weight_v; no bias."""
+
+    def __init__(self, cin, cout, k, stride=1, dilation=1, pad=(0, 0)):
+        super().__init__()
+        self.stride, self.dilation, self.pad = stride, dilation, pad
+        v = torch.empty(cout, cin, k).uniform_(-1 / math.sqrt(cin * k), 1 / math.sqrt(cin * k))
+        self.weight_g = nn.Parameter(torch.norm_except_dim(v, 2, 0))
+        self.weight_v = nn.Parameter(v)
+
+    def forward(self, x):
+        w = torch._weight_norm(self.weight_v, self.weight_g, 0)
+        if self.pad[0] == self.pad[1]:
+            return F.conv1d(x, w, None, self.stride, self.pad[0], self.dilation)
+        x = torch.constant_pad_nd(x, list(self.pad), 0)
+        return F.conv1d(x, w, None, self.stride, 0, self.dilation)
+
+
+class WNConvTranspose1d(nn.Module):
+    def __init__(self, cin, cout, k, stride, padding):
+        super().__init__()
+        self.stride, self.padding = stride, padding
+        v = torch.empty(cin, cout, k).uniform_(-1 / math.sqrt(cout * k), 1 / math.sqrt(cout * k))
+        self.weight_g = nn.Parameter(torch.norm_except_dim(v, 2, 0))
+        self.weight_v = nn.Parameter(v)
+
+    def forward(self, x):
+        w = torch._weight_norm(self.weight_v, self.weight_g, 0)
+        return F.conv_transpose1d(x, w, None, self.stride, self.padding)
+
+
+class Snake(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(dim, 1))
+
+    def forward(self, x):
+        return x + (self.alpha + 1e-9).reciprocal() * (self.alpha * x).sin().pow(2)
+
+
+class AdaIN(nn.Module):
+    """Identity while training; buffers as models/common/blocks.h (names only matter here)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        for s in ("x", "y"):
+            self.register_buffer(f"mean_{s}", torch.zeros(64, dim, 1))
+            self.register_buffer(f"std_{s}", torch.ones(64, dim, 1))
+            self.register_buffer(f"learn_{s}", torch.zeros(1))
+            self.register_buffer(f"num_update_{s}", torch.zeros(1))
+
+    def forward(self, x):
+        assert self.training, "the benchmark reference only implements training mode"
+        return x
+
+
+def activation(o, dim):
+    return Snake(dim) if o.activation == "snake" else nn.LeakyReLU(0.2)
+
+
+class Branches(nn.Module):
+    def __init__(self, modules):
+        super().__init__()
+        self.branches = nn.ModuleList(modules)
+
+
+class Residual(nn.Module):
+    """blocks.Residual: `aligned.branches = [inner, Identity]`, output inner(x) + x."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.aligned = Branches([inner, nn.Identity()])
+
+    def forward(self, x):
+        return self.aligned.branches[0](x) + x
+
+
+class DilatedUnit(nn.Module):
+    def __init__(self, o, dim, dilation):
+        super().__init__()
+        self.net = nn.Sequential(
+            activation(o, dim),
+            WNConv1d(dim, dim, o.kernel_size, dilation=dilation, pad=get_padding(o.kernel_size, dilation)),
+            activation(o, dim),
+            WNConv1d(dim, dim, 1),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def dilations_per_ratio(o):
+    if len(o.dilations) == 1 and len(o.ratios) > 1:
+        return [o.dilations[0]] * len(o.ratios)
+    return [list(d) for d in o.dilations]
+
+
+class EncoderV2(nn.Module):
+    def __init__(self, o):
+        super().__init__()
+        dil = dilations_per_ratio(o)
+        k_in = 2 * o.kernel_size + 1
+        layers = [WNConv1d(o.n_band * o.channels, o.capacity, k_in, pad=get_padding(k_in))]
+        c = o.capacity
+        for r, ds in zip(o.ratios, dil):
+            for d in ds:
+                if o.adain:
+                    layers.append(AdaIN(c))
+                layers.append(Residual(DilatedUnit(o, c, d)))
+            layers.append(activation(o, c))
+            layers.append(WNConv1d(c, 2 * c, 2 * r, stride=r, pad=get_padding(2 * r)))
+            c *= 2
+        layers.append(activation(o, c))
+        layers.append(WNConv1d(c, 2 * o.latent_size, o.kernel_size, pad=get_padding(o.kernel_size)))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class VariationalEncoder(nn.Module):
+    def __init__(self, o):
+        super().__init__()
+        self.encoder = EncoderV2(o)
+        self.register_buffer("warmed_up", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        return self.encoder(x)
+
+    @staticmethod
+    def reparametrize(stats):
+        mean, scale = stats.chunk(2, 1)
+        std = F.softplus(scale) + 1e-4
+        var = std * std
+        z = torch.randn_like(mean) * std + mean
+        kl = (mean * mean + var - var.log() - 1).sum(1).mean()
+        return z, kl
+
+
+class GeneratorV2(nn.Module):
+    def __init__(self, o):
+        super().__init__()
+        self.amplitude_modulation = o.amplitude_modulation
+        dil = list(reversed(dilations_per_ratio(o)))
+        ratios = list(reversed(o.ratios))
+        data_size = o.n_band * o.channels
+        c = (1 << len(ratios)) * o.capacity
+        layers = [WNConv1d(o.latent_size, c, o.kernel_size, pad=get_padding(o.kernel_size))]
+        for r, ds in zip(ratios, dil):
+            layers.append(activation(o, c))
+            layers.append(WNConvTranspose1d(c, c // 2, 2 * r, r, r // 2))
+            c //= 2
+            for d in ds:
+                if o.adain:
+                    layers.append(AdaIN(c))
+                layers.append(Residual(DilatedUnit(o, c, d)))
+        layers.append(activation(o, c))
+        k = 2 * o.kernel_size + 1
+        layers.append(WNConv1d(c, 2 * data_size if self.amplitude_modulation else data_size, k, pad=get_padding(k)))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, z):
+        x = self.net(z)
+        if self.amplitude_modulation:
+            a, b = x.split(x.size(1) // 2, 1)
+            x = a * torch.sigmoid(b)
+        return torch.tanh(x)
+
+
+class FixedConv(nn.Module):
+    def __init__(self, shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(shape), requires_grad=False)
+
+
+class PQMF(nn.Module):
+    """Polyphase PQMF with models/common/pqmf.h's layout; the filters come from the export."""
+
+    def __init__(self, n_band=16, taps=377):
+        super().__init__()
+        self.n_band = n_band
+        nxt = 1
+        while nxt < taps:
+            nxt *= 2
+        self.register_buffer("hk", torch.zeros(n_band, nxt))
+        self.register_buffer("h", torch.zeros(taps))
+        self.forward_conv = FixedConv((n_band, 1, nxt + 1))
+        self.inverse_conv = FixedConv((n_band, n_band, nxt // n_band + 1))
+        self.forward_pad = get_padding(nxt + 1)
+        self.inverse_pad = get_padding(nxt // n_band + 1)
+
+    @staticmethod
+    def reverse_half(x):
+        mask = torch.ones(x.size(-2), x.size(-1), dtype=x.dtype)
+        mask[1::2, ::2] = -1
+        return x * mask
+
+    def forward(self, x):
+        b, c, t = x.shape
+        y = torch.constant_pad_nd(x.reshape(b * c, 1, t), list(self.forward_pad), 0)
+        y = F.conv1d(y, self.forward_conv.weight, None, self.n_band)
+        y = self.reverse_half(y)
+        return y.reshape(b, c * self.n_band, y.size(-1))
+
+    def inverse(self, x):
+        b, cm, t = x.shape
+        c = cm // self.n_band
+        y = self.reverse_half(x.reshape(b * c, self.n_band, t))
+        y = torch.constant_pad_nd(y, list(self.inverse_pad), 0)
+        y = F.conv1d(y, self.inverse_conv.weight) * float(self.n_band)
+        y = y.flip(1).permute(0, 2, 1)
+        return y.reshape(b, c, t * self.n_band)
+
+
+def spectral_distance(x, y, scales, eps=1e-7):
+    xf = x.reshape(-1, x.size(-1))
+    yf = y.reshape(-1, y.size(-1))
+    total = torch.zeros(())
+    for n in scales:
+        window = torch.hann_window(n)
+
+        def stft(s):
+            return torch.stft(s, n, n // 4, n, window, center=True, pad_mode="reflect",
+                              normalized=False, onesided=True, return_complex=True).abs()
+
+        sx, sy = stft(xf), stft(yf)
+        lin = (sx - sy).pow(2).mean() / sx.pow(2).mean()
+        log = ((sx + eps).log() - (sy + eps).log()).abs().mean()
+        total = total + lin + log
+    return total
+
+
+class RAVE(nn.Module):
+    def __init__(self, o):
+        super().__init__()
+        self.o = o
+        self.pqmf = PQMF(o.n_band)
+        self.encoder = VariationalEncoder(o)
+        self.decoder = GeneratorV2(o)
+
+    def generator_parameters(self):
+        return list(self.encoder.parameters()) + list(self.decoder.parameters())
+
+    def forward_train(self, x):
+        x_mb = self.pqmf(x)
+        stats = self.encoder(x_mb)
+        z, kl = self.encoder.reparametrize(stats)
+        y_mb = self.decoder(z)
+        y_mb_c = y_mb[..., : min(y_mb.size(-1), x_mb.size(-1))]
+        y = self.pqmf.inverse(y_mb)
+        y = y[..., : min(y.size(-1), x.size(-1))]
+        return x_mb, kl, y_mb_c, y
+
+    def phase1_losses(self, x, beta):
+        x_mb, kl, y_mb, y = self.forward_train(x)
+        multiband = spectral_distance(x_mb, y_mb, self.o.stft_scales)
+        fullband = spectral_distance(x, y, self.o.stft_scales)
+        reg = kl * beta
+        return {"fullband_spectral_distance": fullband, "multiband_spectral_distance": multiband,
+                "regularization": reg, "loss_gen": fullband + multiband + reg, "y": y}
+
+
+def preset(version="v2", **kw):
+    if version != "v2":
+        raise ValueError("rave_v2.preset: only v2 (see rave_v3.py)")
+    return Options(**kw)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every benchmark and regenerates BENCHMARKS.md + bench-results.json (repository root).
+#   scripts/bench/run.sh [--quick]
+# Builds Release (JOBS=1 by default: the machine is shared), then hands over to scripts/bench/bench.py, which interleaves A/B runs and records the load
+# before each. --quick uses fewer repetitions/steps and finishes in under 15 minutes on 2 cores.
+# Other engineers' benchmarks (every other scripts/bench/*.sh) run when present, and their
+# *_results.md fragments are folded into BENCHMARKS.md.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+QUICK=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=(--quick) ;;
+    -h|--help) sed -n '2,8p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "run.sh: unknown argument '$arg' (accepted: --quick)" >&2; exit 2 ;;
+  esac
+done
+PY=/usr/bin/python3  # Debian's python3-torch: the same LibTorch as the native build
+if ! "$PY" -c 'import torch, numpy, scipy' 2>/dev/null; then
+  echo "run.sh: $PY needs python3-torch, python3-numpy and python3-scipy (apt-get install python3-torch python3-scipy)" >&2
+  exit 1
+fi
+if ! command -v sox >/dev/null; then
+  echo "run.sh: sox is needed for the decoding comparison (apt-get install sox)" >&2
+  exit 1
+fi
+if ! command -v ffmpeg >/dev/null && [[ $(id -u) == 0 ]] && [[ -z "${BENCH_NO_APT:-}" ]]; then
+  # Optional: the preprocess-vs-ffmpeg row is skipped (with a note) when this fails.
+  echo "run.sh: ffmpeg absent; trying apt-get install ffmpeg (set BENCH_NO_APT=1 to skip)"
+  timeout 300 apt-get install -y -q ffmpeg >/dev/null 2>&1 || echo "run.sh: could not install ffmpeg; skipping it"
+fi
+# Release, configured as scripts/build.sh does; only the benchmark programs are built (a full
+# build with every test suite takes far longer on this 2-core machine). BENCH_FULL_BUILD=1 runs
+# scripts/build.sh itself.
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+if [[ -n "${BENCH_FULL_BUILD:-}" ]]; then
+  JOBS="${JOBS:-1}" BUILD_TYPE=Release BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh"
+else
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD_DIR" -j "${JOBS:-1}" --target rave_bench loader_bench preprocess train
+fi
+cd "$ROOT"
+exec "$PY" "$ROOT/scripts/bench/bench.py" --build "$BUILD_DIR" "${QUICK[@]}"
