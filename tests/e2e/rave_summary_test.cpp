@@ -21,6 +21,8 @@ struct Expected {
   int64_t encoder, decoder, discriminator, pqmf;
 };
 
+void PrintTo(const Expected& e, std::ostream* os) { *os << e.config; }
+
 class RaveSummary : public ::testing::TestWithParam<Expected> {};
 
 TEST_P(RaveSummary, PrintsThePartCountsOfTheReferenceModel) {
