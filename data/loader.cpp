@@ -73,6 +73,8 @@ Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions option
   if (options_.batch < 1) throw Error("batch must be >= 1, got " + std::to_string(options_.batch));
   if (options_.workers < 0) throw Error("workers must be >= 0, got " + std::to_string(options_.workers));
   if (options_.prefetch < 1) throw Error("prefetch must be >= 1, got " + std::to_string(options_.prefetch));
+  if (options_.start_batch < 0) throw Error("start_batch must be >= 0, got " + std::to_string(options_.start_batch));
+  next_claim_ = next_deliver_ = options_.start_batch;
   if (!sampler_) {
     if (indices.empty()) {
       indices.resize(source_->size());
@@ -125,6 +127,10 @@ bool Loader::plan_until(int64_t seq) {
     }
     for (auto& b : batches) {
       if (b.empty()) throw Error("Loader: the batch sampler returned an empty batch in epoch " + std::to_string(epoch));
+      if (planned_until_ < options_.start_batch) {
+        ++planned_until_;  // Before the resume position: skipped, never loaded.
+        continue;
+      }
       plan_.push_back(Job{planned_until_++, epoch, std::move(b)});
     }
   }

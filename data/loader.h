@@ -37,6 +37,10 @@ struct LoaderOptions {
   bool drop_last = true;  // Default sampler only: drop the last incomplete batch.
   bool infinite = true;   // false: the stream ends after one epoch (next() returns nullopt).
   bool pin_memory = false;  // Honoured only when CUDA is available.
+  // Position of the first delivered batch in the stream (resuming at training step N: N).
+  // The batches before it are planned but never loaded, so the stream from here on is the
+  // one an uninterrupted loader would deliver (same epochs, same per-example seeds).
+  int64_t start_batch = 0;
   // Called once at the start of each worker thread; what it returns is kept alive until the
   // thread ends (e.g. a memory-tracking scope, so that batch allocations made by workers are
   // accounted to the process like the trainer's own).

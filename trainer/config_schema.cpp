@@ -153,6 +153,7 @@ std::vector<KeySpec> build_schema() {
       F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
       E("train.lr_schedule", "constant", {"constant", "cosine"}, "SSM: learning rate schedule"),
       I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
+      I("train.inject_nan_at_step", -1, "test/diagnostic: fill the batch of step N with NaN (-1 = off)").ge(-1),
       // [profiling] (seeds: all five guides)
       B("profiling.timing", false, "per-step timing profile (timing_profile.json)")
           .cli("enable_timing_profiling"),

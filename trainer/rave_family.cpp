@@ -74,7 +74,7 @@ class RaveFamily final : public ModelFamily {
     }
     AudioDatasetOptions train_opts;
     train_opts.n_signal = n_signal_;
-    train_opts.channels = static_cast<int>(c.get_int("data.channels"));
+    train_opts.channels = 0;  // From the database; checked against data.channels below.
     train_opts.phase_mangle = c.get_bool("data.phase_mangle");
     train_opts.phase_mangle_p = c.get_float("data.phase_mangle_p");
     train_opts.dequantize = c.get_bool("data.dequantize");
@@ -86,6 +86,13 @@ class RaveFamily final : public ModelFamily {
     val_opts.dequantize = false;
     val_opts.slowdown_ms = 0.0;
     auto val = std::make_shared<AudioDataset>(db, val_opts);
+    const int64_t want_channels = c.get_int("data.channels");
+    if (want_channels != 0 && want_channels != train->channels()) {
+      throw Error("data.channels = " + std::to_string(want_channels) + ", but database '" + db + "' holds " +
+                  std::to_string(train->channels()) + "-channel audio: set data.channels to " +
+                  std::to_string(train->channels()) + " (or 0 = from the database), or rebuild the database with " +
+                  "preprocess --channels " + std::to_string(want_channels));
+    }
 
     const int64_t length = train->record(0).size(1);
     if (length < n_signal_) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <limits>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -35,6 +37,23 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The global CPU generator (reparameterisation noise, dropout). Its state is part of a
+// checkpoint, and validation runs on a copy, so that a resumed run, or one validating at
+// another cadence, draws the same training noise as an uninterrupted one.
+torch::Tensor cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_cpu_rng_state(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+constexpr const char* kRngKey = "trainer_cpu_rng_state";
 
 torch::Device resolve_device(const std::string& requested) {
   if (requested == "cuda" && !torch::cuda::is_available()) {
@@ -175,7 +194,11 @@ class TrainingJob {
     meta_.signature = model_signature(config_);
     meta_.config_toml = config_.to_toml();
     if (!run_.checkpoint.empty()) {
-      CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) { family_->load(a); });
+      CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) {
+        family_->load(a);
+        torch::Tensor rng;
+        if (a.try_read(kRngKey, rng)) set_cpu_rng_state(rng);
+      });
       step_ = m.step;
       if (m.has_best) {
         best_ = m.best;
@@ -248,6 +271,8 @@ class TrainingJob {
     o.drop_last = train;
     o.infinite = train;
     o.pin_memory = device_.is_cuda();
+    // One batch per step: a resumed run continues the stream where the checkpoint left it.
+    if (train) o.start_batch = step_;
     if (reporter_) {
       auto reporter = reporter_;
       o.worker_scope = [reporter]() -> std::shared_ptr<void> {
@@ -264,6 +289,7 @@ class TrainingJob {
     const int64_t max_steps = config_.get_int("train.max_steps");
     const int64_t val_every = config_.get_int("train.val_every");
     const int64_t save_every = config_.get_int("train.save_every");
+    const int64_t inject_nan_at = config_.get_int("train.inject_nan_at_step");
     auto loader = make_loader(true);
     summary_.start();
     auto interval_start = Clock::now();
@@ -282,6 +308,7 @@ class TrainingJob {
           batch = loader->next();
         }
         if (!batch) throw Error("the training loader ended unexpectedly");
+        if (step_ == inject_nan_at) batch->input.fill_(std::numeric_limits<float>::quiet_NaN());
         PhaseScope make_step(Phase::kMakeStep);
         r = family_->train_step(*batch, step_);
         batch_idx_ = batch->batch_idx;
@@ -357,7 +384,9 @@ class TrainingJob {
   void validate() {
     PhaseScope p(Phase::kValidation);
     auto loader = make_loader(false);
+    const torch::Tensor rng = cpu_rng_state();
     ValidationResult v = family_->validate(*loader, step_);
+    set_cpu_rng_state(rng);
     std::ostringstream line;
     line << "validation @ step " << step_ << ":";
     for (const auto& [name, value] : v.metrics) {
@@ -389,7 +418,11 @@ class TrainingJob {
     m.step = step_;
     m.best = best_;
     m.has_best = has_best_;
-    auto write = [&](torch::serialize::OutputArchive& a) { family_->save(a); };
+    const torch::Tensor rng = cpu_rng_state();
+    auto write = [&](torch::serialize::OutputArchive& a) {
+      family_->save(a);
+      a.write(kRngKey, rng, /*is_buffer=*/true);
+    };
     save_checkpoint(path, m, write);
     if (also_last) save_checkpoint(run_.path / "checkpoints" / "last.ckpt", m, write);
   }
