@@ -3,7 +3,7 @@
 # `train --config foundational` (multi-session S5) → checks every group's validation R².
 #   scripts/smoke_ssm.sh [--steps N] [--config NAME] [--threads N] [--min_r2 X] [--trials N]
 # Uses an existing build (BUILD_DIR, default build/); work files go to $SMOKE_DIR (default
-# a fresh temp dir, kept). Exit 1 when a group's val/r2_group_<name> is below --min_r2.
+# a fresh temp dir, kept); extra train flags in $TRAIN_ARGS. Exit 1 when a group's val/r2_group_<name> is below --min_r2.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STEPS=600
@@ -36,7 +36,7 @@ rm -rf "$W/db"
 "$BIN/preprocess" --kind neural --input_path "$W/h5" --output_path "$W/db"
 "$BIN/preprocess" --inspect "$W/db"
 T1=$(date +%s.%N)
-"$BIN/train" --config "$CONFIG" --db_path "$W/db" --out_path "$W/runs" --max_steps "$STEPS" \
+"$BIN/train" --config "$CONFIG" --db_path "$W/db" --out_path "$W/runs" --max_steps "$STEPS" ${TRAIN_ARGS:-} \
   --val_every "$STEPS" --save_every "$STEPS" --log_every 50 --threads "$THREADS" --seed 0 \
   --train.warmup_steps 50 --enable_timing_profiling
 T2=$(date +%s.%N)

@@ -5,7 +5,8 @@
 // --export DIR writes what the twin needs to check it computes the same thing: every named
 // parameter and buffer after initialisation, the batch, and the losses of the first
 // --check_steps steps (dropout forced to 0 so both sides are deterministic), as DIR/manifest.json
-// + DIR/tensors.bin (little-endian float32, offsets in the manifest).
+// + DIR/tensors.bin (little-endian float32, offsets in the manifest), plus the parameters after
+// those steps.
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
@@ -66,6 +67,9 @@ void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& b
   std::vector<double> losses;
   for (int i = 0; i < check_steps; ++i) losses.push_back(s.run(x, y));
   manifest["losses"] = losses;
+  // The parameters after those steps: a stricter check than the losses (gradients, AdamW and
+  // its weight-decay groups all show up here).
+  for (const auto& p : s.model->named_parameters()) put("final:" + p.key(), p.value());
   manifest["lr"] = lr;
   manifest["weight_decay"] = wd;
   bin.close();

@@ -13,6 +13,7 @@ tensors. AdamW lr 1e-3, wd 0.01; Lambda and log-step without weight decay.
   s5_maze.py --check DIR                                  loads ssm_step_bench --export DIR
                                                           (weights by name + batch), replays the
                                                           recorded steps, compares the losses
+                                                          and the parameters after them
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13).
 """
 import argparse
@@ -153,6 +154,7 @@ def check(directory):
         off = t["offset"] // 4
         tensors[name] = torch.from_numpy(raw[off : off + n].copy()).reshape(t["shape"])
     x, y = tensors.pop("batch:x"), tensors.pop("batch:y")
+    final = {k.split(":", 1)[1]: tensors.pop(k) for k in list(tensors) if k.startswith("final:")}
     H = tensors["param:encoder.weight"].shape[0]
     units = tensors["param:encoder.weight"].shape[1]
     N = 2 * tensors["param:blocks.0.ssm.Lambda_re"].shape[0]
@@ -178,7 +180,17 @@ def check(directory):
         diff = abs(ours_loss - native)
         ok = ok and diff <= 1e-4
         print(f"step {i}: native loss {native:.7f}  python loss {ours_loss:.7f}  |diff| {diff:.2e}")
-    print("check: " + ("PASS (|diff| <= 1e-4 at every step)" if ok else "FAIL"))
+    worst, worst_name = 0.0, ""
+    for name, p in model.named_parameters():
+        if name not in final:
+            sys.exit(f"check: the export has no final value of '{name}'")
+        d = (p.detach() - final[name].reshape(p.shape)).abs().max().item()
+        if d > worst:
+            worst, worst_name = d, name
+    params_ok = worst <= 1e-5
+    print(f"parameters after {len(manifest['losses'])} AdamW steps: max |diff| {worst:.2e} ({worst_name})")
+    ok = ok and params_ok
+    print("check: " + ("PASS (loss |diff| <= 1e-4 at every step, parameters within 1e-5)" if ok else "FAIL"))
     return 0 if ok else 1
 
 
