@@ -106,7 +106,7 @@ std::vector<KeySpec> build_schema() {
       I("model.n_layers", 1, "SSM layers").ge(1),
       F("model.dropout", 0.05, "SSM dropout probability").ge(0).lt(1),
       E("model.discretization", "zoh", {"zoh", "bilinear"}, "SSM discretization"),
-      E("model.scan", "parallel", {"parallel", "sequential"}, "SSM scan implementation"),
+      E("model.scan", "parallel", {"parallel", "sequential", "fused"}, "SSM scan implementation (fused: CPU kernel)"),
       F("model.dt_min", 0.001, "SSM minimum initial time step").gt(0),
       F("model.dt_max", 0.1, "SSM maximum initial time step (> dt_min)").gt(0),
       I("model.ssm_blocks", 1, "SSM blocks (block-diagonal HiPPO init)").ge(1),

@@ -35,7 +35,7 @@ struct SsmOptions {
   int64_t n_layers = 1;
   double dropout = 0.05;
   std::string discretization = "zoh";  // zoh | bilinear
-  std::string scan = "parallel";       // parallel | sequential
+  std::string scan = "parallel";       // parallel | sequential | fused
   double dt_min = 1e-3;
   double dt_max = 1e-1;
   int64_t ssm_blocks = 1;

@@ -15,11 +15,14 @@ Discretization parse_discretization(const std::string& value, const std::string&
 ScanKind parse_scan(const std::string& value, const std::string& key) {
   if (value == "parallel") return ScanKind::kParallel;
   if (value == "sequential") return ScanKind::kSequential;
-  throw Error(key + " = \"" + value + "\": accepted values are \"parallel\" and \"sequential\"");
+  if (value == "fused") return ScanKind::kFused;
+  throw Error(key + " = \"" + value + "\": accepted values are \"parallel\", \"sequential\" and \"fused\"");
 }
 
 std::string to_string(Discretization d) { return d == Discretization::kZoh ? "zoh" : "bilinear"; }
-std::string to_string(ScanKind s) { return s == ScanKind::kParallel ? "parallel" : "sequential"; }
+std::string to_string(ScanKind s) {
+  return s == ScanKind::kParallel ? "parallel" : s == ScanKind::kSequential ? "sequential" : "fused";
+}
 
 HippoDiagonal make_dplr_hippo(int64_t n) {
   TORCH_CHECK(n >= 1, "make_dplr_hippo: n must be >= 1, got ", n);
@@ -75,6 +78,115 @@ torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b) {
     }
   }
   return X;
+}
+
+namespace {
+
+// Forward kernel of complex_recurrence: every (batch, state) chain runs sequentially in time;
+// the inner loop over states is contiguous (vectorisable), batches are split across threads.
+template <typename scalar_t>
+void recurrence_forward_cpu(const scalar_t* ar, const scalar_t* ai, const scalar_t* b, scalar_t* x, int64_t B,
+                            int64_t T, int64_t P) {
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const scalar_t* bn = b + n * T * 2 * P;
+      scalar_t* xn = x + n * T * 2 * P;
+      for (int64_t p = 0; p < 2 * P; ++p) xn[p] = bn[p];
+      for (int64_t t = 1; t < T; ++t) {
+        const scalar_t* prev = xn + (t - 1) * 2 * P;
+        const scalar_t* bt = bn + t * 2 * P;
+        scalar_t* xt = xn + t * 2 * P;
+        for (int64_t p = 0; p < P; ++p) {
+          const scalar_t pr = prev[p], pi = prev[P + p];
+          xt[p] = ar[p] * pr - ai[p] * pi + bt[p];
+          xt[P + p] = ar[p] * pi + ai[p] * pr + bt[P + p];
+        }
+      }
+    }
+  });
+}
+
+// Backward: the adjoint h_t = g_t + conj(a)·h_{t+1} runs backwards in time; dL/dbu = h and
+// dL/da = Σ_{n,t≥1} h_t · conj(x_{t−1}) (as real and imaginary parts), summed per batch row
+// first (no shared accumulators between threads) and over the batch at the end.
+template <typename scalar_t>
+void recurrence_backward_cpu(const scalar_t* ar, const scalar_t* ai, const scalar_t* x, const scalar_t* g,
+                             scalar_t* h, scalar_t* ga_rows, int64_t B, int64_t T, int64_t P) {
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const scalar_t* xn = x + n * T * 2 * P;
+      const scalar_t* gn = g + n * T * 2 * P;
+      scalar_t* hn = h + n * T * 2 * P;
+      scalar_t* ga = ga_rows + n * 2 * P;  // [re P | im P]
+      for (int64_t p = 0; p < 2 * P; ++p) ga[p] = 0;
+      const int64_t last = (T - 1) * 2 * P;
+      for (int64_t p = 0; p < 2 * P; ++p) hn[last + p] = gn[last + p];
+      for (int64_t t = T - 1; t >= 1; --t) {
+        const scalar_t* ht = hn + t * 2 * P;
+        const scalar_t* xp = xn + (t - 1) * 2 * P;
+        const scalar_t* gp = gn + (t - 1) * 2 * P;
+        scalar_t* hp = hn + (t - 1) * 2 * P;
+        for (int64_t p = 0; p < P; ++p) {
+          const scalar_t hr = ht[p], hi = ht[P + p], xr = xp[p], xi = xp[P + p];
+          ga[p] += hr * xr + hi * xi;
+          ga[P + p] += hi * xr - hr * xi;
+          hp[p] = gp[p] + ar[p] * hr + ai[p] * hi;
+          hp[P + p] = gp[P + p] - ai[p] * hr + ar[p] * hi;
+        }
+      }
+    }
+  });
+}
+
+class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_re,
+                               const torch::Tensor& a_im, const torch::Tensor& bu) {
+    auto ar = a_re.contiguous(), ai = a_im.contiguous(), b = bu.contiguous();
+    auto x = torch::empty_like(b);
+    const int64_t B = b.size(0), T = b.size(1), P = b.size(2) / 2;
+    AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "complex_recurrence_forward", [&] {
+      recurrence_forward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+                                       x.data_ptr<scalar_t>(), B, T, P);
+    });
+    ctx->save_for_backward({ar, ai, x});
+    return x;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &ar = saved[0], &ai = saved[1], &x = saved[2];
+    auto g = grads[0].contiguous();
+    const int64_t B = x.size(0), T = x.size(1), P = x.size(2) / 2;
+    auto h = torch::empty_like(x);
+    auto ga_rows = torch::empty({B, 2 * P}, x.options());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "complex_recurrence_backward", [&] {
+      recurrence_backward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                        g.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), ga_rows.data_ptr<scalar_t>(),
+                                        B, T, P);
+    });
+    auto ga = ga_rows.sum(0);
+    return {ga.narrow(0, 0, P), ga.narrow(0, P, P), h};
+  }
+};
+
+}  // namespace
+
+torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im, const torch::Tensor& bu) {
+  TORCH_CHECK(bu.dim() == 3 && bu.size(2) % 2 == 0, "complex_recurrence: bu must be [B, T, 2P], got ", bu.sizes());
+  const int64_t P = bu.size(2) / 2;
+  TORCH_CHECK(a_re.dim() == 1 && a_re.size(0) == P && a_im.sizes() == a_re.sizes(),
+              "complex_recurrence: a_re and a_im must be [", P, "], got ", a_re.sizes(), " and ", a_im.sizes());
+  TORCH_CHECK(a_re.scalar_type() == bu.scalar_type() && a_im.scalar_type() == bu.scalar_type(),
+              "complex_recurrence: a and bu must share a dtype");
+  if (!bu.device().is_cpu()) {
+    auto b = torch::complex(bu.narrow(2, 0, P), bu.narrow(2, P, P));
+    auto a = torch::complex(a_re, a_im).unsqueeze(0).expand({bu.size(1), P});
+    auto x = scan_parallel(a, b);
+    return torch::cat({torch::real(x), torch::imag(x)}, 2);
+  }
+  return ComplexRecurrence::apply(a_re, a_im, bu);
 }
 
 void S5LayerOptions::validate() const {
@@ -176,6 +288,15 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
   // B = batch, T = time, H = features, P = stored complex states.
   auto [lambda_bar, B_bar] = discretize();
   const int64_t T = u.size(1);
+  if (options_.scan == ScanKind::kFused) {
+    // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
+    auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
+    auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), torch::matmul(u, w_in.t()));
+    // Re(C̃x) = C_re·x_re − C_im·x_im.
+    auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]
+    if (options_.conj_sym) w_out = 2.0 * w_out;
+    return torch::matmul(x, w_out.t()) + D * u;
+  }
   auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()),
                            torch::matmul(u, torch::imag(B_bar).t()));  // [B, T, P]
   auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});     // [T, P]

@@ -21,9 +21,13 @@
 namespace rt::ssm {
 
 enum class Discretization { kZoh, kBilinear };
-enum class ScanKind { kParallel, kSequential };
+// kFused: the recurrence as one hand-written CPU kernel in real arithmetic (sequential in time,
+// parallel over batch × state, analytic backward; see complex_recurrence), with the input and
+// output projections as single real matmuls — no complex tensors on the [B, T, ·] path. It is
+// the CPU-fast choice (scripts/bench/ssm_results.md); on other devices it runs the parallel scan.
+enum class ScanKind { kParallel, kSequential, kFused };
 
-// "zoh"|"bilinear" and "parallel"|"sequential" (the TOML spellings). Throw rt::Error naming
+// "zoh"|"bilinear" and "parallel"|"sequential"|"fused" (the TOML spellings). Throw rt::Error naming
 // `key` and the accepted values.
 Discretization parse_discretization(const std::string& value, const std::string& key = "model.discretization");
 ScanKind parse_scan(const std::string& value, const std::string& key = "model.scan");
@@ -49,6 +53,14 @@ HippoDiagonal make_dplr_hippo(int64_t n);
 //                    (a_i, b_i) • (a_j, b_j) = (a_j·a_i, a_j·b_i + b_j): ⌈log2 T⌉ steps.
 torch::Tensor scan_sequential(const torch::Tensor& a, const torch::Tensor& b);
 torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b);
+
+// The same complex recurrence x_t = a ⊙ x_{t−1} + b_t (x_{−1} = 0) in real arithmetic, as one
+// autograd node: a = a_re + i·a_im is [P] (shared by batch and time), `bu` is [B, T, 2P] real
+// holding Re b in [..., :P] and Im b in [..., P:]; returns x in the same layout. Float/double.
+// On CPU a fused kernel (parallel over batch) computes forward and backward (reverse-time
+// adjoint recurrence; gradients for a_re, a_im and bu); elsewhere it falls back to
+// scan_parallel on complex tensors.
+torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im, const torch::Tensor& bu);
 
 struct S5LayerOptions {
   int64_t d_model = 64;    // H: input/output features.

@@ -1,0 +1,143 @@
+// ssm_step_bench: one training step (forward + MSE + backward + AdamW) of the s5_maze SSM decoder
+// (models/ssm/decoders.h; SPEC §6) on a fixed random batch, timed step by step. The Python twin
+// is scripts/bench/reference/s5_maze.py; scripts/bench/ssm_step.sh runs both interleaved.
+//
+// --export DIR writes what the twin needs to check it computes the same thing: every named
+// parameter and buffer after initialisation, the batch, and the losses of the first
+// --check_steps steps (dropout forced to 0 so both sides are deterministic), as DIR/manifest.json
+// + DIR/tensors.bin (little-endian float32, offsets in the manifest), plus the parameters after
+// those steps.
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "data/util/json.h"
+#include "models/ssm/decoders.h"
+
+namespace {
+
+struct Step {
+  std::shared_ptr<rt::ssm::SsmModelImpl> model;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  double run(const torch::Tensor& x, const torch::Tensor& y) {
+    opt->zero_grad();
+    auto loss = torch::mse_loss(model->forward(x, 0), y);
+    loss.backward();
+    opt->step();
+    return loss.item<double>();
+  }
+};
+
+Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd) {
+  Step s;
+  s.model = rt::ssm::make_ssm_model(o, 1);
+  auto [decay, no_decay] = rt::ssm::split_weight_decay_parameters(*s.model);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(0.0)));
+  s.opt = std::make_unique<torch::optim::AdamW>(std::move(groups));
+  return s;
+}
+
+void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& base, const torch::Tensor& x,
+                  const torch::Tensor& y, int check_steps, double lr, double wd) {
+  auto o = base;
+  o.dropout = 0.0;
+  torch::manual_seed(1234);
+  Step s = make_step(o, lr, wd);
+  std::filesystem::create_directories(dir);
+  std::ofstream bin(dir / "tensors.bin", std::ios::binary);
+  rt::Json manifest;
+  int64_t offset = 0;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    auto c = t.detach().to(torch::kFloat32).contiguous();
+    bin.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * 4));
+    manifest["tensors"][name] = {{"shape", c.sizes().vec()}, {"offset", offset}};
+    offset += c.numel() * 4;
+  };
+  for (const auto& p : s.model->named_parameters()) put("param:" + p.key(), p.value());
+  for (const auto& b : s.model->named_buffers()) put("buffer:" + b.key(), b.value());
+  put("batch:x", x);
+  put("batch:y", y);
+  std::vector<double> losses;
+  for (int i = 0; i < check_steps; ++i) losses.push_back(s.run(x, y));
+  manifest["losses"] = losses;
+  // The parameters after those steps: a stricter check than the losses (gradients, AdamW and
+  // its weight-decay groups all show up here).
+  for (const auto& p : s.model->named_parameters()) put("final:" + p.key(), p.value());
+  manifest["lr"] = lr;
+  manifest["weight_decay"] = wd;
+  bin.close();
+  rt::write_json_atomic(dir / "manifest.json", manifest);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Training-step time of the s5_maze SSM decoder (forward + backward + AdamW)"};
+  int threads = 1, steps = 30, warmup = 5, check_steps = 3;
+  int64_t batch = 64, bins = 140, units = 182, d_model = 64, state = 64, layers = 1;
+  double dropout = 0.05, lr = 1e-3, wd = 0.01;
+  std::string scan = "parallel", export_dir;
+  uint64_t seed = 0;
+  app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--batch", batch)->capture_default_str();
+  app.add_option("--bins", bins)->capture_default_str();
+  app.add_option("--units", units)->capture_default_str();
+  app.add_option("--d_model", d_model)->capture_default_str();
+  app.add_option("--state", state)->capture_default_str();
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--dropout", dropout)->capture_default_str();
+  app.add_option("--scan", scan, "model.scan")->capture_default_str();
+  app.add_option("--seed", seed)->capture_default_str();
+  app.add_option("--export", export_dir, "write weights, batch and reference losses to DIR and exit");
+  app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  torch::set_num_threads(threads);
+  torch::manual_seed(static_cast<int64_t>(seed));
+
+  rt::ssm::SsmOptions o = rt::ssm::SsmOptions::s5_maze();
+  o.input_dim = units;
+  o.d_model = d_model;
+  o.state_dim = state;
+  o.n_layers = layers;
+  o.dropout = dropout;
+  o.scan = scan;
+  // Smoothed-spike-like inputs (non-negative) and unit-scale velocity targets.
+  auto x = torch::rand({batch, bins, units}) * 0.5;
+  auto y = torch::randn({batch, bins, o.output_dim});
+  try {
+    if (!export_dir.empty()) {
+      export_check(export_dir, o, x, y, check_steps, lr, wd);
+      std::cout << "wrote " << export_dir << "\n";
+      return 0;
+    }
+    Step s = make_step(o, lr, wd);
+    for (int i = 0; i < warmup; ++i) s.run(x, y);
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.run(x, y);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    auto sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    rt::Json r = {{"impl", "native"},      {"torch", TORCH_VERSION},     {"threads", threads},
+                  {"batch", batch},        {"bins", bins},               {"units", units},
+                  {"d_model", d_model},    {"state", state},             {"scan", scan},
+                  {"steps", steps},        {"median_ms", sorted[sorted.size() / 2]},
+                  {"min_ms", sorted.front()}, {"max_ms", sorted.back()}, {"step_ms", ms}};
+    std::cout << r.dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "ssm_step_bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
