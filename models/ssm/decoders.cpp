@@ -52,10 +52,10 @@ S5LayerOptions SsmOptions::layer_options() const {
   return l;
 }
 
-S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout) {
+S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval) {
   const int64_t H = layer.d_model;
   // foundational_ssm: eqx.nn.BatchNorm(channelwise_affine=False).
-  norm = register_module("norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false)));
+  norm = register_module("norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false).track_running_stats(!batch_statistics_in_eval)));
   ssm = register_module("ssm", S5Layer(layer));
   glu_w1 = register_module("glu_w1", torch::nn::Linear(H, H));
   glu_w2 = register_module("glu_w2", torch::nn::Linear(H, H));
@@ -73,10 +73,10 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   return x + h;
 }
 
-void SsmModelImpl::add_blocks(const SsmOptions& options) {
+void SsmModelImpl::add_blocks(const SsmOptions& options, bool batch_statistics_in_eval) {
   torch::nn::ModuleList list;
   for (int64_t i = 0; i < options.n_layers; ++i) {
-    blocks.emplace_back(options.layer_options(), options.dropout);
+    blocks.emplace_back(options.layer_options(), options.dropout, batch_statistics_in_eval);
     list->push_back(blocks.back());
   }
   register_module("blocks", list);
@@ -113,7 +113,7 @@ FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int6
   if (options.context_dim > 0) {
     context = register_module("context", torch::nn::Embedding(n_groups, options.context_dim));
   }
-  add_blocks(options);
+  add_blocks(options, /*batch_statistics_in_eval=*/true);
   decoder = register_module("decoder", torch::nn::Linear(options.d_model, options.output_dim));
 }
 

@@ -54,7 +54,12 @@ struct SsmOptions {
 
 class S5BlockImpl : public torch::nn::Module {
  public:
-  S5BlockImpl(const S5LayerOptions& layer, double dropout);
+  // batch_statistics_in_eval: the norm normalises with the batch's own statistics in eval too
+  // (no running averages). The multi-session decoder needs it: its batches come from one group
+  // at a time, so the context-embedding channels are constant within a batch, their running
+  // variance collapses to ~0 and eval-mode normalisation would divide a per-group offset by
+  // sqrt(eps) (measured: val R² of -1265 with running statistics, sane without).
+  S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval = false);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, H] → [B, T, H]
 
   torch::nn::BatchNorm1d norm{nullptr};
@@ -74,7 +79,7 @@ class SsmModelImpl : public torch::nn::Module {
   std::vector<S5Block> blocks;  // registered as "blocks.<i>"
 
  protected:
-  void add_blocks(const SsmOptions& options);
+  void add_blocks(const SsmOptions& options, bool batch_statistics_in_eval = false);
 };
 
 class S5DecoderImpl : public SsmModelImpl {
