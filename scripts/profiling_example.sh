@@ -12,6 +12,7 @@
 #   --yes            run without asking for confirmation
 #   --out DIR        where databases and runs go (default: $PROFILING_EXAMPLE_OUT or demo/profiling)
 #   --steps N        training steps per run (default: the preset's)
+#   --threads N      torch threads for train (default 2)
 #   --no-plots       skip profile-report --plots
 #   -h, --help
 # Environment: BUILD_DIR (default build/: reused when it already holds the binaries),
@@ -24,10 +25,11 @@ OUT="${PROFILING_EXAMPLE_OUT:-$ROOT/demo/profiling}"
 PRESET=""
 YES=0
 STEPS=""
+THREADS=2
 PLOTS=1
 PRESETS=(basic detailed full ssm sweep)
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "profiling_example.sh: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -38,12 +40,14 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || die "--out needs a directory"; OUT="$2"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
     --steps) [ $# -ge 2 ] || die "--steps needs a number"; STEPS="$2"; shift 2 ;;
+    --threads) [ $# -ge 2 ] || die "--threads needs a number"; THREADS="$2"; shift 2 ;;
     --no-plots) PLOTS=0; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) die "unknown argument '$1' (accepted: --preset NAME, --yes, --out DIR, --steps N, --no-plots, --help)" ;;
+    *) die "unknown argument '$1' (accepted: --preset NAME, --yes, --out DIR, --steps N, --threads N, --no-plots, --help)" ;;
   esac
 done
 if [ -n "$STEPS" ] && ! [[ "$STEPS" =~ ^[1-9][0-9]*$ ]]; then die "--steps must be a positive integer, got '$STEPS'"; fi
+if ! [[ "$THREADS" =~ ^[1-9][0-9]*$ ]]; then die "--threads must be a positive integer, got '$THREADS'"; fi
 
 INTERACTIVE=0
 if [ -t 0 ] && [ -t 1 ]; then INTERACTIVE=1; fi
@@ -218,7 +222,7 @@ train_run() {
   RUN="$(cd "$OUT/runs/latest" && pwd -P)"
 }
 
-COMMON=(--out_path "$OUT/runs" --threads 2)
+COMMON=(--out_path "$OUT/runs" --threads "$THREADS")
 case "$PRESET" in
   basic)
     audio_db

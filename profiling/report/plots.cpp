@@ -29,8 +29,8 @@ const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
 const char* kPreamble =
     "set terminal pngcairo size 1280,720 enhanced font 'DejaVu Sans,13' linewidth 1.5\n"
     "set border lw 1\nset grid xtics ytics lc rgb '#dddddd' lw 1 dt 1\n"
-    "set key below horizontal noenhanced box spacing 1.2 width 2\n"
-    "set offsets graph 0.01, graph 0.01, graph 0.08, 0\n"
+    "set key tmargin center horizontal noenhanced box spacing 1.2 width 2\n"
+    "set autoscale xfix\nset offsets graph 0.02, graph 0.02, graph 0.08, 0\n"
     "set xlabel 'Training step'\nset mxtics\nset format y '%g'\n";
 
 // Runs gnuplot on `script`; throws with its output when it fails.

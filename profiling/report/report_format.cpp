@@ -117,7 +117,7 @@ std::string format_report(const RunAnalysis& a) {
   o << "profile-report: " << a.run_dir.string() << "\n\nRun\n";
   o << "  model      " << (a.model.empty() ? "?" : a.model);
   if (!a.config.empty()) o << "  (config " << a.config << ")";
-  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", " << a.threads << " threads, batch " << a.batch
+  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", threads " << a.threads << ", batch " << a.batch
     << "\n";
   o << "  status     " << (a.status.empty() ? "?" : a.status) << ", " << a.total_steps << " steps";
   if (a.last_step >= 0) o << " (" << a.first_step << ".." << a.last_step << ")";
@@ -287,13 +287,12 @@ Json to_json(const RunAnalysis& a) {
 std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   std::ostringstream o;
   o << "profile-report --compare\n  A: " << a.run_dir.string() << "\n  B: " << b.run_dir.string() << "\n\n";
-  const size_t w = 30, c = 22;
+  const size_t w = 30, c = std::max<size_t>(22, std::max(a.name.size(), b.name.size()) + 2);
   o << pad("", w) << pad("A", c, true) << pad("B", c, true) << pad("B/A", 9, true) << "\n";
   auto text_row = [&](const std::string& label, const std::string& x, const std::string& y) {
     o << pad(label, w) << pad(x, c, true) << pad(y, c, true) << "\n";
   };
-  text_row("run", a.name.size() > c - 1 ? a.name.substr(0, c - 4) + "..." : a.name,
-           b.name.size() > c - 1 ? b.name.substr(0, c - 4) + "..." : b.name);
+  text_row("run", a.name, b.name);
   text_row("config", a.config, b.config);
   text_row("device", a.device, b.device);
   text_row("threads", std::to_string(a.threads), std::to_string(b.threads));

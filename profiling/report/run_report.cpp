@@ -308,7 +308,7 @@ RunAnalysis analyse_run(const fs::path& run_dir_in, const ReportOptions& options
         }
       }
       if (!a.step_times.empty()) {
-        a.step_time_source = "tfevents train/step_time";
+        a.step_time_source = "tfevents train/step_time, means per log interval";
         a.step_time = describe(a.step_times);
         a.steady_step_time = a.step_time;
       }
@@ -360,6 +360,11 @@ void add_findings(RunAnalysis& a) {
         "rerun with --enable_timing_profiling (RAVE guide: start with basic profiling)");
   }
 
+  double slowdown_ms = 0;
+  try {
+    slowdown_ms = std::stod(setting("data.slowdown_ms", "0"));
+  } catch (const std::exception&) {
+  }
   if (const PhaseTime* d = phase("data"); d && (d->share >= kDataBoundShare || a.bottleneck == "data")) {
     const bool gpu = a.device.rfind("cuda", 0) == 0;
     add("data_bound", "warning",
@@ -367,15 +372,14 @@ void add_findings(RunAnalysis& a) {
             ms(a.phase_step_seconds) + ")",
         "raise data.workers (--workers, now " + setting("data.workers", "?") + ") and data.prefetch (now " +
             setting("data.prefetch", "?") + "); preprocess offline" +
-            (setting("data.slowdown_ms", "0") != "0" && setting("data.slowdown_ms", "0") != "0.0"
-                 ? "; data.slowdown_ms is " + setting("data.slowdown_ms", "") + " (an artificial delay)"
-                 : std::string()) +
+            (slowdown_ms > 0 ? "; data.slowdown_ms adds an artificial " + fmt(slowdown_ms, 0) + " ms per example"
+                             : std::string()) +
             (gpu ? "; keep pinned memory for host-to-device copies" : "") + " (SSM guide: high data_batch_production)");
   }
   if (a.bottleneck == "backward" && phase("backward")->share >= kDominantShare) {
     add("backward_dominated", "info", "backward dominates: " + pct(phase("backward")->share) + " of the step",
         "run --enable_profiling to see which *Backward operators cost most; reduce model size (capacity) or, on "
-        "GPU, use mixed precision; gradient checkpointing trades time for memory, not the reverse");
+        "GPU, use mixed precision");
   }
   if (a.bottleneck == "forward" && phase("forward")->share >= kDominantShare) {
     add("forward_dominated", "info", "forward dominates: " + pct(phase("forward")->share) + " of the step",
@@ -399,7 +403,9 @@ void add_findings(RunAnalysis& a) {
   if (a.warmup_step_time.n > 0 && a.steady_step_time.median > 0 &&
       a.warmup_step_time.median > kSlowStartRatio * a.steady_step_time.median) {
     add("slow_start", "info",
-        "the first " + std::to_string(a.warmup_steps) + " steps are slower: median " + ms(a.warmup_step_time.median) +
+        (a.warmup_steps == 1 ? std::string("the first step is slower: ")
+                             : "the first " + std::to_string(a.warmup_steps) + " steps are slower: median ") +
+            ms(a.warmup_step_time.median) +
             " vs " + ms(a.steady_step_time.median) + " after",
         "warm-up (allocator, caches); skip it when tracing (--profiling.skip_first N / profiling.wait), as the "
         "guides advise");

@@ -66,7 +66,7 @@ struct RunAnalysis {
   std::vector<std::string> files;               // the files found, relative to run_dir
 
   // Step times (seconds) per recorded step.
-  std::string step_time_source;  // "timing_profile.json", "tfevents train/step_time" or ""
+  std::string step_time_source;  // "timing_profile.json", "tfevents train/step_time, means per log interval" or ""
   std::vector<double> steps, step_times, data_times;
   int64_t warmup_steps = 0;  // leading entries counted as warm-up
   Distribution step_time, warmup_step_time, steady_step_time;

@@ -13,13 +13,13 @@ namespace {
 
 using testing::ScratchDir;
 
-// 30 ms per example, loaded on the training thread (workers 0): ~120 ms of each step is data.
-const char* kSlowLoader = "--data.slowdown_ms 30 --workers 0 --enable_timing_profiling";
+// 100 ms per example, loaded on the training thread (workers 0): ~400 ms of each step is data.
+const char* kSlowLoader = "--data.slowdown_ms 100 --workers 0 --enable_timing_profiling";
 
 TEST(ReportE2E, SlowedLoaderIsNamedTheBottleneck) {
   ScratchDir dir("report_e2e");
   const fs::path db = make_demo_db(dir.path());
-  const fs::path run = train_run(db, dir / "runs", "slow", 12, kSlowLoader);
+  const fs::path run = train_run(db, dir / "runs", "slow", 8, kSlowLoader);
   ASSERT_FALSE(run.empty());
 
   const auto text = profile_report(q(run));
@@ -32,7 +32,7 @@ TEST(ReportE2E, SlowedLoaderIsNamedTheBottleneck) {
   ASSERT_EQ(json.exit_code, 0) << json.output;
   const Json j = Json::parse(json.output);
   EXPECT_EQ(j["phases"]["bottleneck"], "data");
-  EXPECT_EQ(j["identity"]["total_steps"], 12);
+  EXPECT_EQ(j["identity"]["total_steps"], 8);
   EXPECT_EQ(j["identity"]["settings"]["data.workers"], "0");
   EXPECT_GT(j["phases"]["items"][0]["share"].get<double>(), 0.5);
 }
@@ -41,7 +41,7 @@ TEST(ReportE2E, NormalRunIsNotDataBoundAndCompareShowsBothWithRatios) {
   ScratchDir dir("report_e2e");
   const fs::path db = make_demo_db(dir.path());
   const fs::path normal = train_run(db, dir / "runs_a", "normal", 30, "--enable_timing_profiling --enable_memory_profiling");
-  const fs::path slow = train_run(db, dir / "runs_b", "slow", 12, kSlowLoader);
+  const fs::path slow = train_run(db, dir / "runs_b", "slow", 8, kSlowLoader);
   ASSERT_FALSE(normal.empty());
   ASSERT_FALSE(slow.empty());
 

@@ -20,7 +20,7 @@ std::string script_cmd(const fs::path& out, const std::string& args) {
 TEST(ReportExampleScript, BasicPresetRunsUnattendedToTheEnd) {
   ScratchDir dir("report_script");
   make_demo_db(dir.path());  // at <out>/db, where the script looks first
-  const auto r = testing::run_command(script_cmd(dir.path(), "--preset basic --yes --steps 12") + " < /dev/null");
+  const auto r = testing::run_command(script_cmd(dir.path(), "--preset basic --yes --steps 8 --threads 1") + " < /dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The exact train command is shown, every output file is explained, profile-report runs.
   EXPECT_NE(r.output.find("--enable_timing_profiling --enable_memory_profiling"), std::string::npos) << r.output;
@@ -93,7 +93,7 @@ TEST(ReportExampleScript, MenuChoosesAPresetByNumberThroughATerminal) {
   const fs::path build = fs::path(testing::bin_path("train")).parent_path().parent_path();
   const auto r = testing::run_command("BUILD_DIR=" + q(build) + " /usr/bin/python3 " + q(dir / "drive.py") + " bash " +
                                       q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
-                                      q(dir.path()) + " --steps 8 --no-plots");
+                                      q(dir.path()) + " --steps 6 --threads 1 --no-plots");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'9' is not a preset"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("preset: basic"), std::string::npos) << r.output;
