@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -77,9 +78,13 @@ std::string run_label(const std::vector<const RunAnalysis*>& runs, size_t i) {
   return std::string(1, static_cast<char>('A' + i)) + ": ";
 }
 
-std::string title_of(const std::string& what, const std::vector<const RunAnalysis*>& runs) {
+// "<what> - A: name  vs  B: name (no data)"; `has_data` says which runs are drawn.
+std::string title_of(const std::string& what, const std::vector<const RunAnalysis*>& runs,
+                     const std::function<bool(const RunAnalysis&)>& has_data) {
   std::string t = what + " - ";
-  for (size_t i = 0; i < runs.size(); ++i) t += (i ? "  vs  " : "") + run_label(runs, i) + runs[i]->name;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    t += (i ? "  vs  " : "") + run_label(runs, i) + runs[i]->name + (has_data(*runs[i]) ? "" : " (no data)");
+  }
   return t;
 }
 
@@ -146,7 +151,7 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
       write_file_atomic(dir / "memory_plot.dat", data.str());
       std::ostringstream gp;
       gp << kPreamble << "set output " << quote((dir / "memory_plot.png").string()) << "\n"
-         << "set title " << quote(title_of("Memory over steps", runs)) << " noenhanced\n"
+         << "set title " << quote(title_of("Memory over steps", runs, [](const RunAnalysis& r) { return !r.memory_series.empty(); })) << " noenhanced\n"
          << "set ylabel 'Memory (" << (gib ? "GiB" : "MiB") << ")'\nset yrange [0:*]\n"
          << "cd " << quote(dir.string()) << "\n"
          << plot.str() << "\n";
@@ -194,7 +199,7 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
       write_file_atomic(dir / "step_time_plot.dat", data.str());
       std::ostringstream gp;
       gp << kPreamble << "set output " << quote((dir / "step_time_plot.png").string()) << "\n"
-         << "set title " << quote(title_of("Step time over steps", runs)) << " noenhanced\n"
+         << "set title " << quote(title_of("Step time over steps", runs, [](const RunAnalysis& r) { return !r.step_times.empty(); })) << " noenhanced\n"
          << "set ylabel 'Time per step (ms)'\nset yrange [0:*]\nset samples 2\n"
          << "cd " << quote(dir.string()) << "\n"
          << plot.str() << "\n";
