@@ -1,0 +1,76 @@
+// profile-report: bottleneck analysis of a run directory (SPEC §8). Parse, analyse, print, plot.
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+#include "data/util/error.h"
+#include "profiling/report/plots.h"
+#include "profiling/report/report_format.h"
+#include "profiling/report/run_report.h"
+#include "trainer/tfevents.h"
+
+namespace {
+
+std::vector<rt::report::ScalarPoint> read_scalars(const std::filesystem::path& events) {
+  std::string damage;  // a run killed mid-write leaves a truncated tail: use what precedes it
+  std::vector<rt::report::ScalarPoint> out;
+  for (const auto& r : rt::read_tfevents(events, &damage)) {
+    if (r.kind == rt::TbRecord::Kind::Scalar) out.push_back({r.tag, r.step, r.value});
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"profile-report: time breakdown, bottleneck, memory growth and top operators of a training run",
+               "profile-report"};
+  std::string run_dir, other_dir, plots_dir;
+  bool json = false;
+  int top = 10;
+  app.add_option("RUN_DIR", run_dir, "run directory written by train (or <out_path>/latest)")->required();
+  app.add_option("--compare", other_dir, "second run directory: both side by side with ratios (B/A)");
+  app.add_flag("--json", json, "print the analysis as JSON instead of text");
+  auto* plots = app.add_option("--plots", plots_dir,
+                               "write memory_plot.png and step_time_plot.png (gnuplot) into DIR (default: RUN_DIR)")
+                    ->expected(0, 1);
+  app.add_option("--top", top, "operators listed from the trace(s)")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    rt::report::ReportOptions options;
+    options.read_scalars = read_scalars;
+    options.top_ops = top;
+    const auto a = rt::report::analyse_run(run_dir, options);
+    std::optional<rt::report::RunAnalysis> b;
+    if (!other_dir.empty()) b = rt::report::analyse_run(other_dir, options);
+
+    if (json) {
+      std::cout << (b ? rt::report::comparison_json(a, *b) : rt::report::to_json(a)).dump(2) << "\n";
+    } else {
+      std::cout << (b ? rt::report::format_comparison(a, *b) : rt::report::format_report(a));
+    }
+    if (plots->count() > 0) {
+      std::vector<const rt::report::RunAnalysis*> runs{&a};
+      if (b) runs.push_back(&*b);
+      std::vector<std::string> notes;
+      const auto written = rt::report::write_plots(runs, plots_dir.empty() ? a.run_dir : std::filesystem::path(plots_dir), &notes);
+      // With --json, stdout stays pure JSON: plot messages go to stderr.
+      std::ostream& msg = json ? std::cerr : std::cout;
+      for (const auto& p : written) msg << "plot: " << p.string() << "\n";
+      for (const auto& n : notes) msg << "plot: " << n << "\n";
+    }
+    return 0;
+  } catch (const rt::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,105 @@
+// profile-report's analysis of one run directory (SPEC §8): the run's identity, throughput and
+// step-time statistics (warm-up vs steady state), the time breakdown by training phase with the
+// bottleneck named, memory growth with leak suspicion, the top operators of the trace(s), and
+// findings carrying the seeds' advice. Rendered as text or JSON (report_format.h) and plotted
+// (plots.h).
+//
+// Inputs are the files the trainer writes (SPEC §4): training_summary.json (required),
+// timing_profile.json, memory_profile.json, profiler_traces/*.pt.trace.json[.gz] (else
+// profile_step_<N>.json), config.toml and the TensorBoard events file, which is read through a
+// caller-supplied ScalarReader so that this library does not depend on the trainer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data/util/json.h"
+#include "profiling/report/series_stats.h"
+#include "profiling/report/trace_ops.h"
+
+namespace rt::report {
+
+struct ScalarPoint {
+  std::string tag;
+  int64_t step = 0;
+  double value = 0;
+};
+// Reads every scalar of one events.out.tfevents.* file (the app adapts rt::read_tfevents).
+using ScalarReader = std::function<std::vector<ScalarPoint>(const std::filesystem::path&)>;
+
+struct ReportOptions {
+  ScalarReader read_scalars;  // empty: the events file is listed but not read
+  int top_ops = 10;
+  LeakOptions leak;
+};
+
+// Seconds per step spent in one phase (SPEC §7's built-in timers).
+struct PhaseTime {
+  std::string key;    // data | forward | loss | backward | optimizer | other
+  std::string label;  // "data loading", "forward", ...
+  double seconds = 0;
+  double share = 0;  // of the step time
+};
+
+// One conclusion with the guides' advice. severity: "warning" or "info".
+struct Finding {
+  std::string code;  // data_bound, backward_dominated, loss_dominated, forward_dominated,
+                     // optimizer_heavy, low_throughput, slow_start, jitter, fragmentation,
+                     // memory_growth, high_ram, status, top_operator, missing_profile
+  std::string severity;
+  std::string message;
+  std::string advice;
+};
+
+struct RunAnalysis {
+  std::filesystem::path run_dir;
+  std::string name;  // the run directory's name
+  // Identity (training_summary.json; "" / 0 when absent).
+  std::string model, model_family, config, device, status, sample_unit;
+  int64_t threads = 0, batch = 0, total_steps = 0, first_step = 0, last_step = -1;
+  double total_time_s = 0, steps_per_second = 0, samples_per_second = 0;
+  std::map<std::string, std::string> settings;  // data.workers, data.prefetch, ... from config.toml
+  std::vector<std::string> files;               // the files found, relative to run_dir
+
+  // Step times (seconds) per recorded step.
+  std::string step_time_source;  // "timing_profile.json", "tfevents train/step_time, means per log interval" or ""
+  std::vector<double> steps, step_times, data_times;
+  int64_t warmup_steps = 0;  // leading entries counted as warm-up
+  Distribution step_time, warmup_step_time, steady_step_time;
+  Distribution steady_examples_per_second, steady_samples_per_second;
+
+  // Phase breakdown.
+  std::string phase_source;  // "timing_profile.json (steady state)", "training_summary.json timers" or ""
+  double phase_step_seconds = 0;
+  std::vector<PhaseTime> phases;
+  std::string bottleneck;  // a PhaseTime::key; "" when there is no breakdown
+
+  // Memory (bytes), sampled every profiling.memory_every steps.
+  std::vector<double> memory_steps;
+  std::map<std::string, std::vector<double>> memory_series;  // "rss", "cpu bytes_in_use", "cuda:0 reserved", ...
+  std::vector<MemoryTrend> memory_trends;
+  double peak_cpu_memory_percent = 0;
+  double gpu_allocated_peak_bytes = 0, gpu_reserved_peak_bytes = 0, gpu_fragmentation_bytes = 0;
+
+  TraceOps ops;
+  std::vector<Finding> findings;
+  std::vector<std::string> warnings;  // files that could not be read, and why
+};
+
+// Reads and analyses `run_dir` (a run directory or a <out_path>/latest link). Throws rt::Error
+// naming the path when it is not a directory or holds no training_summary.json,
+// timing_profile.json or memory_profile.json. Damaged optional files become `warnings`.
+RunAnalysis analyse_run(const std::filesystem::path& run_dir, const ReportOptions& options = {});
+
+// The breakdown's findings, given the phases and step statistics already filled in. Exposed
+// for tests; analyse_run calls it.
+void add_findings(RunAnalysis& a);
+
+// Short label of a phase key ("data" → "data loading").
+std::string phase_label(const std::string& key);
+
+}  // namespace rt::report

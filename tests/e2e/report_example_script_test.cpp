@@ -1,0 +1,105 @@
+// scripts/profiling_example.sh: unattended preset runs to the end, the menu works through a
+// pseudo-terminal, and without a terminal it refuses unless given --preset NAME --yes.
+#include <gtest/gtest.h>
+
+#include "data/util/atomic_file.h"
+#include "e2e/report_fixture.h"
+
+namespace rt::report_e2e {
+namespace {
+
+using testing::ScratchDir;
+
+// The script, run against the already-built binaries (BUILD_DIR), output under `out`.
+std::string script_cmd(const fs::path& out, const std::string& args) {
+  const fs::path build = fs::path(testing::bin_path("train")).parent_path().parent_path();
+  return "BUILD_DIR=" + q(build) + " bash " + q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
+         q(out) + " " + args;
+}
+
+TEST(ReportExampleScript, BasicPresetRunsUnattendedToTheEnd) {
+  ScratchDir dir("report_script");
+  make_demo_db(dir.path());  // at <out>/db, where the script looks first
+  const auto r = testing::run_command(script_cmd(dir.path(), "--preset basic --yes --steps 8 --threads 1") + " < /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The exact train command is shown, every output file is explained, profile-report runs.
+  EXPECT_NE(r.output.find("--enable_timing_profiling --enable_memory_profiling"), std::string::npos) << r.output;
+  for (const char* f : {"* config.toml", "* training_summary.json", "* timing_profile.json", "* memory_profile.json",
+                        "* events.out.tfevents.", "* checkpoints/"}) {
+    EXPECT_NE(r.output.find(f), std::string::npos) << f << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tensorboard --logdir"), std::string::npos);
+  const fs::path run = fs::canonical(dir / "runs" / "latest");
+  EXPECT_TRUE(fs::exists(run / "timing_profile.json"));
+  EXPECT_TRUE(fs::exists(run / "memory_profile.json"));
+}
+
+TEST(ReportExampleScript, RefusesWithoutATerminalUnlessPresetAndYes) {
+  ScratchDir dir("report_script");
+  for (const char* args : {"", "--preset basic"}) {
+    const auto r = testing::run_command(script_cmd(dir.path(), args) + " < /dev/null");
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("--preset NAME --yes"), std::string::npos) << r.output;
+  }
+  const auto bad = testing::run_command(script_cmd(dir.path(), "--preset nope --yes") + " < /dev/null");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("unknown preset 'nope'"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+}
+
+// Drives the menu through a pseudo-terminal: a wrong choice, then preset 1 by number, then "y".
+const char* kPtyDriver = R"PY(
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+buf = b""
+deadline = time.time() + 240
+def read_some(wait):
+    global buf
+    r, _, _ = select.select([fd], [], [], wait)
+    if not r:
+        return True
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return False
+    buf += data
+    return bool(data)
+def expect(pattern, start):
+    while pattern not in buf[start:]:
+        if time.time() > deadline or not read_some(1):
+            sys.stdout.write(buf.decode(errors="replace"))
+            sys.exit("pty driver: did not see %r" % pattern)
+    return buf.index(pattern, start) + len(pattern)
+at = expect(b"Preset [1-5, q]:", 0)
+os.write(fd, b"9\n")
+at = expect(b"Preset [1-5, q]:", at)
+os.write(fd, b"1\n")
+at = expect(b"Run it? [Y/n]", at)
+os.write(fd, b"y\n")
+while time.time() < deadline and read_some(1):
+    pass
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(buf.decode(errors="replace"))
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 99)
+)PY";
+
+TEST(ReportExampleScript, MenuChoosesAPresetByNumberThroughATerminal) {
+  ScratchDir dir("report_script");
+  make_demo_db(dir.path());
+  write_file_atomic(dir / "drive.py", kPtyDriver);
+  const fs::path build = fs::path(testing::bin_path("train")).parent_path().parent_path();
+  const auto r = testing::run_command("BUILD_DIR=" + q(build) + " /usr/bin/python3 " + q(dir / "drive.py") + " bash " +
+                                      q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
+                                      q(dir.path()) + " --steps 6 --threads 1 --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'9' is not a preset"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("preset: basic"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(fs::canonical(dir / "runs" / "latest") / "timing_profile.json"));
+}
+
+}  // namespace
+}  // namespace rt::report_e2e

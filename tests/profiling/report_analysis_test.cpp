@@ -1,0 +1,325 @@
+// profile-report's analysis on synthetic inputs: statistics, the memory-growth detector, trace
+// self-time aggregation, bottleneck findings, JSON/compare renderings and the gnuplot plots.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "data/util/atomic_file.h"
+#include "data/util/error.h"
+#include "data/util/json.h"
+#include "profiling/report/plots.h"
+#include "profiling/report/report_format.h"
+#include "profiling/report/run_report.h"
+#include "profiling/report/series_stats.h"
+#include "profiling/report/trace_ops.h"
+#include "support/test_support.h"
+
+namespace rt::report {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+TEST(ReportStats, DescribeUsesInterpolatedPercentiles) {
+  std::vector<double> v;
+  for (int i = 10; i >= 1; --i) v.push_back(i);  // unsorted on purpose
+  const Distribution d = describe(v);
+  EXPECT_EQ(d.n, 10);
+  EXPECT_DOUBLE_EQ(d.median, 5.5);
+  EXPECT_NEAR(d.p90, 9.1, 1e-12);
+  EXPECT_DOUBLE_EQ(d.max, 10);
+  EXPECT_DOUBLE_EQ(d.min, 1);
+  EXPECT_DOUBLE_EQ(d.mean, 5.5);
+  EXPECT_EQ(describe({}).n, 0);
+}
+
+TEST(ReportStats, WarmupIsTheFirstTenthAndNoneForTinySeries) {
+  EXPECT_EQ(warmup_count(4), 0);
+  EXPECT_EQ(warmup_count(5), 1);
+  EXPECT_EQ(warmup_count(60), 6);
+  EXPECT_EQ(warmup_count(1000), 100);
+}
+
+std::vector<double> steps_of(size_t n, double every = 10) {
+  std::vector<double> s(n);
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<double>(i) * every;
+  return s;
+}
+
+TEST(ReportMemoryTrend, SteadyGrowthInTheLastHalfIsALeak) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0, 0.2 * kMiB);
+  std::vector<double> v;
+  for (int i = 0; i < 40; ++i) v.push_back(500 * kMiB + i * 2 * kMiB + noise(rng));  // +2 MiB per sample
+  const MemoryTrend t = analyse_memory_trend("rss", steps_of(v.size()), v);
+  EXPECT_TRUE(t.enough_samples);
+  EXPECT_TRUE(t.leak_suspected);
+  EXPECT_NEAR(t.slope_per_step, 2 * kMiB / 10, 0.02 * kMiB);
+  EXPECT_GT(t.rising_fraction, 0.6);
+}
+
+TEST(ReportMemoryTrend, FlatNoisySeriesIsNotALeak) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(0, 1 * kMiB);
+  std::vector<double> v;
+  for (int i = 0; i < 40; ++i) v.push_back(500 * kMiB + noise(rng));
+  EXPECT_FALSE(analyse_memory_trend("rss", steps_of(v.size()), v).leak_suspected);
+}
+
+TEST(ReportMemoryTrend, WarmupGrowthThenPlateauIsNotALeak) {
+  std::vector<double> v;
+  for (int i = 0; i < 40; ++i) v.push_back(i < 15 ? 100 * kMiB + i * 20 * kMiB : 400 * kMiB);
+  const MemoryTrend t = analyse_memory_trend("cpu bytes_in_use", steps_of(v.size()), v);
+  EXPECT_FALSE(t.leak_suspected);
+  EXPECT_DOUBLE_EQ(t.peak, 400 * kMiB);
+  EXPECT_DOUBLE_EQ(t.first, 100 * kMiB);
+}
+
+TEST(ReportMemoryTrend, SmallRelativeGrowthOfALargeHeapIsNotALeak) {
+  std::vector<double> v;  // 20 GiB growing by 1 MiB per sample: 1% over the last half
+  for (int i = 0; i < 40; ++i) v.push_back(20.0 * 1024 * kMiB + i * kMiB);
+  EXPECT_FALSE(analyse_memory_trend("cuda:0 bytes_in_use", steps_of(v.size()), v).leak_suspected);
+}
+
+TEST(ReportMemoryTrend, TooFewSamplesGiveNoVerdict) {
+  const std::vector<double> v = {1 * kMiB, 100 * kMiB, 200 * kMiB, 300 * kMiB};
+  const MemoryTrend t = analyse_memory_trend("rss", steps_of(v.size()), v);
+  EXPECT_FALSE(t.enough_samples);
+  EXPECT_FALSE(t.leak_suspected);
+}
+
+Json span(const std::string& cat, const std::string& name, double ts, double dur, int tid = 1) {
+  return {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 10}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+}
+
+TEST(ReportTraceOps, SelfTimeSubtractsDirectChildrenPerThread) {
+  Json trace = {{"schemaVersion", 1}, {"traceEvents", Json::array()}};
+  auto& ev = trace["traceEvents"];
+  ev.push_back(span("user_annotation", "ProfilerStep#3", 0, 1000));
+  ev.push_back(span("cpu_op", "aten::conv1d", 10, 300));
+  ev.push_back(span("cpu_op", "aten::convolution", 20, 250));  // child of conv1d
+  ev.push_back(span("cpu_op", "aten::add", 400, 50));
+  ev.push_back(span("cpu_op", "aten::add", 0, 40, /*tid=*/2));  // another thread, not nested
+  ev.push_back(span("kernel", "sgemm", 5, 70));
+  ev.push_back({{"ph", "i"}, {"cat", "cpu_instant_event"}, {"name", "[memory]"}, {"ts", 5}});
+  TraceOps ops;
+  aggregate_trace(trace, ops);
+  ASSERT_EQ(ops.cpu_ops.size(), 3u);
+  EXPECT_EQ(ops.cpu_ops[0].name, "aten::convolution");
+  EXPECT_DOUBLE_EQ(ops.cpu_ops[0].self_us, 250);
+  EXPECT_EQ(ops.cpu_ops[1].name, "aten::add");
+  EXPECT_EQ(ops.cpu_ops[1].count, 2);
+  EXPECT_DOUBLE_EQ(ops.cpu_ops[1].self_us, 90);
+  EXPECT_EQ(ops.cpu_ops[2].name, "aten::conv1d");
+  EXPECT_DOUBLE_EQ(ops.cpu_ops[2].self_us, 50);
+  EXPECT_DOUBLE_EQ(ops.cpu_ops[2].total_us, 300);
+  EXPECT_DOUBLE_EQ(ops.cpu_self_total_us, 390);
+  ASSERT_EQ(ops.device_ops.size(), 1u);
+  EXPECT_EQ(ops.device_ops[0].name, "sgemm");
+  EXPECT_EQ(ops.profiler_steps, 1);
+}
+
+// A run directory as train writes it, with the phase times chosen by the test.
+struct FakeRun {
+  double data = 0.001, forward = 0.010, loss = 0.004, backward = 0.020, optimizer = 0.003;
+  int steps = 40;
+  double memory_growth_per_sample = 0;  // bytes
+  double first_steps_slowdown = 1.0;
+
+  void write(const fs::path& dir, const std::string& name) const {
+    fs::create_directories(dir);
+    Json timing = Json::array(), memory = Json::array();
+    for (int s = 0; s < steps; ++s) {
+      const double k = s < 4 ? first_steps_slowdown : 1.0;
+      const double total = k * (data + forward + loss + backward + optimizer) + 0.0005;
+      timing.push_back({{"step", s},
+                        {"batch_idx", s},
+                        {"total_batch_time", total},
+                        {"samples_per_second", 4 * 8192 / total},
+                        {"examples_per_second", 4 / total},
+                        {"data_time", k * data},
+                        {"forward_time", k * forward},
+                        {"loss_time", k * loss},
+                        {"backward_time", k * backward},
+                        {"optimizer_time", k * optimizer}});
+      if (s % 2 == 0) {
+        const double used = 300 * kMiB + memory_growth_per_sample * (s / 2);
+        memory.push_back({{"step", s},
+                          {"batch_idx", s},
+                          {"cpu_memory_percent", 40.0},
+                          {"gpu_memory_allocated_gb", 0.0},
+                          {"gpu_memory_reserved_gb", 0.0},
+                          {"memory", {{"cpu", {{"bytes_in_use", used}, {"peak_bytes_in_use", used + kMiB}}}}},
+                          {"rss_bytes", 600 * kMiB}});
+      }
+    }
+    write_json_atomic(dir / "timing_profile.json", timing);
+    write_json_atomic(dir / "memory_profile.json", memory);
+    write_json_atomic(dir / "training_summary.json", Json{{"total_training_time_seconds", 2.0},
+                                                          {"total_steps", steps},
+                                                          {"steps_per_second", steps / 2.0},
+                                                          {"samples_per_second", steps * 4 * 8192 / 2.0},
+                                                          {"status", "completed"},
+                                                          {"model", name},
+                                                          {"config", name},
+                                                          {"device", "cpu"},
+                                                          {"threads", 2},
+                                                          {"batch", 4},
+                                                          {"last_step", steps - 1}});
+    write_file_atomic(dir / "config.toml", "[data]\nworkers = 1\nprefetch = 4\n\n[train]\nbatch = 4\n");
+  }
+};
+
+const Finding* find(const RunAnalysis& a, const std::string& code) {
+  for (const auto& f : a.findings) {
+    if (f.code == code) return &f;
+  }
+  return nullptr;
+}
+
+TEST(ReportAnalysis, DataHeavyRunIsNamedDataBoundWithWorkerAdvice) {
+  testing::ScratchDir dir("report_analysis");
+  FakeRun run;
+  run.data = 0.120;
+  run.write(dir / "slow", "slow");
+  const RunAnalysis a = analyse_run(dir / "slow");
+  EXPECT_EQ(a.bottleneck, "data");
+  const Finding* f = find(a, "data_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->advice.find("data.workers"), std::string::npos);
+  EXPECT_NE(f->advice.find("now 1"), std::string::npos);  // read from config.toml
+  EXPECT_NE(format_report(a).find("Bottleneck: data loading"), std::string::npos);
+}
+
+TEST(ReportAnalysis, ComputeBoundRunIsNotDataBound) {
+  testing::ScratchDir dir("report_analysis");
+  FakeRun{}.write(dir / "ok", "ok");
+  const RunAnalysis a = analyse_run(dir / "ok");
+  EXPECT_EQ(a.bottleneck, "backward");
+  EXPECT_EQ(find(a, "data_bound"), nullptr);
+  EXPECT_EQ(find(a, "memory_growth"), nullptr);
+  double shares = 0;
+  for (const auto& p : a.phases) shares += p.share;
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_EQ(a.warmup_steps, 4);
+  EXPECT_EQ(a.step_time_source, "timing_profile.json");
+}
+
+TEST(ReportAnalysis, GrowingMemoryAndSlowStartAreReported) {
+  testing::ScratchDir dir("report_analysis");
+  FakeRun run;
+  run.memory_growth_per_sample = 8 * kMiB;
+  run.first_steps_slowdown = 3.0;
+  run.write(dir / "leaky", "leaky");
+  const RunAnalysis a = analyse_run(dir / "leaky");
+  const Finding* leak = find(a, "memory_growth");
+  ASSERT_NE(leak, nullptr);
+  EXPECT_NE(leak->message.find("cpu bytes_in_use"), std::string::npos);
+  EXPECT_NE(find(a, "slow_start"), nullptr);
+  EXPECT_GT(a.warmup_step_time.median, 2.5 * a.steady_step_time.median);
+}
+
+TEST(ReportAnalysis, FallsBackToTheSummaryTimers) {
+  testing::ScratchDir dir("report_analysis");
+  write_json_atomic(dir / "training_summary.json",
+                    Json{{"total_steps", 10},
+                         {"status", "completed"},
+                         {"timers",
+                          {{"data_batch_production", {{"total_time", 6.0}, {"count", 10}, {"avg_time", 0.6}}},
+                           {"forward", {{"total_time", 1.0}, {"count", 10}, {"avg_time", 0.1}}},
+                           {"backward", {{"total_time", 2.0}, {"count", 10}, {"avg_time", 0.2}}},
+                           {"training_step", {{"total_time", 10.0}, {"count", 10}, {"avg_time", 1.0}}}}}});
+  const RunAnalysis a = analyse_run(dir.path());
+  EXPECT_EQ(a.phase_source, "training_summary.json timers");
+  EXPECT_EQ(a.bottleneck, "data");
+  EXPECT_NEAR(a.phase_step_seconds, 1.0, 1e-12);
+  EXPECT_NE(find(a, "missing_profile"), nullptr);
+}
+
+TEST(ReportAnalysis, RejectsADirectoryThatIsNotARun) {
+  testing::ScratchDir dir("report_analysis");
+  try {
+    analyse_run(dir.path());
+    FAIL() << "expected rt::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training_summary.json"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(dir.path().string()), std::string::npos);
+  }
+  EXPECT_THROW(analyse_run(dir / "missing"), Error);
+}
+
+TEST(ReportFormat, JsonAndComparisonCarryBothRunsAndRatios) {
+  testing::ScratchDir dir("report_analysis");
+  FakeRun fast, slow;
+  slow.data = 0.120;
+  fast.write(dir / "fast", "fast");
+  slow.write(dir / "slow", "slow");
+  const RunAnalysis a = analyse_run(dir / "fast"), b = analyse_run(dir / "slow");
+
+  const Json j = Json::parse(to_json(a).dump());
+  EXPECT_EQ(j["phases"]["bottleneck"], "backward");
+  EXPECT_EQ(j["step_time"]["steady"]["n"], 36);
+
+  const Json c = comparison_json(a, b);
+  EXPECT_EQ(c["a"]["name"], "fast");
+  EXPECT_EQ(c["b"]["name"], "slow");
+  EXPECT_NEAR(c["ratios"]["phase_data"].get<double>(), 120.0, 1e-6);
+  EXPECT_GT(c["ratios"]["median_step_time"].get<double>(), 3.0);
+
+  const std::string text = format_comparison(a, b);
+  EXPECT_NE(text.find("fast"), std::string::npos);
+  EXPECT_NE(text.find("slow"), std::string::npos);
+  EXPECT_NE(text.find("120.00x"), std::string::npos);
+  EXPECT_NE(text.find("data loading"), std::string::npos);
+}
+
+bool is_png(const fs::path& p) {
+  const std::string bytes = read_file(p);
+  return bytes.size() > 1000 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
+}
+
+TEST(ReportPlots, WritesBothPngsWithGnuplotOrSaysWhatIsMissing) {
+  testing::ScratchDir dir("report_plots");
+  FakeRun run;
+  run.write(dir / "run", "run");
+  const RunAnalysis a = analyse_run(dir / "run");
+  if (find_gnuplot().empty()) {
+    try {
+      write_plots({&a}, dir / "plots", nullptr);
+      FAIL() << "expected rt::Error without gnuplot";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gnuplot-nox"), std::string::npos);
+    }
+    GTEST_SKIP() << "gnuplot not installed (scripts/setup.sh installs gnuplot-nox)";
+  }
+  std::vector<std::string> notes;
+  const auto files = write_plots({&a}, dir / "plots", &notes);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_TRUE(is_png(dir / "plots" / "memory_plot.png"));
+  EXPECT_TRUE(is_png(dir / "plots" / "step_time_plot.png"));
+  EXPECT_TRUE(notes.empty());
+  // The kept gnuplot script names the axes and units.
+  const std::string gp = read_file(dir / "plots" / "memory_plot.gp");
+  EXPECT_NE(gp.find("Memory (MiB)"), std::string::npos);
+  EXPECT_NE(gp.find("Training step"), std::string::npos);
+}
+
+TEST(ReportPlots, MissingGnuplotIsAClearError) {
+  testing::ScratchDir dir("report_plots");
+  FakeRun{}.write(dir / "run", "run");
+  const RunAnalysis a = analyse_run(dir / "run");
+  setenv("RT_GNUPLOT", (dir / "no-such-gnuplot").c_str(), 1);
+  try {
+    write_plots({&a}, dir / "plots", nullptr);
+    unsetenv("RT_GNUPLOT");
+    FAIL() << "expected rt::Error";
+  } catch (const Error& e) {
+    unsetenv("RT_GNUPLOT");
+    EXPECT_NE(std::string(e.what()).find("gnuplot-nox"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace rt::report
