@@ -47,7 +47,7 @@ python3 -m http.server "$PORT" --bind 127.0.0.1 --directory "$SITE" >"$OUT_DIR/h
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 50); do
-  python3 - "$PORT" <<'PY' && break
+  python3 - "$PORT" 2>/dev/null <<'PY' && break
 import sys, urllib.request
 urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/index.html", timeout=1)
 PY
