@@ -9,7 +9,7 @@ PACKAGES=(
   libsndfile1-dev libsoxr-dev liblmdb-dev lmdb-utils
   libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libhdf5-dev libunwind-dev libdw-dev
+  libgtest-dev libbenchmark-dev libhdf5-dev libunwind-dev libdw-dev
 )
 # Tools the tests and examples use to make and read fixtures (real encoders, not mocks).
 PACKAGES+=(sox flac vorbis-tools)

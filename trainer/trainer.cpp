@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -243,7 +244,12 @@ class TrainingJob {
                                                             config_.get_int("profiling.memory_every"));
     }
     if (detailed) {
-      trace_ = std::make_unique<prof::TraceSession>(trace_options(config_, prof_dir_));
+      auto options = trace_options(config_, prof_dir_);
+      if (profile_memory) {
+        auto reporter = reporter_;
+        options.cpu_bytes_in_use = [reporter] { return reporter->cpu_bytes_in_use(); };
+      }
+      trace_ = std::make_unique<prof::TraceSession>(std::move(options));
 #ifdef RT_HAS_CUPTI
       if (device_.is_cuda()) {
         if (auto cupti = prof::CuptiCollector::create()) trace_->add_source(std::move(cupti));
@@ -273,12 +279,13 @@ class TrainingJob {
     o.pin_memory = device_.is_cuda();
     // One batch per step: a resumed run continues the stream where the checkpoint left it.
     if (train) o.start_batch = step_;
-    if (reporter_) {
-      auto reporter = reporter_;
-      o.worker_scope = [reporter]() -> std::shared_ptr<void> {
-        return std::make_shared<prof::MemoryTrackingScope>(reporter);
-      };
-    }
+    auto reporter = reporter_;
+    o.worker_scope = [reporter]() -> std::shared_ptr<void> {
+      // Named so that traces label the loader's rows (/proc/self/task/<tid>/comm).
+      pthread_setname_np(pthread_self(), "rt-loader");
+      if (!reporter) return nullptr;
+      return std::make_shared<prof::MemoryTrackingScope>(reporter);
+    };
     auto source = train ? data_.train : data_.val;
     auto indices = train ? data_.train_indices : data_.val_indices;
     auto sampler = train ? data_.train_sampler : data_.val_sampler;
@@ -314,7 +321,6 @@ class TrainingJob {
         batch_idx_ = batch->batch_idx;
       }
       const double step_seconds = seconds_since(t0);
-      if (trace_) trace_->step_end();
 
       if (!std::isfinite(r.loss)) {
         failure_ = "failed: non-finite loss at step " + std::to_string(step_);
@@ -346,6 +352,10 @@ class TrainingJob {
       }
       if (step_ % val_every == 0 || step_ == max_steps) validate();
       if (step_ % save_every == 0) save(run_.path / "checkpoints" / ("step_" + std::to_string(step_) + ".ckpt"), true);
+      // ProfilerStep#N spans the whole iteration (logging, validation and checkpoints
+      // included), as torch's prof.step() at the end of the loop body does: every operator
+      // of the training thread inside a window then lies inside a step.
+      if (trace_) trace_->step_end();
     }
   }
 

@@ -4,6 +4,23 @@
 
 namespace rt::models {
 
+void SeqImpl::set_module_path(std::string path) {
+  child_paths_.clear();
+  for (size_t i = 0; i < size(); ++i) child_paths_.push_back(path + "." + std::to_string(i));
+  TracedModule::set_module_path(std::move(path));
+}
+
+torch::Tensor SeqImpl::forward_with_spans(const torch::Tensor& x) {
+  if (child_paths_.size() != size()) set_module_path(module_path().empty() ? "Seq" : module_path());
+  torch::Tensor y = x;
+  size_t i = 0;
+  for (auto& child : *this) {
+    prof::ModuleScope span(child_paths_[i++]);
+    y = child.forward(y);
+  }
+  return y;
+}
+
 Activation parse_activation(const std::string& value, const std::string& what) {
   if (value == "leaky_relu") return Activation::kLeakyRelu;
   if (value == "snake") return Activation::kSnake;

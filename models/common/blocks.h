@@ -9,14 +9,25 @@
 #include <vector>
 
 #include "models/common/conv.h"
+#include "models/common/module_path.h"
+#include "profiling/trace/op_tracer.h"
 
 namespace rt::models {
 
 // nn::Sequential with a plain forward(Tensor), so it can itself be stored in an AnyModule
-// (nested sequences). Children are named "0", "1", … as in torch.nn.Sequential.
-struct SeqImpl : torch::nn::SequentialImpl {
+// (nested sequences). Children are named "0", "1", … as in torch.nn.Sequential. With module
+// spans on (profiling.with_modules), each child's forward is a span "<path>.<i>".
+struct SeqImpl : torch::nn::SequentialImpl, TracedModule {
   using torch::nn::SequentialImpl::SequentialImpl;
-  torch::Tensor forward(const torch::Tensor& x) { return torch::nn::SequentialImpl::forward(x); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!prof::module_spans_enabled()) return torch::nn::SequentialImpl::forward(x);
+    return forward_with_spans(x);
+  }
+  void set_module_path(std::string path) override;
+
+ private:
+  torch::Tensor forward_with_spans(const torch::Tensor& x);
+  std::vector<std::string> child_paths_;
 };
 TORCH_MODULE(Seq);
 

@@ -2,6 +2,8 @@
 
 #include "data/util/error.h"
 #include "data/util/torch_compat.h"
+#include "models/common/module_path.h"
+#include "profiling/trace/op_tracer.h"
 
 namespace rt::rave {
 
@@ -23,14 +25,25 @@ RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options))
   register_buffer("latent_mean", torch::zeros({o.latent_size}));
   register_buffer("fidelity", torch::zeros({o.latent_size}));
   register_buffer("receptive_field", torch::zeros({2}, torch::kLong));
+  models::assign_module_paths(*this);
 }
 
-torch::Tensor RaveModelImpl::analysis(const torch::Tensor& x) { return pqmf->forward(x); }
+// Module spans (profiling.with_modules) use the registered names: they are the module paths
+// from this root.
+torch::Tensor RaveModelImpl::analysis(const torch::Tensor& x) {
+  prof::ModuleScope span("pqmf");
+  return pqmf->forward(x);
+}
 
-torch::Tensor RaveModelImpl::synthesis(const torch::Tensor& y) { return pqmf->inverse(y); }
+torch::Tensor RaveModelImpl::synthesis(const torch::Tensor& y) {
+  prof::ModuleScope span("pqmf");
+  return pqmf->inverse(y);
+}
 
 torch::Tensor RaveModelImpl::encode_stats(const torch::Tensor& x) {
-  return encoder->forward(analysis(x));
+  auto bands = analysis(x);
+  prof::ModuleScope span("encoder");
+  return encoder->forward(bands);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> RaveModelImpl::encode(const torch::Tensor& x) {
@@ -39,7 +52,12 @@ std::tuple<torch::Tensor, torch::Tensor> RaveModelImpl::encode(const torch::Tens
 }
 
 torch::Tensor RaveModelImpl::decode(const torch::Tensor& z) {
-  return synthesis(decoder->forward(z));
+  torch::Tensor y;
+  {
+    prof::ModuleScope span("decoder");
+    y = decoder->forward(z);
+  }
+  return synthesis(y);
 }
 
 torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
@@ -51,9 +69,16 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
   f.x_multiband = analysis(x);
-  f.stats = encoder->forward(f.x_multiband);
-  std::tie(f.z, f.kl) = encoder->reparametrize(f.stats);
-  auto y_mb = decoder->forward(f.z);
+  {
+    prof::ModuleScope span("encoder");
+    f.stats = encoder->forward(f.x_multiband);
+    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats);
+  }
+  torch::Tensor y_mb;
+  {
+    prof::ModuleScope span("decoder");
+    y_mb = decoder->forward(f.z);
+  }
   // RAVE crops both: transposed convs with odd ratios overshoot by a sample.
   f.y_multiband = y_mb.narrow(-1, 0, std::min(y_mb.size(-1), f.x_multiband.size(-1)));
   auto y = synthesis(y_mb);
@@ -150,7 +175,12 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
   if (model.warmed_up() && model.discriminator) {
     l.adversarial_active = true;
     auto y = dis_step ? f.y.detach() : f.y;
-    auto features = model.discriminator->forward(torch::cat({x, y}, 0));
+    auto both = torch::cat({x, y}, 0);
+    Features features;
+    {
+      prof::ModuleScope span("discriminator");
+      features = model.discriminator->forward(both);
+    }
     const int64_t b = x.size(0);
     torch::Tensor fm = zero, adv = zero, dis = zero, pr = zero, pf = zero;
     for (const auto& scale : features) {

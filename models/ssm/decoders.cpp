@@ -1,6 +1,7 @@
 #include "models/ssm/decoders.h"
 
 #include "data/util/error.h"
+#include "profiling/trace/op_tracer.h"
 
 namespace rt::ssm {
 
@@ -62,10 +63,19 @@ S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch
   drop = register_module("drop", torch::nn::Dropout(dropout));
 }
 
+void S5BlockImpl::set_module_path(std::string path) {
+  ssm_path_ = path + ".ssm";
+  TracedModule::set_module_path(std::move(path));
+}
+
 torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
+  prof::ModuleScope span(module_path());
   // B = batch, T = time, H = features. BatchNorm1d over [B, H, T] pools statistics over B×T.
   auto h = norm(x.transpose(1, 2)).transpose(1, 2);
-  h = ssm(h);
+  {
+    prof::ModuleScope ssm_span(ssm_path_);
+    h = ssm(h);
+  }
   h = torch::gelu(h, "tanh");  // jax.nn.gelu defaults to the tanh approximation
   h = drop(h);
   h = glu_w1(h) * torch::sigmoid(glu_w2(h));
@@ -91,11 +101,18 @@ S5DecoderImpl::S5DecoderImpl(const SsmOptions& options) {
   encoder = register_module("encoder", torch::nn::Linear(options.input_dim, options.d_model));
   add_blocks(options);
   decoder = register_module("decoder", torch::nn::Linear(options.d_model, options.output_dim));
+  models::assign_module_paths(*this);
 }
 
+// Module spans use the registered names: they are the module paths from this root.
 torch::Tensor S5DecoderImpl::forward(const torch::Tensor& x, int64_t /*group*/) {
-  auto h = encoder(x);
+  torch::Tensor h;
+  {
+    prof::ModuleScope span("encoder");
+    h = encoder(x);
+  }
   for (auto& b : blocks) h = b(h);
+  prof::ModuleScope span("decoder");
   return decoder(h);
 }
 
@@ -115,6 +132,7 @@ FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int6
   }
   add_blocks(options, /*batch_statistics_in_eval=*/true);
   decoder = register_module("decoder", torch::nn::Linear(options.d_model, options.output_dim));
+  models::assign_module_paths(*this);
 }
 
 torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t group) {
@@ -123,13 +141,18 @@ torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t g
   TORCH_CHECK(x.dim() == 3 && x.size(2) <= input_dim_, "FoundationalDecoder: expected input [B, T, <= ",
               input_dim_, "], got ", x.sizes());
   auto padded = x.size(2) < input_dim_ ? torch::constant_pad_nd(x, {0, input_dim_ - x.size(2)}) : x;
-  auto h = encoder_drop(encoders[static_cast<size_t>(group)](padded));
+  torch::Tensor h;
+  {
+    prof::ModuleScope span(prof::module_spans_enabled() ? "encoders." + std::to_string(group) : std::string());
+    h = encoder_drop(encoders[static_cast<size_t>(group)](padded));
+  }
   if (context) {
     auto idx = torch::full({1}, group, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
     auto c = context(idx).view({1, 1, -1}).expand({h.size(0), h.size(1), -1});
     h = torch::cat({h, c}, 2);
   }
   for (auto& b : blocks) h = b(h);
+  prof::ModuleScope span("decoder");
   return decoder(h);
 }
 

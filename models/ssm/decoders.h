@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/common/module_path.h"
 #include "models/ssm/s5.h"
 
 namespace rt::ssm {
@@ -52,7 +53,9 @@ struct SsmOptions {
   S5LayerOptions layer_options() const;
 };
 
-class S5BlockImpl : public torch::nn::Module {
+// With module spans on (profiling.with_modules) its forward is a span named by its path
+// ("blocks.0") and the S5 layer inside one named "<path>.ssm".
+class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
  public:
   // batch_statistics_in_eval: the norm normalises with the batch's own statistics in eval too
   // (no running averages). The multi-session decoder needs it: its batches come from one group
@@ -61,11 +64,15 @@ class S5BlockImpl : public torch::nn::Module {
   // sqrt(eps) (measured: val R² of -1265 with running statistics, sane without).
   S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval = false);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, H] → [B, T, H]
+  void set_module_path(std::string path) override;
 
   torch::nn::BatchNorm1d norm{nullptr};
   S5Layer ssm{nullptr};
   torch::nn::Linear glu_w1{nullptr}, glu_w2{nullptr};
   torch::nn::Dropout drop{nullptr};
+
+ private:
+  std::string ssm_path_;
 };
 TORCH_MODULE(S5Block);
 

@@ -15,6 +15,10 @@
 
 namespace rt::prof {
 
+namespace detail {
+std::atomic<bool> g_module_spans{false};
+}  // namespace detail
+
 namespace {
 
 int64_t steady_ns() {
@@ -233,6 +237,7 @@ void OpTracer::start() {
                 .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                          at::RecordScope::USER_SCOPE, at::RecordScope::TORCHSCRIPT_FUNCTION});
   callback_handle_ = at::addGlobalCallback(cb);
+  detail::g_module_spans.store(options_.with_modules, std::memory_order_relaxed);
 }
 
 void OpTracer::clear() {
@@ -252,6 +257,7 @@ Timeline OpTracer::stop() {
   Timeline t;
   if (!active_) return t;
   at::removeCallback(callback_handle_);
+  detail::g_module_spans.store(false, std::memory_order_relaxed);
   GlobalState& g = state();
   g.active.store(nullptr, std::memory_order_release);
   g.generation.fetch_add(1, std::memory_order_acq_rel);
@@ -333,6 +339,7 @@ void OpTracer::record_memory(void* ptr, int64_t bytes, int64_t total_allocated, 
 }
 
 ScopedAnnotation::ScopedAnnotation(std::string_view name, bool module_scope) {
+  if (module_scope && !module_spans_enabled()) return;
   OpTracer* tracer = state().active.load(std::memory_order_acquire);
   if (tracer == nullptr) return;
   if (module_scope && !tracer->options().with_modules) return;

@@ -9,12 +9,18 @@
 // RecordFunction handle, nesting; with record_shapes the input dims and types; with
 // with_stack the native stack at entry (symbolised when the window is collected).
 //
+// Threads: like torch.profiler, operators of every thread are recorded, each thread on its own
+// row (thread_name from /proc: the trainer names its loader workers "rt-loader"). ProfilerStep
+// spans exist only on the thread that calls step_begin/step_end (the training thread, which on
+// CPU also runs backward); loader workers' operators lie outside steps by nature.
+//
 // Threading: start(), clear(), stop(), step_begin/step_end are called from the training
 // thread at step boundaries. REQUIRES for clear()/stop(): no operator is running on another
 // thread at that moment (true between training steps: backward is synchronous).
 // Only one OpTracer can be active at a time in a process.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -102,11 +108,21 @@ class ScopedAnnotation {
 // `auto phase = annotate("forward");`
 inline ScopedAnnotation annotate(std::string_view name) { return ScopedAnnotation(name); }
 
-// A module span named by its module path ("encoder.net.3.conv"), recorded only when the
-// active tracer has with_modules; otherwise free. Use in a module's forward().
+namespace detail {
+extern std::atomic<bool> g_module_spans;  // set while a tracer with with_modules is active
+}  // namespace detail
+
+// True while a window is open whose tracer has with_modules: lets a module skip building span
+// names (one relaxed atomic load).
+inline bool module_spans_enabled() { return detail::g_module_spans.load(std::memory_order_relaxed); }
+
+// A module span named by its module path ("encoder.encoder.net.3"), recorded only when the
+// active tracer has with_modules (a user_annotation on the calling thread); otherwise one
+// atomic load. Use in a module's forward(); the name is copied only when recorded.
 class ModuleScope : public ScopedAnnotation {
  public:
-  explicit ModuleScope(std::string_view module_path) : ScopedAnnotation(module_path, true) {}
+  explicit ModuleScope(std::string_view module_path)
+      : ScopedAnnotation(module_spans_enabled() ? module_path : std::string_view(), true) {}
 };
 
 }  // namespace rt::prof

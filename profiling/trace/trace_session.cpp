@@ -45,6 +45,7 @@ void TraceSession::apply(const Transition& t) {
     tracer_.start();
     for (auto& s : sources_) s->start();
   }
+  if ((t.start || t.discard) && options_.cpu_bytes_in_use) window_start_bytes_ = options_.cpu_bytes_in_use();
 }
 
 void TraceSession::step_begin(int64_t step) {
@@ -76,6 +77,10 @@ void TraceSession::finish() {
 
 void TraceSession::save_window() {
   Timeline timeline = tracer_.stop();
+  if (options_.cpu_bytes_in_use) {
+    timeline.metadata["cpu_bytes_in_use_window_start"] = window_start_bytes_;
+    timeline.metadata["cpu_bytes_in_use_window_end"] = options_.cpu_bytes_in_use();
+  }
   for (auto& s : sources_) s->stop_into(timeline);
   finalize_timeline(timeline);
   WindowResult r;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -33,6 +34,11 @@ struct TraceSessionOptions {
   int row_limit = 10;
   std::ostream* table_out = nullptr;  // where the top-N table goes (nullptr: std::cout)
   ChromeTraceOptions trace;
+  // With profile_memory: the allocator's CPU bytes in use (MemoryReporter::cpu_bytes_in_use),
+  // read where a window starts recording and where it ends; written to the trace as
+  // "cpu_bytes_in_use_window_start"/"_end", so the window's CPU "[memory]" events can be
+  // checked to sum to the difference. Empty = not written.
+  std::function<int64_t()> cpu_bytes_in_use;
 };
 
 struct WindowResult {
@@ -76,6 +82,7 @@ class TraceSession {
   std::vector<std::unique_ptr<ActivitySource>> sources_;
   ProfilerAction action_ = ProfilerAction::kNone;
   bool in_step_ = false;
+  int64_t window_start_bytes_ = 0;
   std::vector<WindowResult> windows_;
 };
 

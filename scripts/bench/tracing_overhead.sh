@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Overhead of detailed tracing on a real training run (SPEC §7 budget: ≤ 10% while active on
+# the demo model). Interleaved A/B runs of tiny_rave: tracing off, and tracing active for every
+# step (wait 0, warm-up 0, active = max_steps) plain, + record_shapes, + with_stack. Each run
+# writes timing_profile.json (per-step training_step time, identical cost in every arm); the
+# first WARMUP steps of each run are dropped and the median of the rest is taken per run, then
+# the median over the repetitions per arm. Prints a Markdown table (scripts/bench/trace_results.md).
+#
+#   scripts/bench/tracing_overhead.sh [BUILD_DIR] [REPS] [STEPS]     (defaults: build 5 40)
+# Environment: THREADS (train.threads, default 1), WORKERS (data.workers, default 1),
+# WARMUP (steps dropped per run, default 5), ARMS (default "off traced shapes stack").
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+REPS="${2:-5}"
+STEPS="${3:-40}"
+THREADS="${THREADS:-1}"
+WORKERS="${WORKERS:-1}"
+WARMUP="${WARMUP:-5}"
+ARMS="${ARMS:-off traced shapes stack}"
+WORK="$(mktemp -d /tmp/tracing_overhead.XXXXXX)"
+for bin in train preprocess; do
+  [[ -x "$BUILD/bin/$bin" ]] || { echo "error: $BUILD/bin/$bin not found; build it first" >&2; exit 2; }
+done
+
+"$BUILD/bin/preprocess" --generate_demo "$WORK/audio" --demo_seconds 10 --seed 1 >/dev/null 2>&1
+"$BUILD/bin/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" --num_signal 8192 >/dev/null 2>&1
+
+arm_flags() {
+  local trace="--enable_profiling --profiling.wait 0 --profiling.warmup 0 --profiling.active $STEPS --profiling.repeat 1 --profiling.skip_first 0"
+  case "$1" in
+    off) echo "" ;;
+    traced) echo "$trace" ;;
+    shapes) echo "$trace --profiling.record_shapes" ;;
+    stack) echo "$trace --profiling.with_stack" ;;
+    modules) echo "$trace --profiling.with_modules" ;;
+    *) echo "unknown arm $1" >&2; exit 2 ;;
+  esac
+}
+
+median_step() {  # median_step <timing_profile.json>: median total_batch_time after WARMUP steps
+  python3 - "$1" "$WARMUP" <<'PY'
+import json, statistics, sys
+entries = json.load(open(sys.argv[1]))
+times = [e["total_batch_time"] for e in entries if e["step"] >= int(sys.argv[2])]
+print(statistics.median(times))
+PY
+}
+
+declare -A RESULTS
+for rep in $(seq 1 "$REPS"); do
+  for arm in $ARMS; do
+    name="${arm}_${rep}"
+    # shellcheck disable=SC2046
+    "$BUILD/bin/train" --config tiny_rave --db_path "$WORK/db" --out_path "$WORK/runs" --name "$name" \
+      --max_steps "$STEPS" --train.threads "$THREADS" --data.workers "$WORKERS" --train.val_every 100000 \
+      --train.save_every 100000 --train.log_every 1000 --enable_timing_profiling \
+      $(arm_flags "$arm") >"$WORK/$name.log" 2>&1 || { echo "error: run $name failed, see $WORK/$name.log" >&2; exit 1; }
+    run="$(readlink -f "$WORK/runs/latest")"
+    RESULTS[$arm]+="$(median_step "$run/timing_profile.json") "
+    echo "rep $rep $arm: $(median_step "$run/timing_profile.json") s/step" >&2
+  done
+done
+
+echo "tiny_rave, $STEPS steps per run (first $WARMUP dropped), $REPS interleaved repetitions, train.threads $THREADS, data.workers $WORKERS"
+echo
+echo "| arm | median step (ms) | per-run medians (ms) | overhead vs off |"
+echo "|---|---|---|---|"
+python3 - "$ARMS" <<PY
+import statistics
+arms = "$ARMS".split()
+results = {$(for arm in $ARMS; do printf '"%s": [%s], ' "$arm" "$(echo "${RESULTS[$arm]}" | xargs | tr ' ' ',')"; done)}
+base = statistics.median(results["off"]) if "off" in results else None
+for arm in arms:
+    m = statistics.median(results[arm])
+    runs = " ".join(f"{v * 1e3:.1f}" for v in results[arm])
+    over = "—" if base is None or arm == "off" else f"{(m / base - 1) * 100:+.1f}%"
+    print(f"| {arm} | {m * 1e3:.2f} | {runs} | {over} |")
+PY
+rm -rf "$WORK"
