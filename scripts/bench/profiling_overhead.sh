@@ -16,16 +16,18 @@ TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 "$BIN/preprocess" --input_path "$TMP/audio" --output_path "$TMP/audio_db" --num_signal 16384 --max_db_size 1 >/dev/null 2>&1
 JOBS=("tiny_rave|$TMP/audio_db")
 if "$BIN/preprocess" --help 2>&1 | grep -q -- "--generate_neural_demo"; then
-  "$BIN/preprocess" --generate_neural_demo "$TMP/neural" --groups 1 --seed 1 >/dev/null 2>&1
+  "$BIN/preprocess" --generate_neural_demo "$TMP/neural" --groups 1 --units 182 --seed 1 >/dev/null 2>&1
   "$BIN/preprocess" --kind neural --input_path "$TMP/neural" --output_path "$TMP/neural_db" >/dev/null 2>&1
   JOBS+=("s5_maze|$TMP/neural_db")
 fi
 
 run() {  # config db threads flags... → prints mean steps/s after the first interval
   local cfg="$1" db="$2" threads="$3"; shift 3
-  "$BIN/train" --config "$cfg" --db_path "$db" --out_path "$TMP/runs" --max_steps "$STEPS" \
-    --log_every "$EVERY" --val_every 100000 --save_every 100000 --threads "$threads" "$@" 2>&1 |
-    sed -n 's/.*| \([0-9.e+]*\) steps\/s$/\1/p' | tail -n +2 |
+  if ! "$BIN/train" --config "$cfg" --db_path "$db" --out_path "$TMP/runs" --max_steps "$STEPS" \
+    --log_every "$EVERY" --val_every 100000 --save_every 100000 --threads "$threads" "$@" > "$TMP/log" 2>&1; then
+    echo "profiling_overhead.sh: train --config $cfg failed:" >&2; tail -5 "$TMP/log" >&2; exit 1
+  fi
+  sed -n 's/.*| \([0-9.e+]*\) steps\/s$/\1/p' "$TMP/log" | tail -n +2 |
     awk '{ s += $1; n++ } END { if (n) printf "%.4f\n", s / n }'
 }
 
