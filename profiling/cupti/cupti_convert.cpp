@@ -138,13 +138,14 @@ void CuptiConverter::add_kernel(const CUpti_ActivityKernel10& r) {
   a.args = std::move(args);
 }
 
-void CuptiConverter::add_memcpy(const CUpti_ActivityMemcpy6& r) {
-  Activity& a = activities_.emplace_back();
-  a.kind = ActivityKind::kGpuMemcpy;
-  a.name = std::string("Memcpy ") + memcpy_kind_name(r.copyKind) + " (" + memory_kind_name(r.srcKind) + " -> " +
-           memory_kind_name(r.dstKind) + ")";
-  a.start_ns = clock_.to_steady(r.start);
-  a.end_ns = clock_.to_steady(r.end);
+namespace {
+
+// Memcpy and memset records carry the same placement and size fields: one stream row per
+// (device, stream), Kineto's kernel-like args, and the achieved bandwidth.
+template <class Record, class Clock>
+void fill_transfer(Activity& a, const Record& r, const Clock& clock) {
+  a.start_ns = clock.to_steady(r.start);
+  a.end_ns = clock.to_steady(r.end);
   a.pid = r.deviceId;
   a.tid = r.streamId;
   a.correlation = r.correlationId;
@@ -154,19 +155,21 @@ void CuptiConverter::add_memcpy(const CUpti_ActivityMemcpy6& r) {
             {"memory bandwidth (GB/s)", static_cast<double>(r.bytes) / seconds / 1e9}};
 }
 
+}  // namespace
+
+void CuptiConverter::add_memcpy(const CUpti_ActivityMemcpy6& r) {
+  Activity& a = activities_.emplace_back();
+  a.kind = ActivityKind::kGpuMemcpy;
+  a.name = std::string("Memcpy ") + memcpy_kind_name(r.copyKind) + " (" + memory_kind_name(r.srcKind) + " -> " +
+           memory_kind_name(r.dstKind) + ")";
+  fill_transfer(a, r, clock_);
+}
+
 void CuptiConverter::add_memset(const CUpti_ActivityMemset4& r) {
   Activity& a = activities_.emplace_back();
   a.kind = ActivityKind::kGpuMemset;
   a.name = std::string("Memset (") + memory_kind_name(static_cast<uint8_t>(r.memoryKind)) + ")";
-  a.start_ns = clock_.to_steady(r.start);
-  a.end_ns = clock_.to_steady(r.end);
-  a.pid = r.deviceId;
-  a.tid = r.streamId;
-  a.correlation = r.correlationId;
-  const double seconds = (r.end > r.start ? r.end - r.start : 1) * 1e-9;
-  a.args = {{"device", r.deviceId}, {"context", r.contextId}, {"stream", r.streamId},
-            {"correlation", r.correlationId}, {"bytes", r.bytes},
-            {"memory bandwidth (GB/s)", static_cast<double>(r.bytes) / seconds / 1e9}};
+  fill_transfer(a, r, clock_);
 }
 
 void CuptiConverter::add_api(const CUpti_ActivityAPI& r, bool driver) {

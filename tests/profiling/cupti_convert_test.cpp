@@ -154,6 +154,19 @@ TEST(CuptiConvertTest, RecordsBecomeLinkedActivitiesAndFlows) {
   EXPECT_EQ(memcpy_act->name, "Memcpy HtoD (Pinned -> Device)");
   EXPECT_EQ(memcpy_act->external_id, -1);  // no external correlation for it
   EXPECT_EQ(memset_act->name, "Memset (Device)");
+  // Both transfers: CPU clock, one row per stream, correlation, size and bandwidth.
+  EXPECT_EQ(memcpy_act->start_ns, 53'000);
+  EXPECT_EQ(memcpy_act->end_ns, 54'000);
+  EXPECT_EQ(memcpy_act->tid, 7);
+  EXPECT_EQ(memcpy_act->correlation, 10u);
+  EXPECT_EQ(memcpy_act->args["bytes"], 1'000'000);
+  EXPECT_DOUBLE_EQ(memcpy_act->args["memory bandwidth (GB/s)"].get<double>(), 1000.0);  // 1 MB in 1 µs
+  EXPECT_EQ(memset_act->start_ns, 55'000);
+  EXPECT_EQ(memset_act->end_ns, 55'010);
+  EXPECT_EQ(memset_act->tid, 8);
+  EXPECT_EQ(memset_act->correlation, 11u);
+  EXPECT_EQ(memset_act->args["stream"], 8);
+  EXPECT_EQ(memset_act->args["bytes"], 64);
   ASSERT_EQ(t.flows.size(), 1u);
   EXPECT_EQ(&t.activities[t.flows[0].from], runtime);
   EXPECT_EQ(&t.activities[t.flows[0].to], kernel);
