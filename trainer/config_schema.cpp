@@ -151,6 +151,8 @@ std::vector<KeySpec> build_schema() {
       F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
       F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
       F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
+      B("train.fused_optimizer", true,
+        "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock optimizers and zero_grad)"),
       E("train.lr_schedule", "constant", {"constant", "cosine"}, "SSM: learning rate schedule"),
       I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
       I("train.inject_nan_at_step", -1, "test/diagnostic: fill the batch of step N with NaN (-1 = off)").ge(-1),

@@ -10,6 +10,7 @@
 #include "models/common/summary.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
+#include "trainer/fused_adam.h"
 #include "trainer/phases.h"
 
 namespace rt {
@@ -144,12 +145,15 @@ class RaveFamily final : public ModelFamily {
     model_->to(device);
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
-    gen_opt_ = std::make_unique<torch::optim::Adam>(model_->generator_parameters(),
-                                                    torch::optim::AdamOptions(lr_).betas({b1, b2}));
+    fused_opt_ = config_.get_bool("train.fused_optimizer");
+    auto make_adam = [&](std::vector<torch::Tensor> params, double lr) -> std::unique_ptr<torch::optim::Adam> {
+      auto options = torch::optim::AdamOptions(lr).betas({b1, b2});
+      if (fused_opt_) return std::make_unique<FusedAdam>(std::move(params), options);
+      return std::make_unique<torch::optim::Adam>(std::move(params), options);
+    };
+    gen_opt_ = make_adam(model_->generator_parameters(), lr_);
     if (model_->discriminator) {
-      dis_opt_ = std::make_unique<torch::optim::Adam>(
-          model_->discriminator_parameters(),
-          torch::optim::AdamOptions(config_.get_float("train.discriminator_lr")).betas({b1, b2}));
+      dis_opt_ = make_adam(model_->discriminator_parameters(), config_.get_float("train.discriminator_lr"));
     }
   }
 
@@ -176,7 +180,11 @@ class RaveFamily final : public ModelFamily {
     torch::optim::Optimizer& opt = dis_step ? *dis_opt_ : *gen_opt_;
     {
       PhaseScope p(Phase::kBackward);
-      opt.zero_grad();
+      if (fused_opt_) {
+        zero_grad_to_none(opt);
+      } else {
+        opt.zero_grad();
+      }
       (dis_step ? l.loss_dis : l.loss_gen).backward();
     }
     {
@@ -302,7 +310,8 @@ class RaveFamily final : public ModelFamily {
   rave::RaveLossOptions loss_options_;
   torch::Device device_;
   rave::RaveModel model_{nullptr};
-  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;
+  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
+  bool fused_opt_ = true;
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;

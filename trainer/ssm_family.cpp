@@ -10,6 +10,7 @@
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"
+#include "trainer/fused_adam.h"
 #include "trainer/phases.h"
 
 namespace rt {
@@ -113,7 +114,12 @@ class SsmFamily final : public ModelFamily {
                                    torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(lr_).weight_decay(0.0)));
-    opt_ = std::make_unique<torch::optim::AdamW>(std::move(groups));
+    fused_opt_ = config_.get_bool("train.fused_optimizer");
+    if (fused_opt_) {
+      opt_ = std::make_unique<FusedAdamW>(std::move(groups));
+    } else {
+      opt_ = std::make_unique<torch::optim::AdamW>(std::move(groups));
+    }
   }
 
   StepResult train_step(const Batch& batch, int64_t step) override {
@@ -130,7 +136,11 @@ class SsmFamily final : public ModelFamily {
     }
     {
       PhaseScope p(Phase::kBackward);
-      opt_->zero_grad();
+      if (fused_opt_) {
+        zero_grad_to_none(*opt_);
+      } else {
+        opt_->zero_grad();
+      }
       loss.backward();
     }
     const double factor = ssm_lr_factor_at(step, config_.get_string("train.lr_schedule"),
@@ -237,7 +247,8 @@ class SsmFamily final : public ModelFamily {
   torch::Device device_;
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
-  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
+  bool fused_opt_ = true;
   double lr_ = 1e-3;
   int64_t n_groups_ = 1;
 };

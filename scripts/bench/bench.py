@@ -276,8 +276,10 @@ def bench_data(runner, quick, build, v2_step_t2):
 
 
 def bench_whole_run(runner, quick, build, equiv):
-    """Native `train` (its loader, 2 workers by default) vs the Python reference with an
-    in-process loader, v2 at batch 4 × 32768, 2 threads."""
+    """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on
+    the training thread) vs the Python reference with an in-process loader, v2 at batch
+    4 × 32768, 2 threads, interleaved. Per-step times include the wait for data on both sides;
+    the native data wait is read from the timing profile."""
     audio = os.path.join(runner.tmp, "run_audio")
     db = os.path.join(runner.tmp, "run_db")
     subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", "20",
@@ -286,35 +288,47 @@ def bench_whole_run(runner, quick, build, equiv):
                     "--num_signal", "65536"], check=True, capture_output=True)
     raw = os.path.join(runner.tmp, "run_db.f32")
     runner.json_cmd(runner.native("dump_db", "--db", db, "--out", raw))
-    steps = 3 if quick else 8
-    res = {"steps": steps, "native": {"runs": []}, "python": {"runs": []}}
-    for r in range(1 if quick else 2):
-        out = os.path.join(runner.tmp, f"runs_{r}")
-        argv = [os.path.join(build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
-                "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
-                "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]
-        load = load_avg()
-        p = subprocess.run(argv, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
-        rates = [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)]
-        times = [1.0 / x for x in rates[1:]]  # the first step is warm-up
-        res["native"]["runs"].append({"step_seconds": times, "load": load})
-        res["native"]["command"] = runner.rel(argv)
-        shutil.rmtree(out, ignore_errors=True)
+    steps = 8 if quick else 12
+    reps = 2 if quick else 3
+    res = {"steps": steps, "reps": reps}
+    names = ("native", "native_w0", "python")
+    for n in names:
+        res[n] = {"times": [], "data": [], "loads": []}
+    for r in range(reps):
+        for workers, name in ((2, "native"), (0, "native_w0")):
+            out = os.path.join(runner.tmp, f"runs_{name}_{r}")
+            argv = [os.path.join(build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
+                    "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
+                    "--data.workers", str(workers), "--enable_timing_profiling", "--log_every", "1",
+                    "--val_every", "1000000", "--save_every", "1000000"]
+            load = load_avg()
+            p = subprocess.run(argv, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
+            with open(os.path.join(out, "latest", "timing_profile.json")) as f:
+                entries = json.load(f)[1:]  # the first step is warm-up
+            res[name]["times"] += [e["total_batch_time"] for e in entries]
+            res[name]["data"] += [e["data_time"] for e in entries]
+            res[name]["loads"].append(load[0] if load else None)
+            res[name]["command"] = runner.rel(argv)
+            shutil.rmtree(out, ignore_errors=True)
         d, cmd, load = runner.json_cmd([PY, REF, "train", "--dir", equiv["v2"]["dir"], "--data", raw, "--steps",
                                         steps, "--batch", 4, "--n_signal", 32768, "--threads", 2])
-        res["python"]["runs"].append(d)
+        res["python"]["times"] += d["step_seconds"]
+        res["python"]["data"] += d["loading_step_seconds"]
+        res["python"]["loads"].append(load[0] if load else None)
         res["python"]["command"] = cmd
-        log(f"whole run rep {r + 1}: native {sum(times) / len(times):.3f} s/step, python "
-            f"{d['wall_seconds'] / d['steps']:.3f} s/step")
-    nat = [t for run in res["native"]["runs"] for t in run["step_seconds"]]
-    res["native"]["stats"] = stats(nat)
-    res["native"]["examples_per_second"] = 4 * len(nat) / sum(nat)
-    py_wall = sum(r["wall_seconds"] for r in res["python"]["runs"])
-    py_steps = sum(r["steps"] for r in res["python"]["runs"])
-    res["python"]["examples_per_second"] = 4 * py_steps / py_wall
-    res["python"]["loading_fraction"] = sum(r["loading_seconds"] for r in res["python"]["runs"]) / py_wall
+        log("whole run rep %d: native %.3f s/step, native (0 workers) %.3f, python %.3f" % (
+            r + 1, statistics.median(res["native"]["times"][-steps:]),
+            statistics.median(res["native_w0"]["times"][-steps:]), statistics.median(d["step_seconds"])))
+    for n in names:
+        e = res[n]
+        e["stats"] = stats(e["times"])
+        e["data_stats"] = stats(e["data"])
+        e["examples_per_second"] = 4 / e["stats"]["median"]
+        e["mean_examples_per_second"] = 4 * len(e["times"]) / sum(e["times"])
+        e["data_fraction"] = sum(e["data"]) / sum(e["times"])
+    res["ratio_native_over_python"] = res["native"]["stats"]["median"] / res["python"]["stats"]["median"]
     return res
 
 
@@ -411,14 +425,22 @@ def write_markdown(R, path, quick):
             L.append(f"- {k}: `{e['native']['command']}` ↔ `{e['python']['command']}`")
         L.append("")
     wr = R.get("whole_run")
-    if wr:
-        L += ["Whole run including data loading (v2, batch 4 × 32768, 2 threads): native `train` with its "
-              "loader (workers default 2) vs the Python reference with an in-process loader doing the same "
-              "augmentations (random crop, phase mangle p = 0.8 via scipy lfilter, dequantize):", "",
-              "| | examples/s | s/step | command |", "|---|---|---|---|",
-              f"| native | {wr['native']['examples_per_second']:.3f} | {fmt_s(wr['native']['stats'])} | `{wr['native']['command']}` |",
-              f"| python | {wr['python']['examples_per_second']:.3f} | (loading {100 * wr['python']['loading_fraction']:.1f} % of wall) | `{wr['python']['command']}` |",
-              ""]
+    if wr and "native_w0" in wr:
+        L += ["Whole run including data loading (v2, batch 4 × 32768, 2 threads, "
+              f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step): native `train` "
+              "with its loader (default 2 worker threads, and 0 workers = loading on the training thread) vs the "
+              "Python reference with an in-process loader doing the same augmentations (random crop, phase mangle "
+              "p = 0.8 via scipy lfilter, dequantize). Step times include the wait for data on both sides; the "
+              "native data wait is `data_time` from the timing profile.", "",
+              "| | examples/s (4 / median step) | s/step | data wait per step (median) | data wait, % of wall | load (1-min avg) | command |",
+              "|---|---|---|---|---|---|---|"]
+        for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"), ("python", "python")):
+            e = wr[n]
+            loads = [x for x in e["loads"] if x is not None]
+            L.append(f"| {label} | {e['examples_per_second']:.3f} | {fmt_s(e['stats'])} "
+                     f"| {1000 * e['data_stats']['median']:.2f} ms | {100 * e['data_fraction']:.2f} % "
+                     f"| {min(loads):.1f}–{max(loads):.1f} | `{e['command']}` |")
+        L += ["", f"Native/Python whole-run step ratio (medians): **{wr['ratio_native_over_python']:.3f}**.", ""]
     oc = R.get("op_counts")
     if oc:
         L += ["Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):", "",

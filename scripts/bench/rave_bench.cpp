@@ -39,6 +39,7 @@
 #include "data/util/error.h"
 #include "data/util/json.h"
 #include "models/rave/rave.h"
+#include "trainer/fused_adam.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ struct ModelArgs {
   uint64_t seed = 1;
   int threads = 0;  // 0: all cores
   int mkldnn = -1;  // -1: leave LibTorch's default
+  int fused_optimizer = 1;  // 1: rt::FusedAdam + set-to-none gradients (train's default); 0: stock
 };
 
 void add_model_args(CLI::App* c, ModelArgs& a) {
@@ -67,6 +69,9 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
   c->add_option("--seed", a.seed)->capture_default_str();
   c->add_option("--threads", a.threads, "intra-op threads (0 = all cores)")->capture_default_str();
   c->add_option("--mkldnn", a.mkldnn, "1/0: enable/disable oneDNN (mkldnn) kernels; -1 = default");
+  c->add_option("--fused_optimizer", a.fused_optimizer,
+                "1: rt::FusedAdam and set-to-none gradients (train.fused_optimizer's default); 0: torch::optim::Adam, zero_grad()")
+      ->capture_default_str();
 }
 
 void apply_runtime(const ModelArgs& a) {
@@ -116,7 +121,7 @@ struct StepTimes {
   double forward = 0, loss = 0, backward = 0, optimizer = 0, total = 0, value = 0;
 };
 
-StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt,
+StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt, bool fused,
                    const torch::Tensor& x, const rt::rave::RaveLossOptions& lo) {
   StepTimes s;
   const auto t0 = Clock::now();
@@ -129,7 +134,11 @@ StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt,
   s.loss = seconds_since(t);
   t = Clock::now();
   g_phase = "backward";
-  opt.zero_grad();
+  if (fused) {
+    rt::zero_grad_to_none(opt);
+  } else {
+    opt.zero_grad();
+  }
   l.loss_gen.backward();
   s.backward = seconds_since(t);
   t = Clock::now();
@@ -150,19 +159,24 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   model->train();
   auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
   lo.stft_scales = model->options().stft_scales;
-  torch::optim::Adam opt(model->generator_parameters(),
-                         torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}));
+  const auto adam_options = torch::optim::AdamOptions(1e-3).betas({0.5, 0.9});
+  const bool fused = a.fused_optimizer != 0;
+  std::unique_ptr<torch::optim::Adam> opt_ptr =
+      fused ? std::make_unique<rt::FusedAdam>(model->generator_parameters(), adam_options)
+            : std::make_unique<torch::optim::Adam>(model->generator_parameters(), adam_options);
+  torch::optim::Adam& opt = *opt_ptr;
   const auto x = make_input(a);
-  for (int i = 0; i < warmup; ++i) one_step(*model, opt, x, lo);
+  for (int i = 0; i < warmup; ++i) one_step(*model, opt, fused, x, lo);
   rt::Json out = runtime_info();
   out["impl"] = "native";
   out["version"] = a.version;
   out["capacity"] = model->options().capacity;
   out["batch"] = a.batch;
   out["n_signal"] = a.n_signal;
+  out["fused_optimizer"] = fused;
   std::vector<double> total;
   for (int i = 0; i < steps; ++i) {
-    const auto s = one_step(*model, opt, x, lo);
+    const auto s = one_step(*model, opt, fused, x, lo);
     total.push_back(s.total);
     out["phases"].push_back({{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward},
                              {"optimizer", s.optimizer}});
@@ -174,7 +188,7 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
     g_counts = &counts;
     auto handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&count_op).scopes({at::RecordScope::FUNCTION}));
-    one_step(*model, opt, x, lo);
+    one_step(*model, opt, fused, x, lo);
     at::removeCallback(handle);
     g_counts = nullptr;
     rt::Json c;

@@ -1,0 +1,172 @@
+// FusedAdam / FusedAdamW against LibTorch's stock Adam / AdamW: same trajectory to rounding,
+// interchangeable state archives, the stock fallback (amsgrad), thread-count independence,
+// and zero_grad_to_none.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "trainer/fused_adam.h"
+
+namespace {
+
+// Parameters of assorted shapes, one above the parallel grain (32768 elements).
+std::vector<torch::Tensor> make_params(torch::Dtype dtype = torch::kFloat) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> ps;
+  for (auto shape : std::vector<std::vector<int64_t>>{{7}, {16, 5, 3}, {300, 150}, {1}}) {
+    ps.push_back(torch::randn(shape, torch::TensorOptions().dtype(dtype)).requires_grad_(true));
+  }
+  return ps;
+}
+
+std::vector<torch::Tensor> clone_params(const std::vector<torch::Tensor>& ps) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : ps) out.push_back(p.detach().clone().requires_grad_(true));
+  return out;
+}
+
+// Deterministic pseudo-gradients for step k (differ per step and per parameter).
+void set_grads(std::vector<torch::Tensor>& ps, int k) {
+  for (size_t i = 0; i < ps.size(); ++i) {
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(1000 * k + i));
+    ps[i].mutable_grad() = torch::randn(ps[i].sizes(), gen, ps[i].options().requires_grad(false)) * 0.1 +
+                           0.01 * ps[i].detach();
+  }
+}
+
+double max_rel_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max(1e-12, b[i].abs().max().item<double>());
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+template <typename Stock, typename Fused, typename Options>
+void expect_same_trajectory(const Options& options, int steps, double tol) {
+  auto ps_stock = make_params();
+  auto ps_fused = clone_params(ps_stock);
+  Stock stock(ps_stock, options);
+  Fused fused(ps_fused, options);
+  for (int k = 0; k < steps; ++k) {
+    set_grads(ps_stock, k);
+    set_grads(ps_fused, k);
+    stock.step();
+    fused.step();
+  }
+  const double d = max_rel_diff(ps_fused, ps_stock);
+  EXPECT_LE(d, tol);
+  // The update did something: parameters moved away from their start.
+  auto start = make_params();
+  EXPECT_GT(max_rel_diff(ps_fused, start), 1e-3);
+}
+
+TEST(FusedAdam, MatchesStockAdamOver20Steps) {
+  expect_same_trajectory<torch::optim::Adam, rt::FusedAdam>(
+      torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), 20, 1e-6);
+}
+
+TEST(FusedAdam, MatchesStockAdamWithL2WeightDecay) {
+  expect_same_trajectory<torch::optim::Adam, rt::FusedAdam>(
+      torch::optim::AdamOptions(3e-3).weight_decay(0.05), 20, 1e-6);
+}
+
+TEST(FusedAdam, MatchesStockAdamW) {
+  expect_same_trajectory<torch::optim::AdamW, rt::FusedAdamW>(
+      torch::optim::AdamWOptions(1e-3).weight_decay(0.01), 20, 1e-6);
+  expect_same_trajectory<torch::optim::AdamW, rt::FusedAdamW>(
+      torch::optim::AdamWOptions(1e-3).weight_decay(0.0), 20, 1e-6);
+}
+
+TEST(FusedAdam, AmsgradTakesTheStockPathExactly) {
+  auto ps_stock = make_params();
+  auto ps_fused = clone_params(ps_stock);
+  auto options = torch::optim::AdamOptions(1e-3).amsgrad(true);
+  torch::optim::Adam stock(ps_stock, options);
+  rt::FusedAdam fused(ps_fused, options);
+  for (int k = 0; k < 5; ++k) {
+    set_grads(ps_stock, k);
+    set_grads(ps_fused, k);
+    stock.step();
+    fused.step();
+  }
+  for (size_t i = 0; i < ps_stock.size(); ++i) EXPECT_TRUE(torch::equal(ps_stock[i], ps_fused[i])) << i;
+}
+
+TEST(FusedAdam, DoublePrecisionMatches) {
+  auto ps_stock = make_params(torch::kDouble);
+  auto ps_fused = clone_params(ps_stock);
+  torch::optim::AdamW stock(ps_stock, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  rt::FusedAdamW fused(ps_fused, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  for (int k = 0; k < 10; ++k) {
+    set_grads(ps_stock, k);
+    set_grads(ps_fused, k);
+    stock.step();
+    fused.step();
+  }
+  EXPECT_LE(max_rel_diff(ps_fused, ps_stock), 1e-13);
+}
+
+TEST(FusedAdam, ArchivesAreInterchangeableWithStockAdam) {
+  auto options = torch::optim::AdamOptions(1e-3).betas({0.5, 0.9});
+  auto ps_a = make_params();
+  rt::FusedAdam fused(ps_a, options);
+  for (int k = 0; k < 5; ++k) {
+    set_grads(ps_a, k);
+    fused.step();
+  }
+  std::stringstream archive;
+  torch::save(fused, archive);
+  // Continue with the stock optimizer from the fused one's state, and with the fused one.
+  auto ps_b = clone_params(ps_a);
+  auto ps_fresh = clone_params(ps_a);
+  torch::optim::Adam stock(ps_b, options);
+  torch::load(stock, archive);
+  torch::optim::Adam fresh(ps_fresh, options);  // same parameters, no state: must diverge
+  for (int k = 5; k < 10; ++k) {
+    set_grads(ps_a, k);
+    set_grads(ps_b, k);
+    set_grads(ps_fresh, k);
+    fused.step();
+    stock.step();
+    fresh.step();
+  }
+  EXPECT_LE(max_rel_diff(ps_a, ps_b), 1e-6);
+  EXPECT_GT(max_rel_diff(ps_fresh, ps_b), 1e-4);
+}
+
+TEST(FusedAdam, ResultDoesNotDependOnThreadCount) {
+  const int before = torch::get_num_threads();
+  std::vector<torch::Tensor> results[2];
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    auto ps = make_params();
+    rt::FusedAdam opt(ps, torch::optim::AdamOptions(1e-3));
+    for (int k = 0; k < 5; ++k) {
+      set_grads(ps, k);
+      opt.step();
+    }
+    results[threads - 1] = ps;
+  }
+  torch::set_num_threads(before);
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_TRUE(torch::equal(results[0][i], results[1][i])) << i;
+}
+
+TEST(FusedAdam, ZeroGradToNoneUndefinesGradientsAndSkipsThoseParameters) {
+  auto ps = make_params();
+  rt::FusedAdam opt(ps, torch::optim::AdamOptions(1e-2));
+  set_grads(ps, 0);
+  opt.step();
+  rt::zero_grad_to_none(opt);
+  for (const auto& p : ps) EXPECT_FALSE(p.grad().defined());
+  auto before = clone_params(ps);
+  opt.step();  // no gradients: nothing moves (stock zero_grad would move them on momentum)
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_TRUE(torch::equal(ps[i], before[i])) << i;
+  // A backward after zero_grad_to_none writes fresh gradients.
+  (ps[0].sum() * 2).backward();
+  EXPECT_TRUE(torch::allclose(ps[0].grad(), torch::full_like(ps[0], 2.0)));
+}
+
+}  // namespace

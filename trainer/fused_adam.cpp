@@ -1,0 +1,148 @@
+#include "trainer/fused_adam.h"
+
+#include "trainer/fused_adam_kernel.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
+
+namespace rt {
+
+namespace {
+
+// Scalars of one parameter's update, computed in double as LibTorch does and rounded to the
+// parameter's dtype where ATen would round them (Scalar → scalar_t inside each kernel).
+struct AdamScalars {
+  double beta1, beta2, eps, step_size, bias_correction2_sqrt;
+  double l2 = 0;         // Adam: grad += l2 · p
+  double decay = 1;      // AdamW: p *= decay (1 − lr · weight_decay)
+  bool decoupled = false;
+};
+
+template <typename T>
+void adam_pass(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s) {
+  detail::AdamConsts<T> c;
+  c.b1 = static_cast<T>(s.beta1);
+  c.one_minus_b1 = static_cast<T>(1 - s.beta1);
+  c.b2 = static_cast<T>(s.beta2);
+  c.one_minus_b2 = static_cast<T>(1 - s.beta2);
+  c.eps = static_cast<T>(s.eps);
+  c.bc2 = static_cast<T>(s.bias_correction2_sqrt);
+  c.neg_step = static_cast<T>(-s.step_size);
+  c.l2 = static_cast<T>(s.l2);
+  c.decay = static_cast<T>(s.decay);
+  const auto mode = s.l2 != 0      ? detail::AdamMode::kL2
+                    : s.decoupled ? detail::AdamMode::kDecoupled
+                                  : detail::AdamMode::kPlain;
+  // Elements are independent and the kernel rounds identically everywhere: any split gives
+  // the same result.
+  at::parallel_for(0, n, 65536, [&](int64_t begin, int64_t end) {
+    detail::adam_update(p + begin, g + begin, m + begin, v + begin, end - begin, c, mode);
+  });
+}
+
+bool fusable(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor& m, const torch::Tensor& v) {
+  const auto dt = p.scalar_type();
+  if (dt != torch::kFloat && dt != torch::kDouble) return false;
+  for (const auto* t : {&p, &g, &m, &v}) {
+    if (!t->device().is_cpu() || t->is_sparse() || !t->is_contiguous() || t->scalar_type() != dt ||
+        t->numel() != p.numel()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The stock operator-by-operator update (LibTorch 1.13's adam.cpp/adamw.cpp), for what the
+// fused pass does not handle.
+template <typename State>
+void adam_ops(torch::Tensor p, torch::Tensor grad, State& state, const AdamScalars& s, bool amsgrad) {
+  if (s.l2 != 0) grad = grad.add(p, s.l2);
+  if (s.decoupled) p.mul_(s.decay);
+  state.exp_avg().mul_(s.beta1).add_(grad, 1 - s.beta1);
+  state.exp_avg_sq().mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
+  torch::Tensor denom;
+  if (amsgrad) {
+    torch::max_out(state.max_exp_avg_sq(), state.exp_avg_sq(), state.max_exp_avg_sq());
+    denom = (state.max_exp_avg_sq().sqrt() / s.bias_correction2_sqrt).add_(s.eps);
+  } else {
+    denom = (state.exp_avg_sq().sqrt() / s.bias_correction2_sqrt).add_(s.eps);
+  }
+  p.addcdiv_(state.exp_avg(), denom, -s.step_size);
+}
+
+template <typename Options, typename State>
+torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
+                         ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
+                         const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  RECORD_USER_SCOPE(decoupled ? "rt::FusedAdamW::step" : "rt::FusedAdam::step");
+  for (auto& group : groups) {
+    auto& options = static_cast<Options&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const torch::Tensor& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "FusedAdam does not support sparse gradients");
+      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto it = states.find(key);
+      if (it == states.end()) {
+        auto fresh = std::make_unique<State>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        if (options.amsgrad()) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = states.emplace(std::move(key), std::move(fresh)).first;
+      }
+      auto& state = static_cast<State&>(*it->second);
+      state.step(state.step() + 1);
+      const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
+      AdamScalars s;
+      s.beta1 = beta1;
+      s.beta2 = beta2;
+      s.eps = options.eps();
+      s.step_size = options.lr() / (1 - std::pow(beta1, static_cast<double>(state.step())));
+      s.bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, static_cast<double>(state.step())));
+      s.decoupled = decoupled && options.weight_decay() != 0;
+      if (s.decoupled) s.decay = 1 - options.lr() * options.weight_decay();
+      if (!decoupled) s.l2 = options.weight_decay();
+      if (options.amsgrad() || !fusable(p, grad, state.exp_avg(), state.exp_avg_sq())) {
+        adam_ops(p, grad, state, s, options.amsgrad());
+        continue;
+      }
+      const torch::Tensor& m = state.exp_avg();
+      const torch::Tensor& v = state.exp_avg_sq();
+      AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "fused_adam", [&] {
+        adam_pass<scalar_t>(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), m.data_ptr<scalar_t>(),
+                            v.data_ptr<scalar_t>(), p.numel(), s);
+      });
+    }
+  }
+  return loss;
+}
+
+}  // namespace
+
+torch::Tensor FusedAdam::step(LossClosure closure) {
+  return fused_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, closure, /*decoupled=*/false);
+}
+
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  return fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, closure, /*decoupled=*/true);
+}
+
+void zero_grad_to_none(torch::optim::Optimizer& opt) {
+  for (auto& group : opt.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
+}  // namespace rt
