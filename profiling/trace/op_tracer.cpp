@@ -6,9 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "data/util/error.h"
 #include "profiling/stacks/native_stack.h"
@@ -43,15 +46,86 @@ struct OpenSpan {
   uint32_t index;
 };
 
+// What the hot path records per event: fixed size, no allocation. Names are interned per
+// thread; shapes and stacks go to per-thread arenas. stop() turns these into Activities.
+struct RawEvent {
+  int64_t start_ns;
+  int64_t end_ns;
+  int64_t record_function_id;
+  int64_t sequence_nr;
+  int64_t fwd_thread_id;
+  int64_t rf_thread_id;
+  uint32_t name;          // index into ThreadBuffer::names
+  uint32_t shapes_begin;  // [shapes_begin, shapes_end) in ThreadBuffer::shapes
+  uint32_t shapes_end;
+  uint32_t stack_begin;   // [stack_begin, stack_end) in ThreadBuffer::stack
+  uint32_t stack_end;
+  ActivityKind kind;
+};
+
+// Append-only storage in fixed chunks: growing never moves or copies recorded events.
+class EventChunks {
+ public:
+  static constexpr size_t kShift = 13;  // 8192 events (640 KiB) per chunk
+  static constexpr size_t kSize = size_t{1} << kShift;
+  RawEvent& push() {
+    if ((size_ & (kSize - 1)) == 0 && (size_ >> kShift) == chunks_.size()) {
+      chunks_.emplace_back(new RawEvent[kSize]);
+    }
+    const size_t i = size_++;
+    return chunks_[i >> kShift][i & (kSize - 1)];
+  }
+  RawEvent& operator[](size_t i) { return chunks_[i >> kShift][i & (kSize - 1)]; }
+  size_t size() const { return size_; }
+  void clear() { size_ = 0; }  // keeps the chunks for reuse
+
+ private:
+  std::vector<std::unique_ptr<RawEvent[]>> chunks_;
+  size_t size_ = 0;
+};
+
+// Names interned per thread. Operator names are static strings, so the name pointer is
+// looked up first; a pointer seen with another content (a name owned by a RecordFunction,
+// e.g. an autograd node's) falls back to the content lookup.
+class NameTable {
+ public:
+  uint32_t intern(const char* name) {
+    auto it = by_ptr_.find(name);
+    if (it != by_ptr_.end() && std::strcmp(storage_[it->second].c_str(), name) == 0) return it->second;
+    const uint32_t id = intern(std::string_view(name));
+    by_ptr_[name] = id;
+    return id;
+  }
+  uint32_t intern(std::string_view name) {
+    auto it = by_content_.find(name);
+    if (it != by_content_.end()) return it->second;
+    const auto id = static_cast<uint32_t>(storage_.size());
+    storage_.emplace_back(name);
+    by_content_.emplace(storage_.back(), id);  // views into the deque's stable strings
+    return id;
+  }
+  const std::string& operator[](uint32_t id) const { return storage_[id]; }
+
+ private:
+  std::deque<std::string> storage_;
+  std::unordered_map<std::string_view, uint32_t> by_content_;
+  std::unordered_map<const char*, uint32_t> by_ptr_;
+};
+
 struct ThreadBuffer {
   uint64_t generation = 0;
   int64_t pid = 0;
   int64_t os_tid = 0;
   std::string thread_name;
-  std::vector<Activity> events;
+  EventChunks events;
+  NameTable names;
+  // record_shapes, per event: input count, then per input: type name id, ndim, dims...
+  std::vector<int64_t> shapes;
+  std::vector<void*> stack;  // with_stack: raw return addresses of every event, leaf first
   std::vector<MemoryEvent> memory;
   std::vector<OpenSpan> open;
   std::vector<void*> frames;  // scratch for stack capture
+  uint32_t dtype_names[static_cast<int>(c10::ScalarType::NumOptions)] = {};  // interned id + 1
 };
 
 struct GlobalState {
@@ -89,7 +163,7 @@ ThreadBuffer* this_thread_buffer() {
   buf->pid = getpid();
   buf->os_tid = static_cast<int64_t>(syscall(SYS_gettid));
   buf->thread_name = read_thread_name(buf->os_tid);
-  buf->events.reserve(4096);
+  buf->open.reserve(64);
   ThreadBuffer* raw = buf.get();
   {
     std::lock_guard<std::mutex> lock(g.mu);
@@ -105,13 +179,15 @@ ThreadBuffer* existing_thread_buffer() {
   return t_generation == state().generation.load(std::memory_order_acquire) ? t_buffer : nullptr;
 }
 
-uint32_t open_span(ThreadBuffer* b, const void* key, ActivityKind kind, std::string_view name) {
-  Activity& a = b->events.emplace_back();
-  a.kind = kind;
-  a.name.assign(name.data(), name.size());
-  a.pid = b->pid;
-  a.tid = b->os_tid;
-  const auto index = static_cast<uint32_t>(b->events.size() - 1);
+uint32_t open_span(ThreadBuffer* b, const void* key, ActivityKind kind, uint32_t name) {
+  const auto index = static_cast<uint32_t>(b->events.size());
+  RawEvent& e = b->events.push();
+  e.start_ns = e.end_ns = 0;
+  e.record_function_id = e.sequence_nr = e.fwd_thread_id = e.rf_thread_id = -1;
+  e.name = name;
+  e.shapes_begin = e.shapes_end = 0;
+  e.stack_begin = e.stack_end = 0;
+  e.kind = kind;
   b->open.push_back({key, index});
   return index;
 }
@@ -129,37 +205,42 @@ void close_span(ThreadBuffer* b, const void* key, int64_t now) {
   }
 }
 
-void fill_inputs(const at::RecordFunction& fn, Activity& a) {
+// Fixed type names of non-tensor inputs (what torch.profiler writes in "Input type").
+uint32_t non_tensor_type(ThreadBuffer* b, const c10::IValue& v) {
+  if (v.isScalar()) return b->names.intern(std::string_view("Scalar"));
+  if (v.isTensorList()) return b->names.intern(std::string_view("TensorList"));
+  if (v.isList()) return b->names.intern(std::string_view("GenericList"));
+  if (v.isString()) return b->names.intern(std::string_view("String"));
+  if (v.isNone()) return b->names.intern(std::string_view(""));
+  return b->names.intern(std::string_view(v.tagKind()));
+}
+
+void record_inputs(ThreadBuffer* b, const at::RecordFunction& fn, RawEvent& e) {
   const auto inputs = fn.inputs();
-  a.input_dims.reserve(inputs.size());
-  a.input_types.reserve(inputs.size());
+  auto& out = b->shapes;
+  e.shapes_begin = static_cast<uint32_t>(out.size());
+  out.push_back(static_cast<int64_t>(inputs.size()));
   for (const c10::IValue& v : inputs) {
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       if (t.defined()) {
-        a.input_dims.emplace_back(t.sizes().begin(), t.sizes().end());
-        a.input_types.emplace_back(t.dtype().name());
-      } else {
-        a.input_dims.emplace_back();
-        a.input_types.emplace_back("");
+        const auto st = static_cast<int>(t.scalar_type());
+        uint32_t& type = b->dtype_names[st];
+        if (type == 0) type = b->names.intern(std::string_view(t.dtype().name().data(), t.dtype().name().size())) + 1;
+        const auto sizes = t.sizes();
+        out.push_back(type - 1);
+        out.push_back(static_cast<int64_t>(sizes.size()));
+        out.insert(out.end(), sizes.begin(), sizes.end());
+        continue;
       }
-    } else {
-      a.input_dims.emplace_back();
-      if (v.isScalar()) {
-        a.input_types.emplace_back("Scalar");
-      } else if (v.isTensorList()) {
-        a.input_types.emplace_back("TensorList");
-      } else if (v.isList()) {
-        a.input_types.emplace_back("GenericList");
-      } else if (v.isString()) {
-        a.input_types.emplace_back("String");
-      } else if (v.isNone()) {
-        a.input_types.emplace_back("");
-      } else {
-        a.input_types.emplace_back(v.tagKind());
-      }
+      out.push_back(b->names.intern(std::string_view("")));
+      out.push_back(0);
+      continue;
     }
+    out.push_back(non_tensor_type(b, v));
+    out.push_back(0);
   }
+  e.shapes_end = static_cast<uint32_t>(out.size());
 }
 
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
@@ -167,21 +248,23 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   OpTracer* tracer = state().active.load(std::memory_order_acquire);
   if (tracer == nullptr) return nullptr;
   ThreadBuffer* b = this_thread_buffer();
-  const uint32_t index = open_span(b, &fn, ActivityKind::kCpuOp, fn.name());
-  Activity& a = b->events[index];
-  a.record_function_id = static_cast<int64_t>(fn.handle());
-  a.sequence_nr = fn.seqNr();
-  a.fwd_thread_id = static_cast<int64_t>(fn.forwardThreadId());
-  a.rf_thread_id = static_cast<int64_t>(fn.threadId());
+  const uint32_t index = open_span(b, &fn, ActivityKind::kCpuOp, b->names.intern(fn.name()));
+  RawEvent& e = b->events[index];
+  e.record_function_id = static_cast<int64_t>(fn.handle());
+  e.sequence_nr = fn.seqNr();
+  e.fwd_thread_id = static_cast<int64_t>(fn.forwardThreadId());
+  e.rf_thread_id = static_cast<int64_t>(fn.threadId());
   const OpTracerOptions& opt = tracer->options();
-  if (opt.record_shapes && fn.needsInputs()) fill_inputs(fn, a);
+  if (opt.record_shapes && fn.needsInputs()) record_inputs(b, fn, e);
   if (opt.with_stack) {
     b->frames.resize(static_cast<size_t>(opt.max_stack_depth));
     const int n = capture_native_stack(b->frames.data(), opt.max_stack_depth);
-    a.raw_stack.assign(b->frames.begin(), b->frames.begin() + std::max(n, 0));
+    e.stack_begin = static_cast<uint32_t>(b->stack.size());
+    b->stack.insert(b->stack.end(), b->frames.begin(), b->frames.begin() + std::max(n, 0));
+    e.stack_end = static_cast<uint32_t>(b->stack.size());
   }
   if (auto push = state().push_hook.load(std::memory_order_relaxed)) push(fn.handle());
-  a.start_ns = steady_ns();  // last, so our own bookkeeping is not charged to the op
+  e.start_ns = steady_ns();  // last, so our own bookkeeping is not charged to the op
   return nullptr;
 }
 
@@ -191,6 +274,37 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (b == nullptr) return;  // the window closed while this op ran
   if (auto pop = state().pop_hook.load(std::memory_order_relaxed)) pop(fn.handle());
   close_span(b, &fn, now);
+}
+
+// The Activity of a recorded event (off the hot path: when the window is collected).
+Activity to_activity(ThreadBuffer& b, const RawEvent& e) {
+  Activity a;
+  a.kind = e.kind;
+  a.name = b.names[e.name];
+  a.start_ns = e.start_ns;
+  a.end_ns = e.end_ns;
+  a.pid = b.pid;
+  a.tid = b.os_tid;
+  a.record_function_id = e.record_function_id;
+  a.sequence_nr = e.sequence_nr;
+  a.fwd_thread_id = e.fwd_thread_id;
+  a.rf_thread_id = e.rf_thread_id;
+  if (e.shapes_end > e.shapes_begin) {
+    const int64_t* q = b.shapes.data() + e.shapes_begin;
+    const int64_t n = *q++;
+    a.input_dims.reserve(static_cast<size_t>(n));
+    a.input_types.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      a.input_types.push_back(b.names[static_cast<uint32_t>(*q++)]);
+      const int64_t ndim = *q++;
+      a.input_dims.emplace_back(q, q + ndim);
+      q += ndim;
+    }
+  }
+  if (e.stack_end > e.stack_begin) {
+    a.raw_stack.assign(b.stack.begin() + e.stack_begin, b.stack.begin() + e.stack_end);
+  }
+  return a;
 }
 
 }  // namespace
@@ -246,6 +360,8 @@ void OpTracer::clear() {
   std::lock_guard<std::mutex> lock(g.mu);
   for (auto& b : g.buffers) {
     b->events.clear();
+    b->shapes.clear();
+    b->stack.clear();
     b->memory.clear();
     for (auto& o : b->open) o.index = kDropped;
   }
@@ -280,14 +396,16 @@ Timeline OpTracer::stop() {
     for (auto& o : b->open) {
       if (o.index != kDropped) b->events[o.index].end_ns = now;
     }
-    if (b->events.empty() && b->memory.empty()) continue;
+    if (b->events.size() == 0 && b->memory.empty()) continue;
     t.threads.push_back({b->pid, b->os_tid, b->thread_name, sort_index++});
     const size_t offset = t.activities.size();
     for (auto& m : b->memory) {
       if (m.owner >= 0) m.owner += static_cast<int64_t>(offset);
       t.memory.push_back(m);
     }
-    for (auto& a : b->events) {
+    t.activities.reserve(t.activities.size() + b->events.size());
+    for (size_t i = 0; i < b->events.size(); ++i) {
+      Activity a = to_activity(*b, b->events[i]);
       if (symbolizer && !a.raw_stack.empty()) a.call_stack = symbolizer->symbolize_stack(a.raw_stack);
       t.activities.push_back(std::move(a));
     }
@@ -303,7 +421,7 @@ void OpTracer::step_begin(int64_t step) {
   if (!active_) return;
   ThreadBuffer* b = this_thread_buffer();
   const uint32_t index = open_span(b, &kStepKey, ActivityKind::kUserAnnotation,
-                                   "ProfilerStep#" + std::to_string(step));
+                                   b->names.intern(std::string_view("ProfilerStep#" + std::to_string(step))));
   b->events[index].start_ns = steady_ns();
   if (first_step_ < 0) first_step_ = step;
   last_step_ = step;
@@ -344,7 +462,7 @@ ScopedAnnotation::ScopedAnnotation(std::string_view name, bool module_scope) {
   if (tracer == nullptr) return;
   if (module_scope && !tracer->options().with_modules) return;
   ThreadBuffer* b = this_thread_buffer();
-  const uint32_t index = open_span(b, this, ActivityKind::kUserAnnotation, name);
+  const uint32_t index = open_span(b, this, ActivityKind::kUserAnnotation, b->names.intern(name));
   b->events[index].start_ns = steady_ns();
   buffer_ = b;
   generation_ = b->generation;
