@@ -1,10 +1,15 @@
 #include "profiling/memory.h"
 
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #if defined(RT_TORCH_HAS_CUDA)
@@ -13,10 +18,106 @@
 
 namespace rt::prof {
 
+namespace {
+
+// The counting CPU allocator (see memory.h). The header keeps c10's 64-byte data alignment.
+constexpr size_t kHeaderBytes = 64;
+constexpr uint64_t kBlockMagic = 0x72742d636f756e74ULL;  // "rt-count"
+struct BlockHeader {
+  uint64_t magic;
+  int64_t bytes;
+  MemoryReporter* reporter;  // null when no scope counted the block; kept alive (kept_alive)
+};
+static_assert(sizeof(BlockHeader) <= kHeaderBytes, "block header must fit its 64 bytes");
+
+std::atomic<MemoryReporter*> g_counting_reporter{nullptr};
+std::atomic<bool> g_counting_active{false};
+std::atomic<c10::Allocator*> g_previous_allocator{nullptr};
+
+// Deleter of the blocks this allocator made (DataPtr deleter).
+void counting_delete(void* data) {
+  char* raw = static_cast<char*>(data) - kHeaderBytes;
+  const BlockHeader h = *reinterpret_cast<const BlockHeader*>(raw);
+  if (h.reporter != nullptr) h.reporter->record_cpu(data, -h.bytes);
+  c10::free_cpu(raw);
+}
+
+// raw_deleter(): callers such as oneDNN's engine allocator (ideep) free through whatever CPU
+// allocator is current, so a block c10's allocator made before the swap can arrive here; the
+// header's magic tells the two apart, and foreign blocks go to the allocator that made them.
+void counting_raw_delete(void* data) {
+  if (data == nullptr) return;
+  const auto* h = reinterpret_cast<const BlockHeader*>(static_cast<char*>(data) - kHeaderBytes);
+  if (h->magic == kBlockMagic) return counting_delete(data);
+  c10::Allocator* previous = g_previous_allocator.load(std::memory_order_acquire);
+  if (previous != nullptr && previous->raw_deleter() != nullptr) return previous->raw_deleter()(data);
+  c10::free_cpu(data);
+}
+
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) RT_ALLOCATE_CONST override {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (nbytes == 0) return {nullptr, nullptr, &counting_delete, cpu};  // as c10's: no block
+    char* raw = static_cast<char*>(c10::alloc_cpu(nbytes + kHeaderBytes));
+    MemoryReporter* r = g_counting_reporter.load(std::memory_order_acquire);
+    *reinterpret_cast<BlockHeader*>(raw) = {kBlockMagic, static_cast<int64_t>(nbytes), r};
+    void* data = raw + kHeaderBytes;
+    if (r != nullptr) r->record_cpu(data, static_cast<int64_t>(nbytes));
+    // data == context, so raw_allocate/raw_deallocate work through raw_deleter().
+    return {data, data, &counting_delete, cpu};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_raw_delete; }
+#if RT_ALLOCATOR_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+#endif
+};
+
+CountingCpuAllocator& counting_allocator() {
+  static CountingCpuAllocator* a = new CountingCpuAllocator();  // never destroyed: blocks outlive statics
+  return *a;
+}
+
+struct InstallState {
+  std::mutex mu;
+  int scopes = 0;
+  bool installed = false;
+  std::vector<std::shared_ptr<MemoryReporter>> kept_alive;
+};
+InstallState& install_state() {
+  static InstallState* s = new InstallState();
+  return *s;
+}
+
+}  // namespace
+
+void MemoryReporter::record_cpu(void* ptr, int64_t bytes) {
+  const int64_t now = cpu_in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (bytes > 0) {
+    int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
+    while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  (bytes >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
+  if (has_listener_.load(std::memory_order_acquire)) {
+    auto listener = std::atomic_load(&listener_);
+    if (listener) (*listener)(ptr, bytes, now, 0, c10::Device(c10::DeviceType::CPU));
+  }
+}
+
+bool MemoryReporter::memoryProfilingEnabled() const {
+#if defined(RT_TORCH_HAS_CUDA)
+  return true;  // the CUDA caching allocator may only report when this is true
+#else
+  return !counting_cpu_allocator_installed();
+#endif
+}
+
 void MemoryReporter::reportMemoryUsage(void* ptr, int64_t alloc_size,
                                        compat::memory_total_t total_allocated,
                                        compat::memory_total_t total_reserved, c10::Device device) {
   if (device.is_cpu()) {
+    if (counting_cpu_allocator_installed()) return;  // counted by the counting allocator
     const int64_t now = cpu_in_use_.fetch_add(alloc_size, std::memory_order_relaxed) + alloc_size;
     int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
     while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -47,10 +148,41 @@ std::shared_ptr<MemoryReporter> default_memory_reporter() {
   return reporter;
 }
 
+bool counting_cpu_allocator_installed() { return g_counting_active.load(std::memory_order_acquire); }
+
 MemoryTrackingScope::MemoryTrackingScope() : MemoryTrackingScope(default_memory_reporter()) {}
 
 MemoryTrackingScope::MemoryTrackingScope(std::shared_ptr<MemoryReporter> reporter)
-    : reporter_(std::move(reporter)), guard_(c10::DebugInfoKind::PROFILER_STATE, reporter_) {}
+    : reporter_(std::move(reporter)), guard_(c10::DebugInfoKind::PROFILER_STATE, reporter_) {
+  InstallState& st = install_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (std::find(st.kept_alive.begin(), st.kept_alive.end(), reporter_) == st.kept_alive.end()) {
+    st.kept_alive.push_back(reporter_);
+  }
+  previous_ = g_counting_reporter.exchange(reporter_.get(), std::memory_order_acq_rel);
+  if (st.scopes++ == 0) {
+    if (!st.installed) {
+      // Installed once and left in place: blocks it made may be freed through the current
+      // allocator's raw_deleter() long after (oneDNN does), which must stay ours.
+      g_previous_allocator.store(c10::GetAllocator(c10::DeviceType::CPU), std::memory_order_release);
+      c10::SetAllocator(c10::DeviceType::CPU, &counting_allocator());
+      st.installed = true;
+    }
+    // A higher-priority allocator keeps its place: fall back to c10's hook.
+    g_counting_active.store(c10::GetAllocator(c10::DeviceType::CPU) == &counting_allocator(),
+                            std::memory_order_release);
+  }
+}
+
+MemoryTrackingScope::~MemoryTrackingScope() {
+  InstallState& st = install_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  g_counting_reporter.store(previous_, std::memory_order_release);
+  if (--st.scopes == 0) {
+    g_counting_active.store(false, std::memory_order_release);
+    g_counting_reporter.store(nullptr, std::memory_order_release);
+  }
+}
 
 namespace {
 

@@ -1,23 +1,26 @@
-// Memory measurement (SPEC §7 "Memory"): exact CPU allocator bytes through c10's memory
-// reporting hook, process RSS / peak RSS, system RAM use, and CUDA caching-allocator stats.
+// Memory measurement (SPEC §7 "Memory"): exact CPU allocator bytes, process RSS / peak RSS,
+// system RAM use, and CUDA caching-allocator stats.
 //
-// How the CPU numbers are obtained. c10's DefaultCPUAllocator reports every allocation and free
-// to `c10::reportMemoryUsageToProfiler` when `c10::memoryProfilingEnabled()` is true, i.e. when
-// the calling thread's c10::ThreadLocalDebugInfo holds a MemoryReportingInfoBase under
-// DebugInfoKind::PROFILER_STATE whose memoryProfilingEnabled() returns true. That debug info is
-// thread-local, but at::ThreadLocalState carries it into autograd's engine threads and
-// at::launch tasks, so backward's allocations are seen too. MemoryTrackingScope installs a
-// MemoryReporter on the current thread (the trainer thread); several threads may install the
-// same reporter (its counters are atomic).
+// How the CPU numbers are obtained. The first MemoryTrackingScope replaces LibTorch's CPU
+// allocator by a counting one (c10::SetAllocator; it stays installed for the rest of the
+// process, counting only while a scope is alive): it allocates as c10's default does
+// (c10::alloc_cpu, 64-byte aligned) with a 64-byte header in front of each block holding the
+// block's size and the reporter that counted it; the block's deleter subtracts that size from
+// the same reporter. Counting is two relaxed atomic additions per allocation
+// and free, on every thread (trainer, autograd engine, at::parallel_for and loader workers),
+// with no lock and no table — c10's own hook (c10::memoryProfilingEnabled → reportMemoryUsage)
+// takes a mutex and a hash-map insert/erase per allocation (about 0.85 µs per
+// allocation+free measured here), which alone was ~1% of a small model's step.
 //
-// Exactness and its limits: bytes_in_use is the sum of the sizes c10 reports (the requested
-// nbytes, which is what the CPU allocator's own accounting uses), counting only memory
-// allocated while some thread had tracking installed. c10 reports a free only when the
-// freeing thread is tracked and the block was allocated while tracking was on, so a tensor
-// allocated under tracking but freed on an untracked thread stays counted; tensors allocated
-// before tracking began are invisible (and c10 logs a warning once per 1000 such frees).
-// The PROFILER_STATE slot is also used by torch's own autograd profiler: if one is active on
-// the thread it shadows this reporter (ThreadLocalDebugInfo::get returns the innermost).
+// Exactness and its limits: bytes_in_use is the sum of the requested nbytes of live blocks
+// allocated while tracking was installed (what c10's accounting reports too); blocks
+// allocated before are invisible, and blocks allocated under tracking are subtracted when
+// freed even after the scope ended. If another library installed a CPU allocator with a
+// higher c10 priority, the counting allocator cannot take over and c10's hook is used
+// instead (memoryProfilingEnabled() = true; thread-local: the trainer installs a scope on its
+// loader workers too). CUDA memory always comes through c10's hook (the caching allocator
+// reports to the thread's PROFILER_STATE debug info, which the scope installs); torch's own
+// autograd profiler, if active on a thread, shadows that slot.
 #pragma once
 
 #include <atomic>
@@ -30,8 +33,8 @@
 
 namespace rt::prof {
 
-// One allocation (bytes > 0) or free (bytes < 0) as c10 reports it; totals as c10 reports
-// them (CPU: all tracked live bytes process-wide, reserved 0; CUDA: the caching allocator's).
+// One allocation (bytes > 0) or free (bytes < 0); totals after it (CPU: the reporter's live
+// bytes, reserved 0; CUDA: the caching allocator's, as c10 reports them).
 // Called on the allocating thread, possibly concurrently; must not allocate tensors.
 using AllocationListener = std::function<void(void* ptr, int64_t bytes, int64_t total_allocated,
                                               int64_t total_reserved, c10::Device device)>;
@@ -40,9 +43,13 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
  public:
   MemoryReporter() = default;
 
+  // c10's hook: CUDA events, and CPU events while the counting allocator is not in place.
   void reportMemoryUsage(void* ptr, int64_t alloc_size, compat::memory_total_t total_allocated,
                          compat::memory_total_t total_reserved, c10::Device device) override;
-  bool memoryProfilingEnabled() const override { return true; }
+  // Whether c10's CPU allocator must report through the hook (see the top of this file).
+  bool memoryProfilingEnabled() const override;
+  // One CPU allocation (bytes > 0) or free (bytes < 0) from the counting allocator.
+  void record_cpu(void* ptr, int64_t bytes);
 
   // Live CPU bytes allocated under tracking, and their maximum since construction/reset_peak().
   int64_t cpu_bytes_in_use() const { return cpu_in_use_.load(std::memory_order_relaxed); }
@@ -67,21 +74,33 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
 // The process-wide reporter the trainer uses (created on first call).
 std::shared_ptr<MemoryReporter> default_memory_reporter();
 
-// Installs `reporter` (default: default_memory_reporter()) as the current thread's
-// PROFILER_STATE debug info for the scope's lifetime. Must be destroyed on the thread that
-// created it, in LIFO order with other debug-info guards.
+// For the scope's lifetime: counts every CPU allocation of the process into `reporter`
+// (default: default_memory_reporter()) through the counting allocator (scopes nest and may
+// live on several threads; the most recent reporter counts new blocks; after the last scope
+// ends, new blocks are not counted), and installs `reporter` as the current thread's PROFILER_STATE
+// debug info (CUDA events; the CPU fallback). Must be destroyed on the thread that created it,
+// in LIFO order with other debug-info guards. Reporters used by a scope are kept alive until
+// exit (blocks they counted may be freed later).
+//
+// REQUIRES: no other code swaps the CPU allocator while scopes are alive.
 class MemoryTrackingScope {
  public:
   MemoryTrackingScope();
   explicit MemoryTrackingScope(std::shared_ptr<MemoryReporter> reporter);
   MemoryTrackingScope(const MemoryTrackingScope&) = delete;
   MemoryTrackingScope& operator=(const MemoryTrackingScope&) = delete;
+  ~MemoryTrackingScope();
   MemoryReporter& reporter() const { return *reporter_; }
 
  private:
   std::shared_ptr<MemoryReporter> reporter_;
+  MemoryReporter* previous_ = nullptr;  // the reporter counting before this scope
   c10::DebugInfoGuard guard_;
 };
+
+// Whether the counting CPU allocator counts now (a scope is alive and the allocator could take
+// its place; false: c10's hook counts CPU memory, or nothing is tracked).
+bool counting_cpu_allocator_installed();
 
 // /proc/self/status VmRSS / VmHWM in bytes; zeros where unavailable.
 struct ProcessMemory {

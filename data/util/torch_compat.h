@@ -39,3 +39,14 @@ using memory_total_t = typename detail::ReportMemoryUsageArgs<
     decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::total_type;
 
 }  // namespace rt::compat
+
+// c10::Allocator: allocate() lost its const qualifier and copy_data() became a pure virtual
+// in LibTorch 2.3; alloc_cpu/free_cpu moved to c10/core/impl/alloc_cpu.h (still included by
+// c10/core/CPUAllocator.h).
+#if RT_TORCH_AT_LEAST(2, 3)
+#define RT_ALLOCATE_CONST
+#define RT_ALLOCATOR_HAS_COPY_DATA 1
+#else
+#define RT_ALLOCATE_CONST const
+#define RT_ALLOCATOR_HAS_COPY_DATA 0
+#endif

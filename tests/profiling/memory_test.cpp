@@ -9,6 +9,9 @@
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -17,13 +20,23 @@ namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-TEST(MemoryReporter, ScopeEnablesC10MemoryProfilingOnlyInside) {
+TEST(MemoryReporter, ScopeCountsThroughTheCountingAllocatorOnlyInside) {
+  EXPECT_FALSE(counting_cpu_allocator_installed());
   EXPECT_FALSE(c10::memoryProfilingEnabled());
   {
     MemoryTrackingScope scope(std::make_shared<MemoryReporter>());
-    EXPECT_TRUE(c10::memoryProfilingEnabled());
+    EXPECT_TRUE(counting_cpu_allocator_installed());
+    {
+      MemoryTrackingScope nested(std::make_shared<MemoryReporter>());
+      EXPECT_TRUE(counting_cpu_allocator_installed());
+    }
+    EXPECT_TRUE(counting_cpu_allocator_installed());  // the outer scope still counts
+#if !defined(RT_TORCH_HAS_CUDA)
+    // c10's own per-allocation hook (mutex + hash map) stays off on CPU-only builds.
+    EXPECT_FALSE(c10::memoryProfilingEnabled());
+#endif
   }
-  EXPECT_FALSE(c10::memoryProfilingEnabled());
+  EXPECT_FALSE(counting_cpu_allocator_installed());
 }
 
 TEST(MemoryReporter, CountsExactTensorBytesAndTheirRelease) {
@@ -105,21 +118,73 @@ TEST(MemoryReporter, AllocationsDuringAutogradBackwardAreCounted) {
   EXPECT_EQ(allocated_in_backward.count(w.grad().data_ptr()), 1u);
 }
 
-TEST(MemoryReporter, PropagatesIntoAtLaunchTasksButNotIntoPlainThreads) {
+TEST(MemoryReporter, CountsAllocationsOfEveryThreadWhileInstalled) {
+  auto reporter = std::make_shared<MemoryReporter>();
+  {
+    MemoryTrackingScope scope(reporter);
+    const int64_t before = reporter->allocation_count();
+    std::promise<void> done;
+    at::launch([&] {
+      { auto t = torch::empty({1024}, torch::kFloat32); }  // freed before the waiter resumes
+      done.set_value();
+    });
+    done.get_future().wait();
+    EXPECT_GT(reporter->allocation_count(), before);  // at::launch task
+
+    const int64_t mid = reporter->allocation_count();
+    const int64_t bytes = reporter->cpu_bytes_in_use();
+    torch::Tensor kept;
+    std::thread([&] { kept = torch::empty({1024}, torch::kFloat32); }).join();
+    EXPECT_EQ(reporter->allocation_count(), mid + 1);  // a plain std::thread (e.g. a loader worker)
+    EXPECT_EQ(reporter->cpu_bytes_in_use(), bytes + 4096);
+  }
+  const int64_t after = reporter->allocation_count();
+  std::thread([] { auto t = torch::empty({1024}, torch::kFloat32); }).join();
+  auto t = torch::empty({1024}, torch::kFloat32);
+  EXPECT_EQ(reporter->allocation_count(), after);  // nothing is counted once the scope ended
+}
+
+TEST(MemoryReporter, BlocksAreSubtractedFromTheReporterThatCountedThem) {
+  auto outer = std::make_shared<MemoryReporter>();
+  auto inner = std::make_shared<MemoryReporter>();
+  torch::Tensor a, b;
+  {
+    MemoryTrackingScope outer_scope(outer);
+    a = torch::empty({kMiB}, torch::kFloat32);  // 4 MiB, counted by outer
+    {
+      MemoryTrackingScope inner_scope(inner);
+      b = torch::empty({kMiB / 2}, torch::kFloat32);  // 2 MiB, counted by inner
+      EXPECT_EQ(inner->cpu_bytes_in_use(), 2 * kMiB);
+      a.reset();  // freed while inner counts: still subtracted from outer
+      EXPECT_EQ(inner->cpu_bytes_in_use(), 2 * kMiB);
+    }
+    EXPECT_EQ(outer->cpu_bytes_in_use(), 0);
+  }
+  b.reset();  // freed after both scopes ended: still subtracted from inner
+  EXPECT_EQ(inner->cpu_bytes_in_use(), 0);
+  EXPECT_EQ(inner->cpu_peak_bytes_in_use(), 2 * kMiB);
+  EXPECT_EQ(outer->cpu_peak_bytes_in_use(), 4 * kMiB);
+}
+
+TEST(MemoryReporter, RawAllocateAndDeallocateWorkThroughTheCountingAllocator) {
   auto reporter = std::make_shared<MemoryReporter>();
   MemoryTrackingScope scope(reporter);
-  const int64_t before = reporter->allocation_count();
-  std::promise<void> done;
-  at::launch([&] {
-    auto t = torch::empty({1024}, torch::kFloat32);
-    done.set_value();
-  });
-  done.get_future().wait();
-  EXPECT_GT(reporter->allocation_count(), before);  // at::ThreadLocalState carries it
-
-  const int64_t mid = reporter->allocation_count();
-  std::thread([] { auto t = torch::empty({1024}, torch::kFloat32); }).join();
-  EXPECT_EQ(reporter->allocation_count(), mid);  // a plain std::thread is untracked
+  c10::Allocator* alloc = c10::GetAllocator(c10::DeviceType::CPU);
+  void* p = alloc->raw_allocate(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);  // c10's alignment is kept
+  std::memset(p, 1, 1000);
+  EXPECT_EQ(reporter->cpu_bytes_in_use(), 1000);
+  alloc->raw_deallocate(p);
+  EXPECT_EQ(reporter->cpu_bytes_in_use(), 0);
+  // A block made by plain c10::alloc_cpu (as c10's own allocator does) freed through the
+  // current raw_deleter() — what oneDNN does with blocks from before the swap — goes back to
+  // where it came from, uncounted.
+  void* foreign = c10::alloc_cpu(4096);
+  alloc->raw_deleter()(foreign);
+  EXPECT_EQ(reporter->cpu_bytes_in_use(), 0);
+  auto empty = torch::empty({0}, torch::kFloat32);  // zero bytes: no block, nothing counted
+  EXPECT_EQ(reporter->cpu_bytes_in_use(), 0);
 }
 
 TEST(ProcessMemory, ReadsRssAndSystemMemoryFromProc) {
