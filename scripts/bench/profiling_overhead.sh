@@ -60,5 +60,49 @@ print(f"| {sys.argv[3]} | {sys.argv[4]} | {f(a)} | {f(b)} | {statistics.median(p
 PY
   done
 done
+# Attribution: what separate processes cannot resolve (their spread is several %), sampling
+# can: the share of CPU samples whose function is profiling code, in one profiled run.
+PROF_RE='rt::prof::|rt::PhaseScope|counting_delete|counting_raw_delete|CountingCpuAllocator|record_cpu|ProfiledCPUMemoryReporter|reportMemoryUsage|memoryProfilingEnabled|ThreadLocalDebugInfo|nlohmann|_Map_base<void\*, std::pair<void\* const, unsigned long>|_Hashtable<void\*, std::pair<void\* const, unsigned long>'
+{
+  echo
+  echo "Attribution by sampling (\`perf record -F 4999\` on one run with both flags, $STEPS steps, whole process"
+  echo "including start-up): share of CPU samples in profiling code — our timers, phase scopes, memory"
+  echo "reporter and counting allocator, profile writers and their JSON, and c10's memory hooks (regex"
+  echo "\`$PROF_RE\`). Self time only, so the malloc/free behind a hook is not included."
+  echo
+  if command -v perf >/dev/null 2>&1; then
+    echo "| job | threads | samples | in profiling code | top profiling symbols |"
+    echo "|---|---|---|---|---|"
+    for job in "${JOBS[@]}"; do
+      cfg="${job%%|*}"; db="${job#*|}"
+      if perf record -q -F 4999 -o "$TMP/perf.data" -- "$BIN/train" --config "$cfg" --db_path "$db" \
+          --out_path "$TMP/runs" --max_steps "$STEPS" --log_every "$EVERY" --val_every 100000 --save_every 100000 \
+          --threads 1 --enable_timing_profiling --enable_memory_profiling > "$TMP/log" 2>&1; then
+        perf report -i "$TMP/perf.data" --no-children --sort symbol --stdio 2> /dev/null > "$TMP/report.txt" || true
+        /usr/bin/python3 - "$TMP/report.txt" "$PROF_RE" "$cfg" <<'PY'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+m = re.search(r"^# Samples: ([0-9.]+)([KM]?)", text, re.M)
+samples = m.group(1) + m.group(2) if m else "?"
+rx = re.compile(sys.argv[2])
+total, top = 0.0, []
+for line in text.splitlines():
+    mm = re.match(r"\s+([0-9.]+)%\s+\[\.\]\s+(.*\S)", line)
+    if mm and rx.search(mm.group(2)):
+        pct = float(mm.group(1))
+        total += pct
+        top.append((pct, mm.group(2)[:60].strip()))
+top.sort(reverse=True)
+names = "; ".join(f"{n} {p:.2f}%" for p, n in top[:3]) or "—"
+print(f"| {sys.argv[3]} | 1 | {samples} | **{total:.2f} %** | {names} |")
+PY
+      else
+        echo "| $cfg | 1 | — | perf record failed: $(tail -1 "$TMP/log") | |"
+      fi
+    done
+  else
+    echo "(perf is not installed: \`apt-get install linux-perf\` to add this table.)"
+  fi
+} >> "$TMP/table.md"
 cp "$TMP/table.md" "$ROOT/scripts/bench/profiling_results.md"
 cat "$ROOT/scripts/bench/profiling_results.md"

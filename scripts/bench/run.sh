@@ -18,9 +18,10 @@ done
 PY=/usr/bin/python3  # Debian's python3-torch: the same LibTorch as the native build
 "$ROOT/scripts/setup.sh"  # the build's own dependencies (idempotent)
 # The Python side of the side-by-side comparisons and the decoders compared with preprocess:
-# Debian packages, installed here when missing (idempotent, like setup.sh).
+# Debian packages, installed here when missing (idempotent, like setup.sh); linux-perf for the
+# profiling-overhead attribution by sampling.
 bench_missing=()
-for p in python3-torch python3-numpy python3-scipy sox; do
+for p in python3-torch python3-numpy python3-scipy sox linux-perf; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || bench_missing+=("$p")
 done
 if [ ${#bench_missing[@]} -gt 0 ]; then
