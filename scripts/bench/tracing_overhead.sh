@@ -7,14 +7,20 @@
 # the median over the repetitions per arm. Prints a Markdown table (scripts/bench/trace_results.md).
 #
 #   scripts/bench/tracing_overhead.sh [BUILD_DIR] [REPS] [STEPS]     (defaults: build 5 40)
+#   scripts/bench/tracing_overhead.sh --quick                          (build 3 30; run.sh --quick)
+# The table is also written to scripts/bench/tracing_results.md (folded into BENCHMARKS.md).
 # Environment: THREADS (train.threads, default 1), WORKERS (data.workers, default 1),
 # WARMUP (steps dropped per run, default 5), ARMS (default "off traced shapes stack").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-BUILD="${1:-$ROOT/build}"
+ARGS_SHOWN="$*"
+if [[ "${1:-}" == "--quick" ]]; then set -- "${BUILD_DIR:-$ROOT/build}" 3 30; fi
+BUILD="${1:-${BUILD_DIR:-$ROOT/build}}"
 REPS="${2:-5}"
 STEPS="${3:-40}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 THREADS="${THREADS:-1}"
 WORKERS="${WORKERS:-1}"
 WARMUP="${WARMUP:-5}"
@@ -63,19 +69,30 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-echo "tiny_rave, $STEPS steps per run (first $WARMUP dropped), $REPS interleaved repetitions, train.threads $THREADS, data.workers $WORKERS"
+{
+echo "## Detailed tracing overhead: step-time A/B on tiny_rave"
+echo
+echo "Command: \`scripts/bench/tracing_overhead.sh${ARGS_SHOWN:+ $ARGS_SHOWN}\` — tiny_rave, $STEPS steps per run (first $WARMUP dropped),"
+echo "$REPS interleaved repetitions of the arms (off, traced, + record_shapes, + with_stack), tracing active on"
+echo "every step (wait 0, warm-up 0, active = max_steps), train.threads $THREADS, data.workers $WORKERS;"
+echo "median of per-step \`total_batch_time\` (timing_profile.json) per run, then the median over repetitions."
+echo "Load average before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "| arm | median step (ms) | per-run medians (ms) | overhead vs off |"
 echo "|---|---|---|---|"
 python3 - "$ARMS" <<PY
 import statistics
 arms = "$ARMS".split()
+label = {"off": "off", "traced": "traced", "shapes": "+ record_shapes", "stack": "+ with_stack", "modules": "+ with_modules"}
 results = {$(for arm in $ARMS; do printf '"%s": [%s], ' "$arm" "$(echo "${RESULTS[$arm]}" | xargs | tr ' ' ',')"; done)}
 base = statistics.median(results["off"]) if "off" in results else None
 for arm in arms:
     m = statistics.median(results[arm])
     runs = " ".join(f"{v * 1e3:.1f}" for v in results[arm])
     over = "—" if base is None or arm == "off" else f"{(m / base - 1) * 100:+.1f}%"
-    print(f"| {arm} | {m * 1e3:.2f} | {runs} | {over} |")
+    print(f"| {label.get(arm, arm)} | {m * 1e3:.2f} | {runs} | {over} |")
 PY
+} > "$WORK/table.md"
+cat "$WORK/table.md"
+cp "$WORK/table.md" "$ROOT/scripts/bench/tracing_results.md"
 rm -rf "$WORK"
