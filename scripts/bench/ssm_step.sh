@@ -59,7 +59,7 @@ done
   echo "zero_grad + forward + MSE + backward + AdamW; $ROUNDS interleaved rounds (fused, python, parallel per thread"
   echo "count) × $STEPS steps after 3 warm-up steps; medians of the per-run medians. Equivalence checked first"
   echo "(same weights and batch, dropout 0: losses and parameters after 3 steps). Load average before: $LOAD_BEFORE;"
-  echo "after: $(cut -d' ' -f1-3 /proc/loadavg). Method and analysis: the section after this one."
+  echo "after: $(cut -d' ' -f1-3 /proc/loadavg). Method and analysis: the s5_maze section above (scripts/bench/ssm_results.md)."
   "$PY" - "$RESULTS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
