@@ -1,6 +1,7 @@
 #include "models/ssm/decoders.h"
 
 #include "data/util/error.h"
+#include "models/ssm/fused_ops.h"
 #include "profiling/trace/op_tracer.h"
 
 namespace rt::ssm {
@@ -68,8 +69,14 @@ void S5BlockImpl::set_module_path(std::string path) {
   TracedModule::set_module_path(std::move(path));
 }
 
+bool S5BlockImpl::uses_fused_kernels(const torch::Tensor& x) const {
+  return ssm->options().scan == ScanKind::kFused && x.device().is_cpu() &&
+         (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble);
+}
+
 torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   prof::ModuleScope span(module_path());
+  if (uses_fused_kernels(x)) return forward_fused(x);
   // B = batch, T = time, H = features. BatchNorm1d over [B, H, T] pools statistics over B×T.
   auto h = norm(x.transpose(1, 2)).transpose(1, 2);
   {
@@ -81,6 +88,27 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   h = glu_w1(h) * torch::sigmoid(glu_w2(h));
   h = drop(h);
   return x + h;
+}
+
+// The same block in rows [B·T, H], as four fused kernels around three matmuls (fused_ops.h):
+// BatchNorm without transposes, the S5 projections and recurrence, gelu ⊕ D·u ⊕ dropout, one
+// addmm for both GLU halves, and GLU ⊕ dropout ⊕ residual. Dropout seeds are drawn from torch's
+// default generator in the order the unfused path draws its two masks.
+torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+  auto x2 = x.reshape({B * T, H});
+  auto u = fused::batch_norm_module(x2, *norm);
+  torch::Tensor z;
+  {
+    prof::ModuleScope ssm_span(ssm_path_);
+    z = ssm->forward_fused_rows(u, B);
+  }
+  const double p = drop->is_training() ? drop->options.p() : 0.0;
+  auto h = fused::gelu_dropout(z, u, ssm->D, p, p > 0 ? fused::draw_dropout_seed() : 0);
+  auto w = torch::cat({glu_w1->weight, glu_w2->weight}, 0);  // [2H, H]: both halves in one addmm
+  auto b = torch::cat({glu_w1->bias, glu_w2->bias}, 0);
+  auto ab = torch::addmm(b, h, w.t());
+  return fused::glu_dropout_residual(ab, x2, p, p > 0 ? fused::draw_dropout_seed() : 0).view({B, T, H});
 }
 
 void SsmModelImpl::add_blocks(const SsmOptions& options, bool batch_statistics_in_eval) {
@@ -106,14 +134,17 @@ S5DecoderImpl::S5DecoderImpl(const SsmOptions& options) {
 
 // Module spans use the registered names: they are the module paths from this root.
 torch::Tensor S5DecoderImpl::forward(const torch::Tensor& x, int64_t /*group*/) {
+  TORCH_CHECK(x.dim() == 3, "S5Decoder: expected input [B, T, units], got ", x.sizes());
+  const int64_t B = x.size(0), T = x.size(1);
   torch::Tensor h;
   {
+    // 2-D Linear = one addmm (a 3-D input would take matmul + a separate bias add).
     prof::ModuleScope span("encoder");
-    h = encoder(x);
+    h = encoder(x.reshape({B * T, x.size(2)})).view({B, T, -1});
   }
   for (auto& b : blocks) h = b(h);
   prof::ModuleScope span("decoder");
-  return decoder(h);
+  return decoder(h.reshape({B * T, h.size(2)})).view({B, T, -1});
 }
 
 FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int64_t n_groups)

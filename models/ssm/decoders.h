@@ -63,7 +63,12 @@ class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
   // variance collapses to ~0 and eval-mode normalisation would divide a per-group offset by
   // sqrt(eps) (measured: val R² of -1265 with running statistics, sane without).
   S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval = false);
-  torch::Tensor forward(const torch::Tensor& x);  // [B, T, H] → [B, T, H]
+  // [B, T, H] → [B, T, H]. With the "fused" scan on CPU (float/double) it runs forward_fused;
+  // otherwise the op-by-op block (any device). Both compute the same function and use the same
+  // parameters and buffers; the dropout masks differ (fused_ops.h draws them by hash).
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward_fused(const torch::Tensor& x);
+  bool uses_fused_kernels(const torch::Tensor& x) const;
   void set_module_path(std::string path) override;
 
   torch::nn::BatchNorm1d norm{nullptr};

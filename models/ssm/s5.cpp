@@ -286,17 +286,13 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
   TORCH_CHECK(u.dim() == 3 && u.size(2) == options_.d_model, "S5Layer: expected input [B, T, ",
               options_.d_model, "], got ", u.sizes());
   // B = batch, T = time, H = features, P = stored complex states.
-  auto [lambda_bar, B_bar] = discretize();
   const int64_t T = u.size(1);
   if (options_.scan == ScanKind::kFused) {
-    // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
-    auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
-    auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), torch::matmul(u, w_in.t()));
-    // Re(C̃x) = C_re·x_re − C_im·x_im.
-    auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]
-    if (options_.conj_sym) w_out = 2.0 * w_out;
-    return torch::matmul(x, w_out.t()) + D * u;
+    // Row layout [B·T, H]: plain 2-D matmuls (no folding or bmm), D ⊙ u fused into one addcmul.
+    auto u2 = u.reshape({u.size(0) * T, options_.d_model});
+    return torch::addcmul(forward_fused_rows(u2, u.size(0)), u2, D).view({u.size(0), T, options_.d_model});
   }
+  auto [lambda_bar, B_bar] = discretize();
   auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()),
                            torch::matmul(u, torch::imag(B_bar).t()));  // [B, T, P]
   auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});     // [T, P]
@@ -305,6 +301,22 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
   auto y = torch::real(torch::matmul(x, C_tilde.t()));              // [B, T, H]
   if (options_.conj_sym) y = 2.0 * y;
   return y + D * u;
+}
+
+torch::Tensor S5LayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t batch) {
+  TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
+              "S5Layer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch, ", got ",
+              u2.sizes());
+  auto [lambda_bar, B_bar] = discretize();
+  const int64_t N = u2.size(0), P = stored_states_;
+  // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
+  auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
+  auto bu = torch::mm(u2, w_in.t()).view({batch, N / batch, 2 * P});
+  auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), bu).view({N, 2 * P});
+  // Re(C̃x) = C_re·x_re − C_im·x_im.
+  auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]
+  if (options_.conj_sym) w_out = 2.0 * w_out;
+  return torch::mm(x, w_out.t());
 }
 
 bool is_ssm_parameter_name(const std::string& name) {

@@ -82,6 +82,11 @@ class S5LayerImpl : public torch::nn::Module {
   explicit S5LayerImpl(const S5LayerOptions& options);
   torch::Tensor forward(const torch::Tensor& u);
 
+  // The fused scan in row layout, without the feed-through: u2 [B·T, H] (rows batch-major) →
+  // 2·Re(C̃x) [B·T, H] (no D ⊙ u, which the S5 block folds into its next kernel). Runs the
+  // fused recurrence whatever options().scan says. REQUIRES: u2.size(0) divisible by batch.
+  torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch);
+
   // Number of complex states actually stored (state_dim/2 under conjugate symmetry).
   int64_t stored_states() const { return stored_states_; }
   const S5LayerOptions& options() const { return options_; }

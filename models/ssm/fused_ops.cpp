@@ -1,0 +1,607 @@
+#include "models/ssm/fused_ops.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+// The elementwise kernels below are plain loops the compiler vectorises; on x86-64 GCC they are
+// also compiled for AVX2 and picked at load time (ifunc), since the default target is SSE2.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define RT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef RT_SIMD_CLONES
+#define RT_SIMD_CLONES
+#endif
+// Without -fno-trapping-math (torch's own kernels build with it) GCC will not if-convert the
+// selects in exp/sigmoid, and the loops stay scalar. FP exceptions are never enabled here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+namespace rt::ssm::fused {
+
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// ---------------------------------------------------------------------------------------------
+// Counter-based dropout mask.
+
+// Chris Wellons' "lowbias32" integer hash: a bijection on 32 bits with good avalanche.
+inline uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A 64-bit key per row (scalar, once per row); within a row, two rounds of mix32 of the column
+// (32-bit arithmetic only, so the per-column loop vectorises).
+struct RowKey {
+  uint32_t lo, hi;
+};
+inline RowKey row_key(uint64_t seed, int64_t row) {
+  const uint64_t k = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(row)));
+  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+}
+inline uint32_t col_hash(RowKey k, uint32_t col) { return mix32(mix32(col + k.lo) ^ k.hi); }
+
+struct DropoutSpec {
+  bool active = false;  // p > 0
+  uint64_t seed = 0;
+  uint32_t threshold = 0;  // keep iff hash ≥ threshold
+  double scale = 1.0;      // 1 / (1 − p)
+};
+
+DropoutSpec make_spec(double p, uint64_t seed) {
+  TORCH_CHECK(p >= 0 && p < 1, "fused dropout: p must be in [0, 1), got ", p);
+  DropoutSpec s;
+  s.active = p > 0;
+  s.seed = seed;
+  s.threshold = static_cast<uint32_t>(std::min(4294967295.0, std::floor(p * 4294967296.0)));
+  s.scale = 1.0 / (1.0 - p);
+  return s;
+}
+
+// mask[c] = keep ? scale : 0 for the H columns of one row.
+template <typename scalar_t>
+RT_SIMD_CLONES void fill_row_mask(scalar_t* __restrict mask, int64_t H, RowKey k, uint32_t threshold, scalar_t scale) {
+  for (int64_t c = 0; c < H; ++c) {
+    mask[c] = col_hash(k, static_cast<uint32_t>(c)) >= threshold ? scale : scalar_t(0);
+  }
+}
+
+// Fills `mask` for `row` (all `scale` when dropout is inactive).
+template <typename scalar_t>
+inline void row_mask(const DropoutSpec& s, int64_t row, scalar_t* mask, int64_t H) {
+  if (!s.active) {
+    std::fill(mask, mask + H, static_cast<scalar_t>(1));
+    return;
+  }
+  fill_row_mask<scalar_t>(mask, H, row_key(s.seed, row), s.threshold, static_cast<scalar_t>(s.scale));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vectorisable transcendental helpers: exp(x) for x ≤ 0, tanh, sigmoid. Float uses a Cephes-style
+// polynomial exp (relative error ~1e-7, what float holds anyway); double uses libm (gradchecks).
+
+// Plain selects, not std::abs/std::max/std::copysign: those are defined (or precompiled) before
+// the optimize pragma above, and GCC does not inline across differing optimisation options.
+template <typename T>
+inline T abs_of(T x) {
+  return x < T(0) ? -x : x;
+}
+
+inline float exp_nonpos(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const int n = static_cast<int>(x * 1.44269504088896341f - 0.5f);  // truncation = ceil here
+  const float fn = static_cast<float>(n);
+  float r = x - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+inline double exp_nonpos(double x) { return std::exp(x); }
+
+template <typename T>
+inline T tanh_fast(T y) {
+  const T e = exp_nonpos(T(-2) * abs_of(y));
+  const T t = (T(1) - e) / (T(1) + e);
+  return y < T(0) ? -t : t;
+}
+inline double tanh_fast(double y) { return std::tanh(y); }
+
+template <typename T>
+inline T sigmoid_fast(T b) {
+  const T e = exp_nonpos(-abs_of(b));
+  return (b >= T(0) ? T(1) : e) / (T(1) + e);
+}
+
+constexpr double kGeluK = 0.7978845608028654;  // sqrt(2/π)
+constexpr double kGeluC = 0.044715;
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic reductions over rows: rows are cut into fixed chunks of kChunkRows; each chunk
+// accumulates into its own partial (in double), and the partials are summed in chunk order.
+
+constexpr int64_t kChunkRows = 256;
+
+// accumulate(r0, r1, double* acc) adds its rows' contributions to acc [width].
+template <typename F>
+std::vector<double> reduce_rows(int64_t N, int64_t width, const F& accumulate) {
+  const int64_t chunks = std::max<int64_t>(1, (N + kChunkRows - 1) / kChunkRows);
+  std::vector<double> partial(static_cast<size_t>(chunks * width), 0.0);
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      accumulate(c * kChunkRows, std::min(N, (c + 1) * kChunkRows), partial.data() + c * width);
+    }
+  });
+  std::vector<double> out(static_cast<size_t>(width), 0.0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t j = 0; j < width; ++j) out[j] += partial[c * width + j];
+  }
+  return out;
+}
+
+// Rows per parallel_for task for elementwise passes (~16k elements).
+inline int64_t row_grain(int64_t H) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, H)); }
+
+template <typename scalar_t>
+Tensor vector_from(const std::vector<double>& v, const Tensor& like) {
+  auto t = torch::empty({static_cast<int64_t>(v.size())}, like.options());
+  auto* p = t.data_ptr<scalar_t>();
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<scalar_t>(v[i]);
+  return t;
+}
+
+void check_rows(const Tensor& t, const char* what) {
+  TORCH_CHECK(t.device().is_cpu(), what, ": CPU tensors only");
+  TORCH_CHECK(t.dim() == 2, what, ": expected a 2-D [N, H] tensor, got ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble, what,
+              ": float or double only, got ", t.scalar_type());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout.
+
+template <typename scalar_t>
+RT_SIMD_CLONES void mul_row(const scalar_t* __restrict x, const scalar_t* __restrict m, scalar_t* __restrict y, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) y[c] = x[c] * m[c];
+}
+
+template <typename scalar_t>
+void dropout_apply(const DropoutSpec& s, const scalar_t* x, scalar_t* y, int64_t N, int64_t H) {
+  at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+    std::vector<scalar_t> mask(static_cast<size_t>(H));
+    for (int64_t r = r0; r < r1; ++r) {
+      row_mask(s, r, mask.data(), H);
+      mul_row(x + r * H, mask.data(), y + r * H, H);
+    }
+  });
+}
+
+class DropoutFn : public torch::autograd::Function<DropoutFn> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, double p, int64_t seed) {
+    auto xc = x.contiguous();
+    const int64_t H = xc.dim() == 0 ? 1 : xc.size(-1);
+    const int64_t N = H == 0 ? 0 : xc.numel() / H;
+    auto y = torch::empty_like(xc);
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "fused_dropout", [&] {
+      dropout_apply<scalar_t>(spec, xc.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), N, H);
+    });
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = seed;
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto g = grads[0].contiguous();
+    const int64_t H = g.dim() == 0 ? 1 : g.size(-1);
+    const int64_t N = H == 0 ? 0 : g.numel() / H;
+    auto gx = torch::empty_like(g);
+    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "fused_dropout_backward", [&] {
+      dropout_apply<scalar_t>(spec, g.data_ptr<scalar_t>(), gx.data_ptr<scalar_t>(), N, H);
+    });
+    return {gx, Tensor(), Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Batch norm over rows.
+
+template <typename scalar_t>
+RT_SIMD_CLONES void add_rows(const scalar_t* __restrict x, int64_t r0, int64_t r1, int64_t H, double* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* xr = x + r * H;
+    for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(xr[c]);
+  }
+}
+
+template <typename scalar_t>
+RT_SIMD_CLONES void add_sq_dev_rows(const scalar_t* __restrict x, const double* __restrict mean, int64_t r0, int64_t r1, int64_t H,
+                                    double* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* xr = x + r * H;
+    for (int64_t c = 0; c < H; ++c) {
+      const double d = static_cast<double>(xr[c]) - mean[c];
+      acc[c] += d * d;
+    }
+  }
+}
+
+template <typename scalar_t>
+RT_SIMD_CLONES void normalize_row(const scalar_t* __restrict x, const scalar_t* __restrict mean, const scalar_t* __restrict invstd, scalar_t* __restrict y,
+                                  int64_t H) {
+  for (int64_t c = 0; c < H; ++c) y[c] = (x[c] - mean[c]) * invstd[c];
+}
+
+// acc [2H]: Σ g, Σ g·y.
+template <typename scalar_t>
+RT_SIMD_CLONES void add_g_gy_rows(const scalar_t* __restrict g, const scalar_t* __restrict y, int64_t r0, int64_t r1, int64_t H,
+                                  double* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* gr = g + r * H;
+    const scalar_t* yr = y + r * H;
+    for (int64_t c = 0; c < H; ++c) {
+      acc[c] += static_cast<double>(gr[c]);
+      acc[H + c] += static_cast<double>(gr[c]) * static_cast<double>(yr[c]);
+    }
+  }
+}
+
+template <typename scalar_t>
+RT_SIMD_CLONES void bn_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict y, const scalar_t* __restrict invstd,
+                                    const scalar_t* __restrict mean_g, const scalar_t* __restrict mean_gy, scalar_t* __restrict gx, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) gx[c] = invstd[c] * (g[c] - mean_g[c] - y[c] * mean_gy[c]);
+}
+
+class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
+ public:
+  // Returns {y, mean, biased var}; only y is differentiable.
+  static tensor_list forward(AutogradContext* ctx, const Tensor& x_in, double eps) {
+    auto x = x_in.contiguous();
+    const int64_t N = x.size(0), H = x.size(1);
+    auto y = torch::empty_like(x);
+    Tensor mean_t, var_t, invstd_t;
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_batch_norm", [&] {
+      const scalar_t* xp = x.data_ptr<scalar_t>();
+      auto sum = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
+      for (auto& v : sum) v /= static_cast<double>(N);
+      auto sq = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
+        add_sq_dev_rows(xp, sum.data(), r0, r1, H, acc);
+      });
+      std::vector<double> invstd(static_cast<size_t>(H));
+      for (int64_t c = 0; c < H; ++c) {
+        sq[c] /= static_cast<double>(N);
+        invstd[c] = 1.0 / std::sqrt(sq[c] + eps);
+      }
+      mean_t = vector_from<scalar_t>(sum, x);
+      var_t = vector_from<scalar_t>(sq, x);
+      invstd_t = vector_from<scalar_t>(invstd, x);
+      const scalar_t* m = mean_t.data_ptr<scalar_t>();
+      const scalar_t* is = invstd_t.data_ptr<scalar_t>();
+      scalar_t* yp = y.data_ptr<scalar_t>();
+      at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) normalize_row(xp + r * H, m, is, yp + r * H, H);
+      });
+    });
+    ctx->save_for_backward({y, invstd_t});
+    ctx->mark_non_differentiable({mean_t, var_t});
+    return {y, mean_t, var_t};
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor()};
+    auto saved = ctx->get_saved_variables();
+    const auto& y = saved[0];
+    const auto& invstd = saved[1];
+    auto g = grads[0].contiguous();
+    const int64_t N = y.size(0), H = y.size(1);
+    auto gx = torch::empty_like(y);
+    AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "fused_batch_norm_backward", [&] {
+      const scalar_t* gp = g.data_ptr<scalar_t>();
+      const scalar_t* yp = y.data_ptr<scalar_t>();
+      auto sums = reduce_rows(N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_g_gy_rows(gp, yp, r0, r1, H, acc); });
+      std::vector<scalar_t> mg(static_cast<size_t>(H)), mgy(static_cast<size_t>(H));
+      for (int64_t c = 0; c < H; ++c) {
+        mg[c] = static_cast<scalar_t>(sums[c] / static_cast<double>(N));
+        mgy[c] = static_cast<scalar_t>(sums[H + c] / static_cast<double>(N));
+      }
+      const scalar_t* is = invstd.data_ptr<scalar_t>();
+      scalar_t* gxp = gx.data_ptr<scalar_t>();
+      at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) bn_backward_row(gp + r * H, yp + r * H, is, mg.data(), mgy.data(), gxp + r * H, H);
+      });
+    });
+    return {gx, Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// gelu_tanh(z + D ⊙ u) → dropout.
+
+template <typename scalar_t>
+RT_SIMD_CLONES void gelu_dropout_row(const scalar_t* __restrict z, const scalar_t* __restrict u, const scalar_t* __restrict D, const scalar_t* __restrict mask,
+                                     scalar_t* __restrict out, int64_t H) {
+  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
+  auto gelu = [&](scalar_t x) { return scalar_t(0.5) * x * (scalar_t(1) + tanh_fast(k * (x + c3 * x * x * x))); };
+  if (u) {
+    for (int64_t c = 0; c < H; ++c) out[c] = gelu(z[c] + D[c] * u[c]) * mask[c];
+  } else {
+    for (int64_t c = 0; c < H; ++c) out[c] = gelu(z[c]) * mask[c];
+  }
+}
+
+// gpre = g ⊙ mask ⊙ gelu'(pre); gz = gpre; gu = gpre ⊙ D; gD += gpre ⊙ u (the D gradient, summed
+// in scalar_t over one chunk's rows, then in double across chunks).
+template <typename scalar_t>
+RT_SIMD_CLONES void gelu_dropout_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict z, const scalar_t* __restrict u, const scalar_t* __restrict D,
+                                              const scalar_t* __restrict mask, scalar_t* __restrict gz, scalar_t* __restrict gu, scalar_t* __restrict gD, int64_t H) {
+  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
+  auto dgelu = [&](scalar_t x) {
+    const scalar_t x2 = x * x;
+    const scalar_t t = tanh_fast(k * (x + c3 * x2 * x));
+    return scalar_t(0.5) * (scalar_t(1) + t) +
+           scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2);
+  };
+  if (u) {
+    for (int64_t c = 0; c < H; ++c) {
+      const scalar_t gp = g[c] * mask[c] * dgelu(z[c] + D[c] * u[c]);
+      gz[c] = gp;
+      gu[c] = gp * D[c];
+      gD[c] += gp * u[c];
+    }
+  } else {
+    for (int64_t c = 0; c < H; ++c) gz[c] = g[c] * mask[c] * dgelu(z[c]);
+  }
+}
+
+class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& z_in, const Tensor& u_in, const Tensor& D_in, double p,
+                        int64_t seed) {
+    auto z = z_in.contiguous();
+    const bool with_u = u_in.defined();
+    auto u = with_u ? u_in.contiguous() : Tensor();
+    auto D = with_u ? D_in.contiguous() : Tensor();
+    const int64_t N = z.size(0), H = z.size(1);
+    auto out = torch::empty_like(z);
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "fused_gelu_dropout", [&] {
+      const scalar_t* zp = z.data_ptr<scalar_t>();
+      const scalar_t* up = with_u ? u.data_ptr<scalar_t>() : nullptr;
+      const scalar_t* Dp = with_u ? D.data_ptr<scalar_t>() : nullptr;
+      scalar_t* op = out.data_ptr<scalar_t>();
+      at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        std::vector<scalar_t> mask(static_cast<size_t>(H));
+        for (int64_t r = r0; r < r1; ++r) {
+          row_mask(spec, r, mask.data(), H);
+          gelu_dropout_row(zp + r * H, up ? up + r * H : nullptr, Dp, mask.data(), op + r * H, H);
+        }
+      });
+    });
+    ctx->save_for_backward({z, u, D});
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = seed;
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &z = saved[0], &u = saved[1], &D = saved[2];
+    const bool with_u = u.defined();
+    auto g = grads[0].contiguous();
+    const int64_t N = z.size(0), H = z.size(1);
+    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    auto gz = torch::empty_like(z);
+    Tensor gu, gD;
+    if (with_u) gu = torch::empty_like(u);
+    AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "fused_gelu_dropout_backward", [&] {
+      const scalar_t* gp = g.data_ptr<scalar_t>();
+      const scalar_t* zp = z.data_ptr<scalar_t>();
+      const scalar_t* up = with_u ? u.data_ptr<scalar_t>() : nullptr;
+      const scalar_t* Dp = with_u ? D.data_ptr<scalar_t>() : nullptr;
+      scalar_t* gzp = gz.data_ptr<scalar_t>();
+      scalar_t* gup = with_u ? gu.data_ptr<scalar_t>() : nullptr;
+      auto sums = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
+        std::vector<scalar_t> mask(static_cast<size_t>(H)), gD_chunk(static_cast<size_t>(H), scalar_t(0));
+        for (int64_t r = r0; r < r1; ++r) {
+          row_mask(spec, r, mask.data(), H);
+          gelu_dropout_backward_row(gp + r * H, zp + r * H, up ? up + r * H : nullptr, Dp, mask.data(), gzp + r * H,
+                                    gup ? gup + r * H : nullptr, gD_chunk.data(), H);
+        }
+        for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(gD_chunk[c]);
+      });
+      if (with_u) gD = vector_from<scalar_t>(sums, z);
+    });
+    return {gz, gu, gD, Tensor(), Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// residual + dropout(a ⊙ σ(b)).
+
+template <typename scalar_t>
+RT_SIMD_CLONES void glu_row(const scalar_t* __restrict ab, const scalar_t* __restrict res, const scalar_t* __restrict mask, scalar_t* __restrict out, int64_t H) {
+  const scalar_t* a = ab;
+  const scalar_t* b = ab + H;
+  for (int64_t c = 0; c < H; ++c) out[c] = res[c] + a[c] * sigmoid_fast(b[c]) * mask[c];
+}
+
+template <typename scalar_t>
+RT_SIMD_CLONES void glu_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict ab, const scalar_t* __restrict mask, scalar_t* __restrict gab,
+                                     int64_t H) {
+  const scalar_t* a = ab;
+  const scalar_t* b = ab + H;
+  for (int64_t c = 0; c < H; ++c) {
+    const scalar_t s = sigmoid_fast(b[c]);
+    const scalar_t gm = g[c] * mask[c];
+    gab[c] = gm * s;
+    gab[H + c] = gm * a[c] * s * (scalar_t(1) - s);
+  }
+}
+
+class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidualFn> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& ab_in, const Tensor& res_in, double p, int64_t seed) {
+    auto ab = ab_in.contiguous();
+    auto res = res_in.contiguous();
+    const int64_t N = res.size(0), H = res.size(1);
+    auto out = torch::empty_like(res);
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    AT_DISPATCH_FLOATING_TYPES(ab.scalar_type(), "fused_glu_dropout_residual", [&] {
+      const scalar_t* abp = ab.data_ptr<scalar_t>();
+      const scalar_t* rp = res.data_ptr<scalar_t>();
+      scalar_t* op = out.data_ptr<scalar_t>();
+      at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        std::vector<scalar_t> mask(static_cast<size_t>(H));
+        for (int64_t r = r0; r < r1; ++r) {
+          row_mask(spec, r, mask.data(), H);
+          glu_row(abp + r * 2 * H, rp + r * H, mask.data(), op + r * H, H);
+        }
+      });
+    });
+    ctx->save_for_backward({ab});
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = seed;
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto ab = ctx->get_saved_variables()[0];
+    auto g = grads[0].contiguous();
+    const int64_t N = g.size(0), H = g.size(1);
+    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    auto gab = torch::empty_like(ab);
+    AT_DISPATCH_FLOATING_TYPES(ab.scalar_type(), "fused_glu_dropout_residual_backward", [&] {
+      const scalar_t* gp = g.data_ptr<scalar_t>();
+      const scalar_t* abp = ab.data_ptr<scalar_t>();
+      scalar_t* gabp = gab.data_ptr<scalar_t>();
+      at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        std::vector<scalar_t> mask(static_cast<size_t>(H));
+        for (int64_t r = r0; r < r1; ++r) {
+          row_mask(spec, r, mask.data(), H);
+          glu_backward_row(gp + r * H, abp + r * 2 * H, mask.data(), gabp + r * 2 * H, H);
+        }
+      });
+    });
+    return {gab, g, Tensor(), Tensor()};
+  }
+};
+
+int64_t seed_arg(uint64_t seed) { return static_cast<int64_t>(seed); }  // IValue holds int64
+
+}  // namespace
+
+uint64_t draw_dropout_seed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+bool dropout_keeps(uint64_t seed, int64_t row, int64_t col, double p) {
+  const auto s = make_spec(p, seed);
+  return !s.active || col_hash(row_key(seed, row), static_cast<uint32_t>(col)) >= s.threshold;
+}
+
+Tensor dropout(const Tensor& x, double p, uint64_t seed) {
+  TORCH_CHECK(x.device().is_cpu(), "fused::dropout: CPU tensors only");
+  make_spec(p, seed);  // validates p
+  if (p == 0) return x;
+  return DropoutFn::apply(x, p, seed_arg(seed));
+}
+
+Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var) {
+  check_rows(x, "fused::batch_norm_rows");
+  TORCH_CHECK(x.size(0) >= 1, "fused::batch_norm_rows: no rows");
+  auto outs = BatchNormRowsFn::apply(x, eps);
+  if (mean) *mean = outs[1];
+  if (var) *var = outs[2];
+  return outs[0];
+}
+
+Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm) {
+  const auto& o = norm.options;
+  TORCH_CHECK(!o.affine(), "fused::batch_norm_module: only affine = false is supported");
+  const bool track = o.track_running_stats();
+  if (norm.is_training() || !track) {
+    TORCH_CHECK(!norm.is_training() || x.size(0) > 1,
+                "BatchNorm: expected more than 1 value per channel when training, got input ", x.sizes());
+    Tensor mean, var;
+    auto y = batch_norm_rows(x, o.eps(), &mean, &var);
+    if (norm.is_training() && track) {
+      torch::NoGradGuard no_grad;
+      double factor = o.momentum().has_value() ? *o.momentum() : 0.0;
+      if (norm.num_batches_tracked.defined()) {
+        norm.num_batches_tracked += 1;
+        if (!o.momentum().has_value()) factor = 1.0 / norm.num_batches_tracked.item<double>();
+      }
+      const double n = static_cast<double>(x.size(0));
+      norm.running_mean.mul_(1.0 - factor).add_(mean.to(norm.running_mean.scalar_type()), factor);
+      norm.running_var.mul_(1.0 - factor).add_(var.to(norm.running_var.scalar_type()), factor * n / (n - 1.0));
+    }
+    return y;
+  }
+  return (x - norm.running_mean) * torch::rsqrt(norm.running_var + o.eps());
+}
+
+Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p, uint64_t seed) {
+  check_rows(z, "fused::gelu_dropout");
+  TORCH_CHECK(u.defined() == D.defined(), "fused::gelu_dropout: u and D must both be given or both be undefined");
+  if (u.defined()) {
+    TORCH_CHECK(u.sizes() == z.sizes(), "fused::gelu_dropout: u must be ", z.sizes(), ", got ", u.sizes());
+    TORCH_CHECK(D.dim() == 1 && D.size(0) == z.size(1), "fused::gelu_dropout: D must be [", z.size(1), "], got ",
+                D.sizes());
+    TORCH_CHECK(u.scalar_type() == z.scalar_type() && D.scalar_type() == z.scalar_type(),
+                "fused::gelu_dropout: z, u and D must share a dtype");
+  }
+  make_spec(p, seed);
+  return GeluDropoutFn::apply(z, u, D, p, seed_arg(seed));
+}
+
+Tensor glu_dropout_residual(const Tensor& ab, const Tensor& residual, double p, uint64_t seed) {
+  check_rows(residual, "fused::glu_dropout_residual");
+  TORCH_CHECK(ab.dim() == 2 && ab.size(0) == residual.size(0) && ab.size(1) == 2 * residual.size(1),
+              "fused::glu_dropout_residual: ab must be [", residual.size(0), ", ", 2 * residual.size(1), "], got ",
+              ab.sizes());
+  TORCH_CHECK(ab.scalar_type() == residual.scalar_type(), "fused::glu_dropout_residual: ab and residual must share a dtype");
+  make_spec(p, seed);
+  return GluDropoutResidualFn::apply(ab, residual, p, seed_arg(seed));
+}
+
+}  // namespace rt::ssm::fused
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif

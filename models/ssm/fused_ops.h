@@ -1,0 +1,57 @@
+// Fused CPU kernels for the S5 block (models/ssm/decoders.h S5Block) on the "fused" scan path.
+//
+// Each is one autograd node with a hand-written backward, computing in one pass over memory
+// what the unfused block does with several LibTorch ops (and, for dropout, with a per-element
+// Bernoulli draw). Float and double, CPU, contiguous 2-D [N, H] (rows = batch × time).
+// Kernels run under at::parallel_for over rows; reductions over rows use a fixed chunking, so
+// every result is bitwise independent of the thread count.
+//
+// Dropout masks come from a counter-based hash of (seed, row, column) instead of a stored
+// Bernoulli tensor: the seed is one 64-bit draw from torch's default CPU generator per call
+// (draw_dropout_seed), so torch::manual_seed and a restored generator state reproduce the masks,
+// and the backward regenerates the mask instead of saving it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace rt::ssm::fused {
+
+// One 64-bit draw from at::detail::getDefaultCPUGenerator() (under its mutex).
+uint64_t draw_dropout_seed();
+
+// The mask of a dropout with drop probability p (0 ≤ p < 1): element (row, col) is kept iff
+// hash(seed, row, col) ≥ p·2³², so P(keep) = 1 − p up to 2⁻³². Exposed for tests.
+bool dropout_keeps(uint64_t seed, int64_t row, int64_t col, double p);
+
+// x ⊙ mask / (1 − p) over x viewed as [numel / last, last]; p == 0 returns x itself.
+torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed);
+
+// Batch normalisation of each column of x [N, H] with the batch's own statistics (no affine):
+// y = (x − mean) / sqrt(var + eps), var biased. Differentiable in x. When `mean`/`var` are
+// non-null they receive the batch mean and the biased variance ([H], x's dtype, no grad).
+// REQUIRES: N ≥ 1.
+torch::Tensor batch_norm_rows(const torch::Tensor& x, double eps, torch::Tensor* mean = nullptr,
+                              torch::Tensor* var = nullptr);
+
+// torch::nn::BatchNorm1d `norm` (affine = false) applied to x [N, H] as if x were [N, H]
+// BatchNorm1d input, i.e. statistics over all rows per column, with the module's semantics:
+// batch statistics when training or when it tracks no running statistics; in training with
+// running statistics, running_mean/var (unbiased batch variance) and num_batches_tracked are
+// updated exactly as torch does (momentum, or a cumulative average when momentum is unset);
+// otherwise (eval) the running statistics normalise. Throws c10::Error when norm is affine or
+// when training on a single row.
+torch::Tensor batch_norm_module(const torch::Tensor& x, torch::nn::BatchNorm1dImpl& norm);
+
+// dropout_p(gelu_tanh(z + D ⊙ u)) for z, u [N, H] and D [H]; u and D may both be undefined
+// (then gelu of z). Gradients for z, u and D.
+torch::Tensor gelu_dropout(const torch::Tensor& z, const torch::Tensor& u, const torch::Tensor& D, double p,
+                           uint64_t seed);
+
+// residual + dropout_p(a ⊙ σ(b)) where ab = [a | b] is [N, 2H] and residual [N, H].
+// Gradients for ab and residual.
+torch::Tensor glu_dropout_residual(const torch::Tensor& ab, const torch::Tensor& residual, double p,
+                                   uint64_t seed);
+
+}  // namespace rt::ssm::fused
