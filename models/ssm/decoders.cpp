@@ -70,7 +70,7 @@ void S5BlockImpl::set_module_path(std::string path) {
 }
 
 bool S5BlockImpl::uses_fused_kernels(const torch::Tensor& x) const {
-  return ssm->options().scan == ScanKind::kFused && x.device().is_cpu() &&
+  return fused_kernels && ssm->options().scan == ScanKind::kFused && x.device().is_cpu() &&
          (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble);
 }
 
@@ -122,6 +122,10 @@ void SsmModelImpl::add_blocks(const SsmOptions& options, bool batch_statistics_i
 
 void SsmModelImpl::set_scan(ScanKind scan) {
   for (auto& b : blocks) b->ssm->set_scan(scan);
+}
+
+void SsmModelImpl::set_fused_kernels(bool on) {
+  for (auto& b : blocks) b->fused_kernels = on;
 }
 
 S5DecoderImpl::S5DecoderImpl(const SsmOptions& options) {

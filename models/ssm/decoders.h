@@ -68,7 +68,10 @@ class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
   // parameters and buffers; the dropout masks differ (fused_ops.h draws them by hash).
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor forward_fused(const torch::Tensor& x);
+  // fused_kernels (default true) && scan == fused && CPU && float/double.
   bool uses_fused_kernels(const torch::Tensor& x) const;
+  // Off: the op-by-op block even where the fused kernels apply (tests, A/B benchmarks).
+  bool fused_kernels = true;
   void set_module_path(std::string path) override;
 
   torch::nn::BatchNorm1d norm{nullptr};
@@ -88,6 +91,8 @@ class SsmModelImpl : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x, int64_t group) = 0;
   // Switches every S5 layer between the parallel and the sequential scan.
   void set_scan(ScanKind scan);
+  // Sets S5BlockImpl::fused_kernels on every block.
+  void set_fused_kernels(bool on);
   std::vector<S5Block> blocks;  // registered as "blocks.<i>"
 
  protected:

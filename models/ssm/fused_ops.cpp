@@ -392,9 +392,9 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& z_in, const Tensor& u_in, const Tensor& D_in, double p,
                         int64_t seed) {
     auto z = z_in.contiguous();
-    const bool with_u = u_in.defined();
-    auto u = with_u ? u_in.contiguous() : Tensor();
-    auto D = with_u ? D_in.contiguous() : Tensor();
+    const bool with_u = u_in.numel() > 0;  // an empty u stands for "no u" (see gelu_dropout)
+    auto u = with_u ? u_in.contiguous() : u_in;
+    auto D = with_u ? D_in.contiguous() : D_in;
     const int64_t N = z.size(0), H = z.size(1);
     auto out = torch::empty_like(z);
     const auto spec = make_spec(p, static_cast<uint64_t>(seed));
@@ -420,7 +420,7 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto &z = saved[0], &u = saved[1], &D = saved[2];
-    const bool with_u = u.defined();
+    const bool with_u = u.numel() > 0;
     auto g = grads[0].contiguous();
     const int64_t N = z.size(0), H = z.size(1);
     const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
@@ -587,6 +587,12 @@ Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p,
                 "fused::gelu_dropout: z, u and D must share a dtype");
   }
   make_spec(p, seed);
+  if (!u.defined()) {
+    // LibTorch 1.13's custom-function apply() cannot take undefined tensors (VariableInfo reads
+    // their device): empty placeholders instead.
+    auto none = torch::empty({0}, z.options());
+    return GeluDropoutFn::apply(z, none, none, p, seed_arg(seed));
+  }
   return GeluDropoutFn::apply(z, u, D, p, seed_arg(seed));
 }
 

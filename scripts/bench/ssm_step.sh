@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # s5_maze training-step time (batch 64, 140 bins, 182 units, state 64; forward + MSE + backward
-# + AdamW): native (build/bin/ssm_step_bench, scans "fused" and "parallel") against the same
+# + AdamW): native (build/bin/ssm_step_bench: scan "fused" with the fused block kernels, scan
+# "fused" with the op-by-op block (--unfused_block), scan "parallel") against the same
 # model in Python PyTorch (scripts/bench/reference/s5_maze.py on Debian's /usr/bin/python3).
 #   scripts/bench/ssm_step.sh [--rounds 5] [--steps 20] [--threads "1 2"] [--out DIR]
 # First checks that both compute the same losses from the same weights (native export →
@@ -36,10 +37,11 @@ RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 
 echo "== equivalence check (dropout 0, same weights and batch, 3 AdamW steps)"
-for scan in fused parallel; do
-  "$BENCH" --export "$OUT/check_$scan" --scan "$scan" >/dev/null
-  echo "-- native scan=$scan vs python"
-  "$PY" "$REF" --check "$OUT/check_$scan"
+for arm in "fused" "fused --unfused_block" "parallel"; do
+  name="${arm// --/_}"
+  "$BENCH" --export "$OUT/check_$name" --scan $arm >/dev/null
+  echo "-- native scan=$arm vs python"
+  "$PY" "$REF" --check "$OUT/check_$name"
 done
 
 echo "== timing: $ROUNDS rounds x $STEPS steps (after 3 warm-up steps), threads: $THREADS"
@@ -47,6 +49,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for t in $THREADS; do
     "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused | sed 's/"impl":"native"/"impl":"native_fused"/' >> "$RESULTS"
     "$PY" "$REF" --threads "$t" --steps "$STEPS" --warmup 3 >> "$RESULTS"
+    "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused --unfused_block | sed 's/"impl":"native"/"impl":"native_fused_unfused_block"/' >> "$RESULTS"
     "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan parallel | sed 's/"impl":"native"/"impl":"native_parallel"/' >> "$RESULTS"
   done
   echo "round $r done"
@@ -70,7 +73,7 @@ print("\n| threads | implementation | median step (ms) | spread of run medians (
 print("|---|---|---|---|---|---|")
 for t in sorted({k[0] for k in arms}):
     py = statistics.median(arms[(t, "python")])
-    for impl in ("native_fused", "native_parallel", "python"):
+    for impl in ("native_fused", "native_fused_unfused_block", "native_parallel", "python"):
         v = arms.get((t, impl))
         if not v:
             continue

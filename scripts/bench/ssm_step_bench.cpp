@@ -33,9 +33,10 @@ struct Step {
   }
 };
 
-Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd) {
+Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_block) {
   Step s;
   s.model = rt::ssm::make_ssm_model(o, 1);
+  s.model->set_fused_kernels(fused_block);
   auto [decay, no_decay] = rt::ssm::split_weight_decay_parameters(*s.model);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
@@ -45,11 +46,11 @@ Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd) {
 }
 
 void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& base, const torch::Tensor& x,
-                  const torch::Tensor& y, int check_steps, double lr, double wd) {
+                  const torch::Tensor& y, int check_steps, double lr, double wd, bool fused_block) {
   auto o = base;
   o.dropout = 0.0;
   torch::manual_seed(1234);
-  Step s = make_step(o, lr, wd);
+  Step s = make_step(o, lr, wd, fused_block);
   std::filesystem::create_directories(dir);
   std::ofstream bin(dir / "tensors.bin", std::ios::binary);
   rt::Json manifest;
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64, bins = 140, units = 182, d_model = 64, state = 64, layers = 1;
   double dropout = 0.05, lr = 1e-3, wd = 0.01;
   std::string scan = "parallel", export_dir;
+  bool unfused_block = false;
   uint64_t seed = 0;
   app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->capture_default_str();
@@ -97,6 +99,8 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", dropout)->capture_default_str();
   app.add_option("--scan", scan, "model.scan")->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
+  app.add_flag("--unfused_block", unfused_block,
+               "op-by-op S5 block even with --scan fused (A/B against the fused block kernels)");
   app.add_option("--export", export_dir, "write weights, batch and reference losses to DIR and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -115,11 +119,11 @@ int main(int argc, char** argv) {
   auto y = torch::randn({batch, bins, o.output_dim});
   try {
     if (!export_dir.empty()) {
-      export_check(export_dir, o, x, y, check_steps, lr, wd);
+      export_check(export_dir, o, x, y, check_steps, lr, wd, !unfused_block);
       std::cout << "wrote " << export_dir << "\n";
       return 0;
     }
-    Step s = make_step(o, lr, wd);
+    Step s = make_step(o, lr, wd, !unfused_block);
     for (int i = 0; i < warmup; ++i) s.run(x, y);
     std::vector<double> ms;
     for (int i = 0; i < steps; ++i) {
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
     rt::Json r = {{"impl", "native"},      {"torch", TORCH_VERSION},     {"threads", threads},
                   {"batch", batch},        {"bins", bins},               {"units", units},
                   {"d_model", d_model},    {"state", state},             {"scan", scan},
+                  {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
                   {"steps", steps},        {"median_ms", sorted[sorted.size() / 2]},
                   {"min_ms", sorted.front()}, {"max_ms", sorted.back()}, {"step_ms", ms}};
     std::cout << r.dump() << "\n";
