@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "data/util/torch_compat.h"
 #include "models/ssm/decoders.h"
 #include "models/ssm/fused_ops.h"
 
@@ -142,7 +143,7 @@ TEST(SsmFusedOps, ResultsDoNotDependOnTheThreadCount) {
 TEST(SsmFusedOps, BatchNormModuleRunningStatsMatchTorch) {
   for (bool cumulative : {false, true}) {
     auto opts = torch::nn::BatchNorm1dOptions(6).affine(false);
-    if (cumulative) opts.momentum(c10::nullopt);
+    if (cumulative) opts.momentum(rt::compat::nullopt);
     torch::nn::BatchNorm1d ours(opts), ref(opts);
     torch::manual_seed(7);
     for (int step = 0; step < 4; ++step) {
