@@ -85,7 +85,8 @@ DropoutSpec make_spec(double p, uint64_t seed) {
 
 // mask[c] = keep ? scale : 0 for the H columns of one row.
 template <typename scalar_t>
-RT_SIMD_CLONES void fill_row_mask(scalar_t* __restrict mask, int64_t H, RowKey k, uint32_t threshold, scalar_t scale) {
+RT_SIMD_CLONES void fill_row_mask(scalar_t* __restrict mask, int64_t H, RowKey k, uint32_t threshold,
+                                  scalar_t scale) {
   for (int64_t c = 0; c < H; ++c) {
     mask[c] = col_hash(k, static_cast<uint32_t>(c)) >= threshold ? scale : scalar_t(0);
   }
@@ -194,7 +195,8 @@ void check_rows(const Tensor& t, const char* what) {
 // Dropout.
 
 template <typename scalar_t>
-RT_SIMD_CLONES void mul_row(const scalar_t* __restrict x, const scalar_t* __restrict m, scalar_t* __restrict y, int64_t H) {
+RT_SIMD_CLONES void mul_row(const scalar_t* __restrict x, const scalar_t* __restrict m,
+                            scalar_t* __restrict y, int64_t H) {
   for (int64_t c = 0; c < H; ++c) y[c] = x[c] * m[c];
 }
 
@@ -229,7 +231,8 @@ class DropoutFn : public torch::autograd::Function<DropoutFn> {
     const int64_t H = g.dim() == 0 ? 1 : g.size(-1);
     const int64_t N = H == 0 ? 0 : g.numel() / H;
     auto gx = torch::empty_like(g);
-    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    const auto spec =
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
     AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "fused_dropout_backward", [&] {
       dropout_apply<scalar_t>(spec, g.data_ptr<scalar_t>(), gx.data_ptr<scalar_t>(), N, H);
     });
@@ -241,7 +244,8 @@ class DropoutFn : public torch::autograd::Function<DropoutFn> {
 // Batch norm over rows.
 
 template <typename scalar_t>
-RT_SIMD_CLONES void add_rows(const scalar_t* __restrict x, int64_t r0, int64_t r1, int64_t H, double* __restrict acc) {
+RT_SIMD_CLONES void add_rows(const scalar_t* __restrict x, int64_t r0, int64_t r1, int64_t H,
+                             double* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const scalar_t* xr = x + r * H;
     for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(xr[c]);
@@ -249,8 +253,8 @@ RT_SIMD_CLONES void add_rows(const scalar_t* __restrict x, int64_t r0, int64_t r
 }
 
 template <typename scalar_t>
-RT_SIMD_CLONES void add_sq_dev_rows(const scalar_t* __restrict x, const double* __restrict mean, int64_t r0, int64_t r1, int64_t H,
-                                    double* __restrict acc) {
+RT_SIMD_CLONES void add_sq_dev_rows(const scalar_t* __restrict x, const double* __restrict mean, int64_t r0,
+                                    int64_t r1, int64_t H, double* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const scalar_t* xr = x + r * H;
     for (int64_t c = 0; c < H; ++c) {
@@ -261,15 +265,15 @@ RT_SIMD_CLONES void add_sq_dev_rows(const scalar_t* __restrict x, const double* 
 }
 
 template <typename scalar_t>
-RT_SIMD_CLONES void normalize_row(const scalar_t* __restrict x, const scalar_t* __restrict mean, const scalar_t* __restrict invstd, scalar_t* __restrict y,
-                                  int64_t H) {
+RT_SIMD_CLONES void normalize_row(const scalar_t* __restrict x, const scalar_t* __restrict mean,
+                                  const scalar_t* __restrict invstd, scalar_t* __restrict y, int64_t H) {
   for (int64_t c = 0; c < H; ++c) y[c] = (x[c] - mean[c]) * invstd[c];
 }
 
 // acc [2H]: Σ g, Σ g·y.
 template <typename scalar_t>
-RT_SIMD_CLONES void add_g_gy_rows(const scalar_t* __restrict g, const scalar_t* __restrict y, int64_t r0, int64_t r1, int64_t H,
-                                  double* __restrict acc) {
+RT_SIMD_CLONES void add_g_gy_rows(const scalar_t* __restrict g, const scalar_t* __restrict y, int64_t r0,
+                                  int64_t r1, int64_t H, double* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const scalar_t* gr = g + r * H;
     const scalar_t* yr = y + r * H;
@@ -281,8 +285,9 @@ RT_SIMD_CLONES void add_g_gy_rows(const scalar_t* __restrict g, const scalar_t* 
 }
 
 template <typename scalar_t>
-RT_SIMD_CLONES void bn_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict y, const scalar_t* __restrict invstd,
-                                    const scalar_t* __restrict mean_g, const scalar_t* __restrict mean_gy, scalar_t* __restrict gx, int64_t H) {
+RT_SIMD_CLONES void bn_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict y,
+                                    const scalar_t* __restrict invstd, const scalar_t* __restrict mean_g,
+                                    const scalar_t* __restrict mean_gy, scalar_t* __restrict gx, int64_t H) {
   for (int64_t c = 0; c < H; ++c) gx[c] = invstd[c] * (g[c] - mean_g[c] - y[c] * mean_gy[c]);
 }
 
@@ -296,7 +301,8 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
     Tensor mean_t, var_t, invstd_t;
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_batch_norm", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
-      auto sum = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
+      auto sum =
+          reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
       for (auto& v : sum) v /= static_cast<double>(N);
       auto sq = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
         add_sq_dev_rows(xp, sum.data(), r0, r1, H, acc);
@@ -332,7 +338,8 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
     AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "fused_batch_norm_backward", [&] {
       const scalar_t* gp = g.data_ptr<scalar_t>();
       const scalar_t* yp = y.data_ptr<scalar_t>();
-      auto sums = reduce_rows(N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_g_gy_rows(gp, yp, r0, r1, H, acc); });
+      auto sums = reduce_rows(
+          N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_g_gy_rows(gp, yp, r0, r1, H, acc); });
       std::vector<scalar_t> mg(static_cast<size_t>(H)), mgy(static_cast<size_t>(H));
       for (int64_t c = 0; c < H; ++c) {
         mg[c] = static_cast<scalar_t>(sums[c] / static_cast<double>(N));
@@ -341,7 +348,8 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
       const scalar_t* is = invstd.data_ptr<scalar_t>();
       scalar_t* gxp = gx.data_ptr<scalar_t>();
       at::parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) bn_backward_row(gp + r * H, yp + r * H, is, mg.data(), mgy.data(), gxp + r * H, H);
+        for (int64_t r = r0; r < r1; ++r)
+          bn_backward_row(gp + r * H, yp + r * H, is, mg.data(), mgy.data(), gxp + r * H, H);
       });
     });
     return {gx, Tensor()};
@@ -352,10 +360,13 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
 // gelu_tanh(z + D ⊙ u) → dropout.
 
 template <typename scalar_t>
-RT_SIMD_CLONES void gelu_dropout_row(const scalar_t* __restrict z, const scalar_t* __restrict u, const scalar_t* __restrict D, const scalar_t* __restrict mask,
+RT_SIMD_CLONES void gelu_dropout_row(const scalar_t* __restrict z, const scalar_t* __restrict u,
+                                     const scalar_t* __restrict D, const scalar_t* __restrict mask,
                                      scalar_t* __restrict out, int64_t H) {
   const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
-  auto gelu = [&](scalar_t x) { return scalar_t(0.5) * x * (scalar_t(1) + tanh_fast(k * (x + c3 * x * x * x))); };
+  auto gelu = [&](scalar_t x) {
+    return scalar_t(0.5) * x * (scalar_t(1) + tanh_fast(k * (x + c3 * x * x * x)));
+  };
   if (u) {
     for (int64_t c = 0; c < H; ++c) out[c] = gelu(z[c] + D[c] * u[c]) * mask[c];
   } else {
@@ -366,8 +377,10 @@ RT_SIMD_CLONES void gelu_dropout_row(const scalar_t* __restrict z, const scalar_
 // gpre = g ⊙ mask ⊙ gelu'(pre); gz = gpre; gu = gpre ⊙ D; gD += gpre ⊙ u (the D gradient, summed
 // in scalar_t over one chunk's rows, then in double across chunks).
 template <typename scalar_t>
-RT_SIMD_CLONES void gelu_dropout_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict z, const scalar_t* __restrict u, const scalar_t* __restrict D,
-                                              const scalar_t* __restrict mask, scalar_t* __restrict gz, scalar_t* __restrict gu, scalar_t* __restrict gD, int64_t H) {
+RT_SIMD_CLONES void gelu_dropout_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict z,
+                                              const scalar_t* __restrict u, const scalar_t* __restrict D,
+                                              const scalar_t* __restrict mask, scalar_t* __restrict gz,
+                                              scalar_t* __restrict gu, scalar_t* __restrict gD, int64_t H) {
   const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
   auto dgelu = [&](scalar_t x) {
     const scalar_t x2 = x * x;
@@ -389,8 +402,8 @@ RT_SIMD_CLONES void gelu_dropout_backward_row(const scalar_t* __restrict g, cons
 
 class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
  public:
-  static Tensor forward(AutogradContext* ctx, const Tensor& z_in, const Tensor& u_in, const Tensor& D_in, double p,
-                        int64_t seed) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& z_in, const Tensor& u_in, const Tensor& D_in,
+                        double p, int64_t seed) {
     auto z = z_in.contiguous();
     const bool with_u = u_in.numel() > 0;  // an empty u stands for "no u" (see gelu_dropout)
     auto u = with_u ? u_in.contiguous() : u_in;
@@ -423,7 +436,8 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
     const bool with_u = u.numel() > 0;
     auto g = grads[0].contiguous();
     const int64_t N = z.size(0), H = z.size(1);
-    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    const auto spec =
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
     auto gz = torch::empty_like(z);
     Tensor gu, gD;
     if (with_u) gu = torch::empty_like(u);
@@ -438,8 +452,8 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
         std::vector<scalar_t> mask(static_cast<size_t>(H)), gD_chunk(static_cast<size_t>(H), scalar_t(0));
         for (int64_t r = r0; r < r1; ++r) {
           row_mask(spec, r, mask.data(), H);
-          gelu_dropout_backward_row(gp + r * H, zp + r * H, up ? up + r * H : nullptr, Dp, mask.data(), gzp + r * H,
-                                    gup ? gup + r * H : nullptr, gD_chunk.data(), H);
+          gelu_dropout_backward_row(gp + r * H, zp + r * H, up ? up + r * H : nullptr, Dp, mask.data(),
+                                    gzp + r * H, gup ? gup + r * H : nullptr, gD_chunk.data(), H);
         }
         for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(gD_chunk[c]);
       });
@@ -453,15 +467,16 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
 // residual + dropout(a ⊙ σ(b)).
 
 template <typename scalar_t>
-RT_SIMD_CLONES void glu_row(const scalar_t* __restrict ab, const scalar_t* __restrict res, const scalar_t* __restrict mask, scalar_t* __restrict out, int64_t H) {
+RT_SIMD_CLONES void glu_row(const scalar_t* __restrict ab, const scalar_t* __restrict res,
+                            const scalar_t* __restrict mask, scalar_t* __restrict out, int64_t H) {
   const scalar_t* a = ab;
   const scalar_t* b = ab + H;
   for (int64_t c = 0; c < H; ++c) out[c] = res[c] + a[c] * sigmoid_fast(b[c]) * mask[c];
 }
 
 template <typename scalar_t>
-RT_SIMD_CLONES void glu_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict ab, const scalar_t* __restrict mask, scalar_t* __restrict gab,
-                                     int64_t H) {
+RT_SIMD_CLONES void glu_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict ab,
+                                     const scalar_t* __restrict mask, scalar_t* __restrict gab, int64_t H) {
   const scalar_t* a = ab;
   const scalar_t* b = ab + H;
   for (int64_t c = 0; c < H; ++c) {
@@ -474,7 +489,8 @@ RT_SIMD_CLONES void glu_backward_row(const scalar_t* __restrict g, const scalar_
 
 class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidualFn> {
  public:
-  static Tensor forward(AutogradContext* ctx, const Tensor& ab_in, const Tensor& res_in, double p, int64_t seed) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& ab_in, const Tensor& res_in, double p,
+                        int64_t seed) {
     auto ab = ab_in.contiguous();
     auto res = res_in.contiguous();
     const int64_t N = res.size(0), H = res.size(1);
@@ -502,7 +518,8 @@ class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidual
     auto ab = ctx->get_saved_variables()[0];
     auto g = grads[0].contiguous();
     const int64_t N = g.size(0), H = g.size(1);
-    const auto spec = make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+    const auto spec =
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
     auto gab = torch::empty_like(ab);
     AT_DISPATCH_FLOATING_TYPES(ab.scalar_type(), "fused_glu_dropout_residual_backward", [&] {
       const scalar_t* gp = g.data_ptr<scalar_t>();
@@ -569,7 +586,8 @@ Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm) {
       }
       const double n = static_cast<double>(x.size(0));
       norm.running_mean.mul_(1.0 - factor).add_(mean.to(norm.running_mean.scalar_type()), factor);
-      norm.running_var.mul_(1.0 - factor).add_(var.to(norm.running_var.scalar_type()), factor * n / (n - 1.0));
+      norm.running_var.mul_(1.0 - factor)
+          .add_(var.to(norm.running_var.scalar_type()), factor * n / (n - 1.0));
     }
     return y;
   }
@@ -578,11 +596,12 @@ Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm) {
 
 Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p, uint64_t seed) {
   check_rows(z, "fused::gelu_dropout");
-  TORCH_CHECK(u.defined() == D.defined(), "fused::gelu_dropout: u and D must both be given or both be undefined");
+  TORCH_CHECK(u.defined() == D.defined(),
+              "fused::gelu_dropout: u and D must both be given or both be undefined");
   if (u.defined()) {
     TORCH_CHECK(u.sizes() == z.sizes(), "fused::gelu_dropout: u must be ", z.sizes(), ", got ", u.sizes());
-    TORCH_CHECK(D.dim() == 1 && D.size(0) == z.size(1), "fused::gelu_dropout: D must be [", z.size(1), "], got ",
-                D.sizes());
+    TORCH_CHECK(D.dim() == 1 && D.size(0) == z.size(1), "fused::gelu_dropout: D must be [", z.size(1),
+                "], got ", D.sizes());
     TORCH_CHECK(u.scalar_type() == z.scalar_type() && D.scalar_type() == z.scalar_type(),
                 "fused::gelu_dropout: z, u and D must share a dtype");
   }
@@ -599,9 +618,10 @@ Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p,
 Tensor glu_dropout_residual(const Tensor& ab, const Tensor& residual, double p, uint64_t seed) {
   check_rows(residual, "fused::glu_dropout_residual");
   TORCH_CHECK(ab.dim() == 2 && ab.size(0) == residual.size(0) && ab.size(1) == 2 * residual.size(1),
-              "fused::glu_dropout_residual: ab must be [", residual.size(0), ", ", 2 * residual.size(1), "], got ",
-              ab.sizes());
-  TORCH_CHECK(ab.scalar_type() == residual.scalar_type(), "fused::glu_dropout_residual: ab and residual must share a dtype");
+              "fused::glu_dropout_residual: ab must be [", residual.size(0), ", ", 2 * residual.size(1),
+              "], got ", ab.sizes());
+  TORCH_CHECK(ab.scalar_type() == residual.scalar_type(),
+              "fused::glu_dropout_residual: ab and residual must share a dtype");
   make_spec(p, seed);
   return GluDropoutResidualFn::apply(ab, residual, p, seed_arg(seed));
 }

@@ -12,17 +12,19 @@ TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
   auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((root / "h5").string()) +
                          " --groups 1 --units 182 --trials 64 --seed 7");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote((root / "h5").string()) +
-                         " --output_path " + quote((root / "db").string()));
+  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " +
+                         quote((root / "h5").string()) + " --output_path " + quote((root / "db").string()));
   ASSERT_EQ(imp.exit_code, 0) << imp.output;
   // tiny_ssm runs scan = "fused" (the fused block kernels); dropout 0.1 makes the masks matter.
-  const std::string common = bin_path("train") + " --config tiny_ssm --db_path " + quote((root / "db").string()) +
+  const std::string common = bin_path("train") + " --config tiny_ssm --db_path " +
+                             quote((root / "db").string()) +
                              " --threads 1 --seed 3 --save_every 10 --val_every 7 --model.dropout 0.1";
   auto a = run_command(common + " --out_path " + quote((root / "a").string()) + " --max_steps 20");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto b1 = run_command(common + " --out_path " + quote((root / "b").string()) + " --max_steps 10");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_command(common + " --out_path " + quote((root / "b").string()) + " --max_steps 20 --ckpt last");
+  auto b2 =
+      run_command(common + " --out_path " + quote((root / "b").string()) + " --max_steps 20 --ckpt last");
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("at step 10"), std::string::npos) << b2.output;
 

@@ -17,7 +17,9 @@ namespace {
 
 auto f64() { return torch::TensorOptions().dtype(torch::kFloat64); }
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
 
 // Central differences of L = Σ f(inputs) ⊙ w against the analytic gradients, element by element.
 void expect_gradients_match(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& f,
@@ -53,8 +55,9 @@ TEST(SsmFusedOps, DropoutGradientMatchesFiniteDifferences) {
 
 TEST(SsmFusedOps, BatchNormGradientMatchesFiniteDifferences) {
   torch::manual_seed(2);
-  expect_gradients_match([](const std::vector<torch::Tensor>& in) { return fused::batch_norm_rows(in[0], 1e-5); },
-                         {torch::randn({9, 4}, f64()) * 2 + 1});
+  expect_gradients_match(
+      [](const std::vector<torch::Tensor>& in) { return fused::batch_norm_rows(in[0], 1e-5); },
+      {torch::randn({9, 4}, f64()) * 2 + 1});
 }
 
 TEST(SsmFusedOps, GeluDropoutGradientMatchesFiniteDifferences) {
