@@ -59,7 +59,7 @@ done
   echo "## s5_maze training step, native vs Python (measured by \`scripts/bench/ssm_step.sh\`)"
   echo
   echo "Command: \`scripts/bench/ssm_step.sh${ARGS_SHOWN:+ $ARGS_SHOWN}\` — batch 64 × 140 bins × 182 units, one step ="
-  echo "zero_grad + forward + MSE + backward + AdamW; $ROUNDS interleaved rounds (fused, python, parallel per thread"
+  echo "zero_grad + forward + MSE + backward + AdamW; $ROUNDS interleaved rounds (fused block, python, op-by-op block, parallel scan per thread"
   echo "count) × $STEPS steps after 3 warm-up steps; medians of the per-run medians. Equivalence checked first"
   echo "(same weights and batch, dropout 0: losses and parameters after 3 steps). Load average before: $LOAD_BEFORE;"
   echo "after: $(cut -d' ' -f1-3 /proc/loadavg). Method and analysis: the s5_maze section above (scripts/bench/ssm_results.md)."
