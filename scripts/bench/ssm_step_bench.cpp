@@ -18,14 +18,20 @@
 
 #include "data/util/json.h"
 #include "models/ssm/decoders.h"
+#include "trainer/fused_adam.h"
 
 namespace {
 
 struct Step {
   std::shared_ptr<rt::ssm::SsmModelImpl> model;
   std::unique_ptr<torch::optim::AdamW> opt;
+  bool fused_optimizer = true;
   double run(const torch::Tensor& x, const torch::Tensor& y) {
-    opt->zero_grad();
+    if (fused_optimizer) {
+      rt::zero_grad_to_none(*opt);  // as train does with train.fused_optimizer = true
+    } else {
+      opt->zero_grad();
+    }
     auto loss = torch::mse_loss(model->forward(x, 0), y);
     loss.backward();
     opt->step();
@@ -33,15 +39,22 @@ struct Step {
   }
 };
 
+bool g_fused_optimizer = true;  // --fused_optimizer
+
 Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_block) {
   Step s;
+  s.fused_optimizer = g_fused_optimizer;
   s.model = rt::ssm::make_ssm_model(o, 1);
   s.model->set_fused_kernels(fused_block);
   auto [decay, no_decay] = rt::ssm::split_weight_decay_parameters(*s.model);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(0.0)));
-  s.opt = std::make_unique<torch::optim::AdamW>(std::move(groups));
+  if (s.fused_optimizer) {
+    s.opt = std::make_unique<rt::FusedAdamW>(std::move(groups));
+  } else {
+    s.opt = std::make_unique<torch::optim::AdamW>(std::move(groups));
+  }
   return s;
 }
 
@@ -101,9 +114,14 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed)->capture_default_str();
   app.add_flag("--unfused_block", unfused_block,
                "op-by-op S5 block even with --scan fused (A/B against the fused block kernels)");
+  int fused_optimizer = 1;
+  app.add_option("--fused_optimizer", fused_optimizer,
+                 "1: rt::FusedAdamW + set-to-none gradients (train's default); 0: torch::optim::AdamW, zero_grad()")
+      ->capture_default_str();
   app.add_option("--export", export_dir, "write weights, batch and reference losses to DIR and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  g_fused_optimizer = fused_optimizer != 0;
   torch::set_num_threads(threads);
   torch::manual_seed(static_cast<int64_t>(seed));
 
@@ -137,6 +155,7 @@ int main(int argc, char** argv) {
                   {"batch", batch},        {"bins", bins},               {"units", units},
                   {"d_model", d_model},    {"state", state},             {"scan", scan},
                   {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
+                  {"fused_optimizer", s.fused_optimizer},
                   {"steps", steps},        {"median_ms", sorted[sorted.size() / 2]},
                   {"min_ms", sorted.front()}, {"max_ms", sorted.back()}, {"step_ms", ms}};
     std::cout << r.dump() << "\n";
