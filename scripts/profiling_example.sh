@@ -12,7 +12,7 @@
 #   --yes            run without asking for confirmation
 #   --out DIR        where databases and runs go (default: $PROFILING_EXAMPLE_OUT or demo/profiling)
 #   --steps N        training steps per run (default: the preset's)
-#   --threads N      torch threads for train (default 2)
+#   --threads N      torch threads for train (default: the config's train.threads)
 #   --no-plots       skip profile-report --plots
 #   -h, --help
 # Environment: BUILD_DIR (default build/: reused when it already holds the binaries),
@@ -25,7 +25,7 @@ OUT="${PROFILING_EXAMPLE_OUT:-$ROOT/demo/profiling}"
 PRESET=""
 YES=0
 STEPS=""
-THREADS=2
+THREADS=""
 PLOTS=1
 PRESETS=(basic detailed full ssm sweep)
 
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -n "$STEPS" ] && ! [[ "$STEPS" =~ ^[1-9][0-9]*$ ]]; then die "--steps must be a positive integer, got '$STEPS'"; fi
-if ! [[ "$THREADS" =~ ^[1-9][0-9]*$ ]]; then die "--threads must be a positive integer, got '$THREADS'"; fi
+if [[ -n "$THREADS" ]] && ! [[ "$THREADS" =~ ^[1-9][0-9]*$ ]]; then die "--threads must be a positive integer, got '$THREADS'"; fi
 
 INTERACTIVE=0
 if [ -t 0 ] && [ -t 1 ]; then INTERACTIVE=1; fi
@@ -222,7 +222,8 @@ train_run() {
   RUN="$(cd "$OUT/runs/latest" && pwd -P)"
 }
 
-COMMON=(--out_path "$OUT/runs" --threads "$THREADS")
+COMMON=(--out_path "$OUT/runs")
+[[ -n "$THREADS" ]] && COMMON+=(--threads "$THREADS")
 case "$PRESET" in
   basic)
     audio_db

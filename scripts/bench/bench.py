@@ -346,6 +346,41 @@ def bench_defaults(runner, quick, build):
                                                  "--threads", 2, "--reps", 3 if quick else 5))
     res["validation_guard"] = {"command": cmd, "load": load, "no_grad": stats(d["no_grad_seconds"]),
                                "inference_mode": stats(d["inference_mode_seconds"])}
+    # Threads per config: steps/s of short runs at 1 and 2 intra-op threads, interleaved.
+    neural_h5 = os.path.join(runner.tmp, "thr_h5")
+    neural_db = os.path.join(runner.tmp, "thr_neural_db")
+    thr_audio = os.path.join(runner.tmp, "thr_audio")
+    thr_db = os.path.join(runner.tmp, "thr_db")
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", thr_audio, "--demo_seconds", "20",
+                    "--seed", "4"], check=True, capture_output=True)
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", thr_audio, "--output_path", thr_db,
+                    "--num_signal", "16384"], check=True, capture_output=True)
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_neural_demo", neural_h5, "--groups", "1",
+                    "--units", "182", "--trials", "200", "--seed", "1"], check=True, capture_output=True)
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--kind", "neural", "--input_path", neural_h5,
+                    "--output_path", neural_db], check=True, capture_output=True)
+    thr = {}
+    jobs = [("tiny_rave", thr_db, 90, 30), ("s5_maze", neural_db, 90, 30), ("foundational", neural_db, 30, 10)]
+    for rep in range(2):
+        for cfg, db, steps, every in jobs:
+            for t in (1, 2):
+                out = os.path.join(runner.tmp, f"thr_runs_{cfg}_{t}")
+                argv = [os.path.join(build, "bin", "train"), "--config", cfg, "--db_path", db, "--out_path", out,
+                        "--max_steps", str(steps), "--threads", str(t), "--log_every", str(every),
+                        "--val_every", "1000000", "--save_every", "1000000"]
+                load = load_avg()
+                p = subprocess.run(argv, capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise RuntimeError(f"train --config {cfg} failed: {p.stderr[-1500:]}")
+                rates = [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)][1:]  # first: warm-up
+                e = thr.setdefault(cfg, {}).setdefault(str(t), {"rates": [], "loads": []})
+                e["rates"] += rates
+                e["loads"].append(load[0] if load else None)
+                e["command"] = runner.rel(argv)
+                shutil.rmtree(out, ignore_errors=True)
+        log(f"threads rep {rep + 1}: " + ", ".join(
+            f"{c} {statistics.median(v['1']['rates']):.1f}/{statistics.median(v['2']['rates']):.1f}" for c, v in thr.items()))
+    res["threads"] = thr
     # What `train` picks by itself (threads line) on a tiny run.
     audio = os.path.join(runner.tmp, "def_audio")
     db = os.path.join(runner.tmp, "def_db")
@@ -493,8 +528,8 @@ def write_markdown(R, path, quick):
     if df:
         L += ["## Defaults", "", f"- BLAS: `update-alternatives` libblas.so.3 → `{env['blas_alternative']}`; "
               f"`ldd build/bin/train`: `{env['ldd_blas'] or '(no direct BLAS dependency)'}`; libtorch_cpu: `{env['ldd_torch_blas']}`.",
-              f"- Threads: `train` used {df['train_default_threads']} threads by default on this {env['nproc']}-core machine "
-              f"(`{df['train_default_threads_command']}`); Debian's Python torch starts with `{env['python_torch']}` (version, threads, mkldnn).",
+              f"- Threads: `train --config tiny_rave` used {df['train_default_threads']} thread(s) (its `train.threads = 1`) on this {env['nproc']}-core machine "
+              f"(`{df['train_default_threads_command']}`); `train.threads = 0` (the full-size configs) means all cores; Debian's Python torch starts with `{env['python_torch']}` (version, threads, mkldnn).",
               f"- Loader workers (resolved v2 config): `{df['print_config_workers']}`."]
         mk = df["mkldnn"]
         L.append(f"- oneDNN (mkldnn) for convolutions, v2 step 4 × 32768, 2 threads: on {fmt_s(mk['mkldnn_on']['stats'])}, "
@@ -504,6 +539,18 @@ def write_markdown(R, path, quick):
                  f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
         L += ["- Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D "
               "convolutions (3-D tensors), so it does not apply to a phase-1 step.", ""]
+    if df and df.get("threads"):
+        L += ["Intra-op threads per config (steps/s of short `train` runs, median over logging intervals after the "
+              "first, 2 interleaved repetitions, `OMP_WAIT_POLICY=PASSIVE`):", "",
+              "| config | 1 thread | 2 threads | 2 / 1 | config default | load (1-min avg) | command (1 thread) |",
+              "|---|---|---|---|---|---|---|"]
+        defaults = {"tiny_rave": "1", "s5_maze": "1", "foundational": "0 (all cores)"}
+        for cfg, v in df["threads"].items():
+            a, b = statistics.median(v["1"]["rates"]), statistics.median(v["2"]["rates"])
+            loads = [x for t in ("1", "2") for x in v[t]["loads"] if x is not None]
+            L.append(f"| {cfg} | {a:.1f} | {b:.1f} | {b / a:.2f} | {defaults.get(cfg, '?')} | "
+                     f"{min(loads):.1f}–{max(loads):.1f} | `{v['1']['command']}` |")
+        L.append("")
     if R.get("defaults_notes"):
         L += ([] if df else ["## Defaults", ""]) + R["defaults_notes"] + [""]
     others = R.get("others")
