@@ -17,6 +17,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 ARGS_SHOWN="$*"
 if [[ "${1:-}" == "--quick" ]]; then set -- "${BUILD_DIR:-$ROOT/build}" 3 30; fi
 BUILD="${1:-${BUILD_DIR:-$ROOT/build}}"
+BUILD_SHOWN="$(realpath --relative-to="$ROOT" "$BUILD" 2>/dev/null || echo "$BUILD")"
 REPS="${2:-5}"
 STEPS="${3:-40}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
@@ -92,6 +93,23 @@ for arm in arms:
     over = "—" if base is None or arm == "off" else f"{(m / base - 1) * 100:+.1f}%"
     print(f"| {label.get(arm, arm)} | {m * 1e3:.2f} | {runs} | {over} |")
 PY
+if [[ -x "$BUILD/bin/op_cost_bench" ]]; then
+  echo
+  echo "Per-operator cost: \`$BUILD_SHOWN/bin/op_cost_bench --benchmark_min_time=0.2\` (Google Benchmark; \`torch::add\` of"
+  echo "two 8-element tensors, 1 thread, NoGradGuard; CPU ns per op):"
+  echo
+  echo "| benchmark | CPU ns/op | added by tracing |"
+  echo "|---|---|---|"
+  "$BUILD/bin/op_cost_bench" --benchmark_min_time=0.2 --benchmark_format=json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["benchmarks"]
+t = {b["name"]: b["cpu_time"] for b in d}
+base = t.get("BM_AddUntraced")
+for name, ns in t.items():
+    add = f"+{ns - base:.0f} ns" if base and name.startswith("BM_AddTraced") else "—"
+    print(f"| {name} | {ns:.0f} | {add} |")
+'
+fi
 } > "$WORK/table.md"
 cat "$WORK/table.md"
 cp "$WORK/table.md" "$ROOT/scripts/bench/tracing_results.md"
