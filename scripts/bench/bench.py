@@ -122,7 +122,8 @@ def bench_environment(runner, build):
            "ldd_blas": sh(f"ldd {build}/bin/train 2>/dev/null | grep -i -E 'blas|lapack|gomp' | sed 's/ (0x.*//'"),
            "ldd_torch_blas": sh("ldd $(ls /usr/lib/x86_64-linux-gnu/libtorch_cpu.so* | head -1) | grep -i -E 'blas|gomp' | sed 's/ (0x.*//'"),
            "python_torch": sh(f"{PY} -c 'import torch; print(torch.__version__, torch.get_num_threads(), torch.backends.mkldnn.is_available())'"),
-           "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+           "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     return env
 
 
@@ -361,25 +362,31 @@ def bench_defaults(runner, quick, build):
                     "--output_path", neural_db], check=True, capture_output=True)
     thr = {}
     jobs = [("tiny_rave", thr_db, 90, 30), ("s5_maze", neural_db, 90, 30), ("foundational", neural_db, 30, 10)]
+    policies = ("default", "PASSIVE")  # OpenMP's own default (spin, then sleep) and passive waiting
     for rep in range(2):
         for cfg, db, steps, every in jobs:
-            for t in (1, 2):
-                out = os.path.join(runner.tmp, f"thr_runs_{cfg}_{t}")
-                argv = [os.path.join(build, "bin", "train"), "--config", cfg, "--db_path", db, "--out_path", out,
-                        "--max_steps", str(steps), "--threads", str(t), "--log_every", str(every),
-                        "--val_every", "1000000", "--save_every", "1000000"]
-                load = load_avg()
-                p = subprocess.run(argv, capture_output=True, text=True)
-                if p.returncode != 0:
-                    raise RuntimeError(f"train --config {cfg} failed: {p.stderr[-1500:]}")
-                rates = [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)][1:]  # first: warm-up
-                e = thr.setdefault(cfg, {}).setdefault(str(t), {"rates": [], "loads": []})
-                e["rates"] += rates
-                e["loads"].append(load[0] if load else None)
-                e["command"] = runner.rel(argv)
-                shutil.rmtree(out, ignore_errors=True)
-        log(f"threads rep {rep + 1}: " + ", ".join(
-            f"{c} {statistics.median(v['1']['rates']):.1f}/{statistics.median(v['2']['rates']):.1f}" for c, v in thr.items()))
+            for pol in policies:
+                env = dict(os.environ)
+                env.pop("OMP_WAIT_POLICY", None)
+                if pol != "default":
+                    env["OMP_WAIT_POLICY"] = pol
+                for t in (1, 2):
+                    out = os.path.join(runner.tmp, f"thr_runs_{cfg}_{t}")
+                    argv = [os.path.join(build, "bin", "train"), "--config", cfg, "--db_path", db, "--out_path", out,
+                            "--max_steps", str(steps), "--threads", str(t), "--log_every", str(every),
+                            "--val_every", "1000000", "--save_every", "1000000"]
+                    load = load_avg()
+                    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+                    if p.returncode != 0:
+                        raise RuntimeError(f"train --config {cfg} failed: {p.stderr[-1500:]}")
+                    rates = [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)][1:]  # 1st: warm-up
+                    e = thr.setdefault(cfg, {}).setdefault(f"{pol}/{t}", {"rates": [], "loads": []})
+                    e["rates"] += rates
+                    e["loads"].append(load[0] if load else None)
+                    e["command"] = runner.rel(argv)
+                    shutil.rmtree(out, ignore_errors=True)
+        log(f"threads rep {rep + 1}: " + "; ".join(
+            f"{c} " + " ".join(f"{k}={statistics.median(e['rates']):.1f}" for k, e in v.items()) for c, v in thr.items()))
     res["threads"] = thr
     # What `train` picks by itself (threads line) on a tiny run.
     audio = os.path.join(runner.tmp, "def_audio")
@@ -424,8 +431,11 @@ def write_markdown(R, path, quick):
           "directory; `build/bin/rave_bench` is scripts/bench/rave_bench.cpp; the Python "
           "reference is scripts/bench/reference/). Timings are medians with (min–max, n) over "
           "all timed steps; A/B variants were run interleaved, one process per repetition, and "
-          "the 1-minute load average before each run is listed. The machine was shared with "
-          "other builds while these ran, so spreads are wide; compare medians.", ""]
+          "the 1-minute load average before each run is listed (a load near 1 is this benchmark "
+          "itself; higher means something else ran). OpenMP wait policy for the sections "
+          f"bench.py runs: `{env.get('omp_wait_policy') or 'unset (libgomp default: spin, then sleep)'}`; "
+          "the folded scripts (profiling, tracing, s5_maze) export `OMP_WAIT_POLICY=PASSIVE` unless it is set. "
+          "Spreads between identical runs are several % on this VM: compare medians.", ""]
     eq = R.get("equivalence", {})
     if eq:
         L += ["## Native vs Python: same model, same LibTorch", "",
@@ -539,17 +549,21 @@ def write_markdown(R, path, quick):
                  f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
         L += ["- Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D "
               "convolutions (3-D tensors), so it does not apply to a phase-1 step.", ""]
-    if df and df.get("threads"):
-        L += ["Intra-op threads per config (steps/s of short `train` runs, median over logging intervals after the "
-              "first, 2 interleaved repetitions, `OMP_WAIT_POLICY=PASSIVE`):", "",
-              "| config | 1 thread | 2 threads | 2 / 1 | config default | load (1-min avg) | command (1 thread) |",
-              "|---|---|---|---|---|---|---|"]
+    if df and df.get("threads") and "default/1" in next(iter(df["threads"].values())):
+        L += ["Intra-op threads per config under both OpenMP wait policies (steps/s of short `train` runs, median over "
+              "logging intervals after the first, 2 interleaved repetitions): libgomp's default (threads spin a while, "
+              "then sleep) and `OMP_WAIT_POLICY=PASSIVE` (sleep at once; what the scripts export, and what a shared "
+              "machine needs).", "",
+              "| config | default, 1 thread | default, 2 threads | PASSIVE, 1 thread | PASSIVE, 2 threads | config default "
+              "| load (1-min avg) | command (1 thread) |", "|---|---|---|---|---|---|---|---|"]
         defaults = {"tiny_rave": "1", "s5_maze": "1", "foundational": "0 (all cores)"}
         for cfg, v in df["threads"].items():
-            a, b = statistics.median(v["1"]["rates"]), statistics.median(v["2"]["rates"])
-            loads = [x for t in ("1", "2") for x in v[t]["loads"] if x is not None]
-            L.append(f"| {cfg} | {a:.1f} | {b:.1f} | {b / a:.2f} | {defaults.get(cfg, '?')} | "
-                     f"{min(loads):.1f}–{max(loads):.1f} | `{v['1']['command']}` |")
+            med = {k: statistics.median(e["rates"]) for k, e in v.items()}
+            best = max(med.values())
+            cell = lambda k: (f"**{med[k]:.1f}**" if med[k] == best else f"{med[k]:.1f}") if k in med else "—"  # noqa: E731
+            loads = [x for e in v.values() for x in e["loads"] if x is not None]
+            L.append(f"| {cfg} | {cell('default/1')} | {cell('default/2')} | {cell('PASSIVE/1')} | {cell('PASSIVE/2')} "
+                     f"| {defaults.get(cfg, '?')} | {min(loads):.1f}–{max(loads):.1f} | `{v['default/1']['command']}` |")
         L.append("")
     if R.get("defaults_notes"):
         L += ([] if df else ["## Defaults", ""]) + R["defaults_notes"] + [""]

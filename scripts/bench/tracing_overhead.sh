@@ -70,6 +70,36 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
+# In-process alternation: one run per tracing arm whose schedule traces every other step
+# (wait 1, warm-up 0, active 1, repeat forever): traced and untraced steps share the process,
+# its memory layout and its CPU, which separate processes do not (their medians differ by
+# several % between identical runs). Odd steps are traced, even steps run with no callback
+# installed; each window is saved after its step's time was taken.
+ALT_STEPS=$((STEPS * 4))
+declare -A ALT
+for arm in $ARMS; do
+  [[ "$arm" == off ]] && continue
+  name="alt_${arm}"
+  # shellcheck disable=SC2046
+  "$BUILD/bin/train" --config tiny_rave --db_path "$WORK/db" --out_path "$WORK/runs" --name "$name" \
+    --max_steps "$ALT_STEPS" --train.threads "$THREADS" --data.workers "$WORKERS" --train.val_every 100000 \
+    --train.save_every 100000 --train.log_every 1000 --enable_timing_profiling \
+    $(arm_flags "$arm" | sed 's/--profiling.wait 0 --profiling.warmup 0 --profiling.active [0-9]* --profiling.repeat 1/--profiling.wait 1 --profiling.warmup 0 --profiling.active 1 --profiling.repeat 0/') \
+    >"$WORK/$name.log" 2>&1 || { echo "error: run $name failed, see $WORK/$name.log" >&2; exit 1; }
+  run="$(readlink -f "$WORK/runs/latest")"
+  ALT[$arm]="$(python3 - "$run/timing_profile.json" "$WARMUP" <<'PY'
+import json, statistics, sys
+e = [x for x in json.load(open(sys.argv[1])) if x["step"] >= int(sys.argv[2])]
+on = [x["total_batch_time"] for x in e if x["step"] % 2 == 1]
+off = [x["total_batch_time"] for x in e if x["step"] % 2 == 0]
+print(f"{statistics.median(off) * 1e3:.2f} {statistics.median(on) * 1e3:.2f} {len(off)} {len(on)} "
+      f"{(statistics.median(on) / statistics.median(off) - 1) * 100:+.1f}")
+PY
+)"
+  echo "alternating $arm: ${ALT[$arm]}" >&2
+  rm -rf "$run"/profiler_traces
+done
+
 {
 echo "## Detailed tracing overhead: step-time A/B on tiny_rave"
 echo
@@ -93,6 +123,19 @@ for arm in arms:
     over = "—" if base is None or arm == "off" else f"{(m / base - 1) * 100:+.1f}%"
     print(f"| {label.get(arm, arm)} | {m * 1e3:.2f} | {runs} | {over} |")
 PY
+echo
+echo "The same arms measured inside one process: \`train --config tiny_rave --max_steps $ALT_STEPS\` with the schedule"
+echo "\`--profiling.wait 1 --profiling.warmup 0 --profiling.active 1 --profiling.repeat 0\` (every odd step traced, every"
+echo "even step with no callback installed; steps before $WARMUP dropped); medians of the two step sets of one run:"
+echo
+echo "| arm | untraced steps (ms) | traced steps (ms) | steps (untraced / traced) | overhead |"
+echo "|---|---|---|---|---|"
+for arm in $ARMS; do
+  [[ "$arm" == off ]] && continue
+  read -r off on n_off n_on over <<< "${ALT[$arm]}"
+  case "$arm" in traced) label="traced" ;; shapes) label="+ record_shapes" ;; stack) label="+ with_stack" ;; *) label="$arm" ;; esac
+  echo "| $label | $off | $on | $n_off / $n_on | **$over%** |"
+done
 if [[ -x "$BUILD/bin/op_cost_bench" ]]; then
   echo
   echo "Per-operator cost: \`$BUILD_SHOWN/bin/op_cost_bench --benchmark_min_time=0.2\` (Google Benchmark; \`torch::add\` of"
