@@ -78,6 +78,11 @@ class EventChunks {
   RawEvent& operator[](size_t i) { return chunks_[i >> kShift][i & (kSize - 1)]; }
   size_t size() const { return size_; }
   void clear() { size_ = 0; }  // keeps the chunks for reuse
+  // Forgets the records and frees all but `keep` chunks.
+  void reset(size_t keep) {
+    size_ = 0;
+    if (chunks_.size() > keep) chunks_.resize(keep);
+  }
 
  private:
   std::vector<std::unique_ptr<RawEvent[]>> chunks_;
@@ -135,7 +140,17 @@ struct GlobalState {
   std::atomic<OpTracer::CorrelationHook> pop_hook{nullptr};
   std::mutex mu;  // guards buffers (registration is once per thread per window)
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  // Buffers of collected windows, emptied, kept for their threads' next window: a window then
+  // starts with its chunks, arenas and interned names in place (short windows, e.g. every
+  // other step, would otherwise pay for them each time).
+  std::vector<std::unique_ptr<ThreadBuffer>> spare;
 };
+
+// What a recycled buffer keeps (larger ones are trimmed): 4 chunks (2.5 MiB) of records,
+// 1 Mi shape entries, 256 Ki stack frames.
+constexpr size_t kKeepChunks = 4;
+constexpr size_t kKeepShapes = size_t{1} << 20;
+constexpr size_t kKeepFrames = size_t{1} << 18;
 
 GlobalState& state() {
   static GlobalState* s = new GlobalState();  // never destroyed: threads may outlive statics
@@ -158,12 +173,26 @@ ThreadBuffer* this_thread_buffer() {
   GlobalState& g = state();
   const uint64_t gen = g.generation.load(std::memory_order_acquire);
   if (t_generation == gen && t_buffer != nullptr) return t_buffer;
-  auto buf = std::make_unique<ThreadBuffer>();
+  const auto tid = static_cast<int64_t>(syscall(SYS_gettid));
+  std::unique_ptr<ThreadBuffer> buf;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (auto it = g.spare.begin(); it != g.spare.end(); ++it) {
+      if ((*it)->os_tid == tid && (*it)->pid == getpid()) {
+        buf = std::move(*it);
+        g.spare.erase(it);
+        break;
+      }
+    }
+  }
+  if (!buf) {
+    buf = std::make_unique<ThreadBuffer>();
+    buf->os_tid = tid;
+    buf->open.reserve(64);
+  }
   buf->generation = gen;
   buf->pid = getpid();
-  buf->os_tid = static_cast<int64_t>(syscall(SYS_gettid));
-  buf->thread_name = read_thread_name(buf->os_tid);
-  buf->open.reserve(64);
+  buf->thread_name = read_thread_name(tid);  // also refreshes a reused tid's name
   ThreadBuffer* raw = buf.get();
   {
     std::lock_guard<std::mutex> lock(g.mu);
@@ -409,6 +438,23 @@ Timeline OpTracer::stop() {
       if (symbolizer && !a.raw_stack.empty()) a.call_stack = symbolizer->symbolize_stack(a.raw_stack);
       t.activities.push_back(std::move(a));
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (auto& b : buffers) {
+      b->events.reset(kKeepChunks);
+      b->shapes.clear();
+      if (b->shapes.capacity() > kKeepShapes) b->shapes.shrink_to_fit();
+      b->stack.clear();
+      if (b->stack.capacity() > kKeepFrames) b->stack.shrink_to_fit();
+      b->memory.clear();
+      b->memory.shrink_to_fit();
+      b->open.clear();
+      g.spare.push_back(std::move(b));
+    }
+    // Threads come and go (loader workers per validation): keep the most recent few.
+    constexpr size_t kMaxSpare = 16;
+    if (g.spare.size() > kMaxSpare) g.spare.erase(g.spare.begin(), g.spare.end() - kMaxSpare);
   }
   t.metadata["record_shapes"] = options_.record_shapes ? 1 : 0;
   t.metadata["profile_memory"] = options_.profile_memory ? 1 : 0;

@@ -420,6 +420,63 @@ def run_others(quick, tmp):
     return res
 
 
+def targets_table(R):
+    """The issue targets with the measured figure and the section that measured it. Figures of the
+    folded script sections are read from their fragments (the bold figures they print)."""
+    rows = []
+    nvp = R.get("native_vs_python", {})
+    for t in (1, 2):
+        e = nvp.get(f"v2_t{t}")
+        if e:
+            r = e["ratio_native_over_python"]
+            rows.append((f"RAVE v2 phase-1 step, native/Python, {t} thread(s)", "≤ 1.0", f"{r:.3f}",
+                         "met" if r <= 1.0 else "missed", "Native vs Python"))
+    wr = R.get("whole_run")
+    if wr and "native_w0" in wr:
+        n, py = wr["native"]["examples_per_second"], wr["python"]["examples_per_second"]
+        rows.append(("RAVE v2 whole run (data loading included), examples/s native vs Python", "native higher",
+                     f"{n:.2f} vs {py:.2f}", "met" if n > py else "missed", "Native vs Python (whole run)"))
+    dp = R.get("data")
+    if dp and dp.get("v2_step_examples_per_second_4x32768"):
+        cons = dp["v2_step_examples_per_second_4x32768"]
+        worst = min(run["examples_per_second"] for k in ("loader_4x32768", "loader_8x131072")
+                    for run in dp[k]["runs"])
+        rows.append(("Loader throughput / v2 step consumption", "≥ 20×", f"{worst / cons:.0f}× (slowest loader row)",
+                     "met" if worst / cons >= 20 else "missed", "Data path"))
+
+    def frag(name):
+        path = os.path.join(ROOT, "scripts", "bench", name)
+        return open(path).read() if os.path.exists(path) else ""
+    ssm = frag("ssm_step_results.md")
+    for t in ("1", "2"):
+        m = re.search(r"^\| " + t + r" \| native_fused \|.*\*\*([0-9.]+)\*\*", ssm, re.M)
+        if m:
+            r = float(m.group(1))
+            rows.append((f"s5_maze training step, native/Python, {t} thread(s)", "≤ 0.5", m.group(1),
+                         "met" if r <= 0.5 else "missed", "s5_maze training step, native vs Python"))
+    prof = frag("profiling_results.md")
+    for job in ("tiny_rave", "s5_maze"):
+        m = re.search(r"^\| " + job + r" \| 1 \| [^|]+ \| \*\*([0-9.]+) %\*\*", prof, re.M)
+        if m:
+            v = float(m.group(1))
+            rows.append((f"Timing + memory profiling overhead, {job} (share of CPU samples)", "≤ 1 %", f"{v:.2f} %",
+                         "met" if v <= 1.0 else "missed", "Timing + memory profiling overhead"))
+    tr = frag("tracing_results.md")
+    for arm, label in ((r"traced", "Detailed tracing overhead, tiny_rave (one process, every other step traced)"),
+                       (r"\+ record_shapes", "… with record_shapes")):
+        m = re.search(r"^\| " + arm + r" \| [0-9.]+ \| [0-9.]+ \| [^|]+ \| \*\*([+-][0-9.]+)%\*\*", tr, re.M)
+        if m:
+            v = float(m.group(1))
+            rows.append((label, "≤ 10 %", f"{v:+.1f} %", "met" if v <= 10 else "missed", "Detailed tracing overhead"))
+    if not rows:
+        return []
+    L = ["## Targets: where we stand", "",
+         "Each figure is taken from the section named in the last column, which gives the command and the spread.", "",
+         "| target | goal | measured | | section |", "|---|---|---|---|---|"]
+    L += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+    return L + [""]
+
+
 # ---------------------------------------------------------------------------------------------
 def write_markdown(R, path, quick):
     L = []
@@ -436,6 +493,7 @@ def write_markdown(R, path, quick):
           f"bench.py runs: `{env.get('omp_wait_policy') or 'unset (libgomp default: spin, then sleep)'}`; "
           "the folded scripts (profiling, tracing, s5_maze) export `OMP_WAIT_POLICY=PASSIVE` unless it is set. "
           "Spreads between identical runs are several % on this VM: compare medians.", ""]
+    L += targets_table(R)
     eq = R.get("equivalence", {})
     if eq:
         L += ["## Native vs Python: same model, same LibTorch", "",
@@ -592,7 +650,18 @@ def main():
     ap.add_argument("--only", default="", help="comma list of sections (debugging)")
     ap.add_argument("--notes", default=os.path.join(ROOT, "scripts", "bench", "notes.json"),
                     help="hand-written findings (JSON list of strings) appended to BENCHMARKS.md")
+    ap.add_argument("--render_only", action="store_true",
+                    help="rewrite BENCHMARKS.md from the results JSON, the fragments and the notes (no measurement)")
     a = ap.parse_args()
+    if a.render_only:
+        R = json.load(open(a.json))
+        notes = json.load(open(a.notes)) if os.path.exists(a.notes) else {}
+        runtime = [n for n in R.get("notes", []) if n.startswith("Not run:")]  # added by the run itself
+        R["notes"] = notes.get("notes", []) + runtime
+        R["defaults_notes"] = notes.get("defaults", [])
+        write_markdown(R, a.md, R.get("quick", a.quick))
+        log(f"rendered {a.md} from {a.json}")
+        return
     only = set(filter(None, a.only.split(",")))
     want = lambda s: not only or s in only  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="rt_bench_")

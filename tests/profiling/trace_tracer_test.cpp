@@ -161,6 +161,43 @@ TEST(TraceTracerTest, RecordShapesGivesInputDimsAndTypes) {
   EXPECT_EQ(conv_spans, 2u);
 }
 
+TEST(TraceTracerTest, ConsecutiveWindowsOnOneThreadAreIndependent) {
+  // The second window reuses the thread's recycled buffer: it must hold only its own events,
+  // with the right names and shapes.
+  torch::NoGradGuard no_grad;
+  OpTracerOptions o;
+  o.record_shapes = true;
+  auto a = torch::ones({2, 3}), b = torch::ones({3, 4});
+  Timeline first, second;
+  {
+    OpTracer tracer(o);
+    tracer.start();
+    for (int i = 0; i < 50; ++i) torch::mm(a, b);
+    first = tracer.stop();
+    tracer.start();
+    torch::add(a, a);
+    torch::mm(b.t(), a.t());
+    second = tracer.stop();
+  }
+  auto count = [](const Timeline& t, const std::string& name) {
+    size_t n = 0;
+    for (const auto& x : t.activities) n += x.name == name;
+    return n;
+  };
+  EXPECT_EQ(count(first, "aten::mm"), 50u);
+  EXPECT_EQ(count(second, "aten::mm"), 1u);
+  EXPECT_EQ(count(second, "aten::add"), 1u);
+  for (const auto& x : second.activities) {
+    if (x.name != "aten::mm") continue;
+    ASSERT_EQ(x.input_dims.size(), 2u);
+    EXPECT_EQ(x.input_dims[0], (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(x.input_dims[1], (std::vector<int64_t>{3, 2}));
+    EXPECT_EQ(x.input_types[0], "float");
+    EXPECT_GE(x.end_ns, x.start_ns);
+    EXPECT_GE(x.start_ns, second.start_ns);
+  }
+}
+
 TEST(TraceTracerTest, MemoryEventsAreAttributedToTheOpenOp) {
   OpTracerOptions o;
   o.profile_memory = true;
