@@ -276,17 +276,23 @@ def bench_data(runner, quick, build, v2_step_t2):
     return res
 
 
+def demo_audio_db(build, tmp, name, seconds, seed, num_signal):
+    """Synthetic demo audio (preprocess --generate_demo) turned into an LMDB; returns its path."""
+    audio, db = os.path.join(tmp, f"{name}_audio"), os.path.join(tmp, f"{name}_db")
+    pre = os.path.join(build, "bin", "preprocess")
+    subprocess.run([pre, "--generate_demo", audio, "--demo_seconds", str(seconds), "--seed", str(seed)],
+                   check=True, capture_output=True)
+    subprocess.run([pre, "--input_path", audio, "--output_path", db, "--num_signal", str(num_signal)],
+                   check=True, capture_output=True)
+    return db
+
+
 def bench_whole_run(runner, quick, build, equiv):
     """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on
     the training thread) vs the Python reference with an in-process loader, v2 at batch
     4 × 32768, 2 threads, interleaved. Per-step times include the wait for data on both sides;
     the native data wait is read from the timing profile."""
-    audio = os.path.join(runner.tmp, "run_audio")
-    db = os.path.join(runner.tmp, "run_db")
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", "20",
-                    "--seed", "2"], check=True, capture_output=True)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", audio, "--output_path", db,
-                    "--num_signal", "65536"], check=True, capture_output=True)
+    db = demo_audio_db(build, runner.tmp, "run", 20, 2, 65536)
     raw = os.path.join(runner.tmp, "run_db.f32")
     runner.json_cmd(runner.native("dump_db", "--db", db, "--out", raw))
     steps = 8 if quick else 12
@@ -350,12 +356,7 @@ def bench_defaults(runner, quick, build):
     # Threads per config: steps/s of short runs at 1 and 2 intra-op threads, interleaved.
     neural_h5 = os.path.join(runner.tmp, "thr_h5")
     neural_db = os.path.join(runner.tmp, "thr_neural_db")
-    thr_audio = os.path.join(runner.tmp, "thr_audio")
-    thr_db = os.path.join(runner.tmp, "thr_db")
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", thr_audio, "--demo_seconds", "20",
-                    "--seed", "4"], check=True, capture_output=True)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", thr_audio, "--output_path", thr_db,
-                    "--num_signal", "16384"], check=True, capture_output=True)
+    thr_db = demo_audio_db(build, runner.tmp, "thr", 20, 4, 16384)
     subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_neural_demo", neural_h5, "--groups", "1",
                     "--units", "182", "--trials", "200", "--seed", "1"], check=True, capture_output=True)
     subprocess.run([os.path.join(build, "bin", "preprocess"), "--kind", "neural", "--input_path", neural_h5,
@@ -389,13 +390,7 @@ def bench_defaults(runner, quick, build):
             f"{c} " + " ".join(f"{k}={statistics.median(e['rates']):.1f}" for k, e in v.items()) for c, v in thr.items()))
     res["threads"] = thr
     # What `train` picks by itself (threads line) on a tiny run.
-    audio = os.path.join(runner.tmp, "def_audio")
-    db = os.path.join(runner.tmp, "def_db")
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", "8",
-                    "--seed", "3"], check=True, capture_output=True)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--input_path", audio, "--output_path", db,
-                    "--num_signal", "16384"], check=True, capture_output=True)
-    argv = [os.path.join(build, "bin", "train"), "--config", "tiny_rave", "--db_path", db, "--out_path",
+    argv = [os.path.join(build, "bin", "train"), "--config", "tiny_rave", "--db_path", thr_db, "--out_path",
             os.path.join(runner.tmp, "def_runs"), "--max_steps", "2"]
     p = subprocess.run(argv, capture_output=True, text=True)
     m = re.search(r"(\d+) threads", p.stdout)
