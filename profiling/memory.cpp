@@ -216,6 +216,8 @@ ProcessMemory read_process_memory() {
   ProcessMemory m;
   m.rss_bytes = std::max<int64_t>(0, proc_kb_field(status, "VmRSS"));
   m.peak_rss_bytes = std::max<int64_t>(m.rss_bytes, proc_kb_field(status, "VmHWM"));
+  m.rss_anon_bytes = std::max<int64_t>(0, proc_kb_field(status, "RssAnon"));
+  m.rss_file_bytes = std::max<int64_t>(0, proc_kb_field(status, "RssFile"));
   return m;
 }
 

@@ -102,10 +102,15 @@ class MemoryTrackingScope {
 // its place; false: c10's hook counts CPU memory, or nothing is tracked).
 bool counting_cpu_allocator_installed();
 
-// /proc/self/status VmRSS / VmHWM in bytes; zeros where unavailable.
+// /proc/self/status VmRSS / VmHWM in bytes, and VmRSS split into RssAnon (heap, tensors,
+// stacks: what a leak grows) and RssFile (file-backed pages: shared libraries and memory-mapped
+// files such as an LMDB dataset, which grow as records are first read, up to the file's size);
+// zeros where unavailable (RssAnon/RssFile need Linux ≥ 4.5).
 struct ProcessMemory {
   int64_t rss_bytes = 0;
   int64_t peak_rss_bytes = 0;
+  int64_t rss_anon_bytes = 0;
+  int64_t rss_file_bytes = 0;
 };
 ProcessMemory read_process_memory();
 

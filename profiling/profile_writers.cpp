@@ -124,6 +124,8 @@ Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& s) {
               {"memory", std::move(memory)},
               {"rss_bytes", s.process.rss_bytes},
               {"peak_rss_bytes", s.process.peak_rss_bytes},
+              {"rss_anon_bytes", s.process.rss_anon_bytes},
+              {"rss_file_bytes", s.process.rss_file_bytes},
               {"system_memory_total_bytes", s.system.total_bytes},
               {"system_memory_available_bytes", s.system.available_bytes},
               {"timestamp", s.timestamp}};

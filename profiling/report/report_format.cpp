@@ -164,7 +164,11 @@ std::string format_report(const RunAnalysis& a) {
       o << "  " << pad(t.name, 22) << pad(format_bytes(t.first), 11, true) << pad(format_bytes(t.last), 11, true)
         << pad(format_bytes(t.peak), 11, true)
         << pad(t.enough_samples ? format_bytes(t.slope_per_step) + "/step" : "-", 20, true) << "  "
-        << (!t.enough_samples ? "too few samples" : t.leak_suspected ? "SUSPECTED" : "no") << "\n";
+        << (!t.enough_samples    ? "too few samples"
+            : t.leak_suspected ? "SUSPECTED"
+            : t.file_backed    ? "no (file-backed)"
+                               : "no")
+        << "\n";
     }
     o << "  peak system RAM use " << fixed(a.peak_cpu_memory_percent, 1) << "%";
     if (a.gpu_reserved_peak_bytes > 0) {
@@ -252,7 +256,8 @@ Json to_json(const RunAnalysis& a) {
                       {"last_half_growth", t.last_half_growth},
                       {"rising_fraction", t.rising_fraction},
                       {"enough_samples", t.enough_samples},
-                      {"leak_suspected", t.leak_suspected}});
+                      {"leak_suspected", t.leak_suspected},
+                      {"file_backed", t.file_backed}});
   }
   j["memory"] = {{"samples", a.memory_steps.size()},
                  {"trends", trends},

@@ -47,6 +47,10 @@ struct MemoryTrend {
   double rising_fraction = 0;   // share of non-zero changes in the last half that are increases
   bool enough_samples = false;
   bool leak_suspected = false;
+  // Set by the run analysis: a file-backed series (RSS of memory-mapped files), which is never
+  // a leak; `grew` keeps whether it met the growth criteria above.
+  bool file_backed = false;
+  bool grew = false;
 };
 
 // REQUIRES: steps.size() == values.size(), steps ascending.

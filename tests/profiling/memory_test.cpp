@@ -196,6 +196,11 @@ TEST(ProcessMemory, ReadsRssAndSystemMemoryFromProc) {
   const ProcessMemory q = read_process_memory();
   EXPECT_GT(q.rss_bytes, p.rss_bytes + 32 * kMiB);
   EXPECT_GE(q.peak_rss_bytes, q.rss_bytes);
+  // Heap pages are anonymous: RssAnon rises with them, and the split adds up to VmRSS (± the
+  // shared-memory part and the kB rounding of /proc).
+  EXPECT_GT(q.rss_anon_bytes, p.rss_anon_bytes + 32 * kMiB);
+  EXPECT_GT(q.rss_file_bytes, 0);  // at least the mapped executable and libraries
+  EXPECT_LE(q.rss_anon_bytes + q.rss_file_bytes, q.rss_bytes + 4096);
   EXPECT_EQ(block[block.size() / 2], 1);
 
   const SystemMemory s = read_system_memory();

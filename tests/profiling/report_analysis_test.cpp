@@ -221,6 +221,50 @@ TEST(ReportAnalysis, GrowingMemoryAndSlowStartAreReported) {
   EXPECT_GT(a.warmup_step_time.median, 2.5 * a.steady_step_time.median);
 }
 
+TEST(ReportAnalysis, GrowingFileBackedRssIsNotALeakButGrowingAnonymousRssIs) {
+  // A memory-mapped LMDB dataset read in random order adds file-backed pages to RSS.
+  auto write = [](const fs::path& dir, double anon_growth, double file_growth) {
+    FakeRun{}.write(dir, "mmap");
+    Json memory = Json::array();
+    for (int64_t i = 0; i < 20; ++i) {
+      const double anon = 200 * kMiB + anon_growth * i, file = 100 * kMiB + file_growth * i;
+      memory.push_back({{"step", 2 * i},
+                        {"cpu_memory_percent", 40.0},
+                        {"memory", {{"cpu", {{"bytes_in_use", 50 * kMiB}, {"peak_bytes_in_use", 60 * kMiB}}}}},
+                        {"rss_bytes", anon + file},
+                        {"rss_anon_bytes", anon},
+                        {"rss_file_bytes", file}});
+    }
+    write_json_atomic(dir / "memory_profile.json", memory);
+  };
+  testing::ScratchDir dir("report_analysis");
+  write(dir / "mmap", 0.0, 4 * kMiB);
+  RunAnalysis a = analyse_run(dir / "mmap");
+  EXPECT_EQ(find(a, "memory_growth"), nullptr);  // total RSS grew 76 MiB, all of it file-backed
+  ASSERT_NE(find(a, "file_backed_growth"), nullptr);
+  EXPECT_NE(format_report(a).find("no (file-backed)"), std::string::npos);
+
+  // A level step of 8% in the heap (e.g. phase 2 bringing a discriminator in) is not a leak.
+  FakeRun{}.write(dir / "step", "step");
+  {
+    Json memory = Json::array();
+    for (int64_t i = 0; i < 20; ++i) {
+      const double anon = (i < 14 ? 100 : 108) * kMiB;
+      memory.push_back({{"step", 2 * i}, {"rss_bytes", anon + 50 * kMiB}, {"rss_anon_bytes", anon},
+                        {"rss_file_bytes", 50 * kMiB}});
+    }
+    write_json_atomic(dir / "step" / "memory_profile.json", memory);
+  }
+  EXPECT_EQ(find(analyse_run(dir / "step"), "memory_growth"), nullptr);
+
+  write(dir / "leak", 4 * kMiB, 0.0);
+  a = analyse_run(dir / "leak");
+  const Finding* leak = find(a, "memory_growth");
+  ASSERT_NE(leak, nullptr);
+  EXPECT_NE(leak->message.find("rss anon"), std::string::npos);
+  EXPECT_EQ(find(a, "file_backed_growth"), nullptr);
+}
+
 TEST(ReportAnalysis, FallsBackToTheSummaryTimers) {
   testing::ScratchDir dir("report_analysis");
   write_json_atomic(dir / "training_summary.json",
