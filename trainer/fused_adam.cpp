@@ -139,6 +139,25 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, closure, /*decoupled=*/true);
 }
 
+std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params, const torch::optim::AdamOptions& options,
+                                              bool fused) {
+  if (fused) return std::make_unique<FusedAdam>(std::move(params), options);
+  return std::make_unique<torch::optim::Adam>(std::move(params), options);
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups, bool fused) {
+  if (fused) return std::make_unique<FusedAdamW>(std::move(groups));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+void clear_gradients(torch::optim::Optimizer& opt) {
+  if (dynamic_cast<FusedAdam*>(&opt) != nullptr || dynamic_cast<FusedAdamW*>(&opt) != nullptr) {
+    zero_grad_to_none(opt);
+  } else {
+    opt.zero_grad();
+  }
+}
+
 void zero_grad_to_none(torch::optim::Optimizer& opt) {
   for (auto& group : opt.param_groups()) {
     for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();

@@ -32,6 +32,16 @@ class FusedAdamW : public torch::optim::AdamW {
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
+// The Adam / AdamW `train` builds: rt::FusedAdam(W) when `fused` (train.fused_optimizer), else
+// LibTorch's stock optimizer.
+std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params, const torch::optim::AdamOptions& options,
+                                              bool fused);
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups, bool fused);
+
+// Clears the gradients before a backward as the optimizer kind expects: set to none for
+// FusedAdam / FusedAdamW (zero_grad_to_none), LibTorch's zero_grad() for any other optimizer.
+void clear_gradients(torch::optim::Optimizer& opt);
+
 // Makes every gradient of `opt`'s parameters undefined (PyTorch's zero_grad(set_to_none=True),
 // the default since 2.0). The next backward then writes fresh gradient tensors instead of
 // zero-filling and accumulating into the old ones (two to three fewer operators per parameter),

@@ -145,15 +145,11 @@ class RaveFamily final : public ModelFamily {
     model_->to(device);
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
-    fused_opt_ = config_.get_bool("train.fused_optimizer");
-    auto make_adam = [&](std::vector<torch::Tensor> params, double lr) -> std::unique_ptr<torch::optim::Adam> {
-      auto options = torch::optim::AdamOptions(lr).betas({b1, b2});
-      if (fused_opt_) return std::make_unique<FusedAdam>(std::move(params), options);
-      return std::make_unique<torch::optim::Adam>(std::move(params), options);
-    };
-    gen_opt_ = make_adam(model_->generator_parameters(), lr_);
+    const bool fused = config_.get_bool("train.fused_optimizer");
+    gen_opt_ = make_adam(model_->generator_parameters(), torch::optim::AdamOptions(lr_).betas({b1, b2}), fused);
     if (model_->discriminator) {
-      dis_opt_ = make_adam(model_->discriminator_parameters(), config_.get_float("train.discriminator_lr"));
+      dis_opt_ = make_adam(model_->discriminator_parameters(),
+                           torch::optim::AdamOptions(config_.get_float("train.discriminator_lr")).betas({b1, b2}), fused);
     }
   }
 
@@ -180,11 +176,7 @@ class RaveFamily final : public ModelFamily {
     torch::optim::Optimizer& opt = dis_step ? *dis_opt_ : *gen_opt_;
     {
       PhaseScope p(Phase::kBackward);
-      if (fused_opt_) {
-        zero_grad_to_none(opt);
-      } else {
-        opt.zero_grad();
-      }
+      clear_gradients(opt);
       (dis_step ? l.loss_dis : l.loss_gen).backward();
     }
     {
@@ -311,7 +303,6 @@ class RaveFamily final : public ModelFamily {
   torch::Device device_;
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
-  bool fused_opt_ = true;
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;

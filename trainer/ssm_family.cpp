@@ -114,12 +114,7 @@ class SsmFamily final : public ModelFamily {
                                    torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(lr_).weight_decay(0.0)));
-    fused_opt_ = config_.get_bool("train.fused_optimizer");
-    if (fused_opt_) {
-      opt_ = std::make_unique<FusedAdamW>(std::move(groups));
-    } else {
-      opt_ = std::make_unique<torch::optim::AdamW>(std::move(groups));
-    }
+    opt_ = make_adamw(std::move(groups), config_.get_bool("train.fused_optimizer"));
   }
 
   StepResult train_step(const Batch& batch, int64_t step) override {
@@ -136,11 +131,7 @@ class SsmFamily final : public ModelFamily {
     }
     {
       PhaseScope p(Phase::kBackward);
-      if (fused_opt_) {
-        zero_grad_to_none(*opt_);
-      } else {
-        opt_->zero_grad();
-      }
+      clear_gradients(*opt_);
       loss.backward();
     }
     const double factor = ssm_lr_factor_at(step, config_.get_string("train.lr_schedule"),
@@ -248,7 +239,6 @@ class SsmFamily final : public ModelFamily {
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
-  bool fused_opt_ = true;
   double lr_ = 1e-3;
   int64_t n_groups_ = 1;
 };

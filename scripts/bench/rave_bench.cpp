@@ -121,7 +121,7 @@ struct StepTimes {
   double forward = 0, loss = 0, backward = 0, optimizer = 0, total = 0, value = 0;
 };
 
-StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt, bool fused,
+StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt,
                    const torch::Tensor& x, const rt::rave::RaveLossOptions& lo) {
   StepTimes s;
   const auto t0 = Clock::now();
@@ -134,11 +134,7 @@ StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt, bool
   s.loss = seconds_since(t);
   t = Clock::now();
   g_phase = "backward";
-  if (fused) {
-    rt::zero_grad_to_none(opt);
-  } else {
-    opt.zero_grad();
-  }
+  rt::clear_gradients(opt);
   l.loss_gen.backward();
   s.backward = seconds_since(t);
   t = Clock::now();
@@ -159,14 +155,11 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   model->train();
   auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
   lo.stft_scales = model->options().stft_scales;
-  const auto adam_options = torch::optim::AdamOptions(1e-3).betas({0.5, 0.9});
   const bool fused = a.fused_optimizer != 0;
-  std::unique_ptr<torch::optim::Adam> opt_ptr =
-      fused ? std::make_unique<rt::FusedAdam>(model->generator_parameters(), adam_options)
-            : std::make_unique<torch::optim::Adam>(model->generator_parameters(), adam_options);
+  auto opt_ptr = rt::make_adam(model->generator_parameters(), torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), fused);
   torch::optim::Adam& opt = *opt_ptr;
   const auto x = make_input(a);
-  for (int i = 0; i < warmup; ++i) one_step(*model, opt, fused, x, lo);
+  for (int i = 0; i < warmup; ++i) one_step(*model, opt, x, lo);
   rt::Json out = runtime_info();
   out["impl"] = "native";
   out["version"] = a.version;
@@ -176,7 +169,7 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   out["fused_optimizer"] = fused;
   std::vector<double> total;
   for (int i = 0; i < steps; ++i) {
-    const auto s = one_step(*model, opt, fused, x, lo);
+    const auto s = one_step(*model, opt, x, lo);
     total.push_back(s.total);
     out["phases"].push_back({{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward},
                              {"optimizer", s.optimizer}});
@@ -188,7 +181,7 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
     g_counts = &counts;
     auto handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&count_op).scopes({at::RecordScope::FUNCTION}));
-    one_step(*model, opt, fused, x, lo);
+    one_step(*model, opt, x, lo);
     at::removeCallback(handle);
     g_counts = nullptr;
     rt::Json c;

@@ -25,13 +25,8 @@ namespace {
 struct Step {
   std::shared_ptr<rt::ssm::SsmModelImpl> model;
   std::unique_ptr<torch::optim::AdamW> opt;
-  bool fused_optimizer = true;
   double run(const torch::Tensor& x, const torch::Tensor& y) {
-    if (fused_optimizer) {
-      rt::zero_grad_to_none(*opt);  // as train does with train.fused_optimizer = true
-    } else {
-      opt->zero_grad();
-    }
+    rt::clear_gradients(*opt);  // as train does
     auto loss = torch::mse_loss(model->forward(x, 0), y);
     loss.backward();
     opt->step();
@@ -39,31 +34,25 @@ struct Step {
   }
 };
 
-bool g_fused_optimizer = true;  // --fused_optimizer
-
-Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_block) {
+Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_block, bool fused_optimizer) {
   Step s;
-  s.fused_optimizer = g_fused_optimizer;
   s.model = rt::ssm::make_ssm_model(o, 1);
   s.model->set_fused_kernels(fused_block);
   auto [decay, no_decay] = rt::ssm::split_weight_decay_parameters(*s.model);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(0.0)));
-  if (s.fused_optimizer) {
-    s.opt = std::make_unique<rt::FusedAdamW>(std::move(groups));
-  } else {
-    s.opt = std::make_unique<torch::optim::AdamW>(std::move(groups));
-  }
+  s.opt = rt::make_adamw(std::move(groups), fused_optimizer);
   return s;
 }
 
 void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& base, const torch::Tensor& x,
-                  const torch::Tensor& y, int check_steps, double lr, double wd, bool fused_block) {
+                  const torch::Tensor& y, int check_steps, double lr, double wd, bool fused_block,
+                  bool fused_optimizer) {
   auto o = base;
   o.dropout = 0.0;
   torch::manual_seed(1234);
-  Step s = make_step(o, lr, wd, fused_block);
+  Step s = make_step(o, lr, wd, fused_block, fused_optimizer);
   std::filesystem::create_directories(dir);
   std::ofstream bin(dir / "tensors.bin", std::ios::binary);
   rt::Json manifest;
@@ -121,7 +110,6 @@ int main(int argc, char** argv) {
   app.add_option("--export", export_dir, "write weights, batch and reference losses to DIR and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  g_fused_optimizer = fused_optimizer != 0;
   torch::set_num_threads(threads);
   torch::manual_seed(static_cast<int64_t>(seed));
 
@@ -137,11 +125,11 @@ int main(int argc, char** argv) {
   auto y = torch::randn({batch, bins, o.output_dim});
   try {
     if (!export_dir.empty()) {
-      export_check(export_dir, o, x, y, check_steps, lr, wd, !unfused_block);
+      export_check(export_dir, o, x, y, check_steps, lr, wd, !unfused_block, fused_optimizer != 0);
       std::cout << "wrote " << export_dir << "\n";
       return 0;
     }
-    Step s = make_step(o, lr, wd, !unfused_block);
+    Step s = make_step(o, lr, wd, !unfused_block, fused_optimizer != 0);
     for (int i = 0; i < warmup; ++i) s.run(x, y);
     std::vector<double> ms;
     for (int i = 0; i < steps; ++i) {
@@ -155,7 +143,7 @@ int main(int argc, char** argv) {
                   {"batch", batch},        {"bins", bins},               {"units", units},
                   {"d_model", d_model},    {"state", state},             {"scan", scan},
                   {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
-                  {"fused_optimizer", s.fused_optimizer},
+                  {"fused_optimizer", fused_optimizer != 0},
                   {"steps", steps},        {"median_ms", sorted[sorted.size() / 2]},
                   {"min_ms", sorted.front()}, {"max_ms", sorted.back()}, {"step_ms", ms}};
     std::cout << r.dump() << "\n";

@@ -170,3 +170,25 @@ TEST(FusedAdam, ZeroGradToNoneUndefinesGradientsAndSkipsThoseParameters) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(FusedAdam, ClearGradientsFollowsTheOptimizerKind) {
+  auto ps_fused = make_params();
+  auto ps_stock = clone_params(ps_fused);
+  auto fused = rt::make_adam(ps_fused, torch::optim::AdamOptions(1e-3), /*fused=*/true);
+  auto stock = rt::make_adamw({torch::optim::OptimizerParamGroup(ps_stock)}, /*fused=*/false);
+  EXPECT_NE(dynamic_cast<rt::FusedAdam*>(fused.get()), nullptr);
+  EXPECT_EQ(dynamic_cast<rt::FusedAdamW*>(stock.get()), nullptr);
+  set_grads(ps_fused, 0);
+  set_grads(ps_stock, 0);
+  rt::clear_gradients(*fused);  // set to none
+  rt::clear_gradients(*stock);  // LibTorch's zero_grad(): zero-filled, still defined
+  for (const auto& p : ps_fused) EXPECT_FALSE(p.grad().defined());
+  for (const auto& p : ps_stock) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().abs().max().item<float>(), 0.0f);
+  }
+}
+
+}  // namespace
