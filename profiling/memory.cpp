@@ -91,18 +91,25 @@ InstallState& install_state() {
 
 }  // namespace
 
-void MemoryReporter::record_cpu(void* ptr, int64_t bytes) {
+int64_t MemoryReporter::add_cpu_bytes(int64_t bytes) {
   const int64_t now = cpu_in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (bytes > 0) {
-    int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
-    while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+  int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
+  while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+  return now;
+}
+
+void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                                      c10::Device device) {
   (bytes >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
   if (has_listener_.load(std::memory_order_acquire)) {
     auto listener = std::atomic_load(&listener_);
-    if (listener) (*listener)(ptr, bytes, now, 0, c10::Device(c10::DeviceType::CPU));
+    if (listener) (*listener)(ptr, bytes, total_allocated, total_reserved, device);
   }
+}
+
+void MemoryReporter::record_cpu(void* ptr, int64_t bytes) {
+  count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU));
 }
 
 bool MemoryReporter::memoryProfilingEnabled() const {
@@ -118,19 +125,10 @@ void MemoryReporter::reportMemoryUsage(void* ptr, int64_t alloc_size,
                                        compat::memory_total_t total_reserved, c10::Device device) {
   if (device.is_cpu()) {
     if (counting_cpu_allocator_installed()) return;  // counted by the counting allocator
-    const int64_t now = cpu_in_use_.fetch_add(alloc_size, std::memory_order_relaxed) + alloc_size;
-    int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
-    while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+    add_cpu_bytes(alloc_size);
   }
-  (alloc_size >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
-  if (has_listener_.load(std::memory_order_acquire)) {
-    auto listener = std::atomic_load(&listener_);
-    if (listener) {
-      (*listener)(ptr, alloc_size, static_cast<int64_t>(total_allocated),
-                  static_cast<int64_t>(total_reserved), device);
-    }
-  }
+  count_and_notify(ptr, alloc_size, static_cast<int64_t>(total_allocated), static_cast<int64_t>(total_reserved),
+                   device);
 }
 
 void MemoryReporter::set_listener(AllocationListener listener) {

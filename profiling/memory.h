@@ -63,6 +63,10 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
   void set_listener(AllocationListener listener);
 
  private:
+  int64_t add_cpu_bytes(int64_t bytes);  // returns the live bytes after it, keeps the peak
+  void count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                        c10::Device device);
+
   std::atomic<int64_t> cpu_in_use_{0};
   std::atomic<int64_t> cpu_peak_{0};
   std::atomic<int64_t> allocations_{0};

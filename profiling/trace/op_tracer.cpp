@@ -117,6 +117,8 @@ class NameTable {
   std::unordered_map<const char*, uint32_t> by_ptr_;
 };
 
+enum class FixedType { kNone, kScalar, kTensorList, kGenericList, kString };
+
 struct ThreadBuffer {
   uint64_t generation = 0;
   int64_t pid = 0;
@@ -131,6 +133,7 @@ struct ThreadBuffer {
   std::vector<OpenSpan> open;
   std::vector<void*> frames;  // scratch for stack capture
   uint32_t dtype_names[static_cast<int>(c10::ScalarType::NumOptions)] = {};  // interned id + 1
+  uint32_t fixed_types[5] = {};                                               // interned id + 1, by FixedType
 };
 
 struct GlobalState {
@@ -234,13 +237,21 @@ void close_span(ThreadBuffer* b, const void* key, int64_t now) {
   }
 }
 
-// Fixed type names of non-tensor inputs (what torch.profiler writes in "Input type").
+// Type names of non-tensor inputs (what torch.profiler writes in "Input type"); the fixed ones
+// are interned once per buffer.
+uint32_t fixed_type(ThreadBuffer* b, FixedType t) {
+  static constexpr std::string_view kNames[] = {"", "Scalar", "TensorList", "GenericList", "String"};
+  uint32_t& id = b->fixed_types[static_cast<int>(t)];
+  if (id == 0) id = b->names.intern(kNames[static_cast<int>(t)]) + 1;
+  return id - 1;
+}
+
 uint32_t non_tensor_type(ThreadBuffer* b, const c10::IValue& v) {
-  if (v.isScalar()) return b->names.intern(std::string_view("Scalar"));
-  if (v.isTensorList()) return b->names.intern(std::string_view("TensorList"));
-  if (v.isList()) return b->names.intern(std::string_view("GenericList"));
-  if (v.isString()) return b->names.intern(std::string_view("String"));
-  if (v.isNone()) return b->names.intern(std::string_view(""));
+  if (v.isScalar()) return fixed_type(b, FixedType::kScalar);
+  if (v.isTensorList()) return fixed_type(b, FixedType::kTensorList);
+  if (v.isList()) return fixed_type(b, FixedType::kGenericList);
+  if (v.isString()) return fixed_type(b, FixedType::kString);
+  if (v.isNone()) return fixed_type(b, FixedType::kNone);
   return b->names.intern(std::string_view(v.tagKind()));
 }
 
@@ -262,7 +273,7 @@ void record_inputs(ThreadBuffer* b, const at::RecordFunction& fn, RawEvent& e) {
         out.insert(out.end(), sizes.begin(), sizes.end());
         continue;
       }
-      out.push_back(b->names.intern(std::string_view("")));
+      out.push_back(fixed_type(b, FixedType::kNone));  // an undefined tensor
       out.push_back(0);
       continue;
     }

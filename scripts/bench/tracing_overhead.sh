@@ -34,8 +34,11 @@ done
 "$BUILD/bin/preprocess" --generate_demo "$WORK/audio" --demo_seconds 10 --seed 1 >/dev/null 2>&1
 "$BUILD/bin/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" --num_signal 8192 >/dev/null 2>&1
 
-arm_flags() {
-  local trace="--enable_profiling --profiling.wait 0 --profiling.warmup 0 --profiling.active $STEPS --profiling.repeat 1 --profiling.skip_first 0"
+# Every step traced (the A/B runs), or every other step (the in-process alternation below).
+SCHEDULE_ALL="--profiling.wait 0 --profiling.warmup 0 --profiling.active $STEPS --profiling.repeat 1"
+SCHEDULE_ALTERNATE="--profiling.wait 1 --profiling.warmup 0 --profiling.active 1 --profiling.repeat 0"
+arm_flags() {  # arm_flags ARM [SCHEDULE]
+  local trace="--enable_profiling ${2:-$SCHEDULE_ALL} --profiling.skip_first 0"
   case "$1" in
     off) echo "" ;;
     traced) echo "$trace" ;;
@@ -84,7 +87,7 @@ for arm in $ARMS; do
   "$BUILD/bin/train" --config tiny_rave --db_path "$WORK/db" --out_path "$WORK/runs" --name "$name" \
     --max_steps "$ALT_STEPS" --train.threads "$THREADS" --data.workers "$WORKERS" --train.val_every 100000 \
     --train.save_every 100000 --train.log_every 1000 --enable_timing_profiling \
-    $(arm_flags "$arm" | sed 's/--profiling.wait 0 --profiling.warmup 0 --profiling.active [0-9]* --profiling.repeat 1/--profiling.wait 1 --profiling.warmup 0 --profiling.active 1 --profiling.repeat 0/') \
+    $(arm_flags "$arm" "$SCHEDULE_ALTERNATE") \
     >"$WORK/$name.log" 2>&1 || { echo "error: run $name failed, see $WORK/$name.log" >&2; exit 1; }
   run="$(readlink -f "$WORK/runs/latest")"
   ALT[$arm]="$(python3 - "$run/timing_profile.json" "$WARMUP" <<'PY'
@@ -125,7 +128,7 @@ for arm in arms:
 PY
 echo
 echo "The same arms measured inside one process: \`train --config tiny_rave --max_steps $ALT_STEPS\` with the schedule"
-echo "\`--profiling.wait 1 --profiling.warmup 0 --profiling.active 1 --profiling.repeat 0\` (every odd step traced, every"
+echo "\`$SCHEDULE_ALTERNATE\` (every odd step traced, every"
 echo "even step with no callback installed; steps before $WARMUP dropped); medians of the two step sets of one run:"
 echo
 echo "| arm | untraced steps (ms) | traced steps (ms) | steps (untraced / traced) | overhead |"
