@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "data/util/simd_clones.h"
+
 namespace rt::detail {
 
 namespace {
@@ -38,18 +40,12 @@ inline __attribute__((always_inline)) void dispatch(T* p, const T* g, T* m, T* v
 
 }  // namespace
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define RT_VECTOR_CLONES
-#endif
-
-RT_VECTOR_CLONES void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
+RT_SIMD_CLONES void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
                                   const AdamConsts<float>& c, AdamMode mode) {
   dispatch(p, g, m, v, n, c, mode);
 }
 
-RT_VECTOR_CLONES void adam_update(double* p, const double* g, double* m, double* v, int64_t n,
+RT_SIMD_CLONES void adam_update(double* p, const double* g, double* m, double* v, int64_t n,
                                   const AdamConsts<double>& c, AdamMode mode) {
   dispatch(p, g, m, v, n, c, mode);
 }

@@ -10,16 +10,10 @@
 #include <mutex>
 #include <vector>
 
-// The elementwise kernels below are plain loops the compiler vectorises; on x86-64 GCC they are
-// also compiled for AVX2 and picked at load time (ifunc), since the default target is SSE2.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define RT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef RT_SIMD_CLONES
-#define RT_SIMD_CLONES
-#endif
+#include "data/util/simd_clones.h"
+
+// The elementwise kernels below are plain loops the compiler vectorises; RT_SIMD_CLONES also
+// compiles them for AVX2 (picked at load time), since the default target is SSE2.
 // Without -fno-trapping-math (torch's own kernels build with it) GCC will not if-convert the
 // selects in exp/sigmoid, and the loops stay scalar. FP exceptions are never enabled here.
 #if defined(__GNUC__) && !defined(__clang__)
