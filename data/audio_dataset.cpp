@@ -6,7 +6,7 @@
 
 #include "data/audio_example.h"
 #include "data/db_metadata.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

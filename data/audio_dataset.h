@@ -1,4 +1,4 @@
-// AudioDataset: RAVE's audio LMDB as an ExampleSource (SPEC §5, RAVE rave/dataset.py).
+// AudioDataset: RAVE's audio LMDB as an ExampleSource (RAVE rave/dataset.py).
 //
 // get(i) decodes the i-th key (keys in LMDB order, as RAVE's loader lists them), converts
 // int16 → float32 by /(2^15 − 1), then: random crop to n_signal, phase mangle with

@@ -1,4 +1,4 @@
-// RAVE's dataset record (SPEC §5): encode/decode audio_example::AudioExample.
+// RAVE's dataset record: encode/decode audio_example::AudioExample.
 //
 // Waveforms: buffers["waveform"] holds little-endian int16 samples, channels concatenated
 // channel-major, precision INT16, sampling_rate set. RAVE writes `shape` as
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "audio_example.pb.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

@@ -1,4 +1,4 @@
-// Audio files in and out (SPEC §5): decode anything libsndfile reads to planar float
+// Audio files in and out: decode anything libsndfile reads to planar float
 // channels, resample with soxr, map channels, write files through libsndfile.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

@@ -4,8 +4,8 @@
 #include <sstream>
 #include <string>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

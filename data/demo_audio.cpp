@@ -5,7 +5,7 @@
 #include <random>
 
 #include "data/audio_io.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

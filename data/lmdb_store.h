@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

@@ -1,4 +1,4 @@
-// The one batch loader (SPEC §5 "Loader"): native worker threads, a bounded prefetch queue,
+// The one batch loader (data loading must never be the bottleneck): native worker threads, a bounded prefetch queue,
 // batches delivered in a fixed order whatever the number of workers.
 //
 // Determinism: the batch plan of epoch e comes from the sampler (default: the index subset

@@ -18,7 +18,7 @@
 #include "data/audio_io.h"
 #include "data/db_metadata.h"
 #include "data/lmdb_store.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

@@ -1,4 +1,4 @@
-// Train/validation split (SPEC §5; RAVE rave/dataset.py split_dataset(dataset, 98, 1000)):
+// Train/validation split (RAVE rave/dataset.py split_dataset(dataset, 98, 1000)):
 // train = max(floor((1 − val_fraction)·n), 1) examples, validation the rest capped at val_max,
 // assigned through torch.randperm(n) with a generator seeded `seed` (42), as
 // torch.utils.data.random_split does — so the same indices as RAVE for the same n.

@@ -1,4 +1,4 @@
-// Memory measurement (SPEC §7 "Memory"): exact CPU allocator bytes, process RSS / peak RSS,
+// Memory measurement (profiling.memory): exact CPU allocator bytes, process RSS / peak RSS,
 // system RAM use, and CUDA caching-allocator stats.
 //
 // How the CPU numbers are obtained. The first MemoryTrackingScope replaces LibTorch's CPU
@@ -29,7 +29,7 @@
 #include <memory>
 #include <string>
 
-#include "data/util/torch_compat.h"
+#include "util/torch_compat.h"
 
 namespace rt::prof {
 

@@ -1,4 +1,4 @@
-// The run directory's JSON profiles (SPEC §4, RAVE guide, JAX guide): timing_profile.json,
+// The run directory's JSON profiles (field names from the RAVE v3 and JAX profiling guides; README "Run directory"): timing_profile.json,
 // memory_profile.json and training_summary.json.
 //
 // Crash safety. A profile is a JSON list kept in memory and rewritten atomically (temp file +
@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "data/util/json.h"
+#include "util/json.h"
 #include "profiling/memory.h"
 
 namespace rt::prof {
@@ -116,7 +116,7 @@ class MemoryProfileWriter {
 };
 Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& sample);
 
-// training_summary.json (RAVE guide fields + SPEC §4 extras). The trainer calls start() once,
+// training_summary.json (the RAVE guide's fields plus status, metrics and losses). The trainer calls start() once,
 // record_step() per optimisation step, and write() on every exit path (it may be called
 // repeatedly; each call rewrites the file atomically with the current end time).
 class TrainingSummary {

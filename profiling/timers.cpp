@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::prof {
 namespace {

@@ -1,4 +1,4 @@
-// Named accumulated timers (SPEC §7, SSM guide): {avg_time, total_time, count} per name, a
+// Named accumulated timers (the SSM training guide's Timer API): {avg_time, total_time, count} per name, a
 // scoped API, the console block printed every log_every steps and `profiling/<name>_*` scalars.
 //
 // One process-wide registry, `timers()`. Names are interned once into a TimerId; the hot path
@@ -35,7 +35,7 @@ struct TimerId {
   friend bool operator==(TimerId a, TimerId b) { return a.index == b.index; }
 };
 
-// Built-in names (SPEC §7), pre-registered in this order, so their ids are constants.
+// Built-in names (the trainer's phases), pre-registered in this order, so their ids are constants.
 namespace timer_names {
 inline constexpr const char* kDataBatchProduction = "data_batch_production";
 inline constexpr const char* kForward = "forward";

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Opens a real training trace and its collapsed stacks in speedscope (headless Chromium) and
-# checks the screenshots are not blank (SPEC §7: the trace must open in speedscope).
+# checks the screenshots are not blank (the trace must open in speedscope).
 # Not run in CI: it installs Debian's chromium (apt) and speedscope 1.25.0 (npm).
-# Follows REFERENCE-FACTS "Viewing traces here": speedscope served over 127.0.0.1 HTTP (a
+# speedscope served over 127.0.0.1 HTTP (a
 # file:// URL hangs), the file next to index.html, headless screenshot.
 #
 #   scripts/check_trace_viewers.sh [BUILD_DIR]     (default: build; needs bin/train, bin/preprocess)

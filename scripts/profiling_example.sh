@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The interactive profiling example (SPEC §8; the RAVE guide's examples/profiling_example.py).
+# The interactive profiling example (the RAVE guide's examples/profiling_example.py).
 # Pick a preset from the menu; the script builds what is missing (scripts/build.sh, the demo
 # database), shows the exact `train` command, runs it, walks through every output file (what it
 # is, what to look for, how to open it) and runs profile-report on the run.

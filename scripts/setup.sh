@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the build and runtime dependencies from Debian's archive (SPEC §2), idempotently:
+# Installs the build and runtime dependencies from Debian's archive, idempotently:
 # packages already installed are skipped, so a second run changes nothing and needs no network.
 set -euo pipefail
 

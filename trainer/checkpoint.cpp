@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

@@ -1,4 +1,4 @@
-// The `train` command line (SPEC §3): dedicated flags, --config lookup and the three override
+// The `train` command line: dedicated flags, --config lookup and the three override
 // styles, resolved into one Config. Parsing never exits the process: the caller prints help,
 // the config or the model summary as the returned flags say.
 //

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

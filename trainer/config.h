@@ -1,5 +1,5 @@
 // The resolved training configuration: built-in defaults < TOML file < command line
-// (SPEC §3, keys in config_schema.h / CONFIG_KEYS.md).
+// (keys in config_schema.h; docs/config.md lists them).
 //
 // Every value is checked when it is set: unknown keys, wrong types and impossible values throw
 // rt::Error naming the origin (file or flag), the key, the value and what is accepted, with the

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 

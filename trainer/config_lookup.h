@@ -1,4 +1,4 @@
-// Finding a config by name (SPEC §3: "--config takes a path, or a bare name (v3, v3.toml)
+// Finding a config by name ("--config takes a path, or a bare name (v3, v3.toml)
 // looked up in the installed/source configs/").
 #pragma once
 

@@ -73,7 +73,7 @@ Spec ILL(std::string k, std::vector<std::vector<int64_t>> d, std::string h) {
 
 std::vector<KeySpec> build_schema() {
   std::vector<Spec> s = {
-      // [model] (CONFIG_KEYS.md; RAVE v2 defaults)
+      // [model] RAVE (defaults: acids-ircam/RAVE configs/v1.gin + v2.gin)
       E("model.family", "rave", {"rave", "ssm"}, "model family to train"),
       E("model.version", "v2", {"v1", "v2", "v3"}, "RAVE version (architecture and losses)"),
       I("model.capacity", 96, "RAVE channel capacity (base width of encoder/decoder)").ge(1),
@@ -97,7 +97,7 @@ std::vector<KeySpec> build_schema() {
       I("model.n_scales", 3, "multi-scale discriminator scales").ge(0),
       IL("model.mrd_n_ffts", {2048, 1024, 512}, "multi-resolution discriminator FFT sizes").ge(1),
       IL("model.stft_scales", {2048, 1024, 512, 256, 128}, "multiscale spectral distance scales").ge(1),
-      // [model] SSM (REFERENCE-FACTS foundational_ssm)
+      // [model] SSM (defaults: Melina-Jingting/foundational_ssm, NLB MC_Maze)
       E("model.variant", "s5_maze", {"s5_maze", "foundational"}, "SSM decoder variant"),
       I("model.input_dim", 182, "SSM input channels (neural units)").ge(1),
       I("model.output_dim", 2, "SSM output channels (behaviour)").ge(1),
@@ -322,7 +322,7 @@ const std::vector<KeySpec>& config_schema() {
 }
 
 const std::vector<AliasSpec>& config_aliases() {
-  // The seeds' spellings (CONFIG_KEYS.md "Aliases").
+  // The profiling guides' spellings (Lightning, JAX), mapped onto our keys.
   static const std::vector<AliasSpec> aliases = {
       {"profiling.wait_steps", "profiling.wait", AliasKind::Rename, "Lightning spelling of wait"},
       {"profiling.warmup_steps", "profiling.warmup", AliasKind::Rename, "Lightning spelling of warmup"},

@@ -1,5 +1,5 @@
 // The schema of every config key: the one place that names, types, defaults, ranges, help
-// lines, aliases and dedicated CLI flags live (the binding list is CONFIG_KEYS.md; SPEC §3).
+// lines, aliases and dedicated CLI flags live (docs/config.md is generated from it).
 // Config (config.h) and the CLI (cli.h) are both driven by this table.
 #pragma once
 
@@ -38,7 +38,7 @@ struct KeySpec {
   std::string check_range(const ConfigValue& v) const;
 };
 
-// How an alias (a spelling from the seeds) maps onto canonical keys.
+// How an alias (a spelling from the Lightning or JAX profiling guides) maps onto canonical keys.
 enum class AliasKind {
   Rename,       // same value, another name: wait_steps → wait
   EndStep,      // profiling.end_step: active = end_step − start_step (start_step required)

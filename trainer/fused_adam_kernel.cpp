@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "data/util/simd_clones.h"
+#include "util/simd_clones.h"
 
 namespace rt::detail {
 

@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "trainer/config.h"
 
 namespace rt {

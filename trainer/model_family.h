@@ -1,5 +1,5 @@
 // The contract between the generic training loop (trainer/trainer.h) and a model family
-// (RAVE, SSM decoders). The loop never branches on the model type (STYLE.md, torchtitan):
+// (RAVE, SSM decoders). The loop never branches on the model type (as torchtitan's trainer):
 // it asks the family for its data, its training step, its validation and its state.
 #pragma once
 

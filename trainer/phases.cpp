@@ -12,7 +12,7 @@ const StepPhaseTimes& current_step_phase_times() { return t_step_times; }
 void reset_step_phase_times() { t_step_times = StepPhaseTimes{}; }
 
 PhaseScope::PhaseScope(Phase phase) : phase_(phase), token_(prof::timers().start_timer(phase_timer(phase))) {
-  if (prof::OpTracer::current() != nullptr) annotation_.emplace(phase_name(phase));
+  if (prof::annotations_recording()) annotation_.emplace(phase_name(phase));
 }
 
 void PhaseScope::stop() {

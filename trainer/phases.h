@@ -13,11 +13,11 @@
 #include <optional>
 
 #include "profiling/timers.h"
-#include "profiling/trace/op_tracer.h"
+#include "profiling/annotation.h"
 
 namespace rt {
 
-// The phases are the built-in timers (SPEC §7); their ids are the registry's constant ids.
+// The phases are the built-in timers ; their ids are the registry's constant ids.
 enum class Phase : int {
   kData = 0,      // data_batch_production
   kForward = 1,   // forward

@@ -6,7 +6,7 @@
 #include "data/audio_dataset.h"
 #include "data/loader.h"
 #include "data/split.h"
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/common/summary.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"

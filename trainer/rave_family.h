@@ -1,4 +1,4 @@
-// RAVE as a model family (SPEC §6): audio LMDB → PQMF/VAE/generator/discriminator, RAVE's
+// RAVE as a model family: audio LMDB → PQMF/VAE/generator/discriminator, RAVE's
 // two-phase schedule (phase 1 reconstruction + β·KL, phase 2 frozen encoder + adversarial).
 #pragma once
 

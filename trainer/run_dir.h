@@ -1,4 +1,4 @@
-// The run directory (SPEC §4): <out_path>/<name>_<YYYY-MM-DD>_<6 hex>/, the <out_path>/latest
+// The run directory: <out_path>/<name>_<YYYY-MM-DD>_<6 hex>/, the <out_path>/latest
 // link to it, config.toml, and resuming a run from its checkpoint.
 #pragma once
 

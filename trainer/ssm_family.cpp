@@ -6,7 +6,7 @@
 #include "data/loader.h"
 #include "data/neural/neural_dataset.h"
 #include "data/split.h"
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"

@@ -1,4 +1,4 @@
-// SSM neural decoders as a model family (SPEC §6): neural LMDB → S5 decoder (s5_maze) or
+// SSM neural decoders as a model family: neural LMDB → S5 decoder (s5_maze) or
 // multi-session decoder (foundational); MSE, AdamW with Λ/log-step free of weight decay,
 // optional cosine schedule with warm-up, validation R² per output dimension and per group.
 #pragma once

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "data/loader.h"
-#include "data/util/error.h"
-#include "data/util/signals.h"
+#include "util/error.h"
+#include "util/signals.h"
 #include "profiling/memory.h"
 #include "profiling/profile_writers.h"
 #include "profiling/timers.h"
@@ -25,7 +25,7 @@
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 #include "trainer/run_dir.h"
-#include "trainer/tensorboard_writer.h"
+#include "tensorboard/tensorboard_writer.h"
 
 #ifdef RT_HAS_CUPTI
 #include "profiling/cupti/cupti_collector.h"

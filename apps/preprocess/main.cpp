@@ -1,5 +1,5 @@
-// preprocess: audio files → RAVE-compatible LMDB, NLB-style HDF5 files → neural LMDB (SPEC §3,
-// §5); --inspect DB (audio or neural); --generate_demo DIR; --generate_neural_demo DIR.
+// preprocess: audio files → RAVE-compatible LMDB, NLB-style HDF5 files → neural LMDB;
+// --inspect DB (audio or neural); --generate_demo DIR; --generate_neural_demo DIR.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <thread>
@@ -10,7 +10,7 @@
 #include "data/neural/neural_inspect.h"
 #include "data/neural/synthetic_reaching.h"
 #include "data/preprocess.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{

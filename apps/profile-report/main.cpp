@@ -1,27 +1,13 @@
-// profile-report: bottleneck analysis of a run directory (SPEC §8). Parse, analyse, print, plot.
+// profile-report: bottleneck analysis of a run directory. Parse, analyse, print, plot.
 #include <iostream>
 #include <optional>
 
 #include <CLI/CLI.hpp>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"
-#include "trainer/tfevents.h"
-
-namespace {
-
-std::vector<rt::report::ScalarPoint> read_scalars(const std::filesystem::path& events) {
-  std::string damage;  // a run killed mid-write leaves a truncated tail: use what precedes it
-  std::vector<rt::report::ScalarPoint> out;
-  for (const auto& r : rt::read_tfevents(events, &damage)) {
-    if (r.kind == rt::TbRecord::Kind::Scalar) out.push_back({r.tag, r.step, r.value});
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"profile-report: time breakdown, bottleneck, memory growth and top operators of a training run",
@@ -44,7 +30,6 @@ int main(int argc, char** argv) {
 
   try {
     rt::report::ReportOptions options;
-    options.read_scalars = read_scalars;
     options.top_ops = top;
     const auto a = rt::report::analyse_run(run_dir, options);
     std::optional<rt::report::RunAnalysis> b;

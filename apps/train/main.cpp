@@ -1,7 +1,7 @@
-// train: parse the command line (SPEC §3), then run the job or print the model summary.
+// train: parse the command line, then run the job or print the model summary.
 #include <iostream>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "trainer/cli.h"
 #include "trainer/trainer.h"
 

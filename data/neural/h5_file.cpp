@@ -3,7 +3,7 @@
 #include <functional>
 #include <sstream>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::neural {
 namespace {

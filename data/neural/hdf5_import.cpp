@@ -8,7 +8,7 @@
 
 #include "data/lmdb_store.h"
 #include "data/neural/h5_file.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::neural {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "data/neural/neural_record.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::neural {
 

@@ -8,9 +8,9 @@
 
 #include "data/lmdb_store.h"
 #include "data/neural/neural_record.h"
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
 
 namespace rt::neural {
 namespace {

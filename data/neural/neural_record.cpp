@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "audio_example.pb.h"
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
 
 namespace rt::neural {
 namespace {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "data/neural/h5_file.h"
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::neural {
 namespace {

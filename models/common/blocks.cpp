@@ -1,6 +1,6 @@
 #include "models/common/blocks.h"
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::models {
 

@@ -10,7 +10,7 @@
 
 #include "models/common/conv.h"
 #include "models/common/module_path.h"
-#include "profiling/trace/op_tracer.h"
+#include "profiling/annotation.h"
 
 namespace rt::models {
 

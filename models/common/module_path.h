@@ -1,4 +1,4 @@
-// Module paths for per-module profiler spans (SPEC §7 "Modules": with profiling.with_modules,
+// Module paths for per-module profiler spans (with profiling.with_modules,
 // each module's forward is a user_annotation span named by its path, e.g.
 // "encoder.encoder.net.3"). LibTorch modules do not know their path, so modules that open
 // spans derive from TracedModule and receive it once the tree is built; the span names are

@@ -1,6 +1,6 @@
 #include "models/rave/discriminator.h"
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::rave {
 

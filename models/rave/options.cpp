@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/common/blocks.h"
 
 namespace rt::rave {

@@ -1,4 +1,4 @@
-// RAVE model options. Field names are the [model] keys of CONFIG_KEYS.md (plus sampling_rate,
+// RAVE model options. Field names are the [model] keys of docs/config.md (plus sampling_rate,
 // channels); presets give acids-ircam/RAVE's v1.gin / v2.gin / v3.gin values.
 #pragma once
 
@@ -28,7 +28,7 @@ struct RaveOptions {
   bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
   std::string discriminator = "period_scale";  // none | period_scale | descript
   // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,
-  // 64 in v1): that is what SPEC §6's discriminator count 27,130,952 requires.
+  // 64 in v1): that is what v2's discriminator count of 27,130,952 parameters requires.
   int64_t discriminator_capacity = 96;
   int64_t discriminator_n_layers = 4;
   std::vector<int64_t> periods{2, 3, 5, 7, 11};  // empty: scales only (v1)

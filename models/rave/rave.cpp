@@ -1,9 +1,9 @@
 #include "models/rave/rave.h"
 
-#include "data/util/error.h"
-#include "data/util/torch_compat.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
 #include "models/common/module_path.h"
-#include "profiling/trace/op_tracer.h"
+#include "profiling/annotation.h"
 
 namespace rt::rave {
 

@@ -1,8 +1,8 @@
 #include "models/ssm/decoders.h"
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/ssm/fused_ops.h"
-#include "profiling/trace/op_tracer.h"
+#include "profiling/annotation.h"
 
 namespace rt::ssm {
 

@@ -1,4 +1,4 @@
-// SSM decoders of neural activity (SPEC §6, facts: Melina-Jingting/foundational_ssm
+// SSM decoders of neural activity (facts: Melina-Jingting/foundational_ssm
 // models/s5.py S5Block and models/decoders.py SSMFoundationalDecoder).
 //
 //   S5Block:             BatchNorm (stats over batch×time, no affine) → S5 → GELU → dropout
@@ -26,7 +26,7 @@
 
 namespace rt::ssm {
 
-// The [model] SSM keys of CONFIG_KEYS.md, same names and defaults.
+// The [model] SSM keys of docs/config.md, same names and defaults.
 struct SsmOptions {
   std::string variant = "s5_maze";  // s5_maze | foundational
   int64_t input_dim = 182;

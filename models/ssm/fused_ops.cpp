@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "data/util/simd_clones.h"
+#include "util/simd_clones.h"
 
 // The elementwise kernels below are plain loops the compiler vectorises; RT_SIMD_CLONES also
 // compiles them for AVX2 (picked at load time), since the default target is SSE2.

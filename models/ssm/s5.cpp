@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::ssm {
 

@@ -1,4 +1,4 @@
-// The live GPU source: CUPTI's activity API (SPEC §7; REFERENCE-FACTS "CUPTI as Kineto uses
+// The live GPU source: CUPTI's activity API (as libkineto's CuptiActivityApi uses
 // it"). Built only when RT_HAS_CUPTI (CUPTI and a CUDA LibTorch); the conversion it feeds is
 // cupti_convert.h.
 //

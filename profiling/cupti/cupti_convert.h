@@ -1,4 +1,4 @@
-// CUPTI activity records → timeline activities (SPEC §7, REFERENCE-FACTS "CUPTI as Kineto
+// CUPTI activity records → timeline activities (as libkineto's CuptiActivityProfiler
 // uses it"). Pure conversion, no CUPTI calls: it compiles wherever the CUPTI headers exist
 // (RT_HAS_CUPTI_HEADERS) and is tested with synthetic records on machines without a GPU.
 //

@@ -9,8 +9,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;

@@ -165,7 +165,7 @@ std::string format_report(const RunAnalysis& a) {
         << pad(format_bytes(t.peak), 11, true)
         << pad(t.enough_samples ? format_bytes(t.slope_per_step) + "/step" : "-", 20, true) << "  "
         << (!t.enough_samples    ? "too few samples"
-            : t.leak_suspected ? "SUSPECTED"
+            : t.leak_suspected ? "LIKELY"
             : t.file_backed    ? "no (file-backed)"
                                : "no")
         << "\n";

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "data/util/json.h"
+#include "util/json.h"
 #include "profiling/report/run_report.h"
 
 namespace rt::report {

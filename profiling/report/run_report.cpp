@@ -6,7 +6,10 @@
 #include <iomanip>
 #include <sstream>
 
-#include "data/util/error.h"
+#include <toml++/toml.h>
+
+#include "tensorboard/tfevents.h"
+#include "util/error.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -17,7 +20,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // Thresholds of the findings, in one place.
-constexpr double kDataBoundShare = 0.10;     // SPEC §5 wants < 1%; 10% is clearly data-bound
+constexpr double kDataBoundShare = 0.10;     // the loader's goal is < 1%; 10% is clearly data-bound
 constexpr double kDominantShare = 0.50;      // one compute phase above half the step
 constexpr double kLossHeavyShare = 0.40;
 constexpr double kOptimizerHeavyShare = 0.25;
@@ -47,33 +50,34 @@ std::string str(const Json& j, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-// Flat `key = value` lines of the resolved config.toml the trainer writes; only the settings
-// the advice refers to.
-std::map<std::string, std::string> read_settings(const fs::path& toml) {
+// The settings of the resolved config.toml the trainer writes that the advice refers to, as
+// text ("2", "v2", "runs/x"). A file that does not parse is a warning, not an error.
+std::map<std::string, std::string> read_settings(const fs::path& path, RunAnalysis& a) {
   static const std::vector<std::string> wanted = {
       "data.workers",       "data.prefetch",         "data.slowdown_ms",      "train.batch",
       "train.max_steps",    "train.log_every",       "profiling.memory_every", "profiling.output_dir",
       "profiling.timing_every", "model.version",     "data.n_signal"};
   std::map<std::string, std::string> out;
-  std::ifstream in(toml);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    const auto b = line.find_first_not_of(" \t");
-    if (b == std::string::npos || line[b] == '#') continue;
-    if (line[b] == '[') {
-      section = line.substr(b + 1, line.find(']') - b - 1);
-      continue;
+  toml::table config;
+  try {
+    config = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    a.warnings.push_back(path.filename().string() + " does not parse (" + std::string(e.description()) +
+                         "); its settings are not used");
+    return out;
+  }
+  for (const auto& key : wanted) {
+    const toml::node* node = config.at_path(key).node();
+    if (node == nullptr) continue;
+    if (const auto* s = node->as_string()) {
+      out[key] = s->get();
+    } else {
+      std::ostringstream text;
+      node->visit([&](const auto& v) {
+        if constexpr (toml::is_value<decltype(v)>) text << v.get();
+      });
+      out[key] = text.str();
     }
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      s.erase(0, s.find_first_not_of(" \t"));
-      s.erase(s.find_last_not_of(" \t\r") + 1);
-      if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
-      return s;
-    };
-    const std::string key = (section.empty() ? "" : section + ".") + trim(line.substr(0, eq));
-    if (std::find(wanted.begin(), wanted.end(), key) != wanted.end()) out[key] = trim(line.substr(eq + 1));
   }
   return out;
 }
@@ -254,7 +258,7 @@ RunAnalysis analyse_run(const fs::path& run_dir_in, const ReportOptions& options
   a.name = a.run_dir.filename().string();
 
   const fs::path summary = a.run_dir / "training_summary.json";
-  if (fs::exists(a.run_dir / "config.toml")) a.settings = read_settings(a.run_dir / "config.toml");
+  if (fs::exists(a.run_dir / "config.toml")) a.settings = read_settings(a.run_dir / "config.toml", a);
   // Profiles live in profiling.output_dir when it was set (relative paths: as train saw them).
   fs::path prof_dir = a.run_dir;
   if (auto it = a.settings.find("profiling.output_dir"); it != a.settings.end() && !it->second.empty()) {
@@ -301,10 +305,11 @@ RunAnalysis analyse_run(const fs::path& run_dir_in, const ReportOptions& options
 
   // Without timing_profile.json, the logged step time (means over log_every steps) still gives
   // a step-time curve.
-  if (a.step_times.empty() && !events.empty() && options.read_scalars) {
+  if (a.step_times.empty() && !events.empty()) {
     try {
-      for (const auto& p : options.read_scalars(events.back())) {
-        if (p.tag == "train/step_time") {
+      std::string damage;  // a run killed mid-write leaves a truncated tail: use what precedes it
+      for (const auto& p : read_tfevents(events.back(), &damage)) {
+        if (p.kind == TbRecord::Kind::Scalar && p.tag == "train/step_time") {
           a.steps.push_back(static_cast<double>(p.step));
           a.step_times.push_back(p.value);
         }

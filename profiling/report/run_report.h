@@ -1,13 +1,12 @@
-// profile-report's analysis of one run directory (SPEC §8): the run's identity, throughput and
+// profile-report's analysis of one run directory: the run's identity, throughput and
 // step-time statistics (warm-up vs steady state), the time breakdown by training phase with the
 // bottleneck named, memory growth with leak suspicion, the top operators of the trace(s), and
-// findings carrying the seeds' advice. Rendered as text or JSON (report_format.h) and plotted
+// findings carrying the profiling guides' advice. Rendered as text or JSON (report_format.h) and plotted
 // (plots.h).
 //
-// Inputs are the files the trainer writes (SPEC §4): training_summary.json (required),
+// Inputs are the files the trainer writes (README "Run directory"): training_summary.json (required),
 // timing_profile.json, memory_profile.json, profiler_traces/*.pt.trace.json[.gz] (else
-// profile_step_<N>.json), config.toml and the TensorBoard events file, which is read through a
-// caller-supplied ScalarReader so that this library does not depend on the trainer.
+// profile_step_<N>.json), config.toml and the TensorBoard events file (rt_tensorboard's reader).
 #pragma once
 
 #include <cstdint>
@@ -17,27 +16,18 @@
 #include <string>
 #include <vector>
 
-#include "data/util/json.h"
+#include "util/json.h"
 #include "profiling/report/series_stats.h"
 #include "profiling/report/trace_ops.h"
 
 namespace rt::report {
 
-struct ScalarPoint {
-  std::string tag;
-  int64_t step = 0;
-  double value = 0;
-};
-// Reads every scalar of one events.out.tfevents.* file (the app adapts rt::read_tfevents).
-using ScalarReader = std::function<std::vector<ScalarPoint>(const std::filesystem::path&)>;
-
 struct ReportOptions {
-  ScalarReader read_scalars;  // empty: the events file is listed but not read
   int top_ops = 10;
   LeakOptions leak;
 };
 
-// Seconds per step spent in one phase (SPEC §7's built-in timers).
+// Seconds per step spent in one phase (the built-in timers of profiling/timers.h).
 struct PhaseTime {
   std::string key;    // data | forward | loss | backward | optimizer | other
   std::string label;  // "data loading", "forward", ...

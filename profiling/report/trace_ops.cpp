@@ -5,8 +5,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 #ifdef RT_HAS_ZLIB
 #include <zlib.h>

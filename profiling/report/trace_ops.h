@@ -1,4 +1,4 @@
-// Top operators of a run, read back from its Chrome/Kineto trace files (SPEC §7): the same
+// Top operators of a run, read back from its Chrome/Kineto trace files: the same
 // self-time aggregation as torch's key_averages(), but over the JSON on disk, so profile-report
 // works on any run directory without the process that wrote it.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/util/json.h"
+#include "util/json.h"
 
 namespace rt::report {
 

@@ -1,4 +1,4 @@
-// Native call stacks for `with_stack` (SPEC §7): cheap capture at operator entry, symbolisation
+// Native call stacks for `with_stack`: cheap capture at operator entry, symbolisation
 // once per unique address afterwards.
 //
 // Capture uses libunwind's unw_backtrace when the build found it (RT_HAS_LIBUNWIND), glibc's

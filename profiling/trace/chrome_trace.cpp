@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <set>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 #ifdef RT_HAS_ZLIB
 #include <zlib.h>

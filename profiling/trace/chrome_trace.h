@@ -1,4 +1,4 @@
-// Chrome trace writer in the Kineto trace schema (libkineto output_json.cpp; REFERENCE-FACTS
+// Chrome trace writer in the Kineto trace schema (libkineto output_json.cpp;
 // "Kineto trace schema" and "What the trace consumers actually require"), readable by
 // Perfetto, chrome://tracing, speedscope, TensorBoard's PyTorch profiler plugin and Holistic
 // Trace Analysis.

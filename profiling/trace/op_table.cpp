@@ -6,7 +6,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::prof {
 

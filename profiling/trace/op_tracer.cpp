@@ -13,12 +13,13 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "profiling/stacks/native_stack.h"
 
 namespace rt::prof {
 
 namespace detail {
+std::atomic<bool> g_recording{false};
 std::atomic<bool> g_module_spans{false};
 }  // namespace detail
 
@@ -392,6 +393,7 @@ void OpTracer::start() {
                          at::RecordScope::USER_SCOPE, at::RecordScope::TORCHSCRIPT_FUNCTION});
   callback_handle_ = at::addGlobalCallback(cb);
   detail::g_module_spans.store(options_.with_modules, std::memory_order_relaxed);
+  detail::g_recording.store(true, std::memory_order_relaxed);
 }
 
 void OpTracer::clear() {
@@ -414,6 +416,7 @@ Timeline OpTracer::stop() {
   if (!active_) return t;
   at::removeCallback(callback_handle_);
   detail::g_module_spans.store(false, std::memory_order_relaxed);
+  detail::g_recording.store(false, std::memory_order_relaxed);
   GlobalState& g = state();
   g.active.store(nullptr, std::memory_order_release);
   g.generation.fetch_add(1, std::memory_order_acq_rel);

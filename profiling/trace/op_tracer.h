@@ -1,4 +1,4 @@
-// CPU operator tracer on ATen's RecordFunction observers (SPEC §7; Debian's LibTorch has no
+// CPU operator tracer on ATen's RecordFunction observers (Debian's LibTorch has no
 // Kineto). While a window is open, one global RecordFunction callback records every ATen
 // operator and autograd node on every thread (autograd worker threads included) into
 // per-thread buffers; no lock is taken on the hot path. Outside a window the callback is not
@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "profiling/annotation.h"
 #include "profiling/trace/timeline.h"
 
 namespace rt::prof {
@@ -86,43 +87,6 @@ class OpTracer {
   int64_t start_ns_ = 0;
   int64_t first_step_ = -1;
   int64_t last_step_ = -1;
-};
-
-// A user_annotation span on the calling thread for the scope's lifetime (trainer phases:
-// "forward", "backward", "optimizer_step", …). Costs one atomic load when no window is open.
-class ScopedAnnotation {
- public:
-  explicit ScopedAnnotation(std::string_view name) : ScopedAnnotation(name, false) {}
-  ~ScopedAnnotation();
-  ScopedAnnotation(const ScopedAnnotation&) = delete;
-  ScopedAnnotation& operator=(const ScopedAnnotation&) = delete;
-
- protected:
-  ScopedAnnotation(std::string_view name, bool module_scope);
-
- private:
-  void* buffer_ = nullptr;
-  uint64_t generation_ = 0;
-};
-
-// `auto phase = annotate("forward");`
-inline ScopedAnnotation annotate(std::string_view name) { return ScopedAnnotation(name); }
-
-namespace detail {
-extern std::atomic<bool> g_module_spans;  // set while a tracer with with_modules is active
-}  // namespace detail
-
-// True while a window is open whose tracer has with_modules: lets a module skip building span
-// names (one relaxed atomic load).
-inline bool module_spans_enabled() { return detail::g_module_spans.load(std::memory_order_relaxed); }
-
-// A module span named by its module path ("encoder.encoder.net.3"), recorded only when the
-// active tracer has with_modules (a user_annotation on the calling thread); otherwise one
-// atomic load. Use in a module's forward(); the name is copied only when recorded.
-class ModuleScope : public ScopedAnnotation {
- public:
-  explicit ModuleScope(std::string_view module_path)
-      : ScopedAnnotation(module_spans_enabled() ? module_path : std::string_view(), true) {}
 };
 
 }  // namespace rt::prof

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt::prof {
 

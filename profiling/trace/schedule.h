@@ -1,13 +1,13 @@
-// The detailed-profiling schedule: which steps are traced (SPEC §7).
+// The detailed-profiling schedule: which steps are traced, as torch.profiler.schedule decides it.
 //
-// Semantics are torch.profiler.schedule's, exactly (REFERENCE-FACTS "Kineto trace schema"):
+// Semantics are torch.profiler.schedule's, exactly (torch/profiler/profiler.py schedule()):
 // steps < skip_first → NONE; s = step − skip_first; with repeat > 0, s ≥ repeat·cycle → NONE;
 // m = s mod cycle (cycle = wait + warmup + active): m < wait → NONE, m < wait + warmup → WARMUP,
 // the last active step of a cycle → RECORD_AND_SAVE, other active steps → RECORD.
 // repeat = 0 cycles until the end of training.
 //
 // The recording state machine is one enum and one switch (transition()), with the step passed
-// in, so it is deterministic to test (STYLE.md, libkineto section).
+// in, so it is deterministic to test (as libkineto's AsyncActivityProfilerHandler).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The one timeline every trace source fills and every trace writer reads (STYLE.md:
+// The one timeline every trace source fills and every trace writer reads (as in libkineto:
 // sources → one timeline → writers). Times are steady-clock nanoseconds (CPU clock); GPU
 // sources convert their timestamps to it before adding events.
 //
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data/util/json.h"
+#include "util/json.h"
 
 namespace rt::prof {
 

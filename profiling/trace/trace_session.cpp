@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include "data/util/error.h"
-#include "profiling/stacks/collapsed_stacks.h"
+#include "util/error.h"
+#include "profiling/trace/collapsed_stacks.h"
 
 namespace rt::prof {
 

@@ -1,4 +1,4 @@
-// Detailed profiling for the training loop (SPEC §7): the schedule drives the op tracer and
+// Detailed profiling for the training loop: the schedule drives the op tracer and
 // any extra sources (CUPTI), and at the end of each window the writers run — Chrome trace
 // (profiler_traces/…pt.trace.json + profile_step_<N>.json), collapsed stacks
 // (profile_step_<N>_stacks.txt, with_stack) and the top-N operator table on the console.
@@ -7,7 +7,7 @@
 //   TraceSession session(options);              // nothing traced yet
 //   for (step…) { session.step_begin(step); …train…; session.step_end(); }
 //   session.finish();                           // at exit (also on Ctrl-C): saves an open window
-// Trainer phases: rt::prof::ScopedAnnotation / annotate("forward") anywhere (op_tracer.h).
+// Trainer phases: rt::prof::ScopedAnnotation anywhere (profiling/annotation.h).
 #pragma once
 
 #include <filesystem>

@@ -15,7 +15,7 @@
 #include "data/demo_audio.h"
 #include "data/loader.h"
 #include "data/preprocess.h"
-#include "data/util/json.h"
+#include "util/json.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Audio loader throughput at RAVE v2 settings"};

@@ -1,4 +1,4 @@
-// Cost of operator tracing per ATen operator (SPEC §7 overhead budget), with Google Benchmark:
+// Cost of operator tracing per ATen operator (overhead budget: <= 10% while tracing), with Google Benchmark:
 // a small op (add of two 8-element tensors) untraced, traced, traced + record_shapes, traced +
 // with_stack, and the cost of a module span off and on. Results: scripts/bench/trace_results.md.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overhead of timing + memory profiling (SPEC §7 budget: <= 1% of step time), measured as
+# Overhead of timing + memory profiling (budget: <= 1% of step time), measured as
 # interleaved A/B training runs of the same job: A = no profiling flags, B =
 # --enable_timing_profiling --enable_memory_profiling. Each run logs steps/s per interval of
 # --log_every steps; the first interval (warm-up) is dropped and the rest averaged.

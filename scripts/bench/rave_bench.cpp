@@ -7,7 +7,7 @@
 //       one phase-1 loss with torch::manual_seed(S) right before the forward pass (the
 //       reparametrisation noise is then the same draw as Python's after torch.manual_seed(S)),
 //       back-propagates it, and writes DIR/reference.json: the loss terms and per-parameter
-//       gradient norms, for scripts/bench/reference/check_equivalence.py.
+//       gradient norms, which `ref_bench.py check` compares with the Python reference.
 //   rave_bench step --version v2 --batch 4 --n_signal 32768 --threads 1 --steps N
 //       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split.
 //       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
@@ -36,8 +36,8 @@
 #include <thread>
 
 #include "data/audio_dataset.h"
-#include "data/util/error.h"
-#include "data/util/json.h"
+#include "util/error.h"
+#include "util/json.h"
 #include "models/rave/rave.h"
 #include "trainer/fused_adam.h"
 

@@ -1,5 +1,5 @@
 // ssm_step_bench: one training step (forward + MSE + backward + AdamW) of the s5_maze SSM decoder
-// (models/ssm/decoders.h; SPEC §6) on a fixed random batch, timed step by step. The Python twin
+// (models/ssm/decoders.h) on a fixed random batch, timed step by step. The Python twin
 // is scripts/bench/reference/s5_maze.py; scripts/bench/ssm_step.sh runs both interleaved.
 //
 // --export DIR writes what the twin needs to check it computes the same thing: every named
@@ -16,7 +16,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "data/util/json.h"
+#include "util/json.h"
 #include "models/ssm/decoders.h"
 #include "trainer/fused_adam.h"
 

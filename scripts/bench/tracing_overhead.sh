@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overhead of detailed tracing on a real training run (SPEC §7 budget: ≤ 10% while active on
+# Overhead of detailed tracing on a real training run (budget: ≤ 10% while active on
 # the demo model). Interleaved A/B runs of tiny_rave: tracing off, and tracing active for every
 # step (wait 0, warm-up 0, active = max_steps) plain, + record_shapes, + with_stack. Each run
 # writes timing_profile.json (per-step training_step time, identical cost in every arm); the

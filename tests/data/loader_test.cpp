@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "data/audio_dataset.h"
-#include "data/util/error.h"
+#include "util/error.h"
 #include "data_fixtures.h"
 #include "support/test_support.h"
 

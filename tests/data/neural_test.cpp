@@ -12,7 +12,7 @@
 #include "data/neural/neural_dataset.h"
 #include "data/neural/neural_record.h"
 #include "data/neural/synthetic_reaching.h"
-#include "data/util/atomic_file.h"
+#include "util/atomic_file.h"
 #include "support/test_support.h"
 
 namespace rt::neural {

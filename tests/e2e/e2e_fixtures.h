@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/util/json.h"
+#include "util/json.h"
 #include "support/test_support.h"
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 namespace rt::e2e {
 

@@ -1,4 +1,5 @@
-// `train --config vN --summary` through the binary: the part totals of SPEC §6's table.
+// `train --config vN --summary` through the binary: the part totals of RAVE's
+// v2/v3 models (acids-ircam/RAVE v2.3.1 configs, weight-norm g and v counted).
 #include <regex>
 
 #include "e2e/e2e_fixtures.h"

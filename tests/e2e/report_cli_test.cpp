@@ -3,8 +3,8 @@
 // writes PNGs, and a traced run lists its top operators.
 #include <gtest/gtest.h>
 
-#include "data/util/atomic_file.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 #include "e2e/report_fixture.h"
 #include "profiling/report/plots.h"
 

@@ -2,7 +2,7 @@
 // pseudo-terminal, and without a terminal it refuses unless given --preset NAME --yes.
 #include <gtest/gtest.h>
 
-#include "data/util/atomic_file.h"
+#include "util/atomic_file.h"
 #include "e2e/report_fixture.h"
 
 namespace rt::report_e2e {

@@ -1,12 +1,12 @@
-// Reads a real run's events file back and finds every documented tag (README "TensorBoard";
-// SPEC §4, §6, §7) at the step numbers the trainer logs them.
+// Reads a real run's events file back and finds every documented tag (README "TensorBoard")
+// at the step numbers the trainer logs them.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
 #include "e2e/report_fixture.h"
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 namespace rt::report_e2e {
 namespace {
@@ -49,7 +49,7 @@ TEST(ReportE2E, EventsFileHoldsEveryDocumentedTagAtItsSteps) {
   };
 
   const std::set<int64_t> log_steps = {5, 10, 15, 20, 25, 30};
-  // RAVE's losses (SPEC §6), means over each log interval.
+  // RAVE's losses (its TensorBoard tags), means over each log interval.
   for (const char* t : {"fullband_spectral_distance", "multiband_spectral_distance", "regularization", "beta_factor"}) {
     expect_steps(t, log_steps);
   }
@@ -61,7 +61,7 @@ TEST(ReportE2E, EventsFileHoldsEveryDocumentedTagAtItsSteps) {
   for (const char* t : {"train/step_time", "train/samples_per_second", "train/examples_per_second"}) {
     expect_steps(t, log_steps);
   }
-  // Timers (SPEC §7): profiling.log_every defaults to train.log_every.
+  // Timers: profiling.log_every defaults to train.log_every.
   for (const char* name : {"data_batch_production", "forward", "loss_fn_computation", "backward", "optimizer_step",
                            "make_step_total", "training_step"}) {
     for (const char* suffix : {"_avg_time", "_total_time", "_count"}) {

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "data/neural/h5_file.h"
-#include "data/util/json.h"
+#include "util/json.h"
 #include "support/test_support.h"
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 namespace fs = std::filesystem;
 using rt::testing::bin_path;

@@ -1,4 +1,4 @@
-// Detailed profiling through the real `train` binary on tiny_rave (SPEC §7): schedule
+// Detailed profiling through the real `train` binary on tiny_rave: schedule
 // semantics end to end (which steps a window records, repeat, --profile_steps, a window still
 // open at max_steps or on SIGINT), and the written trace itself — Kineto schema, exact nesting,
 // operators inside ProfilerStep spans, backward nodes linked to their forward ops by sequence
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "data/util/atomic_file.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 #include "support/test_support.h"
 #include "support/trace_checks.h"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/common/summary.h"
 #include "models/rave/rave.h"
 

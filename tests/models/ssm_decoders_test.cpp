@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/ssm/decoders.h"
 
 namespace rt::ssm {

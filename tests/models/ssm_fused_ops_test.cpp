@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "data/util/torch_compat.h"
+#include "util/torch_compat.h"
 #include "models/ssm/decoders.h"
 #include "models/ssm/fused_ops.h"
 

@@ -7,7 +7,7 @@
 #include <complex>
 #include <cstdio>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "models/ssm/s5.h"
 
 namespace rt::ssm {

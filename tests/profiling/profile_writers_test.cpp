@@ -14,8 +14,8 @@
 #include <limits>
 #include <thread>
 
-#include "data/util/atomic_file.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 #include "support/test_support.h"
 
 namespace rt::prof {

@@ -1,7 +1,7 @@
 // torch.profiler.schedule semantics, pinned by tables computed from its definition.
 #include <gtest/gtest.h>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "profiling/trace/schedule.h"
 
 namespace rt::prof {

@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "data/util/atomic_file.h"
-#include "profiling/stacks/collapsed_stacks.h"
+#include "util/atomic_file.h"
+#include "profiling/trace/collapsed_stacks.h"
 #include "profiling/stacks/native_stack.h"
 #include "profiling/trace/op_tracer.h"
 #include "support/test_support.h"

@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "data/util/atomic_file.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 #include "profiling/memory.h"
 #include "profiling/trace/trace_session.h"
 #include "support/test_support.h"

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "profiling/trace/op_table.h"
 
 namespace rt::prof {

@@ -1,11 +1,11 @@
 // The written trace against Kineto's schema and what its consumers require
-// (REFERENCE-FACTS: HTA, TensorBoard's plugin).
+// (Holistic Trace Analysis, TensorBoard's profiler plugin).
 #include <gtest/gtest.h>
 
 #include <regex>
 
-#include "data/util/atomic_file.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 #include "profiling/trace/chrome_trace.h"
 #include "profiling/trace/op_tracer.h"
 #include "support/test_support.h"

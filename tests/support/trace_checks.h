@@ -1,5 +1,5 @@
 // Checks of a written Chrome trace against Kineto's schema (libkineto output_json.cpp,
-// REFERENCE-FACTS "Kineto trace schema") and what its consumers require (HTA, TensorBoard's
+// libkineto output_json.cpp) and what its consumers require (HTA, TensorBoard's
 // plugin: "What the trace consumers actually require"), shared by the unit tests
 // (tests/profiling/trace_schema_test.cpp) and the end-to-end tests on a real training run
 // (tests/e2e/trace_e2e_test.cpp). Header-only; failures are reported through gtest.
@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "data/util/json.h"
+#include "util/json.h"
 
 namespace rt::testing {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 #include "support/test_support.h"
 #include "trainer/config_lookup.h"
 

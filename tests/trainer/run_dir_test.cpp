@@ -7,8 +7,8 @@
 #include <regex>
 #include <set>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 #include "support/test_support.h"
 #include "trainer/config.h"
 

@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
 #include "support/test_support.h"
 
 namespace rt {

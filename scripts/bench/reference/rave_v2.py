@@ -1,6 +1,6 @@
 """RAVE v2 in Python (python3-torch), written for the native-vs-Python benchmark.
 
-Our own code, from the same facts as the C++ model (REFERENCE-FACTS "RAVE", SPEC §6): it
+Our own code, from the same facts as the C++ model (acids-ircam/RAVE v2.3.1: rave/blocks.py, pqmf.py, core.py): it
 mirrors the module structure and parameter names of models/rave/*.cpp and
 models/common/*.cpp, so a state dict exported by `rave_bench export` loads by name, and it
 performs the same operations in the same order (weight norm recomputed per forward with

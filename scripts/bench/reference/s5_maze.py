@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The s5_maze SSM decoder in plain PyTorch, for timing against the native trainer.
 
-Written from the same facts as models/ssm/ (SPEC §6; foundational_ssm / lindermanlab S5):
+Written from the same facts as models/ssm/ (Melina-Jingting/foundational_ssm, lindermanlab/S5):
 Linear(units -> H) -> S5 block -> Linear(H -> 2); block = BatchNorm (no affine, stats over
 batch x time) -> S5 -> GELU (tanh) -> dropout -> GLU (W1 x * sigmoid(W2 x)) -> dropout -> residual.
 S5: diagonalised HiPPO-LegS, conjugate symmetry (P/2 complex states, y = 2 Re(C~ x) + D u),

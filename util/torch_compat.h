@@ -1,4 +1,4 @@
-// The one place where LibTorch 1.13 (Debian) and 2.x APIs differ (SPEC §2).
+// The one place where LibTorch 1.13 (Debian) and 2.x APIs differ (README: any LibTorch >= 1.13).
 #pragma once
 
 #include <torch/torch.h>

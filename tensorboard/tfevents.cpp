@@ -1,9 +1,9 @@
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 #include <cstring>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 #include "tensorboard_event.pb.h"
 
 namespace rt {

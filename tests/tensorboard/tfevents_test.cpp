@@ -1,4 +1,4 @@
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 #include "support/test_support.h"
-#include "trainer/tensorboard_writer.h"
+#include "tensorboard/tensorboard_writer.h"
 
 namespace rt {
 namespace {

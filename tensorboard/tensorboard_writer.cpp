@@ -1,4 +1,4 @@
-#include "trainer/tensorboard_writer.h"
+#include "tensorboard/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "data/util/error.h"
+#include "util/error.h"
 #include "tensorboard_event.pb.h"
-#include "trainer/tfevents.h"
+#include "tensorboard/tfevents.h"
 
 namespace rt {
 namespace {

@@ -1,4 +1,4 @@
-#include "data/util/atomic_file.h"
+#include "util/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "data/util/error.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

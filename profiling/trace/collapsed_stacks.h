@@ -1,5 +1,5 @@
 // Collapsed stacks (flamegraph.pl / speedscope input) from a finalized timeline recorded with
-// with_stack (SPEC §4 profile_step_<N>_stacks.txt; torch's export_stacks format).
+// with_stack (profile_step_<N>_stacks.txt in torch's export_stacks format).
 //
 // One line per unique stack: `frame;frame;…;<op name> <self µs>`, root first, the operator's
 // name as the leaf frame, value = the summed self CPU time of the operators with that stack

@@ -1,7 +1,7 @@
-#include "data/util/json.h"
+#include "util/json.h"
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 

@@ -1,5 +1,5 @@
 // Writes TensorBoard event files (scalars, audio, images) into a run directory
-// (SPEC §4 "events.out.tfevents.*"; format in tfevents.h).
+// (events.out.tfevents.<ts>.<host>.<pid>; format in tfevents.h).
 //
 // Each record is written with one append of the whole framed record, so a crash (or kill -9)
 // leaves at worst a truncated last record: every earlier record stays readable, which matters

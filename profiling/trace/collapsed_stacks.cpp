@@ -1,8 +1,8 @@
-#include "profiling/stacks/collapsed_stacks.h"
+#include "profiling/trace/collapsed_stacks.h"
 
 #include <map>
 
-#include "data/util/atomic_file.h"
+#include "util/atomic_file.h"
 
 namespace rt::prof {
 

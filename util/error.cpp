@@ -1,4 +1,4 @@
-#include "data/util/error.h"
+#include "util/error.h"
 
 #include <algorithm>
 

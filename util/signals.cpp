@@ -1,4 +1,4 @@
-#include "data/util/signals.h"
+#include "util/signals.h"
 
 #include <atomic>
 #include <csignal>

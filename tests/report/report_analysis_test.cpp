@@ -6,9 +6,9 @@
 #include <fstream>
 #include <random>
 
-#include "data/util/atomic_file.h"
-#include "data/util/error.h"
-#include "data/util/json.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"

@@ -1,5 +1,5 @@
 // The error type that reaches users. Its message must name the file, key, flag or value at
-// fault and what is accepted (see STYLE.md "Habits").
+// fault and what is accepted.
 #pragma once
 
 #include <stdexcept>

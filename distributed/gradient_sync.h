@@ -1,0 +1,42 @@
+// The seam between a family's backward pass and its optimizer step, where data-parallel
+// training makes gradients global. The trainer gives every family one GradientSync (through
+// FamilyContext, model_family.h); a family brackets each backward pass with it:
+//
+//   sync.begin(params);   // the parameters this backward produces gradients for, and that the
+//                         // optimizer about to step owns (RAVE: the generator's or the
+//                         // discriminator's, whichever steps in this iteration)
+//   loss.backward();      // a data-parallel implementation launches bucketed asynchronous
+//                         // all-reduces from gradient hooks while backward is still running
+//   sync.finish();        // returns once every defined gradient of `params` is the mean over
+//                         // all ranks; parameters whose gradient backward left undefined stay
+//                         // undefined (a frozen encoder must not move by Adam's momentum)
+//   optimizer.step();
+//
+// One process: both calls do nothing (SingleProcessSync). REQUIRES: begin/finish are paired,
+// called on the training thread, with the same `params` on every rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace rt {
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual void begin(const std::vector<torch::Tensor>& params) = 0;
+  virtual void finish() = 0;
+};
+
+// One process: nothing to synchronise.
+class SingleProcessSync final : public GradientSync {
+ public:
+  void begin(const std::vector<torch::Tensor>& params) override;
+  void finish() override;
+};
+
+// The process-wide single-process instance (what the trainer hands out without a process group).
+GradientSync& single_process_sync();
+
+}  // namespace rt
