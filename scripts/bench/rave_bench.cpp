@@ -425,14 +425,19 @@ std::unique_ptr<at::ObserverContext> count_sync(const at::RecordFunction& fn) {
   return nullptr;
 }
 
+// Host syncs (aten::item / aten::_local_scalar_dense) counted over the whole process while
+// run_training runs. Two runs of N and 2N steps with logging only at the end isolate the steps
+// themselves: their difference is the count in N plain steps, which must be 0. Two more runs with
+// log_every = L give the cost of one log flush.
 int cmd_syncs(const std::string& config_name, const std::string& db, int64_t steps, int64_t log_every) {
   const auto out_dir = std::filesystem::temp_directory_path() / ("rave_bench_syncs_" + std::to_string(::getpid()));
-  auto run = [&](int64_t max_steps) {
+  auto run = [&](int64_t max_steps, int64_t every) {
     rt::Config c = rt::load_config_file(rt::find_config_file(config_name));
     c.set("data.db_path", db, "--db");
     c.set("train.out_path", out_dir.string(), "rave_bench");
+    c.set("train.name", "syncs_" + std::to_string(max_steps) + "_" + std::to_string(every), "rave_bench");
     c.set("train.max_steps", std::to_string(max_steps), "rave_bench");
-    c.set("train.log_every", std::to_string(log_every), "rave_bench");
+    c.set("train.log_every", std::to_string(every), "rave_bench");
     c.set("train.val_every", "1000000000", "rave_bench");  // validation once, at the end
     c.set("train.save_every", "1000000000", "rave_bench");
     c.finalize();
@@ -444,16 +449,19 @@ int cmd_syncs(const std::string& config_name, const std::string& db, int64_t ste
     if (code != 0) throw rt::Error("the training run of " + std::to_string(max_steps) + " steps failed");
     return g_syncs.load();
   };
-  const int64_t short_run = run(steps), long_run = run(2 * steps);
+  const int64_t never = 1000000000;
+  const int64_t plain_n = run(steps, never), plain_2n = run(2 * steps, never);
+  const int64_t logged_n = run(steps, log_every), logged_2n = run(2 * steps, log_every);
   std::filesystem::remove_all(out_dir);
   rt::Json out = runtime_info();
   out["config"] = config_name;
-  out["log_every"] = log_every;
-  out["syncs_run_of_n_steps"] = short_run;
-  out["syncs_run_of_2n_steps"] = long_run;
   out["n"] = steps;
-  out["log_reads_in_n_steps"] = steps / log_every;
-  out["syncs_per_step"] = static_cast<double>(long_run - short_run) / static_cast<double>(steps);
+  out["syncs_in_n_steps_between_log_steps"] = plain_2n - plain_n;
+  out["log_every"] = log_every;
+  out["log_flushes_in_n_steps"] = steps / log_every;
+  out["syncs_in_n_steps_with_logging"] = logged_2n - logged_n;
+  out["syncs_per_log_flush"] =
+      static_cast<double>(logged_2n - logged_n) / static_cast<double>(std::max<int64_t>(1, steps / log_every));
   std::cout << out.dump() << "\n";
   return 0;
 }
