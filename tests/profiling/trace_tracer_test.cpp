@@ -250,7 +250,10 @@ TEST(TraceTracerTest, ScheduleDrivesWindowsAndWritesFiles) {
   EXPECT_EQ(session.windows()[1].first_step, 6);
   EXPECT_TRUE(std::filesystem::exists(dir / "profile_step_2.json"));
   EXPECT_TRUE(std::filesystem::exists(dir / "profile_step_6.json"));
-  EXPECT_TRUE(std::filesystem::exists(session.windows()[1].files.trace));
+  const OutputResult* trace = session.windows()[1].output("chrome_trace");
+  ASSERT_NE(trace, nullptr);
+  ASSERT_FALSE(trace->files.empty());
+  EXPECT_TRUE(std::filesystem::exists(trace->files[0]));
   EXPECT_NE(table.str().find("Self CPU time total: "), std::string::npos);
   EXPECT_NE(table.str().find("Input Shapes"), std::string::npos);
   EXPECT_FALSE(at::hasGlobalCallbacks());
