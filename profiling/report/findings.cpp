@@ -12,11 +12,12 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // Thresholds of the findings, in one place.
-constexpr double kDataBoundShare = 0.10;     // the loader's goal is < 1%; 10% is clearly data-bound
-constexpr double kDominantShare = 0.50;      // one compute phase above half the step
+constexpr double kDataBoundShare = 0.10;  // the loader's goal is < 1%; 10% is clearly data-bound
+constexpr double kDominantShare = 0.50;   // one compute phase above half the step
 constexpr double kLossHeavyShare = 0.40;
 constexpr double kOptimizerHeavyShare = 0.25;
-constexpr double kLowExamplesPerSecond = 100;  // RAVE guide: "> 100 samples/second" (its samples = batch elements)
+constexpr double kLowExamplesPerSecond =
+    100;  // RAVE guide: "> 100 samples/second" (its samples = batch elements)
 constexpr double kSlowStartRatio = 1.5;
 constexpr double kJitterRatio = 1.5;
 constexpr double kFragmentationShare = 0.20;
@@ -58,9 +59,10 @@ void judge_memory(RunAnalysis& a, const LeakOptions& leak_options) {
 void find_bottleneck(RunAnalysis& a) {
   for (auto& p : a.phases) p.share = a.phase_step_seconds > 0 ? p.seconds / a.phase_step_seconds : 0.0;
   if (!a.phases.empty() && a.phase_step_seconds > 0) {
-    a.bottleneck = std::max_element(a.phases.begin(), a.phases.end(), [](const PhaseTime& x, const PhaseTime& y) {
-                     return x.share < y.share;
-                   })->key;
+    a.bottleneck =
+        std::max_element(a.phases.begin(), a.phases.end(), [](const PhaseTime& x, const PhaseTime& y) {
+          return x.share < y.share;
+        })->key;
   }
 }
 
@@ -80,7 +82,8 @@ void add_findings(RunAnalysis& a) {
   };
 
   if (!a.status.empty() && a.status != "completed") {
-    add("status", "warning", "the run did not complete (status: " + a.status + "); figures cover the steps it made",
+    add("status", "warning",
+        "the run did not complete (status: " + a.status + "); figures cover the steps it made",
         "check the end of train's output for the reason");
   }
   if (a.step_time_source != "timing_profile.json") {
@@ -100,22 +103,27 @@ void add_findings(RunAnalysis& a) {
             ms(a.phase_step_seconds) + ")",
         "raise data.workers (--workers, now " + setting("data.workers", "?") + ") and data.prefetch (now " +
             setting("data.prefetch", "?") + "); preprocess offline" +
-            (slowdown_ms > 0 ? "; data.slowdown_ms adds an artificial " + fmt(slowdown_ms, 0) + " ms per example"
-                             : std::string()) +
-            (gpu ? "; keep pinned memory for host-to-device copies" : "") + " (SSM guide: high data_batch_production)");
+            (slowdown_ms > 0
+                 ? "; data.slowdown_ms adds an artificial " + fmt(slowdown_ms, 0) + " ms per example"
+                 : std::string()) +
+            (gpu ? "; keep pinned memory for host-to-device copies" : "") +
+            " (SSM guide: high data_batch_production)");
   }
   if (a.bottleneck == "backward" && phase("backward")->share >= kDominantShare) {
     add("backward_dominated", "info", "backward dominates: " + pct(phase("backward")->share) + " of the step",
-        "run --enable_profiling to see which *Backward operators cost most; reduce model size (capacity) or, on "
+        "run --enable_profiling to see which *Backward operators cost most; reduce model size (capacity) or, "
+        "on "
         "GPU, use mixed precision");
   }
   if (a.bottleneck == "forward" && phase("forward")->share >= kDominantShare) {
     add("forward_dominated", "info", "forward dominates: " + pct(phase("forward")->share) + " of the step",
-        "look for expensive operators with --enable_profiling (RAVE guide: long batch times); on GPU, mixed precision");
+        "look for expensive operators with --enable_profiling (RAVE guide: long batch times); on GPU, mixed "
+        "precision");
   }
   if (const PhaseTime* l = phase("loss"); l && l->share >= kLossHeavyShare) {
     add("loss_dominated", "info", "loss computation takes " + pct(l->share) + " of the step",
-        "SSM guide (high loss_fn_computation): reduce model/loss complexity (e.g. fewer STFT scales), mixed precision");
+        "SSM guide (high loss_fn_computation): reduce model/loss complexity (e.g. fewer STFT scales), mixed "
+        "precision");
   }
   if (const PhaseTime* o = phase("optimizer"); o && o->share >= kOptimizerHeavyShare) {
     add("optimizer_heavy", "info", "the optimizer step takes " + pct(o->share) + " of the step",
@@ -123,19 +131,21 @@ void add_findings(RunAnalysis& a) {
   }
   if (a.steady_examples_per_second.n > 0 && a.steady_examples_per_second.median < kLowExamplesPerSecond) {
     add("low_throughput", "info",
-        "throughput " + fmt(a.steady_examples_per_second.median) + " examples/s (median, steady state) is below the "
-        "RAVE guide's 100/s target",
-        "check for CPU bottlenecks (threads: " + std::to_string(a.threads) + ") and data loading; increase the batch "
-        "size if memory allows (JAX guide: compare batch sizes)");
+        "throughput " + fmt(a.steady_examples_per_second.median) +
+            " examples/s (median, steady state) is below the "
+            "RAVE guide's 100/s target",
+        "check for CPU bottlenecks (threads: " + std::to_string(a.threads) +
+            ") and data loading; increase the batch "
+            "size if memory allows (JAX guide: compare batch sizes)");
   }
   if (a.warmup_step_time.n > 0 && a.steady_step_time.median > 0 &&
       a.warmup_step_time.median > kSlowStartRatio * a.steady_step_time.median) {
     add("slow_start", "info",
         (a.warmup_steps == 1 ? std::string("the first step is slower: ")
                              : "the first " + std::to_string(a.warmup_steps) + " steps are slower: median ") +
-            ms(a.warmup_step_time.median) +
-            " vs " + ms(a.steady_step_time.median) + " after",
-        "warm-up (allocator, caches); skip it when tracing (--profiling.skip_first N / profiling.wait), as the "
+            ms(a.warmup_step_time.median) + " vs " + ms(a.steady_step_time.median) + " after",
+        "warm-up (allocator, caches); skip it when tracing (--profiling.skip_first N / profiling.wait), as "
+        "the "
         "guides advise");
   }
   if (a.steady_step_time.n >= 10 && a.steady_step_time.median > 0 &&
@@ -147,33 +157,38 @@ void add_findings(RunAnalysis& a) {
   if (a.gpu_reserved_peak_bytes > 0 && a.gpu_fragmentation_bytes > kFragmentationMinBytes &&
       a.gpu_fragmentation_bytes > kFragmentationShare * a.gpu_reserved_peak_bytes) {
     add("fragmentation", "warning",
-        "GPU memory fragmentation: reserved - allocated reaches " + fmt(a.gpu_fragmentation_bytes / kGiB, 2) + " GiB",
+        "GPU memory fragmentation: reserved - allocated reaches " + fmt(a.gpu_fragmentation_bytes / kGiB, 2) +
+            " GiB",
         "RAVE guide: a large reserved-allocated gap is fragmentation; reduce the batch size or use gradient "
         "checkpointing; PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 limits block splitting");
   }
   if (a.peak_cpu_memory_percent > kHighRamPercent) {
     add("high_ram", "warning", "system RAM use reached " + fmt(a.peak_cpu_memory_percent) + "%",
-        "reduce the batch size, data.prefetch or data.workers (RAVE guide: optimise data loading if CPU memory is high)");
+        "reduce the batch size, data.prefetch or data.workers (RAVE guide: optimise data loading if CPU "
+        "memory is high)");
   }
   for (const auto& t : a.memory_trends) {
     if (t.file_backed && t.grew) {
       add("file_backed_growth", "info",
           "file-backed memory grew " + mib(t.last_half_growth) + " over the last half of the run (" +
-              fmt(t.slope_per_step / 1024.0) + " KiB/step): pages of memory-mapped files (the LMDB dataset) "
+              fmt(t.slope_per_step / 1024.0) +
+              " KiB/step): pages of memory-mapped files (the LMDB dataset) "
               "counted in RSS as records are first read; bounded by the files' size, not a leak",
           "nothing to fix; watch `rss anon` (heap) for leaks");
     }
     if (!t.leak_suspected) continue;
     add("memory_growth", "warning",
-        "memory keeps growing: " + t.name + " +" + mib(t.last_half_growth) + " over the last half of the run (" +
-            fmt(t.slope_per_step / 1024.0) + " KiB/step)",
-        "JAX guide (memory leaks): look for state accumulated across steps (tensors kept in lists, graphs kept "
+        "memory keeps growing: " + t.name + " +" + mib(t.last_half_growth) +
+            " over the last half of the run (" + fmt(t.slope_per_step / 1024.0) + " KiB/step)",
+        "JAX guide (memory leaks): look for state accumulated across steps (tensors kept in lists, graphs "
+        "kept "
         "alive by stored losses); trace with --enable_profiling --profiling.profile_memory true");
   }
   if (!a.ops.cpu_ops.empty() && a.ops.cpu_self_total_us > 0) {
     const OpTotal& top = a.ops.cpu_ops.front();
     add("top_operator", "info",
-        "top operator: " + top.name + " with " + pct(top.self_us / a.ops.cpu_self_total_us) + " of CPU self time",
+        "top operator: " + top.name + " with " + pct(top.self_us / a.ops.cpu_self_total_us) +
+            " of CPU self time",
         "open the trace in Perfetto / chrome://tracing to see where it is called");
   }
 }

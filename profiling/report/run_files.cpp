@@ -1,10 +1,10 @@
 #include "profiling/report/run_files.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <functional>
 #include <sstream>
-
-#include <toml++/toml.h>
 
 #include "tensorboard/tfevents.h"
 #include "util/error.h"
@@ -30,9 +30,9 @@ std::string str(const Json& j, const char* key) {
 // text ("2", "v2", "runs/x"). A file that does not parse is a warning, not an error.
 std::map<std::string, std::string> read_settings(const fs::path& path, RunAnalysis& a) {
   static const std::vector<std::string> wanted = {
-      "data.workers",       "data.prefetch",         "data.slowdown_ms",      "train.batch",
-      "train.max_steps",    "train.log_every",       "profiling.memory_every", "profiling.output_dir",
-      "profiling.timing_every", "model.version",     "data.n_signal"};
+      "data.workers",           "data.prefetch",   "data.slowdown_ms",       "train.batch",
+      "train.max_steps",        "train.log_every", "profiling.memory_every", "profiling.output_dir",
+      "profiling.timing_every", "model.version",   "data.n_signal"};
   std::map<std::string, std::string> out;
   toml::table config;
   try {
@@ -186,7 +186,8 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
       }
     }
     a.peak_cpu_memory_percent = std::max(a.peak_cpu_memory_percent, num(e, "cpu_memory_percent"));
-    const double alloc = num(e, "gpu_memory_allocated_gb") * kGiB, reserved = num(e, "gpu_memory_reserved_gb") * kGiB;
+    const double alloc = num(e, "gpu_memory_allocated_gb") * kGiB,
+                 reserved = num(e, "gpu_memory_reserved_gb") * kGiB;
     a.gpu_allocated_peak_bytes = std::max(a.gpu_allocated_peak_bytes, alloc);
     a.gpu_reserved_peak_bytes = std::max(a.gpu_reserved_peak_bytes, reserved);
     a.gpu_fragmentation_bytes = std::max(a.gpu_fragmentation_bytes, reserved - alloc);
@@ -216,7 +217,8 @@ void load_logged_step_times(const fs::path& events, RunAnalysis& a) {
   }
 }
 
-std::vector<fs::path> sorted_matches(const fs::path& dir, const std::function<bool(const std::string&)>& match) {
+std::vector<fs::path> sorted_matches(const fs::path& dir,
+                                     const std::function<bool(const std::string&)>& match) {
   std::vector<fs::path> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
@@ -242,7 +244,8 @@ void load_run_files(RunAnalysis& a) {
     if (fs::is_directory(it->second, ec)) prof_dir = it->second;
   }
   const fs::path timing = prof_dir / "timing_profile.json", memory = prof_dir / "memory_profile.json";
-  const bool has_summary = fs::exists(summary), has_timing = fs::exists(timing), has_memory = fs::exists(memory);
+  const bool has_summary = fs::exists(summary), has_timing = fs::exists(timing),
+             has_memory = fs::exists(memory);
   if (!has_summary && !has_timing && !has_memory) {
     throw Error("profile-report: " + a.run_dir.string() +
                 " holds none of training_summary.json, timing_profile.json, memory_profile.json (is it a run "
@@ -261,8 +264,10 @@ void load_run_files(RunAnalysis& a) {
       return n.rfind("profile_step_", 0) == 0 && (ends_with(n, ".json") || ends_with(n, ".json.gz"));
     });
   }
-  const auto events = sorted_matches(a.run_dir, [](const std::string& n) { return n.rfind("events.out.tfevents.", 0) == 0; });
-  const auto stacks = sorted_matches(prof_dir, [](const std::string& n) { return ends_with(n, "_stacks.txt"); });
+  const auto events =
+      sorted_matches(a.run_dir, [](const std::string& n) { return n.rfind("events.out.tfevents.", 0) == 0; });
+  const auto stacks =
+      sorted_matches(prof_dir, [](const std::string& n) { return ends_with(n, "_stacks.txt"); });
 
   auto rel = [&](const fs::path& p) { return fs::relative(p, a.run_dir, ec).string(); };
   for (const auto& p : {fs::path(a.run_dir / "config.toml"), summary, timing, memory}) {

@@ -247,7 +247,8 @@ TraceFiles write_chrome_trace(const Timeline& t, const std::filesystem::path& di
   return files;
 }
 
-ChromeTraceOutput::ChromeTraceOutput(bool gzip, ChromeTraceOptions options) : gzip_(gzip), options_(std::move(options)) {
+ChromeTraceOutput::ChromeTraceOutput(bool gzip, ChromeTraceOptions options)
+    : gzip_(gzip), options_(std::move(options)) {
   if (gzip_ && !chrome_trace_gzip_available()) {
     throw Error("profiling.gzip = true but this build has no zlib; set profiling.gzip = false");
   }

@@ -261,7 +261,8 @@ OpTableOutput::OpTableOutput(OpTableOptions options, bool group_by_input_shape)
     : options_(std::move(options)), group_by_input_shape_(group_by_input_shape) {
   op_table({}, options_);  // validates sort_by
   if (options_.row_limit < 1) {
-    throw Error("profiling.row_limit = " + std::to_string(options_.row_limit) + " is invalid: expected an integer >= 1");
+    throw Error("profiling.row_limit = " + std::to_string(options_.row_limit) +
+                " is invalid: expected an integer >= 1");
   }
 }
 

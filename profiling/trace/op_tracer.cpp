@@ -5,9 +5,9 @@
 #include <atomic>
 #include <chrono>
 
-#include "util/error.h"
 #include "profiling/stacks/native_stack.h"
 #include "profiling/trace/thread_buffers.h"
+#include "util/error.h"
 
 namespace rt::prof {
 
@@ -202,8 +202,9 @@ Timeline OpTracer::stop() {
 void OpTracer::step_begin(int64_t step) {
   if (!active_) return;
   ThreadBuffer* b = this_thread_buffer();
-  const uint32_t index = b->open_span(&kStepKey, ActivityKind::kUserAnnotation,
-                                      b->names.intern(std::string_view("ProfilerStep#" + std::to_string(step))));
+  const uint32_t index =
+      b->open_span(&kStepKey, ActivityKind::kUserAnnotation,
+                   b->names.intern(std::string_view("ProfilerStep#" + std::to_string(step))));
   b->events[index].start_ns = steady_ns();
   if (first_step_ < 0) first_step_ = step;
   last_step_ = step;

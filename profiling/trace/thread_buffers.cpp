@@ -13,7 +13,7 @@ namespace rt::prof::detail {
 namespace {
 
 struct Registry {
-  std::mutex mu;  // guards both lists (registration is once per thread per window)
+  std::mutex mu;       // guards both lists (registration is once per thread per window)
   BufferList buffers;  // the open window's
   BufferList spare;    // emptied buffers of collected windows, by thread
 };

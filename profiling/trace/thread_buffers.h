@@ -52,7 +52,7 @@ struct RawEvent {
   uint32_t name;          // index into ThreadBuffer::names
   uint32_t shapes_begin;  // [shapes_begin, shapes_end) in ThreadBuffer::shapes
   uint32_t shapes_end;
-  uint32_t stack_begin;   // [stack_begin, stack_end) in ThreadBuffer::stack
+  uint32_t stack_begin;  // [stack_begin, stack_end) in ThreadBuffer::stack
   uint32_t stack_end;
   ActivityKind kind;
 };
@@ -128,8 +128,9 @@ struct ThreadBuffer {
   std::vector<MemoryEvent> memory;
   std::vector<OpenSpan> open;
   std::vector<void*> frames;  // scratch for stack capture
-  uint32_t dtype_names[static_cast<int>(c10::ScalarType::NumOptions)] = {};  // interned id + 1
-  uint32_t fixed_types[5] = {};                                               // interned id + 1, by FixedType
+  // Interned name id + 1 (0: not yet interned) of each dtype, and of each FixedType.
+  uint32_t dtype_names[static_cast<int>(c10::ScalarType::NumOptions)] = {};
+  uint32_t fixed_types[5] = {};
 
   // Records a new event (times 0, ids -1) and opens its span under `key`; returns its index.
   uint32_t open_span(const void* key, ActivityKind kind, uint32_t name) {

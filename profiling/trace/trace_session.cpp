@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <iostream>
 
-#include "util/error.h"
 #include "profiling/trace/collapsed_stacks.h"
 #include "profiling/trace/op_table.h"
+#include "util/error.h"
 
 namespace rt::prof {
 
@@ -124,8 +124,8 @@ void TraceSession::save_window() {
     } catch (const std::exception& e) {
       // One format failing (a full disk, a bad path) must not cost the window's other files.
       result.error = e.what();
-      std::cerr << "profiling: warning: trace output '" << result.output << "' failed for steps " << r.first_step
-                << "-" << r.last_step << ": " << result.error << "\n";
+      std::cerr << "profiling: warning: trace output '" << result.output << "' failed for steps "
+                << r.first_step << "-" << r.last_step << ": " << result.error << "\n";
     }
   }
   print_window(r);
@@ -140,7 +140,8 @@ void TraceSession::print_window(const WindowResult& r) const {
   if (r.dropped_records > 0) out << ", " << r.dropped_records << " GPU records dropped";
   out << ")";
   // The window's main file: the first one written (the Chrome trace unless it failed).
-  auto main = std::find_if(r.outputs.begin(), r.outputs.end(), [](const OutputResult& o) { return !o.files.empty(); });
+  auto main = std::find_if(r.outputs.begin(), r.outputs.end(),
+                           [](const OutputResult& o) { return !o.files.empty(); });
   if (main != r.outputs.end()) out << " → " << main->files.front().string();
   out << " ---\n";
   for (const auto& o : r.outputs) out << o.text;

@@ -34,7 +34,8 @@ struct TraceSessionOptions {
   bool gzip = false;                 // gzip the profiler_traces/ copy
   std::string sort_by = "self_cpu_time_total";
   int row_limit = 10;
-  std::ostream* table_out = nullptr;  // where each window's line and the outputs' text go (nullptr: std::cout)
+  // Where each window's line and the outputs' text go (nullptr: std::cout).
+  std::ostream* table_out = nullptr;
   ChromeTraceOptions trace;
   // With profile_memory: the allocator's CPU bytes in use (MemoryReporter::cpu_bytes_in_use),
   // read where a window starts recording and where it ends; written to the trace as
@@ -44,9 +45,10 @@ struct TraceSessionOptions {
 };
 
 // The outputs a session with `options` runs, in order: the Chrome trace, the collapsed stacks
-// (with_stack) and the op table. A new format is a TraceOutput in a file of its own plus one line
-// in this function (trace_session.cpp), or TraceSession::add_output for one session. Throws rt::Error naming the key when an
-// output's setting is invalid (profiling.gzip, sort_by, row_limit).
+// (with_stack) and the op table. A new format is a TraceOutput in a file of its own plus one
+// line in this function (trace_session.cpp), or TraceSession::add_output for one session.
+// Throws rt::Error naming the key when an output's setting is invalid (profiling.gzip,
+// sort_by, row_limit).
 std::vector<std::unique_ptr<TraceOutput>> standard_trace_outputs(const TraceSessionOptions& options);
 
 struct WindowResult {

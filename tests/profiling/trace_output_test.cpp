@@ -5,11 +5,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "util/atomic_file.h"
-#include "util/error.h"
 #include "profiling/trace/trace_session.h"
 #include "support/test_support.h"
 #include "trace_test_model.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt::prof {
 namespace {
@@ -25,7 +25,8 @@ class CountingOutput : public TraceOutput {
     int64_t first_step, last_step;
     size_t activities;
   };
-  explicit CountingOutput(std::vector<Seen>* seen, const char* name = "counting") : seen_(seen), name_(name) {}
+  explicit CountingOutput(std::vector<Seen>* seen, const char* name = "counting")
+      : seen_(seen), name_(name) {}
   const char* name() const override { return name_; }
   void write(const Timeline& timeline, const WindowContext& window, OutputResult& result) override {
     seen_->push_back({timeline.first_step, timeline.last_step, timeline.activities.size()});
@@ -154,14 +155,17 @@ TEST(TraceOutputTest, FailingOutputIsReportedAndTheOthersStillRun) {
     EXPECT_FALSE(w.output("chrome_trace")->error.empty());
     EXPECT_EQ(w.output("throwing")->error, "disk full");
     EXPECT_TRUE(w.output("collapsed_stacks")->error.empty());
-    EXPECT_TRUE(std::filesystem::exists(dir / ("profile_step_" + std::to_string(w.first_step) + "_stacks.txt")));
+    EXPECT_TRUE(
+        std::filesystem::exists(dir / ("profile_step_" + std::to_string(w.first_step) + "_stacks.txt")));
     EXPECT_NE(w.output("op_table")->text.find("Self CPU time total: "), std::string::npos);
     EXPECT_TRUE(w.output("counting")->error.empty());
   }
   EXPECT_NE(warnings.find("trace output 'chrome_trace' failed for steps 2-3"), std::string::npos) << warnings;
-  EXPECT_NE(warnings.find("trace output 'throwing' failed for steps 6-7: disk full"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("trace output 'throwing' failed for steps 6-7: disk full"), std::string::npos)
+      << warnings;
   // Without the trace, the window's line names the first file that was written.
-  EXPECT_NE(console.str().find("→ " + (dir / "profile_step_2_stacks.txt").string() + " ---"), std::string::npos)
+  EXPECT_NE(console.str().find("→ " + (dir / "profile_step_2_stacks.txt").string() + " ---"),
+            std::string::npos)
       << console.str();
 }
 
