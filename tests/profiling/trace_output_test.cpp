@@ -16,6 +16,7 @@ namespace {
 
 using rt::prof::testing::TinyNet;
 using rt::prof::testing::train_step;
+using rt::prof::testing::two_window_schedule;
 
 // A test-only format: counts each window's activities and records its steps, in memory and in
 // counts_<N>.txt.
@@ -64,11 +65,7 @@ void run_steps(TraceSession& session, int steps) {
 
 TraceSessionOptions two_windows(const std::filesystem::path& dir, std::ostream* table) {
   TraceSessionOptions o;
-  o.schedule.wait = 1;
-  o.schedule.warmup = 1;
-  o.schedule.active = 2;
-  o.schedule.repeat = 2;
-  o.schedule.skip_first = 0;
+  o.schedule = two_window_schedule();
   o.output_dir = dir;
   o.table_out = table;
   return o;

@@ -16,6 +16,7 @@ namespace {
 
 using rt::prof::testing::TinyNet;
 using rt::prof::testing::train_step;
+using rt::prof::testing::two_window_schedule;
 
 struct Fixture {
   TinyNet net;
@@ -228,11 +229,7 @@ TEST(TraceTracerTest, ScheduleDrivesWindowsAndWritesFiles) {
   rt::testing::ScratchDir dir("trace_session");
   Fixture f;
   TraceSessionOptions o;
-  o.schedule.wait = 1;
-  o.schedule.warmup = 1;
-  o.schedule.active = 2;
-  o.schedule.repeat = 2;
-  o.schedule.skip_first = 0;
+  o.schedule = two_window_schedule();
   o.output_dir = dir.path();
   o.tracer.record_shapes = true;
   std::ostringstream table;
