@@ -53,8 +53,7 @@ namespace rt::compat {
 // pointer itself (void*) in 2.x. The key type is read off Optimizer::state(), so code that looks
 // state up with optimizer_state_key() finds exactly what the stock optimizers and
 // torch::optim's save()/load() wrote.
-using OptimizerStateMap =
-    std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+using OptimizerStateMap = std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
 
 namespace detail {
 template <class Key, class Impl>
@@ -74,14 +73,17 @@ inline OptimizerStateMap::key_type optimizer_state_key(const at::Tensor& param) 
 }
 
 // A c10::Allocator for CPU blocks, written once for both APIs: allocate() lost its const
-// qualifier and copy_data() became a pure virtual in LibTorch 2.3 (alloc_cpu/free_cpu moved to
-// c10/core/impl/alloc_cpu.h, still included by c10/core/CPUAllocator.h). Subclasses implement
-// allocate_block(); copy_data() is a plain memcpy, as for c10's own CPU allocator.
+// qualifier and copy_data() became a pure virtual in LibTorch 2.3 (c10::alloc_cpu/free_cpu are
+// declared in c10/core/impl/alloc_cpu.h in both).
+// Subclasses implement allocate_block(); copy_data() is a plain memcpy, as for c10's own CPU
+// allocator.
 class CpuAllocator : public c10::Allocator {
  public:
 #if RT_TORCH_AT_LEAST(2, 3)
   c10::DataPtr allocate(size_t nbytes) final { return allocate_block(nbytes); }
-  void copy_data(void* dest, const void* src, std::size_t count) const final { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const final {
+    std::memcpy(dest, src, count);
+  }
 #else
   c10::DataPtr allocate(size_t nbytes) const final { return allocate_block(nbytes); }
 #endif

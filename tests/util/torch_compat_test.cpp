@@ -1,13 +1,12 @@
 // util/torch_compat.h against the LibTorch it is built with: each shim must agree with what the
 // library itself does.
-#include <gtest/gtest.h>
+#include "util/torch_compat.h"
 
-#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
-
-#include "util/torch_compat.h"
 
 namespace rt {
 namespace {
