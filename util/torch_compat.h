@@ -93,3 +93,25 @@ class CpuAllocator : public c10::Allocator {
 };
 
 }  // namespace rt::compat
+
+namespace rt::compat {
+
+// F::apply(args...) for a torch::autograd::Function F. g++ 14 reports a false -Warray-bounds
+// (or, depending on inlining, -Wstringop-overflow) in the std::vector<bool>::reserve() that LibTorch 2.x's
+// Function<F>::apply inlines (torch/csrc/autograd/custom_function.h:
+// node->is_variable_input_.reserve(num_inputs)), at the line that calls apply(); GCC checks diagnostic
+// pragmas along the whole inlining chain, so silencing it here covers every caller and nothing else.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+template <class F, class... Args>
+auto apply_function(Args&&... args) {
+  return F::apply(std::forward<Args>(args)...);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace rt::compat
