@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace rt::ssm {
 
@@ -186,7 +187,7 @@ torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor&
     auto x = scan_parallel(a, b);
     return torch::cat({torch::real(x), torch::imag(x)}, 2);
   }
-  return ComplexRecurrence::apply(a_re, a_im, bu);
+  return compat::apply_function<ComplexRecurrence>(a_re, a_im, bu);
 }
 
 void S5LayerOptions::validate() const {
