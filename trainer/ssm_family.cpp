@@ -103,10 +103,11 @@ class SsmFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* /*data*/) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* /*data*/) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
-    model_->to(device);
+    model_->to(device_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -132,7 +133,7 @@ class SsmFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kBackward);
       clear_gradients(*opt_);
-      loss.backward();
+      backward_with_sync(loss, optimizer_parameters(*opt_), *sync_);
     }
     const double factor = ssm_lr_factor_at(step, config_.get_string("train.lr_schedule"),
                                            config_.get_int("train.warmup_steps"), config_.get_int("train.max_steps"));
@@ -144,9 +145,9 @@ class SsmFamily final : public ModelFamily {
       opt_->step();
     }
     StepResult r;
-    r.loss = loss.item<double>();
-    r.scalars.emplace_back("train/loss", r.loss);
-    r.scalars.emplace_back("train/lr", lr_ * factor);
+    r.loss = loss.detach();
+    r.scalars.add("train/loss", r.loss);
+    r.scalars.add("train/lr", lr_ * factor);
     r.examples = x.size(0);
     return r;
   }
@@ -206,7 +207,7 @@ class SsmFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!model_) build(torch::kCPU, nullptr);
+    if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
     s << "SSM decoder " << options_.variant << " (input " << options_.input_dim << ", d_model " << options_.d_model
       << ", state " << options_.state_dim << ", " << options_.n_layers << " block(s), output " << options_.output_dim
@@ -236,6 +237,7 @@ class SsmFamily final : public ModelFamily {
   Config config_;
   ssm::SsmOptions options_;
   torch::Device device_;
+  GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
