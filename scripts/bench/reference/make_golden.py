@@ -31,7 +31,6 @@ import math
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -41,6 +40,7 @@ import s5_maze  # noqa: E402
 
 SEED = 7
 FORMAT = "rt-golden/1"
+GENERATED_BY = "scripts/bench/reference/make_golden.py"
 
 
 class Writer:
@@ -73,66 +73,79 @@ def trainable(model):
 def deviation(losses32, losses64, model32, model64):
     """Largest float32-vs-float64 differences: relative per loss, and per gradient tensor
     relative to that tensor's largest magnitude."""
-    loss_rel = max(abs(float(losses32[k]) - float(losses64[k])) / abs(float(losses64[k])) for k in losses64)
+    loss_rel = max(abs(float(losses32[k]) - float(losses64[k])) / abs(float(losses64[k]))
+                   for k in losses64)
     g32, g64 = trainable(model32), trainable(model64)
-    grad_rel = max(float((g32[k].grad.double() - g64[k].grad).abs().max() / g64[k].grad.abs().max())
-                   for k in g64)
+    grad_rel = max(float((g32[k].grad.double() - g64[k].grad).abs().max()
+                         / g64[k].grad.abs().max()) for k in g64)
     return {"loss_max_rel": loss_rel, "grad_max_rel_to_tensor_max": grad_rel}
 
 
-def step_rave(model, x, noise, beta, scales):
-    l = model.phase1_losses(x, beta, noise)
-    l["loss_gen"].backward()
-    losses = {k: l[k] for k in ("fullband_spectral_distance", "multiband_spectral_distance", "regularization",
-                                "loss_gen")}
-    return losses, l["y"]
+def write_step(out, stem, model, build, step, inputs, output, manifest):
+    """Runs `step(model, *inputs)` on the float32 `model` and on a float64 copy of its weights,
+    and writes <stem>.{json,bin}: the inputs, the weights, the float64 `output`, losses and
+    gradients, and `manifest`'s model-specific keys. `step` back-propagates its loss and returns
+    (losses, output). Returns (bytes written, manifest)."""
+    model64 = build()
+    model64.load_state_dict(model.state_dict())
+    model64.double().train()
+    losses32, _ = step(model, *inputs.values())
+    losses64, out64 = step(model64, *(t.double() for t in inputs.values()))
+
+    w = Writer()
+    for k, t in inputs.items():
+        w.add("input:" + k, t)
+    for k, p in trainable(model).items():
+        w.add("weight:" + k, p)
+    w.add("output:" + output, out64)
+    for k, p in trainable(model64).items():
+        w.add("grad:" + k, p.grad)
+    manifest = dict({"format": FORMAT, "model": manifest.pop("model"), "generated_by": GENERATED_BY,
+                     "torch": torch.__version__, "seed": SEED}, **manifest)
+    manifest["losses"] = {k: float(v) for k, v in losses64.items()}
+    manifest["derived"] = sorted(k for k, p in model.named_parameters() if not p.requires_grad)
+    manifest["float32_vs_float64"] = deviation(losses32, losses64, model, model64)
+    return w.save(out, stem, manifest), manifest
+
+
+def step_rave(beta):
+    def step(model, x, noise):
+        l = model.phase1_losses(x, beta, noise)
+        l["loss_gen"].backward()
+        names = ("fullband_spectral_distance", "multiband_spectral_distance", "regularization",
+                 "loss_gen")
+        return {k: l[k] for k in names}, l["y"]
+    return step
 
 
 def make_rave(out):
-    scales = [128, 64, 32]
     options = {"version": "v2", "capacity": 4, "latent_size": 4, "n_band": 4, "ratios": [2, 2],
-               "dilations": [[1, 3], [1]], "kernel_size": 3, "stft_scales": scales}
+               "dilations": [[1, 3], [1]], "kernel_size": 3, "stft_scales": [128, 64, 32]}
     batch, n_signal, beta = 2, 512, 0.1
-    build = lambda: rave_v2.RAVE(rave_v2.preset(**options))  # noqa: E731
+
+    def build():
+        return rave_v2.RAVE(rave_v2.preset(**options))
+
     torch.manual_seed(SEED)
     model = build()
     model.train()
     t = torch.arange(n_signal, dtype=torch.float64).div(44100.0)
     f = torch.tensor([[220.0], [1370.0]], dtype=torch.float64)
     x = (0.5 * torch.sin(2 * math.pi * f * t) + 0.25 * torch.sin(2 * math.pi * 2.5 * f * t)
-         + 0.05 * torch.randn(batch, n_signal, dtype=torch.float64)).clamp(-1, 1).float().unsqueeze(1)
+         + 0.05 * torch.randn(batch, n_signal, dtype=torch.float64))
+    x = x.clamp(-1, 1).float().unsqueeze(1)
     frames = n_signal // (options["n_band"] * math.prod(options["ratios"]))
     noise = torch.randn(batch, options["latent_size"], frames)
-
-    model64 = build()
-    model64.load_state_dict(model.state_dict())
-    model64.double().train()
-    losses32, _ = step_rave(model, x, noise, beta, scales)
-    losses64, y64 = step_rave(model64, x.double(), noise.double(), beta, scales)
-
-    w = Writer()
-    w.add("input:x", x)
-    w.add("input:noise", noise)
-    for k, p in trainable(model).items():
-        w.add("weight:" + k, p)
-    w.add("output:y", y64)
-    for k, p in trainable(model64).items():
-        w.add("grad:" + k, p.grad)
-    manifest = {
-        "format": FORMAT, "model": "rave_v2", "generated_by": "scripts/bench/reference/make_golden.py",
-        "torch": torch.__version__, "seed": SEED,
-        "options": dict(options, discriminator="none", pqmf_attenuation=100),
-        "beta": beta, "loss": "loss_gen",
-        "losses": {k: float(v) for k, v in losses64.items()},
-        "derived": sorted(k for k, p in model.named_parameters() if not p.requires_grad),
-        "float32_vs_float64": deviation(losses32, losses64, model, model64),
-    }
-    return w.save(out, "rave_v2_tiny", manifest), manifest
+    return write_step(out, "rave_v2_tiny", model, build, step_rave(beta),
+                      {"x": x, "noise": noise}, "y",
+                      {"model": "rave_v2",
+                       "options": dict(options, discriminator="none", pqmf_attenuation=100),
+                       "beta": beta, "loss": "loss_gen"})
 
 
-def step_s5(model, x, y):
+def step_s5(model, x, target):
     pred = model(x)
-    loss = F.mse_loss(pred, y)
+    loss = F.mse_loss(pred, target)
     loss.backward()
     return {"loss": loss}, pred
 
@@ -141,40 +154,25 @@ def make_s5(out):
     options = {"variant": "s5_maze", "input_dim": 6, "output_dim": 2, "d_model": 8, "state_dim": 8,
                "n_layers": 1, "dropout": 0.0}
     batch, bins = 2, 16
+
+    def build():
+        return s5_maze.S5Decoder(options["input_dim"], options["d_model"], options["state_dim"],
+                                 options["output_dim"], options["n_layers"], options["dropout"])
+
     torch.manual_seed(SEED)
-    build = lambda: s5_maze.S5Decoder(options["input_dim"], options["d_model"], options["state_dim"],  # noqa: E731
-                                      options["output_dim"], options["n_layers"], options["dropout"])
     model = build()
     model.train()
     x = torch.rand(batch, bins, options["input_dim"]) * 0.5
     target = torch.randn(batch, bins, options["output_dim"])
-
-    model64 = build()
-    model64.load_state_dict(model.state_dict())
-    model64.double().train()
-    losses32, _ = step_s5(model, x, target)
-    losses64, pred64 = step_s5(model64, x.double(), target.double())
-
-    w = Writer()
-    w.add("input:x", x)
-    w.add("input:target", target)
-    for k, p in trainable(model).items():
-        w.add("weight:" + k, p)
-    w.add("output:pred", pred64)
-    for k, p in trainable(model64).items():
-        w.add("grad:" + k, p.grad)
-    manifest = {
-        "format": FORMAT, "model": "s5", "generated_by": "scripts/bench/reference/make_golden.py",
-        "torch": torch.__version__, "seed": SEED, "options": options, "loss": "loss",
-        "losses": {k: float(v) for k, v in losses64.items()}, "derived": [],
-        "float32_vs_float64": deviation(losses32, losses64, model, model64),
-    }
-    return w.save(out, "s5_tiny", manifest), manifest
+    return write_step(out, "s5_tiny", model, build, step_s5, {"x": x, "target": target}, "pred",
+                      {"model": "s5", "options": options, "loss": "loss"})
 
 
 def main():
-    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
