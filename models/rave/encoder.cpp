@@ -93,12 +93,12 @@ torch::Tensor VariationalEncoderImpl::forward(const torch::Tensor& x) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
-    const torch::Tensor& stats) const {
+    const torch::Tensor& stats, const torch::Tensor& noise) const {
   auto halves = stats.chunk(2, 1);
   const auto& mean = halves[0];
   auto std = torch::softplus(halves[1]) + 1e-4;
   auto var = std * std;
-  auto z = torch::randn_like(mean) * std + mean;
+  auto z = (noise.defined() ? noise : torch::randn_like(mean)) * std + mean;
   auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
   return {z, kl};
 }

@@ -64,7 +64,7 @@ torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
   return decode(std::get<0>(encode(x)));
 }
 
-RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
+RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise) {
   TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
@@ -72,7 +72,7 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
   {
     prof::ModuleScope span("encoder");
     f.stats = encoder->forward(f.x_multiband);
-    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats);
+    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats, noise);
   }
   torch::Tensor y_mb;
   {

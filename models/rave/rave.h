@@ -58,7 +58,8 @@ struct RaveModelImpl : torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor> encode(const torch::Tensor& x);
   torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
   torch::Tensor forward(const torch::Tensor& x);    // analysis→encode→sample→decode→synthesis
-  RaveForward forward_train(const torch::Tensor& x);
+  // `noise`: the reparametrisation draws (see VariationalEncoderImpl::reparametrize).
+  RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {});
 
   // Phase 2 switch: detaches the encoder output (frozen encoder), enables v1's noise branch.
   void set_warmed_up(bool state);
