@@ -150,6 +150,12 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::Optimi
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
 }
 
+std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : opt.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  return params;
+}
+
 void clear_gradients(torch::optim::Optimizer& opt) {
   if (dynamic_cast<FusedAdam*>(&opt) != nullptr || dynamic_cast<FusedAdamW*>(&opt) != nullptr) {
     zero_grad_to_none(opt);

@@ -175,13 +175,14 @@ class RaveFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* data) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* data) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     options_.channels = data != nullptr ? channels_ : std::max<int64_t>(1, config_.get_int("data.channels"));
     if (data != nullptr) options_.sampling_rate = sampling_rate_;
     options_.validate();
     model_ = rave::RaveModel(options_);
-    model_->to(device);
+    model_->to(device_);
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
     const bool fused = config_.get_bool("train.fused_optimizer");
@@ -213,10 +214,12 @@ class RaveFamily final : public ModelFamily {
       l = rave::rave_losses_from_forward(*model_, x, fwd, loss_options_, beta, kind);
     }
     torch::optim::Optimizer& opt = dis_step ? *dis_opt_ : *gen_opt_;
+    const torch::Tensor& loss = dis_step ? l.loss_dis : l.loss_gen;
     {
       PhaseScope p(Phase::kBackward);
       clear_gradients(opt);
-      (dis_step ? l.loss_dis : l.loss_gen).backward();
+      // Only the parameters of the optimizer that steps now are synchronised.
+      backward_with_sync(loss, optimizer_parameters(opt), *sync_);
     }
     {
       PhaseScope p(Phase::kOptimizer);
@@ -235,13 +238,11 @@ class RaveFamily final : public ModelFamily {
       opt.step();
     }
     StepResult r;
-    r.loss = (dis_step ? l.loss_dis : l.loss_gen).item<double>();
-    for (const auto& [tag, value] : l.scalars()) r.scalars.emplace_back(tag, value);
-    r.scalars.emplace_back("beta_factor", beta);
-    r.scalars.emplace_back("train/lr", lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"),
-                                                                phase_1_duration_));
+    r.loss = loss.detach();
+    for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
+    r.scalars.add("beta_factor", beta);
+    r.scalars.add("train/lr", lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_));
     r.examples = batch.input.size(0);
-    last_spectral_ = (l.fullband_spectral_distance + l.multiband_spectral_distance).item<double>();
     return r;
   }
 
@@ -302,7 +303,7 @@ class RaveFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!model_) build(torch::kCPU, nullptr);
+    if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
     s << "RAVE " << enum_name(options_.version) << " (capacity " << options_.capacity << ", latent "
       << options_.latent_size << ", " << options_.n_band << " bands, ratios";
@@ -340,13 +341,13 @@ class RaveFamily final : public ModelFamily {
   rave::RaveOptions options_;
   rave::RaveLossOptions loss_options_;
   torch::Device device_;
+  GradientSync* sync_ = &single_process_sync();
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;
   int sampling_rate_ = 44100;
-  double last_spectral_ = 0.0;
 };
 
 }  // namespace

@@ -122,10 +122,11 @@ class SsmFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* /*data*/) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* /*data*/) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
-    model_->to(device);
+    model_->to(device_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -151,7 +152,7 @@ class SsmFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kBackward);
       clear_gradients(*opt_);
-      loss.backward();
+      backward_with_sync(loss, optimizer_parameters(*opt_), *sync_);
     }
     const double factor =
         ssm_lr_factor_at(step, config_.get_enum<LrSchedule>("train.lr_schedule"),
@@ -164,9 +165,9 @@ class SsmFamily final : public ModelFamily {
       opt_->step();
     }
     StepResult r;
-    r.loss = loss.item<double>();
-    r.scalars.emplace_back("train/loss", r.loss);
-    r.scalars.emplace_back("train/lr", lr_ * factor);
+    r.loss = loss.detach();
+    r.scalars.add("train/loss", r.loss);
+    r.scalars.add("train/lr", lr_ * factor);
     r.examples = x.size(0);
     return r;
   }
@@ -226,7 +227,7 @@ class SsmFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!model_) build(torch::kCPU, nullptr);
+    if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
     s << "SSM decoder " << enum_name(options_.variant) << " (input " << options_.input_dim << ", d_model "
       << options_.d_model << ", state " << options_.state_dim << ", " << options_.n_layers
@@ -257,6 +258,7 @@ class SsmFamily final : public ModelFamily {
   Config config_;
   ssm::SsmOptions options_;
   torch::Device device_;
+  GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false

@@ -120,18 +120,20 @@ RaveLossOptions RaveLossOptions::preset(RaveVersion version) {
   return o;
 }
 
-std::map<std::string, double> RaveLosses::scalars() const {
-  std::map<std::string, double> s{
-      {"fullband_spectral_distance", fullband_spectral_distance.item<double>()},
-      {"multiband_spectral_distance", multiband_spectral_distance.item<double>()},
-      {"regularization", regularization.item<double>()},
+std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
+  std::vector<std::pair<std::string, torch::Tensor>> s{
+      {"fullband_spectral_distance", fullband_spectral_distance.detach()},
+      {"multiband_spectral_distance", multiband_spectral_distance.detach()},
+      {"regularization", regularization.detach()},
   };
   if (adversarial_active) {
-    s["feature_matching"] = feature_matching.item<double>();
-    s["adversarial"] = adversarial.item<double>();
-    s["loss_dis"] = loss_dis.item<double>();
-    s["pred_real"] = pred_real.item<double>();
-    s["pred_fake"] = pred_fake.item<double>();
+    for (const auto& [tag, t] : {std::pair<const char*, const torch::Tensor*>{"feature_matching", &feature_matching},
+                                 {"adversarial", &adversarial},
+                                 {"loss_dis", &loss_dis},
+                                 {"pred_real", &pred_real},
+                                 {"pred_fake", &pred_fake}}) {
+      s.emplace_back(tag, t->detach());
+    }
   }
   return s;
 }

@@ -105,8 +105,9 @@ struct RaveLosses {
   torch::Tensor loss_dis, pred_real, pred_fake;
   torch::Tensor loss_gen;  // what a generator step back-propagates
   torch::Tensor y;         // the reconstruction (B, C, T)
-  // RAVE's TensorBoard tags → values (adversarial ones only when `adversarial_active`).
-  std::map<std::string, double> scalars() const;
+  // RAVE's TensorBoard tags → detached 0-d tensors (adversarial ones only when
+  // `adversarial_active`). Reads nothing on the host.
+  std::vector<std::pair<std::string, torch::Tensor>> scalars() const;
   bool adversarial_active = false;
 };
 

@@ -5,9 +5,11 @@
 #include <sstream>
 
 #include "data/loader.h"
+#include "distributed/gradient_sync.h"
 #include "models/common/summary.h"
 #include "trainer/config.h"
 #include "trainer/family_registry.h"
+#include "trainer/fused_adam.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 
@@ -53,10 +55,11 @@ class FakeFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* /*data*/) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* /*data*/) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     linear_ = torch::nn::Linear(options_.width, 1);
-    linear_->to(device);
+    linear_->to(device_);
     opt_ = std::make_unique<torch::optim::SGD>(linear_->parameters(), torch::optim::SGDOptions(lr_));
   }
 
@@ -73,15 +76,15 @@ class FakeFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kBackward);
       opt_->zero_grad();
-      loss.backward();
+      backward_with_sync(loss, optimizer_parameters(*opt_), *sync_);
     }
     {
       PhaseScope p(Phase::kOptimizer);
       opt_->step();
     }
     StepResult r;
-    r.loss = loss.item<double>();
-    r.scalars.emplace_back("train/loss", r.loss);
+    r.loss = loss.detach();
+    r.scalars.add("train/loss", r.loss);
     r.examples = x.size(0);
     return r;
   }
@@ -112,7 +115,7 @@ class FakeFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!linear_) build(torch::kCPU, nullptr);
+    if (!linear_) build(FamilyContext{}, nullptr);
     return "fake linear (width " + std::to_string(options_.width) + ")\n\n" +
            models::module_summary(*linear_, "linear", 1) + "\n";
   }
@@ -129,6 +132,7 @@ class FakeFamily final : public ModelFamily {
   FakeOptions options_;
   double lr_;
   torch::Device device_{torch::kCPU};
+  GradientSync* sync_ = &single_process_sync();
   torch::nn::Linear linear_{nullptr};
   std::unique_ptr<torch::optim::SGD> opt_;
 };
