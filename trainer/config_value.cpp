@@ -21,7 +21,13 @@ std::string format_float(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
-  // Shortest text that reads back to the same double, so to_toml() round-trips exactly.
+  // Whole numbers below 2^53 are exact in fixed notation: "40.0" rather than %g's "4e+01".
+  if (v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+  }
+  // Otherwise the shortest text that reads back to the same double, so to_toml() round-trips
+  // exactly.
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;

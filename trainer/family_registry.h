@@ -37,7 +37,8 @@ struct FamilyRegistration {
 // The factory of a family class constructed from the config: family_factory<RaveFamily>().
 template <typename Family>
 ModelFamilyFactory family_factory() {
-  return [](const Config& config) -> std::unique_ptr<ModelFamily> { return std::make_unique<Family>(config); };
+  return
+      [](const Config& config) -> std::unique_ptr<ModelFamily> { return std::make_unique<Family>(config); };
 }
 
 // Throws rt::Error when the name is registered already, when a key is already declared (by the

@@ -354,7 +354,8 @@ class RaveFamily final : public ModelFamily {
 
 FamilyRegistration rave_family_registration() {
   using namespace keys;
-  return {"rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database", family_factory<RaveFamily>(),
+  return {"rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
+          family_factory<RaveFamily>(),
           rave_model_keys().specs({
               I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
               I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),

@@ -282,7 +282,8 @@ void check_ssm_config(const Config& c) {
 
 FamilyRegistration ssm_family_registration() {
   using namespace keys;
-  return {"ssm", "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
+  return {"ssm",
+          "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
           family_factory<SsmFamily>(),
           ssm_model_keys().specs({
               F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),

@@ -153,8 +153,11 @@ const OptionsTable<FakeOptions>& fake_model_keys() {
 }
 
 FamilyRegistration fake_family_registration() {
-  return {kFakeFamily, "a linear layer on synthetic in-memory data (tests only)", family_factory<FakeFamily>(),
-          fake_model_keys().specs(), {}};
+  return {kFakeFamily,
+          "a linear layer on synthetic in-memory data (tests only)",
+          family_factory<FakeFamily>(),
+          fake_model_keys().specs(),
+          {}};
 }
 
 }  // namespace rt::testing

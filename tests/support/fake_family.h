@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "trainer/family_registry.h"
 #include "trainer/options_table.h"
 
 namespace rt::testing {

@@ -135,7 +135,7 @@ TEST(ConfigFile, OutOfRangeNamesValueAndWhatIsAllowed) {
   msg = load_error("[model]\nratios = []\n");
   EXPECT_HAS(msg, "model.ratios = []");
   EXPECT_HAS(msg, "a non-empty list of integers >= 1");
-  msg = load_error("[model]\nmrd_n_ffts = [2048, 1000]\n");
+  msg = load_error("[model]\nmrd_n_ffts = [2048, 1022]\n");
   EXPECT_HAS(msg, "integers >= 16, multiples of 4");
 }
 
@@ -274,14 +274,26 @@ TEST(ConfigToToml, RoundTripsEveryKey) {
     EXPECT_DOUBLE_EQ(back.get_float("train.lr"), 0.00013);
     EXPECT_EQ(back.get_string("train.name"), "with \"quotes\" and \\ backslash");
   }
-  // Every common key and every key of the chosen family appears once.
+  // Every common key and every key of the chosen family appears once, in its section.
   const std::string text = c.to_toml();
   for (const auto& spec : config_schema()) {
     if (!spec.owner.empty() && spec.owner != "rave") continue;
+    const size_t begin = text.find("[" + spec.section() + "]\n");
+    ASSERT_NE(begin, std::string::npos) << spec.key;
+    const std::string section = text.substr(begin, text.find("\n[", begin) - begin);
     const std::string line = "\n" + spec.name() + " = ";
-    EXPECT_HAS(text, line);
-    EXPECT_EQ(text.find(line), text.rfind(line)) << spec.key;
+    EXPECT_HAS(section, line);
+    EXPECT_EQ(section.find(line), section.rfind(line)) << spec.key;
   }
+}
+
+TEST(ConfigValueText, WholeFloatsAreFixedAndOthersTheShortestExactText) {
+  EXPECT_EQ(value_text(40.0), "40.0");
+  EXPECT_EQ(value_text(-3.0), "-3.0");
+  EXPECT_EQ(value_text(0.00013), "0.00013");
+  EXPECT_EQ(value_text(1e-7), "1e-07");
+  EXPECT_EQ(value_text(1e300), "1e+300");
+  EXPECT_EQ(value_text(std::vector<double>{20.0, 0.5}), "[20.0, 0.5]");
 }
 
 TEST(ConfigFamilies, KeysOfAnotherFamilyAreRefusedNamingBothFamilies) {
