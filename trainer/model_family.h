@@ -14,6 +14,7 @@
 
 #include "data/example.h"
 #include "distributed/gradient_sync.h"
+#include "trainer/family_registry.h"
 
 namespace rt {
 
@@ -107,11 +108,7 @@ class ModelFamily {
   virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;
 };
 
-using ModelFamilyFactory = std::function<std::unique_ptr<ModelFamily>(const Config&)>;
-
-// Registry keyed by `model.family`. Registering a name twice throws rt::Error.
-void register_model_family(const std::string& name, ModelFamilyFactory factory);
+// The family `model.family` names, made by its registered factory (trainer/family_registry.h).
 std::unique_ptr<ModelFamily> make_model_family(const Config& config);
-std::vector<std::string> model_family_names();
 
 }  // namespace rt

@@ -61,22 +61,6 @@ torch::Device resolve_device(const std::string& requested) {
   return torch::Device(torch::kCPU);
 }
 
-// The shape-defining keys: a checkpoint made with other values is "of another config".
-std::string model_signature(const Config& c) {
-  std::ostringstream s;
-  std::string toml = c.to_toml();
-  // Everything in [model] defines the architecture.
-  auto begin = toml.find("[model]");
-  auto end = toml.find("\n[", begin + 1);
-  std::istringstream in(toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line[0] == '[') continue;
-    s << line << "; ";
-  }
-  return s.str();
-}
-
 // Everything one job holds; the loop below is a short list of calls on it.
 class TrainingJob {
  public:
@@ -127,7 +111,7 @@ class TrainingJob {
     tb_ = std::make_unique<TensorBoardWriter>(run_.path);
 
     meta_.family = config_.get_string("model.family");
-    meta_.signature = model_signature(config_);
+    meta_.signature = config_.architecture_signature();
     meta_.config_toml = config_.to_toml();
     if (!run_.checkpoint.empty()) {
       CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) {

@@ -1,19 +1,17 @@
 #include "models/rave/rave.h"
 
-#include "util/error.h"
-#include "util/torch_compat.h"
 #include "models/common/module_path.h"
 #include "profiling/annotation.h"
+#include "util/torch_compat.h"
 
 namespace rt::rave {
 
 RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options)) {
   options_.validate();
   const auto& o = options_;
-  pqmf = register_module(
-      "pqmf", models::Pqmf(o.n_band, 100, models::parse_padding_mode(o.padding, "model.padding")));
+  pqmf = register_module("pqmf", models::Pqmf(o.n_band, 100, o.padding));
   encoder = register_module("encoder", VariationalEncoder(o));
-  if (o.version == "v1") {
+  if (o.version == RaveVersion::kV1) {
     decoder = register_module("decoder", std::make_shared<GeneratorV1Impl>(o));
   } else {
     decoder = register_module("decoder", std::make_shared<GeneratorV2Impl>(o));
@@ -112,16 +110,14 @@ std::vector<torch::Tensor> RaveModelImpl::discriminator_parameters() const {
   return discriminator->parameters();
 }
 
-RaveLossOptions RaveLossOptions::preset(const std::string& version) {
+RaveLossOptions RaveLossOptions::preset(RaveVersion version) {
   RaveLossOptions o;
-  if (version == "v2" || version == "v3") return o;
-  if (version == "v1") {
+  if (version == RaveVersion::kV1) {
     o.feature_matching_weight = 10.0;
     o.relative_feature_matching = false;
     o.num_skipped_features = 0;
-    return o;
   }
-  throw rt::Error("model.version: unknown RAVE version '" + version + "' (accepted: v1, v2, v3)");
+  return o;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {

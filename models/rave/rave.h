@@ -93,7 +93,7 @@ struct RaveLossOptions {
   bool relative_feature_matching = true;  // v2.gin; v1 uses the plain L1 mean
   int64_t num_skipped_features = 1;       // v2.gin; v1: 0
   // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features).
-  static RaveLossOptions preset(const std::string& version);
+  static RaveLossOptions preset(RaveVersion version);
 };
 
 enum class RaveStep { kGenerator, kDiscriminator };

@@ -7,24 +7,6 @@
 
 namespace rt::ssm {
 
-Discretization parse_discretization(const std::string& value, const std::string& key) {
-  if (value == "zoh") return Discretization::kZoh;
-  if (value == "bilinear") return Discretization::kBilinear;
-  throw Error(key + " = \"" + value + "\": accepted values are \"zoh\" and \"bilinear\"");
-}
-
-ScanKind parse_scan(const std::string& value, const std::string& key) {
-  if (value == "parallel") return ScanKind::kParallel;
-  if (value == "sequential") return ScanKind::kSequential;
-  if (value == "fused") return ScanKind::kFused;
-  throw Error(key + " = \"" + value + "\": accepted values are \"parallel\", \"sequential\" and \"fused\"");
-}
-
-std::string to_string(Discretization d) { return d == Discretization::kZoh ? "zoh" : "bilinear"; }
-std::string to_string(ScanKind s) {
-  return s == ScanKind::kParallel ? "parallel" : s == ScanKind::kSequential ? "sequential" : "fused";
-}
-
 HippoDiagonal make_dplr_hippo(int64_t n) {
   TORCH_CHECK(n >= 1, "make_dplr_hippo: n must be >= 1, got ", n);
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);

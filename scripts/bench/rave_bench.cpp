@@ -91,7 +91,7 @@ void apply_runtime(const ModelArgs& a) {
 }
 
 rt::rave::RaveOptions options_of(const ModelArgs& a) {
-  auto o = rt::rave::RaveOptions::preset(a.version);
+  auto o = rt::rave::RaveOptions::preset(rt::parse_enum<rt::rave::RaveVersion>(a.version, "--version"));
   if (a.capacity > 0) o.capacity = a.capacity;
   if (a.latent_size > 0) o.latent_size = a.latent_size;
   return o;
@@ -163,7 +163,7 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   torch::manual_seed(a.seed);
   rt::rave::RaveModel model(options_of(a));
   model->train();
-  auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
+  auto lo = rt::rave::RaveLossOptions::preset(rt::parse_enum<rt::rave::RaveVersion>(a.version, "--version"));
   lo.stft_scales = model->options().stft_scales;
   const bool fused = a.fused_optimizer != 0;
   auto opt_ptr = rt::make_adam(model->generator_parameters(), torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), fused);
@@ -234,7 +234,7 @@ int cmd_export(const ModelArgs& a, const std::string& out_dir) {
   torch::manual_seed(a.seed);
   rt::rave::RaveModel model(options_of(a));
   model->train();
-  auto lo = rt::rave::RaveLossOptions::preset(a.version == "v1" ? "v1" : "v2");
+  auto lo = rt::rave::RaveLossOptions::preset(rt::parse_enum<rt::rave::RaveVersion>(a.version, "--version"));
   lo.stft_scales = model->options().stft_scales;
   const auto x = make_input(a);
 
@@ -368,7 +368,7 @@ int cmd_validate(const ModelArgs& a, int reps) {
   torch::manual_seed(a.seed);
   rt::rave::RaveModel model(options_of(a));
   model->eval();
-  auto lo = rt::rave::RaveLossOptions::preset("v2");
+  auto lo = rt::rave::RaveLossOptions::preset(rt::rave::RaveVersion::kV2);
   lo.stft_scales = model->options().stft_scales;
   const auto x = make_input(a);
   auto run = [&](bool inference) {

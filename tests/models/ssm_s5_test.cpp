@@ -221,7 +221,7 @@ TEST(SsmLayer, OptionErrorsNameTheKey) {
     EXPECT_NE(std::string(e.what()).find("model.ssm_blocks"), std::string::npos) << e.what();
   }
   try {
-    parse_scan("fast");
+    parse_enum<ScanKind>("fast", "model.scan");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.scan = \"fast\""), std::string::npos) << e.what();
