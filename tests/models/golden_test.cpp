@@ -175,7 +175,8 @@ void expect_output(const torch::Tensor& value, const Golden& g, const std::strin
 }
 
 rt::rave::RaveOptions rave_options(const rt::Json& o) {
-  auto r = rt::rave::RaveOptions::preset(o.at("version").get<std::string>());
+  auto r = rt::rave::RaveOptions::preset(
+      rt::parse_enum<rt::rave::RaveVersion>(o.at("version").get<std::string>(), "golden options.version"));
   r.capacity = o.at("capacity").get<int64_t>();
   r.latent_size = o.at("latent_size").get<int64_t>();
   r.n_band = o.at("n_band").get<int64_t>();
@@ -183,13 +184,14 @@ rt::rave::RaveOptions rave_options(const rt::Json& o) {
   r.dilations = o.at("dilations").get<std::vector<std::vector<int64_t>>>();
   r.kernel_size = o.at("kernel_size").get<int64_t>();
   r.stft_scales = o.at("stft_scales").get<std::vector<int64_t>>();
-  r.discriminator = o.at("discriminator").get<std::string>();
+  r.discriminator = rt::parse_enum<rt::rave::DiscriminatorKind>(o.at("discriminator").get<std::string>(),
+                                                                 "golden options.discriminator");
   return r;
 }
 
 rt::ssm::SsmOptions ssm_options(const rt::Json& o) {
   rt::ssm::SsmOptions s;
-  s.variant = o.at("variant").get<std::string>();
+  s.variant = rt::parse_enum<rt::ssm::SsmVariant>(o.at("variant").get<std::string>(), "golden options.variant");
   s.input_dim = o.at("input_dim").get<int64_t>();
   s.output_dim = o.at("output_dim").get<int64_t>();
   s.d_model = o.at("d_model").get<int64_t>();
@@ -210,7 +212,7 @@ TEST(GoldenRaveV2, PhaseOneLossesOutputAndGradientsMatchThePythonReference) {
   const auto problems = assign_weights(*model, g);
   ASSERT_TRUE(problems.empty()) << join(problems);
 
-  auto lo = rt::rave::RaveLossOptions::preset("v2");
+  auto lo = rt::rave::RaveLossOptions::preset(rt::rave::RaveVersion::kV2);
   lo.stft_scales = model->options().stft_scales;
   const auto& x = g.at("input:x");
   const auto f = model->forward_train(x, g.at("input:noise"));
