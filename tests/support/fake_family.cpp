@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "data/loader.h"
 #include "distributed/gradient_sync.h"
@@ -17,6 +18,11 @@ namespace rt::testing {
 namespace {
 
 constexpr size_t kExamples = 40, kValExamples = 8;
+
+std::function<void(int64_t)>& step_hook() {
+  static std::function<void(int64_t)> hook;
+  return hook;
+}
 
 // Example i: x_k = sin(0.37·(i+1)·(k+1)), y = Σ_k x_k / (k+1): a linear target, computed
 // without any random generator so that workers may call it concurrently.
@@ -63,7 +69,8 @@ class FakeFamily final : public ModelFamily {
     opt_ = std::make_unique<torch::optim::SGD>(linear_->parameters(), torch::optim::SGDOptions(lr_));
   }
 
-  StepResult train_step(const Batch& batch, int64_t /*step*/) override {
+  StepResult train_step(const Batch& batch, int64_t step) override {
+    if (step_hook()) step_hook()(step);
     torch::Tensor x = batch.input.to(device_), y = batch.target.to(device_), pred, loss;
     {
       PhaseScope p(Phase::kForward);
@@ -142,6 +149,8 @@ const bool kRegistered = (register_model_family(fake_family_registration()), tru
 
 }  // namespace
 
+void set_fake_step_hook(std::function<void(int64_t)> hook) { step_hook() = std::move(hook); }
+
 const OptionsTable<FakeOptions>& fake_model_keys() {
   static const OptionsTable<FakeOptions> table = {
       {&FakeOptions::width, keys::Field("model.fake_width", "fake: input features of the linear layer")
@@ -150,6 +159,21 @@ const OptionsTable<FakeOptions>& fake_model_keys() {
                                 .defines_architecture()},
   };
   return table;
+}
+
+Config fake_run_config(const std::filesystem::path& out_path, const std::string& name,
+                       const std::vector<std::pair<std::string, std::string>>& overrides) {
+  Config c;
+  c.merge_toml_string(std::string("[model]\nfamily = \"") + kFakeFamily + "\"\n", "fake.toml");
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"train.out_path", out_path.string()}, {"train.name", name},      {"train.max_steps", "6"},
+      {"train.batch", "4"},                  {"train.val_every", "3"},  {"train.log_every", "2"},
+      {"train.lr", "0.1"},                   {"train.threads", "1"},    {"train.device", "cpu"},
+      {"data.workers", "0"}};
+  settings.insert(settings.end(), overrides.begin(), overrides.end());
+  for (const auto& [key, value] : settings) c.set(key, value, "test");
+  c.finalize();
+  return c;
 }
 
 FamilyRegistration fake_family_registration() {

@@ -109,21 +109,7 @@ TEST(FamilyRegistry, RegisteringANameOrAKeyTwiceThrows) {
 
 TEST(FamilyRegistry, TheTestFamilyTrainsThroughTheRealLoop) {
   testing::ScratchDir dir;
-  Config c = fake_config("fake_width = 3\n");
-  for (const auto& [key, value] :
-       std::vector<std::pair<std::string, std::string>>{{"train.out_path", dir.path().string()},
-                                                        {"train.name", "fake"},
-                                                        {"train.max_steps", "6"},
-                                                        {"train.batch", "4"},
-                                                        {"train.val_every", "3"},
-                                                        {"train.log_every", "2"},
-                                                        {"train.lr", "0.1"},
-                                                        {"train.threads", "1"},
-                                                        {"train.device", "cpu"},
-                                                        {"data.workers", "0"}}) {
-    c.set(key, value, "test");
-  }
-  c.finalize();
+  const Config c = testing::fake_run_config(dir.path(), "fake", {{"model.fake_width", "3"}});
   ASSERT_EQ(run_training(c), 0);
   const std::filesystem::path run = dir / "latest";
   const Json summary = read_json(run / "training_summary.json");
