@@ -17,13 +17,11 @@ void StepLog::record(int64_t step, const StepResult& result) {
   step_host_.push_back(result.scalars.host);
 }
 
-void StepLog::add(const std::string& tag, double value) {
+void StepLog::add_host(const std::string& tag, double value) {
   Sum& s = sums_[tag];
   s.sum += value;
   ++s.n;
 }
-
-void StepLog::add_host(const std::string& tag, double value) { add(tag, value); }
 
 StepLog::Flushed StepLog::flush() {
   Flushed out;
@@ -42,8 +40,8 @@ StepLog::Flushed StepLog::flush() {
       break;
     }
     out.steps.push_back({steps_[i], h[i], examples_[i]});
-    for (size_t k = scalar_ranges_[i].first; k < scalar_ranges_[i].second; ++k) add(tags_[k], h[n_steps + k]);
-    for (const auto& [tag, value] : step_host_[i]) add(tag, value);
+    for (size_t k = scalar_ranges_[i].first; k < scalar_ranges_[i].second; ++k) add_host(tags_[k], h[n_steps + k]);
+    for (const auto& [tag, value] : step_host_[i]) add_host(tag, value);
   }
   steps_.clear();
   examples_.clear();

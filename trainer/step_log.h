@@ -23,7 +23,7 @@ class StepLog {
  public:
   // Keeps `result` for step `step`. REQUIRES: result.loss is a defined 0-d tensor.
   void record(int64_t step, const StepResult& result);
-  // A host value (e.g. the step time) averaged with the scalars at the next take_means().
+  // Adds a host value (the step time; also each flushed scalar) to the sums take_means() averages.
   void add_host(const std::string& tag, double value);
 
   struct Step {
@@ -46,7 +46,6 @@ class StepLog {
     double sum = 0.0;
     int64_t n = 0;
   };
-  void add(const std::string& tag, double value);
 
   std::vector<int64_t> steps_, examples_;
   std::vector<torch::Tensor> losses_;
