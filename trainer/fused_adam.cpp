@@ -160,7 +160,7 @@ void clear_gradients(torch::optim::Optimizer& opt) {
   if (dynamic_cast<FusedAdam*>(&opt) != nullptr || dynamic_cast<FusedAdamW*>(&opt) != nullptr) {
     zero_grad_to_none(opt);
   } else {
-    opt.zero_grad();
+    compat::zero_grad_filled(opt);
   }
 }
 
