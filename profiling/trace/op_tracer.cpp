@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -148,6 +149,10 @@ struct GlobalState {
   // starts with its chunks, arenas and interned names in place (short windows, e.g. every
   // other step, would otherwise pay for them each time).
   std::vector<std::unique_ptr<ThreadBuffer>> spare;
+  // record_span(): finished spans of the open window and the names of their rows (never
+  // forgotten, so a row keeps its tid for the life of the process).
+  std::vector<Activity> spans;
+  std::vector<std::string> span_rows;
 };
 
 // What a recycled buffer keeps (larger ones are trimmed): 4 chunks (2.5 MiB) of records,
@@ -379,6 +384,7 @@ void OpTracer::start() {
   {
     std::lock_guard<std::mutex> lock(g.mu);
     g.buffers.clear();
+    g.spans.clear();
   }
   g.generation.fetch_add(1, std::memory_order_acq_rel);
   first_step_ = last_step_ = -1;
@@ -407,6 +413,7 @@ void OpTracer::clear() {
     b->memory.clear();
     for (auto& o : b->open) o.index = kDropped;
   }
+  g.spans.clear();
   first_step_ = last_step_ = -1;
   start_ns_ = steady_ns();
 }
@@ -428,9 +435,13 @@ Timeline OpTracer::stop() {
   t.first_step = first_step_;
   t.last_step = last_step_;
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  std::vector<Activity> spans;
+  std::vector<std::string> span_rows;
   {
     std::lock_guard<std::mutex> lock(g.mu);
     buffers.swap(g.buffers);
+    spans.swap(g.spans);
+    span_rows = g.span_rows;
   }
   std::unique_ptr<Symbolizer> symbolizer;
   if (options_.with_stack) symbolizer = std::make_unique<Symbolizer>();
@@ -453,6 +464,12 @@ Timeline OpTracer::stop() {
       t.activities.push_back(std::move(a));
     }
   }
+  std::vector<bool> row_seen(span_rows.size(), false);
+  for (auto& a : spans) row_seen[static_cast<size_t>(a.tid - kSpanRowTid)] = true;
+  for (size_t r = 0; r < span_rows.size(); ++r) {
+    if (row_seen[r]) t.threads.push_back({getpid(), kSpanRowTid + static_cast<int64_t>(r), span_rows[r], sort_index++});
+  }
+  t.activities.insert(t.activities.end(), std::make_move_iterator(spans.begin()), std::make_move_iterator(spans.end()));
   {
     std::lock_guard<std::mutex> lock(g.mu);
     for (auto& b : buffers) {
@@ -475,6 +492,20 @@ Timeline OpTracer::stop() {
   t.metadata["with_stack"] = options_.with_stack ? 1 : 0;
   t.metadata["with_modules"] = options_.with_modules ? 1 : 0;
   return t;
+}
+
+void OpTracer::record_span(std::string_view row, Activity span) {
+  GlobalState& g = state();
+  if (g.active.load(std::memory_order_acquire) == nullptr) return;
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.active.load(std::memory_order_acquire) == nullptr) return;  // stop() ran meanwhile
+  auto it = std::find(g.span_rows.begin(), g.span_rows.end(), row);
+  if (it == g.span_rows.end()) it = g.span_rows.insert(g.span_rows.end(), std::string(row));
+  span.pid = getpid();
+  span.tid = kSpanRowTid + (it - g.span_rows.begin());
+  span.record_function_id = span.linked_record_function_id = span.external_id = -1;
+  span.parent = -1;
+  g.spans.push_back(std::move(span));
 }
 
 void OpTracer::step_begin(int64_t step) {
