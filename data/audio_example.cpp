@@ -32,7 +32,9 @@ std::string to_le_bytes(const T* values, size_t count) {
   return out;
 }
 
-const AudioExample::AudioBuffer& find_buffer(const AudioExample& example, const std::string& name,
+// `name` is a C string so that a call with a literal (kWaveformBuffer) binds no temporary to a
+// reference parameter of this reference-returning function (g++ 14 -Wdangling-reference).
+const AudioExample::AudioBuffer& find_buffer(const AudioExample& example, const char* name,
                                              const std::string& key) {
   auto it = example.buffers().find(name);
   if (it == example.buffers().end()) {
@@ -139,7 +141,7 @@ void put_float_buffer(AudioExample& example, const std::string& name, const torc
 }
 
 torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name, const std::string& key) {
-  const auto& buffer = find_buffer(example, name, key);
+  const auto& buffer = find_buffer(example, name.c_str(), key);
   if (buffer.precision() != AudioExample::FLOAT32) {
     throw Error("record '" + key + "': buffer '" + name + "' has precision " +
                 precision_name(buffer.precision()) + ", expected FLOAT32");

@@ -42,6 +42,9 @@ class SingleProcessSync final : public GradientSync {
   void finish() override;
 };
 
+// `sync.begin(params); loss.backward(); sync.finish();` — the bracket every family uses.
+void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params, GradientSync& sync);
+
 // The process-wide single-process instance (what the trainer hands out without a process group).
 GradientSync& single_process_sync();
 

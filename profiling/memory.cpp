@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <vector>
@@ -54,9 +53,12 @@ void counting_raw_delete(void* data) {
   c10::free_cpu(data);
 }
 
-class CountingCpuAllocator final : public c10::Allocator {
+class CountingCpuAllocator final : public compat::CpuAllocator {
  public:
-  c10::DataPtr allocate(size_t nbytes) RT_ALLOCATE_CONST override {
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_raw_delete; }
+
+ protected:
+  c10::DataPtr allocate_block(size_t nbytes) const override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &counting_delete, cpu};  // as c10's: no block
     char* raw = static_cast<char*>(c10::alloc_cpu(nbytes + kHeaderBytes));
@@ -67,10 +69,6 @@ class CountingCpuAllocator final : public c10::Allocator {
     // data == context, so raw_allocate/raw_deallocate work through raw_deleter().
     return {data, data, &counting_delete, cpu};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &counting_raw_delete; }
-#if RT_ALLOCATOR_HAS_COPY_DATA
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
-#endif
 };
 
 CountingCpuAllocator& counting_allocator() {

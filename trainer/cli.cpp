@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "trainer/config_reference.h"
+#include "trainer/config_value.h"
 #include "util/error.h"
 
 namespace rt {
@@ -37,7 +39,7 @@ struct Parser {
 
   Parser() {
     app.set_help_flag("-h,--help", "Print this help and exit");
-    app.footer(kFooter);
+    app.footer(std::string(kFooter) + family_keys_help());
     config = app.add_option("--config", "Config file path, or a name (v3, v3.toml) looked up in configs/")
                  ->type_name("PATH|NAME")
                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -60,7 +62,9 @@ struct Parser {
     value_flags.insert("--override");
     summary = app.add_flag("--summary", "Print the model's modules with parameter counts and exit");
     print_config = app.add_flag("--print_config", "Print the fully resolved config (TOML) and exit");
-    plain_flags = {"--summary", "--print_config", "--help", "-h"};
+    app.add_flag("--config_reference",
+                 "Print the reference of every config key (Markdown: docs/config.md) and exit");
+    plain_flags = {"--summary", "--print_config", "--config_reference", "--help", "-h"};
     // Hidden --section.key options, aliases included (they are described in the footer).
     for (const auto& spec : config_schema()) {
       auto* o =
@@ -170,6 +174,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
                   [](const std::string& a) { return a == "--help" || a == "-h"; })) {
     result.help = true;
     result.help_text = p.app.help();
+    return result;
+  }
+  if (std::find(args.begin(), args.end(), "--config_reference") != args.end()) {
+    result.config_reference = true;
     return result;
   }
   std::vector<std::string> tokens = p.normalize(args);

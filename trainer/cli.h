@@ -29,6 +29,9 @@ struct TrainArgs {
   bool print_config = false;          // --print_config: print config.to_toml(true) and exit
   bool help = false;                  // --help / -h: print help_text and exit (nothing resolved)
   std::string help_text;
+  // --config_reference: print config_reference_markdown() (config_reference.h) and exit
+  // (nothing resolved).
+  bool config_reference = false;
 };
 
 // `argv[0]` is the program name. train.name, when left "", becomes the config's stem (or "run"
@@ -39,7 +42,8 @@ TrainArgs parse_train_args(int argc, const char* const* argv,
 TrainArgs parse_train_args(const std::vector<std::string>& args,
                            const std::vector<std::filesystem::path>& config_dirs = config_search_dirs());
 
-// The --help text: every flag, the override styles, the aliases and where keys are listed.
+// The --help text: every flag, the override styles, the aliases, each model family's keys and
+// where keys are described.
 std::string train_help_text();
 
 }  // namespace rt

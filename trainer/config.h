@@ -6,9 +6,12 @@
 // closest valid key suggested. Asking a getter for an unknown key or with the wrong type is a
 // programming error and also throws rt::Error.
 //
-// Two aliases depend on other keys (profiling.end_step, profiling.schedule_every_n_steps); they
-// are applied by finalize(), after every source has been merged, so their order in a file does
-// not matter. A canonical key set later than such an alias wins over the alias.
+// The keys of every registered model family are accepted while sources are merged (model.family
+// may come later in the same file); finalize() then refuses a key set for another family than
+// the chosen one and runs the chosen family's cross-key checks. Two aliases depend on other keys
+// (profiling.end_step, profiling.schedule_every_n_steps); finalize() applies them too, after every
+// source has been merged, so their order in a file does not matter. A canonical key set later
+// than such an alias wins over the alias.
 #pragma once
 
 #include <cstdint>
@@ -18,18 +21,26 @@
 #include <vector>
 
 #include "trainer/config_schema.h"
+#include "util/enum_names.h"
 
 namespace rt {
 
 class Config {
  public:
-  Config();  // Built-in defaults, already finalized.
+  // Built-in defaults, already finalized: every key of the schema as it stands (register test
+  // families before making Configs).
+  Config();
 
   // key = "section.key"; Rename aliases ("profiling.wait_steps") are accepted too.
   bool get_bool(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
   double get_float(const std::string& key) const;
   std::string get_string(const std::string& key) const;  // also enum keys
+  // An enum key as its enum (util/enum_names.h), e.g. get_enum<ssm::ScanKind>("model.scan").
+  template <typename E>
+  E get_enum(const std::string& key) const {
+    return parse_enum<E>(get_string(key), key);
+  }
   std::vector<int64_t> get_int_list(const std::string& key) const;
   std::vector<std::vector<int64_t>> get_int_list_list(const std::string& key) const;
   std::vector<double> get_float_list(const std::string& key) const;
@@ -46,8 +57,10 @@ class Config {
   void merge_toml_file(const std::filesystem::path& path);
   void merge_toml_string(const std::string& text, const std::string& origin);
 
-  // Applies the derived aliases and cross-key checks (dt_max > dt_min). Call after the last
-  // source was merged; throws rt::Error naming the keys involved.
+  // Applies the derived aliases, refuses keys set for another model family than model.family
+  // ("model.state_dim belongs to model.family = ssm, but this config trains rave") and runs the
+  // chosen family's cross-key checks (dt_max > dt_min …). Call after the last source was merged;
+  // throws rt::Error naming the keys involved.
   void finalize();
 
   // True when the key was set by a file, a flag or a derived alias rather than left at default.
@@ -55,9 +68,15 @@ class Config {
   // "default", the file name or the flag that set the key last.
   std::string origin(const std::string& key) const;
 
-  // The fully resolved config: every section and canonical key, lists as TOML arrays; loads
-  // back (merge_toml_string) to an equal Config. `with_help` adds each key's help as a comment.
+  // The fully resolved config: every section, the common keys and those of the chosen family,
+  // lists as TOML arrays; loads back (merge_toml_string) to an equal Config. `with_help` adds
+  // each key's help as a comment.
   std::string to_toml(bool with_help = false) const;
+
+  // The keys of the chosen family flagged as defining its architecture (KeySpec::architecture)
+  // with their values, "model.capacity = 96; …": a checkpoint with another signature is "of
+  // another config".
+  std::string architecture_signature() const;
 
   bool operator==(const Config& other) const;
   bool operator!=(const Config& other) const { return !(*this == other); }
@@ -69,6 +88,8 @@ class Config {
     uint64_t seq = 0;  // 0 = built-in default; otherwise the order in which sources set it
   };
   const Entry& entry(const std::string& key, KeyType wanted) const;
+  // The specs to_toml and architecture_signature print: common ones and the chosen family's.
+  std::vector<const KeySpec*> chosen_specs() const;
 
   std::map<std::string, Entry> values_;   // canonical keys
   std::map<std::string, Entry> derived_;  // end_step / schedule_every_n_steps as given
@@ -77,8 +98,5 @@ class Config {
 
 // Defaults, then the file, finalized.
 Config load_config_file(const std::filesystem::path& path);
-
-// Parses a bool as the command line accepts it; false when `text` is not a bool spelling.
-bool parse_bool_text(const std::string& text, bool* out);
 
 }  // namespace rt

@@ -3,55 +3,64 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <mutex>
+
+#include "data/data_kind.h"
+#include "trainer/family_registry.h"
 
 namespace rt {
-namespace {
+namespace keys {
 
-// Fluent construction keeps the table below one line per key.
-struct Spec : KeySpec {
-  Spec(std::string k, KeyType t, ConfigValue def, std::string h) {
-    key = std::move(k);
-    type = t;
-    default_value = std::move(def);
-    help = std::move(h);
-  }
-  Spec& ge(double v) {
-    min = v;
-    min_exclusive = false;
-    return *this;
-  }
-  Spec& gt(double v) {
-    min = v;
-    min_exclusive = true;
-    return *this;
-  }
-  Spec& le(double v) {
-    max = v;
-    max_exclusive = false;
-    return *this;
-  }
-  Spec& lt(double v) {
-    max = v;
-    max_exclusive = true;
-    return *this;
-  }
-  Spec& one_of(std::vector<int64_t> v) {
-    allowed = std::move(v);
-    return *this;
-  }
-  Spec& is_odd() {
-    odd = true;
-    return *this;
-  }
-  Spec& is_even() {
-    even = true;
-    return *this;
-  }
-  Spec& cli(std::string f) {
-    flag = std::move(f);
-    return *this;
-  }
-};
+Spec::Spec(std::string k, KeyType t, ConfigValue def, std::string h) {
+  key = std::move(k);
+  type = t;
+  default_value = std::move(def);
+  help = std::move(h);
+}
+Spec& Spec::ge(double v) {
+  min = v;
+  min_exclusive = false;
+  return *this;
+}
+Spec& Spec::gt(double v) {
+  min = v;
+  min_exclusive = true;
+  return *this;
+}
+Spec& Spec::le(double v) {
+  max = v;
+  max_exclusive = false;
+  return *this;
+}
+Spec& Spec::lt(double v) {
+  max = v;
+  max_exclusive = true;
+  return *this;
+}
+Spec& Spec::one_of(std::vector<int64_t> v) {
+  allowed = std::move(v);
+  return *this;
+}
+Spec& Spec::is_odd() {
+  odd = true;
+  return *this;
+}
+Spec& Spec::multiple_of(int64_t n) {
+  divisor = n;
+  return *this;
+}
+Spec& Spec::not_empty() {
+  non_empty = true;
+  return *this;
+}
+Spec& Spec::cli(std::string f) {
+  flag = std::move(f);
+  return *this;
+}
+Spec& Spec::defines_architecture() {
+  architecture = true;
+  return *this;
+}
 
 Spec B(std::string k, bool d, std::string h) { return Spec(std::move(k), KeyType::Bool, d, std::move(h)); }
 Spec I(std::string k, int64_t d, std::string h) { return Spec(std::move(k), KeyType::Int, d, std::move(h)); }
@@ -70,51 +79,28 @@ Spec IL(std::string k, std::vector<int64_t> d, std::string h) {
 Spec ILL(std::string k, std::vector<std::vector<int64_t>> d, std::string h) {
   return Spec(std::move(k), KeyType::IntListList, std::move(d), std::move(h));
 }
+Spec FL(std::string k, std::vector<double> d, std::string h) {
+  return Spec(std::move(k), KeyType::FloatList, std::move(d), std::move(h));
+}
+Spec Field(std::string k, std::string h) {
+  return Spec(std::move(k), KeyType::Int, int64_t{0}, std::move(h));
+}
 
-std::vector<KeySpec> build_schema() {
+}  // namespace keys
+
+namespace {
+
+using namespace keys;
+
+// The keys every family shares. Each family declares its own (trainer/rave_family.cpp,
+// trainer/ssm_family.cpp); model.family's choices are the registered families.
+std::vector<KeySpec> build_common_schema() {
   std::vector<Spec> s = {
-      // [model] RAVE (defaults: acids-ircam/RAVE configs/v1.gin + v2.gin)
-      E("model.family", "rave", {"rave", "ssm"}, "model family to train"),
-      E("model.version", "v2", {"v1", "v2", "v3"}, "RAVE version (architecture and losses)"),
-      I("model.capacity", 96, "RAVE channel capacity (base width of encoder/decoder)").ge(1),
-      I("model.latent_size", 128, "RAVE latent dimensions").ge(1),
-      I("model.n_band", 16, "PQMF bands").one_of({1, 2, 4, 8, 16, 32, 64}),
-      IL("model.ratios", {4, 4, 4, 2}, "RAVE up/downsampling ratio per block").ge(1),
-      ILL("model.dilations", {{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}}, "RAVE residual dilations per block")
-          .ge(1),
-      I("model.kernel_size", 3, "RAVE convolution kernel size").ge(1).is_odd(),
-      E("model.activation", "leaky_relu", {"leaky_relu", "snake"}, "RAVE activation (v3: snake)"),
-      E("model.padding", "centered", {"centered", "causal"}, "convolution padding mode"),
-      B("model.amplitude_modulation", true, "RAVE generator amplitude modulation"),
-      B("model.adain", false, "AdaIN after encoder convs (v3; identity in training, shifts layer names)"),
-      I("model.noise_bands", 0, "v1 noise generator bands (0 = off; v1: 5)").ge(0),
-      IL("model.noise_ratios", {4, 4, 4}, "noise generator downsampling ratios").ge(1),
-      E("model.discriminator", "period_scale", {"none", "period_scale", "descript"},
-        "discriminator (v3: descript)"),
-      I("model.discriminator_capacity", 96, "discriminator base channels (RAVE ties it to capacity)").ge(1),
-      I("model.discriminator_n_layers", 4, "discriminator layers").ge(1),
-      IL("model.periods", {2, 3, 5, 7, 11}, "multi-period discriminator periods").ge(1),
-      I("model.n_scales", 3, "multi-scale discriminator scales").ge(0),
-      IL("model.mrd_n_ffts", {2048, 1024, 512}, "multi-resolution discriminator FFT sizes").ge(1),
-      IL("model.stft_scales", {2048, 1024, 512, 256, 128}, "multiscale spectral distance scales").ge(1),
-      // [model] SSM (defaults: Melina-Jingting/foundational_ssm, NLB MC_Maze)
-      E("model.variant", "s5_maze", {"s5_maze", "foundational"}, "SSM decoder variant"),
-      I("model.input_dim", 182, "SSM input channels (neural units)").ge(1),
-      I("model.output_dim", 2, "SSM output channels (behaviour)").ge(1),
-      I("model.d_model", 64, "SSM model width").ge(1),
-      I("model.state_dim", 64, "SSM state size P").ge(2).is_even(),
-      I("model.n_layers", 1, "SSM layers").ge(1),
-      F("model.dropout", 0.05, "SSM dropout probability").ge(0).lt(1),
-      E("model.discretization", "zoh", {"zoh", "bilinear"}, "SSM discretization"),
-      E("model.scan", "parallel", {"parallel", "sequential", "fused"}, "SSM scan implementation (fused: CPU kernel)"),
-      F("model.dt_min", 0.001, "SSM minimum initial time step").gt(0),
-      F("model.dt_max", 0.1, "SSM maximum initial time step (> dt_min)").gt(0),
-      I("model.ssm_blocks", 1, "SSM blocks (block-diagonal HiPPO init)").ge(1),
-      I("model.context_dim", 8, "foundational SSM session context size").ge(0),
-      B("model.conj_sym", true, "SSM conjugate symmetry (half the state stored)"),
+      // [model]
+      E("model.family", "rave", {}, "model family to train (its keys are listed under its name)"),
       // [data]
       S("data.db_path", "", "LMDB dataset directory").cli("db_path"),
-      E("data.kind", "audio", {"audio", "neural"}, "dataset kind"),
+      E("data.kind", DataKind::kAudio, "dataset kind"),
       I("data.n_signal", 131072, "samples per training example").ge(1).cli("n_signal"),
       I("data.channels", 0, "audio channels (0 = from the database)").ge(0),
       I("data.workers", 2, "loader worker threads (0 = load on the training thread)").ge(0).cli("workers"),
@@ -140,22 +126,11 @@ std::vector<KeySpec> build_schema() {
       I("train.seed", 0, "random seed").cli("seed"),
       I("train.log_every", 100, "log losses every N steps").ge(1).cli("log_every"),
       F("train.lr", 1e-3, "learning rate").gt(0),
-      I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
-      I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),
-      F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
-      F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
-      I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
-      F("train.feature_matching_weight", 20.0, "RAVE: feature matching loss weight").ge(0),
-      F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
-      F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
-      F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
-      F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
-      F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
       B("train.fused_optimizer", true,
-        "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock optimizers and zero_grad)"),
-      E("train.lr_schedule", "constant", {"constant", "cosine"}, "SSM: learning rate schedule"),
-      I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
-      I("train.inject_nan_at_step", -1, "test/diagnostic: fill the batch of step N with NaN (-1 = off)").ge(-1),
+        "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock "
+        "optimizers and zero_grad)"),
+      I("train.inject_nan_at_step", -1, "test/diagnostic: fill the batch of step N with NaN (-1 = off)")
+          .ge(-1),
       // [profiling] (seeds: all five guides)
       B("profiling.timing", false, "per-step timing profile (timing_profile.json)")
           .cli("enable_timing_profiling"),
@@ -209,7 +184,7 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-// "" when `x` satisfies the bounds/parity/allowed set of `s`.
+// "" when `x` satisfies the bounds/parity/divisor/allowed set of `s`.
 std::string check_number(const KeySpec& s, double x, bool is_int) {
   bool ok = true;
   if (s.min) ok = ok && (s.min_exclusive ? x > *s.min : x >= *s.min);
@@ -217,7 +192,7 @@ std::string check_number(const KeySpec& s, double x, bool is_int) {
   if (is_int) {
     const auto i = static_cast<int64_t>(x);
     if (s.odd) ok = ok && (i % 2 != 0);
-    if (s.even) ok = ok && (i % 2 == 0);
+    if (s.divisor > 0) ok = ok && (i % s.divisor == 0);
     if (!s.allowed.empty()) {
       bool found = false;
       for (int64_t a : s.allowed) found = found || a == i;
@@ -268,18 +243,29 @@ std::string KeySpec::allowed_text() const {
         for (int64_t v : allowed) a.push_back(std::to_string(v));
         return "an integer, one of " + join(a);
       }
-      std::string t = odd ? "an odd integer" : even ? "an even integer" : "an integer";
+      std::string t = odd ? "an odd integer" : divisor == 2 ? "an even integer" : "an integer";
+      if (divisor > 2) t += " multiple of " + std::to_string(divisor);
       return range.empty() ? t : t + " " + range;
     }
     case KeyType::Float:
       return range.empty() ? "a number" : "a number " + range;
     case KeyType::IntList:
-      return "a list of integers" + (range.empty() ? "" : " " + range) + ", e.g. [4, 4, 2]";
-    case KeyType::IntListList:
-      return "a list of integer lists" + (range.empty() ? "" : " (integers " + range + ")") +
-             ", e.g. [[1, 3, 9], [1, 3]]";
+    case KeyType::IntListList: {
+      std::string each = range;
+      if (divisor > 0)
+        each += std::string(each.empty() ? "" : ", ") + "multiples of " + std::to_string(divisor);
+      const std::string list = non_empty ? "a non-empty list of " : "a list of ";
+      if (type == KeyType::IntList)
+        return list + "integers" + (each.empty() ? "" : " " + each) + ", e.g. [4, 4, 2]";
+      if (non_empty)
+        each = "each non-empty" + std::string(each.empty() ? "" : "; integers " + each);
+      else if (!each.empty())
+        each = "integers " + each;
+      return list + "integer lists" + (each.empty() ? "" : " (" + each + ")") + ", e.g. [[1, 3, 9], [1, 3]]";
+    }
     case KeyType::FloatList:
-      return "a list of numbers" + (range.empty() ? "" : " " + range) + ", e.g. [0.5, 1.0]";
+      return std::string(non_empty ? "a non-empty list of numbers" : "a list of numbers") +
+             (range.empty() ? "" : " " + range) + ", e.g. [0.5, 1.0]";
   }
   return "";
 }
@@ -299,25 +285,76 @@ std::string KeySpec::check_range(const ConfigValue& v) const {
       return check_number(*this, static_cast<double>(std::get<int64_t>(v)), true);
     case KeyType::Float:
       return check_number(*this, std::get<double>(v), false);
-    case KeyType::IntList:
-      for (int64_t x : std::get<std::vector<int64_t>>(v))
+    case KeyType::IntList: {
+      const auto& list = std::get<std::vector<int64_t>>(v);
+      if (non_empty && list.empty()) return "empty";
+      for (int64_t x : list)
         if (!check_number(*this, static_cast<double>(x), true).empty()) return "element out of range";
       return "";
-    case KeyType::IntListList:
-      for (const auto& row : std::get<std::vector<std::vector<int64_t>>>(v))
+    }
+    case KeyType::IntListList: {
+      const auto& rows = std::get<std::vector<std::vector<int64_t>>>(v);
+      if (non_empty && rows.empty()) return "empty";
+      for (const auto& row : rows) {
+        if (non_empty && row.empty()) return "empty row";
         for (int64_t x : row)
           if (!check_number(*this, static_cast<double>(x), true).empty()) return "element out of range";
+      }
       return "";
-    case KeyType::FloatList:
-      for (double x : std::get<std::vector<double>>(v))
+    }
+    case KeyType::FloatList: {
+      const auto& list = std::get<std::vector<double>>(v);
+      if (non_empty && list.empty()) return "empty";
+      for (double x : list)
         if (!check_number(*this, x, false).empty()) return "element out of range";
       return "";
+    }
   }
   return "";
 }
 
-const std::vector<KeySpec>& config_schema() {
-  static const std::vector<KeySpec> schema = build_schema();
+namespace {
+
+// The merged schema: the common keys, then each registered family's as it registers.
+struct SchemaStore {
+  std::deque<KeySpec> specs;
+  std::map<std::string, const KeySpec*> index;
+  KeySpec* family = nullptr;  // model.family, whose choices follow the registry
+  size_t families = 0;        // registrations merged so far
+};
+
+// Registrations normally all happen before main() or on first use; the lock keeps a late one
+// from racing with another thread's lookup.
+SchemaStore& synced_store() {
+  static SchemaStore store;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (store.specs.empty()) {
+    for (const auto& spec : common_config_schema()) {
+      store.specs.push_back(spec);
+      store.index[spec.key] = &store.specs.back();
+      if (spec.key == "model.family") store.family = &store.specs.back();
+    }
+  }
+  const auto& families = model_families();  // registers the built-ins on first use
+  if (store.families < families.size()) {
+    for (; store.families < families.size(); ++store.families) {
+      for (const auto& spec : families[store.families].keys) {
+        store.specs.push_back(spec);
+        store.index[spec.key] = &store.specs.back();
+      }
+    }
+    store.family->choices = model_family_names();
+  }
+  return store;
+}
+
+}  // namespace
+
+const std::deque<KeySpec>& config_schema() { return synced_store().specs; }
+
+const std::vector<KeySpec>& common_config_schema() {
+  static const std::vector<KeySpec> schema = build_common_schema();
   return schema;
 }
 
@@ -348,11 +385,7 @@ const std::vector<std::string>& config_sections() {
 }
 
 const KeySpec* find_key_spec(const std::string& key) {
-  static const std::map<std::string, const KeySpec*> index = [] {
-    std::map<std::string, const KeySpec*> m;
-    for (const auto& s : config_schema()) m[s.key] = &s;
-    return m;
-  }();
+  const auto& index = synced_store().index;
   auto it = index.find(key);
   return it == index.end() ? nullptr : it->second;
 }

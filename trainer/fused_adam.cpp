@@ -1,6 +1,7 @@
 #include "trainer/fused_adam.h"
 
 #include "trainer/fused_adam_kernel.h"
+#include "util/torch_compat.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -76,8 +77,7 @@ void adam_ops(torch::Tensor p, torch::Tensor grad, State& state, const AdamScala
 }
 
 template <typename Options, typename State>
-torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
-                         ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
+torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups, compat::OptimizerStateMap& states,
                          const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -92,7 +92,7 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
       if (!p.grad().defined()) continue;
       const torch::Tensor& grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(), "FusedAdam does not support sparse gradients");
-      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto key = compat::optimizer_state_key(p);
       auto it = states.find(key);
       if (it == states.end()) {
         auto fresh = std::make_unique<State>();
@@ -148,6 +148,12 @@ std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params,
 std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups, bool fused) {
   if (fused) return std::make_unique<FusedAdamW>(std::move(groups));
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : opt.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  return params;
 }
 
 void clear_gradients(torch::optim::Optimizer& opt) {

@@ -42,6 +42,9 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::Optimi
 // FusedAdam / FusedAdamW (zero_grad_to_none), LibTorch's zero_grad() for any other optimizer.
 void clear_gradients(torch::optim::Optimizer& opt);
 
+// Every parameter of `opt`, group by group (what a gradient sync must make global before step()).
+std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& opt);
+
 // Makes every gradient of `opt`'s parameters undefined (PyTorch's zero_grad(set_to_none=True),
 // the default since 2.0). The next backward then writes fresh gradient tensors instead of
 // zero-filling and accumulating into the old ones (two to three fewer operators per parameter),

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "data/example.h"
+#include "distributed/gradient_sync.h"
+#include "trainer/family_registry.h"
 
 namespace rt {
 
@@ -35,9 +37,22 @@ struct TrainData {
   std::string sample_unit = "samples";
 };
 
+// What a training step reports. Values stay where the step computed them (0-d tensors on the
+// step's device): the trainer moves them to the host only at log cadence (train.log_every),
+// before validation and before a checkpoint, so a step issues no host synchronisation
+// (no aten::item / _local_scalar_dense) on its own.
+struct StepScalars {
+  // A 0-d tensor, detached from the graph (TensorBoard tag → value).
+  void add(std::string tag, torch::Tensor value) { device.emplace_back(std::move(tag), std::move(value)); }
+  // A value the host already knows (learning rate, β).
+  void add(std::string tag, double value) { host.emplace_back(std::move(tag), value); }
+  std::vector<std::pair<std::string, torch::Tensor>> device;
+  std::vector<std::pair<std::string, double>> host;
+};
+
 struct StepResult {
-  double loss = 0.0;  // The main objective; checked for finiteness by the loop.
-  std::vector<std::pair<std::string, double>> scalars;  // TensorBoard tag → value.
+  torch::Tensor loss;  // 0-d, detached: the main objective, checked for finiteness by the loop
+  StepScalars scalars;
   int64_t examples = 0;
 };
 
@@ -49,6 +64,12 @@ struct ValidationResult {
   int sample_rate = 0;
 };
 
+// What the trainer gives a family to build on.
+struct FamilyContext {
+  torch::Device device{torch::kCPU};
+  GradientSync* gradient_sync = &single_process_sync();  // never null
+};
+
 class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
@@ -57,11 +78,13 @@ class ModelFamily {
   // shapes (channels, unit counts, groups) from the data and check them against the config.
   virtual TrainData make_data(const Config& config) = 0;
 
-  // Creates the modules and optimizers on `device`. `data` is what make_data returned (null
-  // when only a summary is wanted).
-  virtual void build(torch::Device device, const TrainData* data) = 0;
+  // Creates the modules and optimizers on `context.device`. `data` is what make_data returned
+  // (null when only a summary is wanted). The family keeps `context.gradient_sync` and brackets
+  // every backward pass with it (distributed/gradient_sync.h).
+  virtual void build(const FamilyContext& context, const TrainData* data) = 0;
 
-  // One optimisation step; `step` counts from 0. Marks its phases with PhaseScope.
+  // One optimisation step; `step` counts from 0. Marks its phases with PhaseScope. Must not
+  // read tensor values on the host (see StepResult).
   virtual StepResult train_step(const Batch& batch, int64_t step) = 0;
 
   // Gradient-free evaluation over the whole validation loader.
@@ -85,11 +108,7 @@ class ModelFamily {
   virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;
 };
 
-using ModelFamilyFactory = std::function<std::unique_ptr<ModelFamily>(const Config&)>;
-
-// Registry keyed by `model.family`. Registering a name twice throws rt::Error.
-void register_model_family(const std::string& name, ModelFamilyFactory factory);
+// The family `model.family` names, made by its registered factory (trainer/family_registry.h).
 std::unique_ptr<ModelFamily> make_model_family(const Config& config);
-std::vector<std::string> model_family_names();
 
 }  // namespace rt

@@ -4,16 +4,80 @@
 #include <sstream>
 
 #include "data/audio_dataset.h"
+#include "data/data_kind.h"
 #include "data/loader.h"
 #include "data/split.h"
-#include "util/error.h"
 #include "models/common/summary.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
+#include "trainer/family_registry.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
+#include "util/error.h"
 
 namespace rt {
+
+const OptionsTable<rave::RaveOptions>& rave_model_keys() {
+  using keys::Field;
+  using rave::RaveOptions;
+  // Defaults: the RaveOptions initialisers (acids-ircam/RAVE configs/v1.gin + v2.gin).
+  static const OptionsTable<RaveOptions> table = {
+      {&RaveOptions::version,
+       Field("model.version", "RAVE version (architecture and losses)").defines_architecture()},
+      {&RaveOptions::capacity,
+       Field("model.capacity", "RAVE channel capacity (base width of encoder/decoder)")
+           .ge(1)
+           .defines_architecture()},
+      {&RaveOptions::latent_size,
+       Field("model.latent_size", "RAVE latent dimensions").ge(1).defines_architecture()},
+      {&RaveOptions::n_band,
+       Field("model.n_band", "PQMF bands").one_of({1, 2, 4, 8, 16, 32, 64}).defines_architecture()},
+      {&RaveOptions::ratios, Field("model.ratios", "RAVE up/downsampling ratio per block")
+                                 .ge(1)
+                                 .not_empty()
+                                 .defines_architecture()},
+      {&RaveOptions::dilations, Field("model.dilations", "RAVE residual dilations per block")
+                                    .ge(1)
+                                    .not_empty()
+                                    .defines_architecture()},
+      {&RaveOptions::kernel_size,
+       Field("model.kernel_size", "RAVE convolution kernel size").ge(1).is_odd().defines_architecture()},
+      {&RaveOptions::activation,
+       Field("model.activation", "RAVE activation (v3: snake)").defines_architecture()},
+      {&RaveOptions::padding, Field("model.padding", "convolution padding mode").defines_architecture()},
+      {&RaveOptions::amplitude_modulation,
+       Field("model.amplitude_modulation", "RAVE generator amplitude modulation").defines_architecture()},
+      {&RaveOptions::adain,
+       Field("model.adain", "AdaIN after encoder convs (v3; identity in training, shifts layer names)")
+           .defines_architecture()},
+      {&RaveOptions::noise_bands,
+       Field("model.noise_bands", "v1 noise generator bands (0 = off; v1: 5)").ge(0).defines_architecture()},
+      {&RaveOptions::noise_ratios,
+       Field("model.noise_ratios", "noise generator downsampling ratios").ge(1).defines_architecture()},
+      {&RaveOptions::discriminator,
+       Field("model.discriminator", "discriminator (v3: descript)").defines_architecture()},
+      {&RaveOptions::discriminator_capacity,
+       Field("model.discriminator_capacity", "discriminator base channels (RAVE ties it to capacity)")
+           .ge(1)
+           .defines_architecture()},
+      {&RaveOptions::discriminator_n_layers,
+       Field("model.discriminator_n_layers", "discriminator layers").ge(1).defines_architecture()},
+      {&RaveOptions::periods,
+       Field("model.periods", "multi-period discriminator periods").ge(1).defines_architecture()},
+      {&RaveOptions::n_scales,
+       Field("model.n_scales", "multi-scale discriminator scales").ge(1).defines_architecture()},
+      {&RaveOptions::mrd_n_ffts, Field("model.mrd_n_ffts", "multi-resolution discriminator FFT sizes")
+                                     .ge(16)
+                                     .multiple_of(4)
+                                     .defines_architecture()},
+      // A loss setting: no part of the architecture signature.
+      {&RaveOptions::stft_scales,
+       Field("model.stft_scales", "multiscale spectral distance scales").ge(4).multiple_of(4).not_empty()},
+  };
+  return table;
+}
+
+rave::RaveOptions rave_options_from(const Config& config) { return rave_model_keys().from(config); }
 
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps) {
   if (warmup_steps <= 0 || step >= warmup_steps) return beta_end;
@@ -29,36 +93,11 @@ double rave_lr_factor_at(int64_t step, double end_factor, int64_t total) {
 
 namespace {
 
-rave::RaveOptions rave_options_from(const Config& c) {
-  rave::RaveOptions o;
-  o.version = c.get_string("model.version");
-  o.capacity = c.get_int("model.capacity");
-  o.latent_size = c.get_int("model.latent_size");
-  o.n_band = c.get_int("model.n_band");
-  o.ratios = c.get_int_list("model.ratios");
-  o.dilations = c.get_int_list_list("model.dilations");
-  o.kernel_size = c.get_int("model.kernel_size");
-  o.activation = c.get_string("model.activation");
-  o.padding = c.get_string("model.padding");
-  o.amplitude_modulation = c.get_bool("model.amplitude_modulation");
-  o.noise_bands = c.get_int("model.noise_bands");
-  o.noise_ratios = c.get_int_list("model.noise_ratios");
-  o.adain = c.get_bool("model.adain");
-  o.discriminator = c.get_string("model.discriminator");
-  o.discriminator_capacity = c.get_int("model.discriminator_capacity");
-  o.discriminator_n_layers = c.get_int("model.discriminator_n_layers");
-  o.periods = c.get_int_list("model.periods");
-  o.n_scales = c.get_int("model.n_scales");
-  o.mrd_n_ffts = c.get_int_list("model.mrd_n_ffts");
-  o.stft_scales = c.get_int_list("model.stft_scales");
-  return o;
-}
-
 class RaveFamily final : public ModelFamily {
  public:
   explicit RaveFamily(const Config& config)
       : config_(config), options_(rave_options_from(config)), device_(torch::kCPU) {
-    loss_options_ = rave::RaveLossOptions::preset(options_.version == "v1" ? "v1" : "v2");
+    loss_options_ = rave::RaveLossOptions::preset(options_.version);
     loss_options_.stft_scales = options_.stft_scales;
     loss_options_.feature_matching_weight = config.get_float("train.feature_matching_weight");
     phase_1_duration_ = config.get_int("train.phase_1_duration");
@@ -69,7 +108,7 @@ class RaveFamily final : public ModelFamily {
   TrainData make_data(const Config& c) override {
     const std::string db = c.get_string("data.db_path");
     if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
-    if (c.get_string("data.kind") != "audio") {
+    if (c.get_enum<DataKind>("data.kind") != DataKind::kAudio) {
       throw Error("model.family = 'rave' trains on audio databases, but data.kind = '" + c.get_string("data.kind") +
                   "' (accepted: audio)");
     }
@@ -136,13 +175,14 @@ class RaveFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* data) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* data) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     options_.channels = data != nullptr ? channels_ : std::max<int64_t>(1, config_.get_int("data.channels"));
     if (data != nullptr) options_.sampling_rate = sampling_rate_;
     options_.validate();
     model_ = rave::RaveModel(options_);
-    model_->to(device);
+    model_->to(device_);
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
     const bool fused = config_.get_bool("train.fused_optimizer");
@@ -174,10 +214,12 @@ class RaveFamily final : public ModelFamily {
       l = rave::rave_losses_from_forward(*model_, x, fwd, loss_options_, beta, kind);
     }
     torch::optim::Optimizer& opt = dis_step ? *dis_opt_ : *gen_opt_;
+    const torch::Tensor& loss = dis_step ? l.loss_dis : l.loss_gen;
     {
       PhaseScope p(Phase::kBackward);
       clear_gradients(opt);
-      (dis_step ? l.loss_dis : l.loss_gen).backward();
+      // Only the parameters of the optimizer that steps now are synchronised.
+      backward_with_sync(loss, optimizer_parameters(opt), *sync_);
     }
     {
       PhaseScope p(Phase::kOptimizer);
@@ -196,13 +238,11 @@ class RaveFamily final : public ModelFamily {
       opt.step();
     }
     StepResult r;
-    r.loss = (dis_step ? l.loss_dis : l.loss_gen).item<double>();
-    for (const auto& [tag, value] : l.scalars()) r.scalars.emplace_back(tag, value);
-    r.scalars.emplace_back("beta_factor", beta);
-    r.scalars.emplace_back("train/lr", lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"),
-                                                                phase_1_duration_));
+    r.loss = loss.detach();
+    for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
+    r.scalars.add("beta_factor", beta);
+    r.scalars.add("train/lr", lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_));
     r.examples = batch.input.size(0);
-    last_spectral_ = (l.fullband_spectral_distance + l.multiband_spectral_distance).item<double>();
     return r;
   }
 
@@ -263,10 +303,10 @@ class RaveFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!model_) build(torch::kCPU, nullptr);
+    if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
-    s << "RAVE " << options_.version << " (capacity " << options_.capacity << ", latent " << options_.latent_size
-      << ", " << options_.n_band << " bands, ratios";
+    s << "RAVE " << enum_name(options_.version) << " (capacity " << options_.capacity << ", latent "
+      << options_.latent_size << ", " << options_.n_band << " bands, ratios";
     for (auto r : options_.ratios) s << ' ' << r;
     s << ")\n\n" << models::module_summary(*model_, "rave", 3) << "\n";
     auto count = [](const std::shared_ptr<torch::nn::Module>& m) -> int64_t {
@@ -283,8 +323,8 @@ class RaveFamily final : public ModelFamily {
   }
 
   std::string describe() const override {
-    return "RAVE " + options_.version + " (" + std::to_string(options_.channels) + " ch, " +
-           std::to_string(options_.sampling_rate) + " Hz)";
+    return "RAVE " + std::string(enum_name(options_.version)) + " (" + std::to_string(options_.channels) +
+           " ch, " + std::to_string(options_.sampling_rate) + " Hz)";
   }
 
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() override {
@@ -301,17 +341,34 @@ class RaveFamily final : public ModelFamily {
   rave::RaveOptions options_;
   rave::RaveLossOptions loss_options_;
   torch::Device device_;
+  GradientSync* sync_ = &single_process_sync();
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;
   int sampling_rate_ = 44100;
-  double last_spectral_ = 0.0;
 };
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_rave_family(const Config& config) { return std::make_unique<RaveFamily>(config); }
+FamilyRegistration rave_family_registration() {
+  using namespace keys;
+  return {"rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
+          family_factory<RaveFamily>(),
+          rave_model_keys().specs({
+              I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
+              I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),
+              F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
+              F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
+              I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
+              F("train.feature_matching_weight", 20.0, "RAVE: feature matching loss weight").ge(0),
+              F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
+              F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
+              F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
+              F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
+          }),
+          [](const Config& config) { rave_options_from(config).validate(); }};
+}
 
 }  // namespace rt

@@ -4,11 +4,20 @@
 
 #include <memory>
 
+#include "models/rave/options.h"
+#include "trainer/family_registry.h"
 #include "trainer/model_family.h"
+#include "trainer/options_table.h"
 
 namespace rt {
 
-std::unique_ptr<ModelFamily> make_rave_family(const Config& config);
+// model.family = "rave": its factory, its [model] keys (bound to rave::RaveOptions) and its
+// [train] keys (phase 1, β warm-up, discriminator, Adam betas).
+FamilyRegistration rave_family_registration();
+
+// The [model] keys bound to rave::RaveOptions, and the options a config describes.
+const OptionsTable<rave::RaveOptions>& rave_model_keys();
+rave::RaveOptions rave_options_from(const Config& config);
 
 // RAVE's β warm-up: log-linear from beta_start to beta_end over beta_warmup_steps.
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps);

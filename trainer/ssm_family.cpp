@@ -3,45 +3,63 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/data_kind.h"
 #include "data/loader.h"
 #include "data/neural/neural_dataset.h"
 #include "data/split.h"
-#include "util/error.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"
+#include "trainer/config_value.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
+#include "util/error.h"
 
 namespace rt {
 
-double ssm_lr_factor_at(int64_t step, const std::string& schedule, int64_t warmup, int64_t total) {
+const OptionsTable<ssm::SsmOptions>& ssm_model_keys() {
+  using keys::Field;
+  using ssm::SsmOptions;
+  // Defaults: the SsmOptions initialisers (Melina-Jingting/foundational_ssm, NLB MC_Maze).
+  static const OptionsTable<SsmOptions> table = {
+      {&SsmOptions::variant, Field("model.variant", "SSM decoder variant").defines_architecture()},
+      {&SsmOptions::input_dim,
+       Field("model.input_dim", "SSM input channels (neural units)").ge(1).defines_architecture()},
+      {&SsmOptions::output_dim,
+       Field("model.output_dim", "SSM output channels (behaviour)").ge(1).defines_architecture()},
+      {&SsmOptions::d_model, Field("model.d_model", "SSM model width").ge(1).defines_architecture()},
+      {&SsmOptions::state_dim,
+       Field("model.state_dim", "SSM state size P").ge(2).is_even().defines_architecture()},
+      {&SsmOptions::n_layers, Field("model.n_layers", "SSM layers").ge(1).defines_architecture()},
+      {&SsmOptions::dropout, Field("model.dropout", "SSM dropout probability").ge(0).lt(1)},
+      {&SsmOptions::discretization,
+       Field("model.discretization", "SSM discretization").defines_architecture()},
+      // An implementation choice: the same function of the same parameters, so a checkpoint
+      // resumes under another scan.
+      {&SsmOptions::scan, Field("model.scan", "SSM scan implementation (fused: CPU kernel)")},
+      // Initialisation ranges of the log step: no part of a trained model's shape.
+      {&SsmOptions::dt_min, Field("model.dt_min", "SSM minimum initial time step").gt(0)},
+      {&SsmOptions::dt_max, Field("model.dt_max", "SSM maximum initial time step (> dt_min)").gt(0)},
+      {&SsmOptions::ssm_blocks,
+       Field("model.ssm_blocks", "SSM blocks (block-diagonal HiPPO init)").ge(1).defines_architecture()},
+      {&SsmOptions::context_dim,
+       Field("model.context_dim", "foundational SSM session context size").ge(0).defines_architecture()},
+      {&SsmOptions::conj_sym,
+       Field("model.conj_sym", "SSM conjugate symmetry (half the state stored)").defines_architecture()},
+  };
+  return table;
+}
+
+ssm::SsmOptions ssm_options_from(const Config& config) { return ssm_model_keys().from(config); }
+
+double ssm_lr_factor_at(int64_t step, LrSchedule schedule, int64_t warmup, int64_t total) {
   if (warmup > 0 && step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
-  if (schedule != "cosine" || total <= warmup) return 1.0;
+  if (schedule != LrSchedule::kCosine || total <= warmup) return 1.0;
   const double t = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(total - warmup));
   return 0.5 * (1.0 + std::cos(M_PI * t));
 }
 
 namespace {
-
-ssm::SsmOptions ssm_options_from(const Config& c) {
-  ssm::SsmOptions o;
-  o.variant = c.get_string("model.variant");
-  o.input_dim = c.get_int("model.input_dim");
-  o.output_dim = c.get_int("model.output_dim");
-  o.d_model = c.get_int("model.d_model");
-  o.state_dim = c.get_int("model.state_dim");
-  o.n_layers = c.get_int("model.n_layers");
-  o.dropout = c.get_float("model.dropout");
-  o.discretization = c.get_string("model.discretization");
-  o.scan = c.get_string("model.scan");
-  o.dt_min = c.get_float("model.dt_min");
-  o.dt_max = c.get_float("model.dt_max");
-  o.ssm_blocks = c.get_int("model.ssm_blocks");
-  o.context_dim = c.get_int("model.context_dim");
-  o.conj_sym = c.get_bool("model.conj_sym");
-  return o;
-}
 
 // R² per output dimension (1 − SS_res/(SS_tot+1e-8)) of predictions against targets, both
 // [N, dims]: the reference's metric, computed over every (trial, bin) of the set.
@@ -58,7 +76,7 @@ class SsmFamily final : public ModelFamily {
   TrainData make_data(const Config& c) override {
     const std::string db = c.get_string("data.db_path");
     if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
-    if (c.get_string("data.kind") != "neural") {
+    if (c.get_enum<DataKind>("data.kind") != DataKind::kNeural) {
       throw Error("model.family = 'ssm' trains on neural databases, but data.kind = '" + c.get_string("data.kind") +
                   "' (accepted: neural)");
     }
@@ -66,7 +84,8 @@ class SsmFamily final : public ModelFamily {
     o.smoothing_sigma_ms = c.get_float("data.smoothing_sigma_ms");
     o.pad_to_widest = true;
     dataset_ = std::make_shared<neural::NeuralDataset>(db, o);
-    if (c.was_set("model.input_dim") && options_.variant == "s5_maze" && options_.input_dim != dataset_->max_units()) {
+    if (c.was_set("model.input_dim") && options_.variant == ssm::SsmVariant::kS5Maze &&
+        options_.input_dim != dataset_->max_units()) {
       throw Error("model.input_dim = " + std::to_string(options_.input_dim) + " but database '" + db + "' has " +
                   std::to_string(dataset_->max_units()) + " units; remove the key to take it from the data");
     }
@@ -103,10 +122,11 @@ class SsmFamily final : public ModelFamily {
     return d;
   }
 
-  void build(torch::Device device, const TrainData* /*data*/) override {
-    device_ = device;
+  void build(const FamilyContext& context, const TrainData* /*data*/) override {
+    device_ = context.device;
+    sync_ = context.gradient_sync;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
-    model_->to(device);
+    model_->to(device_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -132,10 +152,11 @@ class SsmFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kBackward);
       clear_gradients(*opt_);
-      loss.backward();
+      backward_with_sync(loss, optimizer_parameters(*opt_), *sync_);
     }
-    const double factor = ssm_lr_factor_at(step, config_.get_string("train.lr_schedule"),
-                                           config_.get_int("train.warmup_steps"), config_.get_int("train.max_steps"));
+    const double factor =
+        ssm_lr_factor_at(step, config_.get_enum<LrSchedule>("train.lr_schedule"),
+                         config_.get_int("train.warmup_steps"), config_.get_int("train.max_steps"));
     {
       PhaseScope p(Phase::kOptimizer);
       for (auto& group : opt_->param_groups()) {
@@ -144,9 +165,9 @@ class SsmFamily final : public ModelFamily {
       opt_->step();
     }
     StepResult r;
-    r.loss = loss.item<double>();
-    r.scalars.emplace_back("train/loss", r.loss);
-    r.scalars.emplace_back("train/lr", lr_ * factor);
+    r.loss = loss.detach();
+    r.scalars.add("train/loss", r.loss);
+    r.scalars.add("train/lr", lr_ * factor);
     r.examples = x.size(0);
     return r;
   }
@@ -206,11 +227,11 @@ class SsmFamily final : public ModelFamily {
   }
 
   std::string summary() override {
-    if (!model_) build(torch::kCPU, nullptr);
+    if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
-    s << "SSM decoder " << options_.variant << " (input " << options_.input_dim << ", d_model " << options_.d_model
-      << ", state " << options_.state_dim << ", " << options_.n_layers << " block(s), output " << options_.output_dim
-      << ", " << options_.scan << " scan)\n\n"
+    s << "SSM decoder " << enum_name(options_.variant) << " (input " << options_.input_dim << ", d_model "
+      << options_.d_model << ", state " << options_.state_dim << ", " << options_.n_layers
+      << " block(s), output " << options_.output_dim << ", " << enum_name(options_.scan) << " scan)\n\n"
       << models::module_summary(*model_, "ssm", 3) << "\n";
     int64_t ssm_params = 0;
     for (const auto& p : model_->named_parameters()) {
@@ -222,8 +243,9 @@ class SsmFamily final : public ModelFamily {
   }
 
   std::string describe() const override {
-    return "SSM " + options_.variant + " (" + std::to_string(options_.input_dim) + " units → " +
-           std::to_string(options_.output_dim) + " dims, " + std::to_string(n_groups_) + " group(s))";
+    return "SSM " + std::string(enum_name(options_.variant)) + " (" + std::to_string(options_.input_dim) +
+           " units → " + std::to_string(options_.output_dim) + " dims, " + std::to_string(n_groups_) +
+           " group(s))";
   }
 
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() override {
@@ -236,6 +258,7 @@ class SsmFamily final : public ModelFamily {
   Config config_;
   ssm::SsmOptions options_;
   torch::Device device_;
+  GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
@@ -243,8 +266,31 @@ class SsmFamily final : public ModelFamily {
   int64_t n_groups_ = 1;
 };
 
+// foundational_ssm: dt_min/dt_max bound the initial log step; checked here with the keys'
+// origins, before the options' own cross-field checks.
+void check_ssm_config(const Config& c) {
+  const double dt_min = c.get_float("model.dt_min"), dt_max = c.get_float("model.dt_max");
+  if (!(dt_max > dt_min)) {
+    throw Error(c.origin("model.dt_max") + ": model.dt_max = " + value_text(dt_max) +
+                " must be greater than model.dt_min = " + value_text(dt_min) + " (" +
+                c.origin("model.dt_min") + ")");
+  }
+  ssm_options_from(c).validate();
+}
+
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_ssm_family(const Config& config) { return std::make_unique<SsmFamily>(config); }
+FamilyRegistration ssm_family_registration() {
+  using namespace keys;
+  return {"ssm",
+          "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
+          family_factory<SsmFamily>(),
+          ssm_model_keys().specs({
+              F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
+              E("train.lr_schedule", LrSchedule::kConstant, "SSM: learning rate schedule"),
+              I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
+          }),
+          check_ssm_config};
+}
 
 }  // namespace rt

@@ -5,14 +5,29 @@
 
 #include <memory>
 
+#include "models/ssm/decoders.h"
+#include "trainer/family_registry.h"
 #include "trainer/model_family.h"
+#include "trainer/options_table.h"
+#include "util/enum_names.h"
 
 namespace rt {
 
-std::unique_ptr<ModelFamily> make_ssm_family(const Config& config);
+// train.lr_schedule: constant, or cosine decay to 0 at train.max_steps (after the warm-up).
+enum class LrSchedule { kConstant, kCosine, kMaxValue = kCosine };
+constexpr EnumNames<LrSchedule> enum_names(LrSchedule) { return {{"constant", "cosine"}}; }
+
+// model.family = "ssm": its factory, its [model] keys (bound to ssm::SsmOptions) and its
+// [train] keys (AdamW weight decay, learning-rate schedule).
+FamilyRegistration ssm_family_registration();
+
+// The [model] keys bound to ssm::SsmOptions, and the options a config describes (input_dim and
+// output_dim are replaced by the database's when training).
+const OptionsTable<ssm::SsmOptions>& ssm_model_keys();
+ssm::SsmOptions ssm_options_from(const Config& config);
 
 // Learning-rate factor: linear warm-up over `warmup` steps, then constant or cosine to 0 at
 // `total` steps.
-double ssm_lr_factor_at(int64_t step, const std::string& schedule, int64_t warmup, int64_t total);
+double ssm_lr_factor_at(int64_t step, LrSchedule schedule, int64_t warmup, int64_t total);
 
 }  // namespace rt

@@ -18,18 +18,14 @@
 #include "util/signals.h"
 #include "profiling/memory.h"
 #include "profiling/profile_writers.h"
-#include "profiling/timers.h"
-#include "profiling/trace/trace_session.h"
+#include "tensorboard/tensorboard_writer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 #include "trainer/run_dir.h"
-#include "tensorboard/tensorboard_writer.h"
-
-#ifdef RT_HAS_CUPTI
-#include "profiling/cupti/cupti_collector.h"
-#endif
+#include "trainer/run_profilers.h"
+#include "trainer/step_log.h"
 
 namespace rt {
 namespace {
@@ -65,84 +61,6 @@ torch::Device resolve_device(const std::string& requested) {
   return torch::Device(torch::kCPU);
 }
 
-// The shape-defining keys: a checkpoint made with other values is "of another config".
-std::string model_signature(const Config& c) {
-  std::ostringstream s;
-  std::string toml = c.to_toml();
-  // Everything in [model] defines the architecture.
-  auto begin = toml.find("[model]");
-  auto end = toml.find("\n[", begin + 1);
-  std::istringstream in(toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line[0] == '[') continue;
-    s << line << "; ";
-  }
-  return s.str();
-}
-
-// Adapts the TensorBoard writer to the profiling library's ScalarSink.
-class TensorBoardSink final : public prof::ScalarSink {
- public:
-  explicit TensorBoardSink(TensorBoardWriter& tb) : tb_(tb) {}
-  void add_scalar(const std::string& tag, double value, int64_t step) override {
-    tb_.add_scalar(tag, static_cast<float>(value), step);
-  }
-
- private:
-  TensorBoardWriter& tb_;
-};
-
-// Means of the scalars logged between two log steps.
-class ScalarAccumulator {
- public:
-  void add(const std::string& tag, double v) {
-    auto& [sum, n] = sums_[tag];
-    sum += v;
-    ++n;
-  }
-  void flush(TensorBoardWriter& tb, int64_t step) {
-    for (const auto& [tag, sn] : sums_) tb.add_scalar(tag, static_cast<float>(sn.first / sn.second), step);
-    sums_.clear();
-  }
-  std::string line() const {
-    std::ostringstream s;
-    s << std::setprecision(4);
-    for (const auto& [tag, sn] : sums_) {
-      if (tag.rfind("train/", 0) == 0 && tag != "train/loss") continue;
-      s << " " << tag << "=" << sn.first / sn.second;
-    }
-    return s.str();
-  }
-
- private:
-  std::map<std::string, std::pair<double, int64_t>> sums_;
-};
-
-prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
-  prof::TraceSessionOptions o;
-  if (c.was_set("profiling.profile_steps")) {
-    o.schedule = prof::ProfilerSchedule::for_profile_steps(c.get_int("profiling.profile_steps"),
-                                                           c.get_int("profiling.skip_first"),
-                                                           c.get_int("profiling.warmup"));
-  } else {
-    o.schedule.wait = c.get_int("profiling.wait");
-    o.schedule.warmup = c.get_int("profiling.warmup");
-    o.schedule.active = c.get_int("profiling.active");
-    o.schedule.repeat = c.get_int("profiling.repeat");
-    o.schedule.skip_first = c.get_int("profiling.skip_first");
-  }
-  o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
-  o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
-  o.tracer.with_stack = c.get_bool("profiling.with_stack");
-  o.tracer.with_modules = c.get_bool("profiling.with_modules");
-  o.output_dir = out_dir;
-  o.gzip = c.get_bool("profiling.gzip");
-  o.sort_by = c.get_string("profiling.sort_by");
-  o.row_limit = static_cast<int>(c.get_int("profiling.row_limit"));
-  return o;
-}
-
 // Everything one job holds; the loop below is a short list of calls on it.
 class TrainingJob {
  public:
@@ -168,7 +86,7 @@ class TrainingJob {
       std::cerr << "error: " << (failure_.empty() ? e.what() : failure_) << "\n";
       exit_code = 1;
     }
-    finish(status);
+    if (!finish(status)) exit_code = 1;
     return exit_code;
   }
 
@@ -182,17 +100,18 @@ class TrainingJob {
 
     family_ = make_model_family(config_);
     data_ = family_->make_data(config_);
-    family_->build(device_, &data_);
+    FamilyContext context;
+    context.device = device_;
+    family_->build(context, &data_);
 
     run_ = prepare_run_dir(config_);
     std::cout << "run directory: " << run_.path.string() << std::endl;
     prof_dir_ = config_.get_string("profiling.output_dir").empty() ? run_.path
                                                                    : fs::path(config_.get_string("profiling.output_dir"));
     tb_ = std::make_unique<TensorBoardWriter>(run_.path);
-    sink_ = std::make_unique<TensorBoardSink>(*tb_);
 
     meta_.family = config_.get_string("model.family");
-    meta_.signature = model_signature(config_);
+    meta_.signature = config_.architecture_signature();
     meta_.config_toml = config_.to_toml();
     if (!run_.checkpoint.empty()) {
       CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) {
@@ -208,7 +127,8 @@ class TrainingJob {
       std::cout << "resumed from " << run_.checkpoint.string() << " at step " << step_ << std::endl;
     }
 
-    setup_profilers();
+    profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, *tb_);
+    log_every_ = config_.get_int("train.log_every");
 
     summary_.set_info("model_family", meta_.family);
     summary_.set_info("model", family_->describe());
@@ -223,50 +143,6 @@ class TrainingJob {
               << std::endl;
   }
 
-  void setup_profilers() {
-    const bool timing = config_.get_bool("profiling.timing");
-    const bool memory = config_.get_bool("profiling.memory");
-    const bool detailed = config_.get_bool("profiling.enabled");
-    prof::timers().reset();
-    prof::timers().set_enabled(timing);
-    if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
-    if (timing) {
-      timing_ = std::make_unique<prof::TimingProfileWriter>(prof_dir_ / "timing_profile.json",
-                                                            config_.get_int("profiling.timing_every"));
-    }
-    const bool profile_memory = detailed && config_.get_bool("profiling.profile_memory");
-    if (memory || profile_memory) {
-      reporter_ = prof::default_memory_reporter();
-      tracking_ = std::make_unique<prof::MemoryTrackingScope>(reporter_);
-    }
-    if (memory) {
-      memory_ = std::make_unique<prof::MemoryProfileWriter>(prof_dir_ / "memory_profile.json",
-                                                            config_.get_int("profiling.memory_every"));
-    }
-    if (detailed) {
-      auto options = trace_options(config_, prof_dir_);
-      if (profile_memory) {
-        auto reporter = reporter_;
-        options.cpu_bytes_in_use = [reporter] { return reporter->cpu_bytes_in_use(); };
-      }
-      trace_ = std::make_unique<prof::TraceSession>(std::move(options));
-#ifdef RT_HAS_CUPTI
-      if (device_.is_cuda()) {
-        if (auto cupti = prof::CuptiCollector::create()) trace_->add_source(std::move(cupti));
-      }
-#endif
-      if (profile_memory) {
-        reporter_->set_listener([](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved, c10::Device d) {
-          if (auto* t = prof::OpTracer::current()) {
-            t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0);
-          }
-        });
-      }
-    }
-    log_every_ = config_.get_int("train.log_every");
-    prof_log_every_ = config_.get_int("profiling.log_every") > 0 ? config_.get_int("profiling.log_every") : log_every_;
-  }
-
   std::unique_ptr<Loader> make_loader(bool train) {
     LoaderOptions o;
     o.batch = config_.get_int("train.batch");
@@ -279,7 +155,7 @@ class TrainingJob {
     o.pin_memory = device_.is_cuda();
     // One batch per step: a resumed run continues the stream where the checkpoint left it.
     if (train) o.start_batch = step_;
-    auto reporter = reporter_;
+    auto reporter = profilers_->reporter();
     o.worker_scope = [reporter]() -> std::shared_ptr<void> {
       // Named so that traces label the loader's rows (/proc/self/task/<tid>/comm).
       pthread_setname_np(pthread_self(), "rt-loader");
@@ -299,14 +175,14 @@ class TrainingJob {
     const int64_t inject_nan_at = config_.get_int("train.inject_nan_at_step");
     auto loader = make_loader(true);
     summary_.start();
-    auto interval_start = Clock::now();
-    int64_t interval_steps = 0, interval_examples = 0;
+    interval_start_ = Clock::now();
 
     while (step_ < max_steps && !stop_requested()) {
-      if (trace_) trace_->step_begin(step_);
+      profilers_->step_begin(step_);
       reset_step_phase_times();
       const auto t0 = Clock::now();
       StepResult r;
+      int64_t batch_idx = 0;
       {
         PhaseScope whole(Phase::kStep);
         std::optional<Batch> batch;
@@ -318,80 +194,76 @@ class TrainingJob {
         if (step_ == inject_nan_at) batch->input.fill_(std::numeric_limits<float>::quiet_NaN());
         PhaseScope make_step(Phase::kMakeStep);
         r = family_->train_step(*batch, step_);
-        batch_idx_ = batch->batch_idx;
+        batch_idx = batch->batch_idx;
       }
       const double step_seconds = seconds_since(t0);
-
-      if (!std::isfinite(r.loss)) {
-        failure_ = "failed: non-finite loss at step " + std::to_string(step_);
-        throw Error(failure_ + " (the last good checkpoint is kept; lower train.lr or check the data)");
-      }
-      summary_.record_step(step_, r.loss, r.examples * data_.samples_per_example);
-      record_profiles(r, step_seconds);
-      for (const auto& [tag, v] : r.scalars) scalars_.add(tag, v);
-      ++interval_steps;
-      interval_examples += r.examples;
+      step_log_.record(step_, r);
+      profilers_->after_step(step_, batch_idx, r.examples, data_.samples_per_example, step_seconds);
       ++step_;
 
-      if (step_ % log_every_ == 0 || step_ == max_steps) {
-        const double dt = seconds_since(interval_start);
-        const double steps_per_s = interval_steps / dt;
-        const double examples_per_s = interval_examples / dt;
-        scalars_.add("train/step_time", dt / interval_steps);
-        scalars_.add("train/samples_per_second", examples_per_s * data_.samples_per_example);
-        scalars_.add("train/examples_per_second", examples_per_s);
-        std::cout << "step " << step_ << "/" << max_steps << " | loss " << std::setprecision(5) << r.loss << " |"
-                  << scalars_.line() << " | " << std::setprecision(3) << steps_per_s << " steps/s" << std::endl;
-        scalars_.flush(*tb_, step_);
-        interval_start = Clock::now();
-        interval_steps = interval_examples = 0;
-      }
-      if (prof::timers().enabled() && (step_ % prof_log_every_ == 0 || step_ == max_steps)) {
-        std::cout << prof::timers().format_metrics(step_) << std::flush;
-        prof::timers().log_metrics(*sink_, step_);
-      }
-      if (step_ % val_every == 0 || step_ == max_steps) validate();
+      const bool last = step_ == max_steps;
+      if (step_ % log_every_ == 0 || last) log_interval(max_steps);
+      profilers_->log_timers(step_, last);
+      if (step_ % val_every == 0 || last) validate();
       if (step_ % save_every == 0) save(run_.path / "checkpoints" / ("step_" + std::to_string(step_) + ".ckpt"), true);
       // ProfilerStep#N spans the whole iteration (logging, validation and checkpoints
       // included), as torch's prof.step() at the end of the loop body does: every operator
       // of the training thread inside a window then lies inside a step.
-      if (trace_) trace_->step_end();
+      profilers_->step_end();
     }
   }
 
-  void record_profiles(const StepResult& r, double step_seconds) {
-    if (timing_ && timing_->wants(step_)) {
-      const auto& t = current_step_phase_times();
-      prof::TimingEntry e;
-      e.step = step_;
-      e.batch_idx = batch_idx_;
-      e.total_batch_time = t[Phase::kStep] > 0 ? t[Phase::kStep] : step_seconds;
-      e.examples_per_second = static_cast<double>(r.examples) / e.total_batch_time;
-      e.samples_per_second = e.examples_per_second * static_cast<double>(data_.samples_per_example);
-      e.data_time = t[Phase::kData];
-      e.forward_time = t[Phase::kForward];
-      e.backward_time = t[Phase::kBackward];
-      e.optimizer_time = t[Phase::kOptimizer];
-      e.extra["loss_time"] = t[Phase::kLoss];
-      e.extra["make_step_time"] = t[Phase::kMakeStep];
-      e.extra["loss"] = r.loss;
-      timing_->record(e);
+  // Reads the steps recorded since the last read on the host (the loop's only host
+  // synchronisation): the summary and the timing profile get their losses, and a non-finite
+  // loss stops the run naming its step. Called before anything that must not see a diverged
+  // model: logging, validation, a checkpoint, the end.
+  void read_steps() {
+    const StepLog::Flushed f = step_log_.flush();
+    for (const auto& s : f.steps) {
+      summary_.record_step(s.step, s.loss, s.examples * data_.samples_per_example);
+      interval_steps_ += 1;
+      interval_examples_ += s.examples;
+      last_loss_ = s.loss;
     }
-    if (memory_ && memory_->wants(step_)) {
-      const auto sample = prof::sample_memory(reporter_.get(), device_.is_cuda() ? device_.index() : -1);
-      memory_->record(step_, batch_idx_, sample);
-      tb_->add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step_);
-      tb_->add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step_);
-      tb_->add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step_);
-      tb_->add_scalar("memory/cpu_memory_percent", static_cast<float>(sample.system.used_percent), step_);
-      if (device_.is_cuda()) {
-        tb_->add_scalar("memory/gpu_memory_allocated_gb", static_cast<float>(sample.cuda.allocated_bytes / 1073741824.0), step_);
-        tb_->add_scalar("memory/gpu_memory_reserved_gb", static_cast<float>(sample.cuda.reserved_bytes / 1073741824.0), step_);
-      }
+    profilers_->resolve_losses(losses_of(f), f.first_nonfinite_step);
+    if (f.first_nonfinite_step >= 0) {
+      failure_ = "failed: non-finite loss at step " + std::to_string(f.first_nonfinite_step);
+      throw Error(failure_ + " (the last good checkpoint is kept; lower train.lr or check the data)");
     }
+  }
+
+  static std::vector<std::pair<int64_t, double>> losses_of(const StepLog::Flushed& f) {
+    std::vector<std::pair<int64_t, double>> out;
+    out.reserve(f.steps.size());
+    for (const auto& s : f.steps) out.emplace_back(s.step, s.loss);
+    return out;
+  }
+
+  // The console line and TensorBoard scalars of one log interval: means of every scalar,
+  // throughput and step time.
+  void log_interval(int64_t max_steps) {
+    read_steps();
+    if (interval_steps_ == 0) return;
+    const double dt = seconds_since(interval_start_);
+    const double examples_per_s = static_cast<double>(interval_examples_) / dt;
+    step_log_.add_host("train/step_time", dt / static_cast<double>(interval_steps_));
+    step_log_.add_host("train/samples_per_second", examples_per_s * static_cast<double>(data_.samples_per_example));
+    step_log_.add_host("train/examples_per_second", examples_per_s);
+    std::ostringstream line;
+    line << "step " << step_ << "/" << max_steps << " | loss " << std::setprecision(5) << last_loss_ << " |"
+         << std::setprecision(4);
+    for (const auto& [tag, mean] : step_log_.take_means()) {
+      tb_->add_scalar(tag, static_cast<float>(mean), step_);
+      if (tag.rfind("train/", 0) != 0 || tag == "train/loss") line << " " << tag << "=" << mean;
+    }
+    line << " | " << std::setprecision(3) << static_cast<double>(interval_steps_) / dt << " steps/s";
+    std::cout << line.str() << std::endl;
+    interval_start_ = Clock::now();
+    interval_steps_ = interval_examples_ = 0;
   }
 
   void validate() {
+    read_steps();
     PhaseScope p(Phase::kValidation);
     auto loader = make_loader(false);
     const torch::Tensor rng = cpu_rng_state();
@@ -423,6 +295,7 @@ class TrainingJob {
   }
 
   void save(const fs::path& path, bool also_last) {
+    read_steps();
     PhaseScope p(Phase::kCheckpoint);
     CheckpointMeta m = meta_;
     m.step = step_;
@@ -437,8 +310,21 @@ class TrainingJob {
     if (also_last) save_checkpoint(run_.path / "checkpoints" / "last.ckpt", m, write);
   }
 
-  void finish(const std::string& status) {
-    // Flush order: trace window, profiles, checkpoint, summary — each guarded so that one
+  // Returns false when the run turned out to have failed while finishing (a non-finite loss
+  // among the steps not read yet).
+  bool finish(std::string status) {
+    bool ok = true;
+    // The steps not read yet: a non-finite loss among them still fails the run.
+    if (family_ && failure_.empty()) {
+      try {
+        read_steps();
+      } catch (const std::exception& e) {
+        status = failure_.empty() ? "failed: " + std::string(e.what()) : failure_;
+        std::cerr << "error: " << e.what() << "\n";
+        ok = false;
+      }
+    }
+    // Flush order: trace window and profiles, checkpoint, summary — each guarded so that one
     // failing writer does not lose the others.
     auto guarded = [](const char* what, const std::function<void()>& fn) {
       try {
@@ -447,27 +333,19 @@ class TrainingJob {
         std::cerr << "warning: could not write " << what << ": " << e.what() << "\n";
       }
     };
-    if (trace_) guarded("the profiler trace", [&] { trace_->finish(); });
-    if (reporter_) reporter_->set_listener(nullptr);
-    if (timing_) guarded("timing_profile.json", [&] { timing_->close(); });
-    if (memory_) guarded("memory_profile.json", [&] { memory_->close(); });
+    if (profilers_) profilers_->finish();
     if (family_ && !run_.path.empty() && failure_.empty() && status.rfind("failed", 0) != 0 && step_ > 0) {
       guarded("last.ckpt", [&] { save(run_.path / "checkpoints" / "last.ckpt", false); });
     }
-    if (prof::timers().enabled()) summary_.set_info("timers", timers_json());
+    if (profilers_) {
+      if (Json timers = profilers_->timers_json(); !timers.is_null()) summary_.set_info("timers", timers);
+    }
     if (!run_.path.empty()) {
       guarded("training_summary.json", [&] { summary_.write(run_.path / "training_summary.json", status); });
     }
     if (tb_) guarded("the TensorBoard events", [&] { tb_->flush(); });
     std::cout << "training " << status << " after " << summary_.total_steps() << " steps" << std::endl;
-  }
-
-  Json timers_json() const {
-    Json j = Json::object();
-    for (const auto& [name, s] : prof::timers().get_summary()) {
-      j[name] = {{"avg_time", s.avg_time}, {"total_time", s.total_time}, {"count", s.count}};
-    }
-    return j;
+    return ok;
   }
 
   Config config_;
@@ -477,19 +355,17 @@ class TrainingJob {
   RunDir run_;
   fs::path prof_dir_;
   std::unique_ptr<TensorBoardWriter> tb_;
-  std::unique_ptr<TensorBoardSink> sink_;
+  std::unique_ptr<RunProfilers> profilers_;
   CheckpointMeta meta_;
-  int64_t step_ = 0, batch_idx_ = 0, log_every_ = 100, prof_log_every_ = 100;
+  int64_t step_ = 0, log_every_ = 100;
   double best_ = 0.0;
   bool has_best_ = false;
   std::string failure_;
-  ScalarAccumulator scalars_;
+  StepLog step_log_;
+  Clock::time_point interval_start_;
+  int64_t interval_steps_ = 0, interval_examples_ = 0;
+  double last_loss_ = 0.0;
   prof::TrainingSummary summary_;
-  std::shared_ptr<prof::MemoryReporter> reporter_;
-  std::unique_ptr<prof::MemoryTrackingScope> tracking_;
-  std::unique_ptr<prof::TimingProfileWriter> timing_;
-  std::unique_ptr<prof::MemoryProfileWriter> memory_;
-  std::unique_ptr<prof::TraceSession> trace_;
 };
 
 }  // namespace

@@ -4,6 +4,12 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+
 #define RT_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
@@ -40,16 +46,75 @@ using memory_total_t = typename detail::ReportMemoryUsageArgs<
 
 }  // namespace rt::compat
 
-// c10::Allocator: allocate() lost its const qualifier and copy_data() became a pure virtual
-// in LibTorch 2.3; alloc_cpu/free_cpu moved to c10/core/impl/alloc_cpu.h (still included by
-// c10/core/CPUAllocator.h).
+namespace rt::compat {
+
+// torch::optim::Optimizer keeps each parameter's state under a key made from its TensorImpl:
+// the string c10::guts::to_string(impl) (an ostringstream of the pointer) in LibTorch 1.13, the
+// pointer itself (void*) in 2.x. The key type is read off Optimizer::state(), so code that looks
+// state up with optimizer_state_key() finds exactly what the stock optimizers and
+// torch::optim's save()/load() wrote.
+using OptimizerStateMap = std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+
+namespace detail {
+template <class Key, class Impl>
+Key optimizer_state_key(Impl* impl) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream os;  // LibTorch 1.13 c10/util/string_utils.h to_string()
+    os << impl;
+    return os.str();
+  } else {
+    return impl;
+  }
+}
+}  // namespace detail
+
+inline OptimizerStateMap::key_type optimizer_state_key(const at::Tensor& param) {
+  return detail::optimizer_state_key<OptimizerStateMap::key_type>(param.unsafeGetTensorImpl());
+}
+
+// A c10::Allocator for CPU blocks, written once for both APIs: allocate() lost its const
+// qualifier and copy_data() became a pure virtual in LibTorch 2.3 (c10::alloc_cpu/free_cpu are
+// declared in c10/core/impl/alloc_cpu.h in both).
+// Subclasses implement allocate_block(); copy_data() is a plain memcpy, as for c10's own CPU
+// allocator.
+class CpuAllocator : public c10::Allocator {
+ public:
 #if RT_TORCH_AT_LEAST(2, 3)
-#define RT_ALLOCATE_CONST
-#define RT_ALLOCATOR_HAS_COPY_DATA 1
+  c10::DataPtr allocate(size_t nbytes) final { return allocate_block(nbytes); }
+  void copy_data(void* dest, const void* src, std::size_t count) const final {
+    std::memcpy(dest, src, count);
+  }
 #else
-#define RT_ALLOCATE_CONST const
-#define RT_ALLOCATOR_HAS_COPY_DATA 0
+  c10::DataPtr allocate(size_t nbytes) const final { return allocate_block(nbytes); }
 #endif
+
+ protected:
+  virtual c10::DataPtr allocate_block(size_t nbytes) const = 0;
+};
+
+}  // namespace rt::compat
+
+namespace rt::compat {
+
+// F::apply(args...) for a torch::autograd::Function F. g++ 14 reports a false -Warray-bounds
+// (or, depending on inlining, -Wstringop-overflow) in the std::vector<bool>::reserve() that LibTorch 2.x's
+// Function<F>::apply inlines (torch/csrc/autograd/custom_function.h:
+// node->is_variable_input_.reserve(num_inputs)), at the line that calls apply(); GCC checks diagnostic
+// pragmas along the whole inlining chain, so silencing it here covers every caller and nothing else.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+template <class F, class... Args>
+auto apply_function(Args&&... args) {
+  return F::apply(std::forward<Args>(args)...);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace rt::compat
 
 // c10d (distributed/): ProcessGroupGloo and ProcessGroupNCCL derive from c10d::Backend since
 // 2.0 (from c10d::ProcessGroup before), and their collectives are called on it directly.

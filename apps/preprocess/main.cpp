@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "data/data_kind.h"
 #include "data/demo_audio.h"
 #include "data/lmdb_store.h"
 #include "data/neural/hdf5_import.h"
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--max_db_size", opt.max_db_size_gb, "database size limit in GB (the LMDB map size)")
       ->capture_default_str();
   app.add_option("--kind", kind, "dataset kind")
-      ->check(CLI::IsMember({"audio", "neural"}))
+      ->check(CLI::IsMember(rt::enum_choices<rt::DataKind>()))
       ->capture_default_str();
   // --kind neural (data/neural/hdf5_import.h).
   rt::neural::NeuralImportOptions nopt;
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
                    "--generate_demo DIR); see --help\n";
       return 2;
     }
-    if (kind == "neural") {
+    if (rt::parse_enum<rt::DataKind>(kind, "--kind") == rt::DataKind::kNeural) {
       for (const char* flag : {"--sampling_rate", "--channels", "--num_signal", "--workers"}) {
         if (app.count(flag) > 0) throw rt::Error(std::string(flag) + " applies to --kind audio only");
       }

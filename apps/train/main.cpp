@@ -1,15 +1,20 @@
 // train: parse the command line, then run the job or print the model summary.
 #include <iostream>
 
-#include "util/error.h"
 #include "trainer/cli.h"
+#include "trainer/config_reference.h"
 #include "trainer/trainer.h"
+#include "util/error.h"
 
 int main(int argc, char** argv) {
   try {
     rt::TrainArgs args = rt::parse_train_args(argc, argv);
     if (args.help) {
       std::cout << args.help_text;
+      return 0;
+    }
+    if (args.config_reference) {
+      std::cout << rt::config_reference_markdown();
       return 0;
     }
     if (args.print_config) {

@@ -1,7 +1,5 @@
 #include "models/common/blocks.h"
 
-#include "util/error.h"
-
 namespace rt::models {
 
 void SeqImpl::set_module_path(std::string path) {
@@ -19,12 +17,6 @@ torch::Tensor SeqImpl::forward_with_spans(const torch::Tensor& x) {
     y = child.forward(y);
   }
   return y;
-}
-
-Activation parse_activation(const std::string& value, const std::string& what) {
-  if (value == "leaky_relu") return Activation::kLeakyRelu;
-  if (value == "snake") return Activation::kSnake;
-  throw rt::Error(what + ": unknown activation '" + value + "' (accepted: leaky_relu, snake)");
 }
 
 SnakeImpl::SnakeImpl(int64_t dim) { alpha = register_parameter("alpha", torch::ones({dim, 1})); }

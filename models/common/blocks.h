@@ -11,6 +11,7 @@
 #include "models/common/conv.h"
 #include "models/common/module_path.h"
 #include "profiling/annotation.h"
+#include "util/enum_names.h"
 
 namespace rt::models {
 
@@ -31,10 +32,9 @@ struct SeqImpl : torch::nn::SequentialImpl, TracedModule {
 };
 TORCH_MODULE(Seq);
 
-enum class Activation { kLeakyRelu, kSnake };
-
-// "leaky_relu" | "snake"; throws rt::Error naming `what` otherwise.
-Activation parse_activation(const std::string& value, const std::string& what = "activation");
+// model.activation (RAVE blocks: nn.LeakyReLU(.2) or Snake).
+enum class Activation { kLeakyRelu, kSnake, kMaxValue = kSnake };
+constexpr EnumNames<Activation> enum_names(Activation) { return {{"leaky_relu", "snake"}}; }
 
 // Snake (RAVE blocks.Snake): x + 1/(α+1e-9)·sin²(αx), α of shape (dim, 1), initialised to 1.
 struct SnakeImpl : torch::nn::Module {

@@ -2,15 +2,7 @@
 
 #include <cmath>
 
-#include "util/error.h"
-
 namespace rt::models {
-
-PaddingMode parse_padding_mode(const std::string& value, const std::string& what) {
-  if (value == "centered") return PaddingMode::kCentered;
-  if (value == "causal") return PaddingMode::kCausal;
-  throw rt::Error(what + ": unknown padding mode '" + value + "' (accepted: centered, causal)");
-}
 
 std::pair<int64_t, int64_t> get_padding(int64_t kernel_size, int64_t dilation, PaddingMode mode) {
   if (kernel_size == 1) return {0, 0};

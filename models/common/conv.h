@@ -11,12 +11,13 @@
 #include <string>
 #include <utility>
 
+#include "util/enum_names.h"
+
 namespace rt::models {
 
-enum class PaddingMode { kCentered, kCausal };
-
-// "centered" | "causal"; throws rt::Error naming `what` (e.g. "model.padding") otherwise.
-PaddingMode parse_padding_mode(const std::string& value, const std::string& what = "padding");
+// model.padding (cached_conv get_padding modes).
+enum class PaddingMode { kCentered, kCausal, kMaxValue = kCausal };
+constexpr EnumNames<PaddingMode> enum_names(PaddingMode) { return {{"centered", "causal"}}; }
 
 // cached_conv get_padding: p = (kernel−1)·dilation + 1; centered → ((p−1)/2, p/2),
 // causal → (p−1, 0); kernel 1 → (0, 0). Stride does not enter (as in cached_conv).

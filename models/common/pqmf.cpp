@@ -186,10 +186,10 @@ PqmfImpl::PqmfImpl(int64_t n_band, double attenuation, PaddingMode mode) : n_ban
 
 torch::Tensor PqmfImpl::reverse_half(const torch::Tensor& x) const {
   // Negate odd bands at even time indices (RAVE reverse_half).
+  // A strided view filled with a Scalar: index_put_ with a number would wrap it in a tensor and
+  // read it back with aten::item, a host sync per call.
   auto mask = torch::ones({x.size(-2), x.size(-1)}, x.options());
-  mask.index_put_({torch::indexing::Slice(1, torch::indexing::None, 2),
-                   torch::indexing::Slice(torch::indexing::None, torch::indexing::None, 2)},
-                  -1);
+  mask.slice(0, 1, c10::nullopt, 2).slice(1, 0, c10::nullopt, 2).fill_(-1.0);
   return x * mask;
 }
 

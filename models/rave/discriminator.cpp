@@ -1,7 +1,5 @@
 #include "models/rave/discriminator.h"
 
-#include "util/error.h"
-
 namespace rt::rave {
 
 using models::Size2;
@@ -218,16 +216,19 @@ Features DescriptDiscriminatorImpl::forward(const torch::Tensor& x_in) {
 }
 
 std::shared_ptr<DiscriminatorBase> make_discriminator(const RaveOptions& o) {
-  if (o.discriminator == "none") return nullptr;
-  if (o.discriminator == "descript") return std::make_shared<DescriptDiscriminatorImpl>(o);
-  if (o.discriminator == "period_scale") {
-    auto scales = std::make_shared<MultiScaleDiscriminatorImpl>(o);
-    if (o.periods.empty()) return scales;
-    return std::make_shared<CombineDiscriminatorsImpl>(std::vector<std::shared_ptr<DiscriminatorBase>>{
-        std::make_shared<MultiPeriodDiscriminatorImpl>(o), scales});
+  switch (o.discriminator) {
+    case DiscriminatorKind::kNone:
+      return nullptr;
+    case DiscriminatorKind::kDescript:
+      return std::make_shared<DescriptDiscriminatorImpl>(o);
+    case DiscriminatorKind::kPeriodScale: {
+      auto scales = std::make_shared<MultiScaleDiscriminatorImpl>(o);
+      if (o.periods.empty()) return scales;
+      return std::make_shared<CombineDiscriminatorsImpl>(std::vector<std::shared_ptr<DiscriminatorBase>>{
+          std::make_shared<MultiPeriodDiscriminatorImpl>(o), scales});
+    }
   }
-  throw rt::Error("model.discriminator: unknown discriminator '" + o.discriminator +
-                  "' (accepted: none, period_scale, descript)");
+  return nullptr;
 }
 
 }  // namespace rt::rave

@@ -98,8 +98,8 @@ struct DescriptDiscriminatorImpl : DiscriminatorBase {
   std::vector<MRD> mrds;
 };
 
-// From options.discriminator: "period_scale" (Combine[MultiPeriod, MultiScale], or the bare
-// MultiScale when periods is empty, as v1), "descript", or "none" (nullptr).
+// From options.discriminator: kPeriodScale (Combine[MultiPeriod, MultiScale], or the bare
+// MultiScale when periods is empty, as v1), kDescript, or kNone (nullptr).
 std::shared_ptr<DiscriminatorBase> make_discriminator(const RaveOptions& o);
 
 }  // namespace rt::rave

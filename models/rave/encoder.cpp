@@ -17,8 +17,8 @@ std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
 }  // namespace
 
 EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
-  const auto act = models::parse_activation(o.activation, "model.activation");
-  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  const auto act = o.activation;
+  const auto mode = o.padding;
   const auto dil = dilations_per_ratio(o);
   const int64_t k_in = 2 * o.kernel_size + 1;
   auto pad = models::get_padding(k_in, 1, mode);
@@ -50,7 +50,7 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
 }
 
 EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
-  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  const auto mode = o.padding;
   auto pad = models::get_padding(7, 1, mode);
   net->push_back(WNConv1d(WNConv1dOptions(o.n_band * o.channels, o.capacity, 7)
                               .weight_norm(false)
@@ -79,7 +79,7 @@ EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
 }
 
 VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o) {
-  if (o.version == "v1") {
+  if (o.version == RaveVersion::kV1) {
     encoder = register_module("encoder", std::make_shared<EncoderV1Impl>(o));
   } else {
     encoder = register_module("encoder", std::make_shared<EncoderV2Impl>(o));
@@ -93,12 +93,12 @@ torch::Tensor VariationalEncoderImpl::forward(const torch::Tensor& x) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
-    const torch::Tensor& stats) const {
+    const torch::Tensor& stats, const torch::Tensor& noise) const {
   auto halves = stats.chunk(2, 1);
   const auto& mean = halves[0];
   auto std = torch::softplus(halves[1]) + 1e-4;
   auto var = std * std;
-  auto z = torch::randn_like(mean) * std + mean;
+  auto z = (noise.defined() ? noise : torch::randn_like(mean)) * std + mean;
   auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
   return {z, kl};
 }

@@ -40,8 +40,11 @@ struct EncoderV1Impl : EncoderBase {
 struct VariationalEncoderImpl : torch::nn::Module {
   explicit VariationalEncoderImpl(const RaveOptions& o);
   torch::Tensor forward(const torch::Tensor& x);  // raw statistics (B, 2L, T')
-  // (z sampled, kl). REQUIRES: stats.size(1) even.
-  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats) const;
+  // (z sampled, kl). `noise`: the standard normal draws (shaped like the mean half); undefined
+  // draws them from torch's generator (given draws make a step independent of RNG streams, as
+  // the golden test needs). REQUIRES: stats.size(1) even.
+  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats,
+                                                        const torch::Tensor& noise = {}) const;
   void set_warmed_up(bool state);
   bool warmed_up() const;
   std::shared_ptr<EncoderBase> encoder;

@@ -104,8 +104,8 @@ TORCH_MODULE(UpsampleLayer);
 }  // namespace
 
 GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.amplitude_modulation) {
-  const auto act = models::parse_activation(o.activation, "model.activation");
-  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  const auto act = o.activation;
+  const auto mode = o.padding;
   auto dil = dilations_per_ratio(o);
   std::vector<int64_t> ratios(o.ratios.rbegin(), o.ratios.rend());
   std::reverse(dil.begin(), dil.end());
@@ -152,7 +152,7 @@ torch::Tensor GeneratorV2Impl::forward(const torch::Tensor& z) {
 }
 
 GeneratorV1Impl::GeneratorV1Impl(const RaveOptions& o) : use_noise(o.noise_bands > 0) {
-  const auto mode = models::parse_padding_mode(o.padding, "model.padding");
+  const auto mode = o.padding;
   const auto act = models::Activation::kLeakyRelu;
   const int64_t n = static_cast<int64_t>(o.ratios.size());
   net->push_back(same_conv(o.latent_size, (int64_t{1} << n) * o.capacity, 7, mode));

@@ -1,15 +1,30 @@
 // RAVE model options. Field names are the [model] keys of docs/config.md (plus sampling_rate,
-// channels); presets give acids-ircam/RAVE's v1.gin / v2.gin / v3.gin values.
+// channels), bound to them in trainer/rave_family.cpp, whose key specs take their defaults
+// from the initialisers below; presets give acids-ircam/RAVE's v1.gin / v2.gin / v3.gin values.
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "models/common/blocks.h"
+#include "models/common/conv.h"
+#include "util/enum_names.h"
 
 namespace rt::rave {
 
+// model.version: architecture and losses (configs/v1.toml, v2.toml, v3.toml).
+enum class RaveVersion { kV1, kV2, kV3, kMaxValue = kV3 };
+constexpr EnumNames<RaveVersion> enum_names(RaveVersion) { return {{"v1", "v2", "v3"}}; }
+
+// model.discriminator: none, RAVE's Combine[MultiPeriod, MultiScale] (v1, v2), or the
+// descript discriminator (MPD + MRD, v3).
+enum class DiscriminatorKind { kNone, kPeriodScale, kDescript, kMaxValue = kDescript };
+constexpr EnumNames<DiscriminatorKind> enum_names(DiscriminatorKind) {
+  return {{"none", "period_scale", "descript"}};
+}
+
 struct RaveOptions {
-  std::string version = "v2";  // v1 | v2 | v3
+  RaveVersion version = RaveVersion::kV2;
   int64_t sampling_rate = 44100;
   int64_t channels = 1;        // audio channels (RAVE n_channels); folded into the batch by PQMF
   int64_t capacity = 96;
@@ -18,15 +33,15 @@ struct RaveOptions {
   std::vector<int64_t> ratios{4, 4, 4, 2};
   std::vector<std::vector<int64_t>> dilations{{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}};
   int64_t kernel_size = 3;
-  std::string activation = "leaky_relu";  // leaky_relu | snake
-  std::string padding = "centered";       // centered | causal (also the PQMF's, as in causal.gin)
+  models::Activation activation = models::Activation::kLeakyRelu;
+  models::PaddingMode padding = models::PaddingMode::kCentered;  // also the PQMF's, as in causal.gin
   bool amplitude_modulation = true;
   // Noise synthesis: v1 blocks.NoiseGenerator (noise_ratios, noise_bands); for v2/v3 a value
   // > 0 adds blocks.NoiseGeneratorV2 (hidden 128). 0 = off.
   int64_t noise_bands = 0;
   std::vector<int64_t> noise_ratios{4, 4, 4};
   bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
-  std::string discriminator = "period_scale";  // none | period_scale | descript
+  DiscriminatorKind discriminator = DiscriminatorKind::kPeriodScale;
   // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,
   // 64 in v1): that is what v2's discriminator count of 27,130,952 parameters requires.
   int64_t discriminator_capacity = 96;
@@ -36,8 +51,10 @@ struct RaveOptions {
   std::vector<int64_t> mrd_n_ffts{2048, 1024, 512};
   std::vector<int64_t> stft_scales{2048, 1024, 512, 256, 128};  // spectral distance
 
-  // v1 | v2 | v3 as in RAVE's gin configs; throws rt::Error for any other name.
-  static RaveOptions preset(const std::string& version);
+  // v1 | v2 | v3 as in RAVE's gin configs (configs/v1.toml … v3.toml hold the same values).
+  static RaveOptions preset(RaveVersion version);
+  // The checks across fields (ranges of single keys are in their key specs): dilations per
+  // ratio, noise ratios when noise bands are on, what the descript discriminator needs.
   // Throws rt::Error naming the `model.<key>` at fault and what is accepted.
   void validate() const;
   // Product of ratios (samples of a band per latent frame), and n_band × that.

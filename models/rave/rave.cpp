@@ -1,19 +1,17 @@
 #include "models/rave/rave.h"
 
-#include "util/error.h"
-#include "util/torch_compat.h"
 #include "models/common/module_path.h"
 #include "profiling/annotation.h"
+#include "util/torch_compat.h"
 
 namespace rt::rave {
 
 RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options)) {
   options_.validate();
   const auto& o = options_;
-  pqmf = register_module(
-      "pqmf", models::Pqmf(o.n_band, 100, models::parse_padding_mode(o.padding, "model.padding")));
+  pqmf = register_module("pqmf", models::Pqmf(o.n_band, 100, o.padding));
   encoder = register_module("encoder", VariationalEncoder(o));
-  if (o.version == "v1") {
+  if (o.version == RaveVersion::kV1) {
     decoder = register_module("decoder", std::make_shared<GeneratorV1Impl>(o));
   } else {
     decoder = register_module("decoder", std::make_shared<GeneratorV2Impl>(o));
@@ -64,7 +62,7 @@ torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
   return decode(std::get<0>(encode(x)));
 }
 
-RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
+RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise) {
   TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
@@ -72,7 +70,7 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x) {
   {
     prof::ModuleScope span("encoder");
     f.stats = encoder->forward(f.x_multiband);
-    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats);
+    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats, noise);
   }
   torch::Tensor y_mb;
   {
@@ -112,30 +110,30 @@ std::vector<torch::Tensor> RaveModelImpl::discriminator_parameters() const {
   return discriminator->parameters();
 }
 
-RaveLossOptions RaveLossOptions::preset(const std::string& version) {
+RaveLossOptions RaveLossOptions::preset(RaveVersion version) {
   RaveLossOptions o;
-  if (version == "v2" || version == "v3") return o;
-  if (version == "v1") {
+  if (version == RaveVersion::kV1) {
     o.feature_matching_weight = 10.0;
     o.relative_feature_matching = false;
     o.num_skipped_features = 0;
-    return o;
   }
-  throw rt::Error("model.version: unknown RAVE version '" + version + "' (accepted: v1, v2, v3)");
+  return o;
 }
 
-std::map<std::string, double> RaveLosses::scalars() const {
-  std::map<std::string, double> s{
-      {"fullband_spectral_distance", fullband_spectral_distance.item<double>()},
-      {"multiband_spectral_distance", multiband_spectral_distance.item<double>()},
-      {"regularization", regularization.item<double>()},
+std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
+  std::vector<std::pair<std::string, torch::Tensor>> s{
+      {"fullband_spectral_distance", fullband_spectral_distance.detach()},
+      {"multiband_spectral_distance", multiband_spectral_distance.detach()},
+      {"regularization", regularization.detach()},
   };
   if (adversarial_active) {
-    s["feature_matching"] = feature_matching.item<double>();
-    s["adversarial"] = adversarial.item<double>();
-    s["loss_dis"] = loss_dis.item<double>();
-    s["pred_real"] = pred_real.item<double>();
-    s["pred_fake"] = pred_fake.item<double>();
+    for (const auto& [tag, t] : {std::pair<const char*, const torch::Tensor*>{"feature_matching", &feature_matching},
+                                 {"adversarial", &adversarial},
+                                 {"loss_dis", &loss_dis},
+                                 {"pred_real", &pred_real},
+                                 {"pred_fake", &pred_fake}}) {
+      s.emplace_back(tag, t->detach());
+    }
   }
   return s;
 }

@@ -58,7 +58,8 @@ struct RaveModelImpl : torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor> encode(const torch::Tensor& x);
   torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
   torch::Tensor forward(const torch::Tensor& x);    // analysis→encode→sample→decode→synthesis
-  RaveForward forward_train(const torch::Tensor& x);
+  // `noise`: the reparametrisation draws (see VariationalEncoderImpl::reparametrize).
+  RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {});
 
   // Phase 2 switch: detaches the encoder output (frozen encoder), enables v1's noise branch.
   void set_warmed_up(bool state);
@@ -92,7 +93,7 @@ struct RaveLossOptions {
   bool relative_feature_matching = true;  // v2.gin; v1 uses the plain L1 mean
   int64_t num_skipped_features = 1;       // v2.gin; v1: 0
   // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features).
-  static RaveLossOptions preset(const std::string& version);
+  static RaveLossOptions preset(RaveVersion version);
 };
 
 enum class RaveStep { kGenerator, kDiscriminator };
@@ -105,8 +106,9 @@ struct RaveLosses {
   torch::Tensor loss_dis, pred_real, pred_fake;
   torch::Tensor loss_gen;  // what a generator step back-propagates
   torch::Tensor y;         // the reconstruction (B, C, T)
-  // RAVE's TensorBoard tags → values (adversarial ones only when `adversarial_active`).
-  std::map<std::string, double> scalars() const;
+  // RAVE's TensorBoard tags → detached 0-d tensors (adversarial ones only when
+  // `adversarial_active`). Reads nothing on the host.
+  std::vector<std::pair<std::string, torch::Tensor>> scalars() const;
   bool adversarial_active = false;
 };
 

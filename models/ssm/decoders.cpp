@@ -11,7 +11,7 @@ SsmOptions SsmOptions::s5_maze() { return SsmOptions{}; }
 
 SsmOptions SsmOptions::foundational() {
   SsmOptions o;
-  o.variant = "foundational";
+  o.variant = SsmVariant::kFoundational;
   o.d_model = 128;
   o.state_dim = 128;
   o.n_layers = 4;
@@ -21,24 +21,10 @@ SsmOptions SsmOptions::foundational() {
 }
 
 void SsmOptions::validate() const {
-  auto fail = [](const std::string& msg) { throw Error(msg); };
-  if (variant != "s5_maze" && variant != "foundational") {
-    fail("model.variant = \"" + variant + "\": accepted values are \"s5_maze\" and \"foundational\"");
+  if (variant == SsmVariant::kFoundational && context_dim >= d_model) {
+    throw Error("model.context_dim = " + std::to_string(context_dim) + " must be < model.d_model = " +
+                std::to_string(d_model) + " (the encoders output d_model − context_dim features)");
   }
-  if (input_dim < 1) fail("model.input_dim = " + std::to_string(input_dim) + ": must be >= 1");
-  if (output_dim < 1) fail("model.output_dim = " + std::to_string(output_dim) + ": must be >= 1");
-  if (n_layers < 1) fail("model.n_layers = " + std::to_string(n_layers) + ": must be >= 1");
-  if (!(dropout >= 0 && dropout < 1)) fail("model.dropout = " + std::to_string(dropout) + ": must be in [0, 1)");
-  if (context_dim < 0) fail("model.context_dim = " + std::to_string(context_dim) + ": must be >= 0");
-  if (variant == "foundational" && context_dim >= d_model) {
-    fail("model.context_dim = " + std::to_string(context_dim) + " must be < model.d_model = " +
-         std::to_string(d_model) + " (the encoders output d_model − context_dim features)");
-  }
-  if (state_dim < 2 || (conj_sym && state_dim % 2 != 0)) {
-    fail("model.state_dim = " + std::to_string(state_dim) + ": must be an even integer >= 2");
-  }
-  parse_discretization(discretization);
-  parse_scan(scan);
   layer_options().validate();
 }
 
@@ -48,8 +34,8 @@ S5LayerOptions SsmOptions::layer_options() const {
   l.state_dim = state_dim;
   l.ssm_blocks = ssm_blocks;
   l.conj_sym = conj_sym;
-  l.discretization = parse_discretization(discretization);
-  l.scan = parse_scan(scan);
+  l.discretization = discretization;
+  l.scan = scan;
   l.dt_min = dt_min;
   l.dt_max = dt_max;
   return l;
@@ -204,7 +190,8 @@ torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t g
 
 std::shared_ptr<SsmModelImpl> make_ssm_model(const SsmOptions& options, int64_t n_groups) {
   options.validate();
-  if (options.variant == "foundational") return std::make_shared<FoundationalDecoderImpl>(options, n_groups);
+  if (options.variant == SsmVariant::kFoundational)
+    return std::make_shared<FoundationalDecoderImpl>(options, n_groups);
   return std::make_shared<S5DecoderImpl>(options);
 }
 

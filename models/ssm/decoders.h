@@ -27,17 +27,22 @@
 
 namespace rt::ssm {
 
-// The [model] SSM keys of docs/config.md, same names and defaults.
+// model.variant: the single-session S5 decoder or the multi-session foundational decoder.
+enum class SsmVariant { kS5Maze, kFoundational, kMaxValue = kFoundational };
+constexpr EnumNames<SsmVariant> enum_names(SsmVariant) { return {{"s5_maze", "foundational"}}; }
+
+// The [model] SSM keys of docs/config.md, bound to them in trainer/ssm_family.cpp, whose key
+// specs take their defaults from the initialisers below.
 struct SsmOptions {
-  std::string variant = "s5_maze";  // s5_maze | foundational
+  SsmVariant variant = SsmVariant::kS5Maze;
   int64_t input_dim = 182;
   int64_t output_dim = 2;
   int64_t d_model = 64;
   int64_t state_dim = 64;
   int64_t n_layers = 1;
   double dropout = 0.05;
-  std::string discretization = "zoh";  // zoh | bilinear
-  std::string scan = "parallel";       // parallel | sequential | fused
+  Discretization discretization = Discretization::kZoh;
+  ScanKind scan = ScanKind::kParallel;
   double dt_min = 1e-3;
   double dt_max = 1e-1;
   int64_t ssm_blocks = 1;
@@ -49,7 +54,9 @@ struct SsmOptions {
   // Multi-session: 4 blocks of width 128 (state 128, HiPPO in 4 diagonal blocks), context 8.
   static SsmOptions foundational();
 
-  // Throws rt::Error naming the model.* key, the value and what is accepted.
+  // The checks across fields (ranges of single keys are in their key specs): context_dim <
+  // d_model for the foundational variant, and the S5 layer's (state_dim per ssm_blocks, dt_max >
+  // dt_min). Throws rt::Error naming the model.* keys and what is accepted.
   void validate() const;
   S5LayerOptions layer_options() const;
 };
@@ -133,7 +140,7 @@ class FoundationalDecoderImpl : public SsmModelImpl {
 };
 TORCH_MODULE(FoundationalDecoder);
 
-// Builds the variant named by options.variant (n_groups is used by "foundational" only).
+// Builds the variant named by options.variant (n_groups is used by kFoundational only).
 // Validates the options first.
 std::shared_ptr<SsmModelImpl> make_ssm_model(const SsmOptions& options, int64_t n_groups = 1);
 

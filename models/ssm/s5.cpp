@@ -3,26 +3,9 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace rt::ssm {
-
-Discretization parse_discretization(const std::string& value, const std::string& key) {
-  if (value == "zoh") return Discretization::kZoh;
-  if (value == "bilinear") return Discretization::kBilinear;
-  throw Error(key + " = \"" + value + "\": accepted values are \"zoh\" and \"bilinear\"");
-}
-
-ScanKind parse_scan(const std::string& value, const std::string& key) {
-  if (value == "parallel") return ScanKind::kParallel;
-  if (value == "sequential") return ScanKind::kSequential;
-  if (value == "fused") return ScanKind::kFused;
-  throw Error(key + " = \"" + value + "\": accepted values are \"parallel\", \"sequential\" and \"fused\"");
-}
-
-std::string to_string(Discretization d) { return d == Discretization::kZoh ? "zoh" : "bilinear"; }
-std::string to_string(ScanKind s) {
-  return s == ScanKind::kParallel ? "parallel" : s == ScanKind::kSequential ? "sequential" : "fused";
-}
 
 HippoDiagonal make_dplr_hippo(int64_t n) {
   TORCH_CHECK(n >= 1, "make_dplr_hippo: n must be >= 1, got ", n);
@@ -186,7 +169,7 @@ torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor&
     auto x = scan_parallel(a, b);
     return torch::cat({torch::real(x), torch::imag(x)}, 2);
   }
-  return ComplexRecurrence::apply(a_re, a_im, bu);
+  return compat::apply_function<ComplexRecurrence>(a_re, a_im, bu);
 }
 
 void S5LayerOptions::validate() const {

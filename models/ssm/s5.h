@@ -18,21 +18,21 @@
 #include <cstdint>
 #include <string>
 
+#include "util/enum_names.h"
+
 namespace rt::ssm {
 
-enum class Discretization { kZoh, kBilinear };
+// model.discretization.
+enum class Discretization { kZoh, kBilinear, kMaxValue = kBilinear };
+constexpr EnumNames<Discretization> enum_names(Discretization) { return {{"zoh", "bilinear"}}; }
 // kFused: the recurrence as one hand-written CPU kernel in real arithmetic (sequential in time,
 // parallel over batch × state, analytic backward; see complex_recurrence), with the input and
 // output projections as single real matmuls — no complex tensors on the [B, T, ·] path. It is
 // the CPU-fast choice (scripts/bench/ssm_results.md); on other devices it runs the parallel scan.
-enum class ScanKind { kParallel, kSequential, kFused };
-
-// "zoh"|"bilinear" and "parallel"|"sequential"|"fused" (the TOML spellings). Throw rt::Error naming
-// `key` and the accepted values.
-Discretization parse_discretization(const std::string& value, const std::string& key = "model.discretization");
-ScanKind parse_scan(const std::string& value, const std::string& key = "model.scan");
-std::string to_string(Discretization d);
-std::string to_string(ScanKind s);
+// model.scan: an implementation choice (the same function of the same parameters), so it is no
+// part of a checkpoint's architecture signature.
+enum class ScanKind { kParallel, kSequential, kFused, kMaxValue = kFused };
+constexpr EnumNames<ScanKind> enum_names(ScanKind) { return {{"parallel", "sequential", "fused"}}; }
 
 // Diagonalised normal part of HiPPO-LegS of size n (S5's make_DPLR_HiPPO): S = A + p pᵀ with
 // A the LegS matrix and p_k = sqrt(k + 1/2). S = −½·I + (skew-symmetric), so its eigenvalues

@@ -7,6 +7,7 @@
 // Inputs are the files the trainer writes (README "Run directory"): training_summary.json (required),
 // timing_profile.json, memory_profile.json, profiler_traces/*.pt.trace.json[.gz] (else
 // profile_step_<N>.json), config.toml and the TensorBoard events file (rt_tensorboard's reader).
+// analyse_run loads them (run_files.h), then judges what was loaded (findings.h).
 #pragma once
 
 #include <cstdint>
@@ -84,10 +85,6 @@ struct RunAnalysis {
 // naming the path when it is not a directory or holds no training_summary.json,
 // timing_profile.json or memory_profile.json. Damaged optional files become `warnings`.
 RunAnalysis analyse_run(const std::filesystem::path& run_dir, const ReportOptions& options = {});
-
-// The breakdown's findings, given the phases and step statistics already filled in. Exposed
-// for tests; analyse_run calls it.
-void add_findings(RunAnalysis& a);
 
 // Short label of a phase key ("data" → "data loading").
 std::string phase_label(const std::string& key);

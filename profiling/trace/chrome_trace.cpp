@@ -239,12 +239,24 @@ TraceFiles write_chrome_trace(const Timeline& t, const std::filesystem::path& di
   const int64_t unix_now = t.end_ns + t.unix_minus_steady_ns;
   const std::string stem = hostname() + "_" + std::to_string(getpid()) + "." + std::to_string(unix_now);
   files.trace = dir / "profiler_traces" / (stem + kTraceFileSuffix + (gzip ? ".gz" : ""));
-  files.step_copy = dir / ("profile_step_" + std::to_string(std::max<int64_t>(t.first_step, 0)) + ".json");
+  files.step_copy = dir / (profile_step_stem(t) + ".json");
   if (options.trace_name.empty()) options.trace_name = files.trace.string();
   const std::string json = chrome_trace_json(t, options);
   write_file_atomic(files.trace, gzip ? gzip_compress(json) : json);
   write_file_atomic(files.step_copy, json);
   return files;
+}
+
+ChromeTraceOutput::ChromeTraceOutput(bool gzip, ChromeTraceOptions options)
+    : gzip_(gzip), options_(std::move(options)) {
+  if (gzip_ && !chrome_trace_gzip_available()) {
+    throw Error("profiling.gzip = true but this build has no zlib; set profiling.gzip = false");
+  }
+}
+
+void ChromeTraceOutput::write(const Timeline& timeline, const WindowContext& window, OutputResult& result) {
+  const TraceFiles files = write_chrome_trace(timeline, window.output_dir, gzip_, options_);
+  result.files = {files.trace, files.step_copy};
 }
 
 }  // namespace rt::prof

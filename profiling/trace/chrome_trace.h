@@ -15,6 +15,7 @@
 #include <string>
 
 #include "profiling/trace/timeline.h"
+#include "profiling/trace/trace_output.h"
 
 namespace rt::prof {
 
@@ -47,6 +48,20 @@ TraceFiles write_chrome_trace(const Timeline& timeline, const std::filesystem::p
 
 // True when the build has zlib (gzip output possible).
 bool chrome_trace_gzip_available();
+
+// The trace as a window output ("chrome_trace"): write_chrome_trace() into the window's
+// directory; files: the profiler_traces/ copy, then profile_step_<N>.json.
+class ChromeTraceOutput : public TraceOutput {
+ public:
+  // Throws rt::Error naming profiling.gzip when `gzip` is asked for and the build has no zlib.
+  ChromeTraceOutput(bool gzip, ChromeTraceOptions options);
+  const char* name() const override { return "chrome_trace"; }
+  void write(const Timeline& timeline, const WindowContext& window, OutputResult& result) override;
+
+ private:
+  bool gzip_;
+  ChromeTraceOptions options_;
+};
 
 // gzip-compresses `data` (RFC 1952). Throws rt::Error when zlib is unavailable or fails.
 std::string gzip_compress(const std::string& data);

@@ -36,4 +36,11 @@ void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::pat
   write_file_atomic(path, collapsed_stacks(timeline));
 }
 
+void CollapsedStacksOutput::write(const Timeline& timeline, const WindowContext& window,
+                                  OutputResult& result) {
+  const std::filesystem::path path = window.output_dir / (profile_step_stem(timeline) + "_stacks.txt");
+  write_collapsed_stacks(timeline, path);
+  result.files.push_back(path);
+}
+
 }  // namespace rt::prof

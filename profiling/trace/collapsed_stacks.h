@@ -11,6 +11,7 @@
 #include <string>
 
 #include "profiling/trace/timeline.h"
+#include "profiling/trace/trace_output.h"
 
 namespace rt::prof {
 
@@ -18,5 +19,12 @@ std::string collapsed_stacks(const Timeline& timeline);
 
 // Writes collapsed_stacks() atomically; throws rt::Error naming the path on failure.
 void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::path& path);
+
+// The stacks as a window output ("collapsed_stacks"): <dir>/profile_step_<N>_stacks.txt.
+class CollapsedStacksOutput : public TraceOutput {
+ public:
+  const char* name() const override { return "collapsed_stacks"; }
+  void write(const Timeline& timeline, const WindowContext& window, OutputResult& result) override;
+};
 
 }  // namespace rt::prof

@@ -257,4 +257,17 @@ std::string op_table(const std::vector<OpStats>& input, const OpTableOptions& op
   return out;
 }
 
+OpTableOutput::OpTableOutput(OpTableOptions options, bool group_by_input_shape)
+    : options_(std::move(options)), group_by_input_shape_(group_by_input_shape) {
+  op_table({}, options_);  // validates sort_by
+  if (options_.row_limit < 1) {
+    throw Error("profiling.row_limit = " + std::to_string(options_.row_limit) +
+                " is invalid: expected an integer >= 1");
+  }
+}
+
+void OpTableOutput::write(const Timeline& timeline, const WindowContext&, OutputResult& result) {
+  result.text = op_table(key_averages(timeline, group_by_input_shape_), options_);
+}
+
 }  // namespace rt::prof

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiling/trace/timeline.h"
+#include "profiling/trace/trace_output.h"
 
 namespace rt::prof {
 
@@ -50,6 +51,20 @@ const std::vector<std::string>& op_table_sort_keys();
 // Throws rt::Error naming profiling.sort_by, the value and the accepted keys when sort_by is
 // unknown. Returns "" when there are no rows.
 std::string op_table(const std::vector<OpStats>& stats, const OpTableOptions& options);
+
+// The table as a window output ("op_table"): its text, for the console; no file. Rows group by
+// input shapes when `group_by_input_shape` (record_shapes).
+class OpTableOutput : public TraceOutput {
+ public:
+  // Throws rt::Error naming profiling.sort_by or profiling.row_limit when one is invalid.
+  OpTableOutput(OpTableOptions options, bool group_by_input_shape);
+  const char* name() const override { return "op_table"; }
+  void write(const Timeline& timeline, const WindowContext& window, OutputResult& result) override;
+
+ private:
+  OpTableOptions options_;
+  bool group_by_input_shape_;
+};
 
 // torch's _format_time / _format_time_share / _format_memory.
 std::string format_time_us(double us);

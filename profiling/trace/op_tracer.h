@@ -1,8 +1,8 @@
 // CPU operator tracer on ATen's RecordFunction observers (Debian's LibTorch has no
 // Kineto). While a window is open, one global RecordFunction callback records every ATen
 // operator and autograd node on every thread (autograd worker threads included) into
-// per-thread buffers; no lock is taken on the hot path. Outside a window the callback is not
-// installed at all, so tracing costs nothing when off.
+// per-thread buffers (thread_buffers.h); no lock is taken on the hot path. Outside a window the
+// callback is not installed at all, so tracing costs nothing when off.
 //
 // Per op: name, start/end (steady clock ns), OS thread id and RecordFunction's small thread
 // id, sequence number and forward thread id (linking backward nodes to their forward op),
@@ -92,6 +92,9 @@ class OpTracer {
   static uint64_t callbacks_on_this_thread();
 
  private:
+  // Moves the window's record_span() spans, and their rows, into t.
+  static void append_spans(Timeline& t);
+
   OpTracerOptions options_;
   uint64_t callback_handle_ = 0;
   bool active_ = false;

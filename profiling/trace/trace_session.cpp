@@ -1,22 +1,37 @@
 #include "profiling/trace/trace_session.h"
 
+#include <algorithm>
 #include <iostream>
 
-#include "util/error.h"
 #include "profiling/trace/collapsed_stacks.h"
+#include "profiling/trace/op_table.h"
+#include "util/error.h"
 
 namespace rt::prof {
+
+std::vector<std::unique_ptr<TraceOutput>> standard_trace_outputs(const TraceSessionOptions& options) {
+  std::vector<std::unique_ptr<TraceOutput>> outputs;
+  outputs.push_back(std::make_unique<ChromeTraceOutput>(options.gzip, options.trace));
+  if (options.tracer.with_stack) outputs.push_back(std::make_unique<CollapsedStacksOutput>());
+  OpTableOptions table;
+  table.sort_by = options.sort_by;
+  table.row_limit = options.row_limit;
+  table.profile_memory = options.tracer.profile_memory;
+  outputs.push_back(std::make_unique<OpTableOutput>(table, options.tracer.record_shapes));
+  return outputs;
+}
+
+const OutputResult* WindowResult::output(std::string_view name) const {
+  for (const auto& o : outputs) {
+    if (o.output == name) return &o;
+  }
+  return nullptr;
+}
 
 TraceSession::TraceSession(TraceSessionOptions options)
     : options_(std::move(options)), tracer_(options_.tracer) {
   options_.schedule.validate();
-  op_table({}, {options_.sort_by, options_.row_limit, false, "CUDA"});  // validates sort_by
-  if (options_.row_limit < 1) {
-    throw Error("profiling.row_limit = " + std::to_string(options_.row_limit) + " is invalid: expected an integer >= 1");
-  }
-  if (options_.gzip && !chrome_trace_gzip_available()) {
-    throw Error("profiling.gzip = true but this build has no zlib; set profiling.gzip = false");
-  }
+  for (auto& output : standard_trace_outputs(options_)) add_output(std::move(output));
 }
 
 TraceSession::~TraceSession() {
@@ -28,6 +43,15 @@ TraceSession::~TraceSession() {
 }
 
 void TraceSession::add_source(std::unique_ptr<ActivitySource> source) { sources_.push_back(std::move(source)); }
+
+void TraceSession::add_output(std::unique_ptr<TraceOutput> output) {
+  for (const auto& o : outputs_) {
+    if (std::string_view(o->name()) == output->name()) {
+      throw Error("profiling: a trace output named '" + std::string(output->name()) + "' is already added");
+    }
+  }
+  outputs_.push_back(std::move(output));
+}
 
 void TraceSession::apply(const Transition& t) {
   if (t.stop && t.save) {
@@ -86,26 +110,42 @@ void TraceSession::save_window() {
   WindowResult r;
   r.first_step = timeline.first_step;
   r.last_step = timeline.last_step;
+  r.dropped_records = timeline.dropped_records;
   for (const auto& a : timeline.activities) {
     if (a.kind == ActivityKind::kCpuOp) ++r.cpu_ops;
     if (!is_cpu_kind(a.kind)) ++r.gpu_activities;
   }
-  r.files = write_chrome_trace(timeline, options_.output_dir, options_.gzip, options_.trace);
-  if (options_.tracer.with_stack) {
-    r.stacks = options_.output_dir / ("profile_step_" + std::to_string(std::max<int64_t>(r.first_step, 0)) + "_stacks.txt");
-    write_collapsed_stacks(timeline, r.stacks);
+  const WindowContext context{options_.output_dir};
+  for (auto& output : outputs_) {
+    OutputResult& result = r.outputs.emplace_back();
+    result.output = output->name();
+    try {
+      output->write(timeline, context, result);
+    } catch (const std::exception& e) {
+      // One format failing (a full disk, a bad path) must not cost the window's other files.
+      result.error = e.what();
+      std::cerr << "profiling: warning: trace output '" << result.output << "' failed for steps "
+                << r.first_step << "-" << r.last_step << ": " << result.error << "\n";
+    }
   }
-  OpTableOptions table_options;
-  table_options.sort_by = options_.sort_by;
-  table_options.row_limit = options_.row_limit;
-  table_options.profile_memory = options_.tracer.profile_memory;
-  r.table = op_table(key_averages(timeline, options_.tracer.record_shapes), table_options);
+  print_window(r);
+  windows_.push_back(std::move(r));
+}
+
+// "--- Profiler window: steps F-L (N CPU ops) → <main file> ---", then each output's text.
+void TraceSession::print_window(const WindowResult& r) const {
   std::ostream& out = options_.table_out != nullptr ? *options_.table_out : std::cout;
   out << "--- Profiler window: steps " << r.first_step << "-" << r.last_step << " (" << r.cpu_ops << " CPU ops";
   if (r.gpu_activities > 0) out << ", " << r.gpu_activities << " GPU activities";
-  if (timeline.dropped_records > 0) out << ", " << timeline.dropped_records << " GPU records dropped";
-  out << ") → " << r.files.trace.string() << " ---\n" << r.table << std::flush;
-  windows_.push_back(std::move(r));
+  if (r.dropped_records > 0) out << ", " << r.dropped_records << " GPU records dropped";
+  out << ")";
+  // The window's main file: the first one written (the Chrome trace unless it failed).
+  auto main = std::find_if(r.outputs.begin(), r.outputs.end(),
+                           [](const OutputResult& o) { return !o.files.empty(); });
+  if (main != r.outputs.end()) out << " → " << main->files.front().string();
+  out << " ---\n";
+  for (const auto& o : r.outputs) out << o.text;
+  out << std::flush;
 }
 
 }  // namespace rt::prof

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   o.state_dim = state;
   o.n_layers = layers;
   o.dropout = dropout;
-  o.scan = scan;
+  o.scan = rt::parse_enum<rt::ssm::ScanKind>(scan, "--scan");
   // Smoothed-spike-like inputs (non-negative) and unit-scale velocity targets.
   auto x = torch::rand({batch, bins, units}) * 0.5;
   auto y = torch::randn({batch, bins, o.output_dim});

@@ -12,20 +12,14 @@
 #include "data/neural/neural_dataset.h"
 #include "data/neural/neural_record.h"
 #include "data/neural/synthetic_reaching.h"
-#include "util/atomic_file.h"
+#include "support/expect.h"
 #include "support/test_support.h"
+#include "util/atomic_file.h"
 
 namespace rt::neural {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no rt::Error thrown>";
-}
+using testing::error_of;
 
 TEST(NeuralRecord, RoundTripsThroughTheAudioExampleContainer) {
   NeuralRecord r;
@@ -45,7 +39,7 @@ TEST(NeuralRecord, RoundTripsThroughTheAudioExampleContainer) {
   EXPECT_EQ(back.trial, 7);
   EXPECT_EQ(back.split, "train");
   auto msg = error_of([] { decode_neural_record("\x0a\x03xyz", "db key 00000003"); });
-  EXPECT_NE(msg.find("db key 00000003"), std::string::npos) << msg;
+  EXPECT_HAS(msg, "db key 00000003");
 }
 
 TEST(NeuralRecord, GaussianSmoothingFollowsNlbKernel) {
@@ -93,15 +87,15 @@ TEST(NeuralImport, ErrorsNameTheFileAndTheKey) {
     });
   };
   auto msg = run(missing, "db1");
-  EXPECT_NE(msg.find("train_behavior"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(missing.string()), std::string::npos) << msg;
+  EXPECT_HAS(msg, "train_behavior");
+  EXPECT_HAS(msg, missing.string());
 
   const auto mismatch = dir / "mismatch.h5";
   write_nlb(mismatch, 3, 10, 4, 2);
   msg = run(mismatch, "db2");
-  EXPECT_NE(msg.find("train_behavior"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(mismatch.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("[2, 10, 2]"), std::string::npos) << msg;
+  EXPECT_HAS(msg, "train_behavior");
+  EXPECT_HAS(msg, mismatch.string());
+  EXPECT_HAS(msg, "[2, 10, 2]");
 
   const auto text = dir / "strings.h5";
   {
@@ -125,19 +119,19 @@ TEST(NeuralImport, ErrorsNameTheFileAndTheKey) {
     H5Fclose(file);
   }
   msg = run(text, "db3");
-  EXPECT_NE(msg.find("train_spikes_heldin"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not numeric"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(text.string()), std::string::npos) << msg;
+  EXPECT_HAS(msg, "train_spikes_heldin");
+  EXPECT_HAS(msg, "not numeric");
+  EXPECT_HAS(msg, text.string());
 
   const auto bogus = dir / "bogus.h5";
   write_file_atomic(bogus, "this is not hdf5");
   msg = run(bogus, "db4");
-  EXPECT_NE(msg.find(bogus.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
+  EXPECT_HAS(msg, bogus.string());
+  EXPECT_HAS(msg, "not an HDF5 file");
 
   msg = run(dir / "nope.h5", "db5");
-  EXPECT_NE(msg.find("nope.h5"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  EXPECT_HAS(msg, "nope.h5");
+  EXPECT_HAS(msg, "does not exist");
 }
 
 TEST(NeuralSynthetic, IsDeterministicBySeed) {
@@ -250,8 +244,8 @@ TEST(NeuralImport, SmoothingAtImportIsRecordedAndNotAppliedTwice) {
                          torch::from_blob(out.data.data(), {3, 30, 1}).select(0, 1)}, 1);
   EXPECT_TRUE(torch::allclose(ds.get(1, rng).input, gaussian_smooth(raw, 20, 5), 1e-6, 1e-6));
   auto msg = error_of([&] { NeuralDataset other(dir / "db"); });  // default 40 ms
-  EXPECT_NE(msg.find("data.smoothing_sigma_ms"), std::string::npos) << msg;
-  EXPECT_NE(msg.find((dir / "db").string()), std::string::npos) << msg;
+  EXPECT_HAS(msg, "data.smoothing_sigma_ms");
+  EXPECT_HAS(msg, (dir / "db").string());
 }
 
 TEST(NeuralImport, FullMapLeavesAConsistentDatabase) {

@@ -94,20 +94,30 @@ TEST(SsmDecoders, SsmParametersAreSplitFromWeightDecay) {
 }
 
 TEST(SsmDecoders, OptionErrorsNameKeyAndValue) {
-  auto opts = SsmOptions::s5_maze();
-  opts.variant = "s4";
+  try {
+    parse_enum<SsmVariant>("s4", "model.variant");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "model.variant = \"s4\" is not allowed; expected one of s5_maze, foundational"),
+              std::string::npos)
+        << e.what();
+  }
+  auto opts = SsmOptions::foundational();
+  opts.context_dim = 128;
   try {
     opts.validate();
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.variant = \"s4\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.context_dim = 128 must be < model.d_model = 128"),
+              std::string::npos)
+        << e.what();
   }
-  opts = SsmOptions::foundational();
-  opts.context_dim = 128;
-  EXPECT_THROW(opts.validate(), Error);
   opts = SsmOptions::s5_maze();
-  opts.discretization = "euler";
-  EXPECT_THROW(opts.validate(), Error);
+  opts.ssm_blocks = 3;
+  EXPECT_THROW(opts.validate(), Error);  // state_dim 64 is not divisible into 3 HiPPO blocks
+  EXPECT_EQ(parse_enum<Discretization>("bilinear", "model.discretization"), Discretization::kBilinear);
+  EXPECT_THROW(parse_enum<Discretization>("euler", "model.discretization"), Error);
 }
 
 TEST(SsmDecoders, R2IsOneForPerfectAndZeroForMeanPrediction) {

@@ -254,7 +254,7 @@ TEST(SsmFusedOps, S5MazeDecoderWithFusedBlocksTrains) {
   o.input_dim = 12;
   o.d_model = 16;
   o.state_dim = 16;
-  o.scan = "fused";
+  o.scan = ScanKind::kFused;
   torch::manual_seed(12);
   auto model = make_ssm_model(o);
   ASSERT_TRUE(model->blocks.front()->uses_fused_kernels(torch::zeros({1, 1, 16})));

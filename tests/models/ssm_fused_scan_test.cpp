@@ -92,6 +92,6 @@ TEST(SsmFusedScan, S5LayerFusedEqualsParallelInValueAndGradient) {
       EXPECT_LE((grads[0][k] - grads[1][k]).abs().max().item<double>() / scale, 1e-3) << "parameter " << k;
     }
   }
-  EXPECT_EQ(parse_scan("fused"), ScanKind::kFused);
-  EXPECT_EQ(to_string(ScanKind::kFused), "fused");
+  EXPECT_EQ(rt::parse_enum<ScanKind>("fused", "model.scan"), ScanKind::kFused);
+  EXPECT_STREQ(rt::enum_name(ScanKind::kFused), "fused");
 }

@@ -203,7 +203,7 @@ TEST(SsmLayer, GradientsMatchFiniteDifferences) {
           flat[k] = orig;
           const double numeric = (up - down) / (2 * eps);
           EXPECT_NEAR(g[k].item<double>(), numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
-              << "input " << i << " element " << k << " disc " << to_string(disc) << " scan " << to_string(scan);
+              << "input " << i << " element " << k << " disc " << enum_name(disc) << " scan " << enum_name(scan);
         }
       }
     }
@@ -221,7 +221,7 @@ TEST(SsmLayer, OptionErrorsNameTheKey) {
     EXPECT_NE(std::string(e.what()).find("model.ssm_blocks"), std::string::npos) << e.what();
   }
   try {
-    parse_scan("fast");
+    parse_enum<ScanKind>("fast", "model.scan");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.scan = \"fast\""), std::string::npos) << e.what();
@@ -247,7 +247,7 @@ TEST(SsmLayer, ScanTimingsOn140Steps) {
     auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r) layer->forward(u).sum().backward();
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-    std::printf("[ timing ] S5 %s scan, [16,140,64], fwd+bwd: %.2f ms\n", to_string(scan).c_str(), ms);
+    std::printf("[ timing ] S5 %s scan, [16,140,64], fwd+bwd: %.2f ms\n", enum_name(scan), ms);
     EXPECT_GT(ms, 0.0);
   }
 }

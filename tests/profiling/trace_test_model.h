@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "profiling/trace/op_tracer.h"
+#include "profiling/trace/schedule.h"
 
 namespace rt::prof::testing {
 
@@ -42,6 +43,18 @@ inline void train_step(TinyNet& net, torch::optim::SGD& opt, const torch::Tensor
     ScopedAnnotation a("optimizer_step");
     opt.step();
   }
+}
+
+// The session tests' schedule: wait 1, warm up 1, record 2, twice; over 10 steps the windows
+// record steps 2-3 and 6-7.
+inline ProfilerSchedule two_window_schedule() {
+  ProfilerSchedule s;
+  s.wait = 1;
+  s.warmup = 1;
+  s.active = 2;
+  s.repeat = 2;
+  s.skip_first = 0;
+  return s;
 }
 
 }  // namespace rt::prof::testing

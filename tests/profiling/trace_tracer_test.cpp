@@ -17,6 +17,7 @@ namespace {
 
 using rt::prof::testing::TinyNet;
 using rt::prof::testing::train_step;
+using rt::prof::testing::two_window_schedule;
 
 struct Fixture {
   TinyNet net;
@@ -229,11 +230,7 @@ TEST(TraceTracerTest, ScheduleDrivesWindowsAndWritesFiles) {
   rt::testing::ScratchDir dir("trace_session");
   Fixture f;
   TraceSessionOptions o;
-  o.schedule.wait = 1;
-  o.schedule.warmup = 1;
-  o.schedule.active = 2;
-  o.schedule.repeat = 2;
-  o.schedule.skip_first = 0;
+  o.schedule = two_window_schedule();
   o.output_dir = dir.path();
   o.tracer.record_shapes = true;
   std::ostringstream table;
@@ -251,7 +248,10 @@ TEST(TraceTracerTest, ScheduleDrivesWindowsAndWritesFiles) {
   EXPECT_EQ(session.windows()[1].first_step, 6);
   EXPECT_TRUE(std::filesystem::exists(dir / "profile_step_2.json"));
   EXPECT_TRUE(std::filesystem::exists(dir / "profile_step_6.json"));
-  EXPECT_TRUE(std::filesystem::exists(session.windows()[1].files.trace));
+  const OutputResult* trace = session.windows()[1].output("chrome_trace");
+  ASSERT_NE(trace, nullptr);
+  ASSERT_FALSE(trace->files.empty());
+  EXPECT_TRUE(std::filesystem::exists(trace->files[0]));
   EXPECT_NE(table.str().find("Self CPU time total: "), std::string::npos);
   EXPECT_NE(table.str().find("Input Shapes"), std::string::npos);
   EXPECT_FALSE(at::hasGlobalCallbacks());

@@ -6,26 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "util/atomic_file.h"
-#include "util/error.h"
+#include "support/expect.h"
 #include "support/test_support.h"
 #include "trainer/config_lookup.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an rt::Error";
-  return "";
-}
+using testing::error_of;
 
 // A config folder with one config file, passed to the parser as its only search folder.
 struct CliFixture : ::testing::Test {
@@ -56,13 +46,14 @@ TEST_F(CliFixture, PrecedenceIsDefaultsThenFileThenCommandLineInOrder) {
 TEST_F(CliFixture, AllOverrideStylesSetTheSameKeys) {
   const TrainArgs a = parse({"--config", "base.toml", "--override", "train.lr=1e-4", "--profiling.wait", "2",
                              "--profiling.warmup=3", "profiling.active=4", "--model.ratios", "[2,2]",
-                             "--data.n_signal=4096", "--seed", "-3"});
+                             "model.dilations=[[1,3]]", "--data.n_signal=4096", "--seed", "-3"});
   const Config& c = a.config;
   EXPECT_DOUBLE_EQ(c.get_float("train.lr"), 1e-4);
   EXPECT_EQ(c.get_int("profiling.wait"), 2);
   EXPECT_EQ(c.get_int("profiling.warmup"), 3);
   EXPECT_EQ(c.get_int("profiling.active"), 4);
   EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.get_int_list_list("model.dilations"), (std::vector<std::vector<int64_t>>{{1, 3}}));
   EXPECT_EQ(c.get_int("data.n_signal"), 4096);
   EXPECT_EQ(c.get_int("train.seed"), -3);
 }
@@ -176,6 +167,7 @@ TEST_F(CliFixture, HelpSummaryAndPrintConfig) {
                            "--override",
                            "--summary",
                            "--print_config",
+                           "--config_reference",
                            "--section.key",
                            "section.key=VALUE"}) {
     EXPECT_HAS(a.help_text, flag);
@@ -183,6 +175,13 @@ TEST_F(CliFixture, HelpSummaryAndPrintConfig) {
   // Dedicated flags name the key they set and what it accepts.
   EXPECT_HAS(a.help_text, "[train.max_steps; an integer >= 1]");
   EXPECT_HAS(a.help_text, "[profiling.timing; true or false]");
+  // Each family with the keys it adds, from the registry.
+  EXPECT_HAS(a.help_text, "Model families (model.family)");
+  EXPECT_HAS(a.help_text, "  rave: RAVE audio autoencoder");
+  EXPECT_HAS(a.help_text, "  ssm: S5-style SSM decoders");
+  EXPECT_LT(a.help_text.find("model.capacity"), a.help_text.find("  ssm: "));
+  EXPECT_GT(a.help_text.find("model.state_dim"), a.help_text.find("  ssm: "));
+  EXPECT_GT(a.help_text.find("train.weight_decay"), a.help_text.find("  ssm: "));
   EXPECT_EQ(parse({"-h"}).help, true);
   a = parse({"--config", "base", "--summary"});
   EXPECT_TRUE(a.summary);
@@ -190,6 +189,18 @@ TEST_F(CliFixture, HelpSummaryAndPrintConfig) {
   a = parse({"--print_config", "--batch", "3"});
   EXPECT_TRUE(a.print_config);
   EXPECT_HAS(a.config.to_toml(true), "batch = 3");
+  // --config_reference resolves nothing (a broken config does not stop it).
+  a = parse({"--config", "nope", "--config_reference"});
+  EXPECT_TRUE(a.config_reference);
+}
+
+TEST_F(CliFixture, FamilyKeysAreSetLikeAnyKeyAndCheckedAgainstTheFamily) {
+  const TrainArgs a = parse({"--model.family", "ssm", "--model.scan", "fused", "train.weight_decay=0"});
+  EXPECT_EQ(a.config.get_string("model.scan"), "fused");
+  EXPECT_DOUBLE_EQ(a.config.get_float("train.weight_decay"), 0.0);
+  const std::string msg = error_of([&] { parse({"--config", "base", "--model.state_dim", "32"}); });
+  EXPECT_HAS(msg,
+             "--model.state_dim: model.state_dim belongs to model.family = ssm, but this config trains rave");
 }
 
 TEST(ConfigLookup, BareNamesAreFoundThroughRtConfigDir) {

@@ -4,26 +4,20 @@
 
 #include <string>
 
+#include "data/data_kind.h"
+#include "models/rave/options.h"
+#include "models/ssm/decoders.h"
+#include "support/expect.h"
+#include "support/test_support.h"
+#include "trainer/config_value.h"
+#include "trainer/ssm_family.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "support/test_support.h"
 
 namespace rt {
 namespace {
 
-// The message of the rt::Error thrown by `f`, or "" (with a test failure) when none is thrown.
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an rt::Error";
-  return "";
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using testing::error_of;
 
 std::string load_error(const std::string& toml) {
   return error_of([&] {
@@ -59,7 +53,8 @@ TEST(ConfigDefaults, MatchTheKeyList) {
 }
 
 TEST(ConfigFile, ValuesOverrideDefaultsAndIntegersAreAcceptedAsFloats) {
-  const Config c = load("[train]\nlr = 1\nbatch = 4\n[model]\nratios = [2, 2]\nactivation = \"snake\"\n");
+  const Config c = load(
+      "[train]\nlr = 1\nbatch = 4\n[model]\nratios = [2, 2]\ndilations = [[1, 3]]\nactivation = \"snake\"\n");
   EXPECT_DOUBLE_EQ(c.get_float("train.lr"), 1.0);
   EXPECT_EQ(c.get_int("train.batch"), 4);
   EXPECT_EQ(c.get_int_list("model.ratios"), (std::vector<int64_t>{2, 2}));
@@ -137,9 +132,11 @@ TEST(ConfigFile, OutOfRangeNamesValueAndWhatIsAllowed) {
   msg = load_error("[model]\nratios = [4, 0]\n");
   EXPECT_HAS(msg, "model.ratios = [4, 0]");
   EXPECT_HAS(msg, ">= 1");
-  msg = load_error("[model]\ndt_min = 0.5\ndt_max = 0.1\n");
-  EXPECT_HAS(msg, "model.dt_max = 0.1");
-  EXPECT_HAS(msg, "greater than model.dt_min = 0.5");
+  msg = load_error("[model]\nratios = []\n");
+  EXPECT_HAS(msg, "model.ratios = []");
+  EXPECT_HAS(msg, "a non-empty list of integers >= 1");
+  msg = load_error("[model]\nmrd_n_ffts = [2048, 1022]\n");
+  EXPECT_HAS(msg, "integers >= 16, multiples of 4");
 }
 
 TEST(ConfigFile, ParseErrorCarriesFileLineAndColumn) {
@@ -256,10 +253,11 @@ TEST(ConfigToToml, RoundTripsEveryKey) {
   Config c;
   c.set("train.lr", "0.00013", "t");
   c.set("train.beta_start", "1e-7", "t");
-  c.set("model.dropout", "0.1", "t");
+  c.set("data.phase_mangle_p", "0.1", "t");
   c.set("train.name", "with \"quotes\" and \\ backslash", "t");
   c.set("model.dilations", "[[1,3,9],[1]]", "t");
-  c.set("model.ratios", "[]", "t");
+  c.set("model.ratios", "[4, 2]", "t");
+  c.set("model.periods", "[]", "t");
   c.set("profiling.enabled", "true", "t");
   c.set("train.seed", "-3", "t");
   c.set("train.device", "cpu", "t");
@@ -276,11 +274,100 @@ TEST(ConfigToToml, RoundTripsEveryKey) {
     EXPECT_DOUBLE_EQ(back.get_float("train.lr"), 0.00013);
     EXPECT_EQ(back.get_string("train.name"), "with \"quotes\" and \\ backslash");
   }
-  // Every canonical key appears once.
+  // Every common key and every key of the chosen family appears once, in its section.
   const std::string text = c.to_toml();
   for (const auto& spec : config_schema()) {
-    EXPECT_HAS(text, "\n" + spec.name() + " = ");
+    if (!spec.owner.empty() && spec.owner != "rave") continue;
+    const size_t begin = text.find("[" + spec.section() + "]\n");
+    ASSERT_NE(begin, std::string::npos) << spec.key;
+    const std::string section = text.substr(begin, text.find("\n[", begin) - begin);
+    const std::string line = "\n" + spec.name() + " = ";
+    EXPECT_HAS(section, line);
+    EXPECT_EQ(section.find(line), section.rfind(line)) << spec.key;
   }
+}
+
+TEST(ConfigValueText, WholeFloatsAreFixedAndOthersTheShortestExactText) {
+  EXPECT_EQ(value_text(40.0), "40.0");
+  EXPECT_EQ(value_text(-3.0), "-3.0");
+  EXPECT_EQ(value_text(0.00013), "0.00013");
+  EXPECT_EQ(value_text(1e-7), "1e-07");
+  EXPECT_EQ(value_text(1e300), "1e+300");
+  EXPECT_EQ(value_text(std::vector<double>{20.0, 0.5}), "[20.0, 0.5]");
+}
+
+TEST(ConfigFamilies, KeysOfAnotherFamilyAreRefusedNamingBothFamilies) {
+  std::string msg = load_error("[model]\nstate_dim = 32\n");
+  EXPECT_HAS(msg, "bad.toml:2: model.state_dim belongs to model.family = ssm, but this config trains rave");
+  EXPECT_HAS(msg, "set model.family = ssm");
+  msg = load_error("[model]\nfamily = \"ssm\"\n[train]\nphase_1_duration = 10\n");
+  EXPECT_HAS(msg, "train.phase_1_duration belongs to model.family = rave, but this config trains ssm");
+  // Every family's keys are accepted while merging: the family may come last.
+  const Config c = load("[model]\nstate_dim = 32\nscan = \"fused\"\nfamily = \"ssm\"\n");
+  EXPECT_EQ(c.get_int("model.state_dim"), 32);
+}
+
+TEST(ConfigFamilies, ToTomlHoldsTheCommonKeysAndTheChosenFamilysOnly) {
+  const std::string rave = Config().to_toml();
+  EXPECT_HAS(rave, "\ncapacity = 96\n");
+  EXPECT_HAS(rave, "\nphase_1_duration = ");
+  EXPECT_EQ(rave.find("state_dim"), std::string::npos) << rave;
+  EXPECT_EQ(rave.find("weight_decay"), std::string::npos) << rave;
+  const std::string ssm = load("[model]\nfamily = \"ssm\"\n").to_toml();
+  EXPECT_HAS(ssm, "\nstate_dim = 64\n");
+  EXPECT_HAS(ssm, "\nweight_decay = 0.01\n");
+  EXPECT_HAS(ssm, "\nbatch = 8\n");
+  EXPECT_EQ(ssm.find("capacity"), std::string::npos) << ssm;
+}
+
+TEST(ConfigFamilies, CrossKeyChecksOfTheChosenFamilyRunAtFinalize) {
+  std::string msg = load_error("[model]\nfamily = \"ssm\"\ndt_min = 0.5\ndt_max = 0.1\n");
+  EXPECT_HAS(msg, "bad.toml:4: model.dt_max = 0.1");
+  EXPECT_HAS(msg, "greater than model.dt_min = 0.5 (bad.toml:3)");
+  msg = load_error("[model]\nfamily = \"ssm\"\nvariant = \"foundational\"\nd_model = 8\ncontext_dim = 8\n");
+  EXPECT_HAS(msg, "model.context_dim = 8 must be < model.d_model = 8");
+  msg = load_error("[model]\nratios = [4, 2]\n");
+  EXPECT_HAS(msg, "model.dilations: needs one list per ratio (2) or a single list, got 4");
+}
+
+TEST(ConfigGetters, EnumKeysReadAsTheirEnums) {
+  const Config c = load("[model]\nfamily = \"ssm\"\nscan = \"fused\"\n[data]\nkind = \"neural\"\n");
+  EXPECT_EQ(c.get_enum<ssm::ScanKind>("model.scan"), ssm::ScanKind::kFused);
+  EXPECT_EQ(c.get_enum<ssm::SsmVariant>("model.variant"), ssm::SsmVariant::kS5Maze);
+  EXPECT_EQ(c.get_enum<DataKind>("data.kind"), DataKind::kNeural);
+  EXPECT_EQ(c.get_enum<LrSchedule>("train.lr_schedule"), LrSchedule::kConstant);
+  // The choices of an enum key are its enum's spellings.
+  EXPECT_EQ(find_key_spec("model.version")->choices, enum_choices<rave::RaveVersion>());
+  EXPECT_EQ(find_key_spec("model.discriminator")->choices,
+            (std::vector<std::string>{"none", "period_scale", "descript"}));
+  // Reading an enum key as an enum whose spellings it does not hold names the key.
+  EXPECT_HAS(error_of([&] { c.get_enum<rave::RaveVersion>("model.scan"); }),
+             "model.scan = \"fused\" is not allowed; expected one of v1, v2, v3");
+}
+
+TEST(ConfigSchema, EveryDefaultIsOfItsTypeAndInItsRange) {
+  for (const auto& spec : config_schema()) {
+    ConfigValue v;
+    ASSERT_TRUE(coerce_value(spec.default_value, spec.type, &v)) << spec.key;
+    EXPECT_EQ(spec.check_range(v), "") << spec.key << " = " << value_text(v) << ", " << spec.allowed_text();
+  }
+}
+
+TEST(ArchitectureSignature, HoldsTheArchitectureKeysOfTheChosenFamilyOnly) {
+  const std::string base = "[model]\nfamily = \"ssm\"\n";
+  const std::string sig = load(base).architecture_signature();
+  EXPECT_HAS(sig, "model.d_model = 64; ");
+  EXPECT_HAS(sig, "model.variant = \"s5_maze\"; ");
+  EXPECT_EQ(sig.find("model.capacity"), std::string::npos) << sig;  // another family's key
+  EXPECT_EQ(sig.find("train."), std::string::npos) << sig;
+  // The scan is an implementation choice: a checkpoint resumes under another one.
+  EXPECT_EQ(load(base + "scan = \"fused\"\n").architecture_signature(), sig);
+  EXPECT_EQ(load(base + "scan = \"sequential\"\n").architecture_signature(), sig);
+  EXPECT_NE(load(base + "d_model = 32\n").architecture_signature(), sig);
+  // RAVE: the loss scales are not part of the model, the capacity is.
+  const std::string rave = Config().architecture_signature();
+  EXPECT_EQ(load("[model]\nstft_scales = [1024, 512]\n").architecture_signature(), rave);
+  EXPECT_NE(load("[model]\ncapacity = 8\n").architecture_signature(), rave);
 }
 
 }  // namespace

@@ -7,17 +7,16 @@
 #include <regex>
 #include <set>
 
-#include "util/atomic_file.h"
-#include "util/error.h"
+#include "support/expect.h"
 #include "support/test_support.h"
 #include "trainer/config.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {
 
 namespace fs = std::filesystem;
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 std::string today() {
   std::time_t now = std::time(nullptr);

@@ -8,7 +8,8 @@ torch._weight_norm, asymmetric padding with constant_pad_nd, STFT magnitudes, ..
 timing compares the two front ends over the same LibTorch kernels.
 
 Only what a phase-1 step uses is here (PQMF, variational encoder, generator, spectral
-distances, KL); the discriminators take no part in phase 1.
+distances, KL); the discriminators take no part in phase 1. The PQMF derives its filters as
+RAVE's pqmf.py does (scipy); the reparametrisation noise can be given (make_golden.py stores it).
 """
 import math
 
@@ -177,11 +178,12 @@ class VariationalEncoder(nn.Module):
         return self.encoder(x)
 
     @staticmethod
-    def reparametrize(stats):
+    def reparametrize(stats, noise=None):
+        """noise: the standard normal draws (shaped like the mean); None draws them here."""
         mean, scale = stats.chunk(2, 1)
         std = F.softplus(scale) + 1e-4
         var = std * std
-        z = torch.randn_like(mean) * std + mean
+        z = (torch.randn_like(mean) if noise is None else noise) * std + mean
         kl = (mean * mean + var - var.log() - 1).sum(1).mean()
         return z, kl
 
@@ -217,24 +219,55 @@ class GeneratorV2(nn.Module):
 
 
 class FixedConv(nn.Module):
-    def __init__(self, shape):
+    def __init__(self, weight):
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(shape), requires_grad=False)
+        self.weight = nn.Parameter(weight.contiguous(), requires_grad=False)
+
+
+def pqmf_prototype(attenuation, n_band):
+    """RAVE pqmf.py get_prototype: the Kaiser lowpass whose cutoff minimises the aliasing of
+    h * h[::-1] at multiples of 2M, found by scipy.optimize.fmin from 1/M (float64)."""
+    import numpy as np
+    from scipy.optimize import fmin
+    from scipy.signal import firwin, kaiserord
+
+    def kaiser_filter(wc):
+        n, beta = kaiserord(attenuation, wc / np.pi)
+        return firwin(2 * (n // 2) + 1, wc, window=("kaiser", beta), scale=False, fs=2 * np.pi)
+
+    def loss_wc(wc):
+        h = kaiser_filter(float(wc[0]))
+        g = np.convolve(h, h[::-1], "full")
+        return np.max(np.abs(g[g.shape[-1] // 2::2 * n_band][1:]))
+
+    return kaiser_filter(float(fmin(loss_wc, 1 / n_band, disp=0)[0]))
 
 
 class PQMF(nn.Module):
-    """Polyphase PQMF with models/common/pqmf.h's layout; the filters come from the export."""
+    """Polyphase PQMF with models/common/pqmf.h's layout (RAVE CachedPQMF). The filters are
+    derived here as RAVE does (float64, stored as float32 like the native model's);
+    `rave_bench export` overwrites them with the native ones."""
 
-    def __init__(self, n_band=16, taps=377):
+    def __init__(self, n_band=16, attenuation=100):
         super().__init__()
         self.n_band = n_band
+        h = torch.from_numpy(pqmf_prototype(attenuation, n_band))
+        taps = h.numel()
+        # Cosine-modulated bank (RAVE get_qmf_bank), centre-padded to the next power of two.
+        k = torch.arange(n_band, dtype=torch.float64).reshape(-1, 1)
+        t = torch.arange(-(taps // 2), taps // 2 + 1, dtype=torch.float64)
+        bank = 2 * h * torch.cos((2 * k + 1) * math.pi / (2 * n_band) * t + (-1) ** k * math.pi / 4)
         nxt = 1
         while nxt < taps:
             nxt *= 2
-        self.register_buffer("hk", torch.zeros(n_band, nxt))
-        self.register_buffer("h", torch.zeros(taps))
-        self.forward_conv = FixedConv((n_band, 1, nxt + 1))
-        self.inverse_conv = FixedConv((n_band, n_band, nxt // n_band + 1))
+        pad = nxt - taps
+        bank = F.pad(bank, (pad // 2, pad // 2 + pad % 2)).float()
+        self.register_buffer("hk", bank)
+        self.register_buffer("h", h.float())
+        # make_odd (one zero on the right); synthesis kernel "c (t m) -> m c t".
+        inverse = bank.flip(-1).reshape(n_band, nxt // n_band, n_band).permute(2, 0, 1)
+        self.forward_conv = FixedConv(F.pad(bank, (0, 1)).unsqueeze(1))
+        self.inverse_conv = FixedConv(F.pad(inverse, (0, 1)))
         self.forward_pad = get_padding(nxt + 1)
         self.inverse_pad = get_padding(nxt // n_band + 1)
 
@@ -264,9 +297,9 @@ class PQMF(nn.Module):
 def spectral_distance(x, y, scales, eps=1e-7):
     xf = x.reshape(-1, x.size(-1))
     yf = y.reshape(-1, y.size(-1))
-    total = torch.zeros(())
+    total = torch.zeros((), dtype=x.dtype)
     for n in scales:
-        window = torch.hann_window(n)
+        window = torch.hann_window(n, dtype=x.dtype)
 
         def stft(s):
             return torch.stft(s, n, n // 4, n, window, center=True, pad_mode="reflect",
@@ -290,18 +323,18 @@ class RAVE(nn.Module):
     def generator_parameters(self):
         return list(self.encoder.parameters()) + list(self.decoder.parameters())
 
-    def forward_train(self, x):
+    def forward_train(self, x, noise=None):
         x_mb = self.pqmf(x)
         stats = self.encoder(x_mb)
-        z, kl = self.encoder.reparametrize(stats)
+        z, kl = self.encoder.reparametrize(stats, noise)
         y_mb = self.decoder(z)
         y_mb_c = y_mb[..., : min(y_mb.size(-1), x_mb.size(-1))]
         y = self.pqmf.inverse(y_mb)
         y = y[..., : min(y.size(-1), x.size(-1))]
         return x_mb, kl, y_mb_c, y
 
-    def phase1_losses(self, x, beta):
-        x_mb, kl, y_mb, y = self.forward_train(x)
+    def phase1_losses(self, x, beta, noise=None):
+        x_mb, kl, y_mb, y = self.forward_train(x, noise)
         multiband = spectral_distance(x_mb, y_mb, self.o.stft_scales)
         fullband = spectral_distance(x, y, self.o.stft_scales)
         reg = kl * beta

@@ -1,0 +1,291 @@
+#include "profiling/report/run_files.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "tensorboard/tfevents.h"
+#include "util/error.h"
+
+namespace rt::report {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double num(const Json& j, const char* key, double fallback = 0.0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+std::string str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// The settings of the resolved config.toml the trainer writes that the advice refers to, as
+// text ("2", "v2", "runs/x"). A file that does not parse is a warning, not an error.
+std::map<std::string, std::string> read_settings(const fs::path& path, RunAnalysis& a) {
+  static const std::vector<std::string> wanted = {
+      "data.workers",           "data.prefetch",   "data.slowdown_ms",       "train.batch",
+      "train.max_steps",        "train.log_every", "profiling.memory_every", "profiling.output_dir",
+      "profiling.timing_every", "model.version",   "data.n_signal"};
+  std::map<std::string, std::string> out;
+  toml::table config;
+  try {
+    config = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    a.warnings.push_back(path.filename().string() + " does not parse (" + std::string(e.description()) +
+                         "); its settings are not used");
+    return out;
+  }
+  for (const auto& key : wanted) {
+    const toml::node* node = config.at_path(key).node();
+    if (node == nullptr) continue;
+    if (const auto* s = node->as_string()) {
+      out[key] = s->get();
+    } else {
+      std::ostringstream text;
+      node->visit([&](const auto& v) {
+        if constexpr (toml::is_value<decltype(v)>) text << v.get();
+      });
+      out[key] = text.str();
+    }
+  }
+  return out;
+}
+
+Json read_json_list(const fs::path& path, RunAnalysis& a) {
+  try {
+    Json j = read_json(path);
+    if (j.is_array()) return j;
+    a.warnings.push_back(path.filename().string() + " is not a JSON list; ignored");
+  } catch (const std::exception& e) {
+    a.warnings.push_back(e.what());
+  }
+  return Json::array();
+}
+
+void load_summary(const fs::path& path, RunAnalysis& a) {
+  Json s;
+  try {
+    s = read_json(path);
+  } catch (const std::exception& e) {
+    a.warnings.push_back(e.what());
+    return;
+  }
+  a.model = str(s, "model");
+  a.model_family = str(s, "model_family");
+  a.config = str(s, "config");
+  a.device = str(s, "device");
+  a.status = str(s, "status");
+  a.sample_unit = str(s, "sample_unit");
+  a.threads = static_cast<int64_t>(num(s, "threads"));
+  a.batch = static_cast<int64_t>(num(s, "batch"));
+  a.total_steps = static_cast<int64_t>(num(s, "total_steps"));
+  a.first_step = static_cast<int64_t>(num(s, "first_step"));
+  a.last_step = static_cast<int64_t>(num(s, "last_step", -1));
+  a.total_time_s = num(s, "total_training_time_seconds");
+  a.steps_per_second = num(s, "steps_per_second");
+  a.samples_per_second = num(s, "samples_per_second");
+
+  // Fallback breakdown from the accumulated timers (SSM guide names).
+  auto t = s.find("timers");
+  if (t == s.end() || !t->is_object()) return;
+  auto total = [&](const char* name) { return t->contains(name) ? num((*t)[name], "total_time") : 0.0; };
+  const double steps = t->contains("training_step") ? num((*t)["training_step"], "count") : 0.0;
+  const double step_total = total("training_step");
+  if (steps <= 0 || step_total <= 0 || !a.phases.empty()) return;
+  const std::vector<std::pair<std::string, const char*>> names = {{"data", "data_batch_production"},
+                                                                  {"forward", "forward"},
+                                                                  {"loss", "loss_fn_computation"},
+                                                                  {"backward", "backward"},
+                                                                  {"optimizer", "optimizer_step"}};
+  double covered = 0;
+  for (const auto& [key, timer] : names) {
+    const double sec = total(timer) / steps;
+    covered += sec;
+    a.phases.push_back({key, phase_label(key), sec, 0});
+  }
+  a.phase_step_seconds = step_total / steps;
+  a.phases.push_back({"other", phase_label("other"), std::max(0.0, a.phase_step_seconds - covered), 0});
+  a.phase_source = "training_summary.json timers";
+}
+
+void load_timing(const fs::path& path, RunAnalysis& a) {
+  const Json list = read_json_list(path, a);
+  std::vector<double> examples, samples;
+  struct Row {
+    double data, forward, loss, backward, optimizer, total;
+  };
+  std::vector<Row> rows;
+  for (const Json& e : list) {
+    if (!e.is_object()) continue;
+    const double total = num(e, "total_batch_time");
+    a.steps.push_back(num(e, "step"));
+    a.step_times.push_back(total);
+    a.data_times.push_back(num(e, "data_time"));
+    examples.push_back(num(e, "examples_per_second"));
+    samples.push_back(num(e, "samples_per_second"));
+    rows.push_back({num(e, "data_time"), num(e, "forward_time"), num(e, "loss_time"), num(e, "backward_time"),
+                    num(e, "optimizer_time"), total});
+  }
+  if (rows.empty()) return;
+  a.step_time_source = "timing_profile.json";
+  const auto n = static_cast<int64_t>(rows.size());
+  a.warmup_steps = warmup_count(n);
+  const auto w = static_cast<std::ptrdiff_t>(a.warmup_steps);
+  a.step_time = describe(a.step_times);
+  a.warmup_step_time = describe({a.step_times.begin(), a.step_times.begin() + w});
+  a.steady_step_time = describe({a.step_times.begin() + w, a.step_times.end()});
+  a.steady_examples_per_second = describe({examples.begin() + w, examples.end()});
+  a.steady_samples_per_second = describe({samples.begin() + w, samples.end()});
+
+  Row mean{};
+  for (auto it = rows.begin() + w; it != rows.end(); ++it) {
+    mean.data += it->data, mean.forward += it->forward, mean.loss += it->loss;
+    mean.backward += it->backward, mean.optimizer += it->optimizer, mean.total += it->total;
+  }
+  const double k = static_cast<double>(n - w);
+  a.phases = {{"data", phase_label("data"), mean.data / k, 0},
+              {"forward", phase_label("forward"), mean.forward / k, 0},
+              {"loss", phase_label("loss"), mean.loss / k, 0},
+              {"backward", phase_label("backward"), mean.backward / k, 0},
+              {"optimizer", phase_label("optimizer"), mean.optimizer / k, 0}};
+  const double covered = (mean.data + mean.forward + mean.loss + mean.backward + mean.optimizer) / k;
+  a.phase_step_seconds = mean.total / k;
+  a.phases.push_back({"other", phase_label("other"), std::max(0.0, a.phase_step_seconds - covered), 0});
+  a.phase_source = a.warmup_steps > 0 ? "timing_profile.json (steady state)" : "timing_profile.json";
+}
+
+void load_memory(const fs::path& path, RunAnalysis& a) {
+  const Json list = read_json_list(path, a);
+  std::map<std::string, std::vector<double>> series;
+  size_t i = 0;
+  for (const Json& e : list) {
+    if (!e.is_object()) continue;
+    a.memory_steps.push_back(num(e, "step"));
+    auto put = [&](const std::string& name, double v) {
+      auto& s = series[name];
+      s.resize(i, v);  // a series that starts late is back-filled with its first value
+      s.push_back(v);
+    };
+    if (e.contains("rss_bytes")) put("rss", num(e, "rss_bytes"));
+    if (e.contains("rss_anon_bytes")) put("rss anon", num(e, "rss_anon_bytes"));
+    if (e.contains("rss_file_bytes")) put("rss file", num(e, "rss_file_bytes"));
+    auto m = e.find("memory");
+    if (m != e.end() && m->is_object()) {
+      for (auto d = m->begin(); d != m->end(); ++d) {
+        if (!d->is_object()) continue;
+        if (d->contains("bytes_in_use")) put(d.key() + " bytes_in_use", num(*d, "bytes_in_use"));
+        if (d->contains("peak_bytes_in_use")) put(d.key() + " peak", num(*d, "peak_bytes_in_use"));
+        if (d->contains("reserved_bytes")) put(d.key() + " reserved", num(*d, "reserved_bytes"));
+      }
+    }
+    a.peak_cpu_memory_percent = std::max(a.peak_cpu_memory_percent, num(e, "cpu_memory_percent"));
+    const double alloc = num(e, "gpu_memory_allocated_gb") * kGiB,
+                 reserved = num(e, "gpu_memory_reserved_gb") * kGiB;
+    a.gpu_allocated_peak_bytes = std::max(a.gpu_allocated_peak_bytes, alloc);
+    a.gpu_reserved_peak_bytes = std::max(a.gpu_reserved_peak_bytes, reserved);
+    a.gpu_fragmentation_bytes = std::max(a.gpu_fragmentation_bytes, reserved - alloc);
+    ++i;
+  }
+  for (auto& [name, values] : series) values.resize(i, values.empty() ? 0.0 : values.back());
+  a.memory_series = std::move(series);
+}
+// train/step_time as logged to TensorBoard: a step-time curve (means per log interval) for runs
+// without timing_profile.json.
+void load_logged_step_times(const fs::path& events, RunAnalysis& a) {
+  try {
+    std::string damage;  // a run killed mid-write leaves a truncated tail: use what precedes it
+    for (const auto& p : read_tfevents(events, &damage)) {
+      if (p.kind == TbRecord::Kind::Scalar && p.tag == "train/step_time") {
+        a.steps.push_back(static_cast<double>(p.step));
+        a.step_times.push_back(p.value);
+      }
+    }
+    if (!a.step_times.empty()) {
+      a.step_time_source = "tfevents train/step_time, means per log interval";
+      a.step_time = describe(a.step_times);
+      a.steady_step_time = a.step_time;
+    }
+  } catch (const std::exception& e) {
+    a.warnings.push_back(e.what());
+  }
+}
+
+std::vector<fs::path> sorted_matches(const fs::path& dir,
+                                     const std::function<bool(const std::string&)>& match) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec) && match(e.path().filename().string())) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+void load_run_files(RunAnalysis& a) {
+  std::error_code ec;
+  const fs::path summary = a.run_dir / "training_summary.json";
+  if (fs::exists(a.run_dir / "config.toml")) a.settings = read_settings(a.run_dir / "config.toml", a);
+  // Profiles live in profiling.output_dir when it was set (relative paths: as train saw them).
+  fs::path prof_dir = a.run_dir;
+  if (auto it = a.settings.find("profiling.output_dir"); it != a.settings.end() && !it->second.empty()) {
+    if (fs::is_directory(it->second, ec)) prof_dir = it->second;
+  }
+  const fs::path timing = prof_dir / "timing_profile.json", memory = prof_dir / "memory_profile.json";
+  const bool has_summary = fs::exists(summary), has_timing = fs::exists(timing),
+             has_memory = fs::exists(memory);
+  if (!has_summary && !has_timing && !has_memory) {
+    throw Error("profile-report: " + a.run_dir.string() +
+                " holds none of training_summary.json, timing_profile.json, memory_profile.json (is it a run "
+                "directory written by train?)");
+  }
+
+  if (has_timing) load_timing(timing, a);
+  if (has_summary) load_summary(summary, a);
+  if (has_memory) load_memory(memory, a);
+
+  std::vector<fs::path> traces = sorted_matches(prof_dir / "profiler_traces", [](const std::string& n) {
+    return ends_with(n, ".pt.trace.json") || ends_with(n, ".pt.trace.json.gz");
+  });
+  if (traces.empty()) {
+    traces = sorted_matches(prof_dir, [](const std::string& n) {
+      return n.rfind("profile_step_", 0) == 0 && (ends_with(n, ".json") || ends_with(n, ".json.gz"));
+    });
+  }
+  const auto events =
+      sorted_matches(a.run_dir, [](const std::string& n) { return n.rfind("events.out.tfevents.", 0) == 0; });
+  const auto stacks =
+      sorted_matches(prof_dir, [](const std::string& n) { return ends_with(n, "_stacks.txt"); });
+
+  auto rel = [&](const fs::path& p) { return fs::relative(p, a.run_dir, ec).string(); };
+  for (const auto& p : {fs::path(a.run_dir / "config.toml"), summary, timing, memory}) {
+    if (fs::exists(p)) a.files.push_back(rel(p));
+  }
+  for (const auto& group : {traces, stacks, events}) {
+    for (const auto& p : group) a.files.push_back(rel(p));
+  }
+
+  if (!traces.empty()) {
+    try {
+      a.ops = read_trace_ops(traces);
+    } catch (const std::exception& e) {
+      a.warnings.push_back(e.what());
+    }
+  }
+
+  if (a.step_times.empty() && !events.empty()) load_logged_step_times(events.back(), a);
+}
+
+}  // namespace rt::report

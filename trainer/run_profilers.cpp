@@ -1,0 +1,193 @@
+#include "trainer/run_profilers.h"
+
+#include <iostream>
+
+#include "profiling/timers.h"
+#include "tensorboard/tensorboard_writer.h"
+#include "trainer/config.h"
+#include "trainer/phases.h"
+
+#ifdef RT_HAS_CUPTI
+#include "profiling/cupti/cupti_collector.h"
+#endif
+
+namespace rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Adapts the TensorBoard writer to the profiling library's ScalarSink.
+class TensorBoardSink final : public prof::ScalarSink {
+ public:
+  explicit TensorBoardSink(TensorBoardWriter& tb) : tb_(tb) {}
+  void add_scalar(const std::string& tag, double value, int64_t step) override {
+    tb_.add_scalar(tag, static_cast<float>(value), step);
+  }
+
+ private:
+  TensorBoardWriter& tb_;
+};
+
+prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
+  prof::TraceSessionOptions o;
+  if (c.was_set("profiling.profile_steps")) {
+    o.schedule = prof::ProfilerSchedule::for_profile_steps(c.get_int("profiling.profile_steps"),
+                                                           c.get_int("profiling.skip_first"),
+                                                           c.get_int("profiling.warmup"));
+  } else {
+    o.schedule.wait = c.get_int("profiling.wait");
+    o.schedule.warmup = c.get_int("profiling.warmup");
+    o.schedule.active = c.get_int("profiling.active");
+    o.schedule.repeat = c.get_int("profiling.repeat");
+    o.schedule.skip_first = c.get_int("profiling.skip_first");
+  }
+  o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
+  o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
+  o.tracer.with_stack = c.get_bool("profiling.with_stack");
+  o.tracer.with_modules = c.get_bool("profiling.with_modules");
+  o.output_dir = out_dir;
+  o.gzip = c.get_bool("profiling.gzip");
+  o.sort_by = c.get_string("profiling.sort_by");
+  o.row_limit = static_cast<int>(c.get_int("profiling.row_limit"));
+  return o;
+}
+
+// Runs `fn`; a failure becomes a warning naming `what`, so one writer does not lose the others.
+void guarded(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::cerr << "warning: could not write " << what << ": " << e.what() << "\n";
+  }
+}
+
+}  // namespace
+
+RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter& tb)
+    : device_(device), tb_(tb) {
+  const bool timing = c.get_bool("profiling.timing");
+  const bool memory = c.get_bool("profiling.memory");
+  const bool detailed = c.get_bool("profiling.enabled");
+  const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
+  log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
+  sink_ = std::make_unique<TensorBoardSink>(tb_);
+
+  prof::timers().reset();
+  prof::timers().set_enabled(timing);
+  if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
+  if (timing) {
+    timing_ = std::make_unique<prof::TimingProfileWriter>(dir / "timing_profile.json", c.get_int("profiling.timing_every"));
+  }
+  if (memory || profile_memory) {
+    reporter_ = prof::default_memory_reporter();
+    tracking_ = std::make_unique<prof::MemoryTrackingScope>(reporter_);
+  }
+  if (memory) {
+    memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / "memory_profile.json", c.get_int("profiling.memory_every"));
+  }
+  if (!detailed) return;
+  auto options = trace_options(c, dir);
+  if (profile_memory) {
+    auto reporter = reporter_;
+    options.cpu_bytes_in_use = [reporter] { return reporter->cpu_bytes_in_use(); };
+  }
+  trace_ = std::make_unique<prof::TraceSession>(std::move(options));
+#ifdef RT_HAS_CUPTI
+  if (device_.is_cuda()) {
+    if (auto cupti = prof::CuptiCollector::create()) trace_->add_source(std::move(cupti));
+  }
+#endif
+  if (profile_memory) {
+    reporter_->set_listener([](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved, c10::Device d) {
+      if (auto* t = prof::OpTracer::current()) {
+        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0);
+      }
+    });
+  }
+}
+
+RunProfilers::~RunProfilers() { finish(); }
+
+void RunProfilers::step_begin(int64_t step) {
+  if (trace_) trace_->step_begin(step);
+}
+
+void RunProfilers::step_end() {
+  if (trace_) trace_->step_end();
+}
+
+void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples, int64_t samples_per_example,
+                              double step_seconds) {
+  if (timing_ && timing_->wants(step)) {
+    const auto& t = current_step_phase_times();
+    prof::TimingEntry e;
+    e.step = step;
+    e.batch_idx = batch_idx;
+    e.total_batch_time = t[Phase::kStep] > 0 ? t[Phase::kStep] : step_seconds;
+    e.examples_per_second = static_cast<double>(examples) / e.total_batch_time;
+    e.samples_per_second = e.examples_per_second * static_cast<double>(samples_per_example);
+    e.data_time = t[Phase::kData];
+    e.forward_time = t[Phase::kForward];
+    e.backward_time = t[Phase::kBackward];
+    e.optimizer_time = t[Phase::kOptimizer];
+    e.extra["loss_time"] = t[Phase::kLoss];
+    e.extra["make_step_time"] = t[Phase::kMakeStep];
+    pending_timing_.push_back(std::move(e));
+  }
+  if (memory_ && memory_->wants(step)) {
+    const auto sample = prof::sample_memory(reporter_.get(), device_.is_cuda() ? device_.index() : -1);
+    memory_->record(step, batch_idx, sample);
+    tb_.add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step);
+    tb_.add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step);
+    tb_.add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step);
+    tb_.add_scalar("memory/cpu_memory_percent", static_cast<float>(sample.system.used_percent), step);
+    if (device_.is_cuda()) {
+      tb_.add_scalar("memory/gpu_memory_allocated_gb", static_cast<float>(sample.cuda.allocated_bytes / 1073741824.0), step);
+      tb_.add_scalar("memory/gpu_memory_reserved_gb", static_cast<float>(sample.cuda.reserved_bytes / 1073741824.0), step);
+    }
+  }
+}
+
+void RunProfilers::resolve_losses(const std::vector<std::pair<int64_t, double>>& losses,
+                                  int64_t first_nonfinite_step) {
+  if (!timing_) return;
+  auto l = losses.begin();
+  for (auto& e : pending_timing_) {
+    if (first_nonfinite_step >= 0 && e.step >= first_nonfinite_step) break;
+    while (l != losses.end() && l->first < e.step) ++l;
+    if (l != losses.end() && l->first == e.step) e.extra["loss"] = l->second;
+    timing_->record(e);
+  }
+  pending_timing_.clear();
+}
+
+void RunProfilers::log_timers(int64_t step, bool force) {
+  if (!prof::timers().enabled() || !(force || step % log_every_ == 0)) return;
+  std::cout << prof::timers().format_metrics(step) << std::flush;
+  prof::timers().log_metrics(*sink_, step);
+}
+
+void RunProfilers::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (trace_) guarded("the profiler trace", [&] { trace_->finish(); });
+  if (reporter_) reporter_->set_listener(nullptr);
+  if (timing_) {
+    guarded("timing_profile.json", [&] {
+      resolve_losses({});
+      timing_->close();
+    });
+  }
+  if (memory_) guarded("memory_profile.json", [&] { memory_->close(); });
+}
+
+Json RunProfilers::timers_json() const {
+  if (!prof::timers().enabled()) return Json();
+  Json j = Json::object();
+  for (const auto& [name, s] : prof::timers().get_summary()) {
+    j[name] = {{"avg_time", s.avg_time}, {"total_time", s.total_time}, {"count", s.count}};
+  }
+  return j;
+}
+
+}  // namespace rt

@@ -1,0 +1,71 @@
+// Every profiler of one training run, wired from the config: the accumulated timers (printed and
+// logged at profiling.log_every), timing_profile.json, memory_profile.json (and the memory
+// scalars in TensorBoard), and the detailed trace session (op tracer, CUPTI on CUDA). The loop
+// calls a handful of methods; which profilers are on is this class's business.
+//
+// Timing entries wait for their step's loss (the loop reads losses at log cadence, StepLog);
+// resolve_losses() completes and writes them.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "profiling/memory.h"
+#include "profiling/profile_writers.h"
+#include "profiling/timers.h"
+#include "profiling/trace/trace_session.h"
+
+namespace rt {
+
+class Config;
+class TensorBoardWriter;
+
+class RunProfilers {
+ public:
+  // `dir`: where the profiles go (the run directory, or profiling.output_dir).
+  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter& tb);
+  ~RunProfilers();
+
+  // The memory reporter (null unless memory profiling or profile_memory tracing is on): loader
+  // workers open a MemoryTrackingScope with it so their allocations count too.
+  std::shared_ptr<prof::MemoryReporter> reporter() const { return reporter_; }
+
+  // Detailed tracing around one iteration (ProfilerStep#N spans the whole iteration).
+  void step_begin(int64_t step);
+  void step_end();
+
+  // After a step: queues its timing entry (from the per-step phase times) and samples memory.
+  void after_step(int64_t step, int64_t batch_idx, int64_t examples, int64_t samples_per_example,
+                  double step_seconds);
+  // Completes queued timing entries with their losses ((step, loss), in order) and writes them.
+  // Entries of steps from `first_nonfinite_step` on (>= 0) are dropped: the run failed there.
+  void resolve_losses(const std::vector<std::pair<int64_t, double>>& losses, int64_t first_nonfinite_step = -1);
+  // Prints and logs the timers when profiling.log_every says so (or `force`).
+  void log_timers(int64_t step, bool force);
+
+  // Saves an open trace window and closes every profile; one failing writer does not stop the
+  // others (warnings on stderr). Idempotent.
+  void finish();
+  // The timers as {name: {avg_time, total_time, count}} for training_summary.json; null when off.
+  Json timers_json() const;
+
+ private:
+  torch::Device device_;
+  TensorBoardWriter& tb_;
+  int64_t log_every_ = 100;
+  std::shared_ptr<prof::MemoryReporter> reporter_;
+  std::unique_ptr<prof::MemoryTrackingScope> tracking_;
+  std::unique_ptr<prof::TimingProfileWriter> timing_;
+  std::unique_ptr<prof::MemoryProfileWriter> memory_;
+  std::unique_ptr<prof::TraceSession> trace_;
+  std::unique_ptr<prof::ScalarSink> sink_;
+  std::vector<prof::TimingEntry> pending_timing_;
+  bool finished_ = false;
+};
+
+}  // namespace rt
