@@ -28,8 +28,8 @@ uint64_t example_seed(uint64_t seed, uint64_t epoch, size_t index) {
   return splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ static_cast<uint64_t>(index));
 }
 
-std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices, const LoaderOptions& options,
-                                                 uint64_t epoch, size_t skip) {
+std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices,
+                                                 const LoaderOptions& options, uint64_t epoch, size_t skip) {
   std::vector<size_t> order = indices;
   if (options.shuffle) {
     // Our own Fisher–Yates so the order does not depend on the standard library's shuffle.
@@ -73,8 +73,8 @@ Batch collate(std::vector<Example>& examples) {
   return batch;
 }
 
-Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions options, std::vector<size_t> indices,
-               BatchSampler sampler)
+Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions options,
+               std::vector<size_t> indices, BatchSampler sampler)
     : source_(std::move(source)), options_(options) {
   if (!source_) throw Error("Loader: no example source");
   if (options_.batch < 1) throw Error("batch must be >= 1, got " + std::to_string(options_.batch));
@@ -154,9 +154,10 @@ bool Loader::plan_until(int64_t seq) {
     const size_t skip = epochs_planned_++ == 0 ? static_cast<size_t>(options_.start.example) : 0;
     auto batches = planner_(epoch, skip);
     if (batches.empty() && skip > 0) continue;  // resumed at the end of an epoch
-    const std::string shape = std::to_string(source_->size()) + " examples, batch " + std::to_string(options_.batch) +
-                              (sharded ? " per rank × " + std::to_string(options_.world_size) + " ranks" : "") +
-                              (options_.drop_last ? ", drop_last" : "");
+    const std::string shape =
+        std::to_string(source_->size()) + " examples, batch " + std::to_string(options_.batch) +
+        (sharded ? " per rank × " + std::to_string(options_.world_size) + " ranks" : "") +
+        (options_.drop_last ? ", drop_last" : "");
     if (batches.empty()) {
       if (!options_.infinite) {
         exhausted_ = true;
@@ -179,8 +180,10 @@ bool Loader::plan_until(int64_t seq) {
       if (slice.empty()) continue;
       plan_.push_back(Job{planned_until_++, epoch, global_index, position, std::move(slice)});
     }
-    if (options_.infinite && skip == 0 && planned_until_ == planned_before && next_global_ > options_.start_batch) {
-      throw Error("Loader: epoch " + std::to_string(epoch) + " has no batch with an example for every rank (" + shape +
+    if (options_.infinite && skip == 0 && planned_until_ == planned_before &&
+        next_global_ > options_.start_batch) {
+      throw Error("Loader: epoch " + std::to_string(epoch) +
+                  " has no batch with an example for every rank (" + shape +
                   "); use a smaller batch, fewer ranks or more data");
     }
   }
@@ -211,8 +214,8 @@ Batch Loader::load(const Job& job) const {
     batch.position = job.position;
     return batch;
   } catch (const std::exception& e) {
-    throw Error("data loader: batch " + std::to_string(job.global_index) + " (epoch " + std::to_string(job.epoch) +
-                ", indices " + describe_indices(job.indices) + "): " + e.what());
+    throw Error("data loader: batch " + std::to_string(job.global_index) + " (epoch " +
+                std::to_string(job.epoch) + ", indices " + describe_indices(job.indices) + "): " + e.what());
   }
 }
 

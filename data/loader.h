@@ -1,5 +1,5 @@
-// The one batch loader (data loading must never be the bottleneck): native worker threads, a bounded prefetch queue,
-// batches delivered in a fixed order whatever the number of workers.
+// The one batch loader (data loading must never be the bottleneck): native worker threads, a bounded prefetch
+// queue, batches delivered in a fixed order whatever the number of workers.
 //
 // Determinism: the batch plan of epoch e comes from the sampler (default: the index subset
 // shuffled with a generator seeded from (seed, e), cut into global batches), and each example
@@ -80,8 +80,9 @@ using BatchSampler = std::function<std::vector<std::vector<size_t>>(uint64_t epo
 // The default plan: `indices` (shuffled per epoch when options.shuffle), without the first
 // `skip` of that order (resuming inside the epoch), cut into global batches of
 // options.batch × options.world_size.
-std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices, const LoaderOptions& options,
-                                                 uint64_t epoch, size_t skip = 0);
+std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices,
+                                                 const LoaderOptions& options, uint64_t epoch,
+                                                 size_t skip = 0);
 
 // Rank `rank`'s slice of a global batch (see the top of this file); empty when the batch has
 // fewer examples than ranks and this rank's slice is empty.
@@ -112,7 +113,7 @@ class Loader {
 
  private:
   struct Job {
-    int64_t seq = 0;           // delivery order on this rank, from 0
+    int64_t seq = 0;  // delivery order on this rank, from 0
     uint64_t epoch = 0;
     int64_t global_index = 0;  // the global batch's position in the stream (Batch::batch_idx)
     StreamPosition position;   // after this global batch

@@ -13,7 +13,8 @@ namespace rt::dist {
 namespace {
 
 int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -42,7 +43,8 @@ struct BucketedGradientSync::Plan {
 BucketedGradientSync::BucketedGradientSync(std::shared_ptr<Communicator> comm, BucketOptions options)
     : comm_(std::move(comm)), options_(options) {
   if (!comm_) throw Error("BucketedGradientSync: no communicator");
-  if (options_.first_bucket_bytes < 1 || options_.bucket_bytes < 1) throw Error("bucket sizes must be >= 1 byte");
+  if (options_.first_bucket_bytes < 1 || options_.bucket_bytes < 1)
+    throw Error("bucket sizes must be >= 1 byte");
 }
 
 BucketedGradientSync::~BucketedGradientSync() {
@@ -90,11 +92,13 @@ BucketedGradientSync::Plan& BucketedGradientSync::plan_for(const std::vector<tor
   for (size_t i = 0; i < params.size(); ++i) {
     if (raw->bucket_of[i] == SIZE_MAX) continue;
     raw->accumulators[i] = torch::autograd::impl::grad_accumulator(params[i]);
-    raw->hooks[i] = raw->accumulators[i]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, raw, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_gradient(*raw, i);
-          return outputs;
-        }));
+    raw->hooks[i] =
+        raw->accumulators[i]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, raw, i](const torch::autograd::variable_list& outputs,
+                           const torch::autograd::variable_list&) {
+              on_gradient(*raw, i);
+              return outputs;
+            }));
   }
   plans_.push_back(std::move(plan));
   return *raw;
@@ -122,8 +126,9 @@ void BucketedGradientSync::on_gradient(Plan& plan, size_t index) {
   if (active_ != &plan) return;  // outside begin..finish of this list
   const size_t b = plan.bucket_of[index];
   if (plan.ready[index] || plan.buckets[b].launched) {
-    throw Error("gradient sync: parameter " + std::to_string(index) +
-                " received a second gradient between begin() and finish(); run one backward pass per begin()");
+    throw Error(
+        "gradient sync: parameter " + std::to_string(index) +
+        " received a second gradient between begin() and finish(); run one backward pass per begin()");
   }
   plan.ready[index] = true;
   ++plan.buckets[b].ready;

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "profiling/annotation.h"
-#include "profiling/trace/op_tracer.h"
+#include "profiling/trace/recorded_span.h"
 #include "util/error.h"
 
 namespace rt::dist {
@@ -23,7 +23,8 @@ constexpr std::chrono::milliseconds kWaitGrace{5000};
 constexpr int64_t kBroadcastBufferBytes = int64_t{256} << 20;
 
 int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -75,7 +76,8 @@ struct C10dCommunicator::Collective {
 };
 
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
-                                   int world_size, std::chrono::milliseconds timeout, std::vector<PeerInfo> peers)
+                                   int world_size, std::chrono::milliseconds timeout,
+                                   std::vector<PeerInfo> peers)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
@@ -125,10 +127,13 @@ c10::intrusive_ptr<c10d::Work> C10dCommunicator::launch(const char* op, const ch
       span.input_dims = {{info->in_nelems}};
       span.input_types = {info->input_type};
     }
-    span.args = {{"Collective name", info->collective}, {"dtype", info->dtype},
-                 {"In msg nelems", info->in_nelems},    {"Out msg nelems", info->out_nelems},
-                 {"Group size", group_size},            {"In msg size", info->in_nelems * info->element_size}};
-    prof::OpTracer::record_span(info->name.substr(0, info->name.find(':')), std::move(span));
+    span.args = {{"Collective name", info->collective},
+                 {"dtype", info->dtype},
+                 {"In msg nelems", info->in_nelems},
+                 {"Out msg nelems", info->out_nelems},
+                 {"Group size", group_size},
+                 {"In msg size", info->in_nelems * info->element_size}};
+    prof::record_span(info->name.substr(0, info->name.find(':')), std::move(span));
   });
   return work;
 }
@@ -155,7 +160,8 @@ void C10dCommunicator::fail(const std::string& op, const std::exception& error) 
   for (int attempt = 0; attempt < 10 && lost.empty(); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (size_t r = 0; r < peers_.size(); ++r) {
-      if (static_cast<int>(r) != rank_ && peers_[r].host == host_ && peers_[r].pid > 0 && process_gone(peers_[r].pid)) {
+      if (static_cast<int>(r) != rank_ && peers_[r].host == host_ && peers_[r].pid > 0 &&
+          process_gone(peers_[r].pid)) {
         lost.push_back(static_cast<int>(r));
       }
     }
@@ -168,8 +174,8 @@ void C10dCommunicator::fail(const std::string& op, const std::exception& error) 
   } else if (contains(reason, "closed by peer") || contains(reason, "reset by peer")) {
     message = "a rank on another host stopped answering during " + op + " (" + reason + "); stopping";
   } else if (contains(reason, "imed out") || contains(reason, "Timeout")) {
-    message = "no answer from the other ranks within " + std::to_string(timeout_.count() / 1000) + " s during " +
-              op + " (" + reason + "): a rank is hung, overloaded or unreachable " +
+    message = "no answer from the other ranks within " + std::to_string(timeout_.count() / 1000) +
+              " s during " + op + " (" + reason + "): a rank is hung, overloaded or unreachable " +
               "(train.distributed.timeout_s bounds the wait); stopping";
   } else {
     message = op + " failed on rank " + std::to_string(rank_) + " (" + reason + "); stopping";
@@ -209,7 +215,8 @@ PendingCollective C10dCommunicator::all_reduce_sum_async(const torch::Tensor& te
 void C10dCommunicator::all_reduce_sum(torch::Tensor& tensor) { all_reduce_sum_async(tensor).wait(); }
 
 void C10dCommunicator::broadcast(std::vector<torch::Tensor>& tensors, int root) {
-  if (root < 0 || root >= world_size_) throw Error("broadcast: root " + std::to_string(root) + " is not a rank");
+  if (root < 0 || root >= world_size_)
+    throw Error("broadcast: root " + std::to_string(root) + " is not a rank");
   torch::NoGradGuard no_grad;
   // Coalesced: tensors of one dtype and device are flattened into buffers (one collective
   // each), as DDP's broadcast_coalesced does; the order is the same on every rank.
@@ -219,7 +226,8 @@ void C10dCommunicator::broadcast(std::vector<torch::Tensor>& tensors, int root) 
     int64_t bytes = tensors[i].numel() * static_cast<int64_t>(tensors[i].element_size());
     while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
            tensors[j].device() == tensors[i].device() &&
-           bytes + tensors[j].numel() * static_cast<int64_t>(tensors[j].element_size()) <= kBroadcastBufferBytes) {
+           bytes + tensors[j].numel() * static_cast<int64_t>(tensors[j].element_size()) <=
+               kBroadcastBufferBytes) {
       bytes += tensors[j].numel() * static_cast<int64_t>(tensors[j].element_size());
       ++j;
     }

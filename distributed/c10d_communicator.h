@@ -12,13 +12,12 @@
 // callback, and only when a trace window was open at launch.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "distributed/communicator.h"

@@ -23,7 +23,8 @@ void check_same_on_all_ranks(Communicator& comm, const std::string& what, const 
   if (differ.empty()) return;
   std::string ranks = differ.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < differ.size(); ++i) ranks += (i ? ", " : "") + std::to_string(differ[i]);
-  throw Error("mismatched " + what + " across ranks: " + ranks + (differ.size() == 1 ? " differs" : " differ") +
+  throw Error("mismatched " + what + " across ranks: " + ranks +
+              (differ.size() == 1 ? " differs" : " differ") +
               " from rank 0; every rank must be started with the same settings");
 }
 

@@ -22,11 +22,13 @@ std::optional<std::string> lookup(const EnvMap& env, const std::string& key) {
 }
 
 // A whole decimal integer in [lo, hi], else rt::Error naming the variable.
-int parse_int(const std::string& key, const std::string& value, long lo, long hi, const std::string& expected) {
+int parse_int(const std::string& key, const std::string& value, long lo, long hi,
+              const std::string& expected) {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi || std::isspace(static_cast<unsigned char>(value[0]))) {
+  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi ||
+      std::isspace(static_cast<unsigned char>(value[0]))) {
     throw Error(key + "=" + value + " is not valid: expected " + expected);
   }
   return static_cast<int>(v);
@@ -38,8 +40,6 @@ int required_int(const EnvMap& env, const std::string& key, long lo, long hi, co
   if (!v) throw Error(key + " is not set: " + context);
   return parse_int(key, *v, lo, hi, expected);
 }
-
-std::string port_rule(const std::string& key) { return key + " must be a TCP port in 1..65535"; }
 
 // The rendezvous variables every multi-process launch needs.
 void read_master(const EnvMap& env, LaunchEnv& out, const std::string& world_key) {
@@ -65,12 +65,12 @@ void check_ranks(const LaunchEnv& e, const std::string& rank_key, const std::str
                 std::to_string(e.world_size) + ": ranks are 0.." + std::to_string(e.world_size - 1));
   }
   if (e.local_world_size > e.world_size) {
-    throw Error(local_world_key + "=" + std::to_string(e.local_world_size) + " is larger than " + world_key + "=" +
-                std::to_string(e.world_size));
+    throw Error(local_world_key + "=" + std::to_string(e.local_world_size) + " is larger than " + world_key +
+                "=" + std::to_string(e.world_size));
   }
   if (e.local_rank >= e.local_world_size) {
-    throw Error(local_key + "=" + std::to_string(e.local_rank) + " is not valid with " + local_world_key + "=" +
-                std::to_string(e.local_world_size) + ": local ranks are 0.." +
+    throw Error(local_key + "=" + std::to_string(e.local_rank) + " is not valid with " + local_world_key +
+                "=" + std::to_string(e.local_world_size) + ": local ranks are 0.." +
                 std::to_string(e.local_world_size - 1));
   }
 }
@@ -78,7 +78,8 @@ void check_ranks(const LaunchEnv& e, const std::string& rank_key, const std::str
 LaunchEnv parse_torchrun(const EnvMap& env) {
   LaunchEnv e;
   e.source = LaunchEnv::Source::kTorchrun;
-  const std::string context = "torchrun-style launches set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together";
+  const std::string context =
+      "torchrun-style launches set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together";
   e.world_size = required_int(env, "WORLD_SIZE", 1, INT_MAX, "an integer >= 1", context);
   e.rank = required_int(env, "RANK", 0, INT_MAX, "an integer >= 0", context);
   auto local = lookup(env, "LOCAL_RANK");
@@ -116,8 +117,8 @@ LaunchEnv parse_slurm(const EnvMap& env) {
   if (auto per_node = lookup(env, "SLURM_TASKS_PER_NODE")) {
     auto counts = expand_slurm_tasks_per_node(*per_node);
     if (static_cast<size_t>(node) >= counts.size()) {
-      throw Error("SLURM_NODEID=" + std::to_string(node) + " but SLURM_TASKS_PER_NODE=" + *per_node + " lists " +
-                  std::to_string(counts.size()) + " node(s)");
+      throw Error("SLURM_NODEID=" + std::to_string(node) + " but SLURM_TASKS_PER_NODE=" + *per_node +
+                  " lists " + std::to_string(counts.size()) + " node(s)");
     }
     e.local_world_size = counts[static_cast<size_t>(node)];
   } else if (auto n = lookup(env, "SLURM_NTASKS_PER_NODE")) {
@@ -189,7 +190,8 @@ std::vector<std::vector<std::string>> item_parts(const std::string& item, const 
       continue;
     }
     const size_t close = item.find(']', i);
-    if (close == std::string::npos) throw Error(variable + "=" + list + " is not a valid node list: unmatched '['");
+    if (close == std::string::npos)
+      throw Error(variable + "=" + list + " is not a valid node list: unmatched '['");
     const std::string inside = item.substr(i + 1, close - i - 1);
     if (inside.find('[') != std::string::npos) {
       throw Error(variable + "=" + list + " is not a valid node list: nested '['");
@@ -200,8 +202,8 @@ std::vector<std::vector<std::string>> item_parts(const std::string& item, const 
       const size_t comma = inside.find(',', start);
       expand_range(inside.substr(start, comma - start), variable, list, values);
       if (values.size() > kMaxHosts) {
-        throw Error(variable + "=" + list + " is not a valid node list: more than " + std::to_string(kMaxHosts) +
-                    " hosts");
+        throw Error(variable + "=" + list + " is not a valid node list: more than " +
+                    std::to_string(kMaxHosts) + " hosts");
       }
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -220,7 +222,8 @@ std::vector<std::string> list_items(const std::string& list, const std::string& 
   for (char c : list) {
     if (c == '[') ++depth;
     if (c == ']') --depth;
-    if (depth < 0 || depth > 1) throw Error(variable + "=" + list + " is not a valid node list: unbalanced brackets");
+    if (depth < 0 || depth > 1)
+      throw Error(variable + "=" + list + " is not a valid node list: unbalanced brackets");
     if (c == ',' && depth == 0) {
       items.push_back(current);
       current.clear();
@@ -273,8 +276,8 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& list, const st
       for (size_t p = 0; p < parts.size(); ++p) host += parts[p][pos[p]];
       hosts.push_back(std::move(host));
       if (hosts.size() > kMaxHosts) {
-        throw Error(variable + "=" + list + " is not a valid node list: more than " + std::to_string(kMaxHosts) +
-                    " hosts");
+        throw Error(variable + "=" + list + " is not a valid node list: more than " +
+                    std::to_string(kMaxHosts) + " hosts");
       }
       size_t p = parts.size();
       while (p > 0 && ++pos[p - 1] == parts[p - 1].size()) pos[--p] = 0;
@@ -292,7 +295,9 @@ std::string first_slurm_host(const std::string& list, const std::string& variabl
 }
 
 std::vector<int> expand_slurm_tasks_per_node(const std::string& value, const std::string& variable) {
-  const auto bad = [&] { return Error(variable + "=" + value + " is not valid: expected a list like 2(x3),1"); };
+  const auto bad = [&] {
+    return Error(variable + "=" + value + " is not valid: expected a list like 2(x3),1");
+  };
   const auto number = [&](const std::string& s, long lo) {
     if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
     const long v = std::stol(s);

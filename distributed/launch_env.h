@@ -8,6 +8,9 @@
 //     MASTER_PORT, so every rank is a client) and TORCHELASTIC_RESTART_COUNT (torch
 //     distributed/elastic/agent/server/local_elastic_agent.py). LOCAL_RANK and LOCAL_WORLD_SIZE
 //     default to RANK and WORLD_SIZE (one node) when a hand-written launch omits them.
+//     Debian 12's torchrun (torch 1.13 on Python 3.11) must be given `--redirects 2 --tee 2`
+//     (or 1 and 1): without them its Std flag parsing raises AttributeError before any rank
+//     starts (torch/distributed/elastic/multiprocessing/api.py Std.from_str; fixed in 2.x).
 //  2. SLURM (srun starts one task per process): RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS,
 //     LOCAL_RANK = SLURM_LOCALID, LOCAL_WORLD_SIZE = entry SLURM_NODEID of the expanded
 //     SLURM_TASKS_PER_NODE ("2(x3),1"), else SLURM_NTASKS_PER_NODE. MASTER_ADDR = the first host

@@ -1,6 +1,5 @@
 #include "distributed/local_launcher.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "distributed/launch_env.h"
 #include "util/error.h"
@@ -107,7 +107,8 @@ Child start_child(int rank, const std::string& program, const std::vector<std::s
   c.rank = rank;
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   if (rank > 0 && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
-    throw Error("--nproc_per_node: cannot create pipes for rank " + std::to_string(rank) + ": " + std::strerror(errno));
+    throw Error("--nproc_per_node: cannot create pipes for rank " + std::to_string(rank) + ": " +
+                std::strerror(errno));
   }
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -118,7 +119,8 @@ Child start_child(int rank, const std::string& program, const std::vector<std::s
   const int err = rank > 0 ? err_pipe[1] : o.err_fd;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw Error("--nproc_per_node: cannot start rank " + std::to_string(rank) + ": " + std::strerror(errno));
+  if (pid < 0)
+    throw Error("--nproc_per_node: cannot start rank " + std::to_string(rank) + ": " + std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -196,7 +198,7 @@ int run_local_ranks(const LocalLaunchOptions& o) {
   int first_failure = 0;
   int forwarded = 0;
   bool killed = false;
-  std::optional<Clock::time_point> deadline;  // SIGKILL for whoever still runs then
+  std::optional<Clock::time_point> deadline;     // SIGKILL for whoever still runs then
   std::optional<Clock::time_point> drain_until;  // output of exited children: read a little more
   for (;;) {
     std::vector<pollfd> fds;
@@ -229,7 +231,9 @@ int run_local_ranks(const LocalLaunchOptions& o) {
       const int code = exit_code(status);
       if (code != 0 && first_failure == 0) {
         first_failure = code;
-        signal_running(children, SIGTERM);
+        // After a forwarded stop signal the others are already stopping (their handlers may
+        // still be running): a second signal could cut them short.
+        if (forwarded == 0) signal_running(children, SIGTERM);
         if (!deadline) deadline = Clock::now() + o.grace;
       }
     }
@@ -272,7 +276,8 @@ int take_nproc_per_node(std::vector<std::string>& args) {
       throw Error("--nproc_per_node " + value + ": expected the number of ranks, an integer in 1..1024");
     }
     n = static_cast<int>(v);
-    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + erase));
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+               args.begin() + static_cast<std::ptrdiff_t>(i + erase));
     --i;
   }
   return n;

@@ -13,10 +13,11 @@
 //
 // Supervision: SIGINT/SIGTERM to the launcher are forwarded to every child (children run in
 // their own process groups, so a terminal's Ctrl-C reaches them once, through the launcher);
-// when a child exits non-zero or is killed, the others get SIGTERM. Children still running
-// `grace` after either event get SIGKILL. A child whose launcher dies gets SIGTERM
-// (PR_SET_PDEATHSIG). The exit code is the first failing child's (128 + signal when it was
-// killed), else 128 + the signal the launcher received, else 0.
+// when a child exits non-zero or is killed, the others get SIGTERM (unless a stop signal was
+// already forwarded: they are stopping, and a second signal could cut their handlers short).
+// Children still running `grace` after either event get SIGKILL. A child whose launcher dies
+// gets SIGTERM (PR_SET_PDEATHSIG). The exit code is the first failing child's (128 + signal
+// when it was killed), else 128 + the signal the launcher received, else 0.
 #pragma once
 
 #include <chrono>

@@ -77,7 +77,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, std::chrono:
     if (host) throw Error("rank 0 cannot host the rendezvous store on " + where + ": " + why);
     throw Error("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " + where +
                 " (MASTER_ADDR:MASTER_PORT) within " + seconds(timeout) +
-                ": is rank 0 (or the launcher) running there, and are the address and port right? (" + why + ")");
+                ": is rank 0 (or the launcher) running there, and are the address and port right? (" + why +
+                ")");
   }
   // torchelastic prefixes its workers' keys per restart (torch/distributed/rendezvous.py).
   return c10::make_intrusive<c10d::PrefixStore>("rt/attempt_" + std::to_string(env.restart_count), store);
@@ -92,7 +93,8 @@ std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const LaunchE
       size_t start = 0;
       for (;;) {
         const size_t comma = list.find(',', start);
-        devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, comma - start)));
+        devices.push_back(
+            c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, comma - start)));
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
@@ -175,11 +177,13 @@ bool nccl_available() {
 Backend resolve_backend(Backend backend, bool cuda_device) {
   if (backend == Backend::kAuto) return cuda_device && nccl_available() ? Backend::kNccl : Backend::kGloo;
   if (backend == Backend::kNccl && !nccl_available()) {
-    throw Error("train.distributed.backend = \"nccl\" but this build's LibTorch has no NCCL (CPU build); use "
-                "\"gloo\" or \"auto\"");
+    throw Error(
+        "train.distributed.backend = \"nccl\" but this build's LibTorch has no NCCL (CPU build); use "
+        "\"gloo\" or \"auto\"");
   }
   if (backend == Backend::kNccl && !cuda_device) {
-    throw Error("train.distributed.backend = \"nccl\" needs a CUDA device (train.device); use \"gloo\" on CPU");
+    throw Error(
+        "train.distributed.backend = \"nccl\" needs a CUDA device (train.device); use \"gloo\" on CPU");
   }
   return backend;
 }
@@ -192,7 +196,8 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
   c10::intrusive_ptr<C10dBackend> group;
   std::vector<PeerInfo> peers;
   try {
-    group = make_group(backend, c10::make_intrusive<c10d::PrefixStore>("default_pg", store), env, options.timeout);
+    group = make_group(backend, c10::make_intrusive<c10d::PrefixStore>("default_pg", store), env,
+                       options.timeout);
     peers = exchange_peers(*store, env);
   } catch (const Error&) {
     throw;
@@ -200,7 +205,8 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
     throw Error("rank " + std::to_string(env.rank) + ": the process group did not form within " +
                 seconds(options.timeout) + " (" + std::to_string(env.world_size) +
                 " ranks expected; did every rank start, with the same WORLD_SIZE, MASTER_ADDR and "
-                "MASTER_PORT?): " + reason_of(e));
+                "MASTER_PORT?): " +
+                reason_of(e));
   }
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
                                             options.timeout, std::move(peers));

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "util/torch_compat.h"
+
 namespace rt::dist {
 namespace {
 
@@ -11,7 +13,9 @@ using torch::autograd::tensor_list;
 
 // The communicator travels through saved_data as an integer (IValue holds no pointers).
 int64_t to_handle(Communicator* comm) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(comm)); }
-Communicator& from_handle(int64_t handle) { return *reinterpret_cast<Communicator*>(static_cast<intptr_t>(handle)); }
+Communicator& from_handle(int64_t handle) {
+  return *reinterpret_cast<Communicator*>(static_cast<intptr_t>(handle));
+}
 
 class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
  public:
@@ -55,7 +59,7 @@ Tensor sync_batch_norm_rows(const Tensor& x, double eps, Communicator& comm, Bat
   TORCH_CHECK(x.dim() == 2, "sync_batch_norm_rows: expected [N, C] rows, got ", x.sizes());
   TORCH_CHECK(x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble,
               "sync_batch_norm_rows: float or double only, got ", x.scalar_type());
-  auto outs = SyncBatchNormFn::apply(x, eps, to_handle(&comm));
+  auto outs = rt::compat::apply_function<SyncBatchNormFn>(x, eps, to_handle(&comm));
   if (stats != nullptr) {
     stats->mean = outs[1];
     stats->var = outs[2];
@@ -86,7 +90,8 @@ void update_running_stats(torch::nn::BatchNorm1dImpl& norm, const Tensor& mean, 
     if (!o.momentum().has_value()) factor = 1.0 / norm.num_batches_tracked.item<double>();
   }
   norm.running_mean.mul_(1.0 - factor).add_(mean.to(norm.running_mean.options()), factor);
-  norm.running_var.mul_(1.0 - factor).add_(biased_var.to(norm.running_var.options()), factor * count / (count - 1.0));
+  norm.running_var.mul_(1.0 - factor)
+      .add_(biased_var.to(norm.running_var.options()), factor * count / (count - 1.0));
 }
 
 }  // namespace rt::dist

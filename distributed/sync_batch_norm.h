@@ -41,7 +41,7 @@ torch::Tensor sync_batch_norm(const torch::Tensor& x, torch::nn::BatchNorm1dImpl
 // Updates norm's running statistics (and num_batches_tracked) from batch statistics over
 // `count` rows, as torch's batch norm does in training: momentum, or a cumulative average when
 // momentum is unset; the variance unbiased (var·count/(count−1)).
-void update_running_stats(torch::nn::BatchNorm1dImpl& norm, const torch::Tensor& mean, const torch::Tensor& biased_var,
-                          double count);
+void update_running_stats(torch::nn::BatchNorm1dImpl& norm, const torch::Tensor& mean,
+                          const torch::Tensor& biased_var, double count);
 
 }  // namespace rt::dist

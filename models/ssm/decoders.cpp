@@ -1,9 +1,9 @@
 #include "models/ssm/decoders.h"
 
 #include "distributed/sync_batch_norm.h"
-#include "util/error.h"
 #include "models/ssm/fused_ops.h"
 #include "profiling/annotation.h"
+#include "util/error.h"
 
 namespace rt::ssm {
 

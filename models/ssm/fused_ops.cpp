@@ -12,6 +12,7 @@
 
 #include "distributed/sync_batch_norm.h"
 #include "util/simd_clones.h"
+#include "util/torch_compat.h"
 
 // The elementwise kernels below are plain loops the compiler vectorises; RT_SIMD_CLONES also
 // compiles them for AVX2 (picked at load time), since the default target is SSE2.
@@ -329,9 +330,8 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
       if (comm != nullptr) {
         // One pass and one all-reduce of [Σx, Σx², n] (in double: the cancellation in
         // Σx²/n − mean² stays far below float's precision).
-        auto sums = reduce_rows(N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) {
-          add_rows_and_squares(xp, r0, r1, H, acc);
-        });
+        auto sums = reduce_rows(
+            N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_rows_and_squares(xp, r0, r1, H, acc); });
         sums.push_back(count);
         sum_over_ranks(sums, *comm);
         count = sums[2 * H];
@@ -612,7 +612,7 @@ Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var, d
                        double* count) {
   check_rows(x, "fused::batch_norm_rows");
   TORCH_CHECK(sync != nullptr || x.size(0) >= 1, "fused::batch_norm_rows: no rows");
-  auto outs = BatchNormRowsFn::apply(x, eps, to_handle(sync));
+  auto outs = rt::compat::apply_function<BatchNormRowsFn>(x, eps, to_handle(sync));
   if (mean) *mean = outs[1];
   if (var) *var = outs[2];
   if (count) *count = outs[3].item<double>();
@@ -625,7 +625,8 @@ Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm, dist
   const bool track = o.track_running_stats();
   if (norm.is_training() || !track) {
     // torch: only training synchronises.
-    dist::Communicator* comm = norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
+    dist::Communicator* comm =
+        norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
     Tensor mean, var;
     double count = 0;
     auto y = batch_norm_rows(x, o.eps(), &mean, &var, comm, &count);

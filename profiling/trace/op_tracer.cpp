@@ -1,7 +1,6 @@
 #include "profiling/trace/op_tracer.h"
 
 #include <ATen/record_function.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <mutex>
 
 #include "profiling/stacks/native_stack.h"
+#include "profiling/trace/recorded_span.h"
 #include "profiling/trace/thread_buffers.h"
 #include "util/error.h"
 
@@ -59,6 +59,27 @@ struct GlobalState {
 GlobalState& state() {
   static GlobalState* s = new GlobalState();  // never destroyed: threads may outlive statics
   return *s;
+}
+
+// Moves the window's record_span() spans, and their rows, into t.
+void append_spans(Timeline& t) {
+  GlobalState& g = state();
+  std::vector<Activity> spans;
+  std::vector<std::string> rows;
+  {
+    std::lock_guard<std::mutex> lock(g.span_mu);
+    spans.swap(g.spans);
+    rows = g.span_rows;
+  }
+  std::vector<bool> row_seen(rows.size(), false);
+  for (const auto& a : spans) row_seen[static_cast<size_t>(a.tid - kSpanRowTid)] = true;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!row_seen[r]) continue;
+    const auto sort_index = static_cast<int64_t>(t.threads.size());
+    t.threads.push_back({getpid(), kSpanRowTid + static_cast<int64_t>(r), rows[r], sort_index});
+  }
+  t.activities.insert(t.activities.end(), std::make_move_iterator(spans.begin()),
+                      std::make_move_iterator(spans.end()));
 }
 
 thread_local uint64_t t_callbacks = 0;
@@ -217,27 +238,7 @@ Timeline OpTracer::stop() {
   return t;
 }
 
-void OpTracer::append_spans(Timeline& t) {
-  GlobalState& g = state();
-  std::vector<Activity> spans;
-  std::vector<std::string> rows;
-  {
-    std::lock_guard<std::mutex> lock(g.span_mu);
-    spans.swap(g.spans);
-    rows = g.span_rows;
-  }
-  std::vector<bool> row_seen(rows.size(), false);
-  for (const auto& a : spans) row_seen[static_cast<size_t>(a.tid - kSpanRowTid)] = true;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!row_seen[r]) continue;
-    const auto sort_index = static_cast<int64_t>(t.threads.size());
-    t.threads.push_back({getpid(), kSpanRowTid + static_cast<int64_t>(r), rows[r], sort_index});
-  }
-  t.activities.insert(t.activities.end(), std::make_move_iterator(spans.begin()),
-                      std::make_move_iterator(spans.end()));
-}
-
-void OpTracer::record_span(std::string_view row, Activity span) {
+void record_span(std::string_view row, Activity span) {
   GlobalState& g = state();
   if (g.active.load(std::memory_order_acquire) == nullptr) return;
   std::lock_guard<std::mutex> lock(g.span_mu);

@@ -71,17 +71,6 @@ class OpTracer {
   // The tracer whose window is open, or nullptr.
   static OpTracer* current();
 
-  // A finished span of work that ran where the tracer cannot see it — a collective executed
-  // on the communication backend's own threads — recorded by the code that launched it once
-  // it is complete. It goes on a row of its own named `row` ("gloo") in this process, with
-  // its kind, name, start/end (steady ns), input_dims/input_types and args kept (pid, tid and
-  // linking fields are set here). Thread-safe; does nothing unless a window is open.
-  // REQUIRES: spans of one row do not overlap.
-  static void record_span(std::string_view row, Activity span);
-  // First tid of these rows (row i has tid kSpanRowTid + i): above Linux's pid_max (2^22),
-  // so they never collide with a real thread.
-  static constexpr int64_t kSpanRowTid = int64_t{1} << 30;
-
   // For a GPU source: called on the op's thread with the op's RecordFunction handle at op
   // entry (push) and exit (pop) while a window is open. nullptr clears.
   using CorrelationHook = void (*)(uint64_t record_function_id);
@@ -92,9 +81,6 @@ class OpTracer {
   static uint64_t callbacks_on_this_thread();
 
  private:
-  // Moves the window's record_span() spans, and their rows, into t.
-  static void append_spans(Timeline& t);
-
   OpTracerOptions options_;
   uint64_t callback_handle_ = 0;
   bool active_ = false;

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "data/loader.h"
-#include "data_fixtures.h"
 #include "data/neural/neural_dataset.h"
+#include "data_fixtures.h"
 #include "util/error.h"
 
 namespace rt {
@@ -112,7 +112,9 @@ TEST(LoaderSharding, ResumingWithAnotherWorldSizeContinuesTheGlobalStream) {
 
 TEST(LoaderSharding, ACustomPlanResumesInsideABatchWithoutLosingExamples) {
   auto src = std::make_shared<DrawingSource>(12);
-  BatchSampler plan = [](uint64_t) { return std::vector<std::vector<size_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}; };
+  BatchSampler plan = [](uint64_t) {
+    return std::vector<std::vector<size_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}};
+  };
   LoaderOptions o = options(4, 0, 1, 0);
   o.start = {0, 6};
   Loader loader(src, o, {}, plan);
@@ -175,7 +177,9 @@ TEST(LoaderSharding, GroupBatchesBuiltAtTheGlobalSizeSplitIntoOneGroupPerStep) {
   std::vector<size_t> all(36);
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   auto sampler_for = [&](size_t global_batch) -> BatchSampler {
-    return [src, all, global_batch](uint64_t epoch) { return neural::group_batches(*src, all, global_batch, epoch, 9); };
+    return [src, all, global_batch](uint64_t epoch) {
+      return neural::group_batches(*src, all, global_batch, epoch, 9);
+    };
   };
   Loader single(src, options(4, 0, 1, 0), {}, sampler_for(4));
   const auto expected = take(single, 12);

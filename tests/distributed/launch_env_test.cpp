@@ -27,9 +27,14 @@ TEST(LaunchEnv, NoLauncherVariablesIsOneProcess) {
 }
 
 TEST(LaunchEnv, ReadsTorchrunVariables) {
-  const auto e = parse_launch_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                                   {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
-                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  const auto e = parse_launch_env({{"RANK", "3"},
+                                   {"WORLD_SIZE", "4"},
+                                   {"LOCAL_RANK", "1"},
+                                   {"LOCAL_WORLD_SIZE", "2"},
+                                   {"MASTER_ADDR", "10.0.0.1"},
+                                   {"MASTER_PORT", "29500"},
+                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                   {"TORCHELASTIC_RESTART_COUNT", "2"}});
   EXPECT_EQ(e.source, LaunchEnv::Source::kTorchrun);
   EXPECT_EQ(e.rank, 3);
   EXPECT_EQ(e.world_size, 4);
@@ -80,7 +85,8 @@ TEST(LaunchEnv, MissingOrBadVariablesAreNamed) {
   EXPECT_NE(error_of(with("MASTER_PORT", "70000")).find("MASTER_PORT=70000 is not valid"), std::string::npos);
   EXPECT_NE(error_of(with("LOCAL_WORLD_SIZE", "3")).find("LOCAL_WORLD_SIZE=3 is larger than WORLD_SIZE=2"),
             std::string::npos);
-  EXPECT_NE(error_of(with("TORCHELASTIC_USE_AGENT_STORE", "yes")).find("expected True or False"), std::string::npos);
+  EXPECT_NE(error_of(with("TORCHELASTIC_USE_AGENT_STORE", "yes")).find("expected True or False"),
+            std::string::npos);
 }
 
 TEST(LaunchEnv, MapsSlurmTasks) {
@@ -102,8 +108,10 @@ TEST(LaunchEnv, MapsSlurmTasks) {
 }
 
 TEST(LaunchEnv, SlurmPrefersExplicitMasterAndTheStepNodeList) {
-  EnvMap env{{"SLURM_PROCID", "0"},          {"SLURM_NTASKS", "2"},
-             {"SLURM_TASKS_PER_NODE", "1(x2)"}, {"SLURM_STEP_NODELIST", "n[3-4]"},
+  EnvMap env{{"SLURM_PROCID", "0"},
+             {"SLURM_NTASKS", "2"},
+             {"SLURM_TASKS_PER_NODE", "1(x2)"},
+             {"SLURM_STEP_NODELIST", "n[3-4]"},
              {"SLURM_JOB_NODELIST", "n[1-4]"}};
   auto e = parse_launch_env(env);
   EXPECT_EQ(e.master_addr, "n3");
@@ -121,8 +129,12 @@ TEST(LaunchEnv, SlurmPrefersExplicitMasterAndTheStepNodeList) {
 }
 
 TEST(LaunchEnv, TorchrunVariablesWinInsideASlurmJob) {
-  const auto e = parse_launch_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
-                                   {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}});
+  const auto e = parse_launch_env({{"SLURM_PROCID", "0"},
+                                   {"SLURM_NTASKS", "1"},
+                                   {"RANK", "1"},
+                                   {"WORLD_SIZE", "2"},
+                                   {"MASTER_ADDR", "a"},
+                                   {"MASTER_PORT", "1"}});
   EXPECT_EQ(e.source, LaunchEnv::Source::kTorchrun);
   EXPECT_EQ(e.rank, 1);
 }
@@ -133,19 +145,22 @@ TEST(SlurmNodeList, ExpandsRangesListsPaddingAndSeveralGroups) {
   EXPECT_EQ(expand_slurm_nodelist("node[01-03,7]"), V({"node01", "node02", "node03", "node7"}));
   EXPECT_EQ(expand_slurm_nodelist("node[8-11]"), V({"node8", "node9", "node10", "node11"}));
   EXPECT_EQ(expand_slurm_nodelist("node[098-101]"), V({"node098", "node099", "node100", "node101"}));
-  EXPECT_EQ(expand_slurm_nodelist("rack[1-2]-n[01-02]"), V({"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"}));
+  EXPECT_EQ(expand_slurm_nodelist("rack[1-2]-n[01-02]"),
+            V({"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"}));
   EXPECT_EQ(expand_slurm_nodelist("a[1-2],b,c[5]x"), V({"a1", "a2", "b", "c5x"}));
   EXPECT_EQ(first_slurm_host("rack[3-9]-n[07,01]s,other"), "rack3-n07s");
   EXPECT_EQ(first_slurm_host("gpu7,node[01-04]"), "gpu7");
 }
 
 TEST(SlurmNodeList, MalformedListsNameTheVariable) {
-  for (const std::string bad : {"node[1-", "node]1", "node[3-1]", "node[a-b]", "node[1-2]]", "a,,b", "n[[1]]", "n[]"}) {
+  for (const std::string bad :
+       {"node[1-", "node]1", "node[3-1]", "node[a-b]", "node[1-2]]", "a,,b", "n[[1]]", "n[]"}) {
     try {
       expand_slurm_nodelist(bad, "SLURM_STEP_NODELIST");
       ADD_FAILURE() << bad << " was accepted";
     } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("SLURM_STEP_NODELIST=" + bad + " is not a valid node list", 0), 0u)
+      EXPECT_EQ(std::string(e.what()).rfind("SLURM_STEP_NODELIST=" + bad + " is not a valid node list", 0),
+                0u)
           << e.what();
     }
   }

@@ -21,16 +21,20 @@ std::string launch(const std::string& script, int grace_ms = 5000) {
          " -- /bin/sh -c '" + script + "'";
 }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 TEST(LocalLauncher, ChildrenGetTorchrunVariablesAndRankOneIsPrefixed) {
   const auto r = testing::run_command(launch(
       "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $TORCHELASTIC_USE_AGENT_STORE "
       "$TORCHELASTIC_RESTART_COUNT $OMP_NUM_THREADS port=$MASTER_PORT\"; echo \"to stderr $RANK\" >&2"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("(^|\n)0 2 0 2 127\\.0\\.0\\.1 True 0 1 port=[1-9][0-9]*\n")))
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("(^|\n)0 2 0 2 127\\.0\\.0\\.1 True 0 1 port=[1-9][0-9]*\n")))
       << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("\n?\\[rank 1\\] 1 2 1 2 127\\.0\\.0\\.1 True 0 1 port=[1-9]")))
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("\n?\\[rank 1\\] 1 2 1 2 127\\.0\\.0\\.1 True 0 1 port=[1-9]")))
       << r.output;
   EXPECT_NE(r.output.find("[rank 1] to stderr 1"), std::string::npos) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("(^|\n)to stderr 0\n"))) << r.output;
@@ -47,9 +51,9 @@ std::string wait_ready(const testing::ScratchDir& dir) {
 TEST(LocalLauncher, AFailingRankStopsTheOthersAndSetsTheExitCode) {
   testing::ScratchDir dir("launcher_fail");
   const auto t0 = Clock::now();
-  const auto r = testing::run_command(
-      launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; " + ready(dir) + "; if [ $RANK = 1 ]; then " +
-             wait_ready(dir) + "; exit 3; fi; sleep 60 & wait"));
+  const auto r = testing::run_command(launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; " +
+                                             ready(dir) + "; if [ $RANK = 1 ]; then " + wait_ready(dir) +
+                                             "; exit 3; fi; sleep 60 & wait"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("rank0 got SIGTERM"), std::string::npos) << r.output;
   EXPECT_LT(seconds_since(t0), 20.0);
@@ -58,9 +62,10 @@ TEST(LocalLauncher, AFailingRankStopsTheOthersAndSetsTheExitCode) {
 TEST(LocalLauncher, ARankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   testing::ScratchDir dir("launcher_grace");
   const auto t0 = Clock::now();
-  const auto r = testing::run_command(launch("trap \"\" TERM; " + ready(dir) + "; if [ $RANK = 1 ]; then " +
-                                             wait_ready(dir) + "; exit 5; fi; while :; do sleep 0.1; done",
-                                             1000));
+  const auto r =
+      testing::run_command(launch("trap \"\" TERM; " + ready(dir) + "; if [ $RANK = 1 ]; then " +
+                                      wait_ready(dir) + "; exit 5; fi; while :; do sleep 0.1; done",
+                                  1000));
   EXPECT_EQ(r.exit_code, 5) << r.output;
   EXPECT_LT(seconds_since(t0), 20.0);
 }
@@ -69,8 +74,8 @@ TEST(LocalLauncher, SigintAndSigtermAreForwardedToEveryRank) {
   for (const std::string sig : {"INT", "TERM"}) {
     testing::ScratchDir dir("launcher_signal");
     const int code = sig == "INT" ? 130 : 143;
-    const std::string child = "trap \"echo rank $RANK got " + sig + "; kill \\$!; exit " + std::to_string(code) +
-                              "\" " + sig + "; " + ready(dir) + "; sleep 60 & wait";
+    const std::string child = "trap \"echo rank $RANK got " + sig + "; kill \\$!; exit " +
+                              std::to_string(code) + "\" " + sig + "; " + ready(dir) + "; sleep 60 & wait";
     const auto t0 = Clock::now();
     const auto r = testing::run_command(launch(child) + " & L=$!; " + wait_ready(dir) + "; kill -" + sig +
                                         " $L; wait $L; echo launcher exit $?");
@@ -96,8 +101,10 @@ TEST(LocalLauncher, NprocPerNodeIsTakenOutOfTheArguments) {
   EXPECT_EQ(args, std::vector<std::string>{"a"});
   args = {"a"};
   EXPECT_EQ(take_nproc_per_node(args), 0);
-  for (const auto& bad : std::vector<std::vector<std::string>>{{"--nproc_per_node"}, {"--nproc_per_node", "0"},
-                                                               {"--nproc_per_node=x"}, {"--nproc_per_node", "2000"}}) {
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--nproc_per_node"},
+                                                               {"--nproc_per_node", "0"},
+                                                               {"--nproc_per_node=x"},
+                                                               {"--nproc_per_node", "2000"}}) {
     auto copy = bad;
     EXPECT_THROW(take_nproc_per_node(copy), Error);
   }

@@ -78,7 +78,8 @@ TEST(ProcessGroup, BackendNamesAndTheAutoRule) {
     parse_backend("mpi");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "train.distributed.backend = \"mpi\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
+    EXPECT_EQ(std::string(e.what()),
+              "train.distributed.backend = \"mpi\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
   }
   EXPECT_THROW(resolve_backend(Backend::kNccl, false), Error);
 }
@@ -92,7 +93,8 @@ TEST(ProcessGroup, APortInUseIsNamed) {
   env.master_addr = "127.0.0.1";
   env.master_port = busy.port;
   const std::string what = join_error(env, std::chrono::seconds(5));
-  EXPECT_NE(what.find("port " + std::to_string(busy.port) + " (MASTER_PORT) is already in use"), std::string::npos)
+  EXPECT_NE(what.find("port " + std::to_string(busy.port) + " (MASTER_PORT) is already in use"),
+            std::string::npos)
       << what;
 }
 
@@ -131,9 +133,10 @@ TEST(ProcessGroup, CollectivesGiveTheSameResultOnEveryRank) {
     EXPECT_TRUE(torch::equal(load_result(out.path(), "broadcast2", r), torch::full({1}, 101.0f)));
     EXPECT_TRUE(torch::equal(load_result(out.path(), "gathered", r),
                              torch::stack({torch::full({3}, int64_t{0}), torch::full({3}, int64_t{7})})));
-    EXPECT_EQ(read_text(out / ("mismatch_rank" + std::to_string(r) + ".txt")),
-              "mismatched config across ranks: rank 1 differs from rank 0; every rank must be started with the "
-              "same settings");
+    EXPECT_EQ(
+        read_text(out / ("mismatch_rank" + std::to_string(r) + ".txt")),
+        "mismatched config across ranks: rank 1 differs from rank 0; every rank must be started with the "
+        "same settings");
   }
 }
 
@@ -176,7 +179,8 @@ TEST(ProcessGroup, CollectivesAreTracedWithPyTorchNamesAndCommArgs) {
       }
     }
     std::sort(intervals.begin(), intervals.end());
-    for (size_t i = 1; i < intervals.size(); ++i) EXPECT_LE(intervals[i - 1].second, intervals[i].first + 1e-3);
+    for (size_t i = 1; i < intervals.size(); ++i)
+      EXPECT_LE(intervals[i - 1].second, intervals[i].first + 1e-3);
   }
 }
 
@@ -185,8 +189,10 @@ TEST(ProcessGroup, AKilledRankIsNamedBySurvivorsWithinSeconds) {
   const auto run = run_ranks(2, "lost_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=20 ");
   EXPECT_NE(run.exit_code, 0) << run.output;
   const std::string lost = read_text(out / "lost_rank0.txt");
-  EXPECT_TRUE(std::regex_search(lost, std::regex("^rank 1 stopped answering during gloo:all_reduce \\(.+\\); stopping")))
-      << lost << "\n" << run.output;
+  EXPECT_TRUE(std::regex_search(
+      lost, std::regex("^rank 1 stopped answering during gloo:all_reduce \\(.+\\); stopping")))
+      << lost << "\n"
+      << run.output;
   const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
   EXPECT_LT(after, 10.0) << "a lost peer must be noticed long before the 20 s timeout";
   EXPECT_EQ(read_text(out / "after_failure_rank0.txt"), lost.substr(0, lost.find('\n')))
@@ -199,7 +205,8 @@ TEST(ProcessGroup, AHungRankStopsTheOthersAfterTheTimeout) {
   EXPECT_NE(run.exit_code, 0) << run.output;
   const std::string hung = read_text(out / "hung_rank0.txt");
   EXPECT_NE(hung.find("no answer from the other ranks within 3 s during gloo:all_reduce"), std::string::npos)
-      << hung << "\n" << run.output;
+      << hung << "\n"
+      << run.output;
   const double after = std::stod(hung.substr(hung.rfind("after ") + 6));
   EXPECT_GT(after, 2.5);
   EXPECT_LT(after, 12.0);
@@ -217,10 +224,12 @@ TEST(ProcessGroup, RanksJoinUnderTorchrun) {
       Listener probe;
       port = probe.port;
     }
-    const std::string rdzv = mode == "static" ? "--master_addr 127.0.0.1 --master_port " + std::to_string(port)
-                                              : "--standalone";
-    const auto r = testing::run_command("timeout -k 10 120 torchrun --no_python --nproc_per_node 2 --redirects 2 "
-                                        "--tee 2 " + rdzv + " " + RT_RANK_WORKER + " join_only " + out.path().string());
+    const std::string rdzv =
+        mode == "static" ? "--master_addr 127.0.0.1 --master_port " + std::to_string(port) : "--standalone";
+    const auto r = testing::run_command(
+        "timeout -k 10 120 torchrun --no_python --nproc_per_node 2 --redirects 2 "
+        "--tee 2 " +
+        rdzv + " " + RT_RANK_WORKER + " join_only " + out.path().string());
     ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.output;
     for (int rank = 0; rank < 2; ++rank) {
       EXPECT_TRUE(torch::equal(load_result(out.path(), "joined", rank), torch::full({1}, 3.0f))) << mode;

@@ -15,13 +15,16 @@ using testing::dist::load_result;
 using testing::dist::rows_of_rank;
 using testing::dist::run_ranks;
 
-void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what, double tol = 1e-5) {
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what,
+                  double tol = 1e-5) {
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(a, b, tol, tol)) << what << ": max |diff| " << (a - b).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(a, b, tol, tol))
+      << what << ": max |diff| " << (a - b).abs().max().item<double>();
 }
 
 // torch's own batch norm (training) on rows x [N, C], and dL/dx for L = Σ y ⊙ weights.
-std::pair<torch::Tensor, torch::Tensor> torch_batch_norm(const torch::Tensor& x_in, const torch::Tensor& weights) {
+std::pair<torch::Tensor, torch::Tensor> torch_batch_norm(const torch::Tensor& x_in,
+                                                         const torch::Tensor& weights) {
   auto x = x_in.clone().requires_grad_(true);
   auto y = torch::batch_norm(x, {}, {}, {}, {}, /*training=*/true, 0.1, 1e-5, false);
   (y * weights).sum().backward();
@@ -70,13 +73,16 @@ TEST(SyncBatchNorm, TwoRanksMatchOneProcessWithTheWholeBatch) {
     expect_close(load_result(out.path(), "rows_dx", r), rows_of_rank(dx_ref, r, 2), "dx" + rank);
     expect_close(load_result(out.path(), "module_dx", r), rows_of_rank(x2.grad(), r, 2), "module dx" + rank);
     expect_close(load_result(out.path(), "module_running", r),
-                 torch::cat({norm->running_mean, norm->running_var, norm->num_batches_tracked.to(torch::kFloat)}),
+                 torch::cat({norm->running_mean, norm->running_var,
+                             norm->num_batches_tracked.to(torch::kFloat).reshape({1})}),
                  "running statistics (unbiased global variance)" + rank);
     expect_close(load_result(out.path(), "module_eval", r), rows_of_rank(eval_ref, r, 2), "eval" + rank);
     // Weight and bias gradients stay local (the gradient sync averages them): their sum over
     // ranks is the whole batch's, as the loss is a sum.
-    dweight = r == 0 ? load_result(out.path(), "module_dweight", r) : dweight + load_result(out.path(), "module_dweight", r);
-    dbias = r == 0 ? load_result(out.path(), "module_dbias", r) : dbias + load_result(out.path(), "module_dbias", r);
+    dweight = r == 0 ? load_result(out.path(), "module_dweight", r)
+                     : dweight + load_result(out.path(), "module_dweight", r);
+    dbias = r == 0 ? load_result(out.path(), "module_dbias", r)
+                   : dbias + load_result(out.path(), "module_dbias", r);
   }
   expect_close(dweight, norm->weight.grad(), "weight grad");
   expect_close(dbias, norm->bias.grad(), "bias grad");

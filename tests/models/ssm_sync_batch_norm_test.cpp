@@ -13,7 +13,8 @@ using namespace testing::dist;
 
 void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5)) << what << ": max |diff| " << (a - b).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5))
+      << what << ": max |diff| " << (a - b).abs().max().item<double>();
 }
 
 TEST(SsmSyncBatchNorm, TwoRanksTrainTheBlockAsOneProcessWithTheWholeBatch) {
@@ -29,7 +30,10 @@ TEST(SsmSyncBatchNorm, TwoRanksTrainTheBlockAsOneProcessWithTheWholeBatch) {
     torch::manual_seed(3);
     S5Block block(layer, /*dropout=*/0.0);
     block->fused_kernels = fused;
-    auto x = global_input(4, kBlockTime * kBlockWidth, 21).view({-1, kBlockTime, kBlockWidth}).clone().requires_grad_(true);
+    auto x = global_input(4, kBlockTime * kBlockWidth, 21)
+                 .view({-1, kBlockTime, kBlockWidth})
+                 .clone()
+                 .requires_grad_(true);
     auto weights = global_input(4, kBlockTime * kBlockWidth, 22).view(x.sizes());
     EXPECT_EQ(block->uses_fused_kernels(x), fused);
     auto y = block->forward(x);
@@ -40,9 +44,11 @@ TEST(SsmSyncBatchNorm, TwoRanksTrainTheBlockAsOneProcessWithTheWholeBatch) {
     for (int r = 0; r < 2; ++r) {
       const std::string what = tag + "rank " + std::to_string(r) + " ";
       expect_close(load_result(out.path(), tag + "y", r), rows_of_rank(y.detach(), r, 2), what + "output");
-      expect_close(load_result(out.path(), tag + "dx", r), rows_of_rank(x.grad(), r, 2), what + "input gradient");
+      expect_close(load_result(out.path(), tag + "dx", r), rows_of_rank(x.grad(), r, 2),
+                   what + "input gradient");
       expect_close(load_result(out.path(), tag + "running", r),
-                   torch::cat({block->norm->running_mean, block->norm->running_var}), what + "running statistics");
+                   torch::cat({block->norm->running_mean, block->norm->running_var}),
+                   what + "running statistics");
       const auto d = load_result(out.path(), tag + "dparams", r);
       dparams_sum = r == 0 ? d : dparams_sum + d;
     }

@@ -1,13 +1,13 @@
 // The RecordFunction op tracer on a tiny model: nesting, step spans, forward↔backward
 // linking, shapes, zero cost when off, memory events.
-#include <gtest/gtest.h>
-
 #include <ATen/record_function.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <sstream>
 
 #include "profiling/trace/chrome_trace.h"
+#include "profiling/trace/recorded_span.h"
 #include "profiling/trace/trace_session.h"
 #include "support/test_support.h"
 #include "trace_test_model.h"
@@ -278,7 +278,6 @@ TEST(TraceTracerTest, OpenWindowIsSavedAtExit) {
   EXPECT_FALSE(at::hasGlobalCallbacks());
 }
 
-
 TEST(TraceTracerTest, RecordedSpansGetTheirOwnRowWithArgs) {
   auto span = [](int64_t start, int64_t end) {
     Activity a;
@@ -291,13 +290,13 @@ TEST(TraceTracerTest, RecordedSpansGetTheirOwnRowWithArgs) {
     a.args = {{"Collective name", "allreduce"}, {"Group size", 2}};
     return a;
   };
-  OpTracer::record_span("gloo", span(1, 2));  // no window: dropped
+  record_span("gloo", span(1, 2));  // no window: dropped
   OpTracer tracer;
   tracer.start();
-  OpTracer::record_span("gloo", span(10, 20));
-  OpTracer::record_span("gloo", span(30, 40));
+  record_span("gloo", span(10, 20));
+  record_span("gloo", span(30, 40));
   Timeline t = tracer.stop();
-  OpTracer::record_span("gloo", span(50, 60));  // after the window: dropped
+  record_span("gloo", span(50, 60));  // after the window: dropped
   finalize_timeline(t);
   std::vector<const Activity*> spans;
   for (const auto& a : t.activities) {
@@ -306,7 +305,7 @@ TEST(TraceTracerTest, RecordedSpansGetTheirOwnRowWithArgs) {
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(spans[0]->start_ns, 10);
   EXPECT_EQ(spans[1]->end_ns, 40);
-  EXPECT_GE(spans[0]->tid, OpTracer::kSpanRowTid);
+  EXPECT_GE(spans[0]->tid, kSpanRowTid);
   EXPECT_EQ(spans[0]->tid, spans[1]->tid);
   bool named = false;
   for (const auto& th : t.threads) named |= th.tid == spans[0]->tid && th.name == "gloo";

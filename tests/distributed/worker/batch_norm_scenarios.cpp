@@ -40,7 +40,8 @@ int sync_bn(Communicator& comm, const std::filesystem::path& out) {
   save_result(out, "module_dweight", r, norm->weight.grad());
   save_result(out, "module_dbias", r, norm->bias.grad());
   save_result(out, "module_running", r,
-              torch::cat({norm->running_mean, norm->running_var, norm->num_batches_tracked.to(torch::kFloat)}));
+              torch::cat({norm->running_mean, norm->running_var,
+                          norm->num_batches_tracked.to(torch::kFloat).reshape({1})}));
   norm->eval();  // evaluation: running statistics, no collective
   save_result(out, "module_eval", r, rt::dist::sync_batch_norm(x.detach(), *norm, comm));
   return 0;

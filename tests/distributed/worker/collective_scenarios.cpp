@@ -27,10 +27,12 @@ int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) 
   pending.wait();
   pending.wait();  // waiting twice is allowed
   save_result(out, "async_sum", r, async_sum);
-  std::vector<torch::Tensor> tensors{torch::full({2, 3}, static_cast<float>(r)), torch::full({4}, int64_t{10 + r}),
+  std::vector<torch::Tensor> tensors{torch::full({2, 3}, static_cast<float>(r)),
+                                     torch::full({4}, int64_t{10 + r}),
                                      torch::full({1}, static_cast<float>(100 + r))};
   comm.broadcast(tensors, 1);
-  for (size_t i = 0; i < tensors.size(); ++i) save_result(out, "broadcast" + std::to_string(i), r, tensors[i]);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    save_result(out, "broadcast" + std::to_string(i), r, tensors[i]);
   auto gathered = comm.all_gather(torch::full({3}, static_cast<int64_t>(r * 7)));
   save_result(out, "gathered", r, torch::stack(gathered));
   comm.barrier();
@@ -40,7 +42,8 @@ int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) 
   trace.backend = comm.backend();
   trace.rank = r;
   trace.world_size = comm.world_size();
-  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"), prof::chrome_trace_json(timeline, trace));
+  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"),
+                        prof::chrome_trace_json(timeline, trace));
   rt::dist::check_same_on_all_ranks(comm, "config", "same everywhere");
   try {
     rt::dist::check_same_on_all_ranks(comm, "config", r == 0 ? "lr = 1e-3" : "lr = 1e-4");

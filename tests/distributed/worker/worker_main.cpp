@@ -11,7 +11,8 @@
 
 namespace rt::testing::dist {
 
-void save_result(const std::filesystem::path& out, const std::string& name, int rank, const torch::Tensor& t) {
+void save_result(const std::filesystem::path& out, const std::string& name, int rank,
+                 const torch::Tensor& t) {
   torch::save(t.detach().clone(), (out / (name + "_rank" + std::to_string(rank) + ".pt")).string());
 }
 
