@@ -22,14 +22,22 @@ struct Example {
   int64_t group = 0;  // Multi-session SSM: index of the dataset/subject/task group.
 };
 
+// Where a loader's stream stands: `example` examples of epoch `epoch` have been delivered,
+// counted over every rank of a data-parallel job (the global stream, data/loader.h).
+struct StreamPosition {
+  uint64_t epoch = 0;
+  int64_t example = 0;
+};
+
 // A batch: fields stacked along dim 0. `indices` are the dataset indices it was made from.
 struct Batch {
   torch::Tensor input;
   torch::Tensor target;
   int64_t group = 0;  // All examples of a batch share one group (the SSM sampler guarantees it).
   std::vector<size_t> indices;
-  int64_t batch_idx = 0;  // Position of this batch in the loader's stream, from 0.
+  int64_t batch_idx = 0;  // Position of this batch's global batch in the loader's stream, from 0.
   uint64_t epoch = 0;
+  StreamPosition position;  // the global stream's position after this batch (resume from it)
 };
 
 class ExampleSource {

@@ -28,8 +28,8 @@ uint64_t example_seed(uint64_t seed, uint64_t epoch, size_t index) {
   return splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ static_cast<uint64_t>(index));
 }
 
-std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices, const LoaderOptions& options,
-                                                 uint64_t epoch) {
+std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices,
+                                                 const LoaderOptions& options, uint64_t epoch, size_t skip) {
   std::vector<size_t> order = indices;
   if (options.shuffle) {
     // Our own Fisher–Yates so the order does not depend on the standard library's shuffle.
@@ -39,14 +39,21 @@ std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indi
       std::swap(order[i - 1], order[j]);
     }
   }
+  order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(skip, order.size())));
   std::vector<std::vector<size_t>> batches;
-  const size_t b = static_cast<size_t>(options.batch);
+  const size_t b = static_cast<size_t>(options.batch) * static_cast<size_t>(std::max(1, options.world_size));
   for (size_t start = 0; start < order.size(); start += b) {
     const size_t end = std::min(order.size(), start + b);
     if (end - start < b && options.drop_last) break;
     batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(end));
   }
   return batches;
+}
+
+std::vector<size_t> rank_slice(const std::vector<size_t>& global_batch, int rank, int world_size) {
+  const size_t n = global_batch.size(), w = static_cast<size_t>(world_size), r = static_cast<size_t>(rank);
+  return std::vector<size_t>(global_batch.begin() + static_cast<std::ptrdiff_t>(r * n / w),
+                             global_batch.begin() + static_cast<std::ptrdiff_t>((r + 1) * n / w));
 }
 
 Batch collate(std::vector<Example>& examples) {
@@ -66,16 +73,44 @@ Batch collate(std::vector<Example>& examples) {
   return batch;
 }
 
-Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions options, std::vector<size_t> indices,
-               BatchSampler sampler)
-    : source_(std::move(source)), options_(options), sampler_(std::move(sampler)) {
+Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions options,
+               std::vector<size_t> indices, BatchSampler sampler)
+    : source_(std::move(source)), options_(options) {
   if (!source_) throw Error("Loader: no example source");
   if (options_.batch < 1) throw Error("batch must be >= 1, got " + std::to_string(options_.batch));
   if (options_.workers < 0) throw Error("workers must be >= 0, got " + std::to_string(options_.workers));
   if (options_.prefetch < 1) throw Error("prefetch must be >= 1, got " + std::to_string(options_.prefetch));
   if (options_.start_batch < 0) throw Error("start_batch must be >= 0, got " + std::to_string(options_.start_batch));
-  next_claim_ = next_deliver_ = options_.start_batch;
-  if (!sampler_) {
+  if (options_.start.example < 0) {
+    throw Error("start.example must be >= 0, got " + std::to_string(options_.start.example));
+  }
+  if (options_.start_batch > 0 && (options_.start.epoch > 0 || options_.start.example > 0)) {
+    throw Error("Loader: set start_batch or start, not both");
+  }
+  if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
+    throw Error("Loader: rank " + std::to_string(options_.rank) + " of world size " +
+                std::to_string(options_.world_size) + " is not valid");
+  }
+  next_epoch_ = options_.start.epoch;
+  if (sampler) {
+    // Resuming inside an epoch: whole batches of the plan are skipped, and the one holding the
+    // position is cut there (see the top of loader.h).
+    planner_ = [sampler = std::move(sampler)](uint64_t epoch, size_t skip) {
+      auto batches = sampler(epoch);
+      std::vector<std::vector<size_t>> rest;
+      size_t seen = 0;
+      for (auto& b : batches) {
+        const size_t size = b.size();
+        if (seen >= skip) {
+          rest.push_back(std::move(b));
+        } else if (seen + size > skip) {
+          rest.emplace_back(b.begin() + static_cast<std::ptrdiff_t>(skip - seen), b.end());
+        }
+        seen += size;
+      }
+      return rest;
+    };
+  } else {
     if (indices.empty()) {
       indices.resize(source_->size());
       for (size_t i = 0; i < indices.size(); ++i) indices[i] = i;
@@ -86,8 +121,8 @@ Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions option
                     std::to_string(source_->size()) + " examples)");
       }
     }
-    sampler_ = [indices = std::move(indices), opts = options_](uint64_t epoch) {
-      return default_batches(indices, opts, epoch);
+    planner_ = [indices = std::move(indices), opts = options_](uint64_t epoch, size_t skip) {
+      return default_batches(indices, opts, epoch, skip);
     };
   }
   options_.pin_memory = options_.pin_memory && torch::cuda::is_available();
@@ -108,30 +143,48 @@ void Loader::stop_workers() {
 }
 
 bool Loader::plan_until(int64_t seq) {
+  const bool sharded = options_.world_size > 1;
   while (planned_until_ <= seq) {
     if (exhausted_) return false;
-    if (!options_.infinite && next_epoch_ >= 1) {
+    if (!options_.infinite && epochs_planned_ >= 1) {
       exhausted_ = true;
       return false;
     }
     const uint64_t epoch = next_epoch_++;
-    auto batches = sampler_(epoch);
+    const size_t skip = epochs_planned_++ == 0 ? static_cast<size_t>(options_.start.example) : 0;
+    auto batches = planner_(epoch, skip);
+    if (batches.empty() && skip > 0) continue;  // resumed at the end of an epoch
+    const std::string shape =
+        std::to_string(source_->size()) + " examples, batch " + std::to_string(options_.batch) +
+        (sharded ? " per rank × " + std::to_string(options_.world_size) + " ranks" : "") +
+        (options_.drop_last ? ", drop_last" : "");
     if (batches.empty()) {
       if (!options_.infinite) {
         exhausted_ = true;
         return false;
       }
-      throw Error("Loader: epoch " + std::to_string(epoch) + " has no batches (" + std::to_string(source_->size()) +
-                  " examples, batch " + std::to_string(options_.batch) + (options_.drop_last ? ", drop_last" : "") +
+      throw Error("Loader: epoch " + std::to_string(epoch) + " has no batches (" + shape +
                   "); use a smaller batch or more data");
     }
+    StreamPosition position{epoch, static_cast<int64_t>(skip)};
+    const int64_t planned_before = planned_until_;
     for (auto& b : batches) {
       if (b.empty()) throw Error("Loader: the batch sampler returned an empty batch in epoch " + std::to_string(epoch));
-      if (planned_until_ < options_.start_batch) {
-        ++planned_until_;  // Before the resume position: skipped, never loaded.
-        continue;
-      }
-      plan_.push_back(Job{planned_until_++, epoch, std::move(b)});
+      position.example += static_cast<int64_t>(b.size());
+      const int64_t global_index = next_global_++;
+      if (global_index < options_.start_batch) continue;  // Before the resume position: never loaded.
+      // Training streams step on every rank together: a batch too small to give every rank
+      // an example is skipped everywhere.
+      if (options_.infinite && b.size() < static_cast<size_t>(options_.world_size)) continue;
+      auto slice = sharded ? rank_slice(b, options_.rank, options_.world_size) : std::move(b);
+      if (slice.empty()) continue;
+      plan_.push_back(Job{planned_until_++, epoch, global_index, position, std::move(slice)});
+    }
+    if (options_.infinite && skip == 0 && planned_until_ == planned_before &&
+        next_global_ > options_.start_batch) {
+      throw Error("Loader: epoch " + std::to_string(epoch) +
+                  " has no batch with an example for every rank (" + shape +
+                  "); use a smaller batch, fewer ranks or more data");
     }
   }
   return true;
@@ -139,7 +192,7 @@ bool Loader::plan_until(int64_t seq) {
 
 size_t Loader::batches_per_epoch() {
   std::lock_guard<std::mutex> lock(mu_);  // Samplers need not be thread-safe.
-  return sampler_(0).size();
+  return planner_(0, 0).size();
 }
 
 Batch Loader::load(const Job& job) const {
@@ -156,12 +209,13 @@ Batch Loader::load(const Job& job) const {
       if (batch.target.defined()) batch.target = batch.target.pin_memory();
     }
     batch.indices = job.indices;
-    batch.batch_idx = job.seq;
+    batch.batch_idx = job.global_index;
     batch.epoch = job.epoch;
+    batch.position = job.position;
     return batch;
   } catch (const std::exception& e) {
-    throw Error("data loader: batch " + std::to_string(job.seq) + " (epoch " + std::to_string(job.epoch) +
-                ", indices " + describe_indices(job.indices) + "): " + e.what());
+    throw Error("data loader: batch " + std::to_string(job.global_index) + " (epoch " +
+                std::to_string(job.epoch) + ", indices " + describe_indices(job.indices) + "): " + e.what());
   }
 }
 

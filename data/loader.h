@@ -1,10 +1,29 @@
-// The one batch loader (data loading must never be the bottleneck): native worker threads, a bounded prefetch queue,
-// batches delivered in a fixed order whatever the number of workers.
+// The one batch loader (data loading must never be the bottleneck): native worker threads, a bounded prefetch
+// queue, batches delivered in a fixed order whatever the number of workers.
 //
 // Determinism: the batch plan of epoch e comes from the sampler (default: the index subset
-// shuffled with a generator seeded from (seed, e), cut into `batch`-sized pieces), and each
-// example is loaded with an rng seeded from (seed, epoch, index) — so the stream of batches is
-// identical for workers = 0, 1, 3, ...
+// shuffled with a generator seeded from (seed, e), cut into global batches), and each example
+// is loaded with an rng seeded from (seed, epoch, index) — never from the worker or the rank — so
+// the stream of batches is identical for workers = 0, 1, 3, ...
+//
+// Data parallelism (rank, world_size): the plan is global — batches of batch × world_size
+// examples — and every rank takes its slice of each global batch: the batch is cut into
+// world_size contiguous slices whose sizes differ by at most one (exactly `batch` each for a
+// full global batch), rank r taking slice r. So the union over ranks of one step's batches is,
+// in rank order, the single-process batch of batch × world_size examples, with the same
+// examples and the same per-example randomness. A global batch with fewer examples than ranks
+// leaves some slices empty: an infinite (training) stream skips it on every rank, so ranks
+// always step together; a finite (evaluation) stream lets those ranks skip it, so every example
+// is still seen by exactly one rank.
+//
+// Resuming: a batch's `position` is the global stream's position after it ({epoch, examples of
+// that epoch delivered over all ranks}); a loader started at that position continues the
+// stream, also with another world size (a different global batch). The default sampler then
+// continues the epoch's permutation at exactly that example, cut into the new global batches;
+// a custom sampler (whose plan may depend on the batch size) skips whole batches of its plan
+// summing to that many examples, and the batch holding the position is delivered from there
+// on as a smaller batch. From the next epoch on, the stream is the one a fresh loader with the
+// new size delivers.
 //
 // Errors: an exception in a worker stops the loader; next() rethrows it as rt::Error with the
 // batch position, epoch and indices added. Destruction never hangs: workers finish the example
@@ -37,22 +56,37 @@ struct LoaderOptions {
   bool drop_last = true;  // Default sampler only: drop the last incomplete batch.
   bool infinite = true;   // false: the stream ends after one epoch (next() returns nullopt).
   bool pin_memory = false;  // Honoured only when CUDA is available.
-  // Position of the first delivered batch in the stream (resuming at training step N: N).
-  // The batches before it are planned but never loaded, so the stream from here on is the
-  // one an uninterrupted loader would deliver (same epochs, same per-example seeds).
+  // Data parallelism: this process is rank `rank` of `world_size`; `batch` is the per-rank
+  // batch (see the top of this file).
+  int rank = 0;
+  int world_size = 1;
+  // Where the stream starts, as the number of global batches before it (resuming at step N
+  // with an unchanged global batch: N) or as a position (Batch::position; resuming across a
+  // change of world size). The batches before it are planned but never loaded, so the stream
+  // from here on is the one an uninterrupted loader would deliver (same epochs, same
+  // per-example seeds). At most one of the two is set.
   int64_t start_batch = 0;
+  StreamPosition start;
   // Called once at the start of each worker thread; what it returns is kept alive until the
   // thread ends (e.g. a memory-tracking scope, so that batch allocations made by workers are
   // accounted to the process like the trainer's own).
   std::function<std::shared_ptr<void>()> worker_scope;
 };
 
-// Returns the batches of one epoch as lists of dataset indices.
+// Returns the global batches of one epoch as lists of dataset indices (with world_size > 1,
+// batches of the global size: a multi-session sampler builds its group batches at that size).
 using BatchSampler = std::function<std::vector<std::vector<size_t>>(uint64_t epoch)>;
 
-// The default plan: `indices` (shuffled per epoch when options.shuffle) cut into batches.
-std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices, const LoaderOptions& options,
-                                                 uint64_t epoch);
+// The default plan: `indices` (shuffled per epoch when options.shuffle), without the first
+// `skip` of that order (resuming inside the epoch), cut into global batches of
+// options.batch × options.world_size.
+std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indices,
+                                                 const LoaderOptions& options, uint64_t epoch,
+                                                 size_t skip = 0);
+
+// Rank `rank`'s slice of a global batch (see the top of this file); empty when the batch has
+// fewer examples than ranks and this rank's slice is empty.
+std::vector<size_t> rank_slice(const std::vector<size_t>& global_batch, int rank, int world_size);
 
 // Stacks each field of `examples` along a new dim 0.
 Batch collate(std::vector<Example>& examples);
@@ -74,15 +108,19 @@ class Loader {
   std::optional<Batch> next();
 
   const LoaderOptions& options() const { return options_; }
-  // Batches in epoch 0 (the plan of one epoch).
+  // Global batches in epoch 0 (the plan of one epoch).
   size_t batches_per_epoch();
 
  private:
   struct Job {
-    int64_t seq = 0;
+    int64_t seq = 0;  // delivery order on this rank, from 0
     uint64_t epoch = 0;
+    int64_t global_index = 0;  // the global batch's position in the stream (Batch::batch_idx)
+    StreamPosition position;   // after this global batch
     std::vector<size_t> indices;
   };
+  // The global batches of `epoch` without its first `skip` examples.
+  using Planner = std::function<std::vector<std::vector<size_t>>(uint64_t epoch, size_t skip)>;
   // REQUIRES mu_ held. Fills the plan until it covers `seq`; false when the stream ends first.
   bool plan_until(int64_t seq);
   Batch load(const Job& job) const;
@@ -91,13 +129,15 @@ class Loader {
 
   std::shared_ptr<const ExampleSource> source_;
   LoaderOptions options_;
-  BatchSampler sampler_;
+  Planner planner_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> plan_;       // Jobs planned and not yet claimed, in seq order.
   int64_t planned_until_ = 0;  // Seq of the next job to plan.
+  int64_t next_global_ = 0;    // Global index of the next global batch to plan.
   uint64_t next_epoch_ = 0;
+  uint64_t epochs_planned_ = 0;
   bool exhausted_ = false;     // Finite stream fully planned.
   int64_t next_claim_ = 0;
   int64_t next_deliver_ = 0;

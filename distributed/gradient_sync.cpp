@@ -1,5 +1,7 @@
 #include "distributed/gradient_sync.h"
 
+#include "distributed/bucketed_gradient_sync.h"
+
 namespace rt {
 
 void SingleProcessSync::begin(const std::vector<torch::Tensor>& /*params*/) {}
@@ -14,6 +16,11 @@ void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tens
 GradientSync& single_process_sync() {
   static SingleProcessSync sync;
   return sync;
+}
+
+std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm) {
+  if (!comm || comm->world_size() == 1) return std::make_shared<SingleProcessSync>();
+  return std::make_shared<dist::BucketedGradientSync>(std::move(comm));
 }
 
 }  // namespace rt

@@ -12,15 +12,21 @@
 //                         // undefined (a frozen encoder must not move by Adam's momentum)
 //   optimizer.step();
 //
-// One process: both calls do nothing (SingleProcessSync). REQUIRES: begin/finish are paired,
+// One process: both calls do nothing (SingleProcessSync). Several: BucketedGradientSync
+// (bucketed_gradient_sync.h); make_gradient_sync picks. REQUIRES: begin/finish are paired,
 // called on the training thread, with the same `params` on every rank.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <vector>
 
 namespace rt {
+
+namespace dist {
+class Communicator;
+}
 
 class GradientSync {
  public:
@@ -41,5 +47,9 @@ void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tens
 
 // The process-wide single-process instance (what the trainer hands out without a process group).
 GradientSync& single_process_sync();
+
+// The sync for `comm`'s job: a SingleProcessSync for one process, a BucketedGradientSync with
+// DDP's default bucket sizes otherwise.
+std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm);
 
 }  // namespace rt

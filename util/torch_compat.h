@@ -139,3 +139,10 @@ auto apply_function(Args&&... args) {
 #endif
 
 }  // namespace rt::compat
+
+// c10d (distributed/): ProcessGroupGloo and ProcessGroupNCCL derive from c10d::Backend since
+// 2.0 (from c10d::ProcessGroup before), and their collectives are called on it directly.
+// TCPStoreOptions::useLibUV defaults to true since 2.4, but Debian's 2.x LibTorch is built
+// without libuv, so the option is cleared where it exists.
+#define RT_C10D_HAS_BACKEND RT_TORCH_AT_LEAST(2, 0)
+#define RT_TCPSTORE_HAS_LIBUV RT_TORCH_AT_LEAST(2, 4)

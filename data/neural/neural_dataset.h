@@ -59,7 +59,9 @@ class NeuralDataset : public ExampleSource {
 // Batches of dataset indices drawn from `indices` such that every batch holds one group only:
 // indices are bucketed by group, shuffled within their group, cut into batches of `batch` (the
 // last batch of a group may be smaller; drop_last drops it), and the batches are shuffled
-// together. Deterministic in (seed, epoch). Throws rt::Error when batch < 1.
+// together. Deterministic in (seed, epoch). Data parallelism: pass the global batch
+// (per-rank batch × world size); the loader splits every batch by rank, so all ranks of a step
+// train on one group. Throws rt::Error when batch < 1.
 std::vector<std::vector<size_t>> group_batches(const ExampleSource& dataset, const std::vector<size_t>& indices,
                                                size_t batch, uint64_t epoch, uint64_t seed, bool drop_last = false);
 

@@ -1,8 +1,9 @@
 #include "models/ssm/decoders.h"
 
-#include "util/error.h"
+#include "distributed/sync_batch_norm.h"
 #include "models/ssm/fused_ops.h"
 #include "profiling/annotation.h"
+#include "util/error.h"
 
 namespace rt::ssm {
 
@@ -64,7 +65,13 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   prof::ModuleScope span(module_path());
   if (uses_fused_kernels(x)) return forward_fused(x);
   // B = batch, T = time, H = features. BatchNorm1d over [B, H, T] pools statistics over B×T.
-  auto h = norm(x.transpose(1, 2)).transpose(1, 2);
+  torch::Tensor h;
+  if (norm_sync && norm_sync->world_size() > 1 && norm->is_training()) {
+    const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+    h = dist::sync_batch_norm(x.reshape({B * T, H}), *norm, *norm_sync).view({B, T, H});
+  } else {
+    h = norm(x.transpose(1, 2)).transpose(1, 2);
+  }
   {
     prof::ModuleScope ssm_span(ssm_path_);
     h = ssm(h);
@@ -83,7 +90,7 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
 torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
   auto x2 = x.reshape({B * T, H});
-  auto u = fused::batch_norm_module(x2, *norm);
+  auto u = fused::batch_norm_module(x2, *norm, norm_sync.get());
   torch::Tensor z;
   {
     prof::ModuleScope ssm_span(ssm_path_);
@@ -112,6 +119,10 @@ void SsmModelImpl::set_scan(ScanKind scan) {
 
 void SsmModelImpl::set_fused_kernels(bool on) {
   for (auto& b : blocks) b->fused_kernels = on;
+}
+
+void SsmModelImpl::set_batch_norm_sync(std::shared_ptr<dist::Communicator> comm) {
+  for (auto& b : blocks) b->norm_sync = comm;
 }
 
 S5DecoderImpl::S5DecoderImpl(const SsmOptions& options) {

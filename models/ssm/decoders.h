@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/communicator.h"
 #include "models/common/module_path.h"
 #include "models/ssm/s5.h"
 
@@ -79,6 +80,10 @@ class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
   bool uses_fused_kernels(const torch::Tensor& x) const;
   // Off: the op-by-op block even where the fused kernels apply (tests, A/B benchmarks).
   bool fused_kernels = true;
+  // Data-parallel training: the norm's batch statistics in training are those of every rank
+  // of this communicator (SyncBatchNorm, distributed/sync_batch_norm.h), on both paths, so N
+  // ranks × B examples train as one process with N·B. Null or one rank: local statistics.
+  std::shared_ptr<dist::Communicator> norm_sync;
   void set_module_path(std::string path) override;
 
   torch::nn::BatchNorm1d norm{nullptr};
@@ -100,6 +105,8 @@ class SsmModelImpl : public torch::nn::Module {
   void set_scan(ScanKind scan);
   // Sets S5BlockImpl::fused_kernels on every block.
   void set_fused_kernels(bool on);
+  // Sets S5BlockImpl::norm_sync on every block.
+  void set_batch_norm_sync(std::shared_ptr<dist::Communicator> comm);
   std::vector<S5Block> blocks;  // registered as "blocks.<i>"
 
  protected:

@@ -10,7 +10,9 @@
 #include <mutex>
 #include <vector>
 
+#include "distributed/sync_batch_norm.h"
 #include "util/simd_clones.h"
+#include "util/torch_compat.h"
 
 // The elementwise kernels below are plain loops the compiler vectorises; RT_SIMD_CLONES also
 // compiles them for AVX2 (picked at load time), since the default target is SSE2.
@@ -246,6 +248,32 @@ RT_SIMD_CLONES void add_rows(const scalar_t* __restrict x, int64_t r0, int64_t r
   }
 }
 
+// acc [2H]: Σ x, Σ x² (the synchronised statistics' single pass).
+template <typename scalar_t>
+RT_SIMD_CLONES void add_rows_and_squares(const scalar_t* __restrict x, int64_t r0, int64_t r1, int64_t H,
+                                         double* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* xr = x + r * H;
+    for (int64_t c = 0; c < H; ++c) {
+      const double v = static_cast<double>(xr[c]);
+      acc[c] += v;
+      acc[H + c] += v * v;
+    }
+  }
+}
+
+// Sums `values` over the ranks of `comm` (in place), appending nothing.
+void sum_over_ranks(std::vector<double>& values, dist::Communicator& comm) {
+  auto t = torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kDouble);
+  comm.all_reduce_sum(t);
+}
+
+// The communicator travels through saved_data as an integer (IValue holds no pointers); 0 = none.
+int64_t to_handle(dist::Communicator* comm) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(comm)); }
+dist::Communicator* from_handle(int64_t handle) {
+  return reinterpret_cast<dist::Communicator*>(static_cast<intptr_t>(handle));
+}
+
 template <typename scalar_t>
 RT_SIMD_CLONES void add_sq_dev_rows(const scalar_t* __restrict x, const double* __restrict mean, int64_t r0,
                                     int64_t r1, int64_t H, double* __restrict acc) {
@@ -287,23 +315,43 @@ RT_SIMD_CLONES void bn_backward_row(const scalar_t* __restrict g, const scalar_t
 
 class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
  public:
-  // Returns {y, mean, biased var}; only y is differentiable.
-  static tensor_list forward(AutogradContext* ctx, const Tensor& x_in, double eps) {
+  // Returns {y, mean, biased var}; only y is differentiable. comm_handle: 0, or the
+  // communicator whose ranks' rows make the batch.
+  static tensor_list forward(AutogradContext* ctx, const Tensor& x_in, double eps, int64_t comm_handle) {
     auto x = x_in.contiguous();
     const int64_t N = x.size(0), H = x.size(1);
     auto y = torch::empty_like(x);
     Tensor mean_t, var_t, invstd_t;
+    dist::Communicator* comm = from_handle(comm_handle);
+    double count = static_cast<double>(N);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_batch_norm", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
-      auto sum =
-          reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
-      for (auto& v : sum) v /= static_cast<double>(N);
-      auto sq = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
-        add_sq_dev_rows(xp, sum.data(), r0, r1, H, acc);
-      });
+      std::vector<double> sum, sq;
+      if (comm != nullptr) {
+        // One pass and one all-reduce of [Σx, Σx², n] (in double: the cancellation in
+        // Σx²/n − mean² stays far below float's precision).
+        auto sums = reduce_rows(
+            N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_rows_and_squares(xp, r0, r1, H, acc); });
+        sums.push_back(count);
+        sum_over_ranks(sums, *comm);
+        count = sums[2 * H];
+        TORCH_CHECK(count >= 1, "fused::batch_norm_rows: no rows on any rank");
+        sum.assign(sums.begin(), sums.begin() + H);
+        sq.resize(static_cast<size_t>(H));
+        for (int64_t c = 0; c < H; ++c) {
+          sum[c] /= count;
+          sq[c] = std::max(0.0, sums[H + c] / count - sum[c] * sum[c]) * count;
+        }
+      } else {
+        sum = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
+        for (auto& v : sum) v /= count;
+        sq = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
+          add_sq_dev_rows(xp, sum.data(), r0, r1, H, acc);
+        });
+      }
       std::vector<double> invstd(static_cast<size_t>(H));
       for (int64_t c = 0; c < H; ++c) {
-        sq[c] /= static_cast<double>(N);
+        sq[c] /= count;
         invstd[c] = 1.0 / std::sqrt(sq[c] + eps);
       }
       mean_t = vector_from<scalar_t>(sum, x);
@@ -317,27 +365,34 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
       });
     });
     ctx->save_for_backward({y, invstd_t});
-    ctx->mark_non_differentiable({mean_t, var_t});
-    return {y, mean_t, var_t};
+    ctx->saved_data["comm"] = comm_handle;
+    ctx->saved_data["count"] = count;
+    auto count_t = torch::full({1}, count, torch::kDouble);
+    ctx->mark_non_differentiable({mean_t, var_t, count_t});
+    return {y, mean_t, var_t, count_t};
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    if (!grads[0].defined()) return {Tensor(), Tensor()};
+    dist::Communicator* comm = from_handle(ctx->saved_data["comm"].toInt());
+    if (!grads[0].defined() && comm == nullptr) return {Tensor(), Tensor(), Tensor()};
     auto saved = ctx->get_saved_variables();
     const auto& y = saved[0];
     const auto& invstd = saved[1];
-    auto g = grads[0].contiguous();
+    // Every rank joins the all-reduce, also one whose output got no gradient.
+    auto g = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(y);
     const int64_t N = y.size(0), H = y.size(1);
+    const double count = ctx->saved_data["count"].toDouble();
     auto gx = torch::empty_like(y);
     AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "fused_batch_norm_backward", [&] {
       const scalar_t* gp = g.data_ptr<scalar_t>();
       const scalar_t* yp = y.data_ptr<scalar_t>();
       auto sums = reduce_rows(
           N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_g_gy_rows(gp, yp, r0, r1, H, acc); });
+      if (comm != nullptr) sum_over_ranks(sums, *comm);
       std::vector<scalar_t> mg(static_cast<size_t>(H)), mgy(static_cast<size_t>(H));
       for (int64_t c = 0; c < H; ++c) {
-        mg[c] = static_cast<scalar_t>(sums[c] / static_cast<double>(N));
-        mgy[c] = static_cast<scalar_t>(sums[H + c] / static_cast<double>(N));
+        mg[c] = static_cast<scalar_t>(sums[c] / count);
+        mgy[c] = static_cast<scalar_t>(sums[H + c] / count);
       }
       const scalar_t* is = invstd.data_ptr<scalar_t>();
       scalar_t* gxp = gx.data_ptr<scalar_t>();
@@ -346,7 +401,7 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
           bn_backward_row(gp + r * H, yp + r * H, is, mg.data(), mgy.data(), gxp + r * H, H);
       });
     });
-    return {gx, Tensor()};
+    return {gx, Tensor(), Tensor()};
   }
 };
 
@@ -553,36 +608,32 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed) {
   return DropoutFn::apply(x, p, seed_arg(seed));
 }
 
-Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var) {
+Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var, dist::Communicator* sync,
+                       double* count) {
   check_rows(x, "fused::batch_norm_rows");
-  TORCH_CHECK(x.size(0) >= 1, "fused::batch_norm_rows: no rows");
-  auto outs = BatchNormRowsFn::apply(x, eps);
+  TORCH_CHECK(sync != nullptr || x.size(0) >= 1, "fused::batch_norm_rows: no rows");
+  auto outs = rt::compat::apply_function<BatchNormRowsFn>(x, eps, to_handle(sync));
   if (mean) *mean = outs[1];
   if (var) *var = outs[2];
+  if (count) *count = outs[3].item<double>();
   return outs[0];
 }
 
-Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm) {
+Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm, dist::Communicator* sync) {
   const auto& o = norm.options;
   TORCH_CHECK(!o.affine(), "fused::batch_norm_module: only affine = false is supported");
   const bool track = o.track_running_stats();
   if (norm.is_training() || !track) {
-    TORCH_CHECK(!norm.is_training() || x.size(0) > 1,
-                "BatchNorm: expected more than 1 value per channel when training, got input ", x.sizes());
+    // torch: only training synchronises.
+    dist::Communicator* comm =
+        norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
     Tensor mean, var;
-    auto y = batch_norm_rows(x, o.eps(), &mean, &var);
-    if (norm.is_training() && track) {
-      torch::NoGradGuard no_grad;
-      double factor = o.momentum().has_value() ? *o.momentum() : 0.0;
-      if (norm.num_batches_tracked.defined()) {
-        norm.num_batches_tracked += 1;
-        if (!o.momentum().has_value()) factor = 1.0 / norm.num_batches_tracked.item<double>();
-      }
-      const double n = static_cast<double>(x.size(0));
-      norm.running_mean.mul_(1.0 - factor).add_(mean.to(norm.running_mean.scalar_type()), factor);
-      norm.running_var.mul_(1.0 - factor)
-          .add_(var.to(norm.running_var.scalar_type()), factor * n / (n - 1.0));
-    }
+    double count = 0;
+    auto y = batch_norm_rows(x, o.eps(), &mean, &var, comm, &count);
+    TORCH_CHECK(!norm.is_training() || count > 1,
+                "BatchNorm: expected more than 1 value per channel when training, got input ", x.sizes(),
+                comm ? " (rows over all ranks: " + std::to_string(count) + ")" : std::string());
+    if (norm.is_training() && track) dist::update_running_stats(norm, mean, var, count);
     return y;
   }
   return (x - norm.running_mean) * torch::rsqrt(norm.running_var + o.eps());

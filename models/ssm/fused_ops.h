@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "distributed/communicator.h"
+
 namespace rt::ssm::fused {
 
 // One 64-bit draw from at::detail::getDefaultCPUGenerator() (under its mutex).
@@ -31,18 +33,24 @@ torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed);
 // Batch normalisation of each column of x [N, H] with the batch's own statistics (no affine):
 // y = (x − mean) / sqrt(var + eps), var biased. Differentiable in x. When `mean`/`var` are
 // non-null they receive the batch mean and the biased variance ([H], x's dtype, no grad).
-// REQUIRES: N ≥ 1.
+// With `sync` (data-parallel, distributed/sync_batch_norm.h semantics) the batch is every
+// rank's rows: the forward's column sums [Σx, Σx², n] and the backward's [Σdy, Σdy·y] are
+// summed over ranks (one all-reduce each), and `count`, when non-null, receives the rows
+// over all ranks. REQUIRES: N ≥ 1 without sync.
 torch::Tensor batch_norm_rows(const torch::Tensor& x, double eps, torch::Tensor* mean = nullptr,
-                              torch::Tensor* var = nullptr);
+                              torch::Tensor* var = nullptr, dist::Communicator* sync = nullptr,
+                              double* count = nullptr);
 
 // torch::nn::BatchNorm1d `norm` (affine = false) applied to x [N, H] as if x were [N, H]
 // BatchNorm1d input, i.e. statistics over all rows per column, with the module's semantics:
 // batch statistics when training or when it tracks no running statistics; in training with
 // running statistics, running_mean/var (unbiased batch variance) and num_batches_tracked are
 // updated exactly as torch does (momentum, or a cumulative average when momentum is unset);
-// otherwise (eval) the running statistics normalise. Throws c10::Error when norm is affine or
-// when training on a single row.
-torch::Tensor batch_norm_module(const torch::Tensor& x, torch::nn::BatchNorm1dImpl& norm);
+// otherwise (eval) the running statistics normalise. With `sync` of more than one rank, training
+// uses every rank's rows (SyncBatchNorm; evaluation stays local, as in torch). Throws
+// c10::Error when norm is affine or when training on a single row.
+torch::Tensor batch_norm_module(const torch::Tensor& x, torch::nn::BatchNorm1dImpl& norm,
+                                dist::Communicator* sync = nullptr);
 
 // dropout_p(gelu_tanh(z + D ⊙ u)) for z, u [N, H] and D [H]; u and D may both be undefined
 // (then gelu of z). Gradients for z, u and D.

@@ -80,10 +80,12 @@ Json op_args(const Activity& a, bool record_shapes) {
       args["Sequence number"] = a.sequence_nr;
       args["Fwd thread id"] = std::max<int64_t>(a.fwd_thread_id, 0);
     }
-    if (record_shapes || !a.input_types.empty()) {
-      args["Input Dims"] = a.input_dims;
-      args["Input type"] = a.input_types;
-    }
+  }
+  // Recorded spans of collectives (recorded_span.h) carry their message's dims as well: the
+  // TensorBoard plugin sizes communication from them (torch_tb_profiler trace.py).
+  if ((a.kind == ActivityKind::kCpuOp && record_shapes) || !a.input_types.empty()) {
+    args["Input Dims"] = a.input_dims;
+    args["Input type"] = a.input_types;
   }
   if (!a.call_stack.empty()) {
     std::string stack;

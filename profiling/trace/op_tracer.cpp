@@ -1,11 +1,15 @@
 #include "profiling/trace/op_tracer.h"
 
 #include <ATen/record_function.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
 #include "profiling/stacks/native_stack.h"
+#include "profiling/trace/recorded_span.h"
 #include "profiling/trace/thread_buffers.h"
 #include "util/error.h"
 
@@ -45,11 +49,37 @@ struct GlobalState {
   std::atomic<OpTracer*> active{nullptr};
   std::atomic<OpTracer::CorrelationHook> push_hook{nullptr};
   std::atomic<OpTracer::CorrelationHook> pop_hook{nullptr};
+  // record_span(): finished spans of the open window and the names of their rows (never
+  // forgotten, so a row keeps its tid for the life of the process).
+  std::mutex span_mu;
+  std::vector<Activity> spans;
+  std::vector<std::string> span_rows;
 };
 
 GlobalState& state() {
   static GlobalState* s = new GlobalState();  // never destroyed: threads may outlive statics
   return *s;
+}
+
+// Moves the window's record_span() spans, and their rows, into t.
+void append_spans(Timeline& t) {
+  GlobalState& g = state();
+  std::vector<Activity> spans;
+  std::vector<std::string> rows;
+  {
+    std::lock_guard<std::mutex> lock(g.span_mu);
+    spans.swap(g.spans);
+    rows = g.span_rows;
+  }
+  std::vector<bool> row_seen(rows.size(), false);
+  for (const auto& a : spans) row_seen[static_cast<size_t>(a.tid - kSpanRowTid)] = true;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!row_seen[r]) continue;
+    const auto sort_index = static_cast<int64_t>(t.threads.size());
+    t.threads.push_back({getpid(), kSpanRowTid + static_cast<int64_t>(r), rows[r], sort_index});
+  }
+  t.activities.insert(t.activities.end(), std::make_move_iterator(spans.begin()),
+                      std::make_move_iterator(spans.end()));
 }
 
 thread_local uint64_t t_callbacks = 0;
@@ -153,6 +183,10 @@ void OpTracer::start() {
     throw Error("cannot start operator tracing: another OpTracer is already active in this process");
   }
   detail::begin_window_buffers();
+  {
+    std::lock_guard<std::mutex> lock(state().span_mu);
+    state().spans.clear();
+  }
   first_step_ = last_step_ = -1;
   start_ns_ = steady_ns();
   active_ = true;
@@ -171,6 +205,10 @@ void OpTracer::start() {
 void OpTracer::clear() {
   if (!active_) return;
   detail::clear_window_buffers();
+  {
+    std::lock_guard<std::mutex> lock(state().span_mu);
+    state().spans.clear();
+  }
   first_step_ = last_step_ = -1;
   start_ns_ = steady_ns();
 }
@@ -192,11 +230,26 @@ Timeline OpTracer::stop() {
   t.last_step = last_step_;
   detail::append_to_timeline(buffers, now, options_.with_stack, t);
   detail::recycle_buffers(std::move(buffers));
+  append_spans(t);
   t.metadata["record_shapes"] = options_.record_shapes ? 1 : 0;
   t.metadata["profile_memory"] = options_.profile_memory ? 1 : 0;
   t.metadata["with_stack"] = options_.with_stack ? 1 : 0;
   t.metadata["with_modules"] = options_.with_modules ? 1 : 0;
   return t;
+}
+
+void record_span(std::string_view row, Activity span) {
+  GlobalState& g = state();
+  if (g.active.load(std::memory_order_acquire) == nullptr) return;
+  std::lock_guard<std::mutex> lock(g.span_mu);
+  if (g.active.load(std::memory_order_acquire) == nullptr) return;  // stop() ran meanwhile
+  auto it = std::find(g.span_rows.begin(), g.span_rows.end(), row);
+  if (it == g.span_rows.end()) it = g.span_rows.insert(g.span_rows.end(), std::string(row));
+  span.pid = getpid();
+  span.tid = kSpanRowTid + (it - g.span_rows.begin());
+  span.record_function_id = span.linked_record_function_id = span.external_id = -1;
+  span.parent = -1;
+  g.spans.push_back(std::move(span));
 }
 
 void OpTracer::step_begin(int64_t step) {

@@ -10,8 +10,20 @@
 #include "data/audio_example.h"
 #include "data/db_metadata.h"
 #include "data/lmdb_store.h"
+#include "data/loader.h"
 
 namespace rt::testing {
+
+// Up to n batches of a loader's stream (fewer when it ends).
+inline std::vector<Batch> take(Loader& loader, int n) {
+  std::vector<Batch> out;
+  for (int i = 0; i < n; ++i) {
+    auto b = loader.next();
+    if (!b) break;
+    out.push_back(std::move(*b));
+  }
+  return out;
+}
 
 // The int16 sample RAVE-style records hold at (record, channel, t): a distinct sine per record
 // and channel, so crops can be located and channels told apart.

@@ -15,6 +15,8 @@
 namespace rt {
 namespace {
 
+using testing::take;
+
 // input = [index, three rng draws]; optional delay and a failing index.
 class FakeSource : public ExampleSource {
  public:
@@ -38,16 +40,6 @@ class FakeSource : public ExampleSource {
   int delay_ms_;
   long fail_at_;
 };
-
-std::vector<Batch> take(Loader& loader, int n) {
-  std::vector<Batch> out;
-  for (int i = 0; i < n; ++i) {
-    auto b = loader.next();
-    if (!b) break;
-    out.push_back(std::move(*b));
-  }
-  return out;
-}
 
 TEST(Loader, BatchesAreIdenticalForAnyWorkerCount) {
   auto src = std::make_shared<FakeSource>(23);

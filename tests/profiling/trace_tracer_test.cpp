@@ -1,12 +1,13 @@
 // The RecordFunction op tracer on a tiny model: nesting, step spans, forward↔backward
 // linking, shapes, zero cost when off, memory events.
-#include <gtest/gtest.h>
-
 #include <ATen/record_function.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <sstream>
 
+#include "profiling/trace/chrome_trace.h"
+#include "profiling/trace/recorded_span.h"
 #include "profiling/trace/trace_session.h"
 #include "support/test_support.h"
 #include "trace_test_model.h"
@@ -275,6 +276,52 @@ TEST(TraceTracerTest, OpenWindowIsSavedAtExit) {
   }  // destructor = finish(): the recording window (steps 1-2) is saved
   EXPECT_TRUE(std::filesystem::exists(dir / "profile_step_1.json"));
   EXPECT_FALSE(at::hasGlobalCallbacks());
+}
+
+TEST(TraceTracerTest, RecordedSpansGetTheirOwnRowWithArgs) {
+  auto span = [](int64_t start, int64_t end) {
+    Activity a;
+    a.kind = ActivityKind::kUserAnnotation;
+    a.name = "gloo:all_reduce";
+    a.start_ns = start;
+    a.end_ns = end;
+    a.input_dims = {{16}};
+    a.input_types = {"float"};
+    a.args = {{"Collective name", "allreduce"}, {"Group size", 2}};
+    return a;
+  };
+  record_span("gloo", span(1, 2));  // no window: dropped
+  OpTracer tracer;
+  tracer.start();
+  record_span("gloo", span(10, 20));
+  record_span("gloo", span(30, 40));
+  Timeline t = tracer.stop();
+  record_span("gloo", span(50, 60));  // after the window: dropped
+  finalize_timeline(t);
+  std::vector<const Activity*> spans;
+  for (const auto& a : t.activities) {
+    if (a.name == "gloo:all_reduce") spans.push_back(&a);
+  }
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0]->start_ns, 10);
+  EXPECT_EQ(spans[1]->end_ns, 40);
+  EXPECT_GE(spans[0]->tid, kSpanRowTid);
+  EXPECT_EQ(spans[0]->tid, spans[1]->tid);
+  bool named = false;
+  for (const auto& th : t.threads) named |= th.tid == spans[0]->tid && th.name == "gloo";
+  EXPECT_TRUE(named) << "the row is listed as a thread named after it";
+  const Json trace = Json::parse(chrome_trace_json(t, ChromeTraceOptions{}));
+  int written = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("name", "") != "gloo:all_reduce") continue;
+    ++written;
+    EXPECT_EQ(e["cat"], "user_annotation");
+    EXPECT_EQ(e["args"]["Collective name"], "allreduce");
+    EXPECT_EQ(e["args"]["Group size"], 2);
+    EXPECT_EQ(e["args"]["Input Dims"], Json::parse("[[16]]"));
+    EXPECT_EQ(e["args"]["Input type"], Json::parse("[\"float\"]"));
+  }
+  EXPECT_EQ(written, 2);
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// The Communicator over a c10d process group (made by join_process_group, process_group.h):
+// error translation, timeouts and trace spans as communicator.h describes.
+//
+// Lost ranks are told apart by liveness: every rank registers its host name and pid when the
+// group forms; when a collective fails, peers on this host whose process has exited (or is a
+// zombie) are the lost ones. Peers on other hosts cannot be checked this way; the message then
+// names the failing operation and the backend's reason (e.g. the peer's address).
+//
+// Trace spans: a collective's span runs from when it starts executing to when it completes.
+// Collectives execute in issue order (one backend thread or stream), so the start is the later
+// of its launch and the previous collective's completion; the span is recorded by a completion
+// callback, and only when a trace window was open at launch.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "util/torch_compat.h"
+
+#if RT_C10D_HAS_BACKEND
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+namespace rt::dist {
+
+#if RT_C10D_HAS_BACKEND
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
+
+struct PeerInfo {
+  std::string host;
+  int64_t pid = 0;
+};
+
+class C10dCommunicator final : public Communicator {
+ public:
+  // `backend` is "gloo" or "nccl" (span prefix); peers[r] describes rank r.
+  C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank, int world_size,
+                   std::chrono::milliseconds timeout, std::vector<PeerInfo> peers);
+  ~C10dCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend() const override { return backend_; }
+  void all_reduce_sum(torch::Tensor& tensor) override;
+  PendingCollective all_reduce_sum_async(const torch::Tensor& tensor) override;
+  void broadcast(std::vector<torch::Tensor>& tensors, int root) override;
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) override;
+  void barrier() override;
+
+  // Waits for `work` of operation `op` ("gloo:all_reduce") within the timeout; throws the
+  // translated rt::Error and marks the group failed when it fails.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& op);
+
+ private:
+  struct Collective;  // what a span needs to know about one call
+  // Starts `start()` (which issues the backend call) as operation `collective` (Kineto's
+  // "Collective name": allreduce, broadcast, allgather, barrier) on `tensor`.
+  template <class Start>
+  c10::intrusive_ptr<c10d::Work> launch(const char* op, const char* collective, const torch::Tensor& tensor,
+                                        int64_t out_nelems, const Start& start);
+  void check_usable() const;
+  [[noreturn]] void fail(const std::string& op, const std::exception& error);
+  std::string span_name(const char* op) const { return backend_ + ":" + op; }
+
+  c10::intrusive_ptr<C10dBackend> group_;
+  std::string backend_;
+  int rank_;
+  int world_size_;
+  std::chrono::milliseconds timeout_;
+  std::vector<PeerInfo> peers_;
+  std::string host_;
+  // Completion time of the last collective whose span was recorded (shared with callbacks
+  // that may run after this object is gone).
+  std::shared_ptr<std::atomic<int64_t>> last_end_ns_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  std::string failure_;
+};
+
+}  // namespace rt::dist

@@ -1,0 +1,215 @@
+#include "distributed/process_group.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef RT_HAS_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#ifndef USE_C10D_GLOO
+#error "ProcessGroupGloo needs USE_C10D_GLOO (set by torch's CMake targets)"
+#endif
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "distributed/c10d_communicator.h"
+#include "util/error.h"
+
+namespace rt::dist {
+namespace {
+
+std::string reason_of(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+bool mentions(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }
+
+std::string seconds(std::chrono::milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
+
+// True when `host` names this machine's loopback (127.0.0.0/8, ::1, localhost).
+bool is_loopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool loopback = true;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+    }
+  }
+  freeaddrinfo(found);
+  return loopback;
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  const bool host = !env.agent_store && env.rank == 0;
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(env.master_port);
+  o.isServer = host;
+  if (!env.agent_store) o.numWorkers = static_cast<size_t>(env.world_size);
+  o.waitWorkers = !env.agent_store;
+  o.multiTenant = true;
+  o.timeout = timeout;
+#if RT_TCPSTORE_HAS_LIBUV
+  o.useLibUV = false;
+#endif
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+  } catch (const std::exception& e) {
+    const std::string why = reason_of(e);
+    if (host && (mentions(why, "Address already in use") || mentions(why, "errno: 98"))) {
+      throw Error("rank 0 cannot host the rendezvous store: port " + std::to_string(env.master_port) +
+                  " (MASTER_PORT) is already in use on this host; choose a free MASTER_PORT (torchrun: "
+                  "--master_port) or stop the process holding it");
+    }
+    if (host) throw Error("rank 0 cannot host the rendezvous store on " + where + ": " + why);
+    throw Error("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " + where +
+                " (MASTER_ADDR:MASTER_PORT) within " + seconds(timeout) +
+                ": is rank 0 (or the launcher) running there, and are the address and port right? (" + why +
+                ")");
+  }
+  // torchelastic prefixes its workers' keys per restart (torch/distributed/rendezvous.py).
+  return c10::make_intrusive<c10d::PrefixStore>("rt/attempt_" + std::to_string(env.restart_count), store);
+}
+
+std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const LaunchEnv& env) {
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME");
+  try {
+    if (ifnames != nullptr && *ifnames != '\0') {
+      std::string list = ifnames;
+      size_t start = 0;
+      for (;;) {
+        const size_t comma = list.find(',', start);
+        devices.push_back(
+            c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (is_loopback(env.master_addr)) {
+      devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+  } catch (const std::exception& e) {
+    throw Error("cannot open Gloo's network device" +
+                std::string(ifnames ? " for GLOO_SOCKET_IFNAME=" + std::string(ifnames) : "") + ": " +
+                reason_of(e));
+  }
+  return devices;
+}
+
+c10::intrusive_ptr<C10dBackend> make_group(Backend backend, const c10::intrusive_ptr<c10d::Store>& store,
+                                           const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  if (backend == Backend::kNccl) {
+#ifdef RT_HAS_C10D_NCCL
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, options);
+#else
+    throw Error("train.distributed.backend = \"nccl\" but this build has no NCCL");
+#endif
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices = gloo_devices(env);
+  options->threads = 1;  // collectives execute in issue order (c10d_communicator.h spans)
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
+}
+
+// Every rank's host and pid, through the store (c10d_communicator.h: telling lost ranks apart).
+std::vector<PeerInfo> exchange_peers(c10d::Store& store, const LaunchEnv& env) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string mine = std::string(host) + "\n" + std::to_string(getpid());
+  store.set("peer/" + std::to_string(env.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<PeerInfo> peers(static_cast<size_t>(env.world_size));
+  for (int r = 0; r < env.world_size; ++r) {
+    const auto bytes = store.get("peer/" + std::to_string(r));
+    const std::string text(bytes.begin(), bytes.end());
+    const size_t nl = text.find('\n');
+    peers[static_cast<size_t>(r)].host = text.substr(0, nl);
+    peers[static_cast<size_t>(r)].pid = nl == std::string::npos ? 0 : std::atoll(text.c_str() + nl + 1);
+  }
+  return peers;
+}
+
+}  // namespace
+
+Backend parse_backend(const std::string& value, const std::string& key) {
+  if (value == "auto") return Backend::kAuto;
+  if (value == "gloo") return Backend::kGloo;
+  if (value == "nccl") return Backend::kNccl;
+  throw Error(key + " = \"" + value + "\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
+}
+
+std::string to_string(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kGloo:
+      return "gloo";
+    case Backend::kNccl:
+      return "nccl";
+  }
+  return "auto";
+}
+
+bool nccl_available() {
+#ifdef RT_HAS_C10D_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Backend resolve_backend(Backend backend, bool cuda_device) {
+  if (backend == Backend::kAuto) return cuda_device && nccl_available() ? Backend::kNccl : Backend::kGloo;
+  if (backend == Backend::kNccl && !nccl_available()) {
+    throw Error(
+        "train.distributed.backend = \"nccl\" but this build's LibTorch has no NCCL (CPU build); use "
+        "\"gloo\" or \"auto\"");
+  }
+  if (backend == Backend::kNccl && !cuda_device) {
+    throw Error(
+        "train.distributed.backend = \"nccl\" needs a CUDA device (train.device); use \"gloo\" on CPU");
+  }
+  return backend;
+}
+
+std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  if (!env.distributed()) return std::make_shared<LocalCommunicator>();
+  if (options.timeout.count() <= 0) throw Error("train.distributed.timeout_s must be > 0");
+  const Backend backend = resolve_backend(options.backend, options.cuda_device);
+  auto store = connect_store(env, options.timeout);
+  c10::intrusive_ptr<C10dBackend> group;
+  std::vector<PeerInfo> peers;
+  try {
+    group = make_group(backend, c10::make_intrusive<c10d::PrefixStore>("default_pg", store), env,
+                       options.timeout);
+    peers = exchange_peers(*store, env);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(env.rank) + ": the process group did not form within " +
+                seconds(options.timeout) + " (" + std::to_string(env.world_size) +
+                " ranks expected; did every rank start, with the same WORLD_SIZE, MASTER_ADDR and "
+                "MASTER_PORT?): " +
+                reason_of(e));
+  }
+  return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
+                                            options.timeout, std::move(peers));
+}
+
+}  // namespace rt::dist

@@ -1,0 +1,50 @@
+// Joining the data-parallel job: the TCPStore rendezvous and a c10d process group (Gloo, or
+// NCCL when LibTorch was built with CUDA), behind a Communicator (communicator.h).
+//
+// Store (torch distributed/elastic/rendezvous rules): under an agent that already hosts the
+// store on MASTER_PORT (torchrun's static rendezvous, `train --nproc_per_node`:
+// TORCHELASTIC_USE_AGENT_STORE=True) every rank connects as a client; otherwise rank 0 hosts
+// it and waits for the others. Keys are prefixed with "rt/attempt_<restart count>" so a
+// restarted group never reads a previous attempt's keys.
+//
+// Gloo's network device: the interfaces in GLOO_SOCKET_IFNAME (comma-separated) when set;
+// loopback when MASTER_ADDR is a loopback address (the whole job is on this host); otherwise
+// the address this host's name resolves to (c10d createDefaultDevice). Gloo runs collectives
+// on one worker thread, in the order they are issued (which the trace spans rely on).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "distributed/communicator.h"
+#include "distributed/launch_env.h"
+
+namespace rt::dist {
+
+enum class Backend { kAuto, kGloo, kNccl };
+
+// "auto" | "gloo" | "nccl" (train.distributed.backend). Throws rt::Error naming `key`.
+Backend parse_backend(const std::string& value, const std::string& key = "train.distributed.backend");
+std::string to_string(Backend backend);
+// auto → NCCL for a CUDA device, Gloo otherwise. Throws rt::Error when NCCL is asked for but
+// this build has no NCCL (a CPU LibTorch) or the device is not CUDA.
+Backend resolve_backend(Backend backend, bool cuda_device);
+// True when this build can create NCCL process groups.
+bool nccl_available();
+
+struct ProcessGroupOptions {
+  Backend backend = Backend::kAuto;
+  bool cuda_device = false;  // the training device is CUDA (auto picks NCCL)
+  // train.distributed.timeout_s: bounds the rendezvous, every collective, and how long a
+  // rank waits for a lost peer before it stops.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+};
+
+// The communicator of the job `env` describes: LocalCommunicator for one process, otherwise
+// the store and process group described above (blocks until every rank has joined). Throws
+// rt::Error with what to change: the port already in use (naming it), the store unreachable
+// (naming MASTER_ADDR:MASTER_PORT), ranks that did not join within the timeout.
+std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const ProcessGroupOptions& options);
+
+}  // namespace rt::dist

@@ -1,0 +1,241 @@
+// Joining a process group and the communicator's collectives, spans and failure messages:
+// real 2-rank Gloo groups on loopback (rt_rank_worker), plus the rendezvous errors in-process.
+#include "distributed/process_group.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include "dist_fixtures.h"
+#include "util/error.h"
+#include "util/json.h"
+
+namespace rt::dist {
+namespace {
+
+using testing::ScratchDir;
+using testing::dist::load_result;
+using testing::dist::run_ranks;
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A TCP socket listening on 127.0.0.1 at a port the kernel picked (closed by the destructor).
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd, 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd); }
+};
+
+std::string join_error(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  ProcessGroupOptions o;
+  o.timeout = timeout;
+  try {
+    join_process_group(env, o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ProcessGroup, OneProcessIsTheIdentityCommunicator) {
+  auto comm = join_process_group(LaunchEnv{}, {});
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->world_size(), 1);
+  EXPECT_EQ(comm->backend(), "none");
+  auto t = torch::arange(3.0);
+  comm->all_reduce_sum(t);
+  comm->all_reduce_sum_async(t).wait();
+  EXPECT_TRUE(torch::equal(t, torch::arange(3.0)));
+  EXPECT_EQ(comm->all_gather(t).size(), 1u);
+  check_same_on_all_ranks(*comm, "config", "anything");
+}
+
+TEST(ProcessGroup, BackendNamesAndTheAutoRule) {
+  EXPECT_EQ(parse_backend("gloo"), Backend::kGloo);
+  EXPECT_EQ(to_string(parse_backend("nccl")), "nccl");
+  EXPECT_EQ(resolve_backend(Backend::kAuto, false), Backend::kGloo);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, true), nccl_available() ? Backend::kNccl : Backend::kGloo);
+  try {
+    parse_backend("mpi");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "train.distributed.backend = \"mpi\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
+  }
+  EXPECT_THROW(resolve_backend(Backend::kNccl, false), Error);
+}
+
+TEST(ProcessGroup, APortInUseIsNamed) {
+  Listener busy;
+  LaunchEnv env;
+  env.source = LaunchEnv::Source::kTorchrun;
+  env.world_size = 2;
+  env.local_world_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = busy.port;
+  const std::string what = join_error(env, std::chrono::seconds(5));
+  EXPECT_NE(what.find("port " + std::to_string(busy.port) + " (MASTER_PORT) is already in use"),
+            std::string::npos)
+      << what;
+}
+
+TEST(ProcessGroup, AnUnreachableStoreIsNamedAfterTheTimeout) {
+  int port = 0;
+  {
+    Listener probe;  // a port nobody listens on once closed
+    port = probe.port;
+  }
+  LaunchEnv env;
+  env.source = LaunchEnv::Source::kTorchrun;
+  env.rank = 1;
+  env.world_size = 2;
+  env.local_rank = 1;
+  env.local_world_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string what = join_error(env, std::chrono::seconds(2));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
+  EXPECT_NE(what.find("rank 1 could not reach the rendezvous store at 127.0.0.1:" + std::to_string(port) +
+                      " (MASTER_ADDR:MASTER_PORT) within 2 s"),
+            std::string::npos)
+      << what;
+}
+
+TEST(ProcessGroup, CollectivesGiveTheSameResultOnEveryRank) {
+  ScratchDir out("pg_collectives");
+  const auto run = run_ranks(2, "collectives", out.path());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "sum", r), torch::full({5}, 3.0f)));
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "async_sum", r), torch::arange(6, torch::kDouble) * 3));
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "broadcast0", r), torch::full({2, 3}, 1.0f)));
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "broadcast1", r), torch::full({4}, int64_t{11})));
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "broadcast2", r), torch::full({1}, 101.0f)));
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "gathered", r),
+                             torch::stack({torch::full({3}, int64_t{0}), torch::full({3}, int64_t{7})})));
+    EXPECT_EQ(
+        read_text(out / ("mismatch_rank" + std::to_string(r) + ".txt")),
+        "mismatched config across ranks: rank 1 differs from rank 0; every rank must be started with the "
+        "same settings");
+  }
+}
+
+TEST(ProcessGroup, CollectivesAreTracedWithPyTorchNamesAndCommArgs) {
+  ScratchDir out("pg_trace");
+  const auto run = run_ranks(2, "collectives", out.path());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int r = 0; r < 2; ++r) {
+    const std::string text = read_text(out / ("trace_rank" + std::to_string(r) + ".json"));
+    EXPECT_NE(text.find("\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": " + std::to_string(r) +
+                        ", \"world_size\": 2}"),
+              std::string::npos);
+    const Json trace = Json::parse(text);
+    std::map<std::string, std::vector<Json>> spans;
+    for (const auto& e : trace["traceEvents"]) {
+      const std::string name = e.value("name", "");
+      if (name.rfind("gloo:", 0) == 0) spans[name].push_back(e);
+    }
+    ASSERT_EQ(spans["gloo:all_reduce"].size(), 2u);
+    ASSERT_EQ(spans["gloo:broadcast"].size(), 3u);  // float, int64, float: one buffer per run of a dtype
+    ASSERT_EQ(spans["gloo:all_gather"].size(), 1u);
+    ASSERT_EQ(spans["gloo:barrier"].size(), 1u);
+    const Json& first = spans["gloo:all_reduce"][0];
+    EXPECT_EQ(first["cat"], "user_annotation");
+    EXPECT_EQ(first["args"]["Collective name"], "allreduce");
+    EXPECT_EQ(first["args"]["dtype"], "Float");
+    EXPECT_EQ(first["args"]["In msg nelems"], 5);
+    EXPECT_EQ(first["args"]["Out msg nelems"], 5);
+    EXPECT_EQ(first["args"]["Group size"], 2);
+    EXPECT_EQ(first["args"]["In msg size"], 20);
+    EXPECT_EQ(spans["gloo:all_reduce"][1]["args"]["dtype"], "Double");
+    EXPECT_EQ(spans["gloo:all_gather"][0]["args"]["Out msg nelems"], 6);
+    EXPECT_EQ(spans["gloo:all_gather"][0]["args"]["Collective name"], "allgather");
+    // One row of their own, never overlapping.
+    std::vector<std::pair<double, double>> intervals;
+    for (const auto& [name, list] : spans) {
+      for (const auto& e : list) {
+        EXPECT_EQ(e["tid"], first["tid"]);
+        intervals.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+      }
+    }
+    std::sort(intervals.begin(), intervals.end());
+    for (size_t i = 1; i < intervals.size(); ++i)
+      EXPECT_LE(intervals[i - 1].second, intervals[i].first + 1e-3);
+  }
+}
+
+TEST(ProcessGroup, AKilledRankIsNamedBySurvivorsWithinSeconds) {
+  ScratchDir out("pg_lost");
+  const auto run = run_ranks(2, "lost_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=20 ");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  const std::string lost = read_text(out / "lost_rank0.txt");
+  EXPECT_TRUE(std::regex_search(
+      lost, std::regex("^rank 1 stopped answering during gloo:all_reduce \\(.+\\); stopping")))
+      << lost << "\n"
+      << run.output;
+  const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
+  EXPECT_LT(after, 10.0) << "a lost peer must be noticed long before the 20 s timeout";
+  EXPECT_EQ(read_text(out / "after_failure_rank0.txt"), lost.substr(0, lost.find('\n')))
+      << "after a failure every call fails at once with the first failure's message";
+}
+
+TEST(ProcessGroup, AHungRankStopsTheOthersAfterTheTimeout) {
+  ScratchDir out("pg_hung");
+  const auto run = run_ranks(2, "hung_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=3 ", 120, 2000);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  const std::string hung = read_text(out / "hung_rank0.txt");
+  EXPECT_NE(hung.find("no answer from the other ranks within 3 s during gloo:all_reduce"), std::string::npos)
+      << hung << "\n"
+      << run.output;
+  const double after = std::stod(hung.substr(hung.rfind("after ") + 6));
+  EXPECT_GT(after, 2.5);
+  EXPECT_LT(after, 12.0);
+}
+
+// torchrun (python3-torch), when installed: the agent store (static rendezvous, every rank a
+// client) and --standalone (rank 0 hosts the store). Debian 12's torchrun needs
+// --redirects/--tee (its Std flag parsing fails on Python 3.11 otherwise).
+TEST(ProcessGroup, RanksJoinUnderTorchrun) {
+  if (testing::run_command("command -v torchrun").exit_code != 0) GTEST_SKIP() << "torchrun is not installed";
+  for (const std::string mode : {"static", "standalone"}) {
+    ScratchDir out("pg_torchrun");
+    int port = 0;
+    {
+      Listener probe;
+      port = probe.port;
+    }
+    const std::string rdzv =
+        mode == "static" ? "--master_addr 127.0.0.1 --master_port " + std::to_string(port) : "--standalone";
+    const auto r = testing::run_command(
+        "timeout -k 10 120 torchrun --no_python --nproc_per_node 2 --redirects 2 "
+        "--tee 2 " +
+        rdzv + " " + RT_RANK_WORKER + " join_only " + out.path().string());
+    ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.output;
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(torch::equal(load_result(out.path(), "joined", rank), torch::full({1}, 3.0f))) << mode;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rt::dist

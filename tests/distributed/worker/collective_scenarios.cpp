@@ -1,0 +1,110 @@
+// Scenarios for the communicator itself: collectives and their trace spans, lost and hung ranks.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "profiling/trace/chrome_trace.h"
+#include "profiling/trace/op_tracer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "worker.h"
+
+namespace rt::testing::dist {
+namespace {
+
+// Every collective once, inside a trace window; the trace is written for the test to check.
+int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  prof::OpTracer tracer;
+  tracer.start();
+  auto sum = torch::full({5}, static_cast<float>(r + 1));
+  comm.all_reduce_sum(sum);
+  save_result(out, "sum", r, sum);
+  auto async_sum = torch::arange(6, torch::kDouble) * (r + 1);
+  auto pending = comm.all_reduce_sum_async(async_sum);
+  pending.wait();
+  pending.wait();  // waiting twice is allowed
+  save_result(out, "async_sum", r, async_sum);
+  std::vector<torch::Tensor> tensors{torch::full({2, 3}, static_cast<float>(r)),
+                                     torch::full({4}, int64_t{10 + r}),
+                                     torch::full({1}, static_cast<float>(100 + r))};
+  comm.broadcast(tensors, 1);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    save_result(out, "broadcast" + std::to_string(i), r, tensors[i]);
+  auto gathered = comm.all_gather(torch::full({3}, static_cast<int64_t>(r * 7)));
+  save_result(out, "gathered", r, torch::stack(gathered));
+  comm.barrier();
+  auto timeline = tracer.stop();
+  prof::finalize_timeline(timeline);
+  prof::ChromeTraceOptions trace;
+  trace.backend = comm.backend();
+  trace.rank = r;
+  trace.world_size = comm.world_size();
+  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"),
+                        prof::chrome_trace_json(timeline, trace));
+  rt::dist::check_same_on_all_ranks(comm, "config", "same everywhere");
+  try {
+    rt::dist::check_same_on_all_ranks(comm, "config", r == 0 ? "lr = 1e-3" : "lr = 1e-4");
+  } catch (const Error& e) {
+    save_text(out, "mismatch", r, e.what());
+  }
+  return 0;
+}
+Register collectives_scenario("collectives", collectives);
+
+// Rank 1 is killed (-9) while rank 0 keeps all-reducing: rank 0 must stop with an error that
+// names rank 1, quickly. Rank 0 ignores the launcher's SIGTERM so it can report.
+int lost_rank(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  ::signal(SIGTERM, SIG_IGN);
+  comm.barrier();
+  if (comm.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto big = torch::ones({1 << 18});
+  try {
+    for (;;) comm.all_reduce_sum(big);
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    save_text(out, "lost", comm.rank(), std::string(e.what()) + "\nafter " + std::to_string(s) + " s");
+    try {
+      comm.barrier();
+    } catch (const Error& again) {
+      save_text(out, "after_failure", comm.rank(), again.what());
+    }
+    return 3;
+  }
+}
+Register lost_rank_scenario("lost_rank", lost_rank);
+
+// Rank 1 stops (SIGSTOP: alive, silent); rank 0 must give up after the group's timeout.
+int hung_rank(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  ::signal(SIGTERM, SIG_IGN);
+  comm.barrier();
+  if (comm.rank() == 1) ::raise(SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto t = torch::ones({16});
+  try {
+    for (;;) comm.all_reduce_sum(t);
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    save_text(out, "hung", comm.rank(), std::string(e.what()) + "\nafter " + std::to_string(s) + " s");
+    return 3;
+  }
+}
+Register hung_rank_scenario("hung_rank", hung_rank);
+
+// The smallest check that a group formed (the torchrun tests): one all-reduce.
+int join_only(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  auto t = torch::full({1}, static_cast<float>(comm.rank() + 1));
+  comm.all_reduce_sum(t);
+  save_result(out, "joined", comm.rank(), t);
+  return 0;
+}
+Register join_only_scenario("join_only", join_only);
+
+}  // namespace
+}  // namespace rt::testing::dist

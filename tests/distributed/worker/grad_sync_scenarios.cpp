@@ -1,0 +1,154 @@
+// Scenarios for gradient synchronisation and parameter broadcast.
+#include <chrono>
+
+#include "dist_fixtures.h"
+#include "distributed/bucketed_gradient_sync.h"
+#include "distributed/parameter_broadcast.h"
+#include "util/error.h"
+#include "worker.h"
+
+namespace rt::testing::dist {
+namespace {
+
+using rt::dist::BucketedGradientSync;
+using rt::dist::Communicator;
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Small buckets, so even the tiny MLP spreads over several.
+rt::dist::BucketOptions small_buckets() { return {256, 1024}; }
+
+void save_grads(const std::filesystem::path& out, const std::string& name, int rank,
+                const std::vector<torch::Tensor>& params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& g = params[i].grad();
+    save_result(out, name + std::to_string(i), rank, g.defined() ? g : torch::full({1}, std::nan("")));
+  }
+}
+
+// Two steps of the MLP on this rank's rows of the global batch; the gradients after each, the
+// buckets' launch times and the end of backward.
+int grad_sync(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto net = make_mlp(7);
+  auto params = net->parameters();
+  BucketedGradientSync sync(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), small_buckets());
+  for (int step = 0; step < 2; ++step) {
+    auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100 + step), r, w);
+    auto y = rows_of_rank(global_input(kRowsPerRank * w, 4, 200 + step), r, w);
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    auto loss = torch::mse_loss(net->forward(x), y);
+    sync.begin(params);
+    loss.backward();
+    const int64_t backward_end = steady_ns();
+    sync.finish();
+    save_grads(out, "step" + std::to_string(step) + "_grad", r, params);
+    const auto& report = sync.last_report();
+    save_result(out, "step" + std::to_string(step) + "_launch_ns", r, torch::tensor(report.launch_ns));
+    save_result(out, "step" + std::to_string(step) + "_backward_end_ns", r, torch::tensor({backward_end}));
+    save_result(out, "step" + std::to_string(step) + "_buckets", r,
+                torch::tensor({static_cast<int64_t>(report.buckets.size()),
+                               static_cast<int64_t>(report.launched_during_backward)}));
+  }
+  return 0;
+}
+Register grad_sync_scenario("grad_sync", grad_sync);
+
+// A layer outside the forward pass: its gradients stay undefined on every rank, and its bucket
+// (shared with used parameters) reduces only the defined gradients.
+int unused_grads(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto net = make_mlp(7);
+  torch::nn::Linear unused(4, 4);  // registered between used layers' parameters below
+  std::vector<torch::Tensor> params = net->parameters();
+  params.insert(params.end() - 2, unused->weight);
+  params.insert(params.end() - 2, unused->bias);
+  BucketedGradientSync sync(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), {1 << 20, 1 << 20});
+  auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100), r, w);
+  auto y = rows_of_rank(global_input(kRowsPerRank * w, 4, 200), r, w);
+  auto loss = torch::mse_loss(net->forward(x), y);
+  sync.begin(params);
+  loss.backward();
+  sync.finish();
+  save_grads(out, "grad", r, params);
+  save_result(out, "launched_during_backward", r,
+              torch::tensor({static_cast<int64_t>(sync.last_report().launched_during_backward)}));
+  return 0;
+}
+Register unused_grads_scenario("unused_grads", unused_grads);
+
+// RAVE-like alternation: a generator step syncs only the generator's parameters although its
+// backward also reaches the discriminator; a discriminator step syncs only the discriminator;
+// a backward outside begin..finish (validation) syncs nothing.
+int alternation(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto gen = make_mlp(7);
+  torch::manual_seed(8);
+  torch::nn::Linear dis(4, 1);
+  auto gen_params = gen->parameters();
+  auto dis_params = dis->parameters();
+  BucketedGradientSync sync(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), small_buckets());
+  auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100), r, w);
+  auto clear = [&] {
+    for (auto& p : gen_params) p.mutable_grad() = torch::Tensor();
+    for (auto& p : dis_params) p.mutable_grad() = torch::Tensor();
+  };
+  for (int round = 0; round < 2; ++round) {
+    const std::string tag = "round" + std::to_string(round) + "_";
+    clear();
+    auto gen_loss = -dis->forward(gen->forward(x)).mean();
+    sync.begin(gen_params);
+    gen_loss.backward();
+    sync.finish();
+    save_grads(out, tag + "gen_step_gen", r, gen_params);
+    save_grads(out, tag + "gen_step_dis", r, dis_params);
+    clear();
+    auto dis_loss = dis->forward(gen->forward(x).detach()).pow(2).mean();
+    sync.begin(dis_params);
+    dis_loss.backward();
+    sync.finish();
+    save_grads(out, tag + "dis_step_dis", r, dis_params);
+    clear();
+    dis->forward(gen->forward(x)).sum().backward();  // no begin(): local gradients
+    save_grads(out, tag + "unsynced_gen", r, gen_params);
+  }
+  return 0;
+}
+Register alternation_scenario("alternation", alternation);
+
+// Every rank initialises differently; after broadcast_parameters all hold rank 0's parameters
+// and buffers. A rank with a different model makes every rank stop with a clear message.
+int broadcast_params(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  torch::manual_seed(50 + r);
+  torch::nn::Sequential net(torch::nn::Linear(3, 5), torch::nn::BatchNorm1d(5), torch::nn::Linear(5, 2));
+  net->forward(torch::randn({4, 3}));  // running statistics differ per rank too
+  std::vector<torch::Tensor> before;
+  for (const auto& t : net->parameters()) before.push_back(t.detach().clone());
+  for (const auto& t : net->buffers()) before.push_back(t.detach().clone());
+  save_result(out, "before", r, torch::cat([&] {
+                std::vector<torch::Tensor> flat;
+                for (auto& t : before) flat.push_back(t.reshape({-1}).to(torch::kDouble));
+                return flat;
+              }()));
+  rt::dist::broadcast_parameters(comm, *net);
+  std::vector<torch::Tensor> after;
+  for (const auto& t : net->parameters()) after.push_back(t.detach().reshape({-1}).to(torch::kDouble));
+  for (const auto& t : net->buffers()) after.push_back(t.detach().reshape({-1}).to(torch::kDouble));
+  save_result(out, "after", r, torch::cat(after));
+  torch::nn::Sequential other(torch::nn::Linear(3, r == 0 ? 5 : 6));
+  try {
+    rt::dist::broadcast_parameters(comm, *other);
+  } catch (const Error& e) {
+    save_text(out, "mismatch", r, e.what());
+  }
+  return 0;
+}
+Register broadcast_params_scenario("broadcast_params", broadcast_params);
+
+}  // namespace
+}  // namespace rt::testing::dist
