@@ -96,19 +96,6 @@ class CpuAllocator : public c10::Allocator {
 
 namespace rt::compat {
 
-// Weight normalisation w = g · v / ||v|| (norm over every dim but `dim`), as torch's
-// _weight_norm. LibTorch 1.13 runs its fused CPU kernels (forward and backward), checked against
-// the Python reference by tests/models/golden_test.cpp. Debian 13's LibTorch 2.6 returns wrong
-// weight_g / weight_v gradients from that fused backward (off by 30-300% of their size, NaN in
-// RAVE's encoder: GoldenRaveV2 and RaveModel tests), so 2.x composes it from differentiable ops.
-inline torch::Tensor weight_norm(const torch::Tensor& v, const torch::Tensor& g, int64_t dim) {
-#if RT_TORCH_AT_LEAST(2, 0)
-  return v * (g / torch::norm_except_dim(v, 2, dim));
-#else
-  return torch::_weight_norm(v, g, dim);
-#endif
-}
-
 // Optimizer::zero_grad() zero-fills the gradients in LibTorch 1.13 but sets them to undefined
 // by default from 2.0 (zero_grad(bool set_to_none = true)). Adam then skips a parameter that got
 // no gradient instead of decaying its moments, so the stock path asks for zero-filling on both.

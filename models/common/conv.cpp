@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "util/torch_compat.h"
-
 namespace rt::models {
 
 std::pair<int64_t, int64_t> get_padding(int64_t kernel_size, int64_t dilation, PaddingMode mode) {
@@ -38,7 +36,7 @@ torch::Tensor register_bias(torch::nn::Module& m, bool bias, int64_t n, int64_t 
 
 torch::Tensor effective_weight(bool weight_norm, const torch::Tensor& g, const torch::Tensor& v,
                                const torch::Tensor& w) {
-  return weight_norm ? compat::weight_norm(v, g, 0) : w;
+  return weight_norm ? torch::_weight_norm(v, g, 0) : w;
 }
 
 }  // namespace
