@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "models/common/onednn_check.h"
+
 namespace rt::models {
 
 std::pair<int64_t, int64_t> get_padding(int64_t kernel_size, int64_t dilation, PaddingMode mode) {
@@ -17,6 +19,7 @@ namespace {
 // by weight_norm: v ~ U(−b, b) with b = 1/sqrt(fan_in), g = ||v|| over all dims but 0.
 void register_weight(torch::nn::Module& m, bool weight_norm, at::IntArrayRef shape, int64_t fan_in,
                      torch::Tensor& g, torch::Tensor& v, torch::Tensor& w) {
+  ensure_correct_cpu_convolutions();  // before the first convolution runs (onednn_check.h)
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   torch::Tensor init = torch::empty(shape).uniform_(-bound, bound);
   if (weight_norm) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "models/common/onednn_check.h"
+
 namespace rt::models {
 
 double bessel_i0(double x) {
@@ -146,6 +148,7 @@ PqmfPrototype pqmf_prototype(double atten, int64_t n_band) {
 }
 
 FixedConvImpl::FixedConvImpl(torch::Tensor w) {
+  ensure_correct_cpu_convolutions();  // before the first convolution runs (onednn_check.h)
   weight = register_parameter("weight", std::move(w), /*requires_grad=*/false);
 }
 

@@ -45,6 +45,7 @@
 #include "data/audio_dataset.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "models/common/onednn_check.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
 #include "trainer/config_lookup.h"
@@ -87,6 +88,7 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
 void apply_runtime(const ModelArgs& a) {
   const int n = a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
   torch::set_num_threads(std::max(1, n));
+  rt::models::ensure_correct_cpu_convolutions();  // first, so an explicit --mkldnn still wins
   if (a.mkldnn >= 0) at::globalContext().setUserEnabledMkldnn(a.mkldnn != 0);
 }
 
@@ -110,6 +112,9 @@ torch::Tensor make_input(const ModelArgs& a) {
 rt::Json runtime_info() {
   return {{"threads", torch::get_num_threads()},
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
+          {"onednn_check",
+           {{"max_rel_error", rt::models::ensure_correct_cpu_convolutions().max_rel_error},
+            {"disabled_onednn", rt::models::ensure_correct_cpu_convolutions().disabled}}},
           {"hardware_concurrency", std::thread::hardware_concurrency()},
           {"torch_version", TORCH_VERSION}};
 }
@@ -431,6 +436,8 @@ std::unique_ptr<at::ObserverContext> count_sync(const at::RecordFunction& fn) {
 // log_every = L give the cost of one log flush.
 int cmd_syncs(const std::string& config_name, const std::string& db, int64_t steps, int64_t log_every) {
   const auto out_dir = std::filesystem::temp_directory_path() / ("rave_bench_syncs_" + std::to_string(::getpid()));
+  // Once per process, before counting: the oneDNN check reads its errors with item().
+  rt::models::ensure_correct_cpu_convolutions();
   auto run = [&](int64_t max_steps, int64_t every) {
     rt::Config c = rt::load_config_file(rt::find_config_file(config_name));
     c.set("data.db_path", db, "--db");
