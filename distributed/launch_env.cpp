@@ -24,14 +24,9 @@ std::optional<std::string> lookup(const EnvMap& env, const std::string& key) {
 // A whole decimal integer in [lo, hi], else rt::Error naming the variable.
 int parse_int(const std::string& key, const std::string& value, long lo, long hi,
               const std::string& expected) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi ||
-      std::isspace(static_cast<unsigned char>(value[0]))) {
-    throw Error(key + "=" + value + " is not valid: expected " + expected);
-  }
-  return static_cast<int>(v);
+  const auto v = parse_whole_number(value, lo, hi);
+  if (!v) throw Error(key + "=" + value + " is not valid: expected " + expected);
+  return static_cast<int>(*v);
 }
 
 int required_int(const EnvMap& env, const std::string& key, long lo, long hi, const std::string& expected,
@@ -263,6 +258,15 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
   if (lookup(env, "RANK") || lookup(env, "WORLD_SIZE")) return parse_torchrun(env);
   if (lookup(env, "SLURM_PROCID")) return parse_slurm(env);
   return LaunchEnv{};
+}
+
+std::optional<long> parse_whole_number(const std::string& value, long lo, long hi) {
+  if (value.empty() || std::isspace(static_cast<unsigned char>(value[0]))) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || v < lo || v > hi) return std::nullopt;
+  return v;
 }
 
 std::vector<std::string> expand_slurm_nodelist(const std::string& list, const std::string& variable) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,5 +70,9 @@ std::string first_slurm_host(const std::string& list, const std::string& variabl
 // SLURM_TASKS_PER_NODE ("2(x3),1" → 2, 2, 2, 1). Throws rt::Error naming `variable`.
 std::vector<int> expand_slurm_tasks_per_node(const std::string& value,
                                              const std::string& variable = "SLURM_TASKS_PER_NODE");
+
+// `value` as a whole decimal integer in [lo, hi] (no sign-less garbage, spaces or overflow), or
+// nullopt. Shared by the environment parser and `train --nproc_per_node`.
+std::optional<long> parse_whole_number(const std::string& value, long lo, long hi);
 
 }  // namespace rt::dist

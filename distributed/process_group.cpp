@@ -33,8 +33,7 @@ std::string seconds(std::chrono::milliseconds t) { return std::to_string(t.count
 
 // True when `host` names this machine's loopback (127.0.0.0/8, ::1, localhost).
 bool is_loopback(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  addrinfo hints{};  // zeroed: IPv4 and IPv6 alike (ai_family 0 is the "unspecified" family)
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
   bool loopback = true;

@@ -177,3 +177,14 @@ TEST(SlurmTasksPerNode, ExpandsRepeats) {
 
 }  // namespace
 }  // namespace rt::dist
+
+TEST(LaunchEnv, WholeNumbersOnly) {
+  using rt::dist::parse_whole_number;
+  EXPECT_EQ(parse_whole_number("8", 1, 1024), 8L);
+  EXPECT_EQ(parse_whole_number("-3", -5, 5), -3L);
+  for (const char* bad : {"", " 8", "8 ", "8x", "0x10", "1e3", "99999999999999999999999"}) {
+    EXPECT_FALSE(parse_whole_number(bad, 0, 1L << 40).has_value()) << "'" << bad << "'";
+  }
+  EXPECT_FALSE(parse_whole_number("0", 1, 1024).has_value());
+  EXPECT_FALSE(parse_whole_number("1025", 1, 1024).has_value());
+}
