@@ -615,7 +615,9 @@ Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var, d
   auto outs = rt::compat::apply_function<BatchNormRowsFn>(x, eps, to_handle(sync));
   if (mean) *mean = outs[1];
   if (var) *var = outs[2];
-  if (count) *count = outs[3].item<double>();
+  // One process: the count is the row count, known on the host (no item() per step). With a
+  // communicator it is the all-reduced count over every rank's rows.
+  if (count) *count = sync != nullptr ? outs[3].item<double>() : static_cast<double>(x.size(0));
   return outs[0];
 }
 

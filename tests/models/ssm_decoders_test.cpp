@@ -1,10 +1,13 @@
 // SSM decoders: shapes, groups, weight-decay split, R², and a short training sanity run.
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "util/error.h"
 #include "models/ssm/decoders.h"
@@ -34,6 +37,35 @@ TEST(SsmDecoders, S5MazeMapsSpikesToVelocity) {
   EXPECT_TRUE(names.count("blocks.0.ssm.Lambda_re"));
   EXPECT_TRUE(names.count("encoder.weight"));
   EXPECT_TRUE(names.count("decoder.bias"));
+}
+
+std::atomic<int> g_host_reads{0};
+
+std::unique_ptr<at::ObserverContext> count_host_read(const at::RecordFunction& fn) {
+  const std::string_view name = fn.name();
+  if (name == "aten::item" || name == "aten::_local_scalar_dense") g_host_reads.fetch_add(1);
+  return nullptr;
+}
+
+// The loop's promise (0 host synchronisations between log steps) starts here: a training forward
+// and backward of one process reads no value back to the host, fused block or op-by-op.
+TEST(SsmDecoders, ATrainingStepReadsNothingBackToTheHost) {
+  for (const bool fused : {true, false}) {
+    torch::manual_seed(0);
+    auto opts = SsmOptions::s5_maze();
+    opts.scan = ScanKind::kFused;
+    S5Decoder model(opts);
+    model->set_fused_kernels(fused);
+    model->train();
+    const auto x = torch::randn({2, 20, 182});
+    model->forward(x, 0).square().mean().backward();  // first step: lazy initialisation may read
+    g_host_reads = 0;
+    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&count_host_read)
+                                            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    model->forward(x, 0).square().mean().backward();
+    at::removeCallback(handle);
+    EXPECT_EQ(g_host_reads.load(), 0) << (fused ? "fused block" : "op-by-op block");
+  }
 }
 
 TEST(SsmDecoders, FoundationalUsesOneEncoderPerGroupAndPadsInputs) {
