@@ -110,11 +110,10 @@ torch::Tensor make_input(const ModelArgs& a) {
 }
 
 rt::Json runtime_info() {
+  const auto& onednn = rt::models::ensure_correct_cpu_convolutions();
   return {{"threads", torch::get_num_threads()},
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
-          {"onednn_check",
-           {{"max_rel_error", rt::models::ensure_correct_cpu_convolutions().max_rel_error},
-            {"disabled_onednn", rt::models::ensure_correct_cpu_convolutions().disabled}}},
+          {"onednn_check", {{"max_rel_error", onednn.max_rel_error}, {"disabled_onednn", onednn.disabled}}},
           {"hardware_concurrency", std::thread::hardware_concurrency()},
           {"torch_version", TORCH_VERSION}};
 }
