@@ -7,9 +7,12 @@ performs the same operations in the same order (weight norm recomputed per forwa
 torch._weight_norm, asymmetric padding with constant_pad_nd, STFT magnitudes, ...), so the
 timing compares the two front ends over the same LibTorch kernels.
 
-Only what a phase-1 step uses is here (PQMF, variational encoder, generator, spectral
-distances, KL); the discriminators take no part in phase 1. The PQMF derives its filters as
-RAVE's pqmf.py does (scipy); the reparametrisation noise can be given (make_golden.py stores it).
+RAVE holds what a phase-1 step uses (PQMF, variational encoder, generator, spectral
+distances, KL). The v2 period/scale discriminator and the adversarial losses of phase 2
+(models/rave/discriminator.cpp, rave.cpp; RAVE rave/discriminator.py, core.py) are separate
+(make_discriminator, adversarial_losses), so RAVE's parameters stay those `rave_bench export`
+writes; ddp_bench.py uses them. The PQMF derives its filters as RAVE's pqmf.py does (scipy);
+the reparametrisation noise can be given (make_golden.py stores it).
 """
 import math
 
@@ -34,6 +37,11 @@ class Options:
         self.amplitude_modulation = True
         self.adain = False
         self.stft_scales = [2048, 1024, 512, 256, 128]
+        # period_scale discriminator (RaveOptions; RAVE ties its width to CAPACITY).
+        self.discriminator_capacity = 96
+        self.discriminator_n_layers = 4
+        self.periods = [2, 3, 5, 7, 11]
+        self.n_scales = 3
         for k, v in kw.items():
             if not hasattr(self, k):
                 raise KeyError(f"unknown option {k}")
@@ -48,22 +56,56 @@ def get_padding(kernel_size, dilation=1):
     return (p - 1) // 2, p // 2
 
 
-class WNConv1d(nn.Module):
-    """models/common/conv.h WNConv1d: weight_g (out,1,1), weight_v; no bias."""
+def register_weight(m, shape, fan_in, weight_norm):
+    """models/common/conv.cpp register_weight: v ~ U(-b, b), b = 1/sqrt(fan_in); weight-normed
+    as weight_g = ||v|| (all dims but 0) and weight_v, else a plain `weight`."""
+    v = torch.empty(*shape).uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
+    if weight_norm:
+        m.weight_g = nn.Parameter(torch.norm_except_dim(v, 2, 0))
+        m.weight_v = nn.Parameter(v)
+    else:
+        m.weight = nn.Parameter(v)
+    m.weight_norm = weight_norm
 
-    def __init__(self, cin, cout, k, stride=1, dilation=1, pad=(0, 0)):
+
+def register_bias(m, bias, n, fan_in):
+    b = nn.Parameter(torch.empty(n).uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))) if bias else None
+    m.register_parameter("bias", b)
+
+
+def effective_weight(m):
+    return torch._weight_norm(m.weight_v, m.weight_g, 0) if m.weight_norm else m.weight
+
+
+class WNConv1d(nn.Module):
+    """models/common/conv.h WNConv1d: weight_g (out,1,1), weight_v (or a plain `weight`);
+    a `bias` only when asked for (the discriminators)."""
+
+    def __init__(self, cin, cout, k, stride=1, dilation=1, pad=(0, 0), bias=False, weight_norm=True):
         super().__init__()
         self.stride, self.dilation, self.pad = stride, dilation, pad
-        v = torch.empty(cout, cin, k).uniform_(-1 / math.sqrt(cin * k), 1 / math.sqrt(cin * k))
-        self.weight_g = nn.Parameter(torch.norm_except_dim(v, 2, 0))
-        self.weight_v = nn.Parameter(v)
+        register_weight(self, (cout, cin, k), cin * k, weight_norm)
+        register_bias(self, bias, cout, cin * k)
 
     def forward(self, x):
-        w = torch._weight_norm(self.weight_v, self.weight_g, 0)
+        w = effective_weight(self)
         if self.pad[0] == self.pad[1]:
-            return F.conv1d(x, w, None, self.stride, self.pad[0], self.dilation)
+            return F.conv1d(x, w, self.bias, self.stride, self.pad[0], self.dilation)
         x = torch.constant_pad_nd(x, list(self.pad), 0)
-        return F.conv1d(x, w, None, self.stride, 0, self.dilation)
+        return F.conv1d(x, w, self.bias, self.stride, 0, self.dilation)
+
+
+class WNConv2d(nn.Module):
+    """models/common/conv.h WNConv2d (discriminators): bias by default, symmetric padding."""
+
+    def __init__(self, cin, cout, k, stride=(1, 1), padding=(0, 0), bias=True, weight_norm=True):
+        super().__init__()
+        self.stride, self.padding = stride, padding
+        register_weight(self, (cout, cin, k[0], k[1]), cin * k[0] * k[1], weight_norm)
+        register_bias(self, bias, cout, cin * k[0] * k[1])
+
+    def forward(self, x):
+        return F.conv2d(x, effective_weight(self), self.bias, self.stride, self.padding)
 
 
 class WNConvTranspose1d(nn.Module):
@@ -340,6 +382,106 @@ class RAVE(nn.Module):
         reg = kl * beta
         return {"fullband_spectral_distance": fullband, "multiband_spectral_distance": multiband,
                 "regularization": reg, "loss_gen": fullband + multiband + reg, "y": y}
+
+
+class ConvNet(nn.Module):
+    """discriminator.ConvNet (models/rave/discriminator.cpp): n_layers x [weight-normed conv,
+    stride 4, centred padding, bias; LeakyReLU(0.2)] with capacity*2^i channels, then a plain
+    1x1 conv to one channel. Conv1d kernel 15 for scales, Conv2d kernel (5,1) for periods.
+    Returns every conv output (before its activation); the last is the score."""
+
+    def __init__(self, cin, capacity, n_layers, two_d):
+        super().__init__()
+        channels = [cin] + [capacity << i for i in range(n_layers)]
+        layers = []
+        for i in range(n_layers):
+            if two_d:
+                layers.append(WNConv2d(channels[i], channels[i + 1], (5, 1), (4, 1), (get_padding(5)[0], 0)))
+            else:
+                layers.append(WNConv1d(channels[i], channels[i + 1], 15, stride=4, pad=get_padding(15), bias=True))
+            layers.append(nn.LeakyReLU(0.2))
+        if two_d:
+            layers.append(WNConv2d(channels[-1], 1, (1, 1), weight_norm=False))
+        else:
+            layers.append(WNConv1d(channels[-1], 1, 1, bias=True, weight_norm=False))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        features = []
+        for m in self.net:
+            x = m(x)
+            if not isinstance(m, nn.LeakyReLU):
+                features.append(x)
+        return features
+
+
+class MultiPeriodDiscriminator(nn.Module):
+    """Folds (B,C,T) to (B,C,T/p,p) after zero-padding T to a multiple of p."""
+
+    def __init__(self, o):
+        super().__init__()
+        self.periods = list(o.periods)
+        self.layers = nn.ModuleList(
+            [ConvNet(o.channels, o.discriminator_capacity, o.discriminator_n_layers, True) for _ in self.periods])
+
+    def forward(self, x):
+        out = []
+        for p, net in zip(self.periods, self.layers):
+            folded = torch.constant_pad_nd(x, [0, (p - x.size(-1) % p) % p], 0)
+            out.append(net(folded.reshape(x.size(0), x.size(1), -1, p)))
+        return out
+
+
+class MultiScaleDiscriminator(nn.Module):
+    """n_scales ConvNets, avg_pool1d(2) between scales."""
+
+    def __init__(self, o):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [ConvNet(o.channels, o.discriminator_capacity, o.discriminator_n_layers, False) for _ in range(o.n_scales)])
+
+    def forward(self, x):
+        out = []
+        for i, net in enumerate(self.layers):
+            out.append(net(x))
+            if i + 1 < len(self.layers):
+                x = F.avg_pool1d(x, 2)
+        return out
+
+
+class CombineDiscriminators(nn.Module):
+    def __init__(self, discriminators):
+        super().__init__()
+        self.discriminators = nn.ModuleList(discriminators)
+
+    def forward(self, x):
+        return [f for d in self.discriminators for f in d(x)]
+
+
+def make_discriminator(o):
+    """The period_scale discriminator (make_discriminator in models/rave/discriminator.cpp)."""
+    scales = MultiScaleDiscriminator(o)
+    return CombineDiscriminators([MultiPeriodDiscriminator(o), scales]) if o.periods else scales
+
+
+def adversarial_losses(features, batch, feature_matching_weight=20.0, relative=True, num_skipped=1):
+    """rave_losses_from_forward's phase-2 terms (v2: relative feature matching, first feature
+    skipped, hinge GAN) for discriminator features of cat(real, fake) along the batch."""
+    zero = features[0][-1].new_zeros(())
+    fm, adv, dis = zero, zero, zero
+    for scale in features:
+        skip = min(len(scale), num_skipped)
+        dist = zero
+        for f in scale[skip:]:
+            d = (f[:batch] - f[batch:]).abs().mean()
+            dist = dist + (d / f[:batch].abs().mean() if relative else d)
+        if len(scale) > skip:
+            fm = fm + dist / (len(scale) - skip)
+        real, fake = scale[-1][:batch], scale[-1][batch:]
+        dis = dis + (torch.relu(1 - real) + torch.relu(1 + fake)).mean()
+        adv = adv - fake.mean()
+    fm = fm / len(features)
+    return {"feature_matching": fm * feature_matching_weight, "adversarial": adv, "loss_dis": dis}
 
 
 def preset(version="v2", **kw):

@@ -98,10 +98,10 @@ class S5Layer(nn.Module):
 
 
 class S5Block(nn.Module):
-    def __init__(self, H, N, dropout):
+    def __init__(self, H, N, dropout, dt_min=1e-3, dt_max=1e-1):
         super().__init__()
         self.norm = nn.BatchNorm1d(H, affine=False)
-        self.ssm = S5Layer(H, N)
+        self.ssm = S5Layer(H, N, dt_min, dt_max)
         self.glu_w1 = nn.Linear(H, H)
         self.glu_w2 = nn.Linear(H, H)
         self.drop = nn.Dropout(dropout)
@@ -115,10 +115,10 @@ class S5Block(nn.Module):
 
 
 class S5Decoder(nn.Module):
-    def __init__(self, units=182, H=64, N=64, out=2, layers=1, dropout=0.05):
+    def __init__(self, units=182, H=64, N=64, out=2, layers=1, dropout=0.05, dt_min=1e-3, dt_max=1e-1):
         super().__init__()
         self.encoder = nn.Linear(units, H)
-        self.blocks = nn.ModuleList([S5Block(H, N, dropout) for _ in range(layers)])
+        self.blocks = nn.ModuleList([S5Block(H, N, dropout, dt_min, dt_max) for _ in range(layers)])
         self.decoder = nn.Linear(H, out)
 
     def forward(self, x):
