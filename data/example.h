@@ -38,6 +38,10 @@ struct Batch {
   int64_t batch_idx = 0;  // Position of this batch's global batch in the loader's stream, from 0.
   uint64_t epoch = 0;
   StreamPosition position;  // the global stream's position after this batch (resume from it)
+  // Data parallelism: this batch is examples [global_offset, global_offset + size) of a global
+  // batch of global_examples (one process: 0 and its own size).
+  int64_t global_examples = 0;
+  int64_t global_offset = 0;
 };
 
 class ExampleSource {

@@ -176,9 +176,13 @@ bool Loader::plan_until(int64_t seq) {
       // Training streams step on every rank together: a batch too small to give every rank
       // an example is skipped everywhere.
       if (options_.infinite && b.size() < static_cast<size_t>(options_.world_size)) continue;
+      const auto global_size = static_cast<int64_t>(b.size());
+      const int64_t offset = sharded ? static_cast<int64_t>(static_cast<size_t>(options_.rank) * b.size() /
+                                                            static_cast<size_t>(options_.world_size))
+                                     : 0;
       auto slice = sharded ? rank_slice(b, options_.rank, options_.world_size) : std::move(b);
       if (slice.empty()) continue;
-      plan_.push_back(Job{planned_until_++, epoch, global_index, position, std::move(slice)});
+      plan_.push_back(Job{planned_until_++, epoch, global_index, position, std::move(slice), global_size, offset});
     }
     if (options_.infinite && skip == 0 && planned_until_ == planned_before &&
         next_global_ > options_.start_batch) {
@@ -212,6 +216,8 @@ Batch Loader::load(const Job& job) const {
     batch.batch_idx = job.global_index;
     batch.epoch = job.epoch;
     batch.position = job.position;
+    batch.global_examples = job.global_examples;
+    batch.global_offset = job.global_offset;
     return batch;
   } catch (const std::exception& e) {
     throw Error("data loader: batch " + std::to_string(job.global_index) + " (epoch " +

@@ -118,6 +118,8 @@ class Loader {
     int64_t global_index = 0;  // the global batch's position in the stream (Batch::batch_idx)
     StreamPosition position;   // after this global batch
     std::vector<size_t> indices;
+    int64_t global_examples = 0;  // the global batch's size
+    int64_t global_offset = 0;    // where this rank's slice starts in it
   };
   // The global batches of `epoch` without its first `skip` examples.
   using Planner = std::function<std::vector<std::vector<size_t>>(uint64_t epoch, size_t skip)>;

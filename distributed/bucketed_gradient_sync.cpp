@@ -168,6 +168,13 @@ void BucketedGradientSync::launch(Plan& plan, size_t index) {
   bucket.pending = comm_->all_reduce_sum_async(bucket.flat);
 }
 
+void BucketedGradientSync::set_batch_share(int64_t local, int64_t global) {
+  if (local < 0 || global <= 0 || local > global) {
+    throw Error("gradient sync: batch share " + std::to_string(local) + " of " + std::to_string(global));
+  }
+  scale_ = static_cast<double>(comm_->world_size()) * static_cast<double>(local) / static_cast<double>(global);
+}
+
 void BucketedGradientSync::finish() {
   Plan* plan = nullptr;
   {

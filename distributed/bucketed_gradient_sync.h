@@ -54,6 +54,8 @@ class BucketedGradientSync final : public GradientSync {
 
   void begin(const std::vector<torch::Tensor>& params) override;
   void finish() override;
+  void set_batch_share(int64_t local, int64_t global) override;
+  double loss_scale() const override { return scale_; }
 
   // What the last begin..finish did, for tests and overlap evidence: per bucket (in launch
   // order) the parameter indices it holds and the steady-clock time its all-reduce started,
@@ -76,6 +78,7 @@ class BucketedGradientSync final : public GradientSync {
   std::mutex mu_;  // hooks may run on autograd device threads
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* active_ = nullptr;
+  double scale_ = 1.0;  // loss_scale(): world · local / global (1 for even slices)
   Report report_;
 };
 

@@ -72,7 +72,6 @@ struct C10dCommunicator::Collective {
   int64_t element_size;
   std::string dtype;       // Kineto's "dtype": c10 ScalarType name ("Float")
   std::string input_type;  // TensorBoard's "Input type": the dtype's C name ("float")
-  int64_t launch_ns;
 };
 
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
@@ -85,7 +84,8 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::s
       timeout_(timeout),
       peers_(std::move(peers)),
       host_(this_host()),
-      last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)) {}
+      last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)),
+      totals_(std::make_shared<Totals>()) {}
 
 C10dCommunicator::~C10dCommunicator() = default;
 
@@ -103,25 +103,36 @@ c10::intrusive_ptr<c10d::Work> C10dCommunicator::launch(const char* op, const ch
   } catch (const std::exception& e) {
     fail(name, e);
   }
-  if (!prof::annotations_recording()) return work;
-  auto info = std::make_shared<Collective>();
-  info->name = name;
-  info->collective = collective;
-  info->in_nelems = tensor.defined() ? tensor.numel() : 0;
-  info->out_nelems = out_nelems;
-  info->element_size = tensor.defined() ? static_cast<int64_t>(tensor.element_size()) : 0;
-  info->dtype = tensor.defined() ? c10::toString(tensor.scalar_type()) : "";
-  info->input_type = tensor.defined() ? std::string(tensor.dtype().name()) : "";
-  info->launch_ns = steady_ns();
+  const int64_t in_bytes = tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0;
+  totals_->collectives += 1;
+  totals_->bytes += in_bytes;
+  // The span (and the busy time) runs from when the collective starts executing to its
+  // completion; collectives execute in issue order, so it starts at the later of its launch and
+  // the previous one's completion. Recorded only when a trace window was open at launch.
+  std::shared_ptr<Collective> info;
+  if (prof::annotations_recording()) {
+    info = std::make_shared<Collective>();
+    info->name = name;
+    info->collective = collective;
+    info->in_nelems = tensor.defined() ? tensor.numel() : 0;
+    info->out_nelems = out_nelems;
+    info->element_size = tensor.defined() ? static_cast<int64_t>(tensor.element_size()) : 0;
+    info->dtype = tensor.defined() ? c10::toString(tensor.scalar_type()) : "";
+    info->input_type = tensor.defined() ? std::string(tensor.dtype().name()) : "";
+  }
+  const int64_t launch_ns = steady_ns();
   const int group_size = world_size_;
   auto last_end = last_end_ns_;
-  work->getFuture()->addCallback([info, group_size, last_end](c10::ivalue::Future&) {
+  auto totals = totals_;
+  work->getFuture()->addCallback([info, launch_ns, group_size, last_end, totals](c10::ivalue::Future&) {
     const int64_t end = steady_ns();
-    const int64_t previous_end = last_end->exchange(end);
+    const int64_t start = std::max(launch_ns, last_end->exchange(end));
+    totals->busy_ns += end - start;
+    if (!info) return;
     prof::Activity span;
     span.kind = prof::ActivityKind::kUserAnnotation;
     span.name = info->name;
-    span.start_ns = std::max(info->launch_ns, previous_end);
+    span.start_ns = start;
     span.end_ns = end;
     if (!info->input_type.empty()) {
       span.input_dims = {{info->in_nelems}};
@@ -146,11 +157,23 @@ void C10dCommunicator::check_usable() const {
 
 void C10dCommunicator::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& op) {
   check_usable();
+  const int64_t t0 = steady_ns();
   try {
     work->wait(timeout_ + kWaitGrace);
   } catch (const std::exception& e) {
+    totals_->wait_ns += steady_ns() - t0;
     fail(op, e);
   }
+  totals_->wait_ns += steady_ns() - t0;
+}
+
+CommStats C10dCommunicator::stats() const {
+  CommStats s;
+  s.collectives = totals_->collectives.load();
+  s.bytes = totals_->bytes.load();
+  s.busy_seconds = static_cast<double>(totals_->busy_ns.load()) * 1e-9;
+  s.wait_seconds = static_cast<double>(totals_->wait_ns.load()) * 1e-9;
+  return s;
 }
 
 void C10dCommunicator::fail(const std::string& op, const std::exception& error) {

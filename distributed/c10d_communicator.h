@@ -57,6 +57,7 @@ class C10dCommunicator final : public Communicator {
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override;
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) override;
   void barrier() override;
+  CommStats stats() const override;
 
   // Waits for `work` of operation `op` ("gloo:all_reduce") within the timeout; throws the
   // translated rt::Error and marks the group failed when it fails.
@@ -83,6 +84,11 @@ class C10dCommunicator final : public Communicator {
   // Completion time of the last collective whose span was recorded (shared with callbacks
   // that may run after this object is gone).
   std::shared_ptr<std::atomic<int64_t>> last_end_ns_;
+  // CommStats, in ns and bytes (the busy time is added by completion callbacks).
+  struct Totals {
+    std::atomic<int64_t> collectives{0}, bytes{0}, busy_ns{0}, wait_ns{0};
+  };
+  std::shared_ptr<Totals> totals_;
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;
   std::string failure_;

@@ -43,6 +43,14 @@ class PendingCollective {
   std::shared_ptr<Impl> impl_;
 };
 
+// Where a job's communication time went, since the communicator was made.
+struct CommStats {
+  int64_t collectives = 0;
+  int64_t bytes = 0;            // input bytes of every collective
+  double busy_seconds = 0.0;    // collectives executing on the backend (may overlap compute)
+  double wait_seconds = 0.0;    // the calling thread blocked in wait(): communication not hidden
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -62,6 +70,7 @@ class Communicator {
   virtual std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
+  virtual CommStats stats() const { return {}; }
 };
 
 // One process: rank 0 of 1, every collective the identity.

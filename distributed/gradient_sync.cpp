@@ -9,7 +9,12 @@ void SingleProcessSync::finish() {}
 
 void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params, GradientSync& sync) {
   sync.begin(params);
-  loss.backward();
+  const double scale = sync.loss_scale();
+  if (scale == 1.0) {
+    loss.backward();
+  } else {
+    (loss * scale).backward();
+  }
   sync.finish();
 }
 

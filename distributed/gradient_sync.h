@@ -33,6 +33,15 @@ class GradientSync {
   virtual ~GradientSync() = default;
   virtual void begin(const std::vector<torch::Tensor>& params) = 0;
   virtual void finish() = 0;
+  // This rank holds `local` of the step's `global` examples (the trainer sets it before every
+  // step). backward_with_sync then scales the rank's loss by world · local/global, so that the
+  // synchronised gradient, the mean over ranks, is the gradient of the loss's mean over the
+  // global batch, also when the ranks' slices differ in size (a multi-session group batch that
+  // does not divide evenly). Scaling the loss rather than the gradients keeps every rank's
+  // output gradients on one scale, which SyncBatchNorm's backward sums across ranks. Unset or
+  // even slices: 1, the plain mean over ranks as DDP. One process: ignored.
+  virtual void set_batch_share(int64_t /*local*/, int64_t /*global*/) {}
+  virtual double loss_scale() const { return 1.0; }
 };
 
 // One process: nothing to synchronise.

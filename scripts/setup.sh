@@ -16,6 +16,9 @@ PACKAGES+=(sox flac vorbis-tools)
 # profile-report --plots draws with gnuplot's pngcairo terminal; the example-script test drives
 # the menu through a pseudo-terminal with python3's pty module.
 PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)
+# Test dependency only (the trainer never needs Python): torch's own launcher, torchrun, which
+# the data-parallel tests start `train` under (python3-torch is the same LibTorch version).
+PACKAGES+=(python3-torch)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -60,6 +60,12 @@ struct Parser {
                        ->type_name("KEY=VALUE")
                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--override");
+    // Taken out by main() before parsing (distributed/local_launcher.h); listed for --help.
+    app.add_option("--nproc_per_node",
+                   "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
+                   "train.distributed.* keys; README \"Training on several processes or machines\")")
+        ->type_name("N");
+    value_flags.insert("--nproc_per_node");
     summary = app.add_flag("--summary", "Print the model's modules with parameter counts and exit");
     print_config = app.add_flag("--print_config", "Print the fully resolved config (TOML) and exit");
     app.add_flag("--config_reference",

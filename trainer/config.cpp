@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "trainer/config_value.h"
@@ -166,19 +167,29 @@ void Config::merge_toml_string(const std::string& text, const std::string& origi
                   (best.empty() ? "" : "; did you mean [" + best + "]?") +
                   " (sections: model, data, train, profiling)");
     }
-    for (auto&& [name, node] : *section_node.as_table()) {
-      const std::string key = section + "." + std::string(name.str());
-      const std::string where = origin + ":" + std::to_string(node.source().begin.line);
-      const KeySpec& spec = value_spec(key, where);
-      ConfigValue v;
-      if (!toml_to_value(node, spec.type, &v)) {
-        std::ostringstream got;
-        got << node.type();
-        throw Error(where + ": " + key + " = " + toml_node_text(node) + " has the wrong type: expected " +
-                    spec.allowed_text() + " (got " + got.str() + ")");
+    // A sub-table ([train.distributed], or dotted keys such as distributed.backend = "gloo"
+    // under [train]) continues the key's prefix.
+    std::function<void(const toml::table&, const std::string&)> merge = [&](const toml::table& table,
+                                                                            const std::string& prefix) {
+      for (auto&& [name, node] : table) {
+        const std::string key = prefix + "." + std::string(name.str());
+        const std::string where = origin + ":" + std::to_string(node.source().begin.line);
+        if (node.is_table() && find_key_spec(key) == nullptr && find_alias_spec(key) == nullptr) {
+          merge(*node.as_table(), key);
+          continue;
+        }
+        const KeySpec& spec = value_spec(key, where);
+        ConfigValue v;
+        if (!toml_to_value(node, spec.type, &v)) {
+          std::ostringstream got;
+          got << node.type();
+          throw Error(where + ": " + key + " = " + toml_node_text(node) + " has the wrong type: expected " +
+                      spec.allowed_text() + " (got " + got.str() + ")");
+        }
+        set_value(key, v, where);
       }
-      set_value(key, v, where);
-    }
+    };
+    merge(*section_node.as_table(), section);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/example.h"
+#include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
 #include "trainer/family_registry.h"
 
@@ -28,12 +29,20 @@ struct TrainData {
   std::shared_ptr<const ExampleSource> val;  // May be the same object as `train`.
   std::vector<size_t> train_indices;
   std::vector<size_t> val_indices;
-  // Optional epoch → batches samplers (multi-session SSM draws each batch from one group).
-  std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> train_sampler;
-  std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> val_sampler;
+  // Optional samplers (multi-session SSM draws each batch from one group): the batches of an
+  // epoch, as dataset indices, for a batch size the trainer gives (the global batch: per-rank
+  // train.batch × world size; each rank then takes its slice, data/loader.h).
+  using Sampler = std::function<std::vector<std::vector<size_t>>(uint64_t epoch, int64_t batch)>;
+  Sampler train_sampler;
+  Sampler val_sampler;
   // The model's natural unit for samples_per_second: audio samples per example (RAVE),
   // time bins per example (SSM).
   int64_t samples_per_example = 1;
+  // Data parallelism: each rank validates its share of every validation batch (true), or every
+  // rank validates every example (false: a model whose eval output depends on the batch, such
+  // as BatchNorm with batch statistics in eval, which torch's SyncBatchNorm does not
+  // synchronise in eval; then the single-process batches are the only way to equal metrics).
+  bool shard_validation = true;
   std::string sample_unit = "samples";
 };
 
@@ -68,6 +77,10 @@ struct ValidationResult {
 struct FamilyContext {
   torch::Device device{torch::kCPU};
   GradientSync* gradient_sync = &single_process_sync();  // never null
+  // The data-parallel job (one process: LocalCommunicator). A family sums its validation
+  // statistics over it (exact global metrics: sufficient statistics, never a mean of per-rank
+  // means) and may synchronise batch statistics (SyncBatchNorm). Never null.
+  std::shared_ptr<dist::Communicator> comm = std::make_shared<dist::LocalCommunicator>();
 };
 
 class ModelFamily {
@@ -87,7 +100,10 @@ class ModelFamily {
   // read tensor values on the host (see StepResult).
   virtual StepResult train_step(const Batch& batch, int64_t step) = 0;
 
-  // Gradient-free evaluation over the whole validation loader.
+  // Gradient-free evaluation over the validation loader. In a data-parallel job each rank's
+  // loader holds its share of the validation set; the metrics must be the global ones (sum the
+  // sufficient statistics over context.comm) and equal on every rank. `audio` may come from any
+  // rank's share (rank 0 logs it).
   virtual ValidationResult validate(Loader& val_loader, int64_t step) = 0;
 
   // The validation metric that selects best.ckpt, and its direction.

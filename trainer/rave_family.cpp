@@ -178,6 +178,7 @@ class RaveFamily final : public ModelFamily {
   void build(const FamilyContext& context, const TrainData* data) override {
     device_ = context.device;
     sync_ = context.gradient_sync;
+    comm_ = context.comm;
     options_.channels = data != nullptr ? channels_ : std::max<int64_t>(1, config_.get_int("data.channels"));
     if (data != nullptr) options_.sampling_rate = sampling_rate_;
     options_.validate();
@@ -255,8 +256,13 @@ class RaveFamily final : public ModelFamily {
     while (auto batch = val_loader.next()) {
       torch::Tensor x = batch->input.to(device_);
       auto f = model_->forward_train(x);
-      const double d = rave::spectral_distance(x, f.y, loss_options_.stft_scales, loss_options_.log_epsilon).item<double>();
-      sum += d * static_cast<double>(x.size(0));
+      // Per example, so the metric does not depend on how the validation set is batched or
+      // shared out over ranks (the spectral convergence term is a ratio of means).
+      for (int64_t i = 0; i < x.size(0); ++i) {
+        sum += rave::spectral_distance(x.narrow(0, i, 1), f.y.narrow(0, i, 1), loss_options_.stft_scales,
+                                       loss_options_.log_epsilon)
+                   .item<double>();
+      }
       count += x.size(0);
       if (!v.audio.defined()) {
         // Original then reconstruction, half a second of silence between (TensorBoard audio).
@@ -268,7 +274,11 @@ class RaveFamily final : public ModelFamily {
       }
     }
     model_->train();
-    v.metrics["validation"] = count > 0 ? sum / static_cast<double>(count) : std::nan("");
+    // The global mean over every rank's share: sums and counts, never a mean of rank means.
+    auto totals = torch::tensor({sum, static_cast<double>(count)}, torch::kDouble);
+    comm_->all_reduce_sum(totals);
+    const double global_sum = totals[0].item<double>(), global_count = totals[1].item<double>();
+    v.metrics["validation"] = global_count > 0 ? global_sum / global_count : std::nan("");
     return v;
   }
 
@@ -342,6 +352,7 @@ class RaveFamily final : public ModelFamily {
   rave::RaveLossOptions loss_options_;
   torch::Device device_;
   GradientSync* sync_ = &single_process_sync();
+  std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
   double lr_ = 1e-3;

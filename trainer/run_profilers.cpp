@@ -28,6 +28,23 @@ class TensorBoardSink final : public prof::ScalarSink {
   TensorBoardWriter& tb_;
 };
 
+// Where the op tables of ranks other than 0 go: nowhere (rank 0 prints the console).
+std::ostream& null_stream() {
+  static std::ostream discard(nullptr);
+  return discard;
+}
+
+// Rank 0 of a job keeps the plain name too: a relative link to its rank file.
+void link_plain_name(const fs::path& dir, const std::string& stem, const std::string& extension,
+                     const RankInfo& rank) {
+  if (rank.world_size == 1 || rank.rank != 0) return;
+  const fs::path plain = dir / (stem + extension);
+  std::error_code ec;
+  fs::remove(plain, ec);
+  fs::create_symlink(rank_file_name(stem, extension, rank), plain, ec);
+  if (ec) std::cerr << "warning: could not link " << plain.string() << ": " << ec.message() << "\n";
+}
+
 prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
   prof::TraceSessionOptions o;
   if (c.was_set("profiling.profile_steps")) {
@@ -63,30 +80,47 @@ void guarded(const char* what, const std::function<void()>& fn) {
 
 }  // namespace
 
-RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter& tb)
-    : device_(device), tb_(tb) {
+std::string rank_file_name(const std::string& stem, const std::string& extension, const RankInfo& rank) {
+  if (rank.world_size == 1) return stem + extension;
+  return stem + ".rank" + std::to_string(rank.rank) + extension;
+}
+
+RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter* tb,
+                           RankInfo rank)
+    : device_(device), tb_(tb), rank_(std::move(rank)) {
   const bool timing = c.get_bool("profiling.timing");
   const bool memory = c.get_bool("profiling.memory");
   const bool detailed = c.get_bool("profiling.enabled");
   const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
   log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
-  sink_ = std::make_unique<TensorBoardSink>(tb_);
+  if (tb_ != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb_);
 
   prof::timers().reset();
   prof::timers().set_enabled(timing);
   if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
   if (timing) {
-    timing_ = std::make_unique<prof::TimingProfileWriter>(dir / "timing_profile.json", c.get_int("profiling.timing_every"));
+    timing_ = std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
+                                                          c.get_int("profiling.timing_every"));
+    link_plain_name(dir, "timing_profile", ".json", rank_);
   }
   if (memory || profile_memory) {
     reporter_ = prof::default_memory_reporter();
     tracking_ = std::make_unique<prof::MemoryTrackingScope>(reporter_);
   }
   if (memory) {
-    memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / "memory_profile.json", c.get_int("profiling.memory_every"));
+    memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
+                                                          c.get_int("profiling.memory_every"));
+    link_plain_name(dir, "memory_profile", ".json", rank_);
   }
   if (!detailed) return;
   auto options = trace_options(c, dir);
+  options.trace.backend = rank_.backend;
+  options.trace.rank = rank_.rank;
+  options.trace.world_size = rank_.world_size;
+  if (rank_.rank != 0) {
+    options.table_out = &null_stream();
+    options.file_tag = ".rank" + std::to_string(rank_.rank);
+  }
   if (profile_memory) {
     auto reporter = reporter_;
     options.cpu_bytes_in_use = [reporter] { return reporter->cpu_bytes_in_use(); };
@@ -137,13 +171,14 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
   if (memory_ && memory_->wants(step)) {
     const auto sample = prof::sample_memory(reporter_.get(), device_.is_cuda() ? device_.index() : -1);
     memory_->record(step, batch_idx, sample);
-    tb_.add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step);
-    tb_.add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step);
-    tb_.add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step);
-    tb_.add_scalar("memory/cpu_memory_percent", static_cast<float>(sample.system.used_percent), step);
+    if (tb_ == nullptr) return;
+    tb_->add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step);
+    tb_->add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step);
+    tb_->add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step);
+    tb_->add_scalar("memory/cpu_memory_percent", static_cast<float>(sample.system.used_percent), step);
     if (device_.is_cuda()) {
-      tb_.add_scalar("memory/gpu_memory_allocated_gb", static_cast<float>(sample.cuda.allocated_bytes / 1073741824.0), step);
-      tb_.add_scalar("memory/gpu_memory_reserved_gb", static_cast<float>(sample.cuda.reserved_bytes / 1073741824.0), step);
+      tb_->add_scalar("memory/gpu_memory_allocated_gb", static_cast<float>(sample.cuda.allocated_bytes / 1073741824.0), step);
+      tb_->add_scalar("memory/gpu_memory_reserved_gb", static_cast<float>(sample.cuda.reserved_bytes / 1073741824.0), step);
     }
   }
 }
@@ -162,7 +197,7 @@ void RunProfilers::resolve_losses(const std::vector<std::pair<int64_t, double>>&
 }
 
 void RunProfilers::log_timers(int64_t step, bool force) {
-  if (!prof::timers().enabled() || !(force || step % log_every_ == 0)) return;
+  if (!prof::timers().enabled() || !sink_ || !(force || step % log_every_ == 0)) return;
   std::cout << prof::timers().format_metrics(step) << std::flush;
   prof::timers().log_metrics(*sink_, step);
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,10 +26,25 @@ namespace rt {
 class Config;
 class TensorBoardWriter;
 
+// Where this process sits in a data-parallel job (one process: rank 0 of 1, backend "none").
+struct RankInfo {
+  int rank = 0;
+  int world_size = 1;
+  std::string backend = "none";
+};
+
+// A profile file's name for `rank`: "timing_profile.json" in a one-process job, else
+// "timing_profile.rank<R>.json" (rank 0 also keeps the plain name, as a link to its file).
+std::string rank_file_name(const std::string& stem, const std::string& extension, const RankInfo& rank);
+
 class RunProfilers {
  public:
-  // `dir`: where the profiles go (the run directory, or profiling.output_dir).
-  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter& tb);
+  // `dir`: where the profiles go (the run directory, or profiling.output_dir). `tb`: where
+  // memory scalars and timers go (null on ranks other than 0: only rank 0 writes TensorBoard,
+  // and only it prints the timers and the op tables). Every rank writes its own timing and
+  // memory profile and traces (traces carry distributedInfo with `rank`).
+  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter* tb,
+               RankInfo rank = {});
   ~RunProfilers();
 
   // The memory reporter (null unless memory profiling or profile_memory tracing is on): loader
@@ -56,7 +72,8 @@ class RunProfilers {
 
  private:
   torch::Device device_;
-  TensorBoardWriter& tb_;
+  TensorBoardWriter* tb_;
+  RankInfo rank_;
   int64_t log_every_ = 100;
   std::shared_ptr<prof::MemoryReporter> reporter_;
   std::unique_ptr<prof::MemoryTrackingScope> tracking_;

@@ -63,10 +63,17 @@ namespace {
 
 // R² per output dimension (1 − SS_res/(SS_tot+1e-8)) of predictions against targets, both
 // [N, dims]: the reference's metric, computed over every (trial, bin) of the set.
-torch::Tensor r2_per_dim(const torch::Tensor& pred, const torch::Tensor& target) {
-  auto ss_res = (target - pred).pow(2).sum(0);
-  auto ss_tot = (target - target.mean(0)).pow(2).sum(0);
-  return 1.0 - ss_res / (ss_tot + 1e-8);
+// R² per output dimension from sufficient statistics: per dim, Σy, Σy², Σ(y − ŷ)² and the row
+// count n (float64), so that a data-parallel job sums them over ranks and gets the exact global
+// value: R² = 1 − SS_res / SS_tot, SS_tot = Σy² − (Σy)²/n.
+struct R2Sums {
+  torch::Tensor sum_y, sum_y2, ss_res;  // [D] float64
+  double rows = 0;
+};
+
+torch::Tensor r2_from_sums(const R2Sums& s) {
+  auto ss_tot = s.sum_y2 - s.sum_y * s.sum_y / std::max(1.0, s.rows);
+  return 1.0 - s.ss_res / (ss_tot + 1e-8);
 }
 
 class SsmFamily final : public ModelFamily {
@@ -106,18 +113,21 @@ class SsmFamily final : public ModelFamily {
     d.val = dataset_;
     d.train_indices = split.train;
     d.val_indices = split.val;
-    const int64_t batch = c.get_int("train.batch");
     const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
     auto ds = dataset_;
     auto train_idx = split.train, val_idx = split.val;
     // Every batch from one group, as the reference sampler (multi-session models need it).
-    d.train_sampler = [ds, train_idx, batch, seed](uint64_t epoch) {
+    d.train_sampler = [ds, train_idx, seed](uint64_t epoch, int64_t batch) {
       return neural::group_batches(*ds, train_idx, batch, epoch, seed, /*drop_last=*/false);
     };
-    d.val_sampler = [ds, val_idx, batch, seed](uint64_t) {
+    d.val_sampler = [ds, val_idx, seed](uint64_t, int64_t batch) {
       return neural::group_batches(*ds, val_idx, batch, 0, seed, /*drop_last=*/false);
     };
     d.samples_per_example = dataset_->get(0, *std::make_unique<std::mt19937_64>(0)).input.size(0);
+    // The multi-session decoder normalises with batch statistics in eval too (SsmModelImpl):
+    // its validation batches must be the single-process ones on every rank.
+    shard_validation_ = options_.variant != ssm::SsmVariant::kFoundational;
+    d.shard_validation = shard_validation_;
     d.sample_unit = "time bins";
     return d;
   }
@@ -125,8 +135,12 @@ class SsmFamily final : public ModelFamily {
   void build(const FamilyContext& context, const TrainData* /*data*/) override {
     device_ = context.device;
     sync_ = context.gradient_sync;
+    comm_ = context.comm;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
     model_->to(device_);
+    // SyncBatchNorm semantics in a data-parallel job: batch statistics over every rank's rows,
+    // so N ranks × B train as one process with N·B (distributed/sync_batch_norm.h).
+    if (comm_->world_size() > 1) model_->set_batch_norm_sync(comm_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -175,32 +189,51 @@ class SsmFamily final : public ModelFamily {
   ValidationResult validate(Loader& val_loader, int64_t /*step*/) override {
     torch::NoGradGuard no_grad;
     model_->eval();
-    std::vector<torch::Tensor> preds, targets;
-    std::map<int64_t, std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>> by_group;
-    double loss_sum = 0.0;
-    int64_t n = 0;
+    // Per group g: [Σy (D), Σy² (D), Σ(y−ŷ)² (D), rows] then [Σ loss·examples, examples], float64,
+    // summed over ranks in one all-reduce.
+    const int64_t D = options_.output_dim, G = std::max<int64_t>(1, n_groups_), per_group = 3 * D + 1;
+    auto sums = torch::zeros({G * per_group + 2}, torch::kDouble);
     while (auto batch = val_loader.next()) {
       auto x = batch->input.to(device_), y = batch->target.to(device_);
       auto p = model_->forward(x, batch->group);
-      loss_sum += torch::mse_loss(p, y).item<double>() * static_cast<double>(x.size(0));
-      n += x.size(0);
-      auto p2 = p.reshape({-1, p.size(-1)}).to(torch::kCPU), y2 = y.reshape({-1, y.size(-1)}).to(torch::kCPU);
-      preds.push_back(p2);
-      targets.push_back(y2);
-      by_group[batch->group].first.push_back(p2);
-      by_group[batch->group].second.push_back(y2);
+      auto p2 = p.reshape({-1, p.size(-1)}).to(torch::kCPU, torch::kDouble);
+      auto y2 = y.reshape({-1, y.size(-1)}).to(torch::kCPU, torch::kDouble);
+      auto g = sums.narrow(0, batch->group * per_group, per_group);
+      g.narrow(0, 0, D) += y2.sum(0);
+      g.narrow(0, D, D) += (y2 * y2).sum(0);
+      g.narrow(0, 2 * D, D) += (y2 - p2).pow(2).sum(0);
+      g[3 * D] += static_cast<double>(y2.size(0));
+      sums[G * per_group] += torch::mse_loss(p, y).to(torch::kCPU, torch::kDouble) * static_cast<double>(x.size(0));
+      sums[G * per_group + 1] += static_cast<double>(x.size(0));
     }
     model_->train();
+    if (shard_validation_) comm_->all_reduce_sum(sums);  // else every rank saw every example
     ValidationResult v;
+    const double n = sums[G * per_group + 1].item<double>();
     if (n == 0) return v;
-    auto r2 = r2_per_dim(torch::cat(preds), torch::cat(targets));
-    v.metrics["val/loss"] = loss_sum / static_cast<double>(n);
+    auto group_sums = [&](int64_t g) {
+      auto t = sums.narrow(0, g * per_group, per_group);
+      return R2Sums{t.narrow(0, 0, D), t.narrow(0, D, D), t.narrow(0, 2 * D, D), t[3 * D].item<double>()};
+    };
+    R2Sums total{torch::zeros({D}, torch::kDouble), torch::zeros({D}, torch::kDouble),
+                 torch::zeros({D}, torch::kDouble), 0.0};
+    for (int64_t g = 0; g < G; ++g) {
+      R2Sums s = group_sums(g);
+      total.sum_y += s.sum_y;
+      total.sum_y2 += s.sum_y2;
+      total.ss_res += s.ss_res;
+      total.rows += s.rows;
+    }
+    auto r2 = r2_from_sums(total);
+    v.metrics["val/loss"] = sums[G * per_group].item<double>() / n;
     v.metrics["val/r2"] = r2.mean().item<double>();
     for (int64_t d = 0; d < r2.size(0); ++d) v.metrics["val/r2_" + std::to_string(d)] = r2[d].item<double>();
     if (n_groups_ > 1) {
-      for (auto& [g, pt] : by_group) {
-        auto rg = r2_per_dim(torch::cat(pt.first), torch::cat(pt.second));
-        v.metrics["val/r2_group_" + dataset_->group_names().at(static_cast<size_t>(g))] = rg.mean().item<double>();
+      for (int64_t g = 0; g < G; ++g) {
+        R2Sums s = group_sums(g);
+        if (s.rows == 0) continue;  // a group without validation examples
+        v.metrics["val/r2_group_" + dataset_->group_names().at(static_cast<size_t>(g))] =
+            r2_from_sums(s).mean().item<double>();
       }
     }
     return v;
@@ -259,11 +292,13 @@ class SsmFamily final : public ModelFamily {
   ssm::SsmOptions options_;
   torch::Device device_;
   GradientSync* sync_ = &single_process_sync();
+  std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
   double lr_ = 1e-3;
   int64_t n_groups_ = 1;
+  bool shard_validation_ = true;
 };
 
 // foundational_ssm: dt_min/dt_max bound the initial log step; checked here with the keys'

@@ -4,16 +4,24 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "data/loader.h"
+#include "distributed/communicator.h"
+#include "distributed/launch_env.h"
+#include "distributed/parameter_broadcast.h"
+#include "distributed/process_group.h"
+#include "models/common/batch_slice.h"
 #include "util/error.h"
 #include "util/signals.h"
 #include "profiling/memory.h"
@@ -51,6 +59,19 @@ void set_cpu_rng_state(const torch::Tensor& state) {
 }
 
 constexpr const char* kRngKey = "trainer_cpu_rng_state";
+// The global data stream's position after the last step (data/loader.h): a resume continues
+// it, also with another world size.
+constexpr const char* kStreamKey = "trainer_stream_position";
+
+// Rank 0's `text` on every rank.
+std::string broadcast_text(dist::Communicator& comm, const std::string& text) {
+  std::vector<torch::Tensor> length{torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong)};
+  comm.broadcast(length, 0);
+  std::vector<torch::Tensor> bytes{torch::zeros({length[0].item<int64_t>()}, torch::kUInt8)};
+  if (comm.rank() == 0 && !text.empty()) std::memcpy(bytes[0].data_ptr(), text.data(), text.size());
+  comm.broadcast(bytes, 0);
+  return std::string(static_cast<const char*>(bytes[0].data_ptr()), static_cast<size_t>(bytes[0].numel()));
+}
 
 torch::Device resolve_device(const std::string& requested) {
   if (requested == "cuda" && !torch::cuda::is_available()) {
@@ -62,9 +83,16 @@ torch::Device resolve_device(const std::string& requested) {
 }
 
 // Everything one job holds; the loop below is a short list of calls on it.
+//
+// Data parallelism (distributed/): every rank runs this job on its slice of each global batch;
+// gradients are averaged by the GradientSync the families bracket backward with. Rank 0 (the
+// writer) owns the run directory, checkpoints, TensorBoard, config.toml, the console and
+// training_summary.json; every rank writes its own profiles. Ranks take every decision that
+// ends or changes the loop together: stopping on a signal (a flag all-reduced each step),
+// a non-finite loss (gathered at log cadence), the best checkpoint (global validation metrics).
 class TrainingJob {
  public:
-  explicit TrainingJob(const Config& config) : config_(config) {}
+  TrainingJob(const Config& config, dist::LaunchEnv env) : config_(config), env_(std::move(env)) {}
 
   int run() {
     install_stop_signal_handlers();
@@ -73,61 +101,109 @@ class TrainingJob {
     int exit_code = 0;
     try {
       loop();
-      if (stop_requested()) {
+      if (stopped_) {
         status = "interrupted";
-        exit_code = 128 + stop_signal();
+        exit_code = 128 + (stop_signal() != 0 ? stop_signal() : SIGTERM);
       }
     } catch (const c10::Error& e) {
       status = "failed: " + std::string(e.what_without_backtrace());
-      std::cerr << "error: " << e.what_without_backtrace() << "\n";
+      std::cerr << rank_prefix() << "error: " << e.what_without_backtrace() << "\n";
       exit_code = 1;
+      collectives_ok_ = false;
     } catch (const std::exception& e) {
       status = failure_.empty() ? "failed: " + std::string(e.what()) : failure_;
-      std::cerr << "error: " << (failure_.empty() ? e.what() : failure_) << "\n";
+      std::cerr << rank_prefix() << "error: " << (failure_.empty() ? e.what() : failure_) << "\n";
       exit_code = 1;
+      // A failure agreed by every rank (a non-finite loss) leaves the group usable; any other
+      // may have left the ranks in different collectives.
+      collectives_ok_ = agreed_failure_;
     }
     if (!finish(status)) exit_code = 1;
     return exit_code;
   }
 
  private:
+  // "[rank R] " on the error lines of a data-parallel job under SLURM (the local launcher and
+  // torchrun --tee prefix every rank's lines themselves).
+  std::string rank_prefix() const {
+    return distributed_ && env_.source == dist::LaunchEnv::Source::kSlurm ? "[rank " + std::to_string(comm_->rank()) + "] "
+                                                                           : "";
+  }
+
+  void join_job() {
+    dist::ProcessGroupOptions po;
+    po.backend = dist::parse_backend(config_.get_string("train.distributed.backend"));
+    po.cuda_device = device_.is_cuda();
+    po.timeout = std::chrono::seconds(config_.get_int("train.distributed.timeout_s"));
+    comm_ = dist::join_process_group(env_, po);
+    distributed_ = comm_->world_size() > 1;
+    writer_ = comm_->rank() == 0;
+    if (!distributed_) return;
+    // Every rank must train the same thing: a mismatched config stops here, naming the rank.
+    dist::check_same_on_all_ranks(*comm_, "configs (the resolved config.toml)", config_.to_toml());
+    sync_ = make_gradient_sync(comm_);
+  }
+
   void setup() {
     const int64_t threads = config_.get_int("train.threads");
     const int n_threads = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
     torch::set_num_threads(std::max(1, n_threads));
     device_ = resolve_device(config_.get_string("train.device"));
+    // The same seed on every rank: the noise a model draws is the global batch's
+    // (models/common/batch_slice.h), so the generators must advance together.
     torch::manual_seed(static_cast<uint64_t>(config_.get_int("train.seed")));
+    join_job();
 
     family_ = make_model_family(config_);
     data_ = family_->make_data(config_);
     FamilyContext context;
     context.device = device_;
+    context.comm = comm_;
+    if (sync_) context.gradient_sync = sync_.get();
     family_->build(context, &data_);
 
-    run_ = prepare_run_dir(config_);
-    std::cout << "run directory: " << run_.path.string() << std::endl;
+    // Rank 0 makes (or reopens) the run directory; the others learn where it is.
+    if (writer_) run_ = prepare_run_dir(config_);
+    if (distributed_) {
+      run_.path = broadcast_text(*comm_, run_.path.string());
+      run_.checkpoint = broadcast_text(*comm_, run_.checkpoint.string());
+    }
+    out() << "run directory: " << run_.path.string() << std::endl;
     prof_dir_ = config_.get_string("profiling.output_dir").empty() ? run_.path
                                                                    : fs::path(config_.get_string("profiling.output_dir"));
-    tb_ = std::make_unique<TensorBoardWriter>(run_.path);
+    // Ranks on other machines write their profiles into the same path there.
+    if (!writer_) fs::create_directories(prof_dir_);
+    if (writer_) tb_ = std::make_unique<TensorBoardWriter>(run_.path);
 
     meta_.family = config_.get_string("model.family");
     meta_.signature = config_.architecture_signature();
     meta_.config_toml = config_.to_toml();
     if (!run_.checkpoint.empty()) {
+      // Every rank loads the checkpoint (the optimizer state too), then takes rank 0's weights.
       CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) {
         family_->load(a);
-        torch::Tensor rng;
+        torch::Tensor rng, stream;
         if (a.try_read(kRngKey, rng)) set_cpu_rng_state(rng);
+        if (a.try_read(kStreamKey, stream)) {
+          resume_position_ = StreamPosition{static_cast<uint64_t>(stream[0].item<int64_t>()), stream[1].item<int64_t>()};
+          has_resume_position_ = true;
+        }
       });
       step_ = m.step;
       if (m.has_best) {
         best_ = m.best;
         has_best_ = true;
       }
-      std::cout << "resumed from " << run_.checkpoint.string() << " at step " << step_ << std::endl;
+      out() << "resumed from " << run_.checkpoint.string() << " at step " << step_ << std::endl;
     }
+    // Every rank starts from rank 0's parameters and buffers (DDP's _sync_module_states).
+    for (auto& [name, module] : family_->modules()) dist::broadcast_parameters(*comm_, *module);
 
-    profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, *tb_);
+    RankInfo rank;
+    rank.rank = comm_->rank();
+    rank.world_size = comm_->world_size();
+    rank.backend = comm_->backend();
+    profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank);
     log_every_ = config_.get_int("train.log_every");
 
     summary_.set_info("model_family", meta_.family);
@@ -136,11 +212,26 @@ class TrainingJob {
     summary_.set_info("device", device_.str());
     summary_.set_info("threads", torch::get_num_threads());
     summary_.set_info("batch", config_.get_int("train.batch"));
+    summary_.set_info("world_size", comm_->world_size());
+    if (distributed_) {
+      summary_.set_info("global_batch", config_.get_int("train.batch") * comm_->world_size());
+      summary_.set_info("launch", env_.describe());
+    }
     summary_.set_info("sample_unit", data_.sample_unit);
     summary_.set_info("first_step", step_);
-    std::cout << family_->describe() << " on " << device_.str() << ", " << torch::get_num_threads() << " threads, "
-              << data_.train_indices.size() << " train / " << data_.val_indices.size() << " validation examples"
-              << std::endl;
+    out() << family_->describe() << " on " << device_.str() << ", " << torch::get_num_threads() << " threads, "
+          << data_.train_indices.size() << " train / " << data_.val_indices.size() << " validation examples";
+    if (distributed_) {
+      out() << "; " << comm_->world_size() << " ranks (" << comm_->backend() << "), " << config_.get_int("train.batch")
+            << " examples per rank per step";
+    }
+    out() << std::endl;
+  }
+
+  // The console: rank 0's standard output; the other ranks print nothing but errors.
+  std::ostream& out() {
+    static std::ostream discard(nullptr);
+    return writer_ ? std::cout : discard;
   }
 
   std::unique_ptr<Loader> make_loader(bool train) {
@@ -153,8 +244,19 @@ class TrainingJob {
     o.drop_last = train;
     o.infinite = train;
     o.pin_memory = device_.is_cuda();
-    // One batch per step: a resumed run continues the stream where the checkpoint left it.
-    if (train) o.start_batch = step_;
+    if (train || data_.shard_validation) {
+      o.rank = comm_->rank();
+      o.world_size = comm_->world_size();
+    } else {
+      o.batch *= comm_->world_size();  // every rank validates the single-process batches
+    }
+    // A resumed run continues the global stream where the checkpoint left it (checkpoints
+    // without the position: one batch per step, the world size unchanged).
+    if (train && has_resume_position_) {
+      o.start = resume_position_;
+    } else if (train) {
+      o.start_batch = step_;
+    }
     auto reporter = profilers_->reporter();
     o.worker_scope = [reporter]() -> std::shared_ptr<void> {
       // Named so that traces label the loader's rows (/proc/self/task/<tid>/comm).
@@ -164,7 +266,11 @@ class TrainingJob {
     };
     auto source = train ? data_.train : data_.val;
     auto indices = train ? data_.train_indices : data_.val_indices;
-    auto sampler = train ? data_.train_sampler : data_.val_sampler;
+    BatchSampler sampler;
+    if (auto family_sampler = train ? data_.train_sampler : data_.val_sampler) {
+      const int64_t global_batch = o.batch * o.world_size;
+      sampler = [family_sampler, global_batch](uint64_t epoch) { return family_sampler(epoch, global_batch); };
+    }
     return std::make_unique<Loader>(source, o, indices, sampler);
   }
 
@@ -173,11 +279,13 @@ class TrainingJob {
     const int64_t val_every = config_.get_int("train.val_every");
     const int64_t save_every = config_.get_int("train.save_every");
     const int64_t inject_nan_at = config_.get_int("train.inject_nan_at_step");
+    const int64_t inject_nan_rank = config_.get_int("train.inject_nan_rank");
     auto loader = make_loader(true);
     summary_.start();
     interval_start_ = Clock::now();
+    comm_at_start_ = comm_->stats();
 
-    while (step_ < max_steps && !stop_requested()) {
+    while (step_ < max_steps && !should_stop()) {
       profilers_->step_begin(step_);
       reset_step_phase_times();
       const auto t0 = Clock::now();
@@ -191,12 +299,27 @@ class TrainingJob {
           batch = loader->next();
         }
         if (!batch) throw Error("the training loader ended unexpectedly");
-        if (step_ == inject_nan_at) batch->input.fill_(std::numeric_limits<float>::quiet_NaN());
+        if (step_ == inject_nan_at && (inject_nan_rank < 0 || inject_nan_rank == comm_->rank())) {
+          // The target when the batch has one: the loss turns non-finite on this rank alone,
+          // without passing through batch statistics shared with the other ranks.
+          (batch->target.defined() ? batch->target : batch->input).fill_(std::numeric_limits<float>::quiet_NaN());
+        }
         PhaseScope make_step(Phase::kMakeStep);
+        std::optional<models::BatchSliceScope> slice;
+        if (distributed_) {
+          // This rank's share of the global batch: gradient weights and split-invariant noise.
+          const int64_t local = batch->input.size(0);
+          sync_->set_batch_share(local, batch->global_examples);
+          slice.emplace(models::BatchSlice{batch->global_offset, local, batch->global_examples, comm_.get()});
+        }
         r = family_->train_step(*batch, step_);
         batch_idx = batch->batch_idx;
+        position_ = batch->position;
       }
       const double step_seconds = seconds_since(t0);
+      train_seconds_ += step_seconds;
+      ++steps_run_;
+      examples_run_ += r.examples;
       step_log_.record(step_, r);
       profilers_->after_step(step_, batch_idx, r.examples, data_.samples_per_example, step_seconds);
       ++step_;
@@ -211,6 +334,30 @@ class TrainingJob {
       // of the training thread inside a window then lies inside a step.
       profilers_->step_end();
     }
+    drain_stop_flag();
+  }
+
+  // Whether to stop before the next step. One process: a stop signal. Several: the ranks
+  // agree — each step starts an all-reduce of this rank's flag, the next step reads it (it has
+  // long completed: collectives run in issue order, before the step's gradients), so every
+  // rank stops after the same step, one step after the first signal.
+  bool should_stop() {
+    if (!distributed_) return stopped_ = stop_requested();
+    if (stop_pending_) {
+      stop_pending_ = false;
+      stop_work_.wait();
+      if (stop_flag_.item<double>() > 0) return stopped_ = true;
+    }
+    stop_flag_ = torch::full({1}, stop_requested() ? 1.0 : 0.0, torch::kDouble);
+    stop_work_ = comm_->all_reduce_sum_async(stop_flag_);
+    stop_pending_ = true;
+    return false;
+  }
+
+  void drain_stop_flag() {
+    if (!stop_pending_) return;
+    stop_pending_ = false;
+    stop_work_.wait();
   }
 
   // Reads the steps recorded since the last read on the host (the loop's only host
@@ -225,9 +372,27 @@ class TrainingJob {
       interval_examples_ += s.examples;
       last_loss_ = s.loss;
     }
-    profilers_->resolve_losses(losses_of(f), f.first_nonfinite_step);
-    if (f.first_nonfinite_step >= 0) {
-      failure_ = "failed: non-finite loss at step " + std::to_string(f.first_nonfinite_step);
+    // Several ranks: the first non-finite step over all of them stops every rank.
+    int64_t first_bad = f.first_nonfinite_step;
+    std::string where;  // " on rank R" / " on ranks 0, 1": the ranks whose loss was first non-finite
+    if (distributed_ && collectives_ok_) {
+      const auto all = comm_->all_gather(torch::tensor({first_bad}, torch::kLong));
+      first_bad = -1;
+      for (const auto& t : all) {
+        const int64_t v = t.item<int64_t>();
+        if (v >= 0 && (first_bad < 0 || v < first_bad)) first_bad = v;
+      }
+      std::vector<std::string> ranks;
+      for (size_t r = 0; r < all.size(); ++r) {
+        if (first_bad >= 0 && all[r].item<int64_t>() == first_bad) ranks.push_back(std::to_string(r));
+      }
+      for (size_t i = 0; i < ranks.size(); ++i) where += (i == 0 ? "" : ", ") + ranks[i];
+      where = (ranks.size() == 1 ? " on rank " : " on ranks ") + where;
+    }
+    profilers_->resolve_losses(losses_of(f), first_bad);
+    if (first_bad >= 0) {
+      failure_ = "failed: non-finite loss at step " + std::to_string(first_bad) + where;
+      agreed_failure_ = distributed_ && collectives_ok_;
       throw Error(failure_ + " (the last good checkpoint is kept; lower train.lr or check the data)");
     }
   }
@@ -249,15 +414,29 @@ class TrainingJob {
     step_log_.add_host("train/step_time", dt / static_cast<double>(interval_steps_));
     step_log_.add_host("train/samples_per_second", examples_per_s * static_cast<double>(data_.samples_per_example));
     step_log_.add_host("train/examples_per_second", examples_per_s);
+    auto means = step_log_.take_means();
+    if (distributed_) {
+      // The means over every rank (every rank logs the same tags in the same order); the
+      // throughput figures become the job's: the sum of the ranks' example rates.
+      std::vector<double> local;
+      for (const auto& [tag, mean] : means) local.push_back(mean);
+      auto values = torch::tensor(local, torch::kDouble);
+      comm_->all_reduce_sum(values);
+      int64_t i = 0;
+      for (auto& [tag, mean] : means) {
+        const bool rate = tag == "train/samples_per_second" || tag == "train/examples_per_second";
+        mean = values[i++].item<double>() / (rate ? 1.0 : static_cast<double>(comm_->world_size()));
+      }
+    }
     std::ostringstream line;
     line << "step " << step_ << "/" << max_steps << " | loss " << std::setprecision(5) << last_loss_ << " |"
          << std::setprecision(4);
-    for (const auto& [tag, mean] : step_log_.take_means()) {
-      tb_->add_scalar(tag, static_cast<float>(mean), step_);
+    for (const auto& [tag, mean] : means) {
+      if (tb_) tb_->add_scalar(tag, static_cast<float>(mean), step_);
       if (tag.rfind("train/", 0) != 0 || tag == "train/loss") line << " " << tag << "=" << mean;
     }
     line << " | " << std::setprecision(3) << static_cast<double>(interval_steps_) / dt << " steps/s";
-    std::cout << line.str() << std::endl;
+    out() << line.str() << std::endl;
     interval_start_ = Clock::now();
     interval_steps_ = interval_examples_ = 0;
   }
@@ -272,17 +451,18 @@ class TrainingJob {
     std::ostringstream line;
     line << "validation @ step " << step_ << ":";
     for (const auto& [name, value] : v.metrics) {
-      tb_->add_scalar(name, static_cast<float>(value), step_);
+      if (tb_) tb_->add_scalar(name, static_cast<float>(value), step_);
       summary_.set_metric(name, value);
       line << " " << name << "=" << std::setprecision(5) << value;
     }
-    std::cout << line.str() << std::endl;
-    if (v.audio.defined() && v.sample_rate > 0) {
+    out() << line.str() << std::endl;
+    if (tb_ && v.audio.defined() && v.sample_rate > 0) {
       auto interleaved = v.audio.to(torch::kFloat).t().contiguous();
       tb_->add_audio("audio/original_then_reconstruction", interleaved.data_ptr<float>(), interleaved.size(0),
                      static_cast<int>(interleaved.size(1)), v.sample_rate, step_);
     }
-    tb_->flush();
+    if (tb_) tb_->flush();
+    // The metrics are global, so every rank takes the same decision (rank 0 writes the file).
     auto it = v.metrics.find(family_->monitor_metric());
     if (it != v.metrics.end() && std::isfinite(it->second)) {
       const bool better = !has_best_ || (family_->monitor_higher_is_better() ? it->second > best_ : it->second < best_);
@@ -294,17 +474,21 @@ class TrainingJob {
     }
   }
 
+  // Called on every rank at the same points (read_steps() is collective); rank 0 writes.
   void save(const fs::path& path, bool also_last) {
     read_steps();
+    if (!writer_) return;
     PhaseScope p(Phase::kCheckpoint);
     CheckpointMeta m = meta_;
     m.step = step_;
     m.best = best_;
     m.has_best = has_best_;
     const torch::Tensor rng = cpu_rng_state();
+    const torch::Tensor stream = torch::tensor({static_cast<int64_t>(position_.epoch), position_.example}, torch::kLong);
     auto write = [&](torch::serialize::OutputArchive& a) {
       family_->save(a);
       a.write(kRngKey, rng, /*is_buffer=*/true);
+      if (step_ > 0) a.write(kStreamKey, stream, /*is_buffer=*/true);
     };
     save_checkpoint(path, m, write);
     if (also_last) save_checkpoint(run_.path / "checkpoints" / "last.ckpt", m, write);
@@ -320,8 +504,9 @@ class TrainingJob {
         read_steps();
       } catch (const std::exception& e) {
         status = failure_.empty() ? "failed: " + std::string(e.what()) : failure_;
-        std::cerr << "error: " << e.what() << "\n";
+        std::cerr << rank_prefix() << "error: " << e.what() << "\n";
         ok = false;
+        if (!agreed_failure_) collectives_ok_ = false;
       }
     }
     // Flush order: trace window and profiles, checkpoint, summary — each guarded so that one
@@ -334,9 +519,12 @@ class TrainingJob {
       }
     };
     if (profilers_) profilers_->finish();
+    if (family_ && distributed_) guarded("the per-rank figures", [&] { gather_rank_figures(); });
+    collectives_ok_ = false;  // nothing below talks to the other ranks
     if (family_ && !run_.path.empty() && failure_.empty() && status.rfind("failed", 0) != 0 && step_ > 0) {
       guarded("last.ckpt", [&] { save(run_.path / "checkpoints" / "last.ckpt", false); });
     }
+    if (!writer_) return ok;
     if (profilers_) {
       if (Json timers = profilers_->timers_json(); !timers.is_null()) summary_.set_info("timers", timers);
     }
@@ -348,7 +536,73 @@ class TrainingJob {
     return ok;
   }
 
+  // training_summary.json's "distributed": every rank's throughput and communication time
+  // (gathered when the ranks finished together; otherwise rank 0's own figures only).
+  void gather_rank_figures() {
+    const dist::CommStats c = comm_->stats();
+    const double busy = c.busy_seconds - comm_at_start_.busy_seconds;
+    const double wait = c.wait_seconds - comm_at_start_.wait_seconds;
+    auto mine = torch::tensor({static_cast<double>(steps_run_), train_seconds_, static_cast<double>(examples_run_),
+                               busy, wait, static_cast<double>(c.collectives - comm_at_start_.collectives),
+                               static_cast<double>(c.bytes - comm_at_start_.bytes)},
+                              torch::kDouble);
+    std::vector<torch::Tensor> all{mine};
+    if (collectives_ok_) all = comm_->all_gather(mine);
+    Json per_rank = Json::array();
+    double job_examples_per_s = 0, wait_share_max = 0, step_time_max = 0, step_time_min = 0;
+    for (size_t r = 0; r < all.size(); ++r) {
+      auto v = all[r];
+      const double steps = v[0].item<double>(), seconds = v[1].item<double>(), examples = v[2].item<double>();
+      const double rate = seconds > 0 ? examples / seconds : 0.0;
+      const double step_time = steps > 0 ? seconds / steps : 0.0;
+      const double busy_r = v[3].item<double>(), wait_r = v[4].item<double>();
+      per_rank.push_back({{"rank", collectives_ok_ ? static_cast<int>(r) : comm_->rank()},
+                          {"steps", static_cast<int64_t>(steps)},
+                          {"train_seconds", seconds},
+                          {"step_time", step_time},
+                          {"examples_per_second", rate},
+                          {"samples_per_second", rate * static_cast<double>(data_.samples_per_example)},
+                          {"comm_busy_seconds", busy_r},
+                          {"comm_wait_seconds", wait_r},
+                          {"comm_busy_share", seconds > 0 ? busy_r / seconds : 0.0},
+                          {"comm_wait_share", seconds > 0 ? wait_r / seconds : 0.0},
+                          {"collectives", static_cast<int64_t>(v[5].item<double>())},
+                          {"collective_bytes", static_cast<int64_t>(v[6].item<double>())}});
+      job_examples_per_s += rate;
+      wait_share_max = std::max(wait_share_max, seconds > 0 ? wait_r / seconds : 0.0);
+      step_time_max = std::max(step_time_max, step_time);
+      step_time_min = r == 0 ? step_time : std::min(step_time_min, step_time);
+    }
+    Json d = {{"backend", comm_->backend()},
+              {"world_size", comm_->world_size()},
+              {"ranks_reported", static_cast<int64_t>(all.size())},
+              {"examples_per_second", job_examples_per_s},
+              {"samples_per_second", job_examples_per_s * static_cast<double>(data_.samples_per_example)},
+              // The share of step time a rank spent blocked on communication (not hidden by
+              // backward), worst rank; and the straggler skew (slowest / fastest mean step).
+              {"comm_wait_share", wait_share_max},
+              {"step_time_skew", step_time_min > 0 ? step_time_max / step_time_min : 1.0},
+              {"per_rank", per_rank}};
+    summary_.set_info("distributed", d);
+  }
+
   Config config_;
+  dist::LaunchEnv env_;
+  std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
+  std::shared_ptr<GradientSync> sync_;  // null for one process (the family keeps its no-op default)
+  bool distributed_ = false;
+  bool writer_ = true;            // rank 0
+  bool collectives_ok_ = true;    // false once the ranks may be in different collectives
+  bool agreed_failure_ = false;   // the failure was decided by every rank together
+  bool stopped_ = false;          // the ranks agreed to stop on a signal
+  torch::Tensor stop_flag_;
+  dist::PendingCollective stop_work_;
+  bool stop_pending_ = false;
+  StreamPosition resume_position_, position_;
+  bool has_resume_position_ = false;
+  dist::CommStats comm_at_start_;
+  double train_seconds_ = 0.0;
+  int64_t steps_run_ = 0, examples_run_ = 0;
   torch::Device device_{torch::kCPU};
   std::unique_ptr<ModelFamily> family_;
   TrainData data_;
@@ -370,7 +624,9 @@ class TrainingJob {
 
 }  // namespace
 
-int run_training(const Config& config) { return TrainingJob(config).run(); }
+int run_training(const Config& config) {
+  return TrainingJob(config, dist::parse_launch_env(dist::process_environment())).run();
+}
 
 std::string model_summary(const Config& config) {
   auto family = make_model_family(config);

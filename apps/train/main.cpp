@@ -1,6 +1,10 @@
-// train: parse the command line, then run the job or print the model summary.
+// train: parse the command line, then run the job, print the model summary, or start
+// --nproc_per_node local ranks of itself (distributed/local_launcher.h).
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "distributed/local_launcher.h"
 #include "trainer/cli.h"
 #include "trainer/config_reference.h"
 #include "trainer/trainer.h"
@@ -8,24 +12,34 @@
 
 int main(int argc, char** argv) {
   try {
-    rt::TrainArgs args = rt::parse_train_args(argc, argv);
-    if (args.help) {
-      std::cout << args.help_text;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    // Taken out before parsing: the ranks run the rest of the command line.
+    const int nproc = rt::dist::take_nproc_per_node(args);
+    rt::TrainArgs parsed = rt::parse_train_args(args);
+    if (parsed.help) {
+      std::cout << parsed.help_text;
       return 0;
     }
-    if (args.config_reference) {
+    if (parsed.config_reference) {
       std::cout << rt::config_reference_markdown();
       return 0;
     }
-    if (args.print_config) {
-      std::cout << args.config.to_toml(true);
+    if (parsed.print_config) {
+      std::cout << parsed.config.to_toml(true);
       return 0;
     }
-    if (args.summary) {
-      std::cout << rt::model_summary(args.config);
+    if (parsed.summary) {
+      std::cout << rt::model_summary(parsed.config);
       return 0;
     }
-    return rt::run_training(args.config);
+    if (nproc > 0) {
+      rt::dist::LocalLaunchOptions launch;
+      launch.nproc = nproc;
+      launch.argv.push_back(rt::dist::current_executable());
+      launch.argv.insert(launch.argv.end(), args.begin(), args.end());
+      return rt::dist::run_local_ranks(launch);
+    }
+    return rt::run_training(parsed.config);
   } catch (const rt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

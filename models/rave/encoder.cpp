@@ -1,5 +1,7 @@
 #include "models/rave/encoder.h"
 
+#include "models/common/batch_slice.h"
+
 namespace rt::rave {
 
 using models::WNConv1d;
@@ -98,7 +100,7 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
   const auto& mean = halves[0];
   auto std = torch::softplus(halves[1]) + 1e-4;
   auto var = std * std;
-  auto z = (noise.defined() ? noise : torch::randn_like(mean)) * std + mean;
+  auto z = (noise.defined() ? noise : models::batch_randn_like(mean)) * std + mean;  // split-invariant noise (batch_slice.h)
   auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
   return {z, kl};
 }

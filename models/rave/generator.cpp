@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "models/common/batch_slice.h"
+
 namespace rt::rave {
 
 using models::WNConv1d;
@@ -63,7 +65,7 @@ torch::Tensor NoiseGeneratorImpl::forward(const torch::Tensor& x) {
   auto amp = mod_sigmoid(net->forward(x) - 5).permute({0, 2, 1});  // (B, T'', data·bands)
   amp = amp.reshape({amp.size(0), amp.size(1), data_size, -1});
   auto ir = amp_to_impulse_response(amp, hop);
-  auto noise = torch::rand_like(ir) * 2 - 1;
+  auto noise = models::batch_rand_like(ir) * 2 - 1;  // split-invariant (batch_slice.h)
   noise = fft_convolve(noise, ir).permute({0, 2, 1, 3});  // (B, data, T'', hop)
   return noise.reshape({noise.size(0), noise.size(1), -1});
 }

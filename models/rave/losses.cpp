@@ -1,5 +1,7 @@
 #include "models/rave/losses.h"
 
+#include "models/common/batch_slice.h"
+
 namespace rt::rave {
 
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
@@ -19,7 +21,8 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
           .abs();
     };
     auto sx = stft(xf), sy = stft(yf);
-    auto lin = (sx - sy).pow(2).mean() / sx.pow(2).mean();
+    // The denominator over the global batch in a data-parallel job (batch_slice.h).
+    auto lin = (sx - sy).pow(2).mean() / models::batch_global_mean(sx.pow(2));
     auto log = ((sx + log_epsilon).log() - (sy + log_epsilon).log()).abs().mean();
     total = total + lin + log;
   }
@@ -35,7 +38,7 @@ std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_rea
 torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake,
                               bool relative) {
   auto d = (real - fake).abs().mean();
-  return relative ? d / real.abs().mean() : d;
+  return relative ? d / models::batch_global_mean(real.abs()) : d;  // global denominator (batch_slice.h)
 }
 
 }  // namespace rt::rave

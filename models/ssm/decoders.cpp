@@ -1,6 +1,7 @@
 #include "models/ssm/decoders.h"
 
 #include "distributed/sync_batch_norm.h"
+#include "models/common/batch_slice.h"
 #include "models/ssm/fused_ops.h"
 #include "profiling/annotation.h"
 #include "util/error.h"
@@ -77,9 +78,10 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
     h = ssm(h);
   }
   h = torch::gelu(h, "tanh");  // jax.nn.gelu defaults to the tanh approximation
-  h = drop(h);
+  // Masks independent of the data-parallel split (models/common/batch_slice.h).
+  h = models::batch_dropout(h, drop->options.p(), drop->is_training());
   h = glu_w1(h) * torch::sigmoid(glu_w2(h));
-  h = drop(h);
+  h = models::batch_dropout(h, drop->options.p(), drop->is_training());
   return x + h;
 }
 
@@ -176,7 +178,8 @@ torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t g
   torch::Tensor h;
   {
     prof::ModuleScope span(prof::module_spans_enabled() ? "encoders." + std::to_string(group) : std::string());
-    h = encoder_drop(encoders[static_cast<size_t>(group)](padded));
+    h = models::batch_dropout(encoders[static_cast<size_t>(group)](padded), encoder_drop->options.p(),
+                              encoder_drop->is_training());
   }
   if (context) {
     auto idx = torch::full({1}, group, torch::TensorOptions().dtype(torch::kLong).device(x.device()));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distributed/sync_batch_norm.h"
+#include "models/common/batch_slice.h"
 #include "util/simd_clones.h"
 #include "util/torch_compat.h"
 
@@ -65,15 +66,19 @@ inline uint32_t col_hash(RowKey k, uint32_t col) { return mix32(mix32(col + k.lo
 struct DropoutSpec {
   bool active = false;  // p > 0
   uint64_t seed = 0;
+  // The global index of row 0: a data-parallel rank's rows continue the global batch's, so
+  // the masks do not depend on the split (models/common/batch_slice.h).
+  int64_t row_base = 0;
   uint32_t threshold = 0;  // keep iff hash ≥ threshold
   double scale = 1.0;      // 1 / (1 − p)
 };
 
-DropoutSpec make_spec(double p, uint64_t seed) {
+DropoutSpec make_spec(double p, uint64_t seed, int64_t row_base = 0) {
   TORCH_CHECK(p >= 0 && p < 1, "fused dropout: p must be in [0, 1), got ", p);
   DropoutSpec s;
   s.active = p > 0;
   s.seed = seed;
+  s.row_base = row_base;
   s.threshold = static_cast<uint32_t>(std::min(4294967295.0, std::floor(p * 4294967296.0)));
   s.scale = 1.0 / (1.0 - p);
   return s;
@@ -95,7 +100,7 @@ inline void row_mask(const DropoutSpec& s, int64_t row, scalar_t* mask, int64_t 
     std::fill(mask, mask + H, static_cast<scalar_t>(1));
     return;
   }
-  fill_row_mask<scalar_t>(mask, H, row_key(s.seed, row), s.threshold, static_cast<scalar_t>(s.scale));
+  fill_row_mask<scalar_t>(mask, H, row_key(s.seed, s.row_base + row), s.threshold, static_cast<scalar_t>(s.scale));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,12 +219,13 @@ class DropoutFn : public torch::autograd::Function<DropoutFn> {
     const int64_t H = xc.dim() == 0 ? 1 : xc.size(-1);
     const int64_t N = H == 0 ? 0 : xc.numel() / H;
     auto y = torch::empty_like(xc);
-    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed), models::batch_row_offset(N));
     AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "fused_dropout", [&] {
       dropout_apply<scalar_t>(spec, xc.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), N, H);
     });
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed;
+    ctx->saved_data["row_base"] = spec.row_base;
     return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -228,7 +234,8 @@ class DropoutFn : public torch::autograd::Function<DropoutFn> {
     const int64_t N = H == 0 ? 0 : g.numel() / H;
     auto gx = torch::empty_like(g);
     const auto spec =
-        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                  ctx->saved_data["row_base"].toInt());
     AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "fused_dropout_backward", [&] {
       dropout_apply<scalar_t>(spec, g.data_ptr<scalar_t>(), gx.data_ptr<scalar_t>(), N, H);
     });
@@ -459,7 +466,7 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
     auto D = with_u ? D_in.contiguous() : D_in;
     const int64_t N = z.size(0), H = z.size(1);
     auto out = torch::empty_like(z);
-    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed), models::batch_row_offset(N));
     AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "fused_gelu_dropout", [&] {
       const scalar_t* zp = z.data_ptr<scalar_t>();
       const scalar_t* up = with_u ? u.data_ptr<scalar_t>() : nullptr;
@@ -476,6 +483,7 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
     ctx->save_for_backward({z, u, D});
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed;
+    ctx->saved_data["row_base"] = spec.row_base;
     return out;
   }
 
@@ -486,7 +494,8 @@ class GeluDropoutFn : public torch::autograd::Function<GeluDropoutFn> {
     auto g = grads[0].contiguous();
     const int64_t N = z.size(0), H = z.size(1);
     const auto spec =
-        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                  ctx->saved_data["row_base"].toInt());
     auto gz = torch::empty_like(z);
     Tensor gu, gD;
     if (with_u) gu = torch::empty_like(u);
@@ -544,7 +553,7 @@ class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidual
     auto res = res_in.contiguous();
     const int64_t N = res.size(0), H = res.size(1);
     auto out = torch::empty_like(res);
-    const auto spec = make_spec(p, static_cast<uint64_t>(seed));
+    const auto spec = make_spec(p, static_cast<uint64_t>(seed), models::batch_row_offset(N));
     AT_DISPATCH_FLOATING_TYPES(ab.scalar_type(), "fused_glu_dropout_residual", [&] {
       const scalar_t* abp = ab.data_ptr<scalar_t>();
       const scalar_t* rp = res.data_ptr<scalar_t>();
@@ -560,6 +569,7 @@ class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidual
     ctx->save_for_backward({ab});
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed;
+    ctx->saved_data["row_base"] = spec.row_base;
     return out;
   }
 
@@ -568,7 +578,8 @@ class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidual
     auto g = grads[0].contiguous();
     const int64_t N = g.size(0), H = g.size(1);
     const auto spec =
-        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()));
+        make_spec(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                  ctx->saved_data["row_base"].toInt());
     auto gab = torch::empty_like(ab);
     AT_DISPATCH_FLOATING_TYPES(ab.scalar_type(), "fused_glu_dropout_residual_backward", [&] {
       const scalar_t* gp = g.data_ptr<scalar_t>();

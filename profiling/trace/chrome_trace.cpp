@@ -241,7 +241,7 @@ TraceFiles write_chrome_trace(const Timeline& t, const std::filesystem::path& di
   const int64_t unix_now = t.end_ns + t.unix_minus_steady_ns;
   const std::string stem = hostname() + "_" + std::to_string(getpid()) + "." + std::to_string(unix_now);
   files.trace = dir / "profiler_traces" / (stem + kTraceFileSuffix + (gzip ? ".gz" : ""));
-  files.step_copy = dir / (profile_step_stem(t) + ".json");
+  files.step_copy = dir / (profile_step_stem(t, options.file_tag) + ".json");
   if (options.trace_name.empty()) options.trace_name = files.trace.string();
   const std::string json = chrome_trace_json(t, options);
   write_file_atomic(files.trace, gzip ? gzip_compress(json) : json);
@@ -257,7 +257,9 @@ ChromeTraceOutput::ChromeTraceOutput(bool gzip, ChromeTraceOptions options)
 }
 
 void ChromeTraceOutput::write(const Timeline& timeline, const WindowContext& window, OutputResult& result) {
-  const TraceFiles files = write_chrome_trace(timeline, window.output_dir, gzip_, options_);
+  ChromeTraceOptions options = options_;
+  options.file_tag = window.file_tag;
+  const TraceFiles files = write_chrome_trace(timeline, window.output_dir, gzip_, options);
   result.files = {files.trace, files.step_copy};
 }
 

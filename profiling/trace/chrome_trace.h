@@ -28,6 +28,7 @@ struct ChromeTraceOptions {
   int rank = 0;
   int world_size = 1;
   std::string trace_name;  // traceName; the writer sets it to the file path when empty
+  std::string file_tag;    // appended to the profile_step_<N> copy's stem (WindowContext::file_tag)
 };
 
 // The trace as JSON text. REQUIRES: finalize_timeline(timeline) was called.

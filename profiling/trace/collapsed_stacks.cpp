@@ -38,7 +38,7 @@ void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::pat
 
 void CollapsedStacksOutput::write(const Timeline& timeline, const WindowContext& window,
                                   OutputResult& result) {
-  const std::filesystem::path path = window.output_dir / (profile_step_stem(timeline) + "_stacks.txt");
+  const std::filesystem::path path = window.output_dir / (profile_step_stem(timeline, window.file_tag) + "_stacks.txt");
   write_collapsed_stacks(timeline, path);
   result.files.push_back(path);
 }

@@ -22,6 +22,9 @@ namespace rt::prof {
 // What a session tells every output about the window besides its timeline.
 struct WindowContext {
   std::filesystem::path output_dir;  // where the window's files go (the run directory)
+  // Appended to the stem of the files named after the window ("" or ".rank1": ranks other than
+  // 0 of a data-parallel job sharing the run directory).
+  std::string file_tag;
 };
 
 // What one output produced for one window.
@@ -44,10 +47,10 @@ class TraceOutput {
   virtual void write(const Timeline& timeline, const WindowContext& window, OutputResult& result) = 0;
 };
 
-// "profile_step_<N>", N the window's first recorded step (0 when it recorded none): the stem of
-// the files a window writes (the RAVE guide's profile_step_<N>.json).
-inline std::string profile_step_stem(const Timeline& timeline) {
-  return "profile_step_" + std::to_string(timeline.first_step < 0 ? 0 : timeline.first_step);
+// "profile_step_<N><tag>", N the window's first recorded step (0 when it recorded none): the
+// stem of the files a window writes (the RAVE guide's profile_step_<N>.json).
+inline std::string profile_step_stem(const Timeline& timeline, const std::string& tag = "") {
+  return "profile_step_" + std::to_string(timeline.first_step < 0 ? 0 : timeline.first_step) + tag;
 }
 
 }  // namespace rt::prof

@@ -115,7 +115,7 @@ void TraceSession::save_window() {
     if (a.kind == ActivityKind::kCpuOp) ++r.cpu_ops;
     if (!is_cpu_kind(a.kind)) ++r.gpu_activities;
   }
-  const WindowContext context{options_.output_dir};
+  const WindowContext context{options_.output_dir, options_.file_tag};
   for (auto& output : outputs_) {
     OutputResult& result = r.outputs.emplace_back();
     result.output = output->name();

@@ -31,6 +31,7 @@ struct TraceSessionOptions {
   ProfilerSchedule schedule;
   OpTracerOptions tracer;
   std::filesystem::path output_dir;  // the run directory (or profiling.output_dir)
+  std::string file_tag;              // WindowContext::file_tag
   bool gzip = false;                 // gzip the profiler_traces/ copy
   std::string sort_by = "self_cpu_time_total";
   int row_limit = 10;

@@ -131,6 +131,7 @@ class BackgroundProcess {
     return false;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   // Waits for the process; its exit code, or 128 + signal when a signal killed it; -1 on timeout.
   int wait_exit(double timeout_s) {
     const auto t0 = std::chrono::steady_clock::now();

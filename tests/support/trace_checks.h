@@ -22,7 +22,8 @@ namespace rt::testing {
 
 // Top level: Kineto's key order, free metadata before traceEvents (HTA stops reading metadata
 // there), `"rank": N` with whitespace (HTA's regex), schemaVersion 1, ms display unit.
-inline void check_kineto_top_level(const std::string& text) {
+// `rank` and `world_size`: the process's place in a data-parallel job (distributedInfo).
+inline void check_kineto_top_level(const std::string& text, int rank = 0, int world_size = 1) {
   const std::vector<std::string> required = {"\"schemaVersion\"", "\"deviceProperties\"", "\"distributedInfo\"",
                                              "\"displayTimeUnit\"", "\"baseTimeNanoseconds\"", "\"traceEvents\"",
                                              "\"traceName\""};
@@ -38,11 +39,11 @@ inline void check_kineto_top_level(const std::string& text) {
   EXPECT_GT(shapes, text.find("\"distributedInfo\""));
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, std::regex("\"rank\":\\s+(\\d+)")));
-  EXPECT_EQ(m[1].str(), "0");
+  EXPECT_EQ(m[1].str(), std::to_string(rank));
   const Json j = Json::parse(text);
   EXPECT_EQ(j["schemaVersion"], 1);
   EXPECT_EQ(j["displayTimeUnit"], "ms");
-  EXPECT_EQ(j["distributedInfo"]["world_size"], 1);
+  EXPECT_EQ(j["distributedInfo"]["world_size"], world_size);
   EXPECT_GT(j["baseTimeNanoseconds"].get<int64_t>(), int64_t{1'600'000'000} * 1'000'000'000);
   EXPECT_TRUE(std::regex_search(text, std::regex(R"("ts": \d+\.\d{3}, "dur": \d+\.\d{3})")));
 }

@@ -1,0 +1,68 @@
+#include "models/common/batch_slice.h"
+
+#include "distributed/communicator.h"
+#include "util/error.h"
+
+namespace rt::models {
+namespace {
+
+thread_local BatchSlice t_slice;
+
+bool slices(const torch::Tensor& like) {
+  return t_slice.global > 0 && like.dim() > 0 && like.size(0) == t_slice.local && t_slice.local < t_slice.global;
+}
+
+// The global batch's shape: `like` with dim 0 = global.
+std::vector<int64_t> global_shape(const torch::Tensor& like) {
+  std::vector<int64_t> shape = like.sizes().vec();
+  shape[0] = t_slice.global;
+  return shape;
+}
+
+}  // namespace
+
+BatchSliceScope::BatchSliceScope(BatchSlice slice) : previous_(t_slice) {
+  if (slice.offset < 0 || slice.local < 0 || slice.offset + slice.local > slice.global) {
+    throw Error("BatchSliceScope: examples [" + std::to_string(slice.offset) + ", " +
+                std::to_string(slice.offset + slice.local) + ") do not lie in a global batch of " +
+                std::to_string(slice.global));
+  }
+  t_slice = slice;
+}
+
+BatchSliceScope::~BatchSliceScope() { t_slice = previous_; }
+
+BatchSlice current_batch_slice() { return t_slice; }
+
+torch::Tensor batch_rand_like(const torch::Tensor& like) {
+  if (!slices(like)) return torch::rand_like(like);
+  return torch::rand(global_shape(like), like.options()).narrow(0, t_slice.offset, t_slice.local);
+}
+
+torch::Tensor batch_randn_like(const torch::Tensor& like) {
+  if (!slices(like)) return torch::randn_like(like);
+  return torch::randn(global_shape(like), like.options()).narrow(0, t_slice.offset, t_slice.local);
+}
+
+torch::Tensor batch_dropout(const torch::Tensor& x, double p, bool training) {
+  if (!training || p == 0.0) return x;
+  TORCH_CHECK(p > 0.0 && p < 1.0, "dropout probability must be in [0, 1), got ", p);
+  const auto keep = (batch_rand_like(x) >= p).to(x.scalar_type());
+  return x * keep * (1.0 / (1.0 - p));
+}
+
+torch::Tensor batch_global_mean(const torch::Tensor& t) {
+  if (t_slice.global == 0 || t_slice.comm == nullptr || t_slice.comm->world_size() == 1) return t.mean();
+  torch::NoGradGuard no_grad;
+  auto totals = torch::stack({t.sum().to(torch::kDouble),
+                              torch::tensor(static_cast<double>(t.numel()), torch::kDouble).to(t.device())});
+  t_slice.comm->all_reduce_sum(totals);
+  return (totals[0] / totals[1]).to(t.scalar_type());
+}
+
+int64_t batch_row_offset(int64_t rows) {
+  if (t_slice.global == 0 || t_slice.local <= 0 || rows % t_slice.local != 0) return 0;
+  return t_slice.offset * (rows / t_slice.local);
+}
+
+}  // namespace rt::models

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Data-parallel training on this machine: 2 ranks × 1 thread vs 1 rank × 1 thread, native
+# (`train --nproc_per_node 2`) and Python (torch's DistributedDataParallel, Gloo:
+# scripts/bench/reference/ddp_bench.py), same models and per-rank batches; plus the
+# communication share and the overlap of all-reduce with backward from a traced RAVE v2 run.
+#
+#   scripts/bench/ddp.sh [--quick]
+#
+# Throughput: examples per second of the whole job over the training loop (no validation, no
+# checkpoints), from training_summary.json (total_steps · batch · world_size /
+# total_training_time_seconds); 1-rank and 2-rank runs alternate, REPS each, the median kept.
+# Prints a Markdown section and writes it to scripts/bench/ddp_results.md (folded into
+# BENCHMARKS.md by scripts/bench/run.sh).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="${BUILD_DIR:-$ROOT/build}/bin"
+REPS="${REPS:-3}"
+RAVE_STEPS="${RAVE_STEPS:-80}"
+SSM_STEPS="${SSM_STEPS:-60}"
+PY_STEPS="${PY_STEPS:-20}"
+if [[ "${1:-}" == "--quick" ]]; then REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; fi
+export OMP_WAIT_POLICY=PASSIVE
+WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+
+"$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 6 --seed 1 >/dev/null
+"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb" --num_signal 8192 >/dev/null
+"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb32" --num_signal 32768 >/dev/null
+"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
+"$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
+
+# native CONFIG DB STEPS NPROC → examples/s of the job
+native() {
+  local cfg="$1" db="$2" steps="$3" nproc="$4" out="$WORK/runs_$RANDOM"
+  local launch=""
+  [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
+  "$BIN/train" $launch --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
+    --val_every 1000000 --save_every 1000000 --log_every "$steps" >/dev/null 2>&1
+  /usr/bin/python3 - "$out" <<'PY'
+import glob, json, sys
+s = json.load(open(glob.glob(sys.argv[1] + "/*/training_summary.json")[0]))
+d = s.get("distributed", {})
+print(json.dumps({"eps": s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"],
+                  "comm_wait_share": d.get("comm_wait_share", 0.0),
+                  "comm_busy_share": max((r["comm_busy_share"] for r in d.get("per_rank", [])), default=0.0)}))
+PY
+}
+
+declare -A RESULT
+for cfg in tiny_rave s5_maze; do
+  db="$WORK/adb"; steps="$RAVE_STEPS"
+  [[ "$cfg" == s5_maze ]] && { db="$WORK/ndb"; steps="$SSM_STEPS"; }
+  one=(); two=()
+  for ((r = 0; r < REPS; ++r)); do
+    one+=("$(native "$cfg" "$db" "$steps" 1)")
+    two+=("$(native "$cfg" "$db" "$steps" 2)")
+  done
+  RESULT[$cfg.one]="$(printf '%s\n' "${one[@]}")"
+  RESULT[$cfg.two]="$(printf '%s\n' "${two[@]}")"
+  RESULT[$cfg.py1]="$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)"
+  RESULT[$cfg.py2]="$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1)"
+done
+
+# Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
+V2OUT="$WORK/v2"
+"$BIN/train" --nproc_per_node 2 --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
+  --n_signal 32768 --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
+  --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
+
+/usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
+  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" \
+  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" \
+  "$(git -C "$ROOT" rev-parse --short HEAD)" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
+import glob, json, os, statistics, sys
+root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
+res = sys.argv[7:15]
+sha = sys.argv[15]
+runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
+med = lambda rs, k: statistics.median(r[k] for r in rs)
+print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
+print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one process, 1 intra-op thread "
+      f"per rank, the config's batch per rank (so 2 ranks train twice the examples per step), Gloo over loopback, "
+      f"`OMP_WAIT_POLICY=PASSIVE`; job examples/s over the training loop, median of {reps} alternating runs "
+      f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze). Python: "
+      f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
+      f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader).\n")
+print("| model | native 1 rank | native 2 ranks | native 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | native/Python (2 ranks) |")
+print("|---|---|---|---|---|---|---|---|")
+for name, (one, two, py1, py2) in (("tiny_rave", res[0:4]), ("s5_maze", res[4:8])):
+    o, t = runs(one), runs(two)
+    p1, p2 = json.loads(py1), json.loads(py2)
+    e1, e2 = med(o, "eps"), med(t, "eps")
+    print(f"| {name} | {e1:.0f} ex/s | {e2:.0f} ex/s | **{e2 / e1:.2f}×** | {100 * med(t, 'comm_wait_share'):.1f} % of step time "
+          f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1['examples_per_second']:.0f} ex/s | "
+          f"{p2['examples_per_second']:.0f} ex/s | **{e2 / p2['examples_per_second']:.2f}×** |")
+# Overlap evidence from the v2 trace of each rank.
+print("\n### Overlap: all-reduce starts while backward is still running\n")
+print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "
+      "gradient buckets' `gloo:all_reduce` spans, how many started before `gradient_sync_wait` (the end of "
+      "autograd's backward, where the trainer starts waiting), and how much of their running time lay before it.\n")
+print("| rank | step | all-reduces | started during backward | all-reduce time before backward ended |")
+print("|---|---|---|---|---|")
+for path in sorted(glob.glob(os.path.join(v2, "*", "profiler_traces", "*.pt.trace.json"))):
+    t = json.load(open(path))
+    rank = t["distributedInfo"]["rank"]
+    ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    for s in steps:
+        lo, hi = s["ts"], s["ts"] + s["dur"]
+        inside = lambda e: lo <= e["ts"] <= hi
+        waits = [e for e in ev if e["name"] == "gradient_sync_wait" and inside(e)]
+        ars = [e for e in ev if e["name"] == "gloo:all_reduce" and inside(e) and e["args"].get("In msg nelems", 0) > 1]
+        if not waits or not ars:
+            continue
+        w = min(e["ts"] for e in waits)
+        before = sum(1 for e in ars if e["ts"] < w)
+        busy = sum(e["dur"] for e in ars)
+        busy_before = sum(max(0.0, min(e["ts"] + e["dur"], w) - e["ts"]) for e in ars)
+        print(f"| {rank} | {s['name'].split('#')[1]} | {len(ars)} | **{before}** | {100 * busy_before / busy:.0f} % |")
+PY

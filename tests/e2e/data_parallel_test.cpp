@@ -1,0 +1,336 @@
+// Data-parallel training end to end: `train --nproc_per_node 2` (and torchrun, when installed)
+// against one process with the global batch, on Gloo over loopback.
+//
+// Equivalence: N ranks × B examples train as one process × N·B — the loader gives each rank its
+// slice of the same global batches, gradients are averaged over ranks (weighted by slice size),
+// BatchNorm statistics are global (SyncBatchNorm), a model's noise is the global batch's
+// (models/common/batch_slice.h) and validation sums sufficient statistics over ranks.
+#include <limits>
+#include <set>
+#include <regex>
+
+#include "e2e/e2e_fixtures.h"
+#include "support/trace_checks.h"
+
+namespace rt::e2e {
+namespace {
+
+std::string q(const fs::path& p) { return quote(p.string()); }
+
+// A neural database of `trials` trials in `groups` groups (synthetic reaching data).
+fs::path make_neural_db(const fs::path& dir, int trials, int groups) {
+  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + q(dir / "h5") + " --groups " +
+                       std::to_string(groups) + " --units 182 --trials " + std::to_string(trials) + " --seed 7");
+  EXPECT_EQ(g.exit_code, 0) << g.output;
+  auto p = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "h5") + " --output_path " +
+                       q(dir / "db"));
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  return dir / "db";
+}
+
+struct TrainRun {
+  CommandResult result;
+  fs::path dir;
+  Json summary;
+  std::map<std::string, torch::Tensor> tensors;  // last.ckpt
+};
+
+// `train [--nproc_per_node N] <args> --out_path OUT/<name>`; reads the summary and last.ckpt.
+TrainRun train(const fs::path& out, const std::string& name, int nproc, const std::string& args) {
+  TrainRun r;
+  const std::string launch = nproc > 0 ? " --nproc_per_node " + std::to_string(nproc) : "";
+  r.result = run_command("timeout -k 10 600 " + bin_path("train") + launch + " " + args + " --out_path " +
+                         q(out / name) + " --name " + name);
+  r.dir = run_dir_from_output(r.result.output);
+  if (!r.dir.empty() && fs::exists(r.dir / "training_summary.json")) r.summary = read_json(r.dir / "training_summary.json");
+  if (!r.dir.empty() && fs::exists(r.dir / "checkpoints" / "last.ckpt")) {
+    r.tensors = checkpoint_tensors(r.dir / "checkpoints" / "last.ckpt");
+  }
+  return r;
+}
+
+// Largest |a − b| over the tensors both checkpoints hold (optimizer state and the stream
+// position included; an integer tensor that differs counts as infinitely far).
+double max_difference(const TrainRun& a, const TrainRun& b) {
+  EXPECT_FALSE(a.tensors.empty());
+  EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  double worst = 0;
+  for (const auto& [name, t] : a.tensors) {
+    auto it = b.tensors.find(name);
+    if (it == b.tensors.end()) {
+      ADD_FAILURE() << "missing " << name;
+      continue;
+    }
+    if (!t.is_floating_point()) {
+      if (!torch::equal(t, it->second)) worst = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    worst = std::max(worst, (t.to(torch::kDouble) - it->second.to(torch::kDouble)).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// The share of floating-point coordinates of the module archive `prefix` that differ by more
+// than `threshold` between the two checkpoints.
+double share_moved_apart(const TrainRun& a, const TrainRun& b, const std::string& prefix, double threshold) {
+  double apart = 0, total = 0;
+  for (const auto& [name, t] : a.tensors) {
+    if (name.rfind(prefix, 0) != 0 || !t.is_floating_point() || !b.tensors.count(name)) continue;
+    const auto d = (t.to(torch::kDouble) - b.tensors.at(name).to(torch::kDouble)).abs();
+    apart += (d > threshold).sum().item<double>();
+    total += static_cast<double>(t.numel());
+  }
+  return total > 0 ? apart / total : 1.0;
+}
+
+// ‖a − b‖ / ‖a‖ over the floating-point parameters of the module archive `prefix` (e.g. "rave.").
+double relative_distance(const TrainRun& a, const TrainRun& b, const std::string& prefix) {
+  double diff = 0, norm = 0;
+  for (const auto& [name, t] : a.tensors) {
+    if (name.rfind(prefix, 0) != 0 || !t.is_floating_point() || !b.tensors.count(name)) continue;
+    const auto x = t.to(torch::kDouble), y = b.tensors.at(name).to(torch::kDouble);
+    diff += (x - y).pow(2).sum().item<double>();
+    norm += x.pow(2).sum().item<double>();
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
+void expect_same_metrics(const TrainRun& a, const TrainRun& b, double tolerance) {
+  ASSERT_TRUE(a.summary.contains("metrics")) << a.result.output;
+  ASSERT_TRUE(b.summary.contains("metrics")) << b.result.output;
+  ASSERT_FALSE(a.summary["metrics"].empty());
+  for (const auto& [name, value] : a.summary["metrics"].items()) {
+    ASSERT_TRUE(b.summary["metrics"].contains(name)) << name;
+    EXPECT_NEAR(value.get<double>(), b.summary["metrics"][name].get<double>(),
+                tolerance * std::max(1.0, std::abs(value.get<double>())))
+        << name;
+  }
+}
+
+// 59 training examples in global batches of 8: every epoch ends with a batch of 3, split 1 and
+// 2 over the ranks, so uneven slices (weighted gradients, SyncBatchNorm over unequal rows) are
+// part of the comparison.
+TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
+  ScratchDir dir("rt_dp_ssm");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --max_steps 20 --val_every 10";
+  TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
+  TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
+  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
+  EXPECT_LT(max_difference(one, two), 1e-5);
+  expect_same_metrics(one, two, 1e-6);
+  EXPECT_EQ(two.summary["world_size"], 2);
+  EXPECT_EQ(two.summary["distributed"]["backend"], "gloo");
+  EXPECT_EQ(two.summary["distributed"]["per_rank"].size(), 2u);
+  // The control: one process with the per-rank batch is a different training.
+  TrainRun half = train(dir.path(), "half", 0, common + " --batch 4");
+  ASSERT_EQ(half.result.exit_code, 0) << half.result.output;
+  EXPECT_GT(max_difference(one, half), 1e-3);
+}
+
+// The multi-session decoder: group batches of the global size, each rank's slice from the same
+// group, per-group validation R², and dropout masks that follow the global batch.
+TEST(DataParallel, MultiSessionDecoderWithDropoutTrainsAsOneRank) {
+  ScratchDir dir("rt_dp_foundational");
+  const fs::path db = make_neural_db(dir.path(), 48, 2);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) +
+                             " --threads 1 --max_steps 16 --val_every 8 --model.variant foundational "
+                             "--model.context_dim 4 --model.dropout 0.1";
+  TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
+  TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
+  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
+  EXPECT_LT(max_difference(one, two), 1e-5);
+  expect_same_metrics(one, two, 1e-6);
+  EXPECT_TRUE(two.summary["metrics"].contains("val/r2_group_synthetic_reach_1")) << two.summary.dump();
+}
+
+// A 2-rank run resumed by one process continues the global stream: the same parameters as one
+// uninterrupted process.
+TEST(DataParallel, ResumingWithOneRankContinuesTheGlobalStream) {
+  ScratchDir dir("rt_dp_resume");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --val_every 100";
+  TrainRun straight = train(dir.path(), "straight", 0, common + " --batch 8 --max_steps 18");
+  TrainRun first = train(dir.path(), "first", 2, common + " --batch 4 --max_steps 11 --save_every 11");
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
+  TrainRun resumed = train(dir.path(), "resumed", 0,
+                      common + " --batch 8 --max_steps 18 --ckpt " + q(first.dir / "checkpoints" / "last.ckpt"));
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+  EXPECT_NE(resumed.result.output.find("at step 11"), std::string::npos) << resumed.result.output;
+  EXPECT_LT(max_difference(straight, resumed), 1e-5);
+}
+
+// RAVE. Adam's first step moves every coordinate by about ±lr whatever the gradient's size, so
+// float reduction-order differences in near-zero gradients flip a few coordinates, and from
+// then on runs drift apart chaotically (a single process on 2 threads instead of 1 drifts as
+// far). So: after one step, the coordinates where 2 ranks × 4 and 1 rank × 8 disagree by more
+// than lr/2 must be a small fraction of those where the control (1 rank × 4, another
+// training) disagrees; across the phase-1 → 2 switch (frozen encoder, discriminator steps
+// every other step) the distance must stay within the reduction-order noise floor.
+TEST(DataParallel, RaveTwoRanksTrackOneRankAcrossThePhaseSwitch) {
+  ScratchDir dir("rt_dp_rave");
+  const fs::path db = make_demo_db(dir.path(), 3.0);
+  const std::string base = "--config tiny_rave --db_path " + q(db) + " --val_every 3 ";
+  {
+    const std::string common = base + "--max_steps 1 --threads 1";
+    TrainRun one = train(dir.path(), "one_step", 0, common + " --batch 8");
+    TrainRun two = train(dir.path(), "two_step", 2, common + " --batch 4");
+    TrainRun half = train(dir.path(), "half_step", 0, common + " --batch 4");
+    for (const TrainRun* r : {&one, &two, &half}) ASSERT_EQ(r->result.exit_code, 0) << r->result.output;
+    const double ranks = share_moved_apart(one, two, "model.rave.", 5e-4);
+    const double control = share_moved_apart(one, half, "model.rave.", 5e-4);
+    std::cout << "coordinates apart after one step: 2 ranks × 4 " << ranks << ", 1 rank × 4 " << control << "\n";
+    EXPECT_LT(ranks, 0.05 * control) << "ranks " << ranks << ", control " << control;
+  }
+  const std::string common = base + "--max_steps 6 --train.phase_1_duration 3 --train.update_discriminator_every 2";
+  TrainRun one = train(dir.path(), "one", 0, common + " --threads 1 --batch 8");
+  TrainRun two = train(dir.path(), "two", 2, common + " --threads 1 --batch 4");
+  TrainRun threads = train(dir.path(), "threads", 0, common + " --threads 2 --batch 8");
+  for (const TrainRun* r : {&one, &two, &threads}) ASSERT_EQ(r->result.exit_code, 0) << r->result.output;
+  const double ranks = relative_distance(one, two, "model.rave.");
+  const double noise = relative_distance(one, threads, "model.rave.");
+  std::cout << "relative parameter distance to 1 rank × 8 after 6 steps: 2 ranks × 4 " << ranks << ", 2 threads "
+            << noise << "\n";
+  EXPECT_GT(noise, 0.0);
+  EXPECT_LT(ranks, 3 * noise) << "ranks " << ranks << ", noise floor " << noise;
+  ASSERT_TRUE(two.summary["metrics"].contains("validation"));
+  EXPECT_NEAR(one.summary["metrics"]["validation"].get<double>(), two.summary["metrics"]["validation"].get<double>(),
+              0.02 * one.summary["metrics"]["validation"].get<double>());
+}
+
+
+// The ranks of a job launched by `train --nproc_per_node 2` or by torchrun (when python3-torch
+// is installed) write their own profiles and traces; the traces carry distributedInfo with the
+// rank HTA finds by its regex, and the collectives as PyTorch's profiler names them.
+void check_per_rank_outputs(const std::string& launcher, const std::string& command) {
+  const auto r = run_command("timeout -k 10 600 " + command);
+  ASSERT_EQ(r.exit_code, 0) << launcher << "\n" << r.output;
+  const fs::path run = run_dir_from_output(r.output);
+  ASSERT_FALSE(run.empty()) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path timing = run / ("timing_profile.rank" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(fs::exists(timing)) << launcher << ": " << timing;
+    const Json entries = read_json(timing);
+    ASSERT_TRUE(entries.is_array());
+    EXPECT_EQ(entries.size(), 16u) << timing;
+  }
+  ASSERT_TRUE(fs::is_symlink(run / "timing_profile.json")) << launcher;
+  EXPECT_EQ(fs::read_symlink(run / "timing_profile.json"), "timing_profile.rank0.json");
+  EXPECT_TRUE(fs::exists(run / "profile_step_11.json")) << launcher;
+  EXPECT_TRUE(fs::exists(run / "profile_step_11.rank1.json")) << launcher;
+  std::set<int> ranks;
+  for (const auto& e : fs::directory_iterator(run / "profiler_traces")) {
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("\"rank\":\\s+(\\d+)"))) << e.path();
+    const int rank = std::stoi(m[1].str());
+    ranks.insert(rank);
+    testing::check_kineto_top_level(text, rank, 2);
+    const Json trace = Json::parse(text);
+    EXPECT_EQ(trace["distributedInfo"]["backend"], "gloo");
+    testing::check_kineto_events(trace, /*expect_shapes=*/false);
+    size_t all_reduces = 0;
+    for (const auto& ev : trace["traceEvents"]) {
+      if (ev.value("name", "") != "gloo:all_reduce") continue;
+      ++all_reduces;
+      EXPECT_EQ(ev["args"]["Collective name"], "allreduce");
+      EXPECT_EQ(ev["args"]["Group size"], 2);
+      EXPECT_GT(ev["args"]["In msg nelems"].get<int64_t>(), 0);
+    }
+    EXPECT_GT(all_reduces, 0u) << e.path();
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1})) << launcher;
+  const Json summary = read_json(run / "training_summary.json");
+  EXPECT_EQ(summary["world_size"], 2);
+  ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u);
+  for (const auto& rank : summary["distributed"]["per_rank"]) {
+    EXPECT_GT(rank["examples_per_second"].get<double>(), 0.0);
+    EXPECT_GT(rank["collectives"].get<int64_t>(), 0);
+  }
+}
+
+TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
+  ScratchDir dir("rt_dp_profiles");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string args = "--config tiny_ssm --db_path " + q(db) +
+                           " --threads 1 --batch 4 --max_steps 16 --val_every 8 --enable_timing_profiling "
+                           "--enable_profiling --profile_steps 3 --profiling.skip_first 10 --profiling.warmup 1";
+  check_per_rank_outputs("--nproc_per_node",
+                         bin_path("train") + " --nproc_per_node 2 " + args + " --out_path " + q(dir.path() / "local"));
+  if (run_command("command -v torchrun").exit_code != 0) GTEST_SKIP() << "torchrun is not installed (python3-torch)";
+  // Debian 12's torchrun needs --redirects/--tee (README "Training on several processes or machines").
+  check_per_rank_outputs("torchrun",
+                         "env USE_LIBUV=0 torchrun --standalone --no_python --nproc_per_node 2 --redirects 2 --tee 2 " +
+                             bin_path("train") + " " + args + " --out_path " + q(dir.path() / "torchrun"));
+}
+
+// A non-finite loss on one rank stops every rank, naming the step and the rank.
+TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
+  ScratchDir dir("rt_dp_nan");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  TrainRun r = train(dir.path(), "nan", 2,
+                     "--config tiny_ssm --db_path " + q(db) +
+                         " --threads 1 --batch 4 --max_steps 40 --log_every 5 --train.inject_nan_at_step 7 "
+                         "--train.inject_nan_rank 1");
+  EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
+  EXPECT_NE(r.result.output.find("non-finite loss at step 7 on rank 1"), std::string::npos) << r.result.output;
+  // Both ranks stopped at the same point (rank 1's lines are prefixed by the launcher).
+  EXPECT_NE(r.result.output.find("[rank 1] error: failed: non-finite loss at step 7 on rank 1"), std::string::npos)
+      << r.result.output;
+  ASSERT_FALSE(r.summary.is_null()) << r.result.output;
+  EXPECT_EQ(r.summary["status"].get<std::string>().rfind("failed: non-finite loss at step 7 on rank 1", 0), 0u);
+}
+
+// kill -9 of rank 1: rank 0 stops with an error naming the lost rank well within
+// train.distributed.timeout_s, and the last good checkpoint stays loadable.
+TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
+  ScratchDir dir("rt_dp_kill");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  BackgroundProcess p(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) +
+                          " --out_path " + q(dir.path() / "runs") +
+                          " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --save_every 10"
+                          " --val_every 100000 --train.distributed.timeout_s 60",
+                      dir.path() / "log.txt");
+  ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 30; }, 120)) << p.log();
+  // Rank 1: the launcher's child whose environment says RANK=1.
+  pid_t rank1 = -1;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != p.pid()) continue;
+    std::ifstream env(e.path() / "environ");
+    const std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (vars.find(std::string("RANK=1") + '\0') != std::string::npos && vars.find("LOCAL_RANK=1") != std::string::npos) {
+      rank1 = static_cast<pid_t>(std::stol(name));
+    }
+  }
+  ASSERT_GT(rank1, 0) << "rank 1 not found among the launcher's children";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  const int code = p.wait_exit(90);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(code, 0) << p.log();
+  EXPECT_NE(code, -1) << "the job did not stop:\n" << p.log();
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_NE(p.log().find("rank 1"), std::string::npos) << p.log();
+  const fs::path run = run_dir_from_output(p.log());
+  ASSERT_FALSE(run.empty()) << p.log();
+  ASSERT_TRUE(fs::exists(run / "checkpoints" / "last.ckpt"));
+  EXPECT_FALSE(checkpoint_tensors(run / "checkpoints" / "last.ckpt").empty());
+}
+
+}  // namespace
+}  // namespace rt::e2e
