@@ -51,8 +51,23 @@ torch::Tensor batch_dropout(const torch::Tensor& x, double p, bool training) {
   return x * keep * (1.0 / (1.0 - p));
 }
 
+bool batch_slice_distributed() {
+  return t_slice.global > 0 && t_slice.comm != nullptr && t_slice.comm->world_size() > 1;
+}
+
+torch::Tensor batch_global_means(const torch::Tensor& local_means) {
+  if (!batch_slice_distributed()) return local_means;
+  torch::NoGradGuard no_grad;
+  // Weighted by this rank's examples: Σ_r n_r·mean_r / Σ_r n_r.
+  auto weighted = torch::cat({local_means.reshape({-1}).to(torch::kDouble) * static_cast<double>(t_slice.local),
+                              torch::full({1}, static_cast<double>(t_slice.local), torch::kDouble).to(local_means.device())});
+  t_slice.comm->all_reduce_sum(weighted);
+  const int64_t k = local_means.numel();
+  return (weighted.narrow(0, 0, k) / weighted[k]).to(local_means.scalar_type()).view_as(local_means);
+}
+
 torch::Tensor batch_global_mean(const torch::Tensor& t) {
-  if (t_slice.global == 0 || t_slice.comm == nullptr || t_slice.comm->world_size() == 1) return t.mean();
+  if (!batch_slice_distributed()) return t.mean();
   torch::NoGradGuard no_grad;
   auto totals = torch::stack({t.sum().to(torch::kDouble),
                               torch::tensor(static_cast<double>(t.numel()), torch::kDouble).to(t.device())});

@@ -71,6 +71,14 @@ torch::Tensor batch_dropout(const torch::Tensor& x, double p, bool training);
 // several ranks: one all-reduce, result detached; otherwise t.mean().
 torch::Tensor batch_global_mean(const torch::Tensor& t);
 
+// The global batch's means of per-rank means (`local_means` [K], each over this rank's
+// examples, every example contributing as many elements): one all-reduce for K denominators.
+// Outside a slice with a communicator of several ranks: local_means itself.
+torch::Tensor batch_global_means(const torch::Tensor& local_means);
+
+// True inside a slice with a communicator of several ranks (batch_global_mean all-reduces).
+bool batch_slice_distributed();
+
 // For kernels that index their randomness by row of a [rows, ...] tensor whose rows are this
 // rank's examples flattened with another dim (B·T rows): the global index of row 0, i.e.
 // offset · rows/local. 0 outside a slice or when rows is not a multiple of local.

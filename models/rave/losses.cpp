@@ -4,29 +4,46 @@
 
 namespace rt::rave {
 
+namespace {
+
+torch::Tensor stft_magnitude(const torch::Tensor& s, int64_t n) {
+  auto window = torch::hann_window(n, s.options());
+  return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
+                     /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true)
+      .abs();
+}
+
+}  // namespace
+
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
-                                const std::vector<int64_t>& scales, double log_epsilon) {
+                                const std::vector<int64_t>& scales, double log_epsilon, const torch::Tensor& energy) {
   TORCH_CHECK(x.sizes() == y.sizes(), "spectral_distance: shapes differ: ", x.sizes(), " vs ",
               y.sizes());
+  TORCH_CHECK(!energy.defined() || energy.numel() == static_cast<int64_t>(scales.size()),
+              "spectral_distance: ", scales.size(), " scales but ", energy.numel(), " energies");
   auto xf = x.reshape({-1, x.size(-1)});
   auto yf = y.reshape({-1, y.size(-1)});
   torch::Tensor total = torch::zeros({}, x.options());
-  for (int64_t n : scales) {
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const int64_t n = scales[i];
     TORCH_CHECK(n / 2 < x.size(-1), "spectral_distance: STFT scale ", n,
                 " too large for signals of ", x.size(-1), " samples (need scale/2 < length)");
-    auto window = torch::hann_window(n, x.options());
-    auto stft = [&](const torch::Tensor& s) {
-      return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
-                         /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true)
-          .abs();
-    };
-    auto sx = stft(xf), sy = stft(yf);
+    auto sx = stft_magnitude(xf, n), sy = stft_magnitude(yf, n);
     // The denominator over the global batch in a data-parallel job (batch_slice.h).
-    auto lin = (sx - sy).pow(2).mean() / models::batch_global_mean(sx.pow(2));
+    auto lin = (sx - sy).pow(2).mean() /
+               (energy.defined() ? energy[static_cast<int64_t>(i)] : models::batch_global_mean(sx.pow(2)));
     auto log = ((sx + log_epsilon).log() - (sy + log_epsilon).log()).abs().mean();
     total = total + lin + log;
   }
   return total;
+}
+
+torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales) {
+  torch::NoGradGuard no_grad;
+  auto xf = x.reshape({-1, x.size(-1)});
+  std::vector<torch::Tensor> e;
+  for (int64_t n : scales) e.push_back(stft_magnitude(xf, n).pow(2).mean());
+  return torch::stack(e);
 }
 
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,
@@ -36,9 +53,10 @@ std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_rea
 }
 
 torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake,
-                              bool relative) {
+                              bool relative, const torch::Tensor& real_scale) {
   auto d = (real - fake).abs().mean();
-  return relative ? d / models::batch_global_mean(real.abs()) : d;  // global denominator (batch_slice.h)
+  if (!relative) return d;
+  return d / (real_scale.defined() ? real_scale : models::batch_global_mean(real.abs()));  // batch_slice.h
 }
 
 }  // namespace rt::rave

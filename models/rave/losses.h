@@ -13,15 +13,24 @@ namespace rt::rave {
 // with X, Y the STFT magnitudes (hann, hop n/4, centred, reflect-padded). x and y are
 // (B, T) or (B, C, T) — channels/bands fold into the batch, so the multiband distance is the
 // same call on (B, 16, T/16). REQUIRES: every scale/2 < T (reflect padding).
+// `energy` ([scales], optional): the convergence terms' denominators mean(|STFT(x)|²) per scale,
+// computed beforehand (data parallelism: the global batch's, all scales in one all-reduce,
+// spectral_energy); undefined: computed here (models::batch_global_mean).
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
-                                const std::vector<int64_t>& scales, double log_epsilon = 1e-7);
+                                const std::vector<int64_t>& scales, double log_epsilon = 1e-7,
+                                const torch::Tensor& energy = {});
+
+// mean(|STFT(x)|²) per scale of this process's x ([scales], no gradient): spectral_distance's
+// denominators before they are combined over ranks.
+torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales);
 
 // core.hinge_gan: {mean(relu(1−real) + relu(1+fake)), −mean(fake)} = {loss_dis, loss_gen}.
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,
                                                   const torch::Tensor& score_fake);
 
-// core.mean_difference (L1): mean|r−f|, divided by mean|r| when relative.
+// core.mean_difference (L1): mean|r−f|, divided by mean|r| when relative. `real_scale`
+// (optional, 0-d): mean|r| computed beforehand (data parallelism: the global batch's).
 torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake,
-                              bool relative);
+                              bool relative, const torch::Tensor& real_scale = {});
 
 }  // namespace rt::rave

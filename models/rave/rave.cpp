@@ -1,5 +1,7 @@
 #include "models/rave/rave.h"
 
+#include "models/common/batch_slice.h"
+
 #include "models/common/module_path.h"
 #include "profiling/annotation.h"
 #include "util/torch_compat.h"
@@ -160,9 +162,19 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
   {
     rt::compat::optional<torch::NoGradGuard> no_grad;
     if (dis_step) no_grad.emplace();
+    // Data parallelism: the convergence terms' denominators of both distances, every scale,
+    // combined over ranks in one all-reduce rather than one per scale (models/common/batch_slice.h).
+    torch::Tensor mb_energy, fb_energy;
+    if (models::batch_slice_distributed()) {
+      const auto s = static_cast<int64_t>(opts.stft_scales.size());
+      auto both = models::batch_global_means(torch::cat(
+          {spectral_energy(f.x_multiband, opts.stft_scales), spectral_energy(x, opts.stft_scales)}));
+      mb_energy = both.narrow(0, 0, s);
+      fb_energy = both.narrow(0, s, s);
+    }
     l.multiband_spectral_distance =
-        spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon);
-    l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon);
+        spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon, mb_energy);
+    l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy);
     l.regularization = f.kl * beta_factor;
   }
   l.y = f.y;
@@ -180,13 +192,27 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       features = model.discriminator->forward(both);
     }
     const int64_t b = x.size(0);
+    // Data parallelism: relative feature matching's denominators mean|real| of every feature
+    // map, combined over ranks in one all-reduce (models/common/batch_slice.h).
+    torch::Tensor real_scales;
+    int64_t next_scale = 0;
+    if (opts.relative_feature_matching && models::batch_slice_distributed()) {
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> means;
+      for (const auto& scale : features) {
+        for (size_t i = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features)); i < scale.size(); ++i) {
+          means.push_back(scale[i].narrow(0, 0, b).abs().mean());
+        }
+      }
+      if (!means.empty()) real_scales = models::batch_global_means(torch::stack(means));
+    }
     torch::Tensor fm = zero, adv = zero, dis = zero, pr = zero, pf = zero;
     for (const auto& scale : features) {
       torch::Tensor dist = zero;
       const size_t skip = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
       for (size_t i = skip; i < scale.size(); ++i) {
-        dist = dist + mean_difference(scale[i].narrow(0, 0, b), scale[i].narrow(0, b, b),
-                                      opts.relative_feature_matching);
+        dist = dist + mean_difference(scale[i].narrow(0, 0, b), scale[i].narrow(0, b, b), opts.relative_feature_matching,
+                                      real_scales.defined() ? real_scales[next_scale++] : torch::Tensor());
       }
       if (scale.size() > skip) fm = fm + dist / static_cast<double>(scale.size() - skip);
       const auto real = scale.back().narrow(0, 0, b), fake = scale.back().narrow(0, b, b);

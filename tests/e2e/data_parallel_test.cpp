@@ -332,5 +332,34 @@ TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
   EXPECT_FALSE(checkpoint_tensors(run / "checkpoints" / "last.ckpt").empty());
 }
 
+// SIGTERM to the launcher stops every rank after the same step: one last.ckpt, status
+// "interrupted", every rank's figures gathered and its profile flushed as valid JSON.
+TEST(DataParallel, SigtermToTheLauncherStopsEveryRankCleanly) {
+  ScratchDir dir("rt_dp_sigterm");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  BackgroundProcess p(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) +
+                          " --out_path " + q(dir.path() / "runs") +
+                          " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000"
+                          " --enable_timing_profiling",
+                      dir.path() / "log.txt");
+  ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 20; }, 120)) << p.log();
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(60), 128 + SIGTERM) << p.log();
+  const fs::path run = run_dir_from_output(p.log());
+  ASSERT_FALSE(run.empty()) << p.log();
+  const Json summary = read_json(run / "training_summary.json");
+  EXPECT_EQ(summary["status"], "interrupted");
+  ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u) << summary.dump();
+  const int64_t steps = summary["distributed"]["per_rank"][0]["steps"].get<int64_t>();
+  EXPECT_EQ(summary["distributed"]["per_rank"][1]["steps"].get<int64_t>(), steps);
+  ASSERT_TRUE(fs::exists(run / "checkpoints" / "last.ckpt"));
+  const auto ckpt = checkpoint_tensors(run / "checkpoints" / "last.ckpt");
+  EXPECT_FALSE(ckpt.empty());
+  for (int rank = 0; rank < 2; ++rank) {
+    const Json timing = read_json(run / ("timing_profile.rank" + std::to_string(rank) + ".json"));
+    EXPECT_EQ(static_cast<int64_t>(timing.size()), steps) << rank;
+  }
+}
+
 }  // namespace
 }  // namespace rt::e2e
