@@ -18,6 +18,10 @@ REPS="${REPS:-3}"
 RAVE_STEPS="${RAVE_STEPS:-80}"
 SSM_STEPS="${SSM_STEPS:-60}"
 PY_STEPS="${PY_STEPS:-20}"
+# Loader threads per rank. 0: each rank loads on its training thread, so "1 rank × 1 thread"
+# really uses one core (with 1, a single rank's loader already runs on the second core:
+# measured s5_maze 1614 ex/s with workers 1 vs 1057 with 0, one rank).
+WORKERS="${WORKERS:-0}"
 if [[ "${1:-}" == "--quick" ]]; then REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; fi
 export OMP_WAIT_POLICY=PASSIVE
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
@@ -35,7 +39,7 @@ native() {
   local launch=""
   [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
   "$BIN/train" $launch --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
-    --val_every 1000000 --save_every 1000000 --log_every "$steps" >/dev/null 2>&1
+    --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" >/dev/null 2>&1
   /usr/bin/python3 - "$out" <<'PY'
 import glob, json, sys
 s = json.load(open(glob.glob(sys.argv[1] + "/*/training_summary.json")[0]))
@@ -57,8 +61,13 @@ for cfg in tiny_rave s5_maze; do
   done
   RESULT[$cfg.one]="$(printf '%s\n' "${one[@]}")"
   RESULT[$cfg.two]="$(printf '%s\n' "${two[@]}")"
-  RESULT[$cfg.py1]="$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)"
-  RESULT[$cfg.py2]="$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1)"
+  py1=(); py2=()
+  for ((r = 0; r < REPS; ++r)); do
+    py1+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
+    py2+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1)")
+  done
+  RESULT[$cfg.py1]="$(printf '%s\n' "${py1[@]}")"
+  RESULT[$cfg.py2]="$(printf '%s\n' "${py2[@]}")"
 done
 
 # Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
@@ -70,29 +79,30 @@ V2OUT="$WORK/v2"
 /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
   "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" \
   "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" \
-  "$(git -C "$ROOT" rev-parse --short HEAD)" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
+  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
 import glob, json, os, statistics, sys
 root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
 res = sys.argv[7:15]
-sha = sys.argv[15]
+sha, workers = sys.argv[15], sys.argv[16]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
 print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one process, 1 intra-op thread "
-      f"per rank, the config's batch per rank (so 2 ranks train twice the examples per step), Gloo over loopback, "
+      f"per rank and `--workers {workers}` (loading on the training thread: one core per rank), the config's batch per "
+      f"rank (so 2 ranks train twice the examples per step), Gloo over loopback, "
       f"`OMP_WAIT_POLICY=PASSIVE`; job examples/s over the training loop, median of {reps} alternating runs "
       f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze). Python: "
       f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
-      f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader).\n")
+      f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
 print("| model | native 1 rank | native 2 ranks | native 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | native/Python (2 ranks) |")
 print("|---|---|---|---|---|---|---|---|")
 for name, (one, two, py1, py2) in (("tiny_rave", res[0:4]), ("s5_maze", res[4:8])):
     o, t = runs(one), runs(two)
-    p1, p2 = json.loads(py1), json.loads(py2)
+    p1, p2 = med(runs(py1), "examples_per_second"), med(runs(py2), "examples_per_second")
     e1, e2 = med(o, "eps"), med(t, "eps")
     print(f"| {name} | {e1:.0f} ex/s | {e2:.0f} ex/s | **{e2 / e1:.2f}×** | {100 * med(t, 'comm_wait_share'):.1f} % of step time "
-          f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1['examples_per_second']:.0f} ex/s | "
-          f"{p2['examples_per_second']:.0f} ex/s | **{e2 / p2['examples_per_second']:.2f}×** |")
+          f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1:.0f} ex/s | "
+          f"{p2:.0f} ex/s | **{e2 / p2:.2f}×** |")
 # Overlap evidence from the v2 trace of each rank.
 print("\n### Overlap: all-reduce starts while backward is still running\n")
 print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "
@@ -100,7 +110,9 @@ print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 t
       "autograd's backward, where the trainer starts waiting), and how much of their running time lay before it.\n")
 print("| rank | step | all-reduces | started during backward | all-reduce time before backward ended |")
 print("|---|---|---|---|---|")
-for path in sorted(glob.glob(os.path.join(v2, "*", "profiler_traces", "*.pt.trace.json"))):
+traces = [p for p in glob.glob(os.path.join(v2, "*", "profiler_traces", "*.pt.trace.json"))
+          if os.path.basename(os.path.dirname(os.path.dirname(p))) != "latest"]  # latest links the run
+for path in sorted(traces):
     t = json.load(open(path))
     rank = t["distributedInfo"]["rank"]
     ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]

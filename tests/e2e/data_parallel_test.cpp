@@ -107,6 +107,18 @@ void expect_same_metrics(const TrainRun& a, const TrainRun& b, double tolerance)
   }
 }
 
+// `common` as 1 rank × 8 and as 2 ranks × 4: the same checkpoint tensors (1e-5) and validation
+// metrics (1e-6). Returns both runs.
+std::pair<TrainRun, TrainRun> one_rank_and_two(const fs::path& dir, const std::string& common) {
+  TrainRun one = train(dir, "one", 0, common + " --batch 8");
+  TrainRun two = train(dir, "two", 2, common + " --batch 4");
+  EXPECT_EQ(one.result.exit_code, 0) << one.result.output;
+  EXPECT_EQ(two.result.exit_code, 0) << two.result.output;
+  EXPECT_LT(max_difference(one, two), 1e-5);
+  expect_same_metrics(one, two, 1e-6);
+  return {std::move(one), std::move(two)};
+}
+
 // 59 training examples in global batches of 8: every epoch ends with a batch of 3, split 1 and
 // 2 over the ranks, so uneven slices (weighted gradients, SyncBatchNorm over unequal rows) are
 // part of the comparison.
@@ -114,12 +126,7 @@ TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
   ScratchDir dir("rt_dp_ssm");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
   const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --max_steps 20 --val_every 10";
-  TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
-  TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
-  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
-  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
-  EXPECT_LT(max_difference(one, two), 1e-5);
-  expect_same_metrics(one, two, 1e-6);
+  auto [one, two] = one_rank_and_two(dir.path(), common);
   EXPECT_EQ(two.summary["world_size"], 2);
   EXPECT_EQ(two.summary["distributed"]["backend"], "gloo");
   EXPECT_EQ(two.summary["distributed"]["per_rank"].size(), 2u);
@@ -137,12 +144,7 @@ TEST(DataParallel, MultiSessionDecoderWithDropoutTrainsAsOneRank) {
   const std::string common = "--config tiny_ssm --db_path " + q(db) +
                              " --threads 1 --max_steps 16 --val_every 8 --model.variant foundational "
                              "--model.context_dim 4 --model.dropout 0.1";
-  TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
-  TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
-  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
-  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
-  EXPECT_LT(max_difference(one, two), 1e-5);
-  expect_same_metrics(one, two, 1e-6);
+  auto [one, two] = one_rank_and_two(dir.path(), common);
   EXPECT_TRUE(two.summary["metrics"].contains("val/r2_group_synthetic_reach_1")) << two.summary.dump();
 }
 
@@ -285,15 +287,18 @@ TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
   EXPECT_EQ(r.summary["status"].get<std::string>().rfind("failed: non-finite loss at step 7 on rank 1", 0), 0u);
 }
 
+// A 2-rank tiny_ssm run that trains until it is stopped (the fault tests), logging every 5 steps.
+std::string endless_two_rank_command(const fs::path& db, const fs::path& out, const std::string& extra) {
+  return bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) + " --out_path " + q(out) +
+         " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 " + extra;
+}
+
 // kill -9 of rank 1: rank 0 stops with an error naming the lost rank well within
 // train.distributed.timeout_s, and the last good checkpoint stays loadable.
 TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
   ScratchDir dir("rt_dp_kill");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  BackgroundProcess p(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) +
-                          " --out_path " + q(dir.path() / "runs") +
-                          " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --save_every 10"
-                          " --val_every 100000 --train.distributed.timeout_s 60",
+  BackgroundProcess p(endless_two_rank_command(db, dir.path() / "runs", "--save_every 10 --train.distributed.timeout_s 60"),
                       dir.path() / "log.txt");
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 30; }, 120)) << p.log();
   // Rank 1: the launcher's child whose environment says RANK=1.
@@ -337,10 +342,7 @@ TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
 TEST(DataParallel, SigtermToTheLauncherStopsEveryRankCleanly) {
   ScratchDir dir("rt_dp_sigterm");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  BackgroundProcess p(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) +
-                          " --out_path " + q(dir.path() / "runs") +
-                          " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000"
-                          " --enable_timing_profiling",
+  BackgroundProcess p(endless_two_rank_command(db, dir.path() / "runs", "--enable_timing_profiling"),
                       dir.path() / "log.txt");
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 20; }, 120)) << p.log();
   p.signal(SIGTERM);
