@@ -21,6 +21,10 @@ constexpr double kLowExamplesPerSecond =
 constexpr double kSlowStartRatio = 1.5;
 constexpr double kJitterRatio = 1.5;
 constexpr double kFragmentationShare = 0.20;
+// Data parallelism: a fifth of the step blocked on collectives, or the slowest rank's mean step
+// 15 % above the fastest's (every collective waits for it).
+constexpr double kCommExposedShare = 0.20;
+constexpr double kStragglerSkew = 1.15;
 constexpr double kFragmentationMinBytes = 256.0 * kMiB;
 constexpr double kHighRamPercent = 90.0;
 
@@ -81,6 +85,30 @@ void add_findings(RunAnalysis& a) {
     return nullptr;
   };
 
+  if (!a.ranks.empty()) {
+    const auto waits = std::max_element(a.ranks.begin(), a.ranks.end(), [](const RankFigures& x, const RankFigures& y) {
+      return x.comm_wait_share < y.comm_wait_share;
+    });
+    if (waits->comm_wait_share >= kCommExposedShare) {
+      add("comm_exposed", "warning",
+          "communication not hidden by backward: rank " + std::to_string(waits->rank) + " waits on collectives " +
+              pct(waits->comm_wait_share) + " of its step time (" + std::to_string(a.world_size) + " ranks, " +
+              a.backend + ")",
+          "a larger per-rank batch (train.batch) spreads each step's collectives over more work; on one machine keep "
+          "ranks × train.threads (+ data.workers) within the cores; across machines set GLOO_SOCKET_IFNAME to the "
+          "fastest interface; the trace's gloo:/nccl: spans show which collectives wait");
+    }
+    const auto [fastest, slowest] = std::minmax_element(
+        a.ranks.begin(), a.ranks.end(), [](const RankFigures& x, const RankFigures& y) { return x.step_time < y.step_time; });
+    if (a.step_time_skew >= kStragglerSkew) {
+      add("straggler", "warning",
+          "straggler: rank " + std::to_string(slowest->rank) + "'s mean step (" + ms(slowest->step_time) + ") is " +
+              fmt(a.step_time_skew, 2) + "× rank " + std::to_string(fastest->rank) + "'s (" + ms(fastest->step_time) +
+              "); every rank waits for it at each collective",
+          "compare the ranks' timing_profile.rank<R>.json (data_time, forward_time): a slower loader, host or "
+          "device on that rank; balance threads per rank");
+    }
+  }
   if (!a.status.empty() && a.status != "completed") {
     add("status", "warning",
         "the run did not complete (status: " + a.status + "); figures cover the steps it made",

@@ -155,6 +155,20 @@ std::string format_report(const RunAnalysis& a) {
     }
   }
 
+  if (!a.ranks.empty()) {
+    o << "\nData parallel: " << a.world_size << " ranks (" << (a.backend.empty() ? "?" : a.backend)
+      << "), training_summary.json\n  " << pad("rank", 6) << pad("steps", 8, true) << pad("step time", 12, true)
+      << pad("examples/s", 12, true) << pad("comm running", 14, true) << pad("comm waiting", 14, true) << "\n";
+    for (const auto& r : a.ranks) {
+      o << "  " << pad(std::to_string(r.rank), 6) << pad(std::to_string(r.steps), 8, true)
+        << pad(format_seconds(r.step_time), 12, true) << pad(rate(r.examples_per_second), 12, true)
+        << pad(fixed(100 * r.comm_busy_share, 1) + "%", 14, true) << pad(fixed(100 * r.comm_wait_share, 1) + "%", 14, true)
+        << "\n";
+    }
+    o << "  straggler skew (slowest / fastest mean step): " << fixed(a.step_time_skew, 2)
+      << "; per-rank profiles: timing_profile.rank<R>.json\n";
+  }
+
   if (!a.memory_trends.empty()) {
     o << "\nMemory (memory_profile.json, " << a.memory_steps.size() << " samples";
     if (!a.memory_steps.empty()) o << ", steps " << a.memory_steps.front() << ".." << a.memory_steps.back();
@@ -227,6 +241,21 @@ Json to_json(const RunAnalysis& a) {
                    {"total_time_s", a.total_time_s},
                    {"settings", a.settings}};
   j["files"] = a.files;
+  if (!a.ranks.empty()) {
+    Json ranks = Json::array();
+    for (const auto& r : a.ranks) {
+      ranks.push_back({{"rank", r.rank},
+                       {"steps", r.steps},
+                       {"step_time", r.step_time},
+                       {"examples_per_second", r.examples_per_second},
+                       {"comm_busy_share", r.comm_busy_share},
+                       {"comm_wait_share", r.comm_wait_share}});
+    }
+    j["distributed"] = {{"world_size", a.world_size},
+                        {"backend", a.backend},
+                        {"step_time_skew", a.step_time_skew},
+                        {"per_rank", ranks}};
+  }
   j["step_time"] = {{"source", a.step_time_source},
                     {"warmup_steps", a.warmup_steps},
                     {"all", dist_json(a.step_time)},

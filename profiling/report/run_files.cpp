@@ -91,6 +91,17 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
   a.total_time_s = num(s, "total_training_time_seconds");
   a.steps_per_second = num(s, "steps_per_second");
   a.samples_per_second = num(s, "samples_per_second");
+  a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, "world_size", 1)));
+  if (auto d = s.find("distributed"); d != s.end() && d->is_object()) {
+    a.backend = str(*d, "backend");
+    a.step_time_skew = num(*d, "step_time_skew", 1.0);
+    if (auto per = d->find("per_rank"); per != d->end() && per->is_array() && per->size() > 1) {
+      for (const auto& r : *per) {
+        a.ranks.push_back({static_cast<int>(num(r, "rank")), static_cast<int64_t>(num(r, "steps")), num(r, "step_time"),
+                           num(r, "examples_per_second"), num(r, "comm_busy_share"), num(r, "comm_wait_share")});
+      }
+    }
+  }
 
   // Fallback breakdown from the accumulated timers (SSM guide names).
   auto t = s.find("timers");

@@ -40,10 +40,20 @@ struct PhaseTime {
 struct Finding {
   std::string code;  // data_bound, backward_dominated, loss_dominated, forward_dominated,
                      // optimizer_heavy, low_throughput, slow_start, jitter, fragmentation,
-                     // memory_growth, high_ram, status, top_operator, missing_profile
+                     // memory_growth, high_ram, status, top_operator, missing_profile,
+                     // comm_exposed, straggler
   std::string severity;
   std::string message;
   std::string advice;
+};
+
+// One rank of a data-parallel run (training_summary.json "distributed"."per_rank"): its mean
+// step time over the training loop, its throughput, and the shares of its step time during
+// which collectives ran (may overlap backward) and during which it waited for them.
+struct RankFigures {
+  int rank = 0;
+  int64_t steps = 0;
+  double step_time = 0, examples_per_second = 0, comm_busy_share = 0, comm_wait_share = 0;
 };
 
 struct RunAnalysis {
@@ -75,6 +85,12 @@ struct RunAnalysis {
   std::vector<MemoryTrend> memory_trends;
   double peak_cpu_memory_percent = 0;
   double gpu_allocated_peak_bytes = 0, gpu_reserved_peak_bytes = 0, gpu_fragmentation_bytes = 0;
+
+  // Data parallelism (training_summary.json "distributed"; world_size 1 and no ranks otherwise).
+  int64_t world_size = 1;
+  std::string backend;
+  std::vector<RankFigures> ranks;  // empty when the ranks did not finish together
+  double step_time_skew = 1.0;     // slowest rank's mean step / fastest's
 
   TraceOps ops;
   std::vector<Finding> findings;

@@ -365,5 +365,48 @@ TEST(ReportPlots, MissingGnuplotIsAClearError) {
   }
 }
 
+
+// A 2-rank run: every rank's figures in the text and the JSON, a straggler and exposed
+// communication named with the rank.
+TEST(ReportAnalysis, DataParallelRunShowsEveryRankAndNamesTheStraggler) {
+  testing::ScratchDir dir("report_analysis");
+  auto rank = [](int r, double step_time, double wait) {
+    return Json{{"rank", r},           {"steps", 100},
+                {"step_time", step_time}, {"examples_per_second", 4 / step_time},
+                {"comm_busy_share", wait + 0.05}, {"comm_wait_share", wait}};
+  };
+  write_json_atomic(dir / "training_summary.json",
+                    Json{{"total_steps", 100},
+                         {"status", "completed"},
+                         {"world_size", 2},
+                         {"distributed",
+                          {{"backend", "gloo"},
+                           {"world_size", 2},
+                           {"step_time_skew", 0.150 / 0.100},
+                           {"comm_wait_share", 0.35},
+                           {"per_rank", Json::array({rank(0, 0.100, 0.35), rank(1, 0.150, 0.02)})}}}});
+  const RunAnalysis a = analyse_run(dir.path());
+  ASSERT_EQ(a.ranks.size(), 2u);
+  EXPECT_EQ(a.world_size, 2);
+  EXPECT_EQ(a.backend, "gloo");
+  const Finding* straggler = find(a, "straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_NE(straggler->message.find("rank 1's mean step"), std::string::npos) << straggler->message;
+  const Finding* comm = find(a, "comm_exposed");
+  ASSERT_NE(comm, nullptr);
+  EXPECT_NE(comm->message.find("rank 0 waits on collectives 35"), std::string::npos) << comm->message;
+  const std::string text = format_report(a);
+  EXPECT_NE(text.find("Data parallel: 2 ranks (gloo)"), std::string::npos) << text;
+  EXPECT_NE(text.find("straggler skew (slowest / fastest mean step): 1.50"), std::string::npos) << text;
+  EXPECT_EQ(to_json(a)["distributed"]["per_rank"].size(), 2u);
+
+  // One process: no section, no findings about ranks.
+  write_json_atomic(dir / "training_summary.json", Json{{"total_steps", 100}, {"status", "completed"}});
+  const RunAnalysis single = analyse_run(dir.path());
+  EXPECT_TRUE(single.ranks.empty());
+  EXPECT_EQ(find(single, "straggler"), nullptr);
+  EXPECT_EQ(format_report(single).find("Data parallel"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rt::report
