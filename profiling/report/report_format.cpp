@@ -194,7 +194,8 @@ std::string format_report(const RunAnalysis& a) {
   }
 
   if (!a.ops.cpu_ops.empty()) {
-    o << "\nTop operators by CPU self time (" << a.ops.files.size() << " trace file(s), " << a.ops.profiler_steps
+    o << "\nTop operators by CPU self time (" << a.ops.files.size() << " trace file(s)"
+      << (a.world_size > 1 ? " of rank 0" : "") << ", " << a.ops.profiler_steps
       << " profiled steps)\n  " << pad("name", 42) << pad("self", 11, true) << pad("self %", 8, true)
       << pad("total", 11, true) << pad("calls", 8, true) << "\n";
     for (const auto& op : a.ops.cpu_ops) {

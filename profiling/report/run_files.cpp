@@ -3,7 +3,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 #include "tensorboard/tfevents.h"
@@ -243,6 +245,18 @@ std::vector<fs::path> sorted_matches(const fs::path& dir,
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// The distributedInfo rank of an uncompressed trace, read from its head as Holistic Trace
+// Analysis does ("rank":\s+(\d+)); -1 when absent.
+int trace_rank(const fs::path& path) {
+  std::ifstream in(path);
+  std::string head(8192, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  std::smatch m;
+  if (!std::regex_search(head, m, std::regex("\"rank\":\\s+(\\d+)"))) return -1;
+  return std::stoi(m[1].str());
+}
 }  // namespace
 
 void load_run_files(RunAnalysis& a) {
@@ -288,6 +302,15 @@ void load_run_files(RunAnalysis& a) {
     for (const auto& p : group) a.files.push_back(rel(p));
   }
 
+  // A data-parallel run: every rank wrote its traces; the operator table is rank 0's (the
+  // ranks run the same step; summing them would double every count).
+  if (a.world_size > 1) {
+    std::vector<fs::path> rank0;
+    for (const auto& p : traces) {
+      if (ends_with(p.string(), ".gz") || trace_rank(p) == 0) rank0.push_back(p);
+    }
+    traces = rank0;
+  }
   if (!traces.empty()) {
     try {
       a.ops = read_trace_ops(traces);

@@ -249,6 +249,11 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
   const Json summary = read_json(run / "training_summary.json");
   EXPECT_EQ(summary["world_size"], 2);
   ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u);
+  // profile-report: every rank's figures, and rank 0's operators only.
+  const auto report = run_command(bin_path("profile-report") + " " + quote(run.string()));
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("Data parallel: 2 ranks (gloo)"), std::string::npos) << report.output;
+  EXPECT_NE(report.output.find("1 trace file(s) of rank 0"), std::string::npos) << report.output;
   for (const auto& rank : summary["distributed"]["per_rank"]) {
     EXPECT_GT(rank["examples_per_second"].get<double>(), 0.0);
     EXPECT_GT(rank["collectives"].get<int64_t>(), 0);
