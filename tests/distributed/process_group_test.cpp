@@ -216,7 +216,7 @@ TEST(ProcessGroup, AHungRankStopsTheOthersAfterTheTimeout) {
 // client) and --standalone (rank 0 hosts the store). Debian 12's torchrun needs
 // --redirects/--tee (its Std flag parsing fails on Python 3.11 otherwise).
 TEST(ProcessGroup, RanksJoinUnderTorchrun) {
-  if (testing::run_command("command -v torchrun").exit_code != 0) GTEST_SKIP() << "torchrun is not installed";
+  if (const auto why = testing::torchrun_unusable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (const std::string mode : {"static", "standalone"}) {
     ScratchDir out("pg_torchrun");
     int port = 0;

@@ -268,10 +268,10 @@ TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
                            "--enable_profiling --profile_steps 3 --profiling.skip_first 10 --profiling.warmup 1";
   check_per_rank_outputs("--nproc_per_node",
                          bin_path("train") + " --nproc_per_node 2 " + args + " --out_path " + q(dir.path() / "local"));
-  if (run_command("command -v torchrun").exit_code != 0) GTEST_SKIP() << "torchrun is not installed (python3-torch)";
+  if (const auto why = testing::torchrun_unusable_reason(); !why.empty()) GTEST_SKIP() << why;
   // Debian 12's torchrun needs --redirects/--tee (README "Training on several processes or machines").
   check_per_rank_outputs("torchrun",
-                         "env USE_LIBUV=0 torchrun --standalone --no_python --nproc_per_node 2 --redirects 2 --tee 2 " +
+                         "torchrun --standalone --no_python --nproc_per_node 2 --redirects 2 --tee 2 " +
                              bin_path("train") + " " + args + " --out_path " + q(dir.path() / "torchrun"));
 }
 

@@ -47,6 +47,19 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
+std::string torchrun_unusable_reason() {
+  static const std::string reason = [] {
+    if (run_command("command -v torchrun").exit_code != 0) return std::string("torchrun is not installed (python3-torch)");
+    const auto probe = run_command("timeout -k 5 60 torchrun --standalone --no_python --nproc_per_node 1 /bin/true");
+    if (probe.exit_code == 0) return std::string();
+    const size_t at = probe.output.find("RuntimeError: ");
+    return "torchrun cannot start ranks here: " +
+           (at == std::string::npos ? "exit code " + std::to_string(probe.exit_code)
+                                    : probe.output.substr(at, probe.output.find('\n', at) - at));
+  }();
+  return reason;
+}
+
 std::string bin_path(const std::string& name) { return std::string(RT_BIN_DIR) + "/" + name; }
 
 std::filesystem::path source_path(const std::string& relative) {

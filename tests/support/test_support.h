@@ -30,6 +30,12 @@ struct CommandResult {
 // Runs `command` through /bin/sh and captures its combined output.
 CommandResult run_command(const std::string& command);
 
+// Why torchrun cannot start ranks here ("" when it can): not installed (python3-torch), or its
+// elastic agent cannot create its store — Debian 13's torch 2.6 is built without libuv while its
+// rendezvous asks for a libuv TCPStore whatever USE_LIBUV says ("use_libuv was requested but
+// PyTorch was build without libuv support"). Probed once per process with a 1-rank /bin/true.
+std::string torchrun_unusable_reason();
+
 // Path of one of our built executables (train, preprocess, profile-report).
 std::string bin_path(const std::string& name);
 
