@@ -50,7 +50,7 @@ CommandResult run_command(const std::string& command) {
 std::string torchrun_unusable_reason() {
   static const std::string reason = [] {
     if (run_command("command -v torchrun").exit_code != 0) return std::string("torchrun is not installed (python3-torch)");
-    const auto probe = run_command("timeout -k 5 60 torchrun --standalone --no_python --nproc_per_node 1 /bin/true");
+    const auto probe = run_command("timeout -k 5 60 torchrun --standalone --no_python --nproc_per_node 1 --redirects 2 --tee 2 /bin/true");
     if (probe.exit_code == 0) return std::string();
     const size_t at = probe.output.find("RuntimeError: ");
     return "torchrun cannot start ranks here: " +
