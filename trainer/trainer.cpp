@@ -376,18 +376,12 @@ class TrainingJob {
     int64_t first_bad = f.first_nonfinite_step;
     std::string where;  // " on rank R" / " on ranks 0, 1": the ranks whose loss was first non-finite
     if (distributed_ && collectives_ok_) {
-      const auto all = comm_->all_gather(torch::tensor({first_bad}, torch::kLong));
-      first_bad = -1;
-      for (const auto& t : all) {
-        const int64_t v = t.item<int64_t>();
-        if (v >= 0 && (first_bad < 0 || v < first_bad)) first_bad = v;
-      }
-      std::vector<std::string> ranks;
-      for (size_t r = 0; r < all.size(); ++r) {
-        if (first_bad >= 0 && all[r].item<int64_t>() == first_bad) ranks.push_back(std::to_string(r));
-      }
-      for (size_t i = 0; i < ranks.size(); ++i) where += (i == 0 ? "" : ", ") + ranks[i];
-      where = (ranks.size() == 1 ? " on rank " : " on ranks ") + where;
+      const auto all = torch::cat(comm_->all_gather(torch::tensor({first_bad}, torch::kLong)));
+      const auto bad = all.ge(0);
+      first_bad = bad.any().item<bool>() ? all.masked_select(bad).min().item<int64_t>() : -1;
+      const auto ranks = all.eq(first_bad).nonzero().flatten();
+      for (int64_t i = 0; i < ranks.numel(); ++i) where += (i == 0 ? "" : ", ") + std::to_string(ranks[i].item<int64_t>());
+      where = (ranks.numel() == 1 ? " on rank " : " on ranks ") + where;
     }
     profilers_->resolve_losses(losses_of(f), first_bad);
     if (first_bad >= 0) {

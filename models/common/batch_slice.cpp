@@ -69,10 +69,7 @@ torch::Tensor batch_global_means(const torch::Tensor& local_means) {
 torch::Tensor batch_global_mean(const torch::Tensor& t) {
   if (!batch_slice_distributed()) return t.mean();
   torch::NoGradGuard no_grad;
-  auto totals = torch::stack({t.sum().to(torch::kDouble),
-                              torch::tensor(static_cast<double>(t.numel()), torch::kDouble).to(t.device())});
-  t_slice.comm->all_reduce_sum(totals);
-  return (totals[0] / totals[1]).to(t.scalar_type());
+  return batch_global_means(t.mean().reshape({1}))[0];
 }
 
 int64_t batch_row_offset(int64_t rows) {
