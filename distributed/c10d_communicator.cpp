@@ -76,18 +76,24 @@ struct C10dCommunicator::Collective {
 
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
                                    int world_size, std::chrono::milliseconds timeout,
-                                   std::vector<PeerInfo> peers)
+                                   std::vector<PeerInfo> peers, c10::optional<torch::Device> staging)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
       world_size_(world_size),
       timeout_(timeout),
       peers_(std::move(peers)),
+      staging_(staging),
       host_(this_host()),
       last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)),
       totals_(std::make_shared<Totals>()) {}
 
 C10dCommunicator::~C10dCommunicator() = default;
+
+torch::Tensor C10dCommunicator::staged(const torch::Tensor& t) const {
+  if (!staging_ || !t.defined() || t.device() == *staging_) return t;
+  return t.to(*staging_).contiguous();
+}
 
 template <class Start>
 c10::intrusive_ptr<c10d::Work> C10dCommunicator::launch(const char* op, const char* collective,
@@ -215,24 +221,27 @@ PendingCollective C10dCommunicator::all_reduce_sum_async(const torch::Tensor& te
   if (!tensor.is_contiguous()) throw Error("all_reduce_sum: the tensor must be contiguous");
   class Pending final : public PendingCollective::Impl {
    public:
-    Pending(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work)
-        : comm_(comm), work_(std::move(work)) {}
+    Pending(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work, torch::Tensor target, torch::Tensor staged)
+        : comm_(comm), work_(std::move(work)), target_(std::move(target)), staged_(std::move(staged)) {}
     void wait() override {
       if (done_) return;
       comm_->wait(work_, comm_->span_name("all_reduce"));
+      if (!staged_.is_same(target_)) target_.copy_(staged_);  // back from the staging device
       done_ = true;
     }
 
    private:
     C10dCommunicator* comm_;
     c10::intrusive_ptr<c10d::Work> work_;
+    torch::Tensor target_, staged_;
     bool done_ = false;
   };
-  auto work = launch("all_reduce", "allreduce", tensor, tensor.numel(), [&] {
-    std::vector<torch::Tensor> tensors{tensor};
+  torch::Tensor on_device = staged(tensor);
+  auto work = launch("all_reduce", "allreduce", on_device, on_device.numel(), [&] {
+    std::vector<torch::Tensor> tensors{on_device};
     return group_->allreduce(tensors);
   });
-  return PendingCollective(std::make_shared<Pending>(this, std::move(work)));
+  return PendingCollective(std::make_shared<Pending>(this, std::move(work), tensor, on_device));
 }
 
 void C10dCommunicator::all_reduce_sum(torch::Tensor& tensor) { all_reduce_sum_async(tensor).wait(); }
@@ -256,7 +265,7 @@ void C10dCommunicator::broadcast(std::vector<torch::Tensor>& tensors, int root) 
     }
     std::vector<torch::Tensor> pieces;
     for (size_t k = i; k < j; ++k) pieces.push_back(tensors[k].reshape({-1}));
-    torch::Tensor flat = torch::cat(pieces);
+    torch::Tensor flat = staged(torch::cat(pieces));
     auto work = launch("broadcast", "broadcast", flat, flat.numel(), [&] {
       std::vector<torch::Tensor> buffers{flat};
       c10d::BroadcastOptions options;
@@ -275,12 +284,13 @@ void C10dCommunicator::broadcast(std::vector<torch::Tensor>& tensors, int root) 
 }
 
 std::vector<torch::Tensor> C10dCommunicator::all_gather(const torch::Tensor& tensor) {
-  std::vector<torch::Tensor> inputs{tensor.contiguous()};
+  std::vector<torch::Tensor> inputs{staged(tensor.contiguous())};
   std::vector<std::vector<torch::Tensor>> outputs(1);
   for (int r = 0; r < world_size_; ++r) outputs[0].push_back(torch::empty_like(inputs[0]));
   auto work = launch("all_gather", "allgather", inputs[0], inputs[0].numel() * world_size_,
                      [&] { return group_->allgather(outputs, inputs); });
   wait(work, span_name("all_gather"));
+  for (auto& out : outputs[0]) out = out.to(tensor.device());
   return outputs[0];
 }
 

@@ -44,9 +44,12 @@ struct PeerInfo {
 
 class C10dCommunicator final : public Communicator {
  public:
-  // `backend` is "gloo" or "nccl" (span prefix); peers[r] describes rank r.
+  // `backend` is "gloo" or "nccl" (span prefix); peers[r] describes rank r. With `staging` (the
+  // rank's CUDA device under NCCL, which reduces device tensors only), tensors on another
+  // device are copied there for the collective and the result copied back.
   C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank, int world_size,
-                   std::chrono::milliseconds timeout, std::vector<PeerInfo> peers);
+                   std::chrono::milliseconds timeout, std::vector<PeerInfo> peers,
+                   c10::optional<torch::Device> staging = c10::nullopt);
   ~C10dCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -73,6 +76,8 @@ class C10dCommunicator final : public Communicator {
   void check_usable() const;
   [[noreturn]] void fail(const std::string& op, const std::exception& error);
   std::string span_name(const char* op) const { return backend_ + ":" + op; }
+  // `t` where the backend can reduce it: itself, or a copy on the staging device.
+  torch::Tensor staged(const torch::Tensor& t) const;
 
   c10::intrusive_ptr<C10dBackend> group_;
   std::string backend_;
@@ -80,6 +85,7 @@ class C10dCommunicator final : public Communicator {
   int world_size_;
   std::chrono::milliseconds timeout_;
   std::vector<PeerInfo> peers_;
+  c10::optional<torch::Device> staging_;
   std::string host_;
   // Completion time of the last collective whose span was recorded (shared with callbacks
   // that may run after this object is gone).

@@ -86,9 +86,14 @@ class LocalCommunicator final : public Communicator {
   void barrier() override {}
 };
 
+// Rank `root`'s `text` on every rank (two broadcasts: length, bytes).
+std::string broadcast_text(Communicator& comm, const std::string& text, int root = 0);
+
 // Stops with rt::Error when `value` is not the same on every rank: "mismatched <what> across
-// ranks: rank 1 differs from rank 0 (...)". Compares 64-bit hashes (one all_gather), so it is
-// cheap for long values such as a resolved config.
+// ranks: rank 1 differs from rank 0; first difference at line 12: rank 0 has 'seed = 1', rank 1
+// has 'seed = 2'; …". Compares 64-bit hashes (one all_gather), so it is cheap for long values
+// such as a resolved config; on a mismatch the first differing rank's text is broadcast so
+// that every rank reports the same line.
 void check_same_on_all_ranks(Communicator& comm, const std::string& what, const std::string& value);
 
 }  // namespace rt::dist

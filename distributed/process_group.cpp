@@ -207,8 +207,12 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
                 "MASTER_PORT?): " +
                 reason_of(e));
   }
+  // NCCL reduces CUDA tensors only: the trainer's own CPU tensors (the stop flag, log means,
+  // validation sums) go through the rank's device.
+  c10::optional<torch::Device> staging;
+  if (backend == Backend::kNccl) staging = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_index));
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
-                                            options.timeout, std::move(peers));
+                                            options.timeout, std::move(peers), staging);
 }
 
 }  // namespace rt::dist

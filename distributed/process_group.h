@@ -36,6 +36,7 @@ bool nccl_available();
 struct ProcessGroupOptions {
   Backend backend = Backend::kAuto;
   bool cuda_device = false;  // the training device is CUDA (auto picks NCCL)
+  int cuda_index = 0;        // its index: NCCL collectives of CPU tensors are staged through it
   // train.distributed.timeout_s: bounds the rendezvous, every collective, and how long a
   // rank waits for a lost peer before it stops.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};

@@ -18,6 +18,8 @@ PACKAGES+=(sox flac vorbis-tools)
 PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)
 # Test dependency only (the trainer never needs Python): torch's own launcher, torchrun, which
 # the data-parallel tests start `train` under (python3-torch is the same LibTorch version).
+# The export tests load exported TorchScript files with Python's torch.jit.load, as users of
+# the files do (tests/export/check_torchscript.py).
 PACKAGES+=(python3-torch)
 
 missing=()

@@ -8,6 +8,7 @@
 #include "data/loader.h"
 #include "data/split.h"
 #include "models/common/summary.h"
+#include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
 #include "trainer/family_registry.h"
@@ -247,15 +248,20 @@ class RaveFamily final : public ModelFamily {
     return r;
   }
 
-  ValidationResult validate(Loader& val_loader, int64_t /*step*/) override {
+  ValidationResult validate(Loader& val_loader, int64_t step) override {
     torch::NoGradGuard no_grad;
     model_->eval();
     double sum = 0.0;
     int64_t count = 0;
     ValidationResult v;
+    // RAVE fits the latent PCA (for export) on the posterior means in phase 1 only; from
+    // phase 2 on it stays as the last phase-1 validation left it (rave/model.py).
+    const bool fit_pca = step < phase_1_duration_;
+    rave::LatentPcaAccumulator pca(options_.latent_size);
     while (auto batch = val_loader.next()) {
       torch::Tensor x = batch->input.to(device_);
       auto f = model_->forward_train(x);
+      if (fit_pca) pca.add(f.stats.chunk(2, 1)[0]);
       // Per example, so the metric does not depend on how the validation set is batched or
       // shared out over ranks (the spectral convergence term is a ratio of means).
       for (int64_t i = 0; i < x.size(0); ++i) {
@@ -273,6 +279,10 @@ class RaveFamily final : public ModelFamily {
         v.sample_rate = sampling_rate_;
       }
     }
+    if (fit_pca) {
+      pca.reduce([this](torch::Tensor& t) { comm_->all_reduce_sum(t); });
+      if (pca.count() >= 2) rave::store_latent_pca(*model_, pca.fit());
+    }
     model_->train();
     // The global mean over every rank's share: sums and counts, never a mean of rank means.
     auto totals = torch::tensor({sum, static_cast<double>(count)}, torch::kDouble);
@@ -289,6 +299,9 @@ class RaveFamily final : public ModelFamily {
     torch::serialize::OutputArchive m, g;
     model_->save(m);
     a.write("rave", m);
+    // The audio format comes from the database, not the config: export needs it.
+    a.write("sampling_rate", c10::IValue(static_cast<int64_t>(sampling_rate_)));
+    a.write("channels", c10::IValue(options_.channels));
     gen_opt_->save(g);
     a.write("gen_opt", g);
     if (dis_opt_) {

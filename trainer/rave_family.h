@@ -16,6 +16,8 @@ namespace rt {
 FamilyRegistration rave_family_registration();
 
 // The [model] keys bound to rave::RaveOptions, and the options a config describes.
+// Channels and sampling rate come from the database (RaveFamily::build), and are saved beside
+// the model in its checkpoints.
 const OptionsTable<rave::RaveOptions>& rave_model_keys();
 rave::RaveOptions rave_options_from(const Config& config);
 

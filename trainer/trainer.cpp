@@ -63,22 +63,17 @@ constexpr const char* kRngKey = "trainer_cpu_rng_state";
 // it, also with another world size.
 constexpr const char* kStreamKey = "trainer_stream_position";
 
-// Rank 0's `text` on every rank.
-std::string broadcast_text(dist::Communicator& comm, const std::string& text) {
-  std::vector<torch::Tensor> length{torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong)};
-  comm.broadcast(length, 0);
-  std::vector<torch::Tensor> bytes{torch::zeros({length[0].item<int64_t>()}, torch::kUInt8)};
-  if (comm.rank() == 0 && !text.empty()) std::memcpy(bytes[0].data_ptr(), text.data(), text.size());
-  comm.broadcast(bytes, 0);
-  return std::string(static_cast<const char*>(bytes[0].data_ptr()), static_cast<size_t>(bytes[0].numel()));
-}
-
-torch::Device resolve_device(const std::string& requested) {
+// The training device; on CUDA, a rank's own GPU: LOCAL_RANK modulo the GPUs this process sees
+// (one GPU per local rank, as torchrun jobs are laid out; NCCL refuses two ranks on one GPU).
+torch::Device resolve_device(const std::string& requested, int local_rank) {
   if (requested == "cuda" && !torch::cuda::is_available()) {
     throw Error("train.device = 'cuda' but no CUDA device is available (this LibTorch " +
                 std::string(torch::cuda::is_available() ? "has" : "has no usable") + " CUDA); use --device cpu");
   }
-  if (requested == "cuda" || (requested == "auto" && torch::cuda::is_available())) return torch::Device(torch::kCUDA, 0);
+  if (requested == "cuda" || (requested == "auto" && torch::cuda::is_available())) {
+    const int count = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+  }
   return torch::Device(torch::kCPU);
 }
 
@@ -134,6 +129,7 @@ class TrainingJob {
     dist::ProcessGroupOptions po;
     po.backend = dist::parse_backend(config_.get_string("train.distributed.backend"));
     po.cuda_device = device_.is_cuda();
+    po.cuda_index = device_.is_cuda() ? device_.index() : 0;
     po.timeout = std::chrono::seconds(config_.get_int("train.distributed.timeout_s"));
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
@@ -148,7 +144,7 @@ class TrainingJob {
     const int64_t threads = config_.get_int("train.threads");
     const int n_threads = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
     torch::set_num_threads(std::max(1, n_threads));
-    device_ = resolve_device(config_.get_string("train.device"));
+    device_ = resolve_device(config_.get_string("train.device"), env_.distributed() ? env_.local_rank : 0);
     // The same seed on every rank: the noise a model draws is the global batch's
     // (models/common/batch_slice.h), so the generators must advance together.
     torch::manual_seed(static_cast<uint64_t>(config_.get_int("train.seed")));
@@ -165,8 +161,8 @@ class TrainingJob {
     // Rank 0 makes (or reopens) the run directory; the others learn where it is.
     if (writer_) run_ = prepare_run_dir(config_);
     if (distributed_) {
-      run_.path = broadcast_text(*comm_, run_.path.string());
-      run_.checkpoint = broadcast_text(*comm_, run_.checkpoint.string());
+      run_.path = dist::broadcast_text(*comm_, run_.path.string());
+      run_.checkpoint = dist::broadcast_text(*comm_, run_.checkpoint.string());
     }
     out() << "run directory: " << run_.path.string() << std::endl;
     prof_dir_ = config_.get_string("profiling.output_dir").empty() ? run_.path

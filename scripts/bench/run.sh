@@ -47,7 +47,7 @@ if [[ -n "${BENCH_FULL_BUILD:-}" ]]; then
   JOBS="${JOBS:-1}" BUILD_TYPE=Release BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh"
 else
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD_DIR" -j "${JOBS:-1}" --target rave_bench loader_bench ssm_step_bench preprocess train
+  cmake --build "$BUILD_DIR" -j "${JOBS:-1}" --target rave_bench loader_bench ssm_step_bench export_bench preprocess train
   # Google Benchmark per-op costs (built when libbenchmark-dev is present, as setup.sh installs).
   cmake --build "$BUILD_DIR" -j "${JOBS:-1}" --target op_cost_bench >/dev/null 2>&1 || true
 fi

@@ -135,8 +135,8 @@ TEST(ProcessGroup, CollectivesGiveTheSameResultOnEveryRank) {
                              torch::stack({torch::full({3}, int64_t{0}), torch::full({3}, int64_t{7})})));
     EXPECT_EQ(
         read_text(out / ("mismatch_rank" + std::to_string(r) + ".txt")),
-        "mismatched config across ranks: rank 1 differs from rank 0; every rank must be started with the "
-        "same settings");
+        "mismatched config across ranks: rank 1 differs from rank 0; first difference at line 1: rank 0 has "
+        "'lr = 1e-3', rank 1 has 'lr = 1e-4'; every rank must be started with the same settings");
   }
 }
 

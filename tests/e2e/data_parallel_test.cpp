@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "e2e/e2e_fixtures.h"
+#include "util/atomic_file.h"
 #include "support/trace_checks.h"
 
 namespace rt::e2e {
@@ -290,6 +291,32 @@ TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
       << r.result.output;
   ASSERT_FALSE(r.summary.is_null()) << r.result.output;
   EXPECT_EQ(r.summary["status"].get<std::string>().rfind("failed: non-finite loss at step 7 on rank 1", 0), 0u);
+}
+
+// Two ranks started by hand (the launcher variables torchrun sets) with different seeds: both
+// stop before training, naming the rank and the first line of the config that differs.
+TEST(DataParallel, MismatchedConfigsStopEveryRankNamingTheDifference) {
+  ScratchDir dir("rt_dp_mismatch");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string train_cmd = "timeout -k 10 300 " + bin_path("train") + " --config tiny_ssm --db_path " + q(db) +
+                                " --out_path " + q(dir.path() / "runs") +
+                                " --threads 1 --batch 4 --max_steps 4 --train.distributed.timeout_s 60";
+  const fs::path log0 = dir.path() / "rank0.log", log1 = dir.path() / "rank1.log";
+  auto r = run_command(
+      "port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
+      "print(s.getsockname()[1])'); export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port; "
+      "RANK=0 " + train_cmd + " --seed 1 > " + q(log0) + " 2>&1 & RANK=1 " + train_cmd + " --seed 2 > " + q(log1) +
+      " 2>&1; code1=$?; wait $!; code0=$?; echo \"exit codes $code0 $code1\"");
+  const std::string out0 = rt::read_file(log0), out1 = rt::read_file(log1);
+  // Exit code 2: a setting to change, as for any rejected config.
+  EXPECT_NE(r.output.find("exit codes 2 2"), std::string::npos) << r.output << out0 << out1;
+  const std::string expected =
+      "mismatched configs (the resolved config.toml) across ranks: rank 1 differs from rank 0; first difference at "
+      "line ";
+  for (const std::string* out : {&out0, &out1}) {
+    EXPECT_NE(out->find(expected), std::string::npos) << *out;
+    EXPECT_NE(out->find("rank 0 has 'seed = 1', rank 1 has 'seed = 2'"), std::string::npos) << *out;
+  }
 }
 
 // A 2-rank tiny_ssm run that trains until it is stopped (the fault tests), logging every 5 steps.

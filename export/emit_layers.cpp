@@ -1,0 +1,206 @@
+#include "export/emit_layers.h"
+
+#include <algorithm>
+
+#include "models/common/blocks.h"
+#include "util/error.h"
+
+namespace rt::exporting {
+namespace {
+
+using models::WNConv1dImpl;
+
+std::string ints(std::initializer_list<int64_t> v) {
+  std::string s = "[";
+  for (auto x : v) s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+  return s + "]";
+}
+
+void require(bool ok, const std::string& key, const std::string& what) {
+  if (!ok) throw Error("export: '" + key + "': " + what);
+}
+
+Signal emit_seq(MethodWriter& w, const Signal& x, models::SeqImpl& seq, const std::string& key) {
+  Signal y = x;
+  for (const auto& child : seq.named_children()) y = emit_module(w, y, *child.value(), key + "." + child.key());
+  return y;
+}
+
+// RAVE blocks.Residual = AlignBranches(module, Identity): the skip path is delayed by the
+// inner module's delay (cached_conv AlignBranches, delays [inner, 0]).
+Signal emit_residual(MethodWriter& w, const Signal& x, models::ResidualImpl& r, const std::string& key) {
+  Signal y = emit_module(w, x, *r.aligned->branches->ptr(0), key + ".aligned.branches.0");
+  require(y.hop == x.hop && y.channels == x.channels, key, "a residual branch must keep shape and rate");
+  const Signal skip = emit_delay(w, x, (y.delay - x.delay) / x.hop, key + ".aligned.paddings.1");
+  return emit_sum(w, y, skip);
+}
+
+// RAVE blocks.ResidualStack: one ResidualBlock per kernel size, summed.
+Signal emit_residual_stack(MethodWriter& w, const Signal& x, models::ResidualStackImpl& s, const std::string& key) {
+  std::vector<Signal> outs;
+  size_t i = 0;
+  for (const auto& block : *s.net->branches) {
+    outs.push_back(emit_module(w, x, *block, key + ".net.branches." + std::to_string(i++)));
+  }
+  outs = emit_aligned(w, std::move(outs), key + ".net");
+  Signal sum = outs[0];
+  for (size_t j = 1; j < outs.size(); ++j) sum = emit_sum(w, sum, outs[j]);
+  return sum;
+}
+
+Signal emit_snake(MethodWriter& w, const Signal& x, const std::string& key) {
+  const std::string a = w.tensor(key + ".alpha", w.ledger().take(key + ".alpha"));
+  // Written as models::SnakeImpl::forward computes it, so both round alike.
+  return w.assign(x, x.var + " + (" + a + " + " + num(1e-9) + ").reciprocal() * (" + a + " * " + x.var +
+                          ").sin().pow(2)");
+}
+
+// AdaIN (RAVE blocks.AdaptiveInstanceNormalization) is the identity in evaluation until
+// statistics are learnt with learn_x / learn_y, which training never sets. A checkpoint that
+// says otherwise is refused rather than exported wrong.
+Signal emit_adain(MethodWriter& w, const Signal& x, const std::string& key) {
+  auto value = [&](const char* name) { return w.ledger().take(key + "." + name).sum().item<double>(); };
+  const double learn_x = value("learn_x"), learn_y = value("learn_y");
+  const double updates_x = value("num_update_x"), updates_y = value("num_update_y");
+  for (const char* name : {"mean_x", "std_x", "mean_y", "std_y"}) w.ledger().take(key + "." + name);
+  require(learn_x == 0 && learn_y == 0 && (updates_x == 0 || updates_y == 0), key,
+          "AdaIN with learnt statistics is not supported by export (it is the identity after training)");
+  return x;
+}
+
+Signal emit_batch_norm(MethodWriter& w, const Signal& x, const torch::nn::BatchNorm1dImpl& bn,
+                       const std::string& key) {
+  auto& l = w.ledger();
+  const auto& o = bn.options;
+  require(o.affine() && o.track_running_stats(), key, "BatchNorm1d needs affine parameters and running statistics");
+  const std::string weight = w.tensor(key + ".weight", l.take(key + ".weight"));
+  const std::string bias = w.tensor(key + ".bias", l.take(key + ".bias"));
+  const std::string mean = w.tensor(key + ".running_mean", l.take(key + ".running_mean"), /*is_buffer=*/true);
+  const std::string var = w.tensor(key + ".running_var", l.take(key + ".running_var"), /*is_buffer=*/true);
+  l.take(key + ".num_batches_tracked");  // a training counter
+  return w.assign(x,
+                "torch.batch_norm(" + x.var + ", " + weight + ", " + bias + ", " + mean + ", " + var + ", False, " +
+                    num(o.momentum().value_or(0.1)) + ", " + num(o.eps()) + ", False)");
+}
+
+}  // namespace
+
+Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y) {
+  if (w.streaming() && x.delay != y.delay) {
+    throw Error("export: internal error: adding signals with delays " + std::to_string(x.delay) + " and " +
+                std::to_string(y.delay));
+  }
+  return w.assign(x, x.var + " + " + y.var);
+}
+
+Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, const std::string& key) {
+  const auto& o = conv.options;
+  require(x.channels == o.in_channels(), key,
+          "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
+  const std::string weight = w.tensor(key + ".weight", w.ledger().take_kernel(key));
+  const torch::Tensor b = w.ledger().take_bias(key);
+  const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
+  Signal in = x;
+  int64_t padding = 0;
+  if (w.streaming()) {
+    // cached_conv CachedConv1d, its cumulative_delay being the delay the input already carries:
+    // the strided convolution's total input delay becomes a whole number of output steps, so
+    // it decimates at the offline phase.
+    require(x.delay % x.hop == 0, key, "input delay is not a whole number of input steps");
+    const int64_t s = o.stride(), right = o.pad_right(), cumulative = x.delay / x.hop;
+    const int64_t stride_delay = (s - (right + cumulative) % s) % s;
+    if (stride_delay > 0) in.var = w.cached_pad(in, key + ".downsampling_delay", stride_delay, /*crop=*/true);
+    if (o.pad_left() + right > 0) in.var = w.cached_pad(in, key + ".cache", o.pad_left() + right, /*crop=*/false);
+    in.delay = x.delay + (right + stride_delay) * x.hop;
+  } else if (o.pad_left() == o.pad_right()) {
+    padding = o.pad_left();  // as WNConv1dImpl::forward: the convolution pads
+  } else {
+    in = w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
+  }
+  Signal y = w.assign(in,
+                    "torch.conv1d(" + in.var + ", " + weight + ", " + bias + ", " + ints({o.stride()}) + ", " +
+                        ints({padding}) + ", " + ints({o.dilation()}) + ", " + std::to_string(o.groups()) + ")");
+  y.channels = o.out_channels();
+  y.hop = x.hop * o.stride();
+  return y;
+}
+
+Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNConvTranspose1dImpl& conv,
+                           const std::string& key) {
+  const auto& o = conv.options;
+  require(x.channels == o.in_channels(), key, "input channels do not match");
+  require(x.hop % o.stride() == 0, key, "upsampling below the audio rate");
+  const std::string weight = w.tensor(key + ".weight", w.ledger().take_kernel(key));
+  const torch::Tensor b = w.ledger().take_bias(key);
+  const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
+  const std::string stride = ints({o.stride()});
+  if (!w.streaming()) {
+    Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride + ", " +
+                                ints({o.padding()}) + ")");
+    y.channels = o.out_channels();
+    y.hop = x.hop / o.stride();
+    return y;
+  }
+  // cached_conv CachedConvTranspose1d: no padding, the overlap (k − s samples) of one call is
+  // added to the start of the next; the bias comes after, so it is added once.
+  const int64_t overlap = o.kernel_size() - o.stride();
+  require(overlap <= o.stride(), key, "streaming needs kernel_size <= 2 * stride");
+  Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", None, " + stride + ", [0], [0], 1, [1])");
+  y.channels = o.out_channels();
+  y.hop = x.hop / o.stride();
+  if (overlap > 0) {
+    const std::string rows = w.state(key + ".cache", y.rows, y.channels, overlap) + "[:" + y.var + ".size(0)]";
+    const std::string n = std::to_string(overlap);
+    w.line(y.var + "[:, :, :" + n + "].add_(" + rows + ")");
+    w.line(rows + ".copy_(" + y.var + "[:, :, -" + n + ":])");
+    w.line(y.var + " = " + y.var + "[:, :, :-" + n + "]");
+  }
+  if (b.defined()) w.line(y.var + " = " + y.var + " + " + bias + ".unsqueeze(-1)");
+  y.delay = x.delay + o.padding() * y.hop;
+  return y;
+}
+
+Signal emit_delay(MethodWriter& w, const Signal& x, int64_t samples, const std::string& key) {
+  if (!w.streaming() || samples == 0) return x;
+  require(samples > 0, key, "negative delay");
+  Signal y = x;
+  y.var = w.cached_pad(x, key, samples, /*crop=*/true);
+  y.delay = x.delay + samples * x.hop;
+  return y;
+}
+
+std::vector<Signal> emit_aligned(MethodWriter& w, std::vector<Signal> outs, const std::string& key) {
+  int64_t latest = 0;
+  for (const auto& s : outs) latest = std::max(latest, s.delay);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int64_t lag = latest - outs[i].delay;
+    require(lag % outs[i].hop == 0, key, "branch delays differ by a fraction of a sample");
+    outs[i] = emit_delay(w, outs[i], lag / outs[i].hop, key + ".align." + std::to_string(i));
+  }
+  return outs;
+}
+
+Signal emit_module(MethodWriter& w, const Signal& x, torch::nn::Module& m, const std::string& key) {
+  if (auto* seq = dynamic_cast<models::SeqImpl*>(&m)) return emit_seq(w, x, *seq, key);
+  if (auto* r = dynamic_cast<models::ResidualImpl*>(&m)) return emit_residual(w, x, *r, key);
+  if (auto* s = dynamic_cast<models::ResidualStackImpl*>(&m)) return emit_residual_stack(w, x, *s, key);
+  if (auto* c = dynamic_cast<WNConv1dImpl*>(&m)) return emit_conv(w, x, *c, key);
+  if (auto* t = dynamic_cast<models::WNConvTranspose1dImpl*>(&m)) return emit_conv_transpose(w, x, *t, key);
+  if (auto* lr = dynamic_cast<torch::nn::LeakyReLUImpl*>(&m)) {
+    return w.assign(x, "torch.leaky_relu(" + x.var + ", " + num(lr->options.negative_slope()) + ")");
+  }
+  if (dynamic_cast<models::SnakeImpl*>(&m)) return emit_snake(w, x, key);
+  if (dynamic_cast<models::AdaINImpl*>(&m)) return emit_adain(w, x, key);
+  if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m)) return emit_batch_norm(w, x, *bn, key);
+  if (dynamic_cast<torch::nn::IdentityImpl*>(&m)) return x;
+  // Wrappers whose forward is their `net` (DilatedUnit, ResidualLayer, and blocks.cpp's /
+  // generator.cpp's ResidualBlock and UpsampleLayer): no tensors of their own, one child.
+  const auto children = m.named_children();
+  if (children.size() == 1 && children.contains("net") && m.named_parameters(false).is_empty() &&
+      m.named_buffers(false).is_empty()) {
+    return emit_module(w, x, *children["net"], key + ".net");
+  }
+  throw Error("export: no TorchScript emitter for module '" + key + "' (" + m.name() + ")");
+}
+
+}  // namespace rt::exporting

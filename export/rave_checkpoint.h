@@ -1,0 +1,37 @@
+// A RAVE model restored from a trainer checkpoint (trainer/checkpoint.h), strictly: the model
+// is rebuilt from the checkpoint's own resolved config (meta/config), and the checkpoint's
+// tensors under model/rave must be exactly the model's — same names, same shapes. A missing
+// or extra name stops with a message listing them (RAVE's export loads with strict=False and
+// can silently keep random weights).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "models/rave/latent_pca.h"
+#include "models/rave/rave.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+
+namespace rt::exporting {
+
+struct RaveCheckpoint {
+  std::filesystem::path path;
+  CheckpointMeta meta;
+  Config config;                  // the checkpoint's resolved config
+  rave::RaveModel model{nullptr};  // in eval mode, phase flag as saved
+  int64_t sampling_rate = 0;
+};
+
+// Throws rt::Error: the file is missing, unreadable or not a checkpoint of this trainer; it
+// holds another family ("export supports RAVE models"); its tensors do not fit the model its
+// config describes (the names listed). Checkpoints written before the audio format was saved
+// beside the model take the sampling rate from the config's database.
+RaveCheckpoint load_rave_checkpoint(const std::filesystem::path& path);
+
+// RAVE's latent PCA fitted on the posterior means of the database the checkpoint's config
+// names (data.db_path): whole records (up to 512, in key order), without augmentation.
+// Throws rt::Error naming the database when it cannot be read.
+rave::LatentPca fit_latent_pca_on_database(RaveCheckpoint& checkpoint);
+
+}  // namespace rt::exporting

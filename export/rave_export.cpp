@@ -1,0 +1,174 @@
+#include "export/rave_export.h"
+
+#include <torch/script.h>
+
+#include <iomanip>
+#include <sstream>
+
+#include "export/rave_checkpoint.h"
+#include "trainer/run_dir.h"
+#include "trainer/config.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace rt::exporting {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path find_checkpoint(const ExportOptions& o) {
+  if (!o.run.empty() && !o.checkpoint.empty()) throw Error("pass either --run or --ckpt, not both");
+  if (!o.checkpoint.empty()) {
+    if (!fs::is_regular_file(o.checkpoint)) throw Error("--ckpt '" + o.checkpoint.string() + "': no such file");
+    return o.checkpoint;
+  }
+  if (o.run.empty()) throw Error("nothing to export: pass --run RUN_DIR or --ckpt PATH");
+  if (!fs::is_directory(o.run)) throw Error("--run '" + o.run.string() + "': no such run directory");
+  for (const char* name : {"best.ckpt", "last.ckpt"}) {
+    const fs::path p = o.run / "checkpoints" / name;
+    if (fs::is_regular_file(p)) return p;
+  }
+  throw Error("run '" + o.run.string() + "' has no checkpoint (expected checkpoints/best.ckpt or last.ckpt): train "
+              "it first, or pass --ckpt PATH");
+}
+
+// A run's config.toml and the checkpoint must describe the same model.
+void check_run_config(const fs::path& run, const RaveCheckpoint& c) {
+  const fs::path file = run / "config.toml";
+  if (!fs::is_regular_file(file)) return;
+  const std::string run_signature = load_config_file(file).architecture_signature();
+  if (run_signature != c.meta.signature) {
+    throw Error("checkpoint '" + c.path.string() + "' was made with another config than '" + file.string() +
+                "': the checkpoint holds [" + c.meta.signature + "], the run [" + run_signature + "]");
+  }
+}
+
+std::vector<double> to_vector(const torch::Tensor& t) {
+  auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+// Chooses the exported latent size and makes sure the model carries the PCA it needs.
+void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
+  const int64_t full = c.model->options().latent_size;
+  r.full_latent_size = full;
+  if (o.latent_size < 0 || o.latent_size > full) {
+    throw Error("--latent_size " + std::to_string(o.latent_size) + " is outside 1 … " + std::to_string(full) +
+                " (the model's latent size)");
+  }
+  if (!(o.fidelity > 0.0 && o.fidelity < 1.0)) {
+    throw Error("--fidelity " + std::to_string(o.fidelity) + " must lie strictly between 0 and 1");
+  }
+  auto pca = rave::stored_latent_pca(*c.model);
+  if (!rave::has_latent_pca(pca.fidelity) && o.latent_size != full) {
+    rave::store_latent_pca(*c.model, fit_latent_pca_on_database(c));
+    r.pca_fitted_now = true;
+    r.warnings.push_back("the checkpoint holds no latent PCA (no validation ran in phase 1): fitted now on '" +
+                         c.config.get_string("data.db_path") + "'");
+  }
+  if (!rave::has_latent_pca(pca.fidelity)) {
+    r.warnings.push_back("the checkpoint holds no latent PCA: the latent is exported as the encoder makes it");
+  }
+  r.fidelity = to_vector(pca.fidelity);
+  if (o.latent_size > 0) {
+    r.latent_size = o.latent_size;
+    r.latent_rule = "--latent_size";
+    return;
+  }
+  r.latent_size = rave::latent_size_for_fidelity(pca.fidelity, o.fidelity);
+  std::ostringstream rule;
+  rule << "smallest power of two reaching fidelity " << o.fidelity;
+  r.latent_rule = rule.str();
+  if (r.latent_size == 1) {
+    std::ostringstream w;
+    w << "the latent is cropped to 1 dimension: the first PCA dimension alone explains " << std::setprecision(3)
+      << r.fidelity[0] << " of the variance (>= --fidelity " << o.fidelity
+      << "); pass a higher --fidelity or --latent_size N to keep more";
+    r.warnings.push_back(w.str());
+  }
+}
+
+// What nn~ does with a freshly loaded file, on the loaded copy (the saved streaming state
+// stays zero): every method on zeros of two latent frames, batch 1 and 4.
+void check_saved_module(const fs::path& file, const ExportReport& r) {
+  auto m = torch::jit::load(file.string());
+  c10::InferenceMode guard;
+  const int64_t frames = 2, ratio = r.script.ratio;
+  for (int64_t batch : {1, 4}) {
+    auto z = m.get_method("encode")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
+    auto y = m.get_method("decode")({torch::zeros({batch, r.latent_size, frames})}).toTensor();
+    auto f = m.get_method("forward")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
+    const bool ok = z.sizes() == at::IntArrayRef{batch, r.latent_size, frames} &&
+                    y.sizes() == at::IntArrayRef{batch, r.channels, frames * ratio} && f.sizes() == y.sizes();
+    if (!ok) throw Error("export: internal error: '" + file.string() + "' returns unexpected shapes");
+  }
+}
+
+}  // namespace
+
+ExportReport export_rave(const ExportOptions& o) {
+  ExportReport r;
+  r.checkpoint = find_checkpoint(o);
+  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint);
+  fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
+  if (!run.empty()) check_run_config(run, c);
+  r.step = c.meta.step;
+  r.channels = c.model->options().channels;
+  r.sampling_rate = c.sampling_rate;
+  r.streaming = o.streaming;
+  choose_latent(o, c, r);
+
+  ScriptOptions s;
+  s.streaming = o.streaming;
+  s.latent_size = r.latent_size;
+  s.sampling_rate = c.sampling_rate;
+  auto module = script_rave(*c.model, s, &r.script);
+
+  r.output = o.output;
+  if (r.output.empty()) {
+    // A checkpoint inside a run's checkpoints/ folder exports into that run's export/ folder;
+    // any other checkpoint into an export/ folder beside it.
+    fs::path base = run;
+    if (base.empty()) {
+      base = r.checkpoint.parent_path();
+      if (base.filename() == "checkpoints") base = base.parent_path();
+    }
+    std::string name = c.config.get_string("train.name");
+    if (name.empty()) name = "rave";
+    r.output = base / "export" / (name + (o.streaming ? "_streaming" : "") + ".ts");
+  }
+  std::ostringstream bytes;
+  module.save(bytes);
+  write_file_atomic(r.output, bytes.str());
+  check_saved_module(r.output, r);
+  return r;
+}
+
+std::string format_report(const ExportReport& r) {
+  std::ostringstream s;
+  s << "exported " << r.output.string() << "\n"
+    << "  from " << r.checkpoint.string() << " (step " << r.step << ")\n"
+    << "  " << r.channels << " channel(s) at " << r.sampling_rate << " Hz, " << r.script.ratio
+    << " samples per latent frame, " << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n"
+    << "  latent_size " << r.latent_size << " of " << r.full_latent_size << " (" << r.latent_rule << ")\n";
+  if (!r.fidelity.empty()) {
+    s << "  fidelity (cumulative explained variance) by dimensions:";
+    for (size_t n = 1; n <= r.fidelity.size(); n *= 2) {
+      s << " " << n << ":" << std::fixed << std::setprecision(3) << r.fidelity[n - 1]
+        << (static_cast<int64_t>(n) == r.latent_size ? "*" : "");
+    }
+    s << "\n";
+  }
+  if (r.streaming) {
+    auto ms = [&](int64_t samples) { return 1000.0 * static_cast<double>(samples) / static_cast<double>(r.sampling_rate); };
+    s << std::fixed << std::setprecision(1) << "  latency: encode " << r.script.encode_latency << " samples ("
+      << ms(r.script.encode_latency) << " ms, " << r.script.encode_latency / r.script.ratio << " latent frames), decode "
+      << r.script.decode_latency << " (" << ms(r.script.decode_latency) << " ms), forward "
+      << r.script.forward_latency() << " (" << ms(r.script.forward_latency()) << " ms), plus nn~'s buffering\n";
+  }
+  for (const auto& [why, keys] : r.script.dropped) s << "  not exported: " << keys.size() << " tensor(s), " << why << "\n";
+  for (const auto& w : r.warnings) s << "warning: " << w << "\n";
+  return s.str();
+}
+
+}  // namespace rt::exporting

@@ -1,0 +1,49 @@
+// `export`: a trained RAVE run → a TorchScript file that nn~ (Max/MSP, Pure Data) and the RAVE
+// VST load, as acids-ircam/RAVE's `rave export --run RUN [--streaming]` does, without Python.
+//
+// The checkpoint is <run>/checkpoints/best.ckpt, else last.ckpt (or --ckpt). The latent is
+// cropped as RAVE does: to the PCA dimensions that reach `fidelity` (the smallest power of two
+// n with fidelity[n-1] >= fidelity), unless latent_size names the size. A checkpoint without
+// a fitted PCA (validation never ran in phase 1) gets one fitted on the run's database, or
+// the export stops saying so; it never exports a 1-dimensional latent silently.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "export/rave_script.h"
+
+namespace rt::exporting {
+
+struct ExportOptions {
+  std::filesystem::path run;         // a run directory (train's "run directory: …")
+  std::filesystem::path checkpoint;  // or a checkpoint file
+  std::filesystem::path output;      // default <run>/export/<train.name>[_streaming].ts
+  bool streaming = false;
+  double fidelity = 0.95;
+  int64_t latent_size = 0;  // 0 = from fidelity
+};
+
+struct ExportReport {
+  std::filesystem::path output, checkpoint;
+  int64_t step = 0;  // the checkpoint's training step
+  int64_t channels = 0, sampling_rate = 0;
+  int64_t latent_size = 0, full_latent_size = 0;
+  std::vector<double> fidelity;  // cumulative explained variance, per dimension
+  std::string latent_rule;       // how latent_size was chosen
+  bool pca_fitted_now = false;   // the checkpoint had none: fitted on the database
+  bool streaming = false;
+  ScriptInfo script;
+  std::vector<std::string> warnings;
+};
+
+// Throws rt::Error with a message for the user: no checkpoint in the run, a checkpoint of
+// another family ("export supports RAVE models") or of another config, a corrupt file, an
+// invalid --latent_size or --fidelity.
+ExportReport export_rave(const ExportOptions& options);
+
+// The report as printed by the `export` command.
+std::string format_report(const ExportReport& report);
+
+}  // namespace rt::exporting

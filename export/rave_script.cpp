@@ -1,0 +1,164 @@
+#include "export/rave_script.h"
+
+#include "export/emit_rave.h"
+#include "export/nn_tilde.h"
+#include "util/error.h"
+
+namespace rt::exporting {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
+  if (s.latent_size < 0 || s.latent_size > o.latent_size) {
+    throw Error("latent size " + str(s.latent_size) + " is outside 1 … " + str(o.latent_size) +
+                " (the model's model.latent_size)");
+  }
+  if (!s.streaming) return;
+  if (o.n_band > 1 && o.hop() % 2 != 0) {
+    throw Error("--streaming needs an even product of model.ratios with a PQMF (its band signs alternate per "
+                "sample); the model's is " + str(o.hop()));
+  }
+  int64_t noise_hop = 1;
+  for (auto r : o.noise_ratios) noise_hop *= r;
+  if (o.noise_bands > 0 && o.hop() % noise_hop != 0) {
+    throw Error("--streaming needs model.noise_ratios (product " + str(noise_hop) +
+                ") to divide the product of model.ratios (" + str(o.hop()) + ")");
+  }
+}
+
+std::map<std::string, torch::Tensor> named_tensors(rave::RaveModelImpl& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : model.named_parameters()) out[p.key()] = p.value();
+  for (const auto& b : model.named_buffers()) out[b.key()] = b.value();
+  return out;
+}
+
+// An input check that reads well in nn~'s console and in Python.
+std::string expect(const std::string& condition, const std::string& message) {
+  return "assert " + condition + ", \"" + message + "\"";
+}
+
+}  // namespace
+
+torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& s, ScriptInfo* info) {
+  const auto& o = model.options();
+  check_exportable(o, s);
+  const auto mode = o.padding;
+  const int64_t channels = o.channels, full = o.latent_size, ratio = o.compression();
+  const int64_t latent = s.latent_size > 0 ? s.latent_size : full;
+
+  TensorLedger ledger(named_tensors(model));
+  ledger.drop_prefix("discriminator.", "the discriminator (training only)");
+  ledger.drop_prefix("receptive_field", "RAVE's receptive-field record (not used by inference)");
+  ScriptContext ctx(s.streaming, ledger);
+
+  auto pqmf = ctx.new_module("PQMF");
+  const Signal audio{"x", channels, 1, 1, 0};
+  Signal bands;
+  {
+    MethodWriter w(ctx, pqmf);
+    bands = emit_pqmf_analysis(w, audio, *model.pqmf, mode);
+    w.define("forward", "x: Tensor", "Tensor", bands.var);
+  }
+  auto encoder = ctx.new_module("Encoder");
+  Signal stats;
+  {
+    MethodWriter w(ctx, encoder);
+    Signal in = bands;
+    in.var = "x";
+    stats = emit_encoder(w, in, *model.encoder);
+    w.define("forward", "x: Tensor", "Tensor", stats.var);
+  }
+  auto decoder = ctx.new_module("Decoder");
+  Signal multiband;
+  {
+    MethodWriter w(ctx, decoder);
+    multiband = emit_decoder(w, Signal{"z", full, ratio, 1, 0}, *model.decoder, "noise_scale");
+    w.define("forward", "z: Tensor, noise_scale: float", "Tensor", multiband.var);
+  }
+  Signal out;
+  {
+    MethodWriter w(ctx, pqmf);
+    Signal in = multiband;
+    in.var = "x";
+    out = emit_pqmf_synthesis(w, in, *model.pqmf, mode);
+    w.define("inverse", "x: Tensor", "Tensor", out.var);
+  }
+  if (stats.hop != ratio || stats.channels != 2 * full || out.hop != 1 || out.channels != channels) {
+    throw Error("export: internal error: the emitted model does not have the model's shapes");
+  }
+
+  ScriptInfo result;
+  result.ratio = ratio;
+  // Strided convolutions count the delay their input carries (emit_conv), so the encoder's
+  // delay is whole latent frames.
+  if (s.streaming && stats.delay % ratio != 0) {
+    throw Error("export: internal error: the streaming encoder's delay " + str(stats.delay) + " is not whole frames of " +
+                str(ratio));
+  }
+  result.encode_latency = s.streaming ? stats.delay : 0;
+  result.decode_latency = s.streaming ? out.delay : 0;
+
+  auto top = ctx.new_module("ScriptedRAVE");
+  top.register_module("pqmf", pqmf);
+  top.register_module("encoder", encoder);
+  top.register_module("decoder", decoder);
+  for (const char* name : {"latent_pca", "latent_mean", "fidelity"}) top.register_buffer(name, ledger.take(name));
+  auto add_int = [&](const std::string& name, int64_t v) { top.register_attribute(name, c10::IntType::get(), v); };
+  add_int("sr", s.sampling_rate);
+  add_int("sampling_rate", s.sampling_rate);  // the name the RAVE VST reads
+  add_int("n_channels", channels);
+  add_int("latent_size", latent);
+  add_int("full_latent_size", full);
+  add_int("encode_latency", result.encode_latency);
+  add_int("decode_latency", result.decode_latency);
+  add_int("forward_latency", result.forward_latency());
+  top.register_attribute("streaming", c10::BoolType::get(), s.streaming);
+  register_nn_float_attribute(top, "noise_scale", s.noise_scale);
+
+  auto batch_check = [&](const std::string& var) {
+    return expect(var + ".size(0) <= " + str(kMaxBatch), "streaming state holds " + str(kMaxBatch) + " batch slots");
+  };
+  {
+    MethodWriter w(ctx, top);
+    w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
+                                                                          " channels, time)"));
+    if (s.streaming) w.line(batch_check("x"));
+    w.line("stats = self.encoder.forward(self.pqmf.forward(x))");
+    w.line("halves = stats.chunk(2, 1)");
+    w.line("z = halves[0]");
+    w.line("noise_scale = self.noise_scale[0]");
+    // As VariationalEncoderImpl::reparametrize: z = ε·(softplus(scale) + 1e-4) + mean.
+    w.line("if noise_scale != 0.0:\n    z = torch.randn_like(z) * (torch.softplus(halves[1], 1.0, 20.0) + " + num(1e-4) +
+           ") * noise_scale + z");
+    w.line("z = torch.matmul(self.latent_pca, z - self.latent_mean.unsqueeze(-1))");
+    w.define("encode", "x: Tensor", "Tensor", "z[:, :self.latent_size]");
+  }
+  {
+    MethodWriter w(ctx, top);
+    w.line(expect("z.dim() == 3 and z.size(1) <= " + str(full), "decode expects (batch, at most " + str(full) +
+                                                                     " latent dimensions, time)"));
+    if (s.streaming) w.line(batch_check("z"));
+    w.line("noise_scale = self.noise_scale[0]");
+    // RAVE pre_process_latent: the cropped dimensions are drawn from a unit Gaussian.
+    w.line("if z.size(1) < " + str(full) + ":\n    fill = torch.zeros([z.size(0), " + str(full) +
+           " - z.size(1), z.size(2)], dtype=z.dtype, device=z.device)\n    if noise_scale != 0.0:\n        fill = "
+           "torch.randn_like(fill) * noise_scale\n    z = torch.cat([z, fill], 1)");
+    w.line("z = torch.matmul(self.latent_pca.t(), z) + self.latent_mean.unsqueeze(-1)");
+    w.define("decode", "z: Tensor", "Tensor", "self.pqmf.inverse(self.decoder.forward(z, noise_scale))");
+  }
+  top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
+
+  register_nn_method(top, {"encode", channels, 1, latent, ratio, "(signal) Channel", "(signal) Latent dimension"});
+  register_nn_method(top, {"decode", latent, ratio, channels, 1, "(signal) Latent dimension", "(signal) Channel"});
+  register_nn_method(top, {"forward", channels, 1, channels, 1, "(signal) Channel", "(signal) Channel"});
+  register_nn_lists(top, {"encode", "decode", "forward"}, {"noise_scale"});
+
+  ledger.finish();
+  result.dropped = ledger.dropped();
+  if (info != nullptr) *info = result;
+  return top;
+}
+
+}  // namespace rt::exporting

@@ -1,0 +1,53 @@
+// A trained RaveModel as a TorchScript module for nn~ and the RAVE VST, without Python: the
+// counterpart of acids-ircam/RAVE v2.3.1 scripts/export.py (ScriptedRAVE).
+//
+// Layout of the module (Python: torch.jit.load; C++: torch::jit::load):
+//   encode(x: (B, C, T)) -> (B, latent_size, T/ratio)   posterior sample, PCA-rotated, cropped
+//   decode(z: (B, n ≤ full_latent_size, T)) -> (B, C, T·ratio)
+//   forward(x) = decode(encode(x))
+//   submodules pqmf (forward = analysis, inverse = synthesis), encoder, decoder
+//   buffers latent_pca, latent_mean, fidelity (from the checkpoint), <method>_params
+//   attributes sr, sampling_rate, n_channels, latent_size, full_latent_size, streaming,
+//     encode_latency / decode_latency / forward_latency (samples; 0 unless streaming)
+//   nn~ attribute noise_scale (float, 1): scales every random draw — the posterior sample of
+//     encode, the unit-Gaussian fill of the cropped latent dimensions in decode (RAVE's
+//     pre_process_latent), and the noise synthesis. 0 makes every method deterministic.
+// Streaming (cached_conv semantics, export/emit_layers.h): state per batch slot, up to 64;
+// every call's length must be a multiple of the ratio. Strided convolutions count the delay
+// their input carries, so the encoder's latency is a whole number of latent frames: streaming encode then equals offline encode
+// shifted by encode_latency / ratio frames, and forward the offline forward shifted by
+// forward_latency samples.
+#pragma once
+
+#include <torch/script.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/rave/rave.h"
+
+namespace rt::exporting {
+
+struct ScriptOptions {
+  bool streaming = false;
+  int64_t latent_size = 0;  // exported latent dimensions (1 … the model's); 0 = all
+  int64_t sampling_rate = 44100;
+  double noise_scale = 1.0;  // initial value of the nn~ attribute
+};
+
+struct ScriptInfo {
+  int64_t ratio = 0;           // audio samples per latent frame
+  int64_t encode_latency = 0;  // streaming delays, audio samples
+  int64_t decode_latency = 0;
+  int64_t forward_latency() const { return encode_latency + decode_latency; }
+  // Model tensors with no place in the module, by reason (the discriminator, flags).
+  std::map<std::string, std::vector<std::string>> dropped;
+};
+
+// Builds the module from the model's options and tensors. Every tensor of the model is used
+// or dropped with a reason, else rt::Error names the ones left. Throws rt::Error when the
+// options cannot be exported (e.g. streaming with an odd product of ratios and a PQMF).
+torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& options, ScriptInfo* info = nullptr);
+
+}  // namespace rt::exporting

@@ -1,0 +1,207 @@
+// `export` end to end: train tiny_rave on the demo database for a few steps, export the run,
+// check the file (latent size by the fidelity rule, tensors from the checkpoint, streaming
+// latency), and every refusal with its message.
+#include <fstream>
+
+#include "e2e/e2e_fixtures.h"
+#include "models/rave/latent_pca.h"
+#include "models/rave/rave.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/rave_family.h"
+#include "util/atomic_file.h"
+
+namespace rt::e2e {
+namespace {
+
+CommandResult run_export(const std::string& args) { return run_command(bin_path("export") + " " + args + " 2>&1"); }
+
+// `text` (a config.toml) with the line of `key` set to `key = value`.
+std::string with_value(const std::string& text, const std::string& key, const std::string& value) {
+  std::istringstream in(text);
+  std::string out, line;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + " =", 0) == 0) {
+      line = key + " = " + value;
+      found = true;
+    }
+    out += line + "\n";
+  }
+  EXPECT_TRUE(found) << key;
+  return out;
+}
+
+class ExportCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir("export_cli");
+    db_ = make_demo_db(dir_->path());
+    // Validation every 10 steps, all in phase 1 (tiny_rave: 200 steps): the PCA is fitted.
+    auto r = run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 30 --val_every 10 --seed 3"));
+    output_ = r.output;
+    run_ = run_dir_from_output(r.output);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(fs::is_regular_file(run_ / "checkpoints" / "best.ckpt")) << output_; }
+
+  // A checkpoint with the run's layout but the given config text, holding a freshly built
+  // (untrained, PCA-less) model of that config, or of `family`.
+  static fs::path write_checkpoint(const std::string& name, const std::string& config_toml,
+                                   const std::string& family = "rave") {
+    const fs::path run = dir_->path() / name;
+    fs::create_directories(run / "checkpoints");
+    Config config;
+    config.merge_toml_string(config_toml, name);
+    config.finalize();
+    CheckpointMeta meta;
+    meta.family = family;
+    meta.signature = name;
+    meta.config_toml = config_toml;
+    save_checkpoint(run / "checkpoints" / "last.ckpt", meta, [&](torch::serialize::OutputArchive& a) {
+      if (family != "rave") return;
+      rave::RaveModel model(rave_options_from(config));
+      torch::serialize::OutputArchive m;
+      model->save(m);
+      a.write("rave", m);
+      a.write("sampling_rate", c10::IValue(int64_t{44100}));
+      a.write("channels", c10::IValue(int64_t{1}));
+    });
+    return run / "checkpoints" / "last.ckpt";
+  }
+
+  static std::string run_config() { return rt::read_file(run_ / "config.toml"); }
+
+  static ScratchDir* dir_;
+  static fs::path db_, run_;
+  static std::string output_;
+};
+ScratchDir* ExportCli::dir_ = nullptr;
+fs::path ExportCli::db_, ExportCli::run_;
+std::string ExportCli::output_;
+
+TEST_F(ExportCli, ExportsTheRunWithTheLatentSizeTheFidelityRuleGives) {
+  auto r = run_export("--run " + quote(run_.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::cout << r.output;
+  const fs::path file = run_ / "export" / "tiny_rave.ts";
+  ASSERT_TRUE(fs::is_regular_file(file)) << r.output;
+  auto m = torch::jit::load(file.string());
+  auto fidelity = m.attr("fidelity").toTensor();
+  ASSERT_TRUE(rave::has_latent_pca(fidelity)) << "validation in phase 1 fits the PCA";
+  EXPECT_EQ(m.attr("latent_size").toInt(), rave::latent_size_for_fidelity(fidelity, 0.95));
+  EXPECT_EQ(m.attr("full_latent_size").toInt(), 8);  // configs/tiny_rave.toml
+  EXPECT_NE(r.output.find("fidelity"), std::string::npos);
+
+  // The module's tensors are the checkpoint's: the PCA as saved, the first convolution's kernel
+  // folded from its weight-norm pair.
+  auto saved = checkpoint_tensors(run_ / "checkpoints" / "best.ckpt");
+  EXPECT_TRUE(torch::equal(m.attr("latent_pca").toTensor(), saved.at("model.rave.latent_pca")));
+  auto kernel = torch::_weight_norm(saved.at("model.rave.encoder.encoder.net.0.weight_v"),
+                                    saved.at("model.rave.encoder.encoder.net.0.weight_g"), 0);
+  auto encoder = m.attr("encoder").toModule();
+  EXPECT_TRUE(torch::allclose(encoder.attr("encoder_encoder_net_0_weight").toTensor(), kernel));
+}
+
+TEST_F(ExportCli, StreamingExportReportsItsLatency) {
+  auto r = run_export("--run " + quote(run_.string()) + " --streaming --latent_size 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto m = torch::jit::load((run_ / "export" / "tiny_rave_streaming.ts").string());
+  EXPECT_TRUE(m.attr("streaming").toBool());
+  EXPECT_EQ(m.attr("latent_size").toInt(), 3);
+  const int64_t latency = m.attr("forward_latency").toInt();
+  EXPECT_GT(latency, 0);
+  EXPECT_NE(r.output.find("forward " + std::to_string(latency)), std::string::npos) << r.output;
+}
+
+TEST_F(ExportCli, OutputPathAndCheckpointCanBeNamed) {
+  const fs::path out = dir_->path() / "named" / "my_model.ts";
+  auto r = run_export("--ckpt " + quote((run_ / "checkpoints" / "last.ckpt").string()) + " --output " +
+                      quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(out));
+}
+
+TEST_F(ExportCli, InvalidLatentSizeOrFidelityIsRefused) {
+  for (const char* bad : {"--latent_size 9", "--latent_size -1", "--fidelity 1.5", "--fidelity 0"}) {
+    auto r = run_export("--run " + quote(run_.string()) + " " + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad << "\n" << r.output;
+    EXPECT_TRUE(r.output.find("--latent_size") != std::string::npos || r.output.find("--fidelity") != std::string::npos)
+        << r.output;
+  }
+}
+
+TEST_F(ExportCli, ARunWithoutCheckpointIsRefused) {
+  const fs::path run = dir_->path() / "untrained";
+  fs::create_directories(run / "checkpoints");
+  auto r = run_export("--run " + quote(run.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("has no checkpoint"), std::string::npos) << r.output;
+}
+
+TEST_F(ExportCli, AnSsmRunIsRefused) {
+  const fs::path ckpt = write_checkpoint("ssm_run", rt::read_file(rt::testing::source_path("configs/tiny_ssm.toml")), "ssm");
+  auto r = run_export("--ckpt " + quote(ckpt.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("export supports RAVE models"), std::string::npos) << r.output;
+}
+
+TEST_F(ExportCli, ACorruptCheckpointIsRefused) {
+  const fs::path run = dir_->path() / "corrupt";
+  fs::create_directories(run / "checkpoints");
+  std::ofstream(run / "checkpoints" / "best.ckpt") << "not a checkpoint";
+  auto r = run_export("--run " + quote(run.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("cannot read checkpoint"), std::string::npos) << r.output;
+}
+
+TEST_F(ExportCli, ACheckpointOfAnotherConfigIsRefused) {
+  // The run's config.toml says one model, the checkpoint another.
+  const fs::path other = dir_->path() / "other_config";
+  fs::create_directories(other / "checkpoints");
+  fs::copy_file(run_ / "checkpoints" / "best.ckpt", other / "checkpoints" / "best.ckpt");
+  std::ofstream(other / "config.toml") << with_value(run_config(), "capacity", "16");
+  auto r = run_export("--run " + quote(other.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("another config"), std::string::npos) << r.output;
+
+  // The checkpoint's own config does not describe its tensors: every misfit is listed.
+  const fs::path ckpt = write_checkpoint("mismatch", run_config());
+  CheckpointMeta meta = read_checkpoint_meta(ckpt);
+  meta.config_toml = with_value(run_config(), "latent_size", "16");
+  save_checkpoint(ckpt, meta, [&](torch::serialize::OutputArchive& a) {
+    Config config;
+    config.merge_toml_string(run_config(), "run");
+    config.finalize();
+    rave::RaveModel model(rave_options_from(config));
+    torch::serialize::OutputArchive m;
+    model->save(m);
+    a.write("rave", m);
+  });
+  r = run_export("--ckpt " + quote(ckpt.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("does not fit"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decoder.net.0.weight_v"), std::string::npos) << r.output;
+}
+
+TEST_F(ExportCli, AMissingPcaIsFittedOnTheRunsDatabaseOrRefused) {
+  const fs::path ckpt = write_checkpoint("no_pca", run_config());
+  auto r = run_export("--ckpt " + quote(ckpt.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("fitted now on"), std::string::npos) << r.output;
+  auto m = torch::jit::load((ckpt.parent_path().parent_path() / "export" / "tiny_rave.ts").string());
+  EXPECT_TRUE(rave::has_latent_pca(m.attr("fidelity").toTensor()));
+
+  const fs::path gone = write_checkpoint(
+      "no_pca_no_db", with_value(run_config(), "db_path", "\"/nonexistent/db\""));
+  r = run_export("--ckpt " + quote(gone.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("holds no latent PCA"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/db"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace rt::e2e
