@@ -1,23 +1,14 @@
 #include "trainer/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <string>
 
-#include <cstdio>
-
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace rt {
 namespace {
 
 constexpr const char* kFormat = "rave-ssm-trainer checkpoint v1";
-
-void fsync_path(const std::filesystem::path& p, bool directory) {
-  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& file) {
   c10::IValue v;
@@ -71,20 +62,20 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
   write_model(model);
   archive.write("model", model);
 
-  std::filesystem::create_directories(path.parent_path());
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // Serialised in memory first, then written by write_file_atomic: a write that fails inside
+  // torch's zip writer (a full disk) throws again from its destructor and aborts the process;
+  // a memory buffer cannot fail that way, and write_file_atomic reports a full disk by name and
+  // removes its temporary file.
+  std::string bytes;
   try {
-    archive.save_to(tmp.string());
+    archive.save_to([&bytes](const void* data, size_t n) -> size_t {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
   } catch (const c10::Error& e) {
-    std::filesystem::remove(tmp);
-    throw Error("cannot write checkpoint '" + tmp.string() + "': " + e.what_without_backtrace());
+    throw Error("cannot serialise checkpoint '" + path.string() + "': " + e.what_without_backtrace());
   }
-  fsync_path(tmp, false);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::filesystem::remove(tmp);
-    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "'");
-  }
-  fsync_path(path.parent_path(), true);
+  write_file_atomic(path, bytes);
 }
 
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {

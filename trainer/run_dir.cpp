@@ -1,5 +1,6 @@
 #include "trainer/run_dir.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iostream>
 #include <random>
 
 #include "util/atomic_file.h"
@@ -33,6 +35,31 @@ uint32_t random_u32() {
 }
 
 }  // namespace
+
+std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
+  std::vector<fs::path> removed;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(run_dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    // "<file>.tmp.<pid>": write_file_atomic's and the checkpoint writer's temporary names.
+    const std::string name = it->path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || at == 0) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    // A live process (or one we may not signal) may still be writing it.
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) {
+      std::cerr << "removed '" << it->path().string() << "', a temporary file left by process " << pid
+                << " (no longer running)\n";
+      removed.push_back(it->path());
+    }
+  }
+  return removed;
+}
 
 RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos) {
@@ -115,12 +142,16 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
 }
 
 RunDir prepare_run_dir(const Config& config) {
+  return prepare_run_dir(config, resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path")));
+}
+
+RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) {
   const fs::path out_path = config.get_string("train.out_path");
-  const fs::path ckpt = resolve_checkpoint(config.get_string("train.ckpt"), out_path);
   RunDir run;
   const fs::path existing = ckpt.empty() ? fs::path() : run_dir_of_checkpoint(ckpt);
   if (!existing.empty()) {
     run = open_run_dir(existing, out_path);
+    remove_stale_temporaries(run.path);
   } else {
     run = create_run_dir(out_path, config.get_string("train.name"));
   }

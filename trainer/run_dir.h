@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "trainer/config.h"
 
@@ -39,7 +40,14 @@ std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpo
 
 // What `train` does: with train.ckpt inside a run directory, reopen that directory; otherwise
 // create a new one named train.name under train.out_path. Writes config.toml in both cases.
+// Reopening removes the temporary files an interrupted writer left (remove_stale_temporaries).
 RunDir prepare_run_dir(const Config& config);
+// The same with the checkpoint already resolved (train resolves and loads it first).
+RunDir prepare_run_dir(const Config& config, const std::filesystem::path& checkpoint);
+
+// Removes "<file>.tmp.<pid>" files under `run_dir` whose writer is no longer running (kill -9
+// during a checkpoint or profile write), saying so on stderr; returns what it removed.
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& run_dir);
 
 // Writes <run_dir>/config.toml (config.to_toml()) with write_file_atomic.
 void write_run_config(const std::filesystem::path& run_dir, const Config& config);

@@ -43,6 +43,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 // The global CPU generator (reparameterisation noise, dropout). Its state is part of a
 // checkpoint, and validation runs on a copy, so that a resumed run, or one validating at
 // another cadence, draws the same training noise as an uninterrupted one.
@@ -141,6 +147,7 @@ class TrainingJob {
   }
 
   void setup() {
+    check_thread_limits(config_, std::thread::hardware_concurrency());
     const int64_t threads = config_.get_int("train.threads");
     const int n_threads = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
     torch::set_num_threads(std::max(1, n_threads));
@@ -158,40 +165,28 @@ class TrainingJob {
     if (sync_) context.gradient_sync = sync_.get();
     family_->build(context, &data_);
 
+    // The checkpoint is resolved and loaded before anything is written: a refused resume
+    // (another config, tensors of other shapes, an unreadable file) leaves the original run,
+    // its config.toml and `latest` as they were, and creates no run directory.
+    fs::path checkpoint;
+    if (writer_) checkpoint = resolve_checkpoint(config_.get_string("train.ckpt"), config_.get_string("train.out_path"));
+    if (distributed_) checkpoint = dist::broadcast_text(*comm_, checkpoint.string());
+    meta_.family = config_.get_string("model.family");
+    meta_.signature = config_.architecture_signature();
+    meta_.config_toml = config_.to_toml();
+    if (!checkpoint.empty()) load_resume_checkpoint(checkpoint);
+
     // Rank 0 makes (or reopens) the run directory; the others learn where it is.
-    if (writer_) run_ = prepare_run_dir(config_);
-    if (distributed_) {
-      run_.path = dist::broadcast_text(*comm_, run_.path.string());
-      run_.checkpoint = dist::broadcast_text(*comm_, run_.checkpoint.string());
-    }
+    if (writer_) run_ = prepare_run_dir(config_, checkpoint);
+    if (distributed_) run_.path = dist::broadcast_text(*comm_, run_.path.string());
+    run_.checkpoint = checkpoint;
     out() << "run directory: " << run_.path.string() << std::endl;
     prof_dir_ = config_.get_string("profiling.output_dir").empty() ? run_.path
                                                                    : fs::path(config_.get_string("profiling.output_dir"));
     // Ranks on other machines write their profiles into the same path there.
     if (!writer_) fs::create_directories(prof_dir_);
     if (writer_) tb_ = std::make_unique<TensorBoardWriter>(run_.path);
-
-    meta_.family = config_.get_string("model.family");
-    meta_.signature = config_.architecture_signature();
-    meta_.config_toml = config_.to_toml();
-    if (!run_.checkpoint.empty()) {
-      // Every rank loads the checkpoint (the optimizer state too), then takes rank 0's weights.
-      CheckpointMeta m = load_checkpoint(run_.checkpoint, meta_, [&](torch::serialize::InputArchive& a) {
-        family_->load(a);
-        torch::Tensor rng, stream;
-        if (a.try_read(kRngKey, rng)) set_cpu_rng_state(rng);
-        if (a.try_read(kStreamKey, stream)) {
-          resume_position_ = StreamPosition{static_cast<uint64_t>(stream[0].item<int64_t>()), stream[1].item<int64_t>()};
-          has_resume_position_ = true;
-        }
-      });
-      step_ = m.step;
-      if (m.has_best) {
-        best_ = m.best;
-        has_best_ = true;
-      }
-      out() << "resumed from " << run_.checkpoint.string() << " at step " << step_ << std::endl;
-    }
+    if (!checkpoint.empty()) out() << "resumed from " << checkpoint.string() << " at step " << step_ << std::endl;
     // Every rank starts from rank 0's parameters and buffers (DDP's _sync_module_states).
     for (auto& [name, module] : family_->modules()) dist::broadcast_parameters(*comm_, *module);
 
@@ -222,6 +217,48 @@ class TrainingJob {
             << " examples per rank per step";
     }
     out() << std::endl;
+  }
+
+  // Every rank loads the checkpoint (the optimizer state too), then takes rank 0's weights.
+  // Tensors whose shape differs from the model built from this config and database (a 64-unit
+  // SSM checkpoint on a 48-unit database, a mono checkpoint on stereo data) are refused by name.
+  void load_resume_checkpoint(const fs::path& checkpoint) {
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    std::vector<std::vector<int64_t>> before;
+    for (auto& [name, module] : family_->modules()) {
+      for (const auto& p : module->named_parameters(true)) tensors.emplace_back(name + "." + p.key(), p.value());
+      for (const auto& b : module->named_buffers(true)) tensors.emplace_back(name + "." + b.key(), b.value());
+    }
+    for (const auto& t : tensors) before.push_back(t.second.sizes().vec());
+    CheckpointMeta m = load_checkpoint(checkpoint, meta_, [&](torch::serialize::InputArchive& a) {
+      family_->load(a);
+      std::string mismatches;
+      int count = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].second.sizes().vec() == before[i]) continue;
+        if (++count <= 4) {
+          mismatches += "\n  " + tensors[i].first + ": " + shape_text(tensors[i].second.sizes().vec()) +
+                        " in the checkpoint, " + shape_text(before[i]) + " in this model";
+        }
+      }
+      if (count > 0) {
+        throw Error("checkpoint '" + checkpoint.string() + "' does not fit the model built from this config and " +
+                    "database (" + family_->describe() + "): " + std::to_string(count) + " tensor(s) differ in shape" +
+                    mismatches + (count > 4 ? "\n  …" : "") +
+                    "\nresume with the database and data settings the checkpoint was trained on");
+      }
+      torch::Tensor rng, stream;
+      if (a.try_read(kRngKey, rng)) set_cpu_rng_state(rng);
+      if (a.try_read(kStreamKey, stream)) {
+        resume_position_ = StreamPosition{static_cast<uint64_t>(stream[0].item<int64_t>()), stream[1].item<int64_t>()};
+        has_resume_position_ = true;
+      }
+    });
+    step_ = m.step;
+    if (m.has_best) {
+      best_ = m.best;
+      has_best_ = true;
+    }
   }
 
   // The console: rank 0's standard output; the other ranks print nothing but errors.
@@ -292,7 +329,9 @@ class TrainingJob {
         std::optional<Batch> batch;
         {
           PhaseScope data(Phase::kData);
+          const auto d0 = Clock::now();
           batch = loader->next();
+          data_seconds_ += seconds_since(d0);
         }
         if (!batch) throw Error("the training loader ended unexpectedly");
         if (step_ == inject_nan_at && (inject_nan_rank < 0 || inject_nan_rank == comm_->rank())) {
@@ -509,6 +548,11 @@ class TrainingJob {
       }
     };
     if (profilers_) profilers_->finish();
+    // This process's loop time split into waiting for batches and the training step itself.
+    summary_.set_info("data_wait_seconds", data_seconds_);
+    summary_.set_info("step_examples_per_second",
+                      train_seconds_ > data_seconds_ ? static_cast<double>(examples_run_) / (train_seconds_ - data_seconds_)
+                                                     : 0.0);
     if (family_ && distributed_) guarded("the per-rank figures", [&] { gather_rank_figures(); });
     collectives_ok_ = false;  // nothing below talks to the other ranks
     if (family_ && !run_.path.empty() && failure_.empty() && status.rfind("failed", 0) != 0 && step_ > 0) {
@@ -534,7 +578,7 @@ class TrainingJob {
     const double wait = c.wait_seconds - comm_at_start_.wait_seconds;
     auto mine = torch::tensor({static_cast<double>(steps_run_), train_seconds_, static_cast<double>(examples_run_),
                                busy, wait, static_cast<double>(c.collectives - comm_at_start_.collectives),
-                               static_cast<double>(c.bytes - comm_at_start_.bytes)},
+                               static_cast<double>(c.bytes - comm_at_start_.bytes), data_seconds_},
                               torch::kDouble);
     std::vector<torch::Tensor> all{mine};
     if (collectives_ok_) all = comm_->all_gather(mine);
@@ -545,13 +589,19 @@ class TrainingJob {
       const double steps = v[0].item<double>(), seconds = v[1].item<double>(), examples = v[2].item<double>();
       const double rate = seconds > 0 ? examples / seconds : 0.0;
       const double step_time = steps > 0 ? seconds / steps : 0.0;
-      const double busy_r = v[3].item<double>(), wait_r = v[4].item<double>();
+      const double busy_r = v[3].item<double>(), wait_r = v[4].item<double>(), data_r = v[7].item<double>();
+      // Throughput of the training step alone (the loader's wait taken out): what a benchmark
+      // on synthetic input, such as torch's DDP examples, measures.
+      const double compute = seconds - data_r;
       per_rank.push_back({{"rank", collectives_ok_ ? static_cast<int>(r) : comm_->rank()},
                           {"steps", static_cast<int64_t>(steps)},
                           {"train_seconds", seconds},
                           {"step_time", step_time},
                           {"examples_per_second", rate},
                           {"samples_per_second", rate * static_cast<double>(data_.samples_per_example)},
+                          {"data_wait_seconds", data_r},
+                          {"data_wait_share", seconds > 0 ? data_r / seconds : 0.0},
+                          {"step_examples_per_second", compute > 0 ? examples / compute : 0.0},
                           {"comm_busy_seconds", busy_r},
                           {"comm_wait_seconds", wait_r},
                           {"comm_busy_share", seconds > 0 ? busy_r / seconds : 0.0},
@@ -592,6 +642,7 @@ class TrainingJob {
   bool has_resume_position_ = false;
   dist::CommStats comm_at_start_;
   double train_seconds_ = 0.0;
+  double data_seconds_ = 0.0;  // of train_seconds_, waiting for the loader's next batch
   int64_t steps_run_ = 0, examples_run_ = 0;
   torch::Device device_{torch::kCPU};
   std::unique_ptr<ModelFamily> family_;
@@ -613,6 +664,19 @@ class TrainingJob {
 };
 
 }  // namespace
+
+void check_thread_limits(const Config& config, unsigned cores) {
+  const int64_t n = std::max(1u, cores);
+  const int64_t limit = 4 * n;
+  for (const char* key : {"train.threads", "data.workers"}) {
+    const int64_t v = config.get_int(key);
+    if (v > limit) {
+      throw Error(config.origin(key) + ": " + key + " = " + std::to_string(v) + " is more than this machine can use: at most " +
+                  std::to_string(limit) + " (4 × its " + std::to_string(n) + " cores)" +
+                  (std::string(key) == "train.threads" ? "; 0 uses every core" : ""));
+    }
+  }
+}
 
 int run_training(const Config& config) {
   return TrainingJob(config, dist::parse_launch_env(dist::process_environment())).run();

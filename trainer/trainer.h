@@ -13,6 +13,12 @@ class Config;
 // 128 + signal when stopped by SIGINT (130) or SIGTERM (143) after flushing every file.
 int run_training(const Config& config);
 
+// Refuses thread counts the machine cannot use: train.threads (intra-op) and data.workers
+// (loader threads) at most 4 × `cores` each. More threads than cores only contend, and a typo
+// (--threads 100000) would otherwise start tens of thousands of threads. Throws rt::Error
+// naming the key, its value, where it was set and the limit.
+void check_thread_limits(const Config& config, unsigned cores);
+
 // `train --summary`: the model's module tree with parameter counts; builds no data.
 std::string model_summary(const Config& config);
 

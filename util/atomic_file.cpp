@@ -16,6 +16,21 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// Why writing `path` failed with `err`, in the words a user acts on: a full disk and a file
+// size limit are named as such; anything else names the failing call.
+std::string write_failure(const std::filesystem::path& path, const char* call, int err) {
+  const std::string why = std::strerror(err);
+  std::string what;
+  if (err == ENOSPC || err == EDQUOT) {
+    what = "disk full while writing '" + path.string() + "' (" + why + ")";
+  } else if (err == EFBIG) {
+    what = "file size limit reached while writing '" + path.string() + "' (" + why + "; see ulimit -f)";
+  } else {
+    what = "cannot " + std::string(call) + " '" + path.string() + "': " + why;
+  }
+  return what + "; the previous file, if any, is unchanged";
+}
+
 void fsync_directory(const std::filesystem::path& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return;  // Best effort: some filesystems refuse O_DIRECTORY opens.
@@ -42,18 +57,24 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::string why = errno_text();
+      const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cannot write '" + tmp.string() + "': " + why);
+      throw Error(write_failure(path, "write", err));
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string why = errno_text();
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error("cannot flush '" + tmp.string() + "': " + why);
+    throw Error(write_failure(path, "flush", err));
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(write_failure(path, "flush", err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();

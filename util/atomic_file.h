@@ -11,8 +11,9 @@
 namespace rt {
 
 // Replaces `path` with `contents`. Creates missing parent directories.
-// Throws rt::Error naming the path and the failing system call on any error; on error the
-// previous file (if any) is untouched and the temporary file is removed.
+// Throws rt::Error naming the path on any error ("disk full while writing '<path>'" when the
+// disk or quota is full, the failing system call otherwise); on error the previous file (if
+// any) is untouched and the temporary file is removed.
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
 
 // Reads a whole file. Throws rt::Error naming the path when it cannot be read.

@@ -1,6 +1,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace rt {
 
@@ -18,17 +19,57 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+namespace {
+
+// "train.lr" → ("train", "lr"); "--max_steps" → ("", "max_steps").
+std::pair<std::string, std::string> split_name(const std::string& name) {
+  const size_t start = name.find_first_not_of('-');
+  const std::string bare = start == std::string::npos ? "" : name.substr(start);
+  const size_t dot = bare.find_last_of('.');
+  if (dot == std::string::npos) return {"", bare};
+  return {bare.substr(0, dot), bare.substr(dot + 1)};
+}
+
+// The first letter of every '_'-separated word: "learning_rate" → "lr".
+std::string initials(const std::string& word) {
+  std::string out;
+  for (size_t i = 0; i < word.size(); ++i)
+    if (word[i] != '_' && (i == 0 || word[i - 1] == '_')) out += word[i];
+  return out;
+}
+
+// One name abbreviates the other: its initials ("lr" for "learning_rate") or its leading
+// whole words ("batch" for "batch_size").
+bool abbreviates(const std::string& a, const std::string& b) {
+  if (a.size() >= 2 && b.find('_') != std::string::npos && initials(b) == a) return true;
+  return a.size() < b.size() && b.compare(0, a.size(), a) == 0 && b[a.size()] == '_';
+}
+
+}  // namespace
+
 std::string closest_match(const std::string& name, const std::vector<std::string>& candidates) {
+  // Ranked by tier, then edit distance. Tiers: a typo (edit distance ≤ 2) or the same key in
+  // another section; an abbreviation of the last segment either way, in the same section, then
+  // in another; any other candidate within half the name's length.
+  const auto [section, leaf] = split_name(name);
   std::string best;
-  size_t best_d = static_cast<size_t>(-1);
+  std::pair<int, size_t> best_rank{4, 0};
   for (const auto& c : candidates) {
-    size_t d = edit_distance(name, c);
-    if (d < best_d) {
-      best_d = d;
+    const auto [c_section, c_leaf] = split_name(c);
+    const size_t d = edit_distance(name, c);
+    int tier = 3;
+    if (d <= 2 || (!leaf.empty() && leaf == c_leaf)) {
+      tier = 0;
+    } else if (abbreviates(leaf, c_leaf) || abbreviates(c_leaf, leaf)) {
+      tier = section == c_section ? 1 : 2;
+    } else if (d > std::max<size_t>(2, name.size() / 2)) {
+      continue;
+    }
+    if (std::pair<int, size_t>{tier, d} < best_rank) {
+      best_rank = {tier, d};
       best = c;
     }
   }
-  if (best.empty() || best_d > std::max<size_t>(2, name.size() / 2)) return "";
   return best;
 }
 

@@ -16,8 +16,11 @@ class Error : public std::runtime_error {
 // Levenshtein edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);
 
-// The candidate closest to `name`, or "" when none is reasonably close (distance more than
-// half of the name's length).
+// The candidate closest to `name`, or "" when none is reasonably close. First a typo (edit
+// distance ≤ 2) or the same key in another section ("train.n_signal" → "data.n_signal"); then
+// an abbreviation of the last segment either way, in the same section first (initials: "lr"
+// for "learning_rate"; leading words: "batch" for "batch_size"); then any candidate within half
+// the name's length. Ties go to the smaller edit distance.
 std::string closest_match(const std::string& name, const std::vector<std::string>& candidates);
 
 }  // namespace rt

@@ -9,14 +9,21 @@
 // through the C++ module (RaveModel::forward, each block on its own, no cached state) and the
 // offline export. Realtime factor = seconds of audio / seconds of compute. Prints one JSON
 // object.
+//
+// It also measures the floor a block cannot go under: every call of `forward` reads every
+// weight once (a block of 2048 samples is 1 latent frame, so the large top-level convolutions
+// are matrix-vector products), so `weights_read_ms` times one pass over the exported module's
+// tensors (a sum of each, median of 9) and `parameter_bytes` counts them.
 #include <CLI/CLI.hpp>
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <unistd.h>
+#include <vector>
 
 #include "export/rave_script.h"
 #include "util/json.h"
@@ -35,6 +42,19 @@ double realtime_factor(const std::function<void(const torch::Tensor&)>& step, co
   for (int64_t i = 0; i < blocks; ++i) step(audio.narrow(-1, i * block, block));
   const double compute = std::chrono::duration<double>(Clock::now() - t0).count();
   return static_cast<double>(blocks * block) / static_cast<double>(sampling_rate) / compute;
+}
+
+// Median milliseconds of one read of every tensor in `tensors` (their sum), 9 repetitions.
+double read_once_ms(const std::vector<torch::Tensor>& tensors) {
+  c10::InferenceMode guard;
+  std::vector<double> ms;
+  for (int rep = 0; rep < 10; ++rep) {  // the first pass warms up and is not counted
+    const auto t0 = Clock::now();
+    for (const auto& t : tensors) (void)t.sum().item<double>();
+    if (rep > 0) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 }  // namespace
@@ -69,6 +89,13 @@ int main(int argc, char** argv) {
   std::filesystem::remove(file.string() + "_streaming.ts");
   std::filesystem::remove(file.string() + ".ts");
 
+  std::vector<torch::Tensor> tensors;
+  int64_t parameter_bytes = 0;
+  for (const auto& a : streaming.named_attributes(/*recurse=*/true))
+    if (a.value.isTensor()) tensors.push_back(a.value.toTensor());
+  for (const auto& t : tensors) parameter_bytes += static_cast<int64_t>(t.nbytes());
+  const double weights_read_ms = read_once_ms(tensors);
+
   torch::manual_seed(1);
   const int64_t total = (static_cast<int64_t>(seconds * static_cast<double>(o.sampling_rate)) / block + 5) * block;
   auto audio = (torch::rand({1, o.channels, total}) * 2 - 1) * 0.5;
@@ -84,6 +111,9 @@ int main(int argc, char** argv) {
                 {"threads", torch::get_num_threads()},
                 {"seconds", seconds},
                 {"forward_latency_samples", info.forward_latency()},
+                {"parameter_bytes", parameter_bytes},
+                {"weights_read_ms", weights_read_ms},
+                {"block_ms_at_10x", 1000.0 * static_cast<double>(block) / static_cast<double>(o.sampling_rate) / 10.0},
                 {"rtf_export_streaming", rtf_streaming},
                 {"rtf_cpp_module", rtf_module},
                 {"rtf_export_offline", rtf_offline}};

@@ -258,6 +258,10 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
   for (const auto& rank : summary["distributed"]["per_rank"]) {
     EXPECT_GT(rank["examples_per_second"].get<double>(), 0.0);
     EXPECT_GT(rank["collectives"].get<int64_t>(), 0);
+    // The step's own throughput excludes the wait for batches, so it is at least the loop's.
+    EXPECT_GE(rank["data_wait_share"].get<double>(), 0.0);
+    EXPECT_LT(rank["data_wait_share"].get<double>(), 1.0);
+    EXPECT_GE(rank["step_examples_per_second"].get<double>(), rank["examples_per_second"].get<double>());
   }
 }
 

@@ -72,6 +72,17 @@ TEST_F(ProfilingRun, TimingProfileHasOnePlausibleEntryPerStep) {
   EXPECT_NEAR(sps, 1.0 / avg, 1e-6 / avg);
   EXPECT_GT(summary.at("total_training_time_seconds").get<double>(), 0.0);
   EXPECT_GE(summary.at("training_end_time").get<double>(), summary.at("training_start_time").get<double>());
+  // The summary's data wait is the timing profile's data phase summed over the steps, and the
+  // step throughput takes it out of the loop time.
+  double data = 0.0, total = 0.0;
+  for (const Json& e : timing) {
+    data += e.at("data_time").get<double>();
+    total += e.at("total_batch_time").get<double>();
+  }
+  const double wait = summary.at("data_wait_seconds");
+  EXPECT_NEAR(wait, data, 0.02 * total + 1e-3);
+  const double step_rate = summary.at("step_examples_per_second");
+  EXPECT_NEAR(step_rate, 50 * 4 / (total - data), 0.05 * 50 * 4 / (total - data));
 }
 
 TEST_F(ProfilingRun, MemoryProfileHasOneEntryEveryTenSteps) {

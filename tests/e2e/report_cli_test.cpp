@@ -87,8 +87,19 @@ TEST(ReportE2E, TracedRunListsTopOperators) {
   const Json j = Json::parse(r.output);
   ASSERT_FALSE(j["top_operators"]["cpu"].empty()) << r.output;
   EXPECT_EQ(j["top_operators"]["profiler_steps"], 2);
-  const std::string top = j["top_operators"]["cpu"][0]["name"];
-  EXPECT_EQ(top.rfind("aten::", 0), 0u) << top;
+  // Sorted by self time, and ATen's operators among them. Which one comes first depends on the
+  // machine's load (an autograd node such as SubBackward0 can lead), so that is not asserted.
+  const Json& ops = j["top_operators"]["cpu"];
+  bool has_aten = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string name = ops[i]["name"];
+    EXPECT_FALSE(name.empty());
+    has_aten = has_aten || name.rfind("aten::", 0) == 0;
+    if (i > 0) {
+      EXPECT_GE(ops[i - 1]["self_us"].get<double>(), ops[i]["self_us"].get<double>()) << ops.dump();
+    }
+  }
+  EXPECT_TRUE(has_aten) << ops.dump();
   const auto text = profile_report(q(run));
   EXPECT_NE(text.output.find("Top operators by CPU self time"), std::string::npos) << text.output;
 }

@@ -51,7 +51,11 @@ TEST(ReportExampleScript, RefusesWithoutATerminalUnlessPresetAndYes) {
 // Drives the menu through a pseudo-terminal: a wrong choice, then preset 1 by number, then "y".
 const char* kPtyDriver = R"PY(
 import os, pty, select, sys, time
-pid, fd = pty.fork()
+try:
+    pid, fd = pty.fork()
+except OSError as e:  # no pseudo-terminal on this machine ("out of pty devices")
+    print("no pseudo-terminal: %s" % e)
+    sys.exit(77)
 if pid == 0:
     os.execvp(sys.argv[1], sys.argv[1:])
 buf = b""
@@ -94,6 +98,7 @@ TEST(ReportExampleScript, MenuChoosesAPresetByNumberThroughATerminal) {
   const auto r = testing::run_command("BUILD_DIR=" + q(build) + " /usr/bin/python3 " + q(dir / "drive.py") + " bash " +
                                       q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
                                       q(dir.path()) + " --steps 6 --threads 1 --no-plots");
+  if (r.exit_code == 77) GTEST_SKIP() << "the menu needs a terminal and none can be opened here: " << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'9' is not a preset"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("preset: basic"), std::string::npos) << r.output;

@@ -9,6 +9,7 @@
 #include "support/expect.h"
 #include "support/test_support.h"
 #include "trainer/config_lookup.h"
+#include "trainer/trainer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -111,6 +112,18 @@ TEST_F(CliFixture, AliasesWorkOnTheCommandLine) {
   EXPECT_EQ(a.config.get_int("profiling.wait"), 21);
 }
 
+TEST_F(CliFixture, ThreadCountsAreBoundedByTheMachine) {
+  // 4 × the cores: 8 on a 2-core machine; 0 (every core) and the limit itself are accepted.
+  check_thread_limits(parse({"--threads", "8", "--workers", "0"}).config, 2);
+  check_thread_limits(parse({"--threads", "0", "--workers", "8"}).config, 2);
+  std::string msg = error_of([&] { check_thread_limits(parse({"--threads", "100000"}).config, 2); });
+  EXPECT_HAS(msg, "train.threads = 100000");
+  EXPECT_HAS(msg, "at most 8 (4 × its 2 cores)");
+  EXPECT_HAS(msg, "--threads");  // where it was set
+  msg = error_of([&] { check_thread_limits(parse({"--workers", "9"}).config, 2); });
+  EXPECT_HAS(msg, "data.workers = 9");
+}
+
 TEST_F(CliFixture, UnknownFlagsAndKeysSuggestTheClosest) {
   std::string msg = error_of([&] { parse({"--max_step", "5"}); });
   EXPECT_HAS(msg, "'--max_step'");
@@ -123,6 +136,11 @@ TEST_F(CliFixture, UnknownFlagsAndKeysSuggestTheClosest) {
   msg = error_of([&] { parse({"--override", "train.lrr=1"}); });
   EXPECT_HAS(msg, "--override train.lrr=1");
   EXPECT_HAS(msg, "did you mean 'train.lr'?");
+  // The README's example: by edit distance alone train.lr_end_factor is closer.
+  msg = error_of([&] { parse({"--override", "train.learning_rate=1e-4"}); });
+  EXPECT_HAS(msg, "did you mean 'train.lr'?");
+  msg = error_of([&] { parse({"--learning_rate", "1e-4"}); });
+  EXPECT_HAS(msg, "did you mean '--train.lr'?");
   msg = error_of([&] { parse({"--override", "train.lr"}); });
   EXPECT_HAS(msg, "section.key=value");
   msg = error_of([&] { parse({"stray"}); });

@@ -50,5 +50,17 @@ TEST(ClosestMatch, SuggestsNearbyNamesOnly) {
   EXPECT_EQ(closest_match("zzzzzzzz", {"lr", "learning_rate", "batch"}), "");
 }
 
+TEST(ClosestMatch, PrefersAbbreviationsAndTheSameSectionOverRawDistance) {
+  const std::vector<std::string> keys{"train.lr", "train.lr_end_factor", "train.batch", "train.seed",
+                                      "data.n_signal", "model.latent_size", "model.lr"};
+  // Initials: train.lr_end_factor is closer by edit distance (9 against 11).
+  EXPECT_EQ(closest_match("train.learning_rate", keys), "train.lr");
+  EXPECT_EQ(closest_match("train.batch_size", keys), "train.batch");          // leading words
+  EXPECT_EQ(closest_match("train.n_signal", keys), "data.n_signal");          // the key in its section
+  EXPECT_EQ(closest_match("model.latent_sise", keys), "model.latent_size");   // a typo
+  EXPECT_EQ(closest_match("--learning_rate", {"--lr", "--lr_end_factor"}), "--lr");
+  EXPECT_EQ(closest_match("train.zzzzzzzzzz", keys), "");
+}
+
 }  // namespace
 }  // namespace rt
