@@ -25,6 +25,7 @@ PY_STEPS="${PY_STEPS:-20}"
 # measured s5_maze 1614 ex/s with workers 1 vs 1057 with 0, one rank).
 WORKERS="${WORKERS:-0}"
 if [[ "${1:-}" == "--quick" ]]; then REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; fi
+"$ROOT/scripts/bench/deps.sh"  # python3-torch, scipy (the Python reference's PQMF)
 export OMP_WAIT_POLICY=PASSIVE
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
@@ -92,6 +93,8 @@ sha, workers = sys.argv[15], sys.argv[16]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"CPU: {cpu}, {os.cpu_count()} cores. Ratios are what to compare across hosts; absolute figures differ by host.\n")
 print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one process, 1 intra-op thread "
       f"per rank and `--workers {workers}` (loading on the training thread: one core per rank), the config's batch per "
       f"rank (so 2 ranks train twice the examples per step), Gloo over loopback, "

@@ -13,7 +13,7 @@
 // It also measures the floor a block cannot go under: every call of `forward` reads every
 // weight once (a block of 2048 samples is 1 latent frame, so the large top-level convolutions
 // are matrix-vector products), so `weights_read_ms` times one pass over the exported module's
-// tensors (a sum of each, median of 9) and `parameter_bytes` counts them.
+// weights (a sum of each, median of 9) and `parameter_bytes` counts them.
 #include <CLI/CLI.hpp>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -50,7 +50,9 @@ double read_once_ms(const std::vector<torch::Tensor>& tensors) {
   std::vector<double> ms;
   for (int rep = 0; rep < 10; ++rep) {  // the first pass warms up and is not counted
     const auto t0 = Clock::now();
-    for (const auto& t : tensors) (void)t.sum().item<double>();
+    auto total = torch::zeros({}, torch::kDouble);
+    for (const auto& t : tensors) total += t.sum();
+    (void)total.item<double>();
     if (rep > 0) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -91,8 +93,8 @@ int main(int argc, char** argv) {
 
   std::vector<torch::Tensor> tensors;
   int64_t parameter_bytes = 0;
-  for (const auto& a : streaming.named_attributes(/*recurse=*/true))
-    if (a.value.isTensor()) tensors.push_back(a.value.toTensor());
+  // The weights (parameters); not the streaming caches, of which a call reads only its slots.
+  for (const auto& p : streaming.parameters(/*recurse=*/true)) tensors.push_back(p);
   for (const auto& t : tensors) parameter_bytes += static_cast<int64_t>(t.nbytes());
   const double weights_read_ms = read_once_ms(tensors);
 

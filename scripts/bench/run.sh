@@ -16,23 +16,7 @@ for arg in "$@"; do
   esac
 done
 PY=/usr/bin/python3  # Debian's python3-torch: the same LibTorch as the native build
-"$ROOT/scripts/setup.sh"  # the build's own dependencies (idempotent)
-# The Python side of the side-by-side comparisons and the decoders compared with preprocess:
-# Debian packages, installed here when missing (idempotent, like setup.sh); linux-perf for the
-# profiling-overhead attribution by sampling.
-bench_missing=()
-for p in python3-torch python3-numpy python3-scipy sox linux-perf; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || bench_missing+=("$p")
-done
-if [ ${#bench_missing[@]} -gt 0 ]; then
-  echo "run.sh: installing ${bench_missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${bench_missing[@]}" >/dev/null
-fi
-if ! "$PY" -c 'import torch, numpy, scipy' 2>/dev/null; then
-  echo "run.sh: $PY cannot import torch, numpy and scipy after installing python3-torch python3-scipy" >&2
-  exit 1
-fi
+"$ROOT/scripts/bench/deps.sh"  # the build's dependencies and the benchmarks' (idempotent)
 if ! command -v ffmpeg >/dev/null && [[ $(id -u) == 0 ]] && [[ -z "${BENCH_NO_APT:-}" ]]; then
   # Optional: the preprocess-vs-ffmpeg row is skipped (with a note) when this fails.
   echo "run.sh: ffmpeg absent; trying apt-get install ffmpeg (set BENCH_NO_APT=1 to skip)"
