@@ -92,6 +92,7 @@ Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions option
                 std::to_string(options_.world_size) + " is not valid");
   }
   next_epoch_ = options_.start.epoch;
+  split_examples_ = indices.empty() ? source_->size() : indices.size();
   if (sampler) {
     // Resuming inside an epoch: whole batches of the plan are skipped, and the one holding the
     // position is cut there (see the top of loader.h).
@@ -155,7 +156,10 @@ bool Loader::plan_until(int64_t seq) {
     auto batches = planner_(epoch, skip);
     if (batches.empty() && skip > 0) continue;  // resumed at the end of an epoch
     const std::string shape =
-        std::to_string(source_->size()) + " examples, batch " + std::to_string(options_.batch) +
+        std::to_string(split_examples_) + " examples" +
+        (split_examples_ != source_->size() ? " in this split (of " + std::to_string(source_->size()) + " in the database)"
+                                            : std::string()) +
+        ", batch " + std::to_string(options_.batch) +
         (sharded ? " per rank × " + std::to_string(options_.world_size) + " ranks" : "") +
         (options_.drop_last ? ", drop_last" : "");
     if (batches.empty()) {

@@ -126,6 +126,7 @@ class Loader {
   // REQUIRES mu_ held. Fills the plan until it covers `seq`; false when the stream ends first.
   bool plan_until(int64_t seq);
   Batch load(const Job& job) const;
+  size_t split_examples_ = 0;  // the examples this loader iterates over (its split), for messages
   void worker_loop();
   void stop_workers();
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -62,9 +63,13 @@ std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
 }
 
 RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
-  if (name.empty() || name.find('/') != std::string::npos) {
-    throw Error("train.name = '" + name +
-                "' cannot name a run directory; expected a non-empty name without '/'");
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (name.empty() || name.find('/') != std::string::npos || control) {
+    std::string shown;
+    for (char c : name) shown += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? std::string("\\x") + "0123456789abcdef"[(c >> 4) & 0xf] + "0123456789abcdef"[c & 0xf] : std::string(1, c);
+    throw Error("train.name = '" + shown +
+                "' cannot name a run directory; expected a non-empty name without '/' or control characters "
+                "(newlines, tabs)");
   }
   std::error_code ec;
   fs::create_directories(out_path, ec);

@@ -196,6 +196,9 @@ class TrainingJob {
     rank.backend = comm_->backend();
     profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank);
     log_every_ = config_.get_int("train.log_every");
+    first_step_ = step_;
+    if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
+      std::cerr << "warning: " << w << " will be written\n";
 
     summary_.set_info("model_family", meta_.family);
     summary_.set_info("model", family_->describe());
@@ -259,6 +262,23 @@ class TrainingJob {
       best_ = m.best;
       has_best_ = true;
     }
+  }
+
+  // "" unless detailed tracing is on and the run ends (train.max_steps) before the schedule's
+  // first recorded step, counted from `from`; else what will be, or was, missing.
+  std::string trace_window_warning(int64_t from) const {
+    if (!config_.get_bool("profiling.enabled")) return "";
+    // Steps are counted from 0 (not from a resume), as the schedule counts them.
+    const int64_t first = config_.get_int("profiling.skip_first") + config_.get_int("profiling.wait") +
+                          config_.get_int("profiling.warmup");
+    const int64_t end = first + config_.get_int("profiling.active");
+    const int64_t max_steps = config_.get_int("train.max_steps");
+    const bool one_window = config_.get_int("profiling.repeat") == 1;
+    if (first < max_steps && !(one_window && from >= end)) return "";
+    return "profiling is on, but its first window records steps " + std::to_string(first) + "–" +
+           std::to_string(end - 1) + " (skip_first + wait + warmup, then active) and this run trains steps " +
+           std::to_string(from) + "–" + std::to_string(max_steps - 1) +
+           ": lower profiling.skip_first or raise train.max_steps; no trace";
   }
 
   // The console: rank 0's standard output; the other ranks print nothing but errors.
@@ -548,6 +568,8 @@ class TrainingJob {
       }
     };
     if (profilers_) profilers_->finish();
+    if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
+      std::cerr << "warning: " << w << " was written\n";
     // This process's loop time split into waiting for batches and the training step itself.
     summary_.set_info("data_wait_seconds", data_seconds_);
     summary_.set_info("step_examples_per_second",
@@ -643,6 +665,7 @@ class TrainingJob {
   dist::CommStats comm_at_start_;
   double train_seconds_ = 0.0;
   double data_seconds_ = 0.0;  // of train_seconds_, waiting for the loader's next batch
+  int64_t first_step_ = 0;     // the step this process started at (after a resume)
   int64_t steps_run_ = 0, examples_run_ = 0;
   torch::Device device_{torch::kCPU};
   std::unique_ptr<ModelFamily> family_;

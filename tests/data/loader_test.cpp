@@ -162,6 +162,24 @@ TEST(Loader, RejectsBadOptionsAndEmptyEpochs) {
   EXPECT_THROW(Loader(src, LoaderOptions{}, {7}), Error);
 }
 
+TEST(Loader, AnEmptyEpochCountsTheSplitNotTheWholeDatabase) {
+  auto src = std::make_shared<FakeSource>(100);
+  LoaderOptions o;
+  o.batch = 8;
+  o.workers = 0;
+  o.drop_last = true;
+  o.infinite = true;
+  Loader loader(src, o, {1, 2, 3});  // a 3-example training split of a 100-example database
+  std::string msg;
+  try {
+    loader.next();
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("has no batches (3 examples in this split (of 100 in the database), batch 8"), std::string::npos)
+      << msg;
+}
+
 TEST(Loader, LoadsAudioBatchesFromARealDatabase) {
   testing::ScratchDir dir;
   testing::write_rave_style_db(dir / "db", 10, 2, 4096);

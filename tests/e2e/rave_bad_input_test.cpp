@@ -48,6 +48,21 @@ TEST_F(RaveBadInput, RunawayThreadCountsStopBeforeAnythingIsWritten) {
   }
 }
 
+TEST_F(RaveBadInput, ARunEndingBeforeItsFirstTraceWindowSaysSoAtStartAndEnd) {
+  // skip_first 10 + wait 0 + warmup 1: the first recorded step is 11, the run trains steps 0–2.
+  auto r = run_command(tiny_train_command(db_, dir_->path() / "notrace", "--max_steps 3 --enable_profiling"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "its first window records steps 11–13")) << r.output;
+  EXPECT_TRUE(contains(r.output, "this run trains steps 0–2")) << r.output;
+  EXPECT_TRUE(contains(r.output, "no trace will be written")) << r.output;
+  EXPECT_TRUE(contains(r.output, "no trace was written")) << r.output;
+  // A run that reaches its window says nothing of the kind.
+  auto ok = run_command(tiny_train_command(db_, dir_->path() / "notrace",
+                                           "--max_steps 3 --enable_profiling --profile_steps 1 --profiling.skip_first 0"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_FALSE(contains(ok.output, "no trace")) << ok.output;
+}
+
 TEST_F(RaveBadInput, ChannelCountMismatchNamesTheKeyAndTheDatabaseChannels) {
   auto r = run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 2 --data.channels 2"));
   EXPECT_NE(r.exit_code, 0);

@@ -76,6 +76,17 @@ TEST(RunDir, RejectsNamesThatAreNotOneFolder) {
              }()),
              "'a/b'");
   EXPECT_THROW(create_run_dir(scratch.path(), ""), Error);
+  // A newline or tab would make a directory that shells and logs cannot show; shown escaped.
+  std::string msg;
+  try {
+    create_run_dir(scratch.path(), "run\nname");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_HAS(msg, "'run\\x0aname'");
+  EXPECT_HAS(msg, "control characters");
+  EXPECT_THROW(create_run_dir(scratch.path(), "a\tb"), Error);
+  EXPECT_TRUE(fs::is_empty(scratch.path())) << "a directory was created for a refused name";
 }
 
 TEST(RunDir, PrepareWritesTheResolvedConfigAndResumesFromLast) {

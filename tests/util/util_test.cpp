@@ -1,10 +1,18 @@
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <filesystem>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/signals.h"
 #include "support/test_support.h"
 
 namespace rt {
@@ -60,6 +68,48 @@ TEST(ClosestMatch, PrefersAbbreviationsAndTheSameSectionOverRawDistance) {
   EXPECT_EQ(closest_match("model.latent_sise", keys), "model.latent_size");   // a typo
   EXPECT_EQ(closest_match("--learning_rate", {"--lr", "--lr_end_factor"}), "--lr");
   EXPECT_EQ(closest_match("train.zzzzzzzzzz", keys), "");
+}
+
+// In a child process: the handlers, then `first` and `second` raised; returns the wait status
+// and what the handler printed (messages on, through a pipe).
+std::pair<int, std::string> signals_in_child(int first, int second) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDERR_FILENO);
+    install_stop_signal_handlers();
+    set_stop_messages(true);
+    ::raise(first);
+    if (!stop_requested() || stop_signal() != first) ::_exit(3);
+    ::raise(second);
+    ::_exit(0);  // still running: the second signal did not stop the process
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {status, out};
+}
+
+TEST(StopSignals, SecondCtrlCStopsAtOnceAndALaunchersSigtermDoesNot) {
+  auto [status, out] = signals_in_child(SIGINT, SIGINT);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "a second Ctrl-C was swallowed; output: " << out;
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_NE(out.find("stopping after this step"), std::string::npos) << out;
+  EXPECT_NE(out.find("second Ctrl-C: stopping now"), std::string::npos) << out;
+  // Ctrl-C then the launcher's SIGTERM: the cooperative stop goes on.
+  std::tie(status, out) = signals_in_child(SIGINT, SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  // SIGTERM first: it says so, and a second SIGTERM does not cut the stop short either.
+  std::tie(status, out) = signals_in_child(SIGTERM, SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("SIGTERM: stopping after this step"), std::string::npos) << out;
 }
 
 }  // namespace
