@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -63,10 +62,18 @@ std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
 }
 
 RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
-  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  // The name as shown in the message, control characters escaped ("\x0a").
+  std::string shown;
+  bool control = false;
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+      shown += c;
+      continue;
+    }
+    control = true;
+    shown += std::string("\\x") + "0123456789abcdef"[(c >> 4) & 0xf] + "0123456789abcdef"[c & 0xf];
+  }
   if (name.empty() || name.find('/') != std::string::npos || control) {
-    std::string shown;
-    for (char c : name) shown += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? std::string("\\x") + "0123456789abcdef"[(c >> 4) & 0xf] + "0123456789abcdef"[c & 0xf] : std::string(1, c);
     throw Error("train.name = '" + shown +
                 "' cannot name a run directory; expected a non-empty name without '/' or control characters "
                 "(newlines, tabs)");

@@ -43,12 +43,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // The global CPU generator (reparameterisation noise, dropout). Its state is part of a
 // checkpoint, and validation runs on a copy, so that a resumed run, or one validating at
 // another cadence, draws the same training noise as an uninterrupted one.

@@ -2,6 +2,7 @@
 // fault and what is accepted.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,9 @@ class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
+
+// "[64, 182, 1]": a tensor shape in messages.
+std::string shape_text(const std::vector<int64_t>& shape);
 
 // Levenshtein edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);

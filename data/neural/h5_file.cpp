@@ -1,7 +1,6 @@
 #include "data/neural/h5_file.h"
 
 #include <functional>
-#include <sstream>
 
 #include "util/error.h"
 
@@ -24,14 +23,6 @@ struct Handle {
     if (id >= 0) close(id);
   }
 };
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << "]";
-  return s.str();
-}
 
 }  // namespace
 
@@ -83,7 +74,7 @@ H5Array H5File::read_float(const std::string& key, int rank) const {
   H5Array out;
   for (auto d : dims) out.shape.push_back(static_cast<int64_t>(d));
   if (ndims != rank) {
-    throw Error(where + " has shape " + shape_string(out.shape) + "; expected " + std::to_string(rank) +
+    throw Error(where + " has shape " + shape_text(out.shape) + "; expected " + std::to_string(rank) +
                 " dims [trials, time bins, " + (key.find("behavior") != std::string::npos ? "dims" : "units") + "]");
   }
   size_t n = 1;

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "data/lmdb_store.h"
 #include "data/neural/h5_file.h"
@@ -15,14 +14,6 @@ namespace {
 
 constexpr double kDefaultBinMs = 5.0;
 constexpr size_t kRecordsPerTransaction = 64;
-
-std::string shape_string(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
-}
 
 std::vector<std::filesystem::path> expand_inputs(const std::vector<std::filesystem::path>& inputs) {
   std::vector<std::filesystem::path> files;
@@ -65,14 +56,14 @@ Split read_split(const H5File& f, const std::string& prefix) {
     s.heldout = f.read_float(out_key, 3);
     if (s.heldout->shape[0] != s.heldin.shape[0] || s.heldout->shape[1] != s.heldin.shape[1]) {
       throw Error("shape mismatch in " + f.path().string() + ": '" + out_key + "' is " +
-                  shape_string(s.heldout->shape) + " but '" + in_key + "' is " + shape_string(s.heldin.shape) +
+                  shape_text(s.heldout->shape) + " but '" + in_key + "' is " + shape_text(s.heldin.shape) +
                   " (trials and time bins must agree)");
     }
   }
   s.behavior = f.read_float(beh_key, 3);
   if (s.behavior.shape[0] != s.heldin.shape[0] || s.behavior.shape[1] != s.heldin.shape[1]) {
-    throw Error("shape mismatch in " + f.path().string() + ": '" + beh_key + "' is " + shape_string(s.behavior.shape) +
-                " but '" + in_key + "' is " + shape_string(s.heldin.shape) + " (trials and time bins must agree)");
+    throw Error("shape mismatch in " + f.path().string() + ": '" + beh_key + "' is " + shape_text(s.behavior.shape) +
+                " but '" + in_key + "' is " + shape_text(s.heldin.shape) + " (trials and time bins must agree)");
   }
   return s;
 }
