@@ -44,4 +44,6 @@ ls -l "$RUN"
 if [ -x "$BIN/profile-report" ]; then
   "$BIN/profile-report" "$RUN"
 fi
-echo "TensorBoard: tensorboard --logdir $DEMO/runs"
+echo "TensorBoard (scalars, audio, and the PyTorch Profiler tab): scripts/tensorboard.sh $DEMO/runs"
+echo "  (the first call makes a Python venv with tensorboard and torch-tb-profiler: Debian's pip refuses"
+echo "   system-wide installs, and Debian has no tensorboard package)"

@@ -48,6 +48,29 @@ TEST(ReportExampleScript, RefusesWithoutATerminalUnlessPresetAndYes) {
   EXPECT_FALSE(fs::exists(dir / "runs"));
 }
 
+// On a fresh clone the example builds only the three binaries it runs, not the whole tree with
+// its tests and benchmarks (many times longer on 2 cores). cmake is replaced on PATH by a script
+// that records its arguments, passes the configure step and fails the build, so nothing is built.
+TEST(ReportExampleScript, BuildsOnlyTheBinariesItRuns) {
+  ScratchDir dir("report_script");
+  const fs::path shim_dir = dir / "shim";
+  fs::create_directories(shim_dir);
+  const fs::path log = dir / "cmake_calls.txt";
+  write_file_atomic(shim_dir / "cmake", "#!/bin/sh\necho \"$*\" >> " + q(log) +
+                         "\ncase \"$*\" in *--build*) exit 3 ;; esac\nexit 0\n");
+  fs::permissions(shim_dir / "cmake", fs::perms::owner_all);
+  const fs::path empty_build = dir / "fresh_build";
+  const std::string cmd = "PATH=" + q(shim_dir) + ":\"$PATH\" BUILD_DIR=" + q(empty_build) + " bash " +
+                          q(testing::source_path("scripts/profiling_example.sh")) + " --out " + q(dir / "out") +
+                          " --preset basic --yes < /dev/null";
+  const auto r = testing::run_command(cmd);
+  EXPECT_NE(r.exit_code, 0) << r.output;  // the fake cmake fails the build
+  const std::string calls = read_file(log);
+  const auto build_call = calls.find("--build");
+  ASSERT_NE(build_call, std::string::npos) << "no cmake --build call:\n" << calls << "\n" << r.output;
+  EXPECT_NE(calls.find("--target train preprocess profile-report", build_call), std::string::npos) << calls;
+}
+
 // Drives the menu through a pseudo-terminal: a wrong choice, then preset 1 by number, then "y".
 const char* kPtyDriver = R"PY(
 import os, pty, select, sys, time
