@@ -10,6 +10,7 @@ constexpr bool kHostIsLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
 template <class T>
 void copy_le(const void* src, T* dst, size_t count) {
+  if (count == 0) return;  // dst may be an empty vector's null data(): memcpy's arguments must not be null
   std::memcpy(dst, src, count * sizeof(T));
   if constexpr (!kHostIsLittleEndian) {
     for (size_t i = 0; i < count; ++i) {
@@ -22,6 +23,7 @@ void copy_le(const void* src, T* dst, size_t count) {
 template <class T>
 std::string to_le_bytes(const T* values, size_t count) {
   std::string out(count * sizeof(T), '\0');
+  if (count == 0) return out;
   std::memcpy(out.data(), values, out.size());
   if constexpr (!kHostIsLittleEndian) {
     for (size_t i = 0; i < count; ++i) {

@@ -27,7 +27,9 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& a, const std::string& f
   m.signature = read_string(a, "meta/signature", file);
   m.config_toml = read_string(a, "meta/config", file);
   c10::IValue v;
-  a.read("meta/step", v);
+  if (!a.try_read("meta/step", v) || !v.isInt()) {
+    throw Error("'" + file + "' is not a checkpoint of this trainer (missing 'meta/step')");
+  }
   m.step = v.toInt();
   if (a.try_read("meta/best", v) && v.isDouble()) {
     m.best = v.toDouble();
@@ -43,6 +45,8 @@ torch::serialize::InputArchive open_archive(const std::filesystem::path& path) {
     a.load_from(path.string());
   } catch (const c10::Error& e) {
     throw Error("cannot read checkpoint '" + path.string() + "': " + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // torch's archive reader also throws plain runtime_errors (found by fuzz_checkpoint)
+    throw Error("cannot read checkpoint '" + path.string() + "': " + first_line(e.what()));
   }
   return a;
 }

@@ -11,6 +11,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+std::string first_line(const std::string& message) {
+  const auto end = message.find('\n');
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;

@@ -17,6 +17,10 @@ class Error : public std::runtime_error {
 // "[64, 182, 1]": a tensor shape in messages.
 std::string shape_text(const std::vector<int64_t>& shape);
 
+// The first line of a message from a library that appends context or a backtrace after it
+// (torch's archive and pickle readers), for a one-line error.
+std::string first_line(const std::string& message);
+
 // Levenshtein edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);
 
