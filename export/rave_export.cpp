@@ -7,6 +7,7 @@
 
 #include "export/rave_checkpoint.h"
 #include "trainer/run_dir.h"
+#include "util/run_pointer.h"
 #include "trainer/config.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -106,7 +107,9 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
 
 }  // namespace
 
-ExportReport export_rave(const ExportOptions& o) {
+ExportReport export_rave(const ExportOptions& options) {
+  ExportOptions o = options;
+  o.run = resolve_run_pointer(o.run);  // --run runs/latest
   ExportReport r;
   r.checkpoint = find_checkpoint(o);
   RaveCheckpoint c = load_rave_checkpoint(r.checkpoint);

@@ -33,6 +33,33 @@ JsonListFile::~JsonListFile() {
   }
 }
 
+int64_t JsonListFile::continue_from(int64_t first_step) {
+  std::error_code ec;
+  if (entries_ > 0 || !std::filesystem::exists(path_, ec)) return 0;
+  Json old;
+  try {
+    old = read_json(path_);
+    if (!old.is_array()) throw Error("'" + path_.string() + "' is not a JSON list");
+  } catch (const std::exception& e) {
+    const std::filesystem::path aside = path_.string() + ".unreadable";
+    std::filesystem::rename(path_, aside, ec);
+    std::fprintf(stderr, "warning: cannot continue %s (%s); it starts empty, the old file is kept as '%s'\n",
+                 path_.string().c_str(), e.what(), aside.string().c_str());
+    return 0;
+  }
+  for (const Json& e : old) {
+    const auto step = e.is_object() ? e.find("step") : e.end();
+    if (step == e.end() || !step->is_number_integer() || step->get<int64_t>() >= first_step) continue;
+    text_ += entries_ == 0 ? "\n  " : ",\n  ";
+    text_ += dump(e);
+    ++entries_;
+  }
+  // Written at the next flush even when no entry follows: the file then drops the steps that
+  // will be trained again.
+  written_ = false;
+  return entries_;
+}
+
 void JsonListFile::append(const Json& entry) {
   if (closed_) throw Error("'" + path_.string() + "' was already closed; cannot add an entry");
   text_ += entries_ == 0 ? "\n  " : ",\n  ";

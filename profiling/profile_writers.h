@@ -37,6 +37,12 @@ class JsonListFile {
   JsonListFile(const JsonListFile&) = delete;
   JsonListFile& operator=(const JsonListFile&) = delete;
 
+  // Resuming a run: takes over the entries of the file already at path() whose "step" is below
+  // `first_step` (later ones were recorded past the checkpoint the run resumes from, and are
+  // recorded again), so that the file keeps the run's earlier steps. A file that cannot be read
+  // as a JSON list is renamed to "<path>.unreadable" with a warning on stderr. Call before the
+  // first append; returns the number of entries kept.
+  int64_t continue_from(int64_t first_step);
   // Appends one entry (serialised now); flushes when the policy says so.
   void append(const Json& entry);
   // Writes the file now if anything changed since the last write (or it was never written).
@@ -89,6 +95,7 @@ class TimingProfileWriter {
   bool record(const TimingEntry& entry);
   void flush() { file_.flush(); }
   void close() { file_.close(); }
+  int64_t continue_from(int64_t first_step) { return file_.continue_from(first_step); }
   const JsonListFile& file() const { return file_; }
 
  private:
@@ -108,6 +115,7 @@ class MemoryProfileWriter {
   bool record(int64_t step, int64_t batch_idx, const MemorySample& sample, const Json& extra = Json());
   void flush() { file_.flush(); }
   void close() { file_.close(); }
+  int64_t continue_from(int64_t first_step) { return file_.continue_from(first_step); }
   const JsonListFile& file() const { return file_; }
 
  private:
@@ -126,7 +134,8 @@ class TrainingSummary {
   void set_metric(const std::string& name, double value);  // last validation values
   void set_info(const std::string& key, Json value);       // model_family, config_name, device…
 
-  // status: "completed", "interrupted" or "failed: <reason>".
+  // status: "completed", "interrupted" or "failed: <reason>"; "running" while training (the
+  // trainer rewrites the file at log cadence, so that a killed run leaves its figures so far).
   Json to_json(const std::string& status) const;
   void write(const std::filesystem::path& path, const std::string& status) const;
 

@@ -42,7 +42,7 @@ if [[ ${#FILES[@]} -eq 0 ]]; then
     --num_signal 16384 --max_db_size 1 >/dev/null
   "$BIN/train" --config tiny_rave --db_path "$OUT_DIR/db" --out_path "$OUT_DIR/runs" --name nnt --max_steps 30 \
     --val_every 10 >/dev/null
-  RUN="$(readlink -f "$OUT_DIR/runs/latest")"
+  RUN="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
   "$BIN/export" --run "$RUN" --output "$OUT_DIR/tiny_rave.ts"
   "$BIN/export" --run "$RUN" --streaming --output "$OUT_DIR/tiny_rave_streaming.ts"
   FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts")

@@ -36,7 +36,7 @@ rm -rf "$OUT_DIR/runs"
   --max_steps 5 --train.threads 1 --train.val_every 1000 --train.save_every 1000 \
   --enable_profiling --profiling.wait 1 --profiling.warmup 1 --profiling.active 2 --profiling.skip_first 0 \
   --profiling.with_stack --profiling.with_modules --profiling.record_shapes >"$OUT_DIR/train.log" 2>&1
-RUN="$(readlink -f "$OUT_DIR/runs/latest")"
+RUN="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
 cp "$RUN/profile_step_2.json" "$SITE/trace.json"
 cp "$RUN/profile_step_2_stacks.txt" "$SITE/stacks.txt"
 cp "$RUN/profile_step_2.json" "$RUN/profile_step_2_stacks.txt" "$OUT_DIR/"

@@ -38,7 +38,7 @@ echo "== training $CONFIG for $STEPS steps with timing and memory profiling"
 "$BIN/train" --config "$CONFIG" --db_path "$DEMO/db" --out_path "$DEMO/runs" --name demo \
   --max_steps "$STEPS" --enable_timing_profiling --enable_memory_profiling
 
-RUN="$(readlink -f "$DEMO/runs/latest")"
+RUN="$(cd "$DEMO/runs" && readlink -f "$(cat latest)")"  # latest: a file naming the newest run
 echo "== run directory: $RUN"
 ls -l "$RUN"
 if [ -x "$BIN/profile-report" ]; then

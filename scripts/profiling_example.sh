@@ -220,7 +220,7 @@ train_run() {
   printf '\n'
   confirm "Run it?" || { echo "not run"; exit 0; }
   "$BIN/train" "$@"
-  RUN="$(cd "$OUT/runs/latest" && pwd -P)"
+  RUN="$(cd "$OUT/runs" && cd "$(cat latest)" && pwd -P)"  # latest: a file naming the newest run
 }
 
 COMMON=(--out_path "$OUT/runs")

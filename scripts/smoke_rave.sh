@@ -48,7 +48,7 @@ for CONFIG in $CONFIGS; do
     --val_every 1000000 --train.phase_1_duration 0 --workers 1 \
     --enable_timing_profiling --enable_memory_profiling --profiling.memory_every 1 >"$LOG" 2>&1 \
     || { echo "train failed (log: $LOG):" >&2; tail -20 "$LOG" >&2; exit 1; }
-  RUN="$(readlink -f "$WORK/runs/latest")"
+  RUN="$(cd "$WORK/runs" && readlink -f "$(cat latest)")"
   jq -r '.[] | "  step \(.step): \(.total_batch_time * 1000 | round) ms  (forward \(.forward_time * 1000 | round), loss \(.loss_time * 1000 | round), backward \(.backward_time * 1000 | round), optimizer \(.optimizer_time * 1000 | round), data \(.data_time * 1000 | round) ms)"' \
     "$RUN/timing_profile.json"
   jq -r '"  mean step time after the first: \((([.[1:][].total_batch_time] | add) / ((length - 1) | if . < 1 then 1 else . end)) * 1000 | round) ms"' \

@@ -40,7 +40,7 @@ T1=$(date +%s.%N)
   --val_every "$STEPS" --save_every "$STEPS" --log_every 50 --threads "$THREADS" --seed 0 \
   --train.warmup_steps 50 --enable_timing_profiling
 T2=$(date +%s.%N)
-RUN="$(readlink -f "$W/runs/latest")"
+RUN="$(cd "$W/runs" && readlink -f "$(cat latest)")"
 python3 - "$RUN/training_summary.json" "$MIN_R2" "$T0" "$T1" "$T2" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); min_r2 = float(sys.argv[2])

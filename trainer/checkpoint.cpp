@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "trainer/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -40,6 +41,8 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& a, const std::string& f
 
 torch::serialize::InputArchive open_archive(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) throw Error("checkpoint '" + path.string() + "' does not exist");
+  // torch's reader skips the entries' CRCs: a flipped bit would load and train on.
+  verify_zip_entries(path);
   torch::serialize::InputArchive a;
   try {
     a.load_from(path.string());

@@ -31,6 +31,9 @@ struct CheckpointMeta {
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,
                      const std::function<void(torch::serialize::OutputArchive&)>& write_model);
 
+// Both readers first check every zip entry's CRC-32 (zip_integrity.h) and throw rt::Error
+// naming the file and the damaged entry.
+
 // Reads the meta block only (cheap relative to applying the model state).
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
 

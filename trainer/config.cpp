@@ -16,6 +16,17 @@ namespace {
 
 constexpr const char* kEndStep = "profiling.end_step";
 constexpr const char* kCycle = "profiling.schedule_every_n_steps";
+constexpr const char* kProfileSteps = "profiling.profile_steps";
+
+// The source an origin belongs to: the file of "<file>:<line>", else the command line.
+std::string source_of(const std::string& origin) {
+  const auto colon = origin.rfind(':');
+  if (colon == std::string::npos || colon + 1 == origin.size() ||
+      origin.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+    return "the command line";
+  }
+  return origin.substr(0, colon);
+}
 
 [[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
   std::string msg = origin + ": unknown config key '" + key + "'" + did_you_mean(key, all_key_names());
@@ -229,6 +240,37 @@ void Config::finalize() {
       wait = Entry{cycle - warmup - active, "profiling.schedule_every_n_steps (" + it->second.origin + ")",
                    it->second.seq};
     }
+  }
+  // RAVE guide: --profile_steps N records N steps after skip_first and warmup, once. It is
+  // written into the schedule keys (active = N, wait = 0, repeat = 1) and goes back to 0, so
+  // that config.toml records the schedule that runs and reads back to the same config. Between
+  // sources the later wins (the command line over a file); within one source a schedule key of
+  // another value is a conflict: one file's keys have no order (toml++ reads them sorted), and
+  // one command line asking for both is a mistake either way.
+  Entry& shorthand = values_.at(kProfileSteps);
+  const Entry& active = values_.at("profiling.active");
+  // Files written before profile_steps defaulted to 0 record the unused old default 100 beside
+  // the schedule keys (config.toml lists every key): those keys stand.
+  if (std::get<int64_t>(shorthand.value) == 100 && source_of(shorthand.origin) != "the command line" &&
+      active.seq != 0 && source_of(active.origin) == source_of(shorthand.origin)) {
+    shorthand.value = int64_t{0};
+  }
+  if (std::get<int64_t>(shorthand.value) > 0) {
+    const int64_t n = std::get<int64_t>(shorthand.value);
+    const std::pair<const char*, int64_t> implied[] = {
+        {"profiling.active", n}, {"profiling.wait", 0}, {"profiling.repeat", 1}};
+    for (const auto& [key, value] : implied) {
+      Entry& e = values_.at(key);
+      if (e.seq != 0 && source_of(e.origin) == source_of(shorthand.origin)) {
+        if (std::get<int64_t>(e.value) == value) continue;
+        throw Error(e.origin + ": " + key + " = " + value_text(e.value) + " conflicts with profiling.profile_steps = " +
+                    std::to_string(n) + " (" + shorthand.origin + "), which sets " + key + " = " +
+                    std::to_string(value) + " (active = N, wait = 0, repeat = 1); keep one of the two");
+      }
+      if (e.seq > shorthand.seq) continue;
+      e = Entry{value, "profiling.profile_steps (" + shorthand.origin + ")", shorthand.seq};
+    }
+    shorthand.value = int64_t{0};
   }
   // Every family's keys were accepted while merging; only the chosen family's may be set.
   const std::string family = get_string("model.family");

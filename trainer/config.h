@@ -11,7 +11,9 @@
 // the chosen one and runs the chosen family's cross-key checks. Two aliases depend on other keys
 // (profiling.end_step, profiling.schedule_every_n_steps); finalize() applies them too, after every
 // source has been merged, so their order in a file does not matter. A canonical key set later
-// than such an alias wins over the alias.
+// than such an alias wins over the alias. profiling.profile_steps (> 0) is written into
+// profiling.active/wait/repeat and reset to 0 by finalize(): a schedule key from a later source
+// wins over it, one of another value from the same source (file or command line) is an error.
 #pragma once
 
 #include <cstdint>

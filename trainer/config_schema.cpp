@@ -146,8 +146,9 @@ std::vector<KeySpec> build_common_schema() {
           .cli("enable_timing_profiling"),
       B("profiling.memory", false, "memory profile (memory_profile.json)").cli("enable_memory_profiling"),
       B("profiling.enabled", false, "detailed operator tracing (Chrome trace)").cli("enable_profiling"),
-      I("profiling.profile_steps", 100, "traced steps: active = N after skip_first")
-          .ge(1)
+      I("profiling.profile_steps", 0,
+        "traced steps: sets active = N, wait = 0, repeat = 1 (config.toml records those; 0 = the schedule keys decide)")
+          .ge(0)
           .cli("profile_steps"),
       S("profiling.output_dir", "", "profiling output folder (\"\" = the run directory)"),
       I("profiling.log_every", 0, "profiling log period (0 = train.log_every)").ge(0),

@@ -1,6 +1,8 @@
 #include "trainer/run_dir.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/run_pointer.h"
 
 namespace rt {
 
@@ -35,6 +38,33 @@ uint32_t random_u32() {
 }
 
 }  // namespace
+
+RunDirLock::RunDirLock(const fs::path& run_dir) {
+  const fs::path file = run_dir / "train.lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open the run directory's lock '" + file.string() + "': " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw Error("cannot lock '" + file.string() + "': " + std::strerror(err));
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    pid = pid.substr(0, pid.find_first_not_of("0123456789"));
+    throw Error("run directory '" + run_dir.string() + "' is in use by another train process (pid " +
+                (pid.empty() ? "unknown" : pid) + ", holding '" + file.string() +
+                "'); two writers would mix their checkpoints and profiles: wait for it to end, or stop it");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    std::cerr << "warning: could not write the pid into '" << file.string() << "': " << std::strerror(errno) << "\n";
+  }
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
 
 std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
   std::vector<fs::path> removed;
@@ -88,8 +118,9 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
     const fs::path dir = out_path / (prefix + hex);
     // mkdir fails with EEXIST when another run took the name: then draw again.
     if (::mkdir(dir.c_str(), 0755) == 0) {
-      update_latest_link(out_path, dir);
-      return RunDir{dir, {}, false};
+      auto lock = std::make_shared<RunDirLock>(dir);
+      write_latest_pointer(out_path, dir);
+      return RunDir{dir, {}, false, std::move(lock)};
     }
     if (errno != EEXIST)
       throw Error("cannot create run directory '" + dir.string() + "': " + std::strerror(errno));
@@ -101,41 +132,22 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
 RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) throw Error("run directory '" + run_dir.string() + "' does not exist");
+  auto lock = std::make_shared<RunDirLock>(run_dir);
   fs::create_directories(out_path, ec);
-  update_latest_link(out_path, run_dir);
-  return RunDir{run_dir, {}, true};
-}
-
-void update_latest_link(const fs::path& out_path, const fs::path& run_dir) {
-  std::error_code ec;
-  const fs::path base = fs::weakly_canonical(out_path, ec);
-  const fs::path target_abs = fs::weakly_canonical(run_dir, ec);
-  fs::path target = target_abs.lexically_relative(base);
-  if (target.empty()) target = target_abs;
-  const fs::path latest = out_path / "latest";
-  const fs::path tmp =
-      out_path / (".latest.tmp." + std::to_string(::getpid()) + "." + std::to_string(random_u32()));
-  if (::symlink(target.c_str(), tmp.c_str()) != 0) {
-    throw Error("cannot create symlink '" + tmp.string() + "' -> '" + target.string() +
-                "': " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), latest.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error("cannot update '" + latest.string() + "' (is it a directory?): " + why);
-  }
+  write_latest_pointer(out_path, run_dir);
+  return RunDir{run_dir, {}, true, std::move(lock)};
 }
 
 fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
   if (ckpt.empty()) return {};
   std::error_code ec;
   if (ckpt == "last") {
-    const fs::path p = out_path / "latest" / "checkpoints" / "last.ckpt";
+    const fs::path p = resolve_run_pointer(out_path / "latest") / "checkpoints" / "last.ckpt";
     if (!fs::is_regular_file(p, ec)) {
       throw Error("train.ckpt = \"last\": no checkpoint at '" + p.string() +
-                  "' (expected <train.out_path>/latest/checkpoints/last.ckpt from an earlier run)");
+                  "' (expected checkpoints/last.ckpt in the run <train.out_path>/latest names, from an earlier run)");
     }
-    return fs::canonical(p);  // resolve `latest`, which the new run will re-point
+    return fs::canonical(p);  // fixed now: the new run re-points `latest`
   }
   if (!fs::is_regular_file(ckpt, ec)) {
     throw Error("train.ckpt = '" + ckpt + "': no such checkpoint file (expected a path or \"last\")");

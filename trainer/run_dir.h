@@ -1,8 +1,9 @@
-// The run directory: <out_path>/<name>_<YYYY-MM-DD>_<6 hex>/, the <out_path>/latest
-// link to it, config.toml, and resuming a run from its checkpoint.
+// The run directory: <out_path>/<name>_<YYYY-MM-DD>_<6 hex>/, the <out_path>/latest pointer
+// to it (a file naming it, util/run_pointer.h), config.toml, and resuming a run from its checkpoint.
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,28 +11,43 @@
 
 namespace rt {
 
+// An exclusive flock(2) on <run_dir>/train.lock, held while the object lives: one writer per
+// run directory. The holder's pid is written into the file so that a refused writer can name it.
+// The lock goes with the process (kill -9 included): a file left behind locks nothing.
+class RunDirLock {
+ public:
+  // Throws rt::Error naming the run directory and the holder's pid when another process holds
+  // the lock, or naming the lock file when it cannot be opened. Writes nothing when refused.
+  explicit RunDirLock(const std::filesystem::path& run_dir);
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 struct RunDir {
   std::filesystem::path path;        // the run directory
   std::filesystem::path checkpoint;  // checkpoint to resume from; empty for a fresh run
   bool resumed = false;              // true when `path` is an existing run reopened for resuming
+  std::shared_ptr<RunDirLock> lock;  // held by the writer for the whole run
 };
 
 // Creates <out_path>/<name>_<YYYY-MM-DD (local date)>_<6 random hex>/ (and out_path), retrying
-// with new hex digits if the name is taken, then points <out_path>/latest at it.
+// with new hex digits if the name is taken, locks it (RunDirLock), then points <out_path>/latest
+// at it (write_latest_pointer).
 // REQUIRES: `name` non-empty, without '/'. Throws rt::Error naming the path on failure.
 RunDir create_run_dir(const std::filesystem::path& out_path, const std::string& name);
 
-// Reuses an existing run directory (resuming) and points <out_path>/latest at it.
-// Throws rt::Error when `run_dir` is not a directory.
+// Reuses an existing run directory (resuming): locks it first (RunDirLock: a second writer is
+// refused before anything is written), then points <out_path>/latest at it.
+// Throws rt::Error when `run_dir` is not a directory or another process holds it.
 RunDir open_run_dir(const std::filesystem::path& run_dir, const std::filesystem::path& out_path);
 
-// Atomically makes <out_path>/latest a relative symlink to `run_dir` (symlink to a temporary
-// name, then rename over `latest`), so readers see the old or the new target, never none.
-void update_latest_link(const std::filesystem::path& out_path, const std::filesystem::path& run_dir);
-
-// train.ckpt → checkpoint file: "" → empty path; "last" → <out_path>/latest/checkpoints/last.ckpt
-// with the link resolved; a path → that path. Throws rt::Error naming the path when the file
-// does not exist.
+// train.ckpt → checkpoint file: "" → empty path; "last" → checkpoints/last.ckpt of the run that
+// <out_path>/latest names (util/run_pointer.h), made canonical; a path → that path. Throws
+// rt::Error naming the path when the file does not exist.
 std::filesystem::path resolve_checkpoint(const std::string& ckpt, const std::filesystem::path& out_path);
 
 // The run directory holding `checkpoint` (<run>/checkpoints/<file>, <run> holds config.toml),

@@ -47,17 +47,12 @@ void link_plain_name(const fs::path& dir, const std::string& stem, const std::st
 
 prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
   prof::TraceSessionOptions o;
-  if (c.was_set("profiling.profile_steps")) {
-    o.schedule = prof::ProfilerSchedule::for_profile_steps(c.get_int("profiling.profile_steps"),
-                                                           c.get_int("profiling.skip_first"),
-                                                           c.get_int("profiling.warmup"));
-  } else {
-    o.schedule.wait = c.get_int("profiling.wait");
-    o.schedule.warmup = c.get_int("profiling.warmup");
-    o.schedule.active = c.get_int("profiling.active");
-    o.schedule.repeat = c.get_int("profiling.repeat");
-    o.schedule.skip_first = c.get_int("profiling.skip_first");
-  }
+  // --profile_steps was written into these keys by Config::finalize.
+  o.schedule.wait = c.get_int("profiling.wait");
+  o.schedule.warmup = c.get_int("profiling.warmup");
+  o.schedule.active = c.get_int("profiling.active");
+  o.schedule.repeat = c.get_int("profiling.repeat");
+  o.schedule.skip_first = c.get_int("profiling.skip_first");
   o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
   o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
   o.tracer.with_stack = c.get_bool("profiling.with_stack");
@@ -86,7 +81,7 @@ std::string rank_file_name(const std::string& stem, const std::string& extension
 }
 
 RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter* tb,
-                           RankInfo rank)
+                           RankInfo rank, int64_t first_step)
     : device_(device), tb_(tb), rank_(std::move(rank)) {
   const bool timing = c.get_bool("profiling.timing");
   const bool memory = c.get_bool("profiling.memory");
@@ -101,6 +96,7 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   if (timing) {
     timing_ = std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
                                                           c.get_int("profiling.timing_every"));
+    timing_->continue_from(first_step);
     link_plain_name(dir, "timing_profile", ".json", rank_);
   }
   if (memory || profile_memory) {
@@ -110,6 +106,7 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   if (memory) {
     memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
                                                           c.get_int("profiling.memory_every"));
+    memory_->continue_from(first_step);
     link_plain_name(dir, "memory_profile", ".json", rank_);
   }
   if (!detailed) return;

@@ -42,9 +42,11 @@ class RunProfilers {
   // `dir`: where the profiles go (the run directory, or profiling.output_dir). `tb`: where
   // memory scalars and timers go (null on ranks other than 0: only rank 0 writes TensorBoard,
   // and only it prints the timers and the op tables). Every rank writes its own timing and
-  // memory profile and traces (traces carry distributedInfo with `rank`).
+  // memory profile and traces (traces carry distributedInfo with `rank`). `first_step`: the
+  // step the run starts at; a resumed run continues the profiles already in `dir`, keeping
+  // their entries of earlier steps (JsonListFile::continue_from).
   RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter* tb,
-               RankInfo rank = {});
+               RankInfo rank = {}, int64_t first_step = 0);
   ~RunProfilers();
 
   // The memory reporter (null unless memory profiling or profile_memory tracing is on): loader

@@ -188,7 +188,7 @@ class TrainingJob {
     rank.rank = comm_->rank();
     rank.world_size = comm_->world_size();
     rank.backend = comm_->backend();
-    profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank);
+    profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank, step_);
     log_every_ = config_.get_int("train.log_every");
     first_step_ = step_;
     if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
@@ -482,6 +482,20 @@ class TrainingJob {
     out() << line.str() << std::endl;
     interval_start_ = Clock::now();
     interval_steps_ = interval_examples_ = 0;
+    write_running_summary();
+  }
+
+  // training_summary.json with status "running" and the figures so far, rewritten atomically
+  // at log cadence: a run killed with kill -9 still says how far it came. A failing write
+  // warns once and does not stop training; finish() writes the final status.
+  void write_running_summary() {
+    if (!writer_ || run_.path.empty()) return;
+    try {
+      summary_.write(run_.path / "training_summary.json", "running");
+    } catch (const std::exception& e) {
+      if (!running_summary_warned_) std::cerr << "warning: could not write training_summary.json: " << e.what() << "\n";
+      running_summary_warned_ = true;
+    }
   }
 
   void validate() {
@@ -677,6 +691,7 @@ class TrainingJob {
   Clock::time_point interval_start_;
   int64_t interval_steps_ = 0, interval_examples_ = 0;
   double last_loss_ = 0.0;
+  bool running_summary_warned_ = false;
   prof::TrainingSummary summary_;
 };
 

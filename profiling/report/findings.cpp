@@ -109,7 +109,14 @@ void add_findings(RunAnalysis& a) {
           "device on that rank; balance threads per rank");
     }
   }
-  if (!a.status.empty() && a.status != "completed") {
+  if (a.status == "running") {
+    add("status", "warning",
+        "the run did not finish: training_summary.json still says 'running'" +
+            (a.last_step >= 0 ? ", written after step " + std::to_string(a.last_step) : std::string()) +
+            " (the process was killed, e.g. kill -9 or out of memory, or is still training); figures cover the steps "
+            "up to there",
+        "resume it with --ckpt last (or the run's checkpoints/last.ckpt)");
+  } else if (!a.status.empty() && a.status != "completed") {
     add("status", "warning",
         "the run did not complete (status: " + a.status + "); figures cover the steps it made",
         "check the end of train's output for the reason");

@@ -119,7 +119,9 @@ std::string format_report(const RunAnalysis& a) {
   if (!a.config.empty()) o << "  (config " << a.config << ")";
   o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", threads " << a.threads << ", batch " << a.batch
     << "\n";
-  o << "  status     " << (a.status.empty() ? "?" : a.status) << ", " << a.total_steps << " steps";
+  o << "  status     "
+    << (a.status.empty() ? "?" : a.status == "running" ? "did not finish (summary written while running)" : a.status)
+    << ", " << a.total_steps << " steps";
   if (a.last_step >= 0) o << " (" << a.first_step << ".." << a.last_step << ")";
   o << " in " << format_seconds(a.total_time_s) << "\n";
 

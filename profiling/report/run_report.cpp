@@ -3,6 +3,7 @@
 #include "profiling/report/findings.h"
 #include "profiling/report/run_files.h"
 #include "util/error.h"
+#include "util/run_pointer.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -16,8 +17,9 @@ std::string phase_label(const std::string& key) {
   return it == labels.end() ? key : it->second;
 }
 
-RunAnalysis analyse_run(const fs::path& run_dir_in, const ReportOptions& options) {
+RunAnalysis analyse_run(const fs::path& run_dir_given, const ReportOptions& options) {
   std::error_code ec;
+  const fs::path run_dir_in = resolve_run_pointer(run_dir_given);  // runs/latest
   if (!fs::is_directory(run_dir_in, ec)) {
     throw Error("profile-report: " + run_dir_in.string() + " is not a directory (expected a run directory such as "
                 "runs/<name>_<date>_<hex> or runs/latest)");

@@ -97,7 +97,7 @@ struct RunAnalysis {
   std::vector<std::string> warnings;  // files that could not be read, and why
 };
 
-// Reads and analyses `run_dir` (a run directory or a <out_path>/latest link). Throws rt::Error
+// Reads and analyses `run_dir` (a run directory or the <out_path>/latest pointer). Throws rt::Error
 // naming the path when it is not a directory or holds no training_summary.json,
 // timing_profile.json or memory_profile.json. Damaged optional files become `warnings`.
 RunAnalysis analyse_run(const std::filesystem::path& run_dir, const ReportOptions& options = {});

@@ -312,7 +312,9 @@ def bench_whole_run(runner, quick, build, equiv):
             p = subprocess.run(argv, capture_output=True, text=True)
             if p.returncode != 0:
                 raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
-            with open(os.path.join(out, "latest", "timing_profile.json")) as f:
+            with open(os.path.join(out, "latest")) as f:  # a file naming the newest run
+                run = os.path.join(out, f.read().strip())
+            with open(os.path.join(run, "timing_profile.json")) as f:
                 entries = json.load(f)[1:]  # the first step is warm-up
             res[name]["times"] += [e["total_batch_time"] for e in entries]
             res[name]["data"] += [e["data_time"] for e in entries]

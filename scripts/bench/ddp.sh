@@ -122,8 +122,7 @@ print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 t
       "autograd's backward, where the trainer starts waiting), and how much of their running time lay before it.\n")
 print("| rank | step | all-reduces | started during backward | all-reduce time before backward ended |")
 print("|---|---|---|---|---|")
-traces = [p for p in glob.glob(os.path.join(v2, "*", "profiler_traces", "*.pt.trace.json"))
-          if os.path.basename(os.path.dirname(os.path.dirname(p))) != "latest"]  # latest links the run
+traces = glob.glob(os.path.join(v2, "*", "profiler_traces", "*.pt.trace.json"))
 for path in sorted(traces):
     t = json.load(open(path))
     rank = t["distributedInfo"]["rank"]

@@ -67,7 +67,7 @@ for rep in $(seq 1 "$REPS"); do
       --max_steps "$STEPS" --train.threads "$THREADS" --data.workers "$WORKERS" --train.val_every 100000 \
       --train.save_every 100000 --train.log_every 1000 --enable_timing_profiling \
       $(arm_flags "$arm") >"$WORK/$name.log" 2>&1 || { echo "error: run $name failed, see $WORK/$name.log" >&2; exit 1; }
-    run="$(readlink -f "$WORK/runs/latest")"
+    run="$(cd "$WORK/runs" && readlink -f "$(cat latest)")"
     RESULTS[$arm]+="$(median_step "$run/timing_profile.json") "
     echo "rep $rep $arm: $(median_step "$run/timing_profile.json") s/step" >&2
   done
@@ -89,7 +89,7 @@ for arm in $ARMS; do
     --train.save_every 100000 --train.log_every 1000 --enable_timing_profiling \
     $(arm_flags "$arm" "$SCHEDULE_ALTERNATE") \
     >"$WORK/$name.log" 2>&1 || { echo "error: run $name failed, see $WORK/$name.log" >&2; exit 1; }
-  run="$(readlink -f "$WORK/runs/latest")"
+  run="$(cd "$WORK/runs" && readlink -f "$(cat latest)")"
   ALT[$arm]="$(python3 - "$run/timing_profile.json" "$WARMUP" <<'PY'
 import json, statistics, sys
 e = [x for x in json.load(open(sys.argv[1])) if x["step"] >= int(sys.argv[2])]

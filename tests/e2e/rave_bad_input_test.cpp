@@ -103,7 +103,7 @@ TEST_F(RaveBadInput, RefusedResumesLeaveTheOriginalRunAndLatestUntouched) {
   const fs::path run = run_dir_from_output(first.output);
   const fs::path ckpt = run / "checkpoints" / "last.ckpt";
   const auto files = listing(out);
-  const fs::path latest = fs::read_symlink(out / "latest");
+  const std::string latest = read_file(out / "latest");
   // Another config: refused before config.toml, `latest` or an events file is written.
   auto other = run_command(tiny_train_command(db_, out, "--max_steps 4 --ckpt " + quote(ckpt.string()) +
                                                             " --model.capacity 16"));
@@ -118,11 +118,53 @@ TEST_F(RaveBadInput, RefusedResumesLeaveTheOriginalRunAndLatestUntouched) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_TRUE(contains(bad.output, corrupt.string())) << bad.output;
   EXPECT_EQ(listing(out), files);
-  EXPECT_EQ(fs::read_symlink(out / "latest"), latest);
+  EXPECT_EQ(read_file(out / "latest"), latest);
   // `--ckpt last` still finds the good run.
   auto last = run_command(tiny_train_command(db_, out, "--max_steps 3 --ckpt last"));
   EXPECT_EQ(last.exit_code, 0) << last.output;
   EXPECT_TRUE(contains(last.output, "at step 2")) << last.output;
+}
+
+TEST_F(RaveBadInput, ACheckpointWithOneFlippedBitIsRefusedNamingTheFile) {
+  auto first = run_command(tiny_train_command(db_, dir_->path() / "flip", "--max_steps 2"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path ckpt = run_dir_from_output(first.output) / "checkpoints" / "last.ckpt";
+  // One bit of the largest tensor's stored bytes: torch's reader alone loads it and trains on.
+  std::string largest;
+  for (const auto& [name, t] : checkpoint_tensors(ckpt)) {
+    if (t.nbytes() > largest.size()) largest.assign(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  }
+  std::string bytes = read_file(ckpt);
+  const size_t at = bytes.find(largest);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + largest.size() / 2] ^= 0x04;
+  const fs::path flipped = dir_->path() / "flipped.ckpt";
+  write_file_atomic(flipped, bytes);
+  auto r = run_command(tiny_train_command(db_, dir_->path() / "flip", "--max_steps 4 --ckpt " + quote(flipped.string())));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "checkpoint '" + flipped.string() + "' is damaged")) << r.output;
+  EXPECT_TRUE(contains(r.output, "fails its CRC-32 check")) << r.output;
+  EXPECT_FALSE(contains(r.output, "run directory:")) << r.output;
+}
+
+TEST_F(RaveBadInput, ASecondWriterOfARunDirectoryIsRefusedNamingTheFirstOnesPid) {
+  const fs::path out = dir_->path() / "locked";
+  auto first = run_command(tiny_train_command(db_, out, "--max_steps 2"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path run = run_dir_from_output(first.output);
+  // A long resume holds the run; a second `--ckpt last` comes while it trains.
+  BackgroundProcess holder(tiny_train_command(db_, out, "--max_steps 100000 --log_every 1 --ckpt last"),
+                           dir_->path() / "holder.log");
+  ASSERT_TRUE(holder.wait_until([&] { return contains(holder.log(), "step 3/"); }, 300)) << holder.log();
+  const auto config_before = read_file(run / "config.toml");
+  auto second = run_command(tiny_train_command(db_, out, "--max_steps 5 --ckpt last --train.lr 0.5"));
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(contains(second.output, "run directory '" + fs::canonical(run).string() + "' is in use by another train process (pid " +
+                                          std::to_string(holder.pid()) + ","))
+      << second.output;
+  EXPECT_EQ(read_file(run / "config.toml"), config_before) << "the refused writer rewrote config.toml";
+  holder.signal(SIGTERM);
+  EXPECT_EQ(holder.wait_exit(120), 128 + SIGTERM) << holder.log();
 }
 
 TEST_F(RaveBadInput, CheckpointOfOtherShapesIsRefusedNamingTheTensors) {

@@ -4,6 +4,7 @@
 
 #include "util/atomic_file.h"
 #include "e2e/report_fixture.h"
+#include "util/run_pointer.h"
 
 namespace rt::report_e2e {
 namespace {
@@ -30,7 +31,7 @@ TEST(ReportExampleScript, BasicPresetRunsUnattendedToTheEnd) {
   }
   EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tensorboard --logdir"), std::string::npos);
-  const fs::path run = fs::canonical(dir / "runs" / "latest");
+  const fs::path run = fs::canonical(resolve_run_pointer(dir / "runs" / "latest"));
   EXPECT_TRUE(fs::exists(run / "timing_profile.json"));
   EXPECT_TRUE(fs::exists(run / "memory_profile.json"));
 }
@@ -126,7 +127,7 @@ TEST(ReportExampleScript, MenuChoosesAPresetByNumberThroughATerminal) {
   EXPECT_NE(r.output.find("'9' is not a preset"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("preset: basic"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
-  EXPECT_TRUE(fs::exists(fs::canonical(dir / "runs" / "latest") / "timing_profile.json"));
+  EXPECT_TRUE(fs::exists(fs::canonical(resolve_run_pointer(dir / "runs" / "latest")) / "timing_profile.json"));
 }
 
 }  // namespace

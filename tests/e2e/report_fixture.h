@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/test_support.h"
+#include "util/run_pointer.h"
 
 namespace rt::report_e2e {
 
@@ -34,7 +35,7 @@ inline fs::path train_run(const fs::path& db, const fs::path& out, const std::st
                                       std::to_string(steps) + " --threads 1 --seed 1 " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::error_code ec;
-  return fs::canonical(out / "latest", ec);
+  return fs::canonical(resolve_run_pointer(out / "latest"), ec);
 }
 
 inline testing::CommandResult profile_report(const std::string& args) {

@@ -2,6 +2,7 @@
 // 10 + `--ckpt last` + 10 give bitwise the same checkpoint (the hash-dropout seeds are drawn from
 // torch's default generator, whose state the checkpoint restores).
 #include "e2e/e2e_fixtures.h"
+#include "util/atomic_file.h"
 
 namespace rt::e2e {
 namespace {
@@ -40,6 +41,31 @@ TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
     if (t10.count(name) && !torch::equal(t, t10.at(name))) ++changed;
   }
   EXPECT_GT(changed, 5);  // steps 10–20 trained something
+}
+
+TEST(SsmFusedResume, AFusedRunResumesUnderTheParallelScan) {
+  // model.scan is an implementation choice (the same function of the same parameters), so it is
+  // no part of the checkpoint's config signature: a fused run resumes as parallel and back.
+  ScratchDir dir("e2e_ssm_scan_resume");
+  const fs::path root = dir.path();
+  auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((root / "h5").string()) +
+                         " --groups 1 --units 182 --trials 64 --seed 7");
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " +
+                         quote((root / "h5").string()) + " --output_path " + quote((root / "db").string()));
+  ASSERT_EQ(imp.exit_code, 0) << imp.output;
+  const std::string common = bin_path("train") + " --config tiny_ssm --db_path " + quote((root / "db").string()) +
+                             " --out_path " + quote((root / "runs").string()) + " --threads 1 --val_every 100";
+  auto fused = run_command(common + " --max_steps 4 --model.scan fused");
+  ASSERT_EQ(fused.exit_code, 0) << fused.output;
+  auto parallel = run_command(common + " --max_steps 6 --ckpt last --model.scan parallel");
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.output;
+  EXPECT_NE(parallel.output.find("at step 4"), std::string::npos) << parallel.output;
+  const std::string config = read_file(run_dir_from_output(parallel.output) / "config.toml");
+  EXPECT_NE(config.find("scan = \"parallel\""), std::string::npos) << config;
+  auto back = run_command(common + " --max_steps 8 --ckpt last --model.scan fused");
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  EXPECT_NE(back.output.find("at step 6"), std::string::npos) << back.output;
 }
 
 }  // namespace

@@ -96,6 +96,32 @@ TEST(JsonListFile, IsParseableAfterEveryFlushAndHoldsEveryEntry) {
   EXPECT_EQ(file.flush_count(), 21);
 }
 
+TEST(JsonListFile, ContinuingAFileKeepsTheStepsBeforeTheResumeAndSetsAsideAnUnreadableOne) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  {
+    TimingProfileWriter first(path, 1, every_entry());
+    for (int64_t s = 0; s < 6; ++s) first.record(timing_entry(s));
+  }
+  {
+    TimingProfileWriter resumed(path, 1, every_entry());
+    EXPECT_EQ(resumed.continue_from(4), 4);  // steps 4 and 5 lay past the checkpoint
+    resumed.record(timing_entry(4));
+  }
+  std::vector<int64_t> steps;
+  for (const auto& e : read_json(path)) steps.push_back(e.at("step").get<int64_t>());
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+
+  write_file_atomic(path, "[{\"step\": 0},");  // not JSON
+  {
+    TimingProfileWriter resumed(path, 1, every_entry());
+    EXPECT_EQ(resumed.continue_from(4), 0);
+    resumed.record(timing_entry(4));
+  }
+  EXPECT_EQ(read_json(path).size(), 1u);
+  EXPECT_EQ(read_file(path.string() + ".unreadable"), "[{\"step\": 0},");
+}
+
 TEST(JsonListFile, FlushesOnlyWhenThePolicySaysSoAndOnClose) {
   testing::ScratchDir dir;
   const fs::path path = dir / "list.json";

@@ -282,6 +282,21 @@ TEST(ReportAnalysis, FallsBackToTheSummaryTimers) {
   EXPECT_NE(find(a, "missing_profile"), nullptr);
 }
 
+TEST(ReportAnalysis, ARunKilledWhileRunningIsSaidNotToHaveFinishedAndWhereItStopped) {
+  // What train leaves after kill -9: the summary it rewrites at log cadence.
+  testing::ScratchDir dir("report_analysis");
+  write_json_atomic(dir / "training_summary.json",
+                    Json{{"total_steps", 40}, {"first_step", 0}, {"last_step", 39}, {"status", "running"}});
+  const RunAnalysis a = analyse_run(dir.path());
+  const Finding* f = find(a, "status");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("the run did not finish"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("after step 39"), std::string::npos) << f->message;
+  const std::string text = format_report(a);
+  EXPECT_NE(text.find("status     did not finish"), std::string::npos) << text;
+  EXPECT_NE(text.find("40 steps (0..39)"), std::string::npos) << text;
+}
+
 TEST(ReportAnalysis, RejectsADirectoryThatIsNotARun) {
   testing::ScratchDir dir("report_analysis");
   try {

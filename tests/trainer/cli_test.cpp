@@ -78,8 +78,45 @@ TEST_F(CliFixture, DedicatedFlagsMapOntoTheirKeys) {
   EXPECT_EQ(c.get_int("data.workers"), 0);
   EXPECT_EQ(c.get_int("train.threads"), 1);
   EXPECT_EQ(c.get_int("train.log_every"), 5);
-  EXPECT_EQ(c.get_int("profiling.profile_steps"), 7);
+  EXPECT_EQ(c.get_int("profiling.active"), 7);  // --profile_steps is written into the schedule
   EXPECT_TRUE(a.config_path.empty());
+}
+
+TEST_F(CliFixture, ProfileStepsBecomesTheScheduleThatConfigTomlRecords) {
+  // base.toml sets wait = 5: the command line's --profile_steps wins over the file, and the
+  // written config says so (it once recorded the ignored wait = 5 and active = 3).
+  TrainArgs a = parse({"--config", "base", "--profile_steps", "4", "--profiling.repeat_cycles", "1"});
+  EXPECT_EQ(a.config.get_int("profiling.active"), 4);
+  EXPECT_EQ(a.config.get_int("profiling.wait"), 0);
+  EXPECT_EQ(a.config.get_int("profiling.repeat"), 1);
+  EXPECT_HAS(a.config.origin("profiling.wait"), "profiling.profile_steps (--profile_steps)");
+  const std::string toml = a.config.to_toml();
+  EXPECT_HAS(toml, "\nactive = 4\n");
+  EXPECT_HAS(toml, "\nwait = 0\n");
+  EXPECT_HAS(toml, "\nprofile_steps = 0\n");
+  // A run's config.toml reads back to the same config (its keys come in no usable order).
+  Config back;
+  back.merge_toml_string(toml, "config.toml");
+  back.finalize();
+  EXPECT_EQ(back, a.config);
+  // A schedule key later on the command line than the file's --profile_steps wins over it.
+  write_file_atomic(dir / "steps.toml", "[profiling]\nprofile_steps = 4\n");
+  a = parse({"--config", "steps", "--profiling.active", "6"});
+  EXPECT_EQ(a.config.get_int("profiling.active"), 6);
+  EXPECT_EQ(a.config.get_int("profiling.wait"), 0);
+  // Within one source, another value is a conflict naming both.
+  EXPECT_HAS(error_of([&] { parse({"--profile_steps", "4", "--profiling.wait", "2"}); }),
+             "--profiling.wait: profiling.wait = 2 conflicts with profiling.profile_steps = 4 (--profile_steps)");
+  write_file_atomic(dir / "both.toml", "[profiling]\nprofile_steps = 4\nactive = 6\n");
+  EXPECT_HAS(error_of([&] { parse({"--config", "both"}); }),
+             "both.toml:3: profiling.active = 6 conflicts with profiling.profile_steps = 4");
+  // A config.toml written before profile_steps defaulted to 0 holds the unused 100: its schedule stands.
+  write_file_atomic(dir / "old_run.toml", "[profiling]\nactive = 3\nprofile_steps = 100\nwait = 2\n");
+  a = parse({"--config", "old_run"});
+  EXPECT_EQ(a.config.get_int("profiling.active"), 3);
+  EXPECT_EQ(a.config.get_int("profiling.wait"), 2);
+  // The same value twice is no conflict.
+  EXPECT_EQ(parse({"--profile_steps", "4", "--profiling.active", "4"}).config.get_int("profiling.active"), 4);
 }
 
 TEST_F(CliFixture, BoolFlagsAcceptBareAndValuedForms) {

@@ -16,6 +16,7 @@
 #include "trainer/config_reference.h"
 #include "trainer/trainer.h"
 #include "util/json.h"
+#include "util/run_pointer.h"
 
 namespace rt {
 namespace {
@@ -111,7 +112,7 @@ TEST(FamilyRegistry, TheTestFamilyTrainsThroughTheRealLoop) {
   testing::ScratchDir dir;
   const Config c = testing::fake_run_config(dir.path(), "fake", {{"model.fake_width", "3"}});
   ASSERT_EQ(run_training(c), 0);
-  const std::filesystem::path run = dir / "latest";
+  const std::filesystem::path run = resolve_run_pointer(dir / "latest");
   const Json summary = read_json(run / "training_summary.json");
   EXPECT_EQ(summary.at("status"), "completed");
   EXPECT_EQ(summary.at("total_steps"), 6);

@@ -16,6 +16,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/trainer.h"
 #include "util/json.h"
+#include "util/run_pointer.h"
 #include "util/signals.h"
 
 namespace rt {
@@ -25,6 +26,9 @@ namespace fs = std::filesystem;
 using testing::fake_run_config;
 
 fs::path checkpoints_of(const fs::path& run) { return run / "checkpoints"; }
+
+// The run <out>/latest names.
+fs::path latest_run(const fs::path& out) { return resolve_run_pointer(out / "latest"); }
 
 std::vector<std::string> checkpoint_files(const fs::path& run) {
   std::vector<std::string> names;
@@ -57,7 +61,7 @@ struct LoopTest : ::testing::Test {
 TEST_F(LoopTest, CheckpointsFollowSaveEveryAndLastHoldsTheNextStep) {
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "cadence", {{"train.max_steps", "7"}, {"train.save_every", "3"}})),
             0);
-  const fs::path run = dir / "latest";
+  const fs::path run = latest_run(dir.path());
   EXPECT_EQ(checkpoint_files(run),
             (std::vector<std::string>{"best.ckpt", "last.ckpt", "step_3.ckpt", "step_6.ckpt"}));
   EXPECT_EQ(read_checkpoint_meta(checkpoints_of(run) / "step_3.ckpt").step, 3);
@@ -69,7 +73,7 @@ TEST_F(LoopTest, BestCheckpointHoldsTheLowestValidationLoss) {
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "best", {{"train.max_steps", "8"}, {"train.val_every", "2"},
                                                               {"train.save_every", "1000"}})),
             0);
-  const fs::path run = dir / "latest";
+  const fs::path run = latest_run(dir.path());
   const std::vector<double> val = scalars_of(run, "val/loss");
   ASSERT_EQ(val.size(), 4u);  // steps 2, 4, 6, 8
   const CheckpointMeta best = read_checkpoint_meta(checkpoints_of(run) / "best.ckpt");
@@ -83,13 +87,13 @@ TEST_F(LoopTest, BestCheckpointHoldsTheLowestValidationLoss) {
 
 TEST_F(LoopTest, ResumeFromLastContinuesExactlyAsAnUninterruptedRun) {
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "whole", {{"train.max_steps", "10"}})), 0);
-  const Json whole = read_json(dir / "latest" / "training_summary.json");
+  const Json whole = read_json(latest_run(dir.path()) / "training_summary.json");
 
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "4"}})), 0);
-  const fs::path first = fs::canonical(dir / "latest");
+  const fs::path first = fs::canonical(latest_run(dir.path()));
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "10"}, {"train.ckpt", "last"}})),
             0);
-  EXPECT_EQ(fs::canonical(dir / "latest"), first) << "a resume reopens the run directory";
+  EXPECT_EQ(fs::canonical(latest_run(dir.path())), first) << "a resume reopens the run directory";
   const Json resumed = read_json(first / "training_summary.json");
   EXPECT_EQ(resumed.at("status"), "completed");
   // Same batches, same parameters: the final validation loss is bit-identical.
@@ -104,7 +108,7 @@ TEST_F(LoopTest, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
       dir.path(), "nan",
       {{"train.max_steps", "9"}, {"train.save_every", "3"}, {"train.log_every", "10"}, {"train.inject_nan_at_step", "4"}}));
   EXPECT_EQ(code, 1);
-  const fs::path run = dir / "latest";
+  const fs::path run = latest_run(dir.path());
   const Json summary = read_json(run / "training_summary.json");
   EXPECT_EQ(summary.at("status"), "failed: non-finite loss at step 4");
   EXPECT_FALSE(fs::exists(checkpoints_of(run) / "step_6.ckpt"));
@@ -117,7 +121,7 @@ TEST_F(LoopTest, SigtermEndsTheStepSavesLastAndMarksTheRunInterrupted) {
   });
   const int code = run_training(fake_run_config(dir.path(), "signal", {{"train.max_steps", "50"}}));
   EXPECT_EQ(code, 128 + SIGTERM);
-  const fs::path run = dir / "latest";
+  const fs::path run = latest_run(dir.path());
   const Json summary = read_json(run / "training_summary.json");
   EXPECT_EQ(summary.at("status"), "interrupted");
   EXPECT_EQ(summary.at("total_steps"), 5) << "the step under way finishes";
@@ -129,9 +133,51 @@ TEST_F(LoopTest, AnExceptionInAStepFailsTheRunWithItsMessageAndWritesTheSummary)
     if (step == 2) throw Error("the fake step broke");
   });
   EXPECT_EQ(run_training(fake_run_config(dir.path(), "throw")), 1);
-  const Json summary = read_json(dir / "latest" / "training_summary.json");
+  const Json summary = read_json(latest_run(dir.path()) / "training_summary.json");
   EXPECT_EQ(summary.at("status"), "failed: the fake step broke");
-  EXPECT_FALSE(fs::exists(checkpoints_of(dir / "latest") / "last.ckpt")) << "no checkpoint of a failed run";
+  EXPECT_FALSE(fs::exists(checkpoints_of(latest_run(dir.path())) / "last.ckpt")) << "no checkpoint of a failed run";
+}
+
+TEST_F(LoopTest, TheSummarySaysRunningWithTheFiguresSoFarWhileTraining) {
+  // What a run killed with kill -9 leaves: the summary of its last log line.
+  Json seen;
+  testing::set_fake_step_hook([&](int64_t step) {
+    if (step == 5) seen = read_json(latest_run(dir.path()) / "training_summary.json");
+  });
+  ASSERT_EQ(run_training(fake_run_config(dir.path(), "running", {{"train.max_steps", "8"}, {"train.log_every", "2"}})),
+            0);
+  ASSERT_TRUE(seen.is_object()) << "no training_summary.json while training";
+  EXPECT_EQ(seen.at("status"), "running");
+  EXPECT_EQ(seen.at("total_steps"), 4) << "steps 0–3 were logged before step 5";
+  EXPECT_EQ(seen.at("last_step"), 3);
+  EXPECT_EQ(read_json(latest_run(dir.path()) / "training_summary.json").at("status"), "completed");
+}
+
+// The "step" of every entry of a JSON list file.
+std::vector<int64_t> profile_steps_of(const fs::path& file) {
+  std::vector<int64_t> steps;
+  for (const auto& e : read_json(file)) steps.push_back(e.at("step").get<int64_t>());
+  return steps;
+}
+
+TEST_F(LoopTest, AResumeContinuesTheTimingAndMemoryProfilesFromItsCheckpointStep) {
+  using Keys = std::vector<std::pair<std::string, std::string>>;
+  auto config = [&](Keys keys) {
+    keys.insert(keys.end(), {{"profiling.timing", "true"}, {"profiling.memory", "true"}, {"profiling.memory_every", "1"}});
+    return fake_run_config(dir.path(), "profiles", keys);
+  };
+  ASSERT_EQ(run_training(config({{"train.max_steps", "6"}, {"train.save_every", "4"}})), 0);
+  const fs::path run = fs::canonical(latest_run(dir.path()));
+  std::vector<int64_t> expected = {0, 1, 2, 3, 4, 5};
+  ASSERT_EQ(profile_steps_of(run / "timing_profile.json"), expected);
+  // Resuming from step 4 (as after a kill -9 past the checkpoint): steps 0–3 stay, 4 and 5 are
+  // trained again and recorded once.
+  ASSERT_EQ(run_training(config({{"train.max_steps", "9"},
+                                 {"train.ckpt", (checkpoints_of(run) / "step_4.ckpt").string()}})),
+            0);
+  expected = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(profile_steps_of(run / "timing_profile.json"), expected);
+  EXPECT_EQ(profile_steps_of(run / "memory_profile.json"), expected);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <ctime>
 #include <filesystem>
 #include <regex>
@@ -12,6 +14,7 @@
 #include "trainer/config.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/run_pointer.h"
 
 namespace rt {
 namespace {
@@ -43,16 +46,18 @@ TEST(RunDir, NameHasDateAndSixHexAndLatestPointsAtTheNewestRun) {
   EXPECT_TRUE(fs::is_directory(first.path));
   EXPECT_FALSE(first.resumed);
 
+  // A file naming the run, relative to out_path: TensorBoard walks (and follows links into)
+  // every directory of its --logdir, so a `latest` link listed every run twice.
   const fs::path latest = out / "latest";
-  ASSERT_TRUE(fs::is_symlink(latest));
-  EXPECT_TRUE(fs::read_symlink(latest).is_relative()) << fs::read_symlink(latest);
-  EXPECT_EQ(fs::read_symlink(latest), fs::path(name));
-  EXPECT_TRUE(fs::equivalent(latest, first.path));
+  EXPECT_FALSE(fs::is_symlink(latest));
+  ASSERT_TRUE(fs::is_regular_file(latest));
+  EXPECT_EQ(read_file(latest), name + "\n");
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(latest), first.path));
 
   const RunDir second = create_run_dir(out, "v3");
   EXPECT_NE(second.path, first.path);
-  EXPECT_TRUE(fs::equivalent(latest, second.path));
-  // Only the two runs and the link: no temporary link left behind.
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(latest), second.path));
+  // Only the two runs and the pointer: no temporary file left behind.
   EXPECT_EQ(entries(out), (std::set<std::string>{"latest", first.path.filename().string(),
                                                  second.path.filename().string()}));
 }
@@ -107,7 +112,7 @@ TEST(RunDir, PrepareWritesTheResolvedConfigAndResumesFromLast) {
     EXPECT_HAS(std::string(e.what()), (scratch / "runs" / "latest" / "checkpoints" / "last.ckpt").string());
   }
 
-  const RunDir run = prepare_run_dir(config);
+  RunDir run = prepare_run_dir(config);
   EXPECT_TRUE(run.checkpoint.empty());
   const Config written = load_config_file(run.path / "config.toml");
   EXPECT_EQ(written, config);
@@ -122,11 +127,12 @@ TEST(RunDir, PrepareWritesTheResolvedConfigAndResumesFromLast) {
   const RunDir other = create_run_dir(scratch / "runs", "other");
   Config by_path = config;
   by_path.set("train.ckpt", ckpt.string(), "--ckpt");
+  run.lock.reset();  // the first writer has ended
   const RunDir resumed = prepare_run_dir(by_path);
   EXPECT_TRUE(resumed.resumed);
   EXPECT_TRUE(fs::equivalent(resumed.path, run.path));
   EXPECT_EQ(resumed.checkpoint, ckpt);
-  EXPECT_TRUE(fs::equivalent(scratch / "runs" / "latest", run.path));
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(scratch / "runs" / "latest"), run.path));
   EXPECT_EQ(load_config_file(run.path / "config.toml").get_string("train.ckpt"), ckpt.string());
   (void)other;
 
@@ -140,6 +146,46 @@ TEST(RunDir, PrepareWritesTheResolvedConfigAndResumesFromLast) {
   EXPECT_FALSE(fs::equivalent(fresh.path, run.path));
   EXPECT_THROW(resolve_checkpoint((scratch / "nope.ckpt").string(), scratch / "runs"), Error);
   EXPECT_TRUE(resolve_checkpoint("", scratch / "runs").empty());
+}
+
+TEST(RunDir, ASecondWriterIsRefusedNamingTheHolderAndNothingIsWritten) {
+  testing::ScratchDir scratch;
+  const fs::path out = scratch / "runs";
+  RunDir first = create_run_dir(out, "a");
+  const RunDir second = create_run_dir(out, "b");  // `latest` now points at b
+  ASSERT_TRUE(first.lock);
+  const std::string pid = std::to_string(::getpid());
+  EXPECT_EQ(read_file(first.path / "train.lock"), pid + "\n");
+  const auto before = entries(first.path);
+  try {
+    open_run_dir(first.path, out);
+    FAIL() << "a second writer was let in";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "run directory '" + first.path.string() + "' is in use by another train process");
+    EXPECT_HAS(std::string(e.what()), "(pid " + pid + ",");
+  }
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), second.path)) << "latest moved to the refused run";
+  EXPECT_EQ(entries(first.path), before);
+  // Once the holder ends (kill -9 included: the kernel drops the lock), the run reopens.
+  first.lock.reset();
+  const RunDir reopened = open_run_dir(first.path, out);
+  EXPECT_TRUE(reopened.resumed);
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), first.path));
+}
+
+TEST(RunDir, ALatestSymlinkOfAnEarlierVersionBecomesAPointerFile) {
+  testing::ScratchDir scratch;
+  const fs::path out = scratch / "runs";
+  const RunDir first = create_run_dir(out, "a");
+  fs::remove(out / "latest");
+  fs::create_directory_symlink(first.path.filename(), out / "latest");
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), first.path)) << "an old link still resolves";
+  const RunDir second = create_run_dir(out, "b");
+  EXPECT_FALSE(fs::is_symlink(out / "latest"));
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), second.path));
+  // Anything else is left as given, for the caller's own error.
+  EXPECT_EQ(resolve_run_pointer(first.path / "config.toml"), first.path / "config.toml");
+  EXPECT_EQ(resolve_run_pointer(out / "missing"), out / "missing");
 }
 
 }  // namespace

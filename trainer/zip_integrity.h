@@ -1,0 +1,21 @@
+// Integrity of a checkpoint's zip container, checked before torch reads it.
+//
+// torch's archive reader (miniz, built with its CRC checks turned off) does not compare an
+// entry's bytes with the CRC-32 the writer stored, so a flipped bit in a tensor loads and
+// trains on. verify_zip_entries reads the central directory and recomputes every entry's
+// CRC-32 (zlib's crc32): tensors are stored (method 0); the small code files torch writes are
+// deflated (method 8) and inflated to be checked. Zip64 sizes and offsets are followed.
+#pragma once
+
+#include <filesystem>
+
+namespace rt {
+
+// Throws rt::Error naming `path` and, for a damaged entry, the entry's name and both CRCs,
+// when the file is not a readable zip archive (no end-of-central-directory record, a header
+// or an entry reaching past the end of the file, a local header whose name differs from the
+// central directory's) or an entry's bytes do not match its stored CRC-32. Reads the file
+// once, in blocks; returns the number of entries checked.
+size_t verify_zip_entries(const std::filesystem::path& path);
+
+}  // namespace rt
