@@ -59,7 +59,7 @@ TEST(SsmE2E, TinySsmReachesR2OnSyntheticReaching) {
                         q(dir / "runs") + " --threads 1 --seed 0");
   const double train_s = seconds_since(t_train);
   ASSERT_EQ(tr.exit_code, 0) << tr.output;
-  const fs::path run = fs::canonical(resolve_run_pointer(dir / "runs" / "latest"));
+  const fs::path run = fs::canonical(rt::resolve_run_pointer(dir / "runs" / "latest"));
   auto summary = rt::read_json(run / "training_summary.json");
   EXPECT_EQ(summary["status"], "completed");
   ASSERT_TRUE(summary["metrics"].contains("val/r2")) << summary.dump(2);
