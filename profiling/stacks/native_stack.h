@@ -3,17 +3,23 @@
 //
 // Capture uses libunwind's unw_backtrace when the build found it (RT_HAS_LIBUNWIND), glibc's
 // backtrace() otherwise. Symbolisation uses libdw (RT_HAS_LIBDW: also finds local symbols in
-// .symtab) and falls back to dladdr; names are demangled with abi::__cxa_demangle and
-// shortened to the function name without its parameter list.
+// .symtab and debug info), then dladdr, then the library file's .dynsym (elf_symbols.h); a
+// frame is named only by a symbol that contains it. Names are demangled with
+// abi::__cxa_demangle and shortened to the function name without its parameter list. What no
+// symbol contains (hidden functions of a library without debug info) stays
+// "<module>+0x<offset>" and is listed in unresolved().
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace rt::prof {
+
+class ElfDynamicSymbols;
 
 // Writes up to `max_frames` return addresses of the calling thread, leaf first, into
 // `frames`; returns how many. Async-signal-unsafe; allocation-free.
@@ -40,10 +46,15 @@ class Symbolizer {
 
   size_t cache_size() const { return cache_.size(); }
 
+  // The frame names symbolize() could not resolve ("<module>+0x<offset>", "0x<addr>").
+  const std::set<std::string>& unresolved() const { return unresolved_; }
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::unordered_map<void*, std::string> cache_;
+  std::unordered_map<std::string, std::unique_ptr<ElfDynamicSymbols>> elf_tables_;  // by library path
+  std::set<std::string> unresolved_;
 };
 
 // "_ZN2at6native5addmmE..." → "at::native::addmm". Returns the input when it is not a

@@ -1,4 +1,5 @@
 // with_stack: native stacks captured per op, symbolised, collapsed by self time.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -7,6 +8,7 @@
 
 #include "util/atomic_file.h"
 #include "profiling/trace/collapsed_stacks.h"
+#include "profiling/stacks/elf_symbols.h"
 #include "profiling/stacks/native_stack.h"
 #include "profiling/trace/op_tracer.h"
 #include "support/test_support.h"
@@ -71,7 +73,14 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   std::string line;
   size_t lines = 0, through_user_fn = 0;
   const std::regex format(R"(^[^ ].* [0-9]+$)");
+  bool footer_seen = false;
   while (std::getline(in, line)) {
+    EXPECT_FALSE(footer_seen) << "the unresolved-frames comment is the last line";
+    if (line.rfind("# ", 0) == 0) {  // the unresolved-frames comment: never ends in " <count>"
+      footer_seen = true;
+      EXPECT_FALSE(std::regex_match(line, format)) << line;
+      continue;
+    }
     ++lines;
     EXPECT_TRUE(std::regex_match(line, format)) << line;
     EXPECT_EQ(line.back() == '0' && line[line.rfind(' ') + 1] == '0', false) << "zero-valued line: " << line;
@@ -84,6 +93,48 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   }
   EXPECT_GT(lines, 3u);
   EXPECT_GT(through_user_fn, 0u) << text;
+}
+
+// Frames no symbol contains are named "<module>+0x<offset>" and counted per module in a last
+// comment line of the stacks file; a file without such frames has no comment.
+TEST(StacksTest, UnresolvedFramesAreListedInTheStacksFile) {
+  Timeline t;
+  Activity a;
+  a.name = "aten::add";
+  a.start_ns = 0;
+  a.end_ns = 5000;
+  a.call_stack = {"libfoo.so.1+0x1a2b", "libfoo.so.1+0x3c4d", "rt::train", "main"};  // leaf first
+  t.activities.push_back(a);
+  finalize_timeline(t);
+  const std::string plain = collapsed_stacks(t);
+  EXPECT_EQ(plain, "main;rt::train;libfoo.so.1+0x3c4d;libfoo.so.1+0x1a2b;aten::add 5\n");
+
+  t.unresolved_frames = {"libfoo.so.1+0x1a2b", "libfoo.so.1+0x3c4d", "libbar.so+0x10"};  // bar: not written
+  const std::string text = collapsed_stacks(t);
+  ASSERT_EQ(text.rfind(plain, 0), 0u) << text;
+  const std::string footer = text.substr(plain.size());
+  EXPECT_EQ(footer.rfind("# 2 of 5 distinct frames unresolved", 0), 0u) << footer;
+  EXPECT_NE(footer.find(" libfoo.so.1 (2)\n"), std::string::npos) << footer;
+  EXPECT_EQ(footer.find("libbar"), std::string::npos) << footer;
+  EXPECT_FALSE(std::regex_search(footer, std::regex(R"( \d+\n$)"))) << "read as a stack line: " << footer;
+}
+
+// The ELF reader names an exported function of libtorch_cpu from the file's .dynsym (what is
+// left when a library has no debug info or .symtab), demangled by the caller.
+TEST(StacksTest, DynsymNamesAnAddressInsideAnExportedFunction) {
+  void* fn = reinterpret_cast<void*>(&at::_ops::add_Tensor::call);
+  Dl_info info{};
+  ASSERT_NE(dladdr(fn, &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  ElfDynamicSymbols table(info.dli_fname);
+  ASSERT_GT(table.size(), 100u) << info.dli_fname;
+  const uint64_t at = reinterpret_cast<uintptr_t>(fn) - reinterpret_cast<uintptr_t>(info.dli_fbase) +
+                      table.first_load_vaddr();
+  const char* name = table.lookup(at + 4);  // inside the function, past its entry
+  ASSERT_NE(name, nullptr);
+  EXPECT_EQ(demangle_function_name(name), "at::_ops::add_Tensor::call");
+  EXPECT_EQ(table.lookup(0), nullptr);  // the ELF header: no function contains it
+  EXPECT_EQ(ElfDynamicSymbols("/proc/self/status").size(), 0u);  // not an ELF file
 }
 
 }  // namespace
