@@ -5,7 +5,7 @@
 # DataLoader share and the Module view). Fetches nothing: point it at checkouts you have.
 #
 #   HTA_DIR=<facebookresearch/HolisticTraceAnalysis checkout> \
-#   TB_PLUGIN_DIR=<pytorch/kineto checkout at 4b3b2ed2>/tb_plugin \
+#   TB_PLUGIN_DIR=<pytorch/kineto checkout at 041e7ce9, the last commit with tb_plugin/>/tb_plugin \
 #   scripts/check_trace_consumers.sh [BUILD_DIR]        (default: build; needs bin/train, bin/preprocess)
 #
 # Either variable may be left out; that consumer is then skipped. Python: Debian's python3 with

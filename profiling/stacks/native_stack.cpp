@@ -8,8 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "profiling/stacks/elf_symbols.h"
-
 #ifdef RT_HAS_LIBUNWIND
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -111,16 +109,8 @@ const std::string& Symbolizer::symbolize(void* addr, bool is_return_address) {
   if (!impl_->lookup(pc, name)) {
     Dl_info info{};
     const bool found = dladdr(reinterpret_cast<void*>(pc), &info) != 0;
-    const char* dynamic = nullptr;
-    if (found && info.dli_sname == nullptr && info.dli_fname != nullptr && info.dli_fname[0] != '\0') {
-      auto& table = elf_tables_[info.dli_fname];
-      if (!table) table = std::make_unique<ElfDynamicSymbols>(info.dli_fname);
-      dynamic = table->lookup(pc - reinterpret_cast<uintptr_t>(info.dli_fbase) + table->first_load_vaddr());
-    }
     if (found && info.dli_sname != nullptr) {
       name = demangle_function_name(info.dli_sname);
-    } else if (dynamic != nullptr) {
-      name = demangle_function_name(dynamic);
     } else if (found && info.dli_fname != nullptr) {
       const char* slash = std::strrchr(info.dli_fname, '/');
       char buf[64];

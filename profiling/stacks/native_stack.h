@@ -2,12 +2,14 @@
 // once per unique address afterwards.
 //
 // Capture uses libunwind's unw_backtrace when the build found it (RT_HAS_LIBUNWIND), glibc's
-// backtrace() otherwise. Symbolisation uses libdw (RT_HAS_LIBDW: also finds local symbols in
-// .symtab and debug info), then dladdr, then the library file's .dynsym (elf_symbols.h); a
-// frame is named only by a symbol that contains it. Names are demangled with
-// abi::__cxa_demangle and shortened to the function name without its parameter list. What no
-// symbol contains (hidden functions of a library without debug info) stays
-// "<module>+0x<offset>" and is listed in unresolved().
+// backtrace() otherwise. Symbolisation uses libdw (RT_HAS_LIBDW: debug info, .symtab and
+// .dynsym of each module, and separate debug files found through .gnu_debuglink), then dladdr
+// (the dynamic symbol table: what a library without debug info, such as Debian's
+// libtorch_cpu.so, still names). Both name a frame only by a symbol that contains it, so a
+// frame in a function the library does not export stays "<module>+0x<offset>" rather than
+// being charged to the exported function before it, and is listed in unresolved(). Names are
+// demangled with abi::__cxa_demangle and shortened to the function name without its
+// parameter list.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +20,6 @@
 #include <vector>
 
 namespace rt::prof {
-
-class ElfDynamicSymbols;
 
 // Writes up to `max_frames` return addresses of the calling thread, leaf first, into
 // `frames`; returns how many. Async-signal-unsafe; allocation-free.
@@ -53,7 +53,6 @@ class Symbolizer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::unordered_map<void*, std::string> cache_;
-  std::unordered_map<std::string, std::unique_ptr<ElfDynamicSymbols>> elf_tables_;  // by library path
   std::set<std::string> unresolved_;
 };
 

@@ -3,9 +3,10 @@ the Overview's DataLoader share and the Module view.
 
     python3 tb_plugin_views.py TB_PLUGIN_DIR TRACE_DIR [MODULE...]
 
-TB_PLUGIN_DIR: the tb_plugin/ folder of a pytorch/kineto checkout from before its removal (the
-last commit with tb_plugin/, 4b3b2ed2), holding the torch_tb_profiler package; needs numpy,
-pandas and absl (Debian: python3-pandas python3-absl). TRACE_DIR: a run's profiler_traces/.
+TB_PLUGIN_DIR: the tb_plugin/ folder of a pytorch/kineto checkout from before its removal
+(041e7ce9, the parent of 94979607 that removed it; tb_plugin/ last changed in 4b3b2ed2),
+holding the torch_tb_profiler package; needs numpy, pandas and absl (Debian: python3-pandas
+python3-absl). TRACE_DIR: a run's profiler_traces/.
 Fetches nothing. Exit 0 when the DataLoader share is > 0 and the Module view lists every MODULE
 given (and is not empty); 1 otherwise.
 """

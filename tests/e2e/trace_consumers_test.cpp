@@ -40,7 +40,7 @@ TEST(TraceConsumers, HtaBuildsItsCallGraphWithDefaultSettings) {
 
 TEST(TraceConsumers, TensorBoardPluginSeesDataLoaderAndModules) {
   const std::string dir = env("TB_PLUGIN_DIR");
-  if (dir.empty()) GTEST_SKIP() << "TB_PLUGIN_DIR not set: point it at pytorch/kineto's tb_plugin/ (commit 4b3b2ed2)";
+  if (dir.empty()) GTEST_SKIP() << "TB_PLUGIN_DIR not set: point it at pytorch/kineto's tb_plugin/ (commit 041e7ce9, the last with it)";
   const auto r = check_with("TB_PLUGIN_DIR", dir);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Module view: "), std::string::npos) << r.output;
