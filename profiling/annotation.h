@@ -42,9 +42,16 @@ inline bool annotations_recording() { return detail::g_recording.load(std::memor
 // names (one relaxed atomic load).
 inline bool module_spans_enabled() { return detail::g_module_spans.load(std::memory_order_relaxed); }
 
-// A module span named by its module path ("encoder.encoder.net.3"), recorded only when the
-// active tracer has with_modules; otherwise one atomic load. Use in a module's forward(); the
-// name is copied only when recorded.
+// The span name under which TensorBoard's PyTorch-profiler plugin counts data loading (its
+// Overview's "DataLoader" share): torch's DataLoader iterator records
+// `enumerate(DataLoader)#<iterator class>.__next__`, and the plugin matches exactly that
+// (torch_tb_profiler/profiler/event_parser.py). The training loop's batch fetch carries it.
+inline constexpr const char* kDataLoaderNextSpan = "enumerate(DataLoader)#Loader.__next__";
+
+// A module span named by its module path ("encoder.encoder.net.3"), written as a
+// "python_function" event with torch's module args (TensorBoard's plugin builds its Module
+// view from those), recorded only when the active tracer has with_modules; otherwise one
+// atomic load. Use in a module's forward(); the name is copied only when recorded.
 class ModuleScope : public ScopedAnnotation {
  public:
   explicit ModuleScope(std::string_view module_path)

@@ -21,6 +21,10 @@ PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)
 # The export tests load exported TorchScript files with Python's torch.jit.load, as users of
 # the files do (tests/export/check_torchscript.py).
 PACKAGES+=(python3-torch)
+# scripts/check_trace_consumers.sh (and the TraceConsumers tests when HTA_DIR / TB_PLUGIN_DIR
+# point at checkouts): Holistic Trace Analysis needs pandas, TensorBoard's profiler plugin
+# pandas and absl.
+PACKAGES+=(python3-pandas python3-absl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

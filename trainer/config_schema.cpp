@@ -169,6 +169,9 @@ std::vector<KeySpec> build_common_schema() {
         "operator table sort column"),
       I("profiling.row_limit", 10, "operator table rows").ge(1),
       B("profiling.gzip", false, "gzip the trace files"),
+      B("profiling.whole_us_timestamps", true,
+        "trace times in whole µs, nesting kept, so Holistic Trace Analysis's default rounding leaves them "
+        "alone (false: ns resolution, which HTA's call graph rejects unless HTA_DISABLE_NS_ROUNDING=1)"),
   };
   return std::vector<KeySpec>(s.begin(), s.end());
 }

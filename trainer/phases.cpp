@@ -12,12 +12,16 @@ const StepPhaseTimes& current_step_phase_times() { return t_step_times; }
 void reset_step_phase_times() { t_step_times = StepPhaseTimes{}; }
 
 PhaseScope::PhaseScope(Phase phase) : phase_(phase), token_(prof::timers().start_timer(phase_timer(phase))) {
-  if (prof::annotations_recording()) annotation_.emplace(phase_name(phase));
+  if (prof::annotations_recording()) {
+    annotation_.emplace(phase_name(phase));
+    if (phase == Phase::kData) loader_annotation_.emplace(prof::kDataLoaderNextSpan);
+  }
 }
 
 void PhaseScope::stop() {
   if (!open_) return;
   open_ = false;
+  loader_annotation_.reset();
   annotation_.reset();
   if (token_.valid) {
     auto& reg = prof::timers();

@@ -1,7 +1,8 @@
 // Training phases, and the one RAII scope that marks a phase for every profiler at once: the
 // accumulated timers (profiling/timers.h, SSM guide), the per-step phase times that fill
 // timing_profile.json, and — while a detailed window records — a user_annotation span in the
-// trace (prof::ScopedAnnotation, only while a tracer is active).
+// trace (prof::ScopedAnnotation, only while a tracer is active); the data phase's span holds
+// one named as torch's DataLoader records it, which TensorBoard's plugin counts as data loading.
 //
 // Cost with every profiler off: two relaxed atomic loads per scope, no clock read.
 #pragma once
@@ -55,6 +56,8 @@ class PhaseScope {
   Phase phase_;
   prof::TimerToken token_;
   std::optional<prof::ScopedAnnotation> annotation_;
+  // kData: the batch fetch under torch's DataLoader span name too (prof::kDataLoaderNextSpan).
+  std::optional<prof::ScopedAnnotation> loader_annotation_;
   bool open_ = true;
 };
 

@@ -59,6 +59,7 @@ prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir
   o.tracer.with_modules = c.get_bool("profiling.with_modules");
   o.output_dir = out_dir;
   o.gzip = c.get_bool("profiling.gzip");
+  o.trace.whole_us = c.get_bool("profiling.whole_us_timestamps");
   o.sort_by = c.get_string("profiling.sort_by");
   o.row_limit = static_cast<int>(c.get_int("profiling.row_limit"));
   return o;

@@ -1,5 +1,5 @@
 // Module paths for per-module profiler spans (with profiling.with_modules,
-// each module's forward is a user_annotation span named by its path, e.g.
+// each module's forward is a span named by its path, written as a python_function module event, e.g.
 // "encoder.encoder.net.3"). LibTorch modules do not know their path, so modules that open
 // spans derive from TracedModule and receive it once the tree is built; the span names are
 // then precomputed strings and a disabled span costs one atomic load (op_tracer.h

@@ -88,17 +88,8 @@ struct Symbolizer::Impl {
     Dwfl_Module* mod = dwfl_addrmodule(dwfl, addr);
     if (mod == nullptr) return false;
     const char* sym = dwfl_module_addrname(mod, addr);
-    if (sym != nullptr) {
-      out = demangle_function_name(sym);
-      return true;
-    }
-    Dwarf_Addr base = 0;
-    const char* modname = dwfl_module_info(mod, nullptr, &base, nullptr, nullptr, nullptr, nullptr, nullptr);
-    if (modname == nullptr) return false;
-    const char* slash = std::strrchr(modname, '/');
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "+0x%lx", static_cast<unsigned long>(addr - base));
-    out = std::string(slash ? slash + 1 : modname) + buf;
+    if (sym == nullptr) return false;
+    out = demangle_function_name(sym);
     return true;
   }
 #else
@@ -117,18 +108,21 @@ const std::string& Symbolizer::symbolize(void* addr, bool is_return_address) {
   std::string name;
   if (!impl_->lookup(pc, name)) {
     Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(pc), &info) != 0 && info.dli_sname != nullptr) {
+    const bool found = dladdr(reinterpret_cast<void*>(pc), &info) != 0;
+    if (found && info.dli_sname != nullptr) {
       name = demangle_function_name(info.dli_sname);
-    } else if (info.dli_fname != nullptr) {
+    } else if (found && info.dli_fname != nullptr) {
       const char* slash = std::strrchr(info.dli_fname, '/');
       char buf[64];
       std::snprintf(buf, sizeof buf, "+0x%lx",
                     static_cast<unsigned long>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
       name = std::string(slash ? slash + 1 : info.dli_fname) + buf;
+      unresolved_.insert(name);
     } else {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(pc));
       name = buf;
+      unresolved_.insert(name);
     }
   }
   // Collapsed-stack lines use ';' between frames and ' ' before the value.

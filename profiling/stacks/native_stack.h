@@ -2,13 +2,19 @@
 // once per unique address afterwards.
 //
 // Capture uses libunwind's unw_backtrace when the build found it (RT_HAS_LIBUNWIND), glibc's
-// backtrace() otherwise. Symbolisation uses libdw (RT_HAS_LIBDW: also finds local symbols in
-// .symtab) and falls back to dladdr; names are demangled with abi::__cxa_demangle and
-// shortened to the function name without its parameter list.
+// backtrace() otherwise. Symbolisation uses libdw (RT_HAS_LIBDW: debug info, .symtab and
+// .dynsym of each module, and separate debug files found through .gnu_debuglink), then dladdr
+// (the dynamic symbol table: what a library without debug info, such as Debian's
+// libtorch_cpu.so, still names). Both name a frame only by a symbol that contains it, so a
+// frame in a function the library does not export stays "<module>+0x<offset>" rather than
+// being charged to the exported function before it, and is listed in unresolved(). Names are
+// demangled with abi::__cxa_demangle and shortened to the function name without its
+// parameter list.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,10 +46,14 @@ class Symbolizer {
 
   size_t cache_size() const { return cache_.size(); }
 
+  // The frame names symbolize() could not resolve ("<module>+0x<offset>", "0x<addr>").
+  const std::set<std::string>& unresolved() const { return unresolved_; }
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::unordered_map<void*, std::string> cache_;
+  std::set<std::string> unresolved_;
 };
 
 // "_ZN2at6native5addmmE..." → "at::native::addmm". Returns the input when it is not a

@@ -6,7 +6,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <set>
+#include <unordered_map>
+#include <vector>
 
+#include "profiling/trace/whole_us_times.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -31,13 +34,15 @@ void append_us(std::string& out, int64_t ns) {
   out += buf;
 }
 
+// Times are written either as whole µs (integers, whole_us_times.h) or as ns-resolution µs with
+// 3 decimals; callers pass them in the writer's unit, relative to baseTimeNanoseconds.
 class EventWriter {
  public:
-  EventWriter(std::string& out, int64_t base_ns) : out_(out), base_ns_(base_ns) {}
+  EventWriter(std::string& out, bool whole_us) : out_(out), whole_us_(whole_us) {}
 
   // Opens an event object with the common fields; the caller appends `, "args": …` if any
   // and then calls end().
-  void begin(const char* ph, const char* cat, const std::string& name, int64_t pid, int64_t tid, int64_t ts_ns) {
+  void begin(const char* ph, const char* cat, const std::string& name, int64_t pid, int64_t tid, int64_t ts) {
     out_ += first_ ? "\n  {" : ",\n  {";
     first_ = false;
     out_ += "\"ph\": \"";
@@ -50,18 +55,26 @@ class EventWriter {
     }
     out_ += ", \"name\": " + quote(name);
     out_ += ", \"pid\": " + std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": ";
-    append_us(out_, ts_ns - base_ns_);
+    time(ts);
   }
-  void dur(int64_t ns) {
+  void dur(int64_t d) {
     out_ += ", \"dur\": ";
-    append_us(out_, ns);
+    time(d);
   }
   void raw(const std::string& s) { out_ += s; }
   void end() { out_ += "}"; }
 
  private:
+  void time(int64_t v) {
+    if (whole_us_) {
+      out_ += std::to_string(v);
+    } else {
+      append_us(out_, v);
+    }
+  }
+
   std::string& out_;
-  int64_t base_ns_;
+  bool whole_us_;
   bool first_ = true;
 };
 
@@ -102,6 +115,33 @@ Json op_args(const Activity& a, bool record_shapes) {
   return args;
 }
 
+// torch's args of a module event. TensorBoard's plugin builds the Module view's tree from
+// "Python id" → "Python parent id" links and merges calls by (name, "Python module id")
+// (torch_tb_profiler/profiler/module_op.py); here the parent is the enclosing module span.
+struct ModuleArgs {
+  int64_t python_id = 0;  // 0: not a module span
+  int64_t parent_id = 0;  // 0: no enclosing module span
+  int64_t module_id = 0;  // one per module path
+};
+
+std::vector<ModuleArgs> module_args(const Timeline& t) {
+  const auto& acts = t.activities;
+  std::vector<ModuleArgs> out(acts.size());
+  std::vector<int64_t> enclosing(acts.size(), 0);  // python id of the innermost module span around i
+  std::unordered_map<std::string, int64_t> module_ids;
+  int64_t next_python_id = 1;
+  for (size_t i = 0; i < acts.size(); ++i) {  // parents come before their children
+    const int64_t p = acts[i].parent;
+    const int64_t around = p < 0 ? 0 : (out[p].python_id > 0 ? out[p].python_id : enclosing[p]);
+    enclosing[i] = around;
+    if (acts[i].kind != ActivityKind::kPythonFunction) continue;
+    out[i].python_id = next_python_id++;
+    out[i].parent_id = around;
+    out[i].module_id = module_ids.emplace(acts[i].name, static_cast<int64_t>(module_ids.size()) + 1).first->second;
+  }
+  return out;
+}
+
 std::string hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
@@ -116,6 +156,11 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
   for (const auto& a : t.activities) base = std::min(base, a.start_ns);
   for (const auto& m : t.memory) base = std::min(base, m.time_ns);
   const int64_t end = std::max(t.end_ns, base);
+  // Every time as written: whole µs laid out to keep the nesting, or ns (3 decimals).
+  WholeUsTimes us;
+  if (options.whole_us) us = whole_us_times(t, base);
+  const auto start_of = [&](size_t i) { return options.whole_us ? us.start_us[i] : t.activities[i].start_ns - base; };
+  const auto end_of = [&](size_t i) { return options.whole_us ? us.end_us[i] : t.activities[i].end_ns - base; };
 
   std::string out;
   out.reserve(256 + t.activities.size() * 256);
@@ -130,11 +175,15 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
       out += "  " + quote(it.key()) + ": " + it.value().dump() + ",\n";
     }
   }
+  if (options.whole_us) {
+    // Says how far the layout moved times later than plain rounding (whole_us_times.h).
+    out += "  \"whole_us_timestamps\": {\"max_shift_us\": " + std::to_string(us.max_shift_us) + "},\n";
+  }
   out += "  \"displayTimeUnit\": \"ms\",\n";
   out += "  \"baseTimeNanoseconds\": " + std::to_string(base + t.unix_minus_steady_ns) + ",\n";
   out += "  \"traceEvents\": [";
 
-  EventWriter w(out, base);
+  EventWriter w(out, options.whole_us);
   // Process and thread metadata: CPU process(es), then GPU devices and their streams.
   std::set<int64_t> cpu_pids;
   for (const auto& th : t.threads) cpu_pids.insert(th.pid);
@@ -149,35 +198,43 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
     }
   }
   for (int64_t pid : cpu_pids) {
-    metadata_event(w, "process_name", pid, 0, base, {{"name", "rt-train"}});
-    metadata_event(w, "process_labels", pid, 0, base, {{"labels", "CPU"}});
-    metadata_event(w, "process_sort_index", pid, 0, base, {{"sort_index", pid}});
+    metadata_event(w, "process_name", pid, 0, 0, {{"name", "rt-train"}});
+    metadata_event(w, "process_labels", pid, 0, 0, {{"labels", "CPU"}});
+    metadata_event(w, "process_sort_index", pid, 0, 0, {{"sort_index", pid}});
   }
   for (const auto& th : t.threads) {
     const std::string label = "thread " + std::to_string(th.tid) + (th.name.empty() ? "" : " (" + th.name + ")");
-    metadata_event(w, "thread_name", th.pid, th.tid, base, {{"name", label}});
-    metadata_event(w, "thread_sort_index", th.pid, th.tid, base, {{"sort_index", th.sort_index}});
+    metadata_event(w, "thread_name", th.pid, th.tid, 0, {{"name", label}});
+    metadata_event(w, "thread_sort_index", th.pid, th.tid, 0, {{"sort_index", th.sort_index}});
   }
   for (int64_t dev : gpu_pids) {
-    metadata_event(w, "process_name", dev, 0, base, {{"name", "GPU " + std::to_string(dev)}});
-    metadata_event(w, "process_labels", dev, 0, base, {{"labels", "GPU " + std::to_string(dev)}});
-    metadata_event(w, "process_sort_index", dev, 0, base, {{"sort_index", 0x1000000 + dev}});
+    metadata_event(w, "process_name", dev, 0, 0, {{"name", "GPU " + std::to_string(dev)}});
+    metadata_event(w, "process_labels", dev, 0, 0, {{"labels", "GPU " + std::to_string(dev)}});
+    metadata_event(w, "process_sort_index", dev, 0, 0, {{"sort_index", 0x1000000 + dev}});
   }
   for (const auto& [dev, stream] : gpu_streams) {
-    metadata_event(w, "thread_name", dev, stream, base, {{"name", "stream " + std::to_string(stream)}});
-    metadata_event(w, "thread_sort_index", dev, stream, base, {{"sort_index", stream}});
+    metadata_event(w, "thread_name", dev, stream, 0, {{"name", "stream " + std::to_string(stream)}});
+    metadata_event(w, "thread_sort_index", dev, stream, 0, {{"sort_index", stream}});
   }
 
   const bool record_shapes = t.metadata.is_object() && t.metadata.value("record_shapes", 0) != 0;
-  for (const auto& a : t.activities) {
-    w.begin("X", category_name(a.kind), a.name, a.pid, a.tid, a.start_ns);
-    w.dur(a.end_ns - a.start_ns);
-    const Json args = op_args(a, record_shapes);
+  const std::vector<ModuleArgs> modules = module_args(t);
+  for (size_t i = 0; i < t.activities.size(); ++i) {
+    const Activity& a = t.activities[i];
+    w.begin("X", category_name(a.kind), a.name, a.pid, a.tid, start_of(i));
+    w.dur(end_of(i) - start_of(i));
+    Json args = op_args(a, record_shapes);
+    if (modules[i].python_id > 0) {
+      args["Python id"] = modules[i].python_id;
+      if (modules[i].parent_id > 0) args["Python parent id"] = modules[i].parent_id;
+      args["Python module id"] = modules[i].module_id;
+    }
     if (!args.empty()) w.raw(", \"args\": " + args.dump(-1, ' ', false, Json::error_handler_t::replace));
     w.end();
   }
-  for (const auto& m : t.memory) {
-    w.begin("i", "cpu_instant_event", "[memory]", m.pid, m.tid, m.time_ns);
+  for (size_t i = 0; i < t.memory.size(); ++i) {
+    const MemoryEvent& m = t.memory[i];
+    w.begin("i", "cpu_instant_event", "[memory]", m.pid, m.tid, options.whole_us ? us.memory_us[i] : m.time_ns - base);
     Json args = {{"Total Reserved", m.total_reserved}, {"Total Allocated", m.total_allocated},
                  {"Bytes", m.bytes}, {"Addr", m.addr}, {"Device Id", m.device_id},
                  {"Device Type", m.device_type}};
@@ -188,15 +245,15 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
     if (f.from >= t.activities.size() || f.to >= t.activities.size()) continue;
     const Activity& src = t.activities[f.from];
     const Activity& dst = t.activities[f.to];
-    w.begin("s", "ac2g", "ac2g", src.pid, src.tid, src.start_ns);
+    w.begin("s", "ac2g", "ac2g", src.pid, src.tid, start_of(f.from));
     w.raw(", \"id\": " + std::to_string(f.id));
     w.end();
-    w.begin("f", "ac2g", "ac2g", dst.pid, dst.tid, dst.start_ns);
+    w.begin("f", "ac2g", "ac2g", dst.pid, dst.tid, start_of(f.to));
     w.raw(", \"id\": " + std::to_string(f.id) + ", \"bp\": \"e\"");
     w.end();
   }
   const int64_t main_pid = cpu_pids.empty() ? 0 : *cpu_pids.begin();
-  w.begin("i", nullptr, "Record Window End", main_pid, 0, end);
+  w.begin("i", nullptr, "Record Window End", main_pid, 0, options.whole_us ? us.window_end_us : end - base);
   w.raw(", \"s\": \"g\"");
   w.end();
   out += "\n  ],\n  \"traceName\": " + quote(options.trace_name) + "\n}\n";

@@ -5,8 +5,9 @@
 //
 // Layout: top-level keys in Kineto's order — schemaVersion, deviceProperties,
 // distributedInfo (written `"rank": 0` with a space: HTA reads it with "rank":\s+(\d+)),
-// free metadata, displayTimeUnit, baseTimeNanoseconds, traceEvents, traceName. ts/dur are
-// µs with 3 decimals relative to baseTimeNanoseconds (Unix epoch ns); pid/tid are integers;
+// free metadata, displayTimeUnit, baseTimeNanoseconds, traceEvents, traceName. ts/dur are µs
+// relative to baseTimeNanoseconds (Unix epoch ns): whole µs by default (whole_us_times.h: what
+// Holistic Trace Analysis needs), or with 3 decimals (ns resolution); pid/tid are integers;
 // every event, metadata ones included, has a name; the last event is the global instant
 // "Record Window End".
 #pragma once
@@ -29,6 +30,9 @@ struct ChromeTraceOptions {
   int world_size = 1;
   std::string trace_name;  // traceName; the writer sets it to the file path when empty
   std::string file_tag;    // appended to the profile_step_<N> copy's stem (WindowContext::file_tag)
+  // profiling.whole_us_timestamps: ts/dur as whole µs, nesting kept (whole_us_times.h) and the
+  // largest shift written as whole_us_timestamps.max_shift_us; false: ns resolution.
+  bool whole_us = true;
 };
 
 // The trace as JSON text. REQUIRES: finalize_timeline(timeline) was called.

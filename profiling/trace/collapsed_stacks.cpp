@@ -1,10 +1,32 @@
 #include "profiling/trace/collapsed_stacks.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "util/atomic_file.h"
 
 namespace rt::prof {
+
+namespace {
+
+// "# 367 of 1210 distinct frames unresolved …: libtorch_cpu.so.1.13.0 (366), …". A comment
+// line: flamegraph.pl and speedscope read only lines ending in " <count>", so it must not.
+std::string unresolved_footer(const std::set<std::string>& unresolved, size_t frames) {
+  std::map<std::string, size_t> by_module;
+  for (const auto& f : unresolved) {
+    const size_t plus = f.rfind("+0x");
+    by_module[plus == std::string::npos ? "(no module)" : f.substr(0, plus)]++;
+  }
+  std::string out = "# " + std::to_string(unresolved.size()) + " of " + std::to_string(frames) +
+                    " distinct frames unresolved, shown as <module>+0x<offset>: no symbol in the module's "
+                    "debug info, .symtab or .dynsym contains them (functions it does not export); its debug "
+                    "symbols would name them:";
+  for (const auto& [module, n] : by_module) out += " " + module + " (" + std::to_string(n) + ")";
+  return out + "\n";
+}
+
+}  // namespace
 
 std::string collapsed_stacks(const Timeline& t) {
   const auto& acts = t.activities;
@@ -25,10 +47,19 @@ std::string collapsed_stacks(const Timeline& t) {
     self_ns[key] += a.end_ns - a.start_ns - children_ns[i];
   }
   std::string out;
+  std::set<std::string> frames, unresolved;
   for (const auto& [stack, ns] : self_ns) {
     const int64_t us = ns / 1000;
-    if (us > 0) out += stack + " " + std::to_string(us) + "\n";
+    if (us <= 0) continue;
+    out += stack + " " + std::to_string(us) + "\n";
+    for (size_t begin = 0, end; begin < stack.size(); begin = end + 1) {
+      end = std::min(stack.find(';', begin), stack.size());
+      std::string frame = stack.substr(begin, end - begin);
+      if (t.unresolved_frames.count(frame)) unresolved.insert(frame);
+      frames.insert(std::move(frame));
+    }
   }
+  if (!unresolved.empty()) out += unresolved_footer(unresolved, frames.size());
   return out;
 }
 

@@ -4,7 +4,8 @@
 // One line per unique stack: `frame;frame;…;<op name> <self µs>`, root first, the operator's
 // name as the leaf frame, value = the summed self CPU time of the operators with that stack
 // in whole microseconds; lines whose value is 0 are omitted. Lines are sorted for stable
-// output.
+// output. When frames stay unresolved (Timeline::unresolved_frames), a last comment line
+// ("# N of M distinct frames unresolved …: <module> (count) …") says how many, per module.
 #pragma once
 
 #include <filesystem>

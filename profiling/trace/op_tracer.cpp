@@ -293,7 +293,8 @@ ScopedAnnotation::ScopedAnnotation(std::string_view name, bool module_scope) {
   if (tracer == nullptr) return;
   if (module_scope && !tracer->options().with_modules) return;
   ThreadBuffer* b = this_thread_buffer();
-  const uint32_t index = b->open_span(this, ActivityKind::kUserAnnotation, b->names.intern(name));
+  const uint32_t index = b->open_span(
+      this, module_scope ? ActivityKind::kPythonFunction : ActivityKind::kUserAnnotation, b->names.intern(name));
   b->events[index].start_ns = steady_ns();
   buffer_ = b;
   generation_ = b->generation;

@@ -154,6 +154,7 @@ void append_to_timeline(BufferList& buffers, int64_t now, bool symbolize, Timeli
       t.activities.push_back(std::move(a));
     }
   }
+  if (symbolizer) t.unresolved_frames = symbolizer->unresolved();
 }
 
 void recycle_buffers(BufferList buffers) {

@@ -10,7 +10,7 @@ namespace {
 // Indexed by ActivityKind; names from libkineto's ActivityType.cpp.
 constexpr const char* kCategoryNames[] = {
     "cpu_op", "user_annotation", "gpu_user_annotation", "kernel",
-    "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
+    "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "python_function",
 };
 static_assert(sizeof(kCategoryNames) / sizeof(kCategoryNames[0]) ==
                   static_cast<size_t>(ActivityKind::kCount),
@@ -24,7 +24,7 @@ const char* category_name(ActivityKind kind) {
 
 bool is_cpu_kind(ActivityKind kind) {
   return kind == ActivityKind::kCpuOp || kind == ActivityKind::kUserAnnotation ||
-         kind == ActivityKind::kCudaRuntime || kind == ActivityKind::kCudaDriver;
+         kind == ActivityKind::kPythonFunction || kind == ActivityKind::kCudaRuntime || kind == ActivityKind::kCudaDriver;
 }
 
 void finalize_timeline(Timeline& t) {

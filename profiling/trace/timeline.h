@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,19 +17,22 @@ namespace rt::prof {
 
 enum class ActivityKind : uint8_t {
   kCpuOp,              // an ATen operator or autograd node ("cpu_op")
-  kUserAnnotation,     // ProfilerStep#N, trainer phases, module spans ("user_annotation")
+  kUserAnnotation,     // ProfilerStep#N, trainer phases ("user_annotation")
   kGpuUserAnnotation,  // a user annotation's extent on a GPU stream ("gpu_user_annotation")
   kKernel,             // "kernel"
   kGpuMemcpy,          // "gpu_memcpy"
   kGpuMemset,          // "gpu_memset"
   kCudaRuntime,        // "cuda_runtime"
   kCudaDriver,         // "cuda_driver"
+  // Module spans (with_modules): "python_function", the category of torch's module events,
+  // which TensorBoard's plugin reads for its Module view (torch_tb_profiler trace.py).
+  kPythonFunction,
   kCount
 };
 
 // Kineto's category string for a kind (libkineto ActivityType names).
 const char* category_name(ActivityKind kind);
-bool is_cpu_kind(ActivityKind kind);  // cpu_op, user_annotation, cuda_runtime/driver
+bool is_cpu_kind(ActivityKind kind);  // cpu_op, user_annotation, python_function, cuda_runtime/driver
 
 struct Activity {
   ActivityKind kind = ActivityKind::kCpuOp;
@@ -100,6 +104,9 @@ struct Timeline {
   Json device_properties = Json::array();  // Kineto deviceProperties entries
   Json metadata = Json::object();          // free top-level metadata (record_shapes, …)
   int64_t dropped_records = 0;             // GPU records lost by the source
+  // with_stack: frame names no symbol resolved ("<module>+0x<offset>", "0x<addr>"),
+  // listed by the collapsed-stacks writer.
+  std::set<std::string> unresolved_frames;
 };
 
 // Puts the timeline in the shape writers rely on, idempotently:

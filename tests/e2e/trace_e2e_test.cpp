@@ -134,17 +134,25 @@ TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
   }
   EXPECT_EQ(sum, j["cpu_bytes_in_use_window_end"].get<int64_t>() - j["cpu_bytes_in_use_window_start"].get<int64_t>());
 
-  // with_modules: spans named by module path for RAVE's main blocks.
-  std::map<std::string, size_t> modules;
+  // with_modules: spans named by module path for RAVE's main blocks, written as torch's module
+  // events (python_function with Python ids) for TensorBoard's plugin's Module view.
+  std::map<std::string, size_t> modules, annotations;
   for (const auto& e : j["traceEvents"]) {
-    if (e.value("cat", "") == "user_annotation") modules[e["name"]]++;
+    if (e.value("cat", "") == "python_function") {
+      modules[e["name"]]++;
+      EXPECT_TRUE(e["args"].contains("Python id") && e["args"].contains("Python module id")) << e.dump();
+    }
+    if (e.value("cat", "") == "user_annotation") annotations[e["name"]]++;
   }
   for (const char* m : {"pqmf", "encoder", "decoder", "encoder.encoder.net.0", "encoder.encoder.net.3",
                         "decoder.net.0", "encoder.encoder.net.1.aligned.branches.0.net.1"}) {
     EXPECT_EQ(modules[m] % 2, 0u) << m;  // once per step (pqmf: analysis and synthesis)
     EXPECT_GE(modules[m], 2u) << m;
   }
-  EXPECT_EQ(modules["forward"], 2u);  // trainer phases are spans too, once per step
+  EXPECT_EQ(annotations["forward"], 2u);  // trainer phases are spans too, once per step
+  // The batch fetch also under the name TensorBoard's plugin counts as data loading.
+  EXPECT_EQ(annotations["enumerate(DataLoader)#Loader.__next__"], 2u);
+  EXPECT_EQ(annotations["data_batch_production"], 2u);
 }
 
 TEST_F(TraceE2eTest, RepeatTwoWritesTwoTracesAndStacks) {

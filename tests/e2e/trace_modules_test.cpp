@@ -15,7 +15,7 @@ namespace {
 std::map<std::string, int> module_spans(const prof::Timeline& t) {
   std::map<std::string, int> m;
   for (const auto& a : t.activities) {
-    if (a.kind == prof::ActivityKind::kUserAnnotation) m[a.name]++;
+    if (a.kind == prof::ActivityKind::kPythonFunction) m[a.name]++;
   }
   return m;
 }

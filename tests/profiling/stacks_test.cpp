@@ -71,7 +71,14 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   std::string line;
   size_t lines = 0, through_user_fn = 0;
   const std::regex format(R"(^[^ ].* [0-9]+$)");
+  bool footer_seen = false;
   while (std::getline(in, line)) {
+    EXPECT_FALSE(footer_seen) << "the unresolved-frames comment is the last line";
+    if (line.rfind("# ", 0) == 0) {  // the unresolved-frames comment: never ends in " <count>"
+      footer_seen = true;
+      EXPECT_FALSE(std::regex_match(line, format)) << line;
+      continue;
+    }
     ++lines;
     EXPECT_TRUE(std::regex_match(line, format)) << line;
     EXPECT_EQ(line.back() == '0' && line[line.rfind(' ') + 1] == '0', false) << "zero-valued line: " << line;
@@ -84,6 +91,69 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   }
   EXPECT_GT(lines, 3u);
   EXPECT_GT(through_user_fn, 0u) << text;
+}
+
+// Frames no symbol contains are named "<module>+0x<offset>" and counted per module in a last
+// comment line of the stacks file; a file without such frames has no comment.
+TEST(StacksTest, UnresolvedFramesAreListedInTheStacksFile) {
+  Timeline t;
+  Activity a;
+  a.name = "aten::add";
+  a.start_ns = 0;
+  a.end_ns = 5000;
+  a.call_stack = {"libfoo.so.1+0x1a2b", "libfoo.so.1+0x3c4d", "rt::train", "main"};  // leaf first
+  t.activities.push_back(a);
+  finalize_timeline(t);
+  const std::string plain = collapsed_stacks(t);
+  EXPECT_EQ(plain, "main;rt::train;libfoo.so.1+0x3c4d;libfoo.so.1+0x1a2b;aten::add 5\n");
+
+  t.unresolved_frames = {"libfoo.so.1+0x1a2b", "libfoo.so.1+0x3c4d", "libbar.so+0x10"};  // bar: not written
+  const std::string text = collapsed_stacks(t);
+  ASSERT_EQ(text.rfind(plain, 0), 0u) << text;
+  const std::string footer = text.substr(plain.size());
+  EXPECT_EQ(footer.rfind("# 2 of 5 distinct frames unresolved", 0), 0u) << footer;
+  EXPECT_NE(footer.find(" libfoo.so.1 (2)\n"), std::string::npos) << footer;
+  EXPECT_EQ(footer.find("libbar"), std::string::npos) << footer;
+  EXPECT_FALSE(std::regex_search(footer, std::regex(R"( \d+\n$)"))) << "read as a stack line: " << footer;
+}
+
+// libtorch_cpu ships without debug info or .symtab: an address inside one of its exported
+// functions, past the entry, is named from the dynamic symbol table, demangled, and is not
+// listed as unresolved.
+TEST(StacksTest, ExportedLibtorchFunctionIsNamedPastItsEntry) {
+  auto* fn = reinterpret_cast<char*>(&at::_ops::add_Tensor::call);
+  Symbolizer sym;
+  EXPECT_EQ(sym.symbolize(fn + 4, false), "at::_ops::add_Tensor::call");
+  EXPECT_EQ(sym.symbolize(fn + 5, true), "at::_ops::add_Tensor::call");  // a return address: looks up fn + 4
+  EXPECT_TRUE(sym.unresolved().empty());
+}
+
+// In a real stack, a frame is listed in unresolved() exactly when it is shown as
+// "<module>+0x<offset>" (or "0x<addr>"): the stacks file's comment counts what stays unnamed.
+TEST(StacksTest, UnresolvedFramesAreExactlyTheOnesShownAsOffsets) {
+  torch::set_num_threads(1);
+  testing::TinyNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto x = torch::randn({8, 2, 16}), y = torch::randn({8, 4});
+  OpTracerOptions o;
+  o.with_stack = true;
+  OpTracer tracer(o);
+  tracer.start();
+  tracer.step_begin(0);
+  traced_user_function(net, opt, x, y);
+  tracer.step_end();
+  Timeline t = tracer.stop();
+  finalize_timeline(t);
+  const std::regex offset(R"(^(\S+\+0x[0-9a-f]+|0x[0-9a-f]+)$)");
+  size_t frames = 0;
+  for (const auto& a : t.activities) {
+    for (const auto& f : a.call_stack) {
+      ++frames;
+      EXPECT_EQ(std::regex_match(f, offset), t.unresolved_frames.count(f) == 1) << f;
+    }
+  }
+  EXPECT_GT(frames, 0u);
+  for (const auto& f : t.unresolved_frames) EXPECT_TRUE(std::regex_match(f, offset)) << f;
 }
 
 }  // namespace

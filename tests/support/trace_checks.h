@@ -45,7 +45,10 @@ inline void check_kineto_top_level(const std::string& text, int rank = 0, int wo
   EXPECT_EQ(j["displayTimeUnit"], "ms");
   EXPECT_EQ(j["distributedInfo"]["world_size"], world_size);
   EXPECT_GT(j["baseTimeNanoseconds"].get<int64_t>(), int64_t{1'600'000'000} * 1'000'000'000);
-  EXPECT_TRUE(std::regex_search(text, std::regex(R"("ts": \d+\.\d{3}, "dur": \d+\.\d{3})")));
+  // ts/dur: whole µs (profiling.whole_us_timestamps, the default) or µs with 3 decimals.
+  const bool whole_us = j.contains("whole_us_timestamps");
+  EXPECT_TRUE(std::regex_search(text, std::regex(whole_us ? R"("ts": \d+, "dur": \d+[,}])"
+                                                          : R"("ts": \d+\.\d{3}, "dur": \d+\.\d{3})")));
 }
 
 struct TraceEventCounts {
