@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fresh machine → dependencies, Release build, the built-in demo dataset, and the main job:
-# a profiled tiny RAVE training run on it. Everything lands under demo/ (gitignored).
+# a profiled tiny RAVE training run on it. The dataset lands in datasets/demo and the run in
+# runs/ (train's default; both gitignored), where the README's commands look
+# (profile-report runs/latest, scripts/tensorboard.sh runs/).
 #   scripts/demo.sh [--steps N] [--config NAME]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,29 +23,30 @@ BIN="${BUILD_DIR:-$ROOT/build}/bin"
 # OpenMP threads that spin while waiting collapse when anything else wants the cores (a busy
 # shared machine: measured 25x slower steps); passive waiting costs little when idle.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-DEMO="$ROOT/demo"
-mkdir -p "$DEMO"
+DATASETS="$ROOT/datasets"
+RUNS="$ROOT/runs"
+mkdir -p "$DATASETS" "$RUNS"
 
-if [ ! -f "$DEMO/db/metadata.yaml" ]; then
-  echo "== generating demo audio (real WAV/FLAC/OGG/AIFF files) in $DEMO/audio"
-  "$BIN/preprocess" --generate_demo "$DEMO/audio" --demo_seconds 240 --seed 1
-  echo "== building the LMDB dataset $DEMO/db"
-  "$BIN/preprocess" --input_path "$DEMO/audio" --output_path "$DEMO/db" --sampling_rate 44100 \
+if [ ! -f "$DATASETS/demo/metadata.yaml" ]; then
+  echo "== generating demo audio (real WAV/FLAC/OGG/AIFF files) in $DATASETS/demo_audio"
+  "$BIN/preprocess" --generate_demo "$DATASETS/demo_audio" --demo_seconds 240 --seed 1
+  echo "== building the LMDB dataset $DATASETS/demo"
+  "$BIN/preprocess" --input_path "$DATASETS/demo_audio" --output_path "$DATASETS/demo" --sampling_rate 44100 \
     --channels 1 --num_signal 16384 --max_db_size 1
 fi
-echo "== inspecting $DEMO/db"
-"$BIN/preprocess" --inspect "$DEMO/db"
+echo "== inspecting $DATASETS/demo"
+"$BIN/preprocess" --inspect "$DATASETS/demo"
 
 echo "== training $CONFIG for $STEPS steps with timing and memory profiling"
-"$BIN/train" --config "$CONFIG" --db_path "$DEMO/db" --out_path "$DEMO/runs" --name demo \
+"$BIN/train" --config "$CONFIG" --db_path "$DATASETS/demo" --out_path "$RUNS" --name demo \
   --max_steps "$STEPS" --enable_timing_profiling --enable_memory_profiling
 
-RUN="$(cd "$DEMO/runs" && readlink -f "$(cat latest)")"  # latest: a file naming the newest run
+RUN="$(cd "$RUNS" && readlink -f "$(cat latest)")"  # latest: a file naming the newest run
 echo "== run directory: $RUN"
 ls -l "$RUN"
 if [ -x "$BIN/profile-report" ]; then
   "$BIN/profile-report" "$RUN"
 fi
-echo "TensorBoard (scalars, audio, and the PyTorch Profiler tab): scripts/tensorboard.sh $DEMO/runs"
+echo "TensorBoard (scalars, audio, and the PyTorch Profiler tab): scripts/tensorboard.sh runs/"
 echo "  (the first call makes a Python venv with tensorboard and torch-tb-profiler: Debian's pip refuses"
 echo "   system-wide installs, and Debian has no tensorboard package)"

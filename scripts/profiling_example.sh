@@ -10,7 +10,8 @@
 # Options:
 #   --preset NAME|N  1 basic, 2 detailed, 3 full, 4 ssm, 5 sweep
 #   --yes            run without asking for confirmation
-#   --out DIR        where databases and runs go (default: $PROFILING_EXAMPLE_OUT or demo/profiling)
+#   --out DIR        where databases and runs go: DIR and DIR/runs (default: $PROFILING_EXAMPLE_OUT,
+#                    else databases in datasets/profiling and runs in runs/, as the README uses)
 #   --steps N        training steps per run (default: the preset's)
 #   --threads N      torch threads for train (default: the config's train.threads)
 #   --no-plots       skip profile-report --plots
@@ -21,7 +22,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 BIN="$BUILD_DIR/bin"
-OUT="${PROFILING_EXAMPLE_OUT:-$ROOT/demo/profiling}"
+OUT="${PROFILING_EXAMPLE_OUT:-}"
 PRESET=""
 YES=0
 STEPS=""
@@ -29,7 +30,7 @@ THREADS=""
 PLOTS=1
 PRESETS=(basic detailed full ssm sweep)
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "profiling_example.sh: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -110,7 +111,9 @@ else
   PRESET_IN="$PRESET"
   PRESET="$(resolve_preset "$PRESET_IN")" || die "unknown preset '$PRESET_IN' (accepted: ${PRESETS[*]} or 1-5)"
 fi
-echo "preset: $PRESET; output under $OUT"
+# Databases under OUT, runs under RUNS_DIR: by default the README's places (both gitignored).
+if [ -n "$OUT" ]; then RUNS_DIR="$OUT/runs"; else OUT="$ROOT/datasets/profiling"; RUNS_DIR="$ROOT/runs"; fi
+echo "preset: $PRESET; databases under $OUT, runs under $RUNS_DIR"
 
 # --- build and data ---------------------------------------------------------------------------
 need_build=0
@@ -120,8 +123,9 @@ if [ "$need_build" -eq 1 ]; then
   say "building train, preprocess and profile-report into $BUILD_DIR (scripts/build.sh)"
   BUILD_DIR="$BUILD_DIR" TARGETS="train preprocess profile-report" "$ROOT/scripts/build.sh"
 fi
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$RUNS_DIR"
 OUT="$(cd "$OUT" && pwd)"
+RUNS_DIR="$(cd "$RUNS_DIR" && pwd)"
 
 audio_db() {
   DB="$OUT/db"
@@ -189,7 +193,7 @@ explain() {
         echo "    Look for: gaps between operators (waiting), the longest operators, data loading inside steps." ;;
       events.out.tfevents.*)
         echo "* $name: TensorBoard scalars: losses, train/step_time, train/samples_per_second,"
-        echo "    profiling/<timer>_avg_time/_total_time/_count, memory/*. Open: tensorboard --logdir $OUT/runs" ;;
+        echo "    profiling/<timer>_avg_time/_total_time/_count, memory/*. Open: scripts/tensorboard.sh $RUNS_DIR" ;;
       checkpoints)
         echo "* $name/: last.ckpt, best.ckpt and step_<N>.ckpt; resume with --ckpt last." ;;
       memory_plot.png|step_time_plot.png)
@@ -220,10 +224,10 @@ train_run() {
   printf '\n'
   confirm "Run it?" || { echo "not run"; exit 0; }
   "$BIN/train" "$@"
-  RUN="$(cd "$OUT/runs" && cd "$(cat latest)" && pwd -P)"  # latest: a file naming the newest run
+  RUN="$(cd "$RUNS_DIR" && cd "$(cat latest)" && pwd -P)"  # latest: a file naming the newest run
 }
 
-COMMON=(--out_path "$OUT/runs")
+COMMON=(--out_path "$RUNS_DIR")
 [[ -n "$THREADS" ]] && COMMON+=(--threads "$THREADS")
 case "$PRESET" in
   basic)
@@ -272,5 +276,5 @@ case "$PRESET" in
 esac
 
 say "done"
-echo "TensorBoard: scripts/tensorboard.sh $OUT/runs   (scalars and the PyTorch Profiler tab; the first call"
+echo "TensorBoard: scripts/tensorboard.sh $RUNS_DIR   (scalars and the PyTorch Profiler tab; the first call"
 echo "  makes a Python venv with tensorboard and torch-tb-profiler)"

@@ -4,14 +4,14 @@
 # tensorboard package. The first call makes a virtual environment and installs `tensorboard`
 # and `torch-tb-profiler` into it from PyPI; later calls reuse it.
 #
-#   scripts/tensorboard.sh [LOGDIR] [tensorboard options…]   (LOGDIR default: demo/runs)
+#   scripts/tensorboard.sh [LOGDIR] [tensorboard options…]   (LOGDIR default: runs/)
 #
 # Environment: TB_VENV (default ~/.venvs/rave-ssm-tensorboard), PYTHON (default python3).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TB_VENV:-$HOME/.venvs/rave-ssm-tensorboard}"
 PYTHON="${PYTHON:-python3}"
-LOGDIR="${1:-$ROOT/demo/runs}"
+LOGDIR="${1:-$ROOT/runs}"
 [ $# -gt 0 ] && shift
 
 if [ ! -x "$VENV/bin/tensorboard" ]; then

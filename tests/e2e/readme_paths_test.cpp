@@ -1,0 +1,86 @@
+// Where the README, the demo and the profiling example put a user's datasets and runs: in
+// folders git ignores, not in source folders (`data/` is the data library), and the same
+// folders everywhere, so the README's `profile-report runs/latest` works right after the demo.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "support/test_support.h"
+#include "util/atomic_file.h"
+
+namespace rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Top-level folders that .gitignore ignores with a `/name/` line.
+std::set<std::string> ignored_top_folders() {
+  std::set<std::string> out;
+  std::istringstream in(read_file(testing::source_path(".gitignore")));
+  const std::regex folder(R"(^/([A-Za-z0-9_.-]+)/$)");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_match(line, m, folder)) out.insert(m[1]);
+  }
+  return out;
+}
+
+// The text of the README's fenced code blocks.
+std::string readme_code() {
+  std::istringstream in(read_file(testing::source_path("README.md")));
+  std::string code;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("```", 0) == 0) {
+      inside = !inside;
+      continue;
+    }
+    if (inside) code += line + "\n";
+  }
+  return code;
+}
+
+TEST(ReadmePaths, DatasetsAndRunsInTheExamplesLiveInIgnoredNonSourceFolders) {
+  const auto ignored = ignored_top_folders();
+  const std::string code = readme_code();
+  // Paths given to the options that name a user's data or runs, and to the run-taking tools.
+  const std::regex arg(
+      R"((?:--output_path|--db_path|--input_path|--out_path|--generate_neural_demo|--generate_demo|--run|profile-report|--compare)\s+([^\s\\]+))");
+  int checked = 0;
+  for (std::sregex_iterator it(code.begin(), code.end(), arg), end; it != end; ++it) {
+    const std::string path = (*it)[1];
+    if (path.empty() || path[0] == '~' || path[0] == '/' || path[0] == '-' || path[0] == '$' || path[0] == '[') {
+      continue;  // the user's own absolute paths, or an option
+    }
+    const std::string top = path.substr(0, path.find('/'));
+    ++checked;
+    EXPECT_TRUE(ignored.count(top)) << "README example path '" << path << "' is not under a folder .gitignore ignores";
+    EXPECT_FALSE(fs::exists(testing::source_path(top + "/CMakeLists.txt")))
+        << "README example path '" << path << "' is inside the source folder " << top << "/";
+  }
+  EXPECT_GE(checked, 10) << "the README's examples were not found";
+}
+
+TEST(ReadmePaths, TheDemoWritesWhereTheReadmeLooks) {
+  const std::string demo = read_file(testing::source_path("scripts/demo.sh"));
+  const std::string code = readme_code();
+  // The README analyses `runs/latest` and trains on the demo's database.
+  ASSERT_NE(code.find("profile-report runs/latest"), std::string::npos);
+  EXPECT_NE(demo.find("RUNS=\"$ROOT/runs\""), std::string::npos) << "the demo's runs are not in runs/";
+  EXPECT_NE(demo.find("--out_path \"$RUNS\""), std::string::npos) << "the demo's train does not write to runs/";
+  const std::regex db(R"(--db_path\s+(datasets/demo)\b)");
+  EXPECT_TRUE(std::regex_search(code, db)) << "the README's examples do not train on the demo's database";
+  EXPECT_NE(demo.find("--output_path \"$DATASETS/demo\""), std::string::npos)
+      << "the demo's database is not datasets/demo";
+  EXPECT_NE(demo.find("DATASETS=\"$ROOT/datasets\""), std::string::npos);
+  const auto ignored = ignored_top_folders();
+  EXPECT_TRUE(ignored.count("runs") && ignored.count("datasets")) << "runs/ and datasets/ must be ignored by git";
+  // tensorboard.sh opens the same runs by default.
+  EXPECT_NE(read_file(testing::source_path("scripts/tensorboard.sh")).find("LOGDIR=\"${1:-$ROOT/runs}\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rt
