@@ -42,6 +42,16 @@ Waveform decode_database_waveform(std::string_view bytes, const std::string& key
   // sample count alone cannot give (mono read as stereo is just half as long).
   if (const auto it = ex.buffers().find(kWaveformBuffer); it != ex.buffers().end()) {
     const auto& b = it->second;
+    // RAVE's pair never promises more bytes than it wrote (len(bytes) // channels rounds down):
+    // one that does belongs to a record cut short, which the length alone would report as a
+    // record too short for n_signal.
+    if (b.shape_size() == 2 && b.shape(0) > 0 && b.shape(1) > 0 &&
+        static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1)) > b.data().size()) {
+      throw Error("record '" + key + "': buffer 'waveform' is truncated: its shape field " +
+                  shape_text({b.shape(0), b.shape(1)}) + " (RAVE's (channels, bytes per channel)) promises " +
+                  std::to_string(static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1))) +
+                  " bytes, but it holds " + std::to_string(b.data().size()));
+    }
     if (b.shape_size() == 2 && b.shape(0) > 0 &&
         static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(std::max(b.shape(1), 0)) == b.data().size() &&
         b.shape(0) != meta.channels) {

@@ -39,9 +39,9 @@ void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& r
 void allpass_filter(torch::Tensor& x, double omega, double amplitude);
 
 // Decodes one record of an audio database and checks it against the database's metadata.yaml:
-// a waveform (decode_waveform's checks), of meta.channels channels where the record's RAVE
-// shape field (channels, bytes per channel) says otherwise, at meta.sr where the record carries
-// a rate. Throws rt::Error naming the key and both values. The one validation of an audio
+// a waveform (decode_waveform's checks), not truncated (its RAVE shape field (channels, bytes
+// per channel) promising more bytes than it holds), of meta.channels channels where that field
+// says otherwise, at meta.sr where the record carries a rate. Throws rt::Error naming the key and both values. The one validation of an audio
 // record: the loader and `preprocess --inspect` both decode through it.
 Waveform decode_database_waveform(std::string_view bytes, const std::string& key, const DbMetadata& meta);
 

@@ -357,6 +357,35 @@ TEST(AudioRecordRanges, AnOverflowingShapeIsAnErrorNamingTheBuffer) {
   EXPECT_HAS(msg, "holds 16 bytes, fewer than its shape needs (truncated)");
 }
 
+TEST(AudioRecordRanges, ATruncatedRecordIsReportedAsTruncatedNotTooShort) {
+  testing::ScratchDir dir;
+  testing::write_rave_style_db(dir / "db", 2, 1, 400, 16000);
+  // Record 1 cut to a quarter of its bytes; its shape field still promises all 800.
+  audio_example::AudioExample ex;
+  {
+    LmdbStore store(dir / "db", LmdbStore::Mode::kReadOnly);
+    ASSERT_TRUE(ex.ParseFromString(store.get("00000001").value()));
+  }
+  auto& wave = (*ex.mutable_buffers())["waveform"];
+  wave.set_data(wave.data().substr(0, 200));
+  put(dir / "db", "00000001", ex.SerializeAsString());
+  std::ostringstream out;
+  const auto bad = inspect_database(dir / "db", out);
+  ASSERT_EQ(bad, std::vector<std::string>{"00000001"}) << out.str();
+  const std::string expected =
+      "record '00000001': buffer 'waveform' is truncated: its shape field [1, 800] (RAVE's (channels, bytes per "
+      "channel)) promises 800 bytes, but it holds 200";
+  EXPECT_HAS(out.str(), expected);
+  AudioDatasetOptions o;
+  o.n_signal = 300;  // longer than the 100 samples left: "too short" before
+  const auto msg = error_of([&] {
+    AudioDataset ds(dir / "db", o);
+    std::mt19937_64 rng(0);
+    ds.get(1, rng);
+  });
+  EXPECT_HAS(msg, expected);
+}
+
 TEST(AudioFiles, ATruncatedFileIsReportedAsTruncatedNotTooShort) {
   testing::ScratchDir dir;
   AudioData a;
