@@ -1,6 +1,7 @@
 #include "data/audio_example.h"
 
 #include <cstring>
+#include <limits>
 
 namespace rt {
 namespace {
@@ -59,7 +60,9 @@ std::string precision_name(int precision) {
 
 AudioExample parse_example(std::string_view bytes, const std::string& key) {
   AudioExample example;
-  if (!example.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  // protobuf sizes messages with an int: anything larger is no message it could have written.
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !example.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     throw Error("record '" + key + "' (" + std::to_string(bytes.size()) +
                 " bytes) is not a valid AudioExample protobuf message");
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -106,7 +107,9 @@ std::string encode_neural_record(const NeuralRecord& r) {
 
 NeuralRecord decode_neural_record(std::string_view bytes, const std::string& what) {
   AudioExample ex;
-  if (!ex.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  // protobuf sizes messages with an int: anything larger is no message it could have written.
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !ex.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     throw Error(what + ": not a valid AudioExample protobuf message");
   }
   NeuralRecord r;
