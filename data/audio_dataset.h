@@ -21,7 +21,7 @@ namespace rt {
 
 struct AudioDatasetOptions {
   int64_t n_signal = 131072;
-  int channels = 0;  // 0 = from metadata.yaml, else from the first record.
+  int channels = 0;  // 0 = metadata.yaml's; otherwise it must match metadata.yaml.
   bool phase_mangle = true;
   double phase_mangle_p = 0.8;
   bool dequantize = true;
