@@ -28,8 +28,10 @@ std::optional<double> parse_finite(std::string_view text) {
 std::optional<int64_t> parse_int64(std::string_view text) {
   const std::string_view s = trimmed(text);
   int64_t v = 0;
-  const char* first = s.data() + (!s.empty() && s.front() == '+' ? 1 : 0);
-  auto [p, ec] = std::from_chars(first, s.data() + s.size(), v);
+  // from_chars takes a '-' but not a '+'; a '+' is skipped only before a digit ("+-1" is no number).
+  const bool plus = !s.empty() && s.front() == '+';
+  if (plus && (s.size() < 2 || s[1] < '0' || s[1] > '9')) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data() + (plus ? 1 : 0), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
   return v;
 }
