@@ -4,9 +4,8 @@
 #include <cmath>
 #include <thread>
 
-#include "data/audio_example.h"
-#include "data/db_metadata.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt {
 
@@ -36,6 +35,39 @@ void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& r
   allpass_filter(x, 2.0 * M_PI * f / sampling_rate, amplitude);
 }
 
+Waveform decode_database_waveform(std::string_view bytes, const std::string& key, const DbMetadata& meta) {
+  const AudioExample ex = parse_example(bytes, key);
+  // RAVE writes the shape as (channels, bytes / channels) and reads nothing from it; where it
+  // is that self-consistent pair, it is the record's own word on its channels, which the
+  // sample count alone cannot give (mono read as stereo is just half as long).
+  if (const auto it = ex.buffers().find(kWaveformBuffer); it != ex.buffers().end()) {
+    const auto& b = it->second;
+    // RAVE's pair never promises more bytes than it wrote (len(bytes) // channels rounds down):
+    // one that does belongs to a record cut short, which the length alone would report as a
+    // record too short for n_signal.
+    if (b.shape_size() == 2 && b.shape(0) > 0 && b.shape(1) > 0 &&
+        static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1)) > b.data().size()) {
+      throw Error("record '" + key + "': buffer 'waveform' is truncated: its shape field " +
+                  shape_text({b.shape(0), b.shape(1)}) + " (RAVE's (channels, bytes per channel)) promises " +
+                  std::to_string(static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1))) +
+                  " bytes, but it holds " + std::to_string(b.data().size()));
+    }
+    if (b.shape_size() == 2 && b.shape(0) > 0 &&
+        static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(std::max(b.shape(1), 0)) == b.data().size() &&
+        b.shape(0) != meta.channels) {
+      throw Error("record '" + key + "' holds " + std::to_string(b.shape(0)) + "-channel audio (its shape field " +
+                  shape_text({b.shape(0), b.shape(1)}) + " is RAVE's (channels, bytes per channel)), but metadata.yaml " +
+                  "says channels: " + std::to_string(meta.channels));
+    }
+  }
+  Waveform w = get_waveform(ex, key, meta.channels);
+  if (w.sampling_rate != 0 && w.sampling_rate != meta.sr) {
+    throw Error("record '" + key + "' holds audio at " + std::to_string(w.sampling_rate) +
+                " Hz, but metadata.yaml says sr: " + std::to_string(meta.sr));
+  }
+  return w;
+}
+
 AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options)
     : options_(options) {
   if (options_.n_signal < 1) throw Error("n_signal must be >= 1, got " + std::to_string(options_.n_signal));
@@ -45,32 +77,31 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
   }
   store_ = std::make_unique<LmdbStore>(db, LmdbStore::Mode::kReadOnly);
   store_->for_each([&](std::string_view key, std::string_view) {
+    if (keys_.size() % 4096 == 0) throw_if_stop_requested("while listing database '" + db.string() + "'");
     keys_.emplace_back(key);
     return true;
   });
   if (keys_.empty()) throw Error("database '" + db.string() + "' holds no records");
-
-  const auto meta = read_db_metadata(db);
-  int db_channels = meta ? meta->channels : 0;
-  const auto first = store_->get(keys_.front());
-  Waveform w = decode_waveform(*first, keys_.front(), db_channels);
-  if (db_channels == 0) db_channels = w.channels;
-  sampling_rate_ = meta ? meta->sr : w.sampling_rate;
-  if (sampling_rate_ <= 0) sampling_rate_ = 44100;
-  if (options_.channels != 0 && options_.channels != db_channels) {
-    throw Error("channels = " + std::to_string(options_.channels) + " was requested, but database '" + db.string() +
-                "' holds " + std::to_string(db_channels) + "-channel audio" +
-                (meta ? " (metadata.yaml)" : " (first record)") + "; set channels to " +
-                std::to_string(db_channels) + " or 0");
+  meta_ = require_db_metadata(db);
+  try {
+    decode_database_waveform(*store_->get(keys_.front()), keys_.front(), meta_);
+  } catch (const Error& e) {
+    throw Error("database '" + db.string() + "': " + e.what());
   }
-  channels_ = db_channels;
+  sampling_rate_ = meta_.sr;
+  if (options_.channels != 0 && options_.channels != meta_.channels) {
+    throw Error("channels = " + std::to_string(options_.channels) + " was requested, but database '" + db.string() +
+                "' holds " + std::to_string(meta_.channels) + "-channel audio (metadata.yaml); set channels to " +
+                std::to_string(meta_.channels) + " or 0");
+  }
+  channels_ = meta_.channels;
 }
 
 torch::Tensor AudioDataset::record(size_t index) const {
   const std::string& k = keys_.at(index);
   const auto bytes = store_->get(k);
   if (!bytes) throw Error("record '" + k + "' vanished from database '" + store_->path().string() + "'");
-  return waveform_to_tensor(decode_waveform(*bytes, k, channels_));
+  return waveform_to_tensor(decode_database_waveform(*bytes, k, meta_));
 }
 
 Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {

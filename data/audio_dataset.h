@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "data/audio_example.h"
+#include "data/db_metadata.h"
 #include "data/example.h"
 #include "data/lmdb_store.h"
 
@@ -19,7 +21,7 @@ namespace rt {
 
 struct AudioDatasetOptions {
   int64_t n_signal = 131072;
-  int channels = 0;  // 0 = from metadata.yaml, else from the first record.
+  int channels = 0;  // 0 = metadata.yaml's; otherwise it must match metadata.yaml.
   bool phase_mangle = true;
   double phase_mangle_p = 0.8;
   bool dequantize = true;
@@ -36,11 +38,20 @@ void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& r
 // a = [1, −2Re z0, r²]), zero initial state, per row of x.
 void allpass_filter(torch::Tensor& x, double omega, double amplitude);
 
+// Decodes one record of an audio database and checks it against the database's metadata.yaml:
+// a waveform (decode_waveform's checks), not truncated (its RAVE shape field (channels, bytes
+// per channel) promising more bytes than it holds), of meta.channels channels where that field
+// says otherwise, at meta.sr where the record carries a rate. Throws rt::Error naming the key and both values. The one validation of an audio
+// record: the loader and `preprocess --inspect` both decode through it.
+Waveform decode_database_waveform(std::string_view bytes, const std::string& key, const DbMetadata& meta);
+
 class AudioDataset : public ExampleSource {
  public:
   // Opens `db` read-only and lists its keys. Throws rt::Error naming the path when it is not
-  // a database, when it is empty, or when options.channels differs from the database's
-  // channel count (both named). REQUIRES options.n_signal >= 1.
+  // a database, when it is empty, when its metadata.yaml is missing or out of range
+  // (require_db_metadata), when its first record disagrees with it, or when options.channels
+  // differs from the database's channel count (both named); rt::StopRequested after
+  // SIGINT/SIGTERM. REQUIRES options.n_signal >= 1.
   AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options);
 
   size_t size() const override { return keys_.size(); }
@@ -59,6 +70,7 @@ class AudioDataset : public ExampleSource {
   std::unique_ptr<LmdbStore> store_;
   AudioDatasetOptions options_;
   std::vector<std::string> keys_;
+  DbMetadata meta_;
   int channels_ = 0;
   int sampling_rate_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "data/audio_example.h"
 
 #include <cstring>
+#include <limits>
 
 namespace rt {
 namespace {
@@ -59,7 +60,9 @@ std::string precision_name(int precision) {
 
 AudioExample parse_example(std::string_view bytes, const std::string& key) {
   AudioExample example;
-  if (!example.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  // protobuf sizes messages with an int: anything larger is no message it could have written.
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !example.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     throw Error("record '" + key + "' (" + std::to_string(bytes.size()) +
                 " bytes) is not a valid AudioExample protobuf message");
   }
@@ -100,6 +103,7 @@ Waveform get_waveform(const AudioExample& example, const std::string& key, int c
   }
   if (channels <= 0) channels = buffer.shape_size() > 0 && buffer.shape(0) > 0 ? buffer.shape(0) : 1;
   const size_t bytes = buffer.data().size();
+  if (bytes == 0) throw Error("record '" + key + "': buffer 'waveform' holds no samples");
   if (bytes % 2 != 0) {
     throw Error("record '" + key + "': buffer 'waveform' has an odd byte count (" +
                 std::to_string(bytes) + "), not int16 samples");
@@ -149,16 +153,27 @@ torch::Tensor get_float_buffer(const AudioExample& example, const std::string& n
                 precision_name(buffer.precision()) + ", expected FLOAT32");
   }
   std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
-  int64_t numel = 1;
+  const std::string field = "record '" + key + "': buffer '" + name + "' of shape " + shape_text(shape);
+  // The product is checked against the bytes held as it grows, so a crafted shape can neither
+  // overflow it nor size an allocation beyond the data.
+  const uint64_t held = buffer.data().size() / sizeof(float);
+  bool empty = false;
   for (int64_t d : shape) {
-    if (d < 0) throw Error("record '" + key + "': buffer '" + name + "' has a negative dimension");
-    numel *= d;
+    if (d < 0) throw Error(field + " has a negative dimension");
+    empty = empty || d == 0;
   }
-  if (buffer.data().size() != static_cast<size_t>(numel) * sizeof(float)) {
-    std::string s;
-    for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-    throw Error("record '" + key + "': buffer '" + name + "' holds " + std::to_string(buffer.data().size()) +
-                " bytes, but its shape [" + s + "] needs " + std::to_string(numel * 4));
+  uint64_t numel = empty ? 0 : 1;
+  bool over = false;
+  for (size_t i = 0; !empty && !over && i < shape.size(); ++i) {
+    const auto d = static_cast<uint64_t>(shape[i]);
+    over = numel > held / d;
+    if (!over) numel *= d;
+  }
+  if (over || buffer.data().size() != numel * sizeof(float)) {
+    throw Error(field + " holds " + std::to_string(buffer.data().size()) + " bytes, " +
+                (over || buffer.data().size() < numel * sizeof(float) ? "fewer than its shape needs (truncated)"
+                                                                       : "more than its shape needs (" +
+                                                                             std::to_string(numel * sizeof(float)) + ")"));
   }
   auto out = torch::empty(shape, torch::kFloat32);
   copy_le(buffer.data().data(), out.data_ptr<float>(), static_cast<size_t>(numel));

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <memory>
+
+#include "util/signals.h"
 
 namespace rt {
 namespace {
@@ -14,6 +18,30 @@ struct SndfileCloser {
   void operator()(SNDFILE* f) const { sf_close(f); }
 };
 using SndfileHandle = std::unique_ptr<SNDFILE, SndfileCloser>;
+
+// RIFF (WAV) and FORM (AIFF) files state their own length in their first 8 bytes; a file that
+// ends before it was cut short. libsndfile clamps its chunks to the file and says nothing, so
+// the frames it decodes look like a complete, shorter file.
+std::string container_truncation(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char h[8];
+  if (!in.read(reinterpret_cast<char*>(h), 8)) return "";
+  uint64_t declared = 0;
+  if (std::memcmp(h, "RIFF", 4) == 0) {
+    declared = uint64_t{h[4]} | uint64_t{h[5]} << 8 | uint64_t{h[6]} << 16 | uint64_t{h[7]} << 24;
+  } else if (std::memcmp(h, "FORM", 4) == 0) {
+    declared = uint64_t{h[7]} | uint64_t{h[6]} << 8 | uint64_t{h[5]} << 16 | uint64_t{h[4]} << 24;
+  } else {
+    return "";
+  }
+  // 0 and 0xFFFFFFFF: a streaming writer that never went back to fill the length in.
+  if (declared == 0 || declared == 0xFFFFFFFFu) return "";
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  // One byte short is a chunk's pad byte that some writers count but never write.
+  if (ec || declared + 8 <= size + 1) return "";
+  return "its header promises " + std::to_string(declared + 8) + " bytes but the file holds " + std::to_string(size);
+}
 
 }  // namespace
 
@@ -31,19 +59,32 @@ AudioData decode_audio_file(const std::filesystem::path& path) {
   AudioData audio;
   audio.sample_rate = info.samplerate;
   audio.channels.assign(static_cast<size_t>(nc), {});
-  if (info.frames > 0 && info.frames < (int64_t{1} << 34)) {
-    for (auto& c : audio.channels) c.reserve(static_cast<size_t>(info.frames));
+  // The header's frame count sizes nothing beyond what the file's bytes can hold (a crafted
+  // header once asked for 2^34 frames per channel up front).
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (!ec && info.frames > 0) {
+    const int64_t plausible = std::min<int64_t>(info.frames, bytes / nc);
+    for (auto& c : audio.channels) c.reserve(static_cast<size_t>(std::max<int64_t>(plausible, 0)));
   }
   constexpr sf_count_t kBlock = 16384;
   std::vector<float> block(static_cast<size_t>(kBlock * nc));
   for (;;) {
     sf_count_t got = sf_readf_float(file.get(), block.data(), kBlock);
     if (got <= 0) break;
+    throw_if_stop_requested("while decoding " + path.string());
+    if ((audio.frames() + got) * nc > kMaxDecodedSamples) {
+      throw Error("cannot decode '" + path.string() + "': it holds more than " + std::to_string(kMaxDecodedSamples) +
+                  " samples, the most one file may decode to in memory; split it into shorter files");
+    }
     for (sf_count_t t = 0; t < got; ++t) {
       for (int c = 0; c < nc; ++c) audio.channels[static_cast<size_t>(c)].push_back(block[static_cast<size_t>(t * nc + c)]);
     }
   }
-  if (audio.frames() == 0) throw Error("cannot decode '" + path.string() + "': it holds no audio frames");
+  audio.truncated = container_truncation(path);
+  if (audio.frames() == 0 && audio.truncated.empty()) {
+    throw Error("cannot decode '" + path.string() + "': it holds no audio frames");
+  }
   return audio;
 }
 
@@ -66,6 +107,12 @@ std::vector<float> resample_channel(const std::vector<float>& in, double in_rate
 
 AudioData resample(const AudioData& audio, int out_rate) {
   if (audio.sample_rate == out_rate) return audio;
+  const double out_samples = static_cast<double>(audio.frames()) * audio.num_channels() * out_rate / audio.sample_rate;
+  if (out_samples > static_cast<double>(kMaxDecodedSamples)) {
+    throw Error("resampling " + std::to_string(audio.frames()) + " frames from " + std::to_string(audio.sample_rate) +
+                " Hz to " + std::to_string(out_rate) + " Hz gives more than " + std::to_string(kMaxDecodedSamples) +
+                " samples, the most one file may hold in memory; split it into shorter files");
+  }
   AudioData out;
   out.sample_rate = out_rate;
   for (const auto& c : audio.channels) out.channels.push_back(resample_channel(c, audio.sample_rate, out_rate));
@@ -100,9 +147,11 @@ AudioData map_channels(const AudioData& audio, int channels) {
 
 AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels) {
   AudioData audio = decode_audio_file(path);
+  const std::string truncated = audio.truncated;
   if (audio.num_channels() > channels) audio = map_channels(audio, channels);
   audio = resample(audio, sample_rate);
   if (audio.num_channels() != channels) audio = map_channels(audio, channels);
+  audio.truncated = truncated;
   return audio;
 }
 

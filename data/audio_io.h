@@ -11,22 +11,32 @@
 
 namespace rt {
 
+// The most samples (all channels) one decoded or resampled file may hold: 4 GiB of floats,
+// about 3.4 hours of 44.1 kHz stereo. Compressed formats can declare or expand to far more than
+// their size, and a file is held in memory whole.
+inline constexpr int64_t kMaxDecodedSamples = int64_t{1} << 30;
+
 // Planar float audio in [-1, 1): channels[c][t].
 struct AudioData {
   int sample_rate = 0;
   std::vector<std::vector<float>> channels;
+  // Non-empty when the file's header promises more bytes than the file holds (a copy or a
+  // recording cut short): what it promises and what is there. The frames present are decoded.
+  std::string truncated;
   int num_channels() const { return static_cast<int>(channels.size()); }
   int64_t frames() const { return channels.empty() ? 0 : static_cast<int64_t>(channels[0].size()); }
   double seconds() const { return sample_rate > 0 ? static_cast<double>(frames()) / sample_rate : 0.0; }
 };
 
 // Decodes a whole file. Throws rt::Error naming the path and libsndfile's reason when the file
-// cannot be opened or is not audio ("Format not recognised", ...), and when it holds no frames.
-// A truncated file decodes to the frames that are actually present.
+// cannot be opened or is not audio ("Format not recognised", ...), when it holds no frames or
+// more than kMaxDecodedSamples, and rt::StopRequested after SIGINT/SIGTERM. A truncated file
+// decodes to the frames that are actually present, with `truncated` set.
 AudioData decode_audio_file(const std::filesystem::path& path);
 
 // Resamples one channel from `in_rate` to `out_rate` Hz with soxr (very high quality).
-// Returns `in` unchanged when the rates are equal. Throws rt::Error on soxr failure.
+// Returns `in` unchanged when the rates are equal. Throws rt::Error on soxr failure, and
+// (resample) when the result would hold more than kMaxDecodedSamples.
 std::vector<float> resample_channel(const std::vector<float>& in, double in_rate, double out_rate);
 AudioData resample(const AudioData& audio, int out_rate);
 

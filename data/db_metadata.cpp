@@ -1,11 +1,13 @@
 #include "data/db_metadata.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/parse.h"
 
 namespace rt {
 namespace {
@@ -46,28 +48,52 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
     ++line_no;
     line = trim(line);
     if (line.empty() || line[0] == '#' || line == "---") continue;
+    const std::string at = "'" + path.string() + "' line " + std::to_string(line_no);
     const auto colon = line.find(':');
-    if (colon == std::string::npos) {
-      throw Error("'" + path.string() + "' line " + std::to_string(line_no) + ": expected 'key: value', got '" + line + "'");
-    }
+    if (colon == std::string::npos) throw Error(at + ": expected 'key: value', got '" + line + "'");
     const std::string key = trim(line.substr(0, colon));
     const std::string value = trim(line.substr(colon + 1));
-    try {
-      if (key == "channels") {
-        meta.channels = std::stoi(value);
-      } else if (key == "sr") {
-        meta.sr = static_cast<int>(std::stod(value));
-      } else if (key == "n_seconds") {
-        meta.n_seconds = std::stod(value);
-      } else if (key == "lazy") {
-        meta.lazy = value == "true" || value == "True";
-      }  // Other keys (written by newer RAVE versions) carry nothing we need.
-    } catch (const std::exception&) {
-      throw Error("'" + path.string() + "' line " + std::to_string(line_no) + ": bad value '" + value +
-                  "' for '" + key + "'");
-    }
+    auto integer = [&](int64_t lo, int64_t hi, const std::string& unit) {
+      const auto v = parse_int64(value);
+      if (!v || *v < lo || *v > hi) {
+        throw Error(at + ": " + key + ": " + value + " is not accepted; an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]" + unit);
+      }
+      return static_cast<int>(*v);
+    };
+    if (key == "channels") {
+      meta.channels = integer(1, kMaxChannels, "");
+    } else if (key == "sr") {
+      // RAVE writes sr as an int; a float spelling of a whole number ("44100.0") is the same rate.
+      const auto v = parse_finite(value);
+      if (!v || *v < kMinSampleRate || *v > kMaxSampleRate || *v != std::floor(*v)) {
+        throw Error(at + ": sr: " + value + " is not accepted; a sampling rate in [" + std::to_string(kMinSampleRate) +
+                    ", " + std::to_string(kMaxSampleRate) + "] Hz");
+      }
+      meta.sr = static_cast<int>(*v);
+    } else if (key == "n_seconds") {
+      const auto v = parse_finite(value);
+      if (!v || *v < 0) throw Error(at + ": n_seconds: " + value + " is not accepted; a number >= 0");
+      meta.n_seconds = *v;
+    } else if (key == "lazy") {
+      if (value == "true" || value == "True") {
+        throw Error(at + ": lazy: " + value + ": a lazy RAVE database holds file paths, not audio, which this trainer "
+                    "does not read; build the database without --lazy");
+      }
+      if (value != "false" && value != "False") throw Error(at + ": lazy: " + value + " is not accepted; true or false");
+    }  // Other keys (written by newer RAVE versions) carry nothing we need.
   }
   return meta;
+}
+
+DbMetadata require_db_metadata(const std::filesystem::path& db) {
+  auto meta = read_db_metadata(db);
+  if (!meta) {
+    throw Error("database '" + db.string() + "' has no metadata.yaml: it was not finished (preprocess writes it last, "
+                "so it was interrupted; RAVE's preprocess also leaves none when its map fills). Build it again, or "
+                "write metadata.yaml with the records' channels and sr (keys: channels, lazy, n_seconds, sr)");
+  }
+  return *meta;
 }
 
 }  // namespace rt

@@ -7,6 +7,13 @@
 
 namespace rt {
 
+// The ranges a database's channels and sampling rate are held to, wherever they are read
+// (metadata.yaml, records) or asked for (preprocess): outside them no real audio lives, and
+// 0 once trained silently as 44100 Hz.
+inline constexpr int kMinSampleRate = 1000;
+inline constexpr int kMaxSampleRate = 768000;
+inline constexpr int kMaxChannels = 256;
+
 struct DbMetadata {
   bool lazy = false;
   int channels = 1;
@@ -18,7 +25,15 @@ struct DbMetadata {
 void write_db_metadata(const std::filesystem::path& db, const DbMetadata& meta);
 
 // Reads <db>/metadata.yaml; nullopt when the file does not exist (RAVE leaves none after a
-// map-full error). Throws rt::Error naming the file and line on unparsable content.
+// map-full error). Throws rt::Error naming the file, line and key on unparsable content, on a
+// value outside its range (channels in [1, kMaxChannels], sr in [kMinSampleRate,
+// kMaxSampleRate], n_seconds finite and >= 0), and on `lazy: true` (RAVE's lazy databases hold
+// file paths, not audio).
 std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db);
+
+// read_db_metadata, and a missing file is an error too: the database was not finished (our
+// preprocess writes it last; RAVE's stops without it when its map fills, and RAVE's own loader
+// then cannot open the database either). The message says how to finish it.
+DbMetadata require_db_metadata(const std::filesystem::path& db);
 
 }  // namespace rt

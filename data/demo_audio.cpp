@@ -6,6 +6,7 @@
 
 #include "data/audio_io.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt {
 namespace {
@@ -115,7 +116,11 @@ struct Recipe {
 }  // namespace
 
 std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file, uint64_t seed) {
-  if (!(seconds_per_file > 0)) throw Error("--demo_seconds must be > 0, got " + std::to_string(seconds_per_file));
+  // Every file is synthesised in memory: an hour of 48 kHz stereo is 1.4 GB of floats.
+  if (!(seconds_per_file > 0 && seconds_per_file <= kMaxDemoSeconds)) {
+    throw Error("--demo_seconds " + std::to_string(seconds_per_file) + ": must be in (0, " +
+                std::to_string(static_cast<int>(kMaxDemoSeconds)) + "] seconds");
+  }
   const std::vector<Recipe> recipes = {
       {"tones/harmonic_44k_mono.wav", "wav16", 44100, 1, harmonic_tone},
       {"tones/chords_48k_stereo.wav", "wav24", 48000, 2, chords},
@@ -129,6 +134,7 @@ std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, doub
   std::vector<DemoFile> written;
   for (size_t i = 0; i < recipes.size(); ++i) {
     const auto& r = recipes[i];
+    throw_if_stop_requested("while writing demo audio to " + dir.string());
     std::mt19937_64 rng(seed * 1000003ULL + i);
     AudioData audio;
     audio.sample_rate = r.sample_rate;

@@ -20,8 +20,11 @@ struct DemoFile {
   double seconds = 0.0;
 };
 
-// Writes the demo files under `dir` (created if missing), each `seconds_per_file` long (> 0).
-// Returns what it wrote. Throws rt::Error when a file cannot be written.
+inline constexpr double kMaxDemoSeconds = 3600.0;
+
+// Writes the demo files under `dir` (created if missing), each `seconds_per_file` long (in
+// (0, kMaxDemoSeconds]). Returns what it wrote. Throws rt::Error when a file cannot be written,
+// rt::StopRequested after SIGINT/SIGTERM (checked between files).
 std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file,
                                           uint64_t seed);
 

@@ -14,11 +14,13 @@
 #include <set>
 #include <thread>
 
+#include "data/audio_dataset.h"
 #include "data/audio_example.h"
 #include "data/audio_io.h"
 #include "data/db_metadata.h"
 #include "data/lmdb_store.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt {
 namespace fs = std::filesystem;
@@ -46,6 +48,12 @@ FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
     const std::string prefix = "cannot decode '" + path.string() + "': ";
     if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     result.skip_reason = "not readable as audio (" + why + ")";
+    return result;
+  }
+  if (!audio.truncated.empty()) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " (%.2f s of it decodes)", audio.seconds());
+    result.skip_reason = "truncated: " + audio.truncated + buf + "; re-export or repair it";
     return result;
   }
   const int64_t chunk = 2 * opt.num_signal;
@@ -87,11 +95,24 @@ std::string gb(double bytes) {
 void validate(const PreprocessOptions& o) {
   if (o.input_paths.empty()) throw Error("--input_path: give at least one file or folder");
   if (o.output_path.empty()) throw Error("--output_path: required");
-  if (o.sampling_rate < 1) throw Error("--sampling_rate must be >= 1, got " + std::to_string(o.sampling_rate));
-  if (o.channels < 1) throw Error("--channels must be >= 1, got " + std::to_string(o.channels));
-  if (o.num_signal < 1) throw Error("--num_signal must be >= 1, got " + std::to_string(o.num_signal));
+  if (o.sampling_rate < kMinSampleRate || o.sampling_rate > kMaxSampleRate) {
+    throw Error("--sampling_rate " + std::to_string(o.sampling_rate) + ": must be in [" + std::to_string(kMinSampleRate) +
+                ", " + std::to_string(kMaxSampleRate) + "] Hz");
+  }
+  if (o.channels < 1 || o.channels > kMaxChannels) {
+    throw Error("--channels " + std::to_string(o.channels) + ": must be in [1, " + std::to_string(kMaxChannels) + "]");
+  }
+  if (o.num_signal < 1 || o.num_signal > kMaxDecodedSamples / 2 / o.channels) {
+    throw Error("--num_signal " + std::to_string(o.num_signal) + ": must be in [1, " +
+                std::to_string(kMaxDecodedSamples / 2 / o.channels) + "] at " + std::to_string(o.channels) +
+                " channel(s)");
+  }
   if (!(o.max_db_size_gb > 0)) throw Error("--max_db_size must be > 0 (GB), got " + std::to_string(o.max_db_size_gb));
-  if (o.workers < 0) throw Error("--workers must be >= 0 (0 = all cores), got " + std::to_string(o.workers));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.workers < 0 || o.workers > 4 * cores) {
+    throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " + std::to_string(4 * cores) +
+                "] (0 = all cores; at most 4 × this machine's " + std::to_string(cores) + " cores)");
+  }
 }
 
 }  // namespace
@@ -148,7 +169,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return stop || next_claim >= files.size() || next_claim < next_write + window; });
-        if (stop || next_claim >= files.size()) return;
+        if (stop || next_claim >= files.size() || stop_requested()) return;
         i = next_claim++;
       }
       FileResult r;
@@ -189,12 +210,19 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
       FileResult r;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return ready.count(i) > 0; });
+        // Woken every 100 ms to notice SIGINT/SIGTERM while a worker decodes a long file.
+        while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return ready.count(i) > 0; })) {
+          throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
+                                  std::to_string(result.files_used) + " files; the database is unfinished (no metadata.yaml)");
+        }
         r = std::move(ready[i]);
         ready.erase(i);
         next_write = i + 1;
       }
       cv.notify_all();
+      // A worker stopped by the signal leaves a failure, not a file to skip.
+      throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
+                              std::to_string(result.files_used) + " files; the database is unfinished (no metadata.yaml)");
       if (!r.skip_reason.empty()) {
         result.skipped.push_back({files[i], r.skip_reason});
       } else {
@@ -260,11 +288,18 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
 
 std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out) {
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
-  const auto meta = read_db_metadata(db);
   const size_t entries = store.count();
   out << "database: " << db.string() << "\n";
   out << "entries: " << entries << "\n";
-  if (!meta) out << "metadata.yaml: missing (channels and rate taken from the records)\n";
+  // What the loader (AudioDataset) refuses, inspect lists: the database-level problems first.
+  std::vector<std::string> problems;
+  std::optional<DbMetadata> meta;
+  try {
+    meta = require_db_metadata(db);
+  } catch (const Error& e) {
+    problems.push_back(std::string("metadata.yaml: ") + e.what());
+  }
+  if (entries == 0) problems.push_back("database: '" + db.string() + "' holds no records");
 
   struct BufferInfo {
     std::string precision;
@@ -281,9 +316,16 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
   size_t waveforms = 0;
   store.for_each([&](std::string_view key_view, std::string_view value) {
     const std::string key(key_view);
+    throw_if_stop_requested("while inspecting '" + db.string() + "'");
     try {
       AudioExample ex = parse_example(value, key);
-      if (ex.buffers().empty()) throw Error("record '" + key + "' holds no buffers");
+      // The loader's decode (channels and rate checked against metadata.yaml), or without one
+      // what the records alone say, to describe them.
+      const Waveform w = meta ? decode_database_waveform(value, key, *meta) : get_waveform(ex, key, channels);
+      if (channels == 0) channels = w.channels;
+      if (w.sampling_rate > 0) rates.insert(w.sampling_rate);
+      total_samples += static_cast<double>(w.length);
+      ++waveforms;
       for (const auto& [name, buf] : ex.buffers()) {
         auto& info = buffers[name];
         std::vector<int32_t> shape(buf.shape().begin(), buf.shape().end());
@@ -294,13 +336,7 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
           info.shape_varies = true;
         }
         ++info.records;
-        if (name == kWaveformBuffer) {
-          Waveform w = get_waveform(ex, key, channels);
-          if (channels == 0) channels = w.channels;
-          if (w.sampling_rate > 0) rates.insert(w.sampling_rate);
-          total_samples += static_cast<double>(w.length);
-          ++waveforms;
-        } else if (buf.precision() == AudioExample::FLOAT32) {
+        if (name != kWaveformBuffer && buf.precision() == AudioExample::FLOAT32) {
           get_float_buffer(ex, name, key);
         }
       }
@@ -336,14 +372,16 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
     if (name == kWaveformBuffer) out << " (shape field is RAVE's (channels, bytes/channels); lengths come from the data)";
     out << "\n";
   }
-  if (bad.empty()) {
+  if (bad.empty() && entries > 0) {
     out << "all " << entries << " records decode\n";
-  } else {
+  } else if (!bad.empty()) {
     out << bad.size() << " of " << entries << " records fail to decode:\n";
     for (const auto& b : bad) out << "  " << b << "\n";
   }
+  for (const auto& p : problems) out << p << "\n";
   std::vector<std::string> bad_keys;
   for (const auto& b : bad) bad_keys.push_back(b.substr(0, b.find(':')));
+  for (const auto& p : problems) bad_keys.push_back(p.substr(0, p.find(':')));
   return bad_keys;
 }
 

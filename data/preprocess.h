@@ -47,8 +47,11 @@ std::vector<std::filesystem::path> collect_input_files(const std::vector<std::fi
 // run with result.map_full set and metadata.yaml describing what was committed.
 PreprocessResult preprocess_audio(const PreprocessOptions& options, std::ostream& log);
 
-// `preprocess --inspect DB`: prints entry count, sampling rate, channels, total duration,
-// the buffers found, and decodes every record. Returns the keys that failed (empty: all good).
+// `preprocess --inspect DB`: prints entry count, sampling rate, channels, total duration and
+// the buffers found, and applies the loader's checks (require_db_metadata, then
+// decode_database_waveform on every record). Returns the keys that failed, plus "metadata.yaml"
+// when it is missing or out of range and "database" when it holds no records (empty: training
+// accepts it). Throws rt::StopRequested after SIGINT/SIGTERM.
 std::vector<std::string> inspect_database(const std::filesystem::path& db, std::ostream& out);
 
 }  // namespace rt

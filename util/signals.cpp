@@ -55,4 +55,12 @@ bool stop_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
 int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
 void clear_stop_request() { g_signal.store(0); }
 
+void throw_if_stop_requested(const std::string& during) {
+  const int sig = stop_signal();
+  if (sig == 0) return;
+  throw StopRequested(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") +
+                          " " + during,
+                      sig);
+}
+
 }  // namespace rt

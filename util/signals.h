@@ -16,3 +16,25 @@ int stop_signal();  // 0 when none was received.
 void clear_stop_request();  // For tests.
 
 }  // namespace rt
+
+#include <string>
+
+#include "util/error.h"
+
+namespace rt {
+
+// Thrown by long preparations (audio preprocessing, neural import, demo generation, database
+// scans) when SIGINT or SIGTERM arrived: the apps catch it and exit 128 + signal.
+class StopRequested : public Error {
+ public:
+  StopRequested(const std::string& what, int signal) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// Throws StopRequested ("stopped by SIGTERM <during>") when a stop was requested.
+void throw_if_stop_requested(const std::string& during);
+
+}  // namespace rt

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "export/rave_export.h"
+#include "util/error_text.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Export a trained RAVE model as TorchScript for nn~ and the RAVE VST (docs/export.md)."};
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     std::cout << rt::exporting::format_report(rt::exporting::export_rave(opt));
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "export: error: " << e.what() << "\n";
+    std::cerr << "export: error: " << rt::error_text(e) << "\n";
     return 1;
   }
 }

@@ -12,6 +12,8 @@
 #include "data/neural/synthetic_reaching.h"
 #include "data/preprocess.h"
 #include "util/error.h"
+#include "util/error_text.h"
+#include "util/signals.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
   app.add_option("--demo_seconds", demo_seconds, "length of each demo file (s)")->capture_default_str();
   app.add_option("--seed", seed, "demo generator seed (audio and neural)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Long preparations (decoding, import, demo data, inspecting) stop within a fraction of a
+  // second on Ctrl-C or SIGTERM; the trainer's "stopping after this step" does not apply here.
+  rt::install_stop_signal_handlers();
+  rt::set_stop_messages(false);
 
   try {
     if (!inspect.empty()) {
@@ -160,8 +166,11 @@ int main(int argc, char** argv) {
     opt.output_path = output;
     auto result = rt::preprocess_audio(opt, std::cerr);
     return result.chunks > 0 ? 0 : 1;
+  } catch (const rt::StopRequested& e) {
+    std::cerr << "preprocess: " << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const std::exception& e) {
-    std::cerr << "preprocess: error: " << e.what() << "\n";
+    std::cerr << "preprocess: error: " << rt::error_text(e) << "\n";
     return 1;
   }
 }

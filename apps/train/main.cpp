@@ -9,6 +9,8 @@
 #include "trainer/config_reference.h"
 #include "trainer/trainer.h"
 #include "util/error.h"
+#include "util/error_text.h"
+#include "util/signals.h"
 
 int main(int argc, char** argv) {
   try {
@@ -40,11 +42,15 @@ int main(int argc, char** argv) {
       return rt::dist::run_local_ranks(launch);
     }
     return rt::run_training(parsed.config);
+  } catch (const rt::StopRequested& e) {
+    // SIGINT/SIGTERM while the data was read, before the first step.
+    std::cerr << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const rt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << rt::error_text(e) << "\n";
     return 1;
   }
 }

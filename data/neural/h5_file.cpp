@@ -56,7 +56,7 @@ bool H5File::has_dataset(const std::string& key) const {
   return obj.id >= 0 && H5Iget_type(obj.id) == H5I_DATASET;
 }
 
-H5Array H5File::read_float(const std::string& key, int rank) const {
+H5Array H5File::read_float(const std::string& key, int rank, uint64_t max_elements) const {
   const std::string where = "dataset '" + key + "' in " + path_.string();
   if (!has_dataset(key)) throw Error("missing " + where + " (the Neural Latents Benchmark layout needs it)");
   Handle ds{H5Dopen2(id_, key.c_str(), H5P_DEFAULT), H5Dclose};
@@ -77,9 +77,20 @@ H5Array H5File::read_float(const std::string& key, int rank) const {
     throw Error(where + " has shape " + shape_text(out.shape) + "; expected " + std::to_string(rank) +
                 " dims [trials, time bins, " + (key.find("behavior") != std::string::npos ? "dims" : "units") + "]");
   }
-  size_t n = 1;
-  for (auto d : dims) n *= static_cast<size_t>(d);
-  out.data.resize(n);
+  // The shape is the file's word, not its size: a few bytes can declare petabytes.
+  uint64_t n = 1;
+  for (auto d : dims) {
+    if (d != 0 && n > max_elements / d) {
+      n = max_elements + 1;
+      break;
+    }
+    n *= d;
+  }
+  if (n > max_elements) {
+    throw Error(where + " has shape " + shape_text(out.shape) + ": more than " + std::to_string(max_elements) +
+                " values, the most one import reads at once; split the file");
+  }
+  out.data.resize(static_cast<size_t>(n));
   if (n > 0 && H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0) {
     throw Error("cannot read " + where + " as float");
   }

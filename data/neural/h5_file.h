@@ -15,6 +15,10 @@
 
 namespace rt::neural {
 
+// The most values one read_float returns (4 GiB as float32; the largest Neural Latents Benchmark
+// dataset holds ~10^8).
+inline constexpr uint64_t kMaxH5Values = uint64_t{1} << 30;
+
 struct H5Array {
   std::vector<int64_t> shape;
   std::vector<float> data;  // row-major, converted to float by HDF5 from any integer/float type
@@ -35,8 +39,9 @@ class H5File {
   const std::filesystem::path& path() const { return path_; }
   bool has_dataset(const std::string& key) const;
   // Reads a numeric dataset of the given rank. Throws naming file and key when it is missing,
-  // not integer/float, or of another rank.
-  H5Array read_float(const std::string& key, int rank) const;
+  // not integer/float, of another rank, or larger than `max_elements` values (checked on its
+  // declared shape before anything is allocated).
+  H5Array read_float(const std::string& key, int rank, uint64_t max_elements = kMaxH5Values) const;
   // A scalar numeric root attribute, or nullopt when absent.
   std::optional<double> read_root_attribute(const std::string& name) const;
 

@@ -8,12 +8,14 @@
 #include "data/lmdb_store.h"
 #include "data/neural/h5_file.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::neural {
 namespace {
 
 constexpr double kDefaultBinMs = 5.0;
 constexpr size_t kRecordsPerTransaction = 64;
+constexpr int64_t kMaxTrials = 10000000;
 
 std::vector<std::filesystem::path> expand_inputs(const std::vector<std::filesystem::path>& inputs) {
   std::vector<std::filesystem::path> files;
@@ -51,9 +53,21 @@ Split read_split(const H5File& f, const std::string& prefix) {
   s.prefix = prefix;
   const std::string in_key = prefix + "_spikes_heldin", out_key = prefix + "_spikes_heldout",
                     beh_key = prefix + "_behavior";
+  // Every dimension is held to the range a decoded record is (neural_record.h), so what the
+  // import writes, training reads.
+  auto check_dims = [&](const std::string& key, const H5Array& a, int64_t max_cols, const char* cols) {
+    const std::string where = "dataset '" + key + "' in " + f.path().string() + " has shape " + shape_text(a.shape);
+    if (a.shape[0] > kMaxTrials) throw Error(where + ": at most " + std::to_string(kMaxTrials) + " trials");
+    if (a.shape[1] < 1 || a.shape[1] > kMaxBins) {
+      throw Error(where + ": time bins must be in [1, " + std::to_string(kMaxBins) + "]");
+    }
+    if (a.shape[2] > max_cols) throw Error(where + ": " + cols + " must be at most " + std::to_string(max_cols));
+  };
   s.heldin = f.read_float(in_key, 3);
+  check_dims(in_key, s.heldin, kMaxUnits, "units");
   if (f.has_dataset(out_key)) {
     s.heldout = f.read_float(out_key, 3);
+    check_dims(out_key, *s.heldout, kMaxUnits, "units");
     if (s.heldout->shape[0] != s.heldin.shape[0] || s.heldout->shape[1] != s.heldin.shape[1]) {
       throw Error("shape mismatch in " + f.path().string() + ": '" + out_key + "' is " +
                   shape_text(s.heldout->shape) + " but '" + in_key + "' is " + shape_text(s.heldin.shape) +
@@ -61,6 +75,15 @@ Split read_split(const H5File& f, const std::string& prefix) {
     }
   }
   s.behavior = f.read_float(beh_key, 3);
+  check_dims(beh_key, s.behavior, kMaxBehaviorDims, "behaviour dims");
+  if (s.units() < 1 || s.units() > kMaxUnits) {
+    throw Error("dataset '" + in_key + "' in " + f.path().string() + " has shape " + shape_text(s.heldin.shape) + ": " +
+                std::to_string(s.units()) + " units with the held-out ones; accepted: 1 to " + std::to_string(kMaxUnits));
+  }
+  if (s.behavior.shape[2] < 1) {
+    throw Error("dataset '" + beh_key + "' in " + f.path().string() + " has shape " + shape_text(s.behavior.shape) +
+                ": no behaviour dims to decode");
+  }
   if (s.behavior.shape[0] != s.heldin.shape[0] || s.behavior.shape[1] != s.heldin.shape[1]) {
     throw Error("shape mismatch in " + f.path().string() + ": '" + beh_key + "' is " + shape_text(s.behavior.shape) +
                 " but '" + in_key + "' is " + shape_text(s.heldin.shape) + " (trials and time bins must agree)");
@@ -95,10 +118,14 @@ std::optional<std::pair<torch::Tensor, torch::Tensor>> trial_tensors(const Split
 }  // namespace
 
 NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
-  if (options.smoothing_sigma_ms < 0) {
-    throw Error("smoothing_sigma_ms = " + std::to_string(options.smoothing_sigma_ms) + ": must be >= 0");
+  if (!(options.smoothing_sigma_ms >= 0 && options.smoothing_sigma_ms <= kMaxSigmaMs)) {
+    throw Error("--smoothing_sigma_ms " + std::to_string(options.smoothing_sigma_ms) + ": must be in [0, " +
+                std::to_string(kMaxSigmaMs) + "] ms");
   }
-  if (options.bin_ms < 0) throw Error("bin_ms = " + std::to_string(options.bin_ms) + ": must be > 0 (or 0 = from the file)");
+  if (!(options.bin_ms == 0 || (options.bin_ms >= kMinBinMs && options.bin_ms <= kMaxBinMs))) {
+    throw Error("--bin_ms " + std::to_string(options.bin_ms) + ": must be in [" + std::to_string(kMinBinMs) + ", " +
+                std::to_string(kMaxBinMs) + "] ms (or 0 = from the file)");
+  }
   const auto files = expand_inputs(options.inputs);
   if (files.empty()) throw Error("no input files given for the neural import");
   if (!options.groups.empty() && options.groups.size() != files.size()) {
@@ -130,14 +157,16 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
   try {
     for (size_t fi = 0; fi < files.size(); ++fi) {
       const auto& path = files[fi];
+      throw_if_stop_requested("before reading " + path.string() + "; the database is unfinished (no metadata.yaml)");
       auto file = H5File::open_read(path);
       const std::string group = options.groups.empty() ? path.stem().string() : options.groups[fi];
       double bin_ms = options.bin_ms;
       if (bin_ms <= 0) {
         auto attr = file.read_root_attribute("bin_size_ms");
         bin_ms = attr ? *attr : kDefaultBinMs;
-        if (!(bin_ms > 0)) {
-          throw Error("attribute 'bin_size_ms' in " + path.string() + " = " + std::to_string(bin_ms) + ": must be > 0");
+        if (!(bin_ms >= kMinBinMs && bin_ms <= kMaxBinMs)) {
+          throw Error("attribute 'bin_size_ms' in " + path.string() + " = " + std::to_string(bin_ms) + ": must be in [" +
+                      std::to_string(kMinBinMs) + ", " + std::to_string(kMaxBinMs) + "] ms");
         }
       }
       std::vector<Split> splits;
@@ -172,6 +201,7 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
       for (const auto& split : splits) {
         int64_t skipped = 0;
         for (int64_t n = 0; n < split.trials(); ++n) {
+          throw_if_stop_requested("while importing " + path.string() + "; the database is unfinished (no metadata.yaml)");
           auto tensors = trial_tensors(split, n);
           if (!tensors) {
             ++skipped;
@@ -207,6 +237,9 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
                        " trials (max_db_size = " + std::to_string(options.max_db_size_bytes) +
                        " bytes); those trials are committed and usable — raise --max_db_size to import the rest (" +
                        e.what() + ")");
+  } catch (const StopRequested&) {
+    // A stopped import is unfinished: without metadata.yaml, training and inspect say so.
+    throw;
   } catch (const Error&) {
     // Keep the database self-describing: what was committed stays, metadata.yaml says so.
     writer.reset();

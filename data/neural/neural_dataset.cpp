@@ -6,6 +6,7 @@
 
 #include "data/neural/neural_record.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::neural {
 
@@ -14,49 +15,26 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
   if (options_.smoothing_sigma_ms < 0) {
     throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) + ": must be >= 0");
   }
+  if (options_.smoothing_sigma_ms > kMaxSigmaMs) {
+    throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) + ": must be <= " +
+                std::to_string(kMaxSigmaMs));
+  }
   if (!std::filesystem::is_directory(db)) throw Error("neural database " + db.string() + " does not exist");
   store_ = std::make_unique<LmdbStore>(db, LmdbStore::Mode::kReadOnly);
-  std::map<std::string, int64_t> index;
-  std::vector<int64_t> dims_of_group;
-  bool first = true;
-  double stored_sigma = 0;
+  NeuralDatabaseCheck check(db);
   store_->for_each([&](std::string_view key, std::string_view value) {
-    const size_t i = groups_.size();
-    const std::string where = "neural database " + db.string() + " key " + std::string(key);
-    if (key != LmdbStore::key_for_index(i)) {
-      throw Error(where + ": expected key " + LmdbStore::key_for_index(i) + " (keys must be %08d from 0)");
-    }
-    auto r = decode_neural_record(value, where);
-    auto [it, inserted] = index.emplace(r.group, static_cast<int64_t>(group_names_.size()));
-    if (inserted) {
-      group_names_.push_back(r.group);
-      group_units_.push_back(r.spikes.size(1));
-      dims_of_group.push_back(r.behavior.size(1));
-    }
-    const auto g = static_cast<size_t>(it->second);
-    if (group_units_[g] != r.spikes.size(1) || dims_of_group[g] != r.behavior.size(1)) {
-      throw Error(where + ": group \"" + r.group + "\" has " + std::to_string(r.spikes.size(1)) + " units / " +
-                  std::to_string(r.behavior.size(1)) + " dims here but " + std::to_string(group_units_[g]) + " / " +
-                  std::to_string(dims_of_group[g]) + " in its first record");
-    }
-    if (first) {
-      bin_ms_ = r.bin_ms;
-      behavior_dims_ = r.behavior.size(1);
-      stored_sigma = r.smoothing_sigma_ms;
-      first = false;
-    }
-    if (r.behavior.size(1) != behavior_dims_) {
-      throw Error(where + ": behaviour has " + std::to_string(r.behavior.size(1)) + " dims, other records " +
-                  std::to_string(behavior_dims_) + "; one model decodes one behaviour space");
-    }
-    if (r.smoothing_sigma_ms != stored_sigma) {
-      throw Error(where + ": records mix smoothing_sigma_ms " + std::to_string(r.smoothing_sigma_ms) + " and " +
-                  std::to_string(stored_sigma));
-    }
-    groups_.push_back(it->second);
+    // Scanning a large database takes a while: a Ctrl-C or SIGTERM stops it here.
+    throw_if_stop_requested("while reading neural database " + db.string());
+    const auto r = check.add(groups_.size(), key, value, "neural database " + db.string() + " key " + std::string(key));
+    groups_.push_back(check.group_index(r.group));
     return true;
   });
-  if (groups_.empty()) throw Error("neural database " + db.string() + " holds no records");
+  check.finish(store_->count());
+  group_names_ = check.group_names();
+  group_units_ = check.group_units();
+  bin_ms_ = check.bin_ms();
+  behavior_dims_ = check.behavior_dims();
+  const double stored_sigma = check.smoothing_sigma_ms();
   stored_smoothed_ = stored_sigma > 0;
   if (stored_smoothed_ && options_.smoothing_sigma_ms > 0 &&
       std::abs(stored_sigma - options_.smoothing_sigma_ms) > 1e-9) {

@@ -25,10 +25,13 @@ struct NeuralDatasetOptions {
 
 class NeuralDataset : public ExampleSource {
  public:
-  // Opens `db` read-only and scans its records once (groups, units, dims). Throws rt::Error
-  // naming the database and key when a record is not a neural record, keys are not "%08d"
-  // from 0, records of one group disagree on units/dims, or the records were smoothed at
-  // import with a σ other than options.smoothing_sigma_ms.
+  // Opens `db` read-only and scans its records once (groups, units, dims) through
+  // NeuralDatabaseCheck, the checks `preprocess --inspect` applies too. Throws rt::Error naming
+  // the database, key and field when a record is not a valid neural record (decode_neural_record's
+  // ranges), keys are not "%08d" from 0, records of one group disagree on units/dims, the
+  // database is empty or its metadata.yaml is missing or disagrees with the records, or the
+  // records were smoothed at import with a σ other than options.smoothing_sigma_ms (which must
+  // be in [0, kMaxSigmaMs]); rt::StopRequested after SIGINT/SIGTERM.
   NeuralDataset(const std::filesystem::path& db, const NeuralDatasetOptions& options = {});
 
   size_t size() const override { return groups_.size(); }

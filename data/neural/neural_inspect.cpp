@@ -6,55 +6,16 @@
 #include <set>
 #include <sstream>
 
+#include "audio_example.pb.h"
 #include "data/lmdb_store.h"
 #include "data/neural/neural_record.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/signals.h"
 
 namespace rt::neural {
 namespace {
-
-// The few fields of the importer's metadata.yaml (write_neural_metadata) inspect compares
-// against: it is our own fixed layout, so a line reader suffices.
-struct YamlSummary {
-  bool present = false;
-  bool neural = false;
-  long long count = -1;
-  std::map<std::string, long long> group_trials;
-};
-
-std::string trim(std::string s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  const auto e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-YamlSummary read_yaml(const std::filesystem::path& db) {
-  YamlSummary y;
-  const auto path = db / "metadata.yaml";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return y;
-  y.present = true;
-  std::istringstream in(read_file(path));
-  std::string line, group;
-  while (std::getline(in, line)) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    if (key.rfind("- ", 0) == 0) key = trim(key.substr(2));
-    try {
-      if (key == "kind") y.neural = value == "neural";
-      if (key == "count") y.count = std::stoll(value);
-      if (key == "name")
-        group = value.size() >= 2 && value.front() == '"' ? Json::parse(value).get<std::string>() : value;
-      if (key == "trials" && !group.empty()) y.group_trials[group] = std::stoll(value);
-    } catch (const std::exception&) {
-      // A malformed line is reported as a mismatch below (the value stays unknown).
-    }
-  }
-  return y;
-}
 
 std::string fmt(double v, const char* f = "%g") {
   char buf[64];
@@ -65,28 +26,31 @@ std::string fmt(double v, const char* f = "%g") {
 }  // namespace
 
 bool is_neural_database(const std::filesystem::path& db) {
-  if (read_yaml(db).neural) return true;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(db / "metadata.yaml", ec) &&
+      read_file(db / "metadata.yaml").find("kind: neural") != std::string::npos) {
+    return true;
+  }
+  // No or foreign metadata: the first record decides by its buffers, whether or not it is
+  // valid (a bad neural record is reported as one, not as a bad audio record).
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
   bool neural = false;
-  store.for_each([&](std::string_view key, std::string_view value) {
-    try {
-      decode_neural_record(value, std::string(key));
-      neural = true;
-    } catch (const std::exception&) {
-    }
-    return false;  // the first record decides
+  store.for_each([&](std::string_view, std::string_view value) {
+    audio_example::AudioExample ex;
+    neural = ex.ParseFromArray(value.data(), static_cast<int>(value.size())) && ex.buffers().count("spikes") > 0;
+    return false;
   });
   return neural;
 }
 
 std::vector<std::string> inspect_neural_database(const std::filesystem::path& db, std::ostream& out) {
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
-  const YamlSummary yaml = read_yaml(db);
   const size_t entries = store.count();
   out << "database: " << db.string() << "\n";
   out << "kind: neural\n";
   out << "entries: " << entries << " trials\n";
-  if (!yaml.present) out << "metadata.yaml: missing (everything below comes from the records)\n";
+  // The loader's own checks (NeuralDataset), every failure listed instead of the first.
+  NeuralDatabaseCheck check(db);
 
   struct GroupStats {
     int64_t units = 0, dims = 0, train = 0, eval = 0, other = 0, min_bins = 0, max_bins = 0, total_bins = 0;
@@ -95,10 +59,12 @@ std::vector<std::string> inspect_neural_database(const std::filesystem::path& db
   };
   std::map<std::string, GroupStats> groups;
   std::vector<std::string> bad;
+  size_t index = 0;
   store.for_each([&](std::string_view key_view, std::string_view value) {
     const std::string key(key_view);
+    throw_if_stop_requested("while inspecting " + db.string());
     try {
-      NeuralRecord r = decode_neural_record(value, "record '" + key + "'");
+      NeuralRecord r = check.add(index++, key, value, "record '" + key + "'");
       auto [it, fresh] = groups.try_emplace(r.group);
       GroupStats& g = it->second;
       const int64_t T = r.spikes.size(0);
@@ -107,10 +73,6 @@ std::vector<std::string> inspect_neural_database(const std::filesystem::path& db
         g.units = r.spikes.size(1);
         g.dims = r.behavior.size(1);
         g.min_bins = g.max_bins = T;
-      } else if (r.spikes.size(1) != g.units || r.behavior.size(1) != g.dims) {
-        throw Error("group '" + r.group + "' has " + std::to_string(g.units) + " units / " +
-                    std::to_string(g.dims) + " behaviour dims in its first record but " +
-                    std::to_string(r.spikes.size(1)) + " / " + std::to_string(r.behavior.size(1)) + " here");
       }
       g.min_bins = std::min(g.min_bins, T);
       g.max_bins = std::max(g.max_bins, T);
@@ -154,24 +116,20 @@ std::vector<std::string> inspect_neural_database(const std::filesystem::path& db
     for (double b : g->bin_ms) out << " " << fmt(b) << " ms";
     const double seconds = static_cast<double>(g->total_bins) * *g->bin_ms.begin() / 1000.0;
     out << " (" << fmt(seconds, "%.1f") << " s recorded)\n";
-    auto y = yaml.group_trials.find(name);
-    if (yaml.present && (y == yaml.group_trials.end() || y->second != trials)) {
-      out << "    note: metadata.yaml says "
-          << (y == yaml.group_trials.end() ? std::string("nothing about this group")
-                                           : std::to_string(y->second) + " trials")
-          << "\n";
-    }
   }
   if (ordered.size() > 1)
     out << "widest group: " << max_units << " units (narrower groups are zero-padded)\n";
-  if (yaml.present && yaml.count >= 0 && static_cast<size_t>(yaml.count) != entries) {
-    out << "note: metadata.yaml says count " << yaml.count << "\n";
-  }
-  if (bad.empty()) {
+  if (bad.empty() && entries > 0) {
     out << "all " << entries << " records decode\n";
-  } else {
+  } else if (!bad.empty()) {
     out << bad.size() << " of " << entries << " records are bad:\n";
     for (const auto& b : bad) out << "  " << b << "\n";
+  }
+  try {
+    check.finish(entries);
+  } catch (const Error& e) {
+    out << "database: " << e.what() << "\n";
+    bad.push_back(std::string("database: ") + e.what());
   }
   return bad;
 }

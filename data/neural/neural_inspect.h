@@ -11,15 +11,16 @@
 namespace rt::neural {
 
 // True when `db` holds a neural database: its metadata.yaml says `kind: neural`, or (no or
-// foreign metadata) its first record decodes as a neural record. Throws rt::Error when `db`
+// foreign metadata) its first record has a "spikes" buffer. Throws rt::Error when `db`
 // cannot be opened as an LMDB database.
 bool is_neural_database(const std::filesystem::path& db);
 
 // Prints the database's entry count, spike representation (counts or smoothed with σ), and per
 // group: units, behaviour dims, trials (train/eval), bins per trial (range when they vary),
-// bin width and total recorded time; compares against metadata.yaml when present. Decodes
-// every record; returns "key: reason" for each one that fails, or whose group disagrees with
-// the group's first record on units/dims (empty: all good).
+// bin width and total recorded time. Applies the loader's checks (NeuralDatabaseCheck) to every
+// record and to the whole database; returns "key: reason" for each record that fails and
+// "database: reason" when the database does (no records, no or disagreeing metadata.yaml);
+// empty: training accepts it.
 std::vector<std::string> inspect_neural_database(const std::filesystem::path& db, std::ostream& out);
 
 }  // namespace rt::neural

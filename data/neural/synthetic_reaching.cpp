@@ -5,7 +5,9 @@
 #include <random>
 
 #include "data/neural/h5_file.h"
+#include "data/neural/neural_record.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::neural {
 namespace {
@@ -32,9 +34,22 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
   if (o.bins < 2) fail("bins = " + std::to_string(o.bins) + ": must be >= 2");
   if (o.onset_bin >= o.bins) fail("onset_bin = " + std::to_string(o.onset_bin) + ": must be < bins (or -1)");
   const int64_t onset = o.onset_bin >= 0 ? o.onset_bin : o.bins * 50 / 140;
-  if (!(o.bin_ms > 0)) fail("bin_ms must be > 0");
+  if (!(o.bin_ms >= kMinBinMs && o.bin_ms <= kMaxBinMs)) {
+    fail("bin_ms = " + std::to_string(o.bin_ms) + ": must be in [" + std::to_string(kMinBinMs) + ", " +
+         std::to_string(kMaxBinMs) + "] ms");
+  }
   if (!(o.heldout_fraction >= 0 && o.heldout_fraction < 1)) fail("heldout_fraction must be in [0, 1)");
   if (!(o.base_rate_hz > 0)) fail("base_rate_hz must be > 0");
+  // Each split is built in memory whole; the importer reads at most kMaxH5Values per dataset.
+  for (auto u : o.units) {
+    const double values = static_cast<double>(std::max(o.trials, o.eval_trials)) * static_cast<double>(o.bins) *
+                          static_cast<double>(u);
+    if (values > static_cast<double>(kMaxH5Values)) {
+      fail(std::to_string(std::max(o.trials, o.eval_trials)) + " trials × " + std::to_string(o.bins) + " bins × " +
+           std::to_string(u) + " units is more than " + std::to_string(kMaxH5Values) +
+           " values, the most the importer reads from one dataset; write fewer trials or bins");
+    }
+  }
   std::filesystem::create_directories(dir);
 
   // Shared by all groups: the dynamics and the velocity readout.
@@ -73,6 +88,7 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
       s.heldout.reserve(static_cast<size_t>(trials * o.bins * n_out));
       s.behavior.reserve(static_cast<size_t>(trials * o.bins * 2));
       for (int64_t n = 0; n < trials; ++n) {
+        throw_if_stop_requested("while writing synthetic reaching data to " + dir.string());
         const double th = angle(rng), th2 = th + kPi / 3;
         std::array<double, kLatent> z{};
         for (int64_t t = 0; t < o.bins; ++t) {

@@ -1,0 +1,17 @@
+// The one-line text of an exception for the apps' top-level handlers: torch's errors
+// (c10::Error) without the 20–30 lines of C++ backtrace their what() carries.
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <string>
+
+namespace rt {
+
+inline std::string error_text(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+}  // namespace rt
