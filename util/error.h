@@ -17,6 +17,9 @@ class Error : public std::runtime_error {
 // "[64, 182, 1]": a tensor shape in messages.
 std::string shape_text(const std::vector<int64_t>& shape);
 
+// "1 thread", "4 threads": a count and its noun (plural by appending 's') in messages.
+std::string count_text(int64_t n, const std::string& noun);
+
 // Levenshtein edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);
 

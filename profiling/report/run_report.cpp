@@ -16,6 +16,15 @@ std::string phase_label(const std::string& key) {
   return it == labels.end() ? key : it->second;
 }
 
+const MemoryPeak* find_memory_peak(const RunAnalysis& a, const std::string& series) {
+  for (const auto& p : a.memory_peaks) {
+    if (p.name == series) return &p;
+  }
+  return nullptr;
+}
+
+std::string sample_unit_of(const RunAnalysis& a) { return a.sample_unit.empty() ? "samples" : a.sample_unit; }
+
 RunAnalysis analyse_run(const fs::path& run_dir_in, const ReportOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(run_dir_in, ec)) {
