@@ -9,8 +9,8 @@
 #include <fstream>
 #include <mutex>
 #include <new>
-#include <vector>
 #include <string>
+#include <vector>
 
 #if defined(RT_TORCH_HAS_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -40,7 +40,8 @@ void counting_delete(void* data) {
   char* raw = static_cast<char*>(data) - kHeaderBytes;
   auto* h = reinterpret_cast<BlockHeader*>(raw);
   if (h->reporter != nullptr) {
-    h->reporter->record_cpu(data, -h->bytes, static_cast<MemoryCategory>(h->category.load(std::memory_order_relaxed)));
+    h->reporter->record_cpu(data, -h->bytes,
+                            static_cast<MemoryCategory>(h->category.load(std::memory_order_relaxed)));
   }
   h->~BlockHeader();
   c10::free_cpu(raw);
@@ -107,11 +108,16 @@ InstallState& install_state() {
 
 const char* memory_category_name(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::kOther: return "activations_and_temporaries";
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kBuffers: return "buffers";
-    case MemoryCategory::kGradients: return "gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer_state";
+    case MemoryCategory::kOther:
+      return "activations_and_temporaries";
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kBuffers:
+      return "buffers";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer_state";
   }
   return "?";
 }
@@ -165,7 +171,7 @@ PeakComposition MemoryReporter::take_interval_peak() {
   int64_t tagged = 0;
   for (int c = 1; c < kMemoryCategoryCount; ++c) {
     p.categories.bytes[c] = interval_peak_tagged_[c].exchange(tagged_[c].load(std::memory_order_relaxed),
-                                                               std::memory_order_relaxed);
+                                                              std::memory_order_relaxed);
     tagged += p.categories.bytes[c];
   }
   p.categories[MemoryCategory::kOther] = std::max<int64_t>(0, p.bytes_in_use - tagged);
@@ -182,7 +188,8 @@ void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_al
 }
 
 void MemoryReporter::record_cpu(void* ptr, int64_t bytes, MemoryCategory category) {
-  if (category != MemoryCategory::kOther) tagged_[static_cast<int>(category)].fetch_add(bytes, std::memory_order_relaxed);
+  if (category != MemoryCategory::kOther)
+    tagged_[static_cast<int>(category)].fetch_add(bytes, std::memory_order_relaxed);
   count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU));
 }
 

@@ -133,7 +133,8 @@ Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& s) {
 
 Json category_bytes_json(const CategoryBytes& bytes) {
   Json j = Json::object();
-  for (int c = 1; c < kMemoryCategoryCount; ++c) j[memory_category_name(static_cast<MemoryCategory>(c))] = bytes.bytes[c];
+  for (int c = 1; c < kMemoryCategoryCount; ++c)
+    j[memory_category_name(static_cast<MemoryCategory>(c))] = bytes.bytes[c];
   j[memory_category_name(MemoryCategory::kOther)] = bytes[MemoryCategory::kOther];
   return j;
 }

@@ -1,9 +1,5 @@
 #include "trainer/fused_adam.h"
 
-#include "trainer/fused_adam_kernel.h"
-#include "util/error.h"
-#include "util/torch_compat.h"
-
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
@@ -11,6 +7,10 @@
 #include <memory>
 #include <string>
 #include <tuple>
+
+#include "trainer/fused_adam_kernel.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace rt {
 

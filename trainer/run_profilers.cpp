@@ -146,7 +146,8 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
 RunProfilers::~RunProfilers() { finish(); }
 
 bool RunProfilers::tracks_memory(const Config& c) {
-  return c.get_bool("profiling.memory") || (c.get_bool("profiling.enabled") && c.get_bool("profiling.profile_memory"));
+  return c.get_bool("profiling.memory") ||
+         (c.get_bool("profiling.enabled") && c.get_bool("profiling.profile_memory"));
 }
 
 void RunProfilers::watch_memory_categories(ModelFamily& family) {
@@ -216,7 +217,8 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
       const std::string name = prof::memory_category_name(category);
       tb_->add_scalar("memory/" + name + "_bytes", static_cast<float>(split->bytes[category]), step);
       if (!device_.is_cuda()) {
-        tb_->add_scalar("memory/interval_peak/" + name + "_bytes", static_cast<float>(peak.categories[category]), step);
+        tb_->add_scalar("memory/interval_peak/" + name + "_bytes",
+                        static_cast<float>(peak.categories[category]), step);
       }
     }
     if (split && !device_.is_cuda()) {

@@ -215,9 +215,9 @@ class TrainingJob {
     }
     summary_.set_info("sample_unit", data_.sample_unit);
     summary_.set_info("first_step", step_);
-    out() << family_->describe() << " on " << device_.str() << ", " << count_text(torch::get_num_threads(), "thread")
-          << ", "
-          << data_.train_indices.size() << " train / " << data_.val_indices.size() << " validation examples";
+    out() << family_->describe() << " on " << device_.str() << ", "
+          << count_text(torch::get_num_threads(), "thread") << ", " << data_.train_indices.size()
+          << " train / " << data_.val_indices.size() << " validation examples";
     if (distributed_) {
       out() << "; " << comm_->world_size() << " ranks (" << comm_->backend() << "), " << config_.get_int("train.batch")
             << " examples per rank per step";

@@ -69,7 +69,8 @@ std::vector<Metric> metrics() {
   std::vector<Metric> m = {
       {"steps", "steps", [](const RunAnalysis& a) { return positive(static_cast<double>(a.total_steps)); },
        [](double v) { return fixed(v, 0); }},
-      {"steps_per_second", "steps/s (whole run)", [](const RunAnalysis& a) { return positive(a.steps_per_second); },
+      {"steps_per_second", "steps/s (whole run)",
+       [](const RunAnalysis& a) { return positive(a.steps_per_second); },
        [](double v) { return fixed(v, 2); }},
       // In each run's unit ("throughput unit" row): audio samples for RAVE, time bins for SSM.
       {"samples_per_second", "throughput/s (whole run)",
@@ -78,8 +79,8 @@ std::vector<Metric> metrics() {
        [](const RunAnalysis& a) { return positive(a.steady_examples_per_second.median); }, rate},
       {"median_step_time", "step time median (steady)",
        [](const RunAnalysis& a) { return positive(a.steady_step_time.median); }, format_seconds},
-      {"p90_step_time", "step time p90 (steady)", [](const RunAnalysis& a) { return positive(a.steady_step_time.p90); },
-       format_seconds},
+      {"p90_step_time", "step time p90 (steady)",
+       [](const RunAnalysis& a) { return positive(a.steady_step_time.p90); }, format_seconds},
       {"max_step_time", "step time max", [](const RunAnalysis& a) { return positive(a.step_time.max); },
        format_seconds},
       {"warmup_step_time", "step time median (warm-up)",
@@ -123,15 +124,15 @@ std::string format_report(const RunAnalysis& a) {
   o << "  model      " << (a.model.empty() ? "?" : a.model);
   if (!a.config.empty()) o << "  (config " << a.config << ")";
   if (!a.run_name.empty()) o << "\n  run name   " << a.run_name;
-  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", " << count_text(a.threads, "thread") << ", batch "
-    << a.batch << "\n";
+  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", " << count_text(a.threads, "thread")
+    << ", batch " << a.batch << "\n";
   o << "  status     " << (a.status.empty() ? "?" : a.status) << ", " << a.total_steps << " steps";
   if (a.last_step >= 0) o << " (" << a.first_step << ".." << a.last_step << ")";
   o << " in " << format_seconds(a.total_time_s) << "\n";
 
   const std::string unit = sample_unit_of(a);
-  o << "\nThroughput\n  " << fixed(a.steps_per_second, 2) << " steps/s, " << rate(a.samples_per_second) << " " << unit
-    << "/s over the whole run";
+  o << "\nThroughput\n  " << fixed(a.steps_per_second, 2) << " steps/s, " << rate(a.samples_per_second) << " "
+    << unit << "/s over the whole run";
   if (a.steady_examples_per_second.n > 0) {
     o << "\n  steady state: " << rate(a.steady_examples_per_second.median) << " examples/s, "
       << rate(a.steady_samples_per_second.median) << " " << unit << "/s (median)";
@@ -179,13 +180,13 @@ std::string format_report(const RunAnalysis& a) {
   if (!a.memory_trends.empty()) {
     o << "\nMemory (memory_profile.json, " << a.memory_steps.size() << " samples";
     if (!a.memory_steps.empty()) o << ", steps " << a.memory_steps.front() << ".." << a.memory_steps.back();
-    o << ")\n  " << pad("", 22) << pad("first", 11, true) << pad("last", 11, true) << pad("sampled max", 13, true)
-      << pad("slope (last half)", 20, true) << "  leak?\n";
+    o << ")\n  " << pad("", 22) << pad("first", 11, true) << pad("last", 11, true)
+      << pad("sampled max", 13, true) << pad("slope (last half)", 20, true) << "  leak?\n";
     for (const auto& t : a.memory_trends) {
-      o << "  " << pad(t.name, 22) << pad(format_bytes(t.first), 11, true) << pad(format_bytes(t.last), 11, true)
-        << pad(format_bytes(t.peak), 13, true)
+      o << "  " << pad(t.name, 22) << pad(format_bytes(t.first), 11, true)
+        << pad(format_bytes(t.last), 11, true) << pad(format_bytes(t.peak), 13, true)
         << pad(t.enough_samples ? format_bytes(t.slope_per_step) + "/step" : "-", 20, true) << "  "
-        << (!t.enough_samples    ? "too few samples"
+        << (!t.enough_samples  ? "too few samples"
             : t.leak_suspected ? "LIKELY"
             : t.file_backed    ? "no (file-backed)"
                                : "no")
@@ -203,7 +204,8 @@ std::string format_report(const RunAnalysis& a) {
     if (!a.category_series.empty()) {
       // The model's categories first, in the order training creates them, then the rest.
       std::vector<std::string> names;
-      for (const char* n : {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
+      for (const char* n :
+           {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
         if (a.category_series.count(n) > 0) names.push_back(n);
       }
       for (const auto& [name, values] : a.category_series) {
@@ -335,7 +337,8 @@ Json to_json(const RunAnalysis& a) {
                       {"file_backed", t.file_backed}});
   }
   Json peaks = Json::array();
-  for (const auto& p : a.memory_peaks) peaks.push_back({{"name", p.name}, {"source", p.source}, {"bytes", p.bytes}});
+  for (const auto& p : a.memory_peaks)
+    peaks.push_back({{"name", p.name}, {"source", p.source}, {"bytes", p.bytes}});
   Json categories = Json::object();
   for (const auto& [name, values] : a.category_series) categories[name] = values.back();
   j["memory"] = {{"samples", a.memory_steps.size()},
@@ -343,7 +346,9 @@ Json to_json(const RunAnalysis& a) {
                  {"peaks", peaks},
                  {"categories_last_sample", categories},
                  {"category_peak",
-                  {{"step", a.category_peak_step}, {"bytes_in_use", a.category_peak_bytes}, {"categories", a.category_peak}}},
+                  {{"step", a.category_peak_step},
+                   {"bytes_in_use", a.category_peak_bytes},
+                   {"categories", a.category_peak}}},
                  {"peak_cpu_memory_percent", a.peak_cpu_memory_percent},
                  {"gpu",
                   {{"allocated_peak_bytes", a.gpu_allocated_peak_bytes},
@@ -390,7 +395,8 @@ std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   for (const auto& m : metrics()) {
     const auto x = m.get(a), y = m.get(b);
     if (!x && !y) continue;
-    const bool comparable = x && y && *x != 0 && (m.key != "samples_per_second" || sample_unit_of(a) == sample_unit_of(b));
+    const bool comparable =
+        x && y && *x != 0 && (m.key != "samples_per_second" || sample_unit_of(a) == sample_unit_of(b));
     o << pad(m.label, w) << pad(x ? m.show(*x) : "-", c, true) << pad(y ? m.show(*y) : "-", c, true)
       << pad(comparable ? fixed(*y / *x, 2) + "x" : "-", 9, true) << "\n";
   }

@@ -211,8 +211,10 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
         if (d->contains("bytes_in_use")) put(d.key() + " bytes_in_use", num(*d, "bytes_in_use"));
         if (d->contains("peak_bytes_in_use")) put(d.key() + " peak", num(*d, "peak_bytes_in_use"));
         if (d->contains("reserved_bytes")) put(d.key() + " reserved", num(*d, "reserved_bytes"));
-        raise_peak(a, d.key() + " bytes_in_use", num(*d, "peak_bytes_in_use"), "allocator's peak_bytes_in_use");
-        raise_peak(a, d.key() + " reserved", num(*d, "peak_reserved_bytes"), "allocator's peak_reserved_bytes");
+        raise_peak(a, d.key() + " bytes_in_use", num(*d, "peak_bytes_in_use"),
+                   "allocator's peak_bytes_in_use");
+        raise_peak(a, d.key() + " reserved", num(*d, "peak_reserved_bytes"),
+                   "allocator's peak_reserved_bytes");
       }
     }
     if (auto c = e.find("categories"); c != e.end() && c->is_object()) {
@@ -223,7 +225,8 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
         s.push_back(k->get<double>());
       }
     }
-    if (auto p = e.find("interval_peak"); p != e.end() && p->is_object() && num(*p, "bytes_in_use") > a.category_peak_bytes) {
+    if (auto p = e.find("interval_peak");
+        p != e.end() && p->is_object() && num(*p, "bytes_in_use") > a.category_peak_bytes) {
       a.category_peak_bytes = num(*p, "bytes_in_use");
       a.category_peak_step = num(e, "step");
       a.category_peak.clear();
@@ -242,7 +245,8 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
     ++i;
   }
   for (auto& [name, values] : series) values.resize(i, values.empty() ? 0.0 : values.back());
-  for (auto& [name, values] : a.category_series) values.resize(a.memory_steps.size(), values.empty() ? 0.0 : values.back());
+  for (auto& [name, values] : a.category_series)
+    values.resize(a.memory_steps.size(), values.empty() ? 0.0 : values.back());
   a.memory_series = std::move(series);
 }
 // train/step_time as logged to TensorBoard: a step-time curve (means per log interval) for runs

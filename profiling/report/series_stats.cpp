@@ -77,12 +77,15 @@ MemoryTrend analyse_memory_trend(const std::string& name, const std::vector<doub
   bool sustained = true;
   for (int q = 0; q < 2; ++q) {
     const size_t begin = q == 0 ? 0 : mid, end = q == 0 ? mid + 1 : ys.size();
-    const std::vector<double> qx(xs.begin() + static_cast<std::ptrdiff_t>(begin), xs.begin() + static_cast<std::ptrdiff_t>(end));
-    const std::vector<double> qy(ys.begin() + static_cast<std::ptrdiff_t>(begin), ys.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<double> qx(xs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 xs.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<double> qy(ys.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 ys.begin() + static_cast<std::ptrdiff_t>(end));
     t.quarter_growth[q] = slope(qx, qy) * (qx.back() - qx.front());
     sustained = sustained && t.quarter_growth[q] > o.min_sustained_share * threshold;
   }
-  t.leak_suspected = t.last_half_growth > threshold && t.rising_fraction >= o.min_rising_fraction && sustained;
+  t.leak_suspected =
+      t.last_half_growth > threshold && t.rising_fraction >= o.min_rising_fraction && sustained;
   return t;
 }
 

@@ -182,7 +182,8 @@ std::string MemoryCategoriesRun::output_, MemoryCategoriesRun::summary_;
 TEST_F(MemoryCategoriesRun, ParametersAndBothAdamStatesAreAttributedExactly) {
   const int64_t generator = summary_count("encoder") + summary_count("decoder");
   const int64_t discriminator = summary_count("discriminator");
-  const int64_t all = summary_count("total trained") + summary_count("pqmf");  // pqmf: fixed, still parameters
+  const int64_t all =
+      summary_count("total trained") + summary_count("pqmf");  // pqmf: fixed, still parameters
   ASSERT_GT(discriminator, 0);
   const int64_t f32 = 4;  // tiny_rave trains in float32
   const Json memory = read_json(run_ / "memory_profile.json");
@@ -218,7 +219,8 @@ TEST_F(MemoryCategoriesRun, ParametersAndBothAdamStatesAreAttributedExactly) {
 TEST_F(MemoryCategoriesRun, TensorBoardHoldsTheSplitAndThePeakComposition) {
   const Json memory = read_json(run_ / "memory_profile.json");
   auto scalars = read_scalars(run_);
-  for (const char* name : {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
+  for (const char* name :
+       {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
     const std::string tag = std::string("memory/") + name + "_bytes";
     ASSERT_EQ(scalars[tag].size(), memory.size()) << tag;
     for (size_t i = 0; i < memory.size(); ++i) {
@@ -241,8 +243,9 @@ TEST_F(MemoryCategoriesRun, SummaryNamesTheConfigAndTheRunApartAndTheConsoleCoun
   // profile-report shows the split, the composition of the largest peak and the true peaks.
   auto report = run_command(bin_path("profile-report") + " " + quote(run_.string()));
   ASSERT_EQ(report.exit_code, 0) << report.output;
-  for (const char* text : {"(config tiny_rave)", "run name   profiled", "optimizer_state", "at the peak (step",
-                           "true peaks: ", "allocator's peak_bytes_in_use", "audio samples/s over the whole run"}) {
+  for (const char* text :
+       {"(config tiny_rave)", "run name   profiled", "optimizer_state", "at the peak (step",
+        "true peaks: ", "allocator's peak_bytes_in_use", "audio samples/s over the whole run"}) {
     EXPECT_NE(report.output.find(text), std::string::npos) << text << "\n" << report.output;
   }
 }

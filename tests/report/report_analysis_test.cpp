@@ -96,10 +96,11 @@ TEST(ReportMemoryTrend, OneStepUpLateInTheRunIsNotALeak) {
   // slow drift of 16 KiB per sample).
   std::vector<double> v;
   const auto steps = steps_of(30);
-  for (size_t i = 0; i < steps.size(); ++i) v.push_back((steps[i] < 200 ? 90 : 103.4) * kMiB + i * 16 * 1024.0);
+  for (size_t i = 0; i < steps.size(); ++i)
+    v.push_back((steps[i] < 200 ? 90 : 103.4) * kMiB + i * 16 * 1024.0);
   const MemoryTrend t = analyse_memory_trend("rss anon", steps, v, {8, 0.10});
   EXPECT_GT(t.last_half_growth, 0.10 * 100 * kMiB);  // grew more than the relative threshold…
-  EXPECT_LT(t.quarter_growth[1], 1 * kMiB);         // …but stopped: not a leak
+  EXPECT_LT(t.quarter_growth[1], 1 * kMiB);          // …but stopped: not a leak
   EXPECT_FALSE(t.leak_suspected);
 }
 
@@ -241,10 +242,11 @@ TEST(ReportAnalysis, PeaksAreTheRecordedOnesNotTheLargestSample) {
   run.write(dir / "peaks", "peaks");
   Json memory = Json::array();
   for (int64_t i = 0; i < 10; ++i) {
-    memory.push_back({{"step", 10 * i},
-                      {"memory", {{"cpu", {{"bytes_in_use", 1.2 * kMiB}, {"peak_bytes_in_use", 23.1 * kMiB}}}}},
-                      {"rss_bytes", 284.6 * kMiB - i * kMiB},
-                      {"peak_rss_bytes", 330.0 * kMiB}});
+    memory.push_back(
+        {{"step", 10 * i},
+         {"memory", {{"cpu", {{"bytes_in_use", 1.2 * kMiB}, {"peak_bytes_in_use", 23.1 * kMiB}}}}},
+         {"rss_bytes", 284.6 * kMiB - i * kMiB},
+         {"peak_rss_bytes", 330.0 * kMiB}});
   }
   write_json_atomic(dir / "peaks" / "memory_profile.json", memory);
   const RunAnalysis a = analyse_run(dir / "peaks");
@@ -255,7 +257,8 @@ TEST(ReportAnalysis, PeaksAreTheRecordedOnesNotTheLargestSample) {
   EXPECT_DOUBLE_EQ(cpu->bytes, 23.1 * kMiB);
   EXPECT_DOUBLE_EQ(rss->bytes, 337.8 * kMiB);  // the summary's, above every sample's VmHWM
   const std::string text = format_report(a);
-  EXPECT_NE(text.find("cpu bytes_in_use 23.1 MiB (allocator's peak_bytes_in_use)"), std::string::npos) << text;
+  EXPECT_NE(text.find("cpu bytes_in_use 23.1 MiB (allocator's peak_bytes_in_use)"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("rss 337.8 MiB (VmHWM, peak_rss_bytes)"), std::string::npos) << text;
   EXPECT_NE(text.find("sampled max"), std::string::npos) << text;
   const std::string compare = format_comparison(a, a);
@@ -270,15 +273,22 @@ TEST(ReportAnalysis, MemoryCategoriesAndThePeakCompositionAreShown) {
   Json memory = Json::array();
   for (int64_t i = 0; i < 4; ++i) {
     const double optimizer = i == 0 ? 0.0 : 2 * kMiB;  // Adam's state appears at the first step
-    Json cats = {{"parameters", 1 * kMiB}, {"buffers", 0.0}, {"gradients", 1 * kMiB},
-                 {"optimizer_state", optimizer}, {"activations_and_temporaries", 0.5 * kMiB}};
+    Json cats = {{"parameters", 1 * kMiB},
+                 {"buffers", 0.0},
+                 {"gradients", 1 * kMiB},
+                 {"optimizer_state", optimizer},
+                 {"activations_and_temporaries", 0.5 * kMiB}};
     const double peak = (i == 2 ? 40 : 20) * kMiB;
-    Json at_peak = {{"parameters", 1 * kMiB}, {"buffers", 0.0}, {"gradients", 0.25 * kMiB},
-                    {"optimizer_state", optimizer}, {"activations_and_temporaries", peak - (1.25 * kMiB + optimizer)}};
-    memory.push_back({{"step", 10 * i},
-                      {"memory", {{"cpu", {{"bytes_in_use", 2.5 * kMiB + optimizer}, {"peak_bytes_in_use", 40 * kMiB}}}}},
-                      {"categories", cats},
-                      {"interval_peak", {{"bytes_in_use", peak}, {"categories", at_peak}}}});
+    Json at_peak = {{"parameters", 1 * kMiB},
+                    {"buffers", 0.0},
+                    {"gradients", 0.25 * kMiB},
+                    {"optimizer_state", optimizer},
+                    {"activations_and_temporaries", peak - (1.25 * kMiB + optimizer)}};
+    memory.push_back(
+        {{"step", 10 * i},
+         {"memory", {{"cpu", {{"bytes_in_use", 2.5 * kMiB + optimizer}, {"peak_bytes_in_use", 40 * kMiB}}}}},
+         {"categories", cats},
+         {"interval_peak", {{"bytes_in_use", peak}, {"categories", at_peak}}}});
   }
   write_json_atomic(dir / "cats" / "memory_profile.json", memory);
   const RunAnalysis a = analyse_run(dir / "cats");

@@ -135,7 +135,9 @@ class FakeFamily final : public ModelFamily {
     return {{"linear", linear_.ptr()}};
   }
 
-  MemoryHolders memory_holders() override { return {linear_->parameters(), linear_->buffers(), {opt_.get()}}; }
+  MemoryHolders memory_holders() override {
+    return {linear_->parameters(), linear_->buffers(), {opt_.get()}};
+  }
 
  private:
   FakeOptions options_;

@@ -236,7 +236,8 @@ TEST(OptimizerStateTensors, AdamKeepsTwoMomentsPerParameterAfterItsFirstStep) {
   }
   auto ps = make_params();
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(ps, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).amsgrad(true)));
+  groups.emplace_back(
+      ps, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).amsgrad(true)));
   auto adamw = rt::make_adamw(std::move(groups), true);
   one_step(*adamw, ps);
   EXPECT_EQ(defined_state_bytes(*adamw), 3 * param_bytes(ps));  // + max_exp_avg_sq
