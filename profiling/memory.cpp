@@ -179,18 +179,18 @@ PeakComposition MemoryReporter::take_interval_peak() {
 }
 
 void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                                      c10::Device device) {
+                                      c10::Device device, MemoryCategory category) {
   (bytes >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
   if (has_listener_.load(std::memory_order_acquire)) {
     auto listener = std::atomic_load(&listener_);
-    if (listener) (*listener)(ptr, bytes, total_allocated, total_reserved, device);
+    if (listener) (*listener)(ptr, bytes, total_allocated, total_reserved, device, category);
   }
 }
 
 void MemoryReporter::record_cpu(void* ptr, int64_t bytes, MemoryCategory category) {
   if (category != MemoryCategory::kOther)
     tagged_[static_cast<int>(category)].fetch_add(bytes, std::memory_order_relaxed);
-  count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU));
+  count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU), category);
 }
 
 bool MemoryReporter::memoryProfilingEnabled() const {

@@ -55,9 +55,12 @@ struct PeakComposition {
 
 // One allocation (bytes > 0) or free (bytes < 0); totals after it (CPU: the reporter's live
 // bytes, reserved 0; CUDA: the caching allocator's, as c10 reports them).
+// `category`: a CPU free's block tag (kOther when untagged); kOther for allocations (tagged
+// later, if ever) and for CUDA blocks (not tagged).
 // Called on the allocating thread, possibly concurrently; must not allocate tensors.
-using AllocationListener = std::function<void(void* ptr, int64_t bytes, int64_t total_allocated,
-                                              int64_t total_reserved, c10::Device device)>;
+using AllocationListener =
+    std::function<void(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                       c10::Device device, MemoryCategory category)>;
 
 class MemoryReporter final : public c10::MemoryReportingInfoBase {
  public:
@@ -98,7 +101,7 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
  private:
   int64_t add_cpu_bytes(int64_t bytes);  // returns the live bytes after it, keeps the peak
   void count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                        c10::Device device);
+                        c10::Device device, MemoryCategory category = MemoryCategory::kOther);
 
   std::atomic<int64_t> cpu_in_use_{0};
   std::atomic<int64_t> cpu_peak_{0};

@@ -135,9 +135,14 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   }
 #endif
   if (profile_memory) {
-    reporter_->set_listener([](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved, c10::Device d) {
+    // Blocks are tagged only with profiling.memory (watch_memory_categories); without it an
+    // untagged free says nothing about what the block held.
+    const bool tagged = memory;
+    reporter_->set_listener([tagged](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved,
+                                     c10::Device d, prof::MemoryCategory category) {
       if (auto* t = prof::OpTracer::current()) {
-        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0);
+        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0,
+                         tagged && d.is_cpu() && bytes < 0 ? prof::memory_category_name(category) : nullptr);
       }
     });
   }
