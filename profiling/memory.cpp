@@ -8,8 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
-#include <vector>
+#include <new>
 #include <string>
+#include <vector>
 
 #if defined(RT_TORCH_HAS_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -26,6 +27,7 @@ struct BlockHeader {
   uint64_t magic;
   int64_t bytes;
   MemoryReporter* reporter;  // null when no scope counted the block; kept alive (kept_alive)
+  std::atomic<uint8_t> category;  // MemoryCategory, set by MemoryReporter::tag_storage
 };
 static_assert(sizeof(BlockHeader) <= kHeaderBytes, "block header must fit its 64 bytes");
 
@@ -36,9 +38,20 @@ std::atomic<c10::Allocator*> g_previous_allocator{nullptr};
 // Deleter of the blocks this allocator made (DataPtr deleter).
 void counting_delete(void* data) {
   char* raw = static_cast<char*>(data) - kHeaderBytes;
-  const BlockHeader h = *reinterpret_cast<const BlockHeader*>(raw);
-  if (h.reporter != nullptr) h.reporter->record_cpu(data, -h.bytes);
+  auto* h = reinterpret_cast<BlockHeader*>(raw);
+  if (h->reporter != nullptr) {
+    h->reporter->record_cpu(data, -h->bytes,
+                            static_cast<MemoryCategory>(h->category.load(std::memory_order_relaxed)));
+  }
+  h->~BlockHeader();
   c10::free_cpu(raw);
+}
+
+BlockHeader* counted_block_header(const c10::Storage& storage) {
+  const c10::DataPtr& p = storage.data_ptr();
+  if (p.get() == nullptr || p.get_deleter() != &counting_delete) return nullptr;
+  auto* h = reinterpret_cast<BlockHeader*>(static_cast<char*>(p.get()) - kHeaderBytes);
+  return h->magic == kBlockMagic ? h : nullptr;
 }
 
 // raw_deleter(): callers such as oneDNN's engine allocator (ideep) free through whatever CPU
@@ -63,7 +76,11 @@ class CountingCpuAllocator final : public compat::CpuAllocator {
     if (nbytes == 0) return {nullptr, nullptr, &counting_delete, cpu};  // as c10's: no block
     char* raw = static_cast<char*>(c10::alloc_cpu(nbytes + kHeaderBytes));
     MemoryReporter* r = g_counting_reporter.load(std::memory_order_acquire);
-    *reinterpret_cast<BlockHeader*>(raw) = {kBlockMagic, static_cast<int64_t>(nbytes), r};
+    auto* h = new (raw) BlockHeader;
+    h->magic = kBlockMagic;
+    h->bytes = static_cast<int64_t>(nbytes);
+    h->reporter = r;
+    h->category.store(static_cast<uint8_t>(MemoryCategory::kOther), std::memory_order_relaxed);
     void* data = raw + kHeaderBytes;
     if (r != nullptr) r->record_cpu(data, static_cast<int64_t>(nbytes));
     // data == context, so raw_allocate/raw_deallocate work through raw_deleter().
@@ -89,25 +106,91 @@ InstallState& install_state() {
 
 }  // namespace
 
+const char* memory_category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kOther:
+      return "activations_and_temporaries";
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kBuffers:
+      return "buffers";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer_state";
+  }
+  return "?";
+}
+
 int64_t MemoryReporter::add_cpu_bytes(int64_t bytes) {
   const int64_t now = cpu_in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   int64_t peak = cpu_peak_.load(std::memory_order_relaxed);
   while (now > peak && !cpu_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+  int64_t interval = interval_peak_.load(std::memory_order_relaxed);
+  while (now > interval) {
+    if (interval_peak_.compare_exchange_weak(interval, now, std::memory_order_relaxed)) {
+      for (int c = 1; c < kMemoryCategoryCount; ++c) {
+        interval_peak_tagged_[c].store(tagged_[c].load(std::memory_order_relaxed), std::memory_order_relaxed);
+      }
+      break;
+    }
+  }
   return now;
 }
 
+bool MemoryReporter::tag_storage(const c10::Storage& storage, MemoryCategory category) {
+  BlockHeader* h = counted_block_header(storage);
+  if (h == nullptr || h->reporter != this) return false;
+  const auto previous = static_cast<MemoryCategory>(
+      h->category.exchange(static_cast<uint8_t>(category), std::memory_order_relaxed));
+  if (previous == category) return true;
+  if (previous != MemoryCategory::kOther) {
+    tagged_[static_cast<int>(previous)].fetch_sub(h->bytes, std::memory_order_relaxed);
+  }
+  if (category != MemoryCategory::kOther) {
+    tagged_[static_cast<int>(category)].fetch_add(h->bytes, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+CategoryBytes MemoryReporter::cpu_bytes_by_category() const {
+  CategoryBytes out;
+  int64_t tagged = 0;
+  for (int c = 1; c < kMemoryCategoryCount; ++c) {
+    out.bytes[c] = tagged_[c].load(std::memory_order_relaxed);
+    tagged += out.bytes[c];
+  }
+  out[MemoryCategory::kOther] = std::max<int64_t>(0, cpu_bytes_in_use() - tagged);
+  return out;
+}
+
+PeakComposition MemoryReporter::take_interval_peak() {
+  PeakComposition p;
+  p.bytes_in_use = interval_peak_.exchange(cpu_bytes_in_use(), std::memory_order_relaxed);
+  int64_t tagged = 0;
+  for (int c = 1; c < kMemoryCategoryCount; ++c) {
+    p.categories.bytes[c] = interval_peak_tagged_[c].exchange(tagged_[c].load(std::memory_order_relaxed),
+                                                              std::memory_order_relaxed);
+    tagged += p.categories.bytes[c];
+  }
+  p.categories[MemoryCategory::kOther] = std::max<int64_t>(0, p.bytes_in_use - tagged);
+  return p;
+}
+
 void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                                      c10::Device device) {
+                                      c10::Device device, MemoryCategory category) {
   (bytes >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
   if (has_listener_.load(std::memory_order_acquire)) {
     auto listener = std::atomic_load(&listener_);
-    if (listener) (*listener)(ptr, bytes, total_allocated, total_reserved, device);
+    if (listener) (*listener)(ptr, bytes, total_allocated, total_reserved, device, category);
   }
 }
 
-void MemoryReporter::record_cpu(void* ptr, int64_t bytes) {
-  count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU));
+void MemoryReporter::record_cpu(void* ptr, int64_t bytes, MemoryCategory category) {
+  if (category != MemoryCategory::kOther)
+    tagged_[static_cast<int>(category)].fetch_add(bytes, std::memory_order_relaxed);
+  count_and_notify(ptr, bytes, add_cpu_bytes(bytes), 0, c10::Device(c10::DeviceType::CPU), category);
 }
 
 bool MemoryReporter::memoryProfilingEnabled() const {

@@ -33,11 +33,34 @@
 
 namespace rt::prof {
 
+// What a block of memory holds (memory_profile.json "categories"). A block is kOther
+// (activations and temporaries) until the trainer tags it (MemoryReporter::tag_storage).
+enum class MemoryCategory : uint8_t { kOther = 0, kParameters, kBuffers, kGradients, kOptimizerState };
+constexpr int kMemoryCategoryCount = 5;
+// "activations_and_temporaries", "parameters", "buffers", "gradients", "optimizer_state".
+const char* memory_category_name(MemoryCategory category);
+
+// Live bytes by category (indexed by MemoryCategory); [kOther] = what is not tagged.
+struct CategoryBytes {
+  int64_t bytes[kMemoryCategoryCount] = {};
+  int64_t& operator[](MemoryCategory c) { return bytes[static_cast<int>(c)]; }
+  int64_t operator[](MemoryCategory c) const { return bytes[static_cast<int>(c)]; }
+};
+
+// The largest bytes_in_use since the last take_interval_peak(), and what it was made of.
+struct PeakComposition {
+  int64_t bytes_in_use = 0;
+  CategoryBytes categories;
+};
+
 // One allocation (bytes > 0) or free (bytes < 0); totals after it (CPU: the reporter's live
 // bytes, reserved 0; CUDA: the caching allocator's, as c10 reports them).
+// `category`: a CPU free's block tag (kOther when untagged); kOther for allocations (tagged
+// later, if ever) and for CUDA blocks (not tagged).
 // Called on the allocating thread, possibly concurrently; must not allocate tensors.
-using AllocationListener = std::function<void(void* ptr, int64_t bytes, int64_t total_allocated,
-                                              int64_t total_reserved, c10::Device device)>;
+using AllocationListener =
+    std::function<void(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                       c10::Device device, MemoryCategory category)>;
 
 class MemoryReporter final : public c10::MemoryReportingInfoBase {
  public:
@@ -49,12 +72,25 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
   // Whether c10's CPU allocator must report through the hook (see the top of this file).
   bool memoryProfilingEnabled() const override;
   // One CPU allocation (bytes > 0) or free (bytes < 0) from the counting allocator.
-  void record_cpu(void* ptr, int64_t bytes);
+  // `category`: the freed block's tag.
+  void record_cpu(void* ptr, int64_t bytes, MemoryCategory category = MemoryCategory::kOther);
 
   // Live CPU bytes allocated under tracking, and their maximum since construction/reset_peak().
   int64_t cpu_bytes_in_use() const { return cpu_in_use_.load(std::memory_order_relaxed); }
   int64_t cpu_peak_bytes_in_use() const { return cpu_peak_.load(std::memory_order_relaxed); }
   void reset_peak() { cpu_peak_.store(cpu_bytes_in_use(), std::memory_order_relaxed); }
+
+  // Tags the block behind `storage` as `category` when this reporter counted it (the counting
+  // allocator made it while this reporter counted); returns whether it did. The block's bytes
+  // move from its previous category to `category` and leave it when the block is freed. The
+  // caller holds `storage`, so the block cannot be freed meanwhile.
+  bool tag_storage(const c10::Storage& storage, MemoryCategory category);
+  // Live bytes of the blocks this reporter counted, by tag ([kOther]: untagged).
+  CategoryBytes cpu_bytes_by_category() const;
+  // The peak of cpu_bytes_in_use since the previous call (or construction) with the tagged
+  // bytes at that moment, then starts a new interval at the current bytes in use. Under
+  // concurrent allocation the composition is read while other threads may move it by a block.
+  PeakComposition take_interval_peak();
   int64_t allocation_count() const { return allocations_.load(std::memory_order_relaxed); }
   int64_t free_count() const { return frees_.load(std::memory_order_relaxed); }
 
@@ -65,10 +101,13 @@ class MemoryReporter final : public c10::MemoryReportingInfoBase {
  private:
   int64_t add_cpu_bytes(int64_t bytes);  // returns the live bytes after it, keeps the peak
   void count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                        c10::Device device);
+                        c10::Device device, MemoryCategory category = MemoryCategory::kOther);
 
   std::atomic<int64_t> cpu_in_use_{0};
   std::atomic<int64_t> cpu_peak_{0};
+  std::atomic<int64_t> tagged_[kMemoryCategoryCount] = {};  // [kOther] unused
+  std::atomic<int64_t> interval_peak_{0};
+  std::atomic<int64_t> interval_peak_tagged_[kMemoryCategoryCount] = {};
   std::atomic<int64_t> allocations_{0};
   std::atomic<int64_t> frees_{0};
   std::atomic<bool> has_listener_{false};

@@ -158,6 +158,14 @@ Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& s) {
               {"timestamp", s.timestamp}};
 }
 
+Json category_bytes_json(const CategoryBytes& bytes) {
+  Json j = Json::object();
+  for (int c = 1; c < kMemoryCategoryCount; ++c)
+    j[memory_category_name(static_cast<MemoryCategory>(c))] = bytes.bytes[c];
+  j[memory_category_name(MemoryCategory::kOther)] = bytes[MemoryCategory::kOther];
+  return j;
+}
+
 MemoryProfileWriter::MemoryProfileWriter(const std::filesystem::path& path, int64_t memory_every,
                                          FlushPolicy policy)
     : every_(memory_every), file_(path, policy) {

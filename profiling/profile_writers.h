@@ -123,6 +123,10 @@ class MemoryProfileWriter {
   JsonListFile file_;
 };
 Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& sample);
+// {"parameters": …, "buffers": …, "gradients": …, "optimizer_state": …,
+//  "activations_and_temporaries": …} in bytes: a memory entry's "categories", and its
+// "interval_peak"'s.
+Json category_bytes_json(const CategoryBytes& bytes);
 
 // training_summary.json (the RAVE guide's fields plus status, metrics and losses). The trainer calls start() once,
 // record_step() per optimisation step, and write() on every exit path (it may be called

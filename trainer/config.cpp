@@ -140,6 +140,7 @@ void Config::set_value(const std::string& key, const ConfigValue& value, const s
 
 void Config::merge_toml_file(const std::filesystem::path& path) {
   merge_toml_string(read_file(path), path.string());
+  files_.push_back(path);
 }
 
 void Config::merge_toml_string(const std::string& text, const std::string& origin) {

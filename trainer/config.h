@@ -69,6 +69,8 @@ class Config {
   bool was_set(const std::string& key) const;
   // "default", the file name or the flag that set the key last.
   std::string origin(const std::string& key) const;
+  // The TOML files merged (merge_toml_file), in order: the config a run was made from.
+  const std::vector<std::filesystem::path>& files() const { return files_; }
 
   // The fully resolved config: every section, the common keys and those of the chosen family,
   // lists as TOML arrays; loads back (merge_toml_string) to an equal Config. `with_help` adds
@@ -96,6 +98,7 @@ class Config {
   std::map<std::string, Entry> values_;   // canonical keys
   std::map<std::string, Entry> derived_;  // end_step / schedule_every_n_steps as given
   uint64_t next_seq_ = 1;
+  std::vector<std::filesystem::path> files_;
 };
 
 // Defaults, then the file, finalized.

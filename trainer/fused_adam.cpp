@@ -1,8 +1,5 @@
 #include "trainer/fused_adam.h"
 
-#include "trainer/fused_adam_kernel.h"
-#include "util/torch_compat.h"
-
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
@@ -10,6 +7,10 @@
 #include <memory>
 #include <string>
 #include <tuple>
+
+#include "trainer/fused_adam_kernel.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace rt {
 
@@ -154,6 +155,22 @@ std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& o
   std::vector<torch::Tensor> params;
   for (const auto& group : opt.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
   return params;
+}
+
+std::vector<torch::Tensor> optimizer_state_tensors(const torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [key, state] : opt.state()) {
+    if (const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(state.get())) {
+      out.insert(out.end(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()});
+    } else if (const auto* w = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      out.insert(out.end(), {w->exp_avg(), w->exp_avg_sq(), w->max_exp_avg_sq()});
+    } else if (const auto* g = dynamic_cast<const torch::optim::SGDParamState*>(state.get())) {
+      out.push_back(g->momentum_buffer());
+    } else {
+      throw Error("optimizer_state_tensors: the optimizer keeps a state other than Adam's, AdamW's or SGD's");
+    }
+  }
+  return out;  // max_exp_avg_sq is undefined without amsgrad; callers skip undefined tensors
 }
 
 void clear_gradients(torch::optim::Optimizer& opt) {

@@ -45,6 +45,12 @@ void clear_gradients(torch::optim::Optimizer& opt);
 // Every parameter of `opt`, group by group (what a gradient sync must make global before step()).
 std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& opt);
 
+// The tensors `opt` keeps per parameter (Adam/AdamW: exp_avg, exp_avg_sq, and max_exp_avg_sq
+// with amsgrad; SGD: momentum_buffer), for the memory categories. Empty before the first
+// step(), which creates them. Undefined tensors (no amsgrad, no momentum) are included.
+// REQUIRES: `opt` is an Adam, AdamW or SGD; another optimizer's state throws rt::Error.
+std::vector<torch::Tensor> optimizer_state_tensors(const torch::optim::Optimizer& opt);
+
 // Makes every gradient of `opt`'s parameters undefined (PyTorch's zero_grad(set_to_none=True),
 // the default since 2.0). The next backward then writes fresh gradient tensors instead of
 // zero-filling and accumulating into the old ones (two to three fewer operators per parameter),

@@ -120,8 +120,18 @@ class ModelFamily {
   // Short description for the run's log and training_summary.json.
   virtual std::string describe() const = 0;
 
-  // Named modules for profiling.with_modules spans and the memory categories.
+  // Named modules for profiling.with_modules spans.
   virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;
+
+  // What holds the model's memory, for the memory categories of profiling.memory: every
+  // parameter and buffer (the module tree's, not only modules()'s children) and every optimizer
+  // (its state is read at each measurement). Valid after build().
+  struct MemoryHolders {
+    std::vector<torch::Tensor> parameters;
+    std::vector<torch::Tensor> buffers;
+    std::vector<const torch::optim::Optimizer*> optimizers;
+  };
+  virtual MemoryHolders memory_holders() = 0;
 };
 
 // The family `model.family` names, made by its registered factory (trainer/family_registry.h).

@@ -359,6 +359,12 @@ class RaveFamily final : public ModelFamily {
     return out;
   }
 
+  MemoryHolders memory_holders() override {
+    MemoryHolders h{model_->parameters(), model_->buffers(), {gen_opt_.get()}};
+    if (dis_opt_) h.optimizers.push_back(dis_opt_.get());
+    return h;
+  }
+
  private:
   Config config_;
   rave::RaveOptions options_;

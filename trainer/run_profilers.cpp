@@ -1,10 +1,13 @@
 #include "trainer/run_profilers.h"
 
 #include <iostream>
+#include <optional>
 
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
 #include "trainer/config.h"
+#include "trainer/fused_adam.h"
+#include "trainer/model_family.h"
 #include "trainer/phases.h"
 
 #ifdef RT_HAS_CUPTI
@@ -130,15 +133,43 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   }
 #endif
   if (profile_memory) {
-    reporter_->set_listener([](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved, c10::Device d) {
+    // Blocks are tagged only with profiling.memory (watch_memory_categories); without it an
+    // untagged free says nothing about what the block held.
+    const bool tagged = memory;
+    reporter_->set_listener([tagged](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved,
+                                     c10::Device d, prof::MemoryCategory category) {
       if (auto* t = prof::OpTracer::current()) {
-        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0);
+        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0,
+                         tagged && d.is_cpu() && bytes < 0 ? prof::memory_category_name(category) : nullptr);
       }
     });
   }
 }
 
 RunProfilers::~RunProfilers() { finish(); }
+
+bool RunProfilers::tracks_memory(const Config& c) {
+  return c.get_bool("profiling.memory") ||
+         (c.get_bool("profiling.enabled") && c.get_bool("profiling.profile_memory"));
+}
+
+void RunProfilers::watch_memory_categories(ModelFamily& family) {
+  if (!memory_) return;
+  prof::MemoryCategorySource source;
+  source.parameters = [&family] { return family.memory_holders().parameters; };
+  source.buffers = [&family] { return family.memory_holders().buffers; };
+  source.optimizer_state = [&family] {
+    std::vector<torch::Tensor> out;
+    for (const auto* opt : family.memory_holders().optimizers) {
+      auto state = optimizer_state_tensors(*opt);
+      out.insert(out.end(), state.begin(), state.end());
+    }
+    return out;
+  };
+  categories_ = std::make_unique<prof::MemoryCategories>(std::move(source), reporter_);
+  // The first interval starts with the model's blocks tagged, not during its construction.
+  reporter_->take_interval_peak();
+}
 
 void RunProfilers::step_begin(int64_t step) {
   if (trace_) trace_->step_begin(step);
@@ -168,8 +199,34 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
   }
   if (memory_ && memory_->wants(step)) {
     const auto sample = prof::sample_memory(reporter_.get(), device_.is_cuda() ? device_.index() : -1);
-    memory_->record(step, batch_idx, sample);
+    Json extra = Json::object();
+    std::optional<prof::CategorySplit> split;
+    prof::PeakComposition peak;
+    if (categories_) {
+      split = categories_->measure(device_.is_cuda() ? sample.cuda.allocated_bytes : sample.cpu_bytes_in_use);
+      extra["categories"] = prof::category_bytes_json(split->bytes);
+      extra["categories_untracked_bytes"] = split->untracked_bytes;
+      if (!device_.is_cuda()) {
+        // CPU only: the CUDA allocator's peaks come without a composition.
+        peak = reporter_->take_interval_peak();
+        extra["interval_peak"] = {{"bytes_in_use", peak.bytes_in_use},
+                                  {"categories", prof::category_bytes_json(peak.categories)}};
+      }
+    }
+    memory_->record(step, batch_idx, sample, extra);
     if (tb_ == nullptr) return;
+    for (int c = 0; split && c < prof::kMemoryCategoryCount; ++c) {
+      const auto category = static_cast<prof::MemoryCategory>(c);
+      const std::string name = prof::memory_category_name(category);
+      tb_->add_scalar("memory/" + name + "_bytes", static_cast<float>(split->bytes[category]), step);
+      if (!device_.is_cuda()) {
+        tb_->add_scalar("memory/interval_peak/" + name + "_bytes",
+                        static_cast<float>(peak.categories[category]), step);
+      }
+    }
+    if (split && !device_.is_cuda()) {
+      tb_->add_scalar("memory/interval_peak/bytes_in_use", static_cast<float>(peak.bytes_in_use), step);
+    }
     tb_->add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step);
     tb_->add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step);
     tb_->add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "profiling/memory.h"
+#include "profiling/memory_categories.h"
 #include "profiling/profile_writers.h"
 #include "profiling/timers.h"
 #include "profiling/trace/trace_session.h"
@@ -24,6 +25,7 @@
 namespace rt {
 
 class Config;
+class ModelFamily;
 class TensorBoardWriter;
 
 // Where this process sits in a data-parallel job (one process: rank 0 of 1, backend "none").
@@ -48,6 +50,16 @@ class RunProfilers {
   RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter* tb,
                RankInfo rank = {}, int64_t first_step = 0);
   ~RunProfilers();
+
+  // Whether `config` asks for memory tracking (profiling.memory, or profile_memory tracing).
+  // The trainer opens a MemoryTrackingScope before it builds the model when it does, so that
+  // the parameters' blocks are counted ones the memory categories recognise.
+  static bool tracks_memory(const Config& config);
+
+  // memory_profile.json and the memory scalars then split the bytes by category (parameters,
+  // buffers, gradients, optimizer state, activations and temporaries) with `family`'s
+  // memory_holders(). No-op unless profiling.memory is on. REQUIRES: `family` outlives this.
+  void watch_memory_categories(ModelFamily& family);
 
   // The memory reporter (null unless memory profiling or profile_memory tracing is on): loader
   // workers open a MemoryTrackingScope with it so their allocations count too.
@@ -81,6 +93,7 @@ class RunProfilers {
   std::unique_ptr<prof::MemoryTrackingScope> tracking_;
   std::unique_ptr<prof::TimingProfileWriter> timing_;
   std::unique_ptr<prof::MemoryProfileWriter> memory_;
+  std::unique_ptr<prof::MemoryCategories> categories_;
   std::unique_ptr<prof::TraceSession> trace_;
   std::unique_ptr<prof::ScalarSink> sink_;
   std::vector<prof::TimingEntry> pending_timing_;

@@ -287,6 +287,8 @@ class SsmFamily final : public ModelFamily {
     return out;
   }
 
+  MemoryHolders memory_holders() override { return {model_->parameters(), model_->buffers(), {opt_.get()}}; }
+
  private:
   Config config_;
   ssm::SsmOptions options_;

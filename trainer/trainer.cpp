@@ -151,6 +151,11 @@ class TrainingJob {
     torch::manual_seed(static_cast<uint64_t>(config_.get_int("train.seed")));
     join_job();
 
+    // Counting starts before the model is built: the memory categories recognise the blocks
+    // the counting allocator made, and the parameters' are made here.
+    if (RunProfilers::tracks_memory(config_)) {
+      early_memory_tracking_ = std::make_unique<prof::MemoryTrackingScope>(prof::default_memory_reporter());
+    }
     family_ = make_model_family(config_);
     data_ = family_->make_data(config_);
     FamilyContext context;
@@ -189,6 +194,7 @@ class TrainingJob {
     rank.world_size = comm_->world_size();
     rank.backend = comm_->backend();
     profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank, step_);
+    profilers_->watch_memory_categories(*family_);
     log_every_ = config_.get_int("train.log_every");
     first_step_ = step_;
     if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
@@ -196,7 +202,9 @@ class TrainingJob {
 
     summary_.set_info("model_family", meta_.family);
     summary_.set_info("model", family_->describe());
-    summary_.set_info("config", config_.get_string("train.name"));
+    // The config a run was made from (its file's stem) is not the run's name (--name).
+    summary_.set_info("config", config_.files().empty() ? "" : config_.files().back().stem().string());
+    summary_.set_info("run_name", config_.get_string("train.name"));
     summary_.set_info("device", device_.str());
     summary_.set_info("threads", torch::get_num_threads());
     summary_.set_info("batch", config_.get_int("train.batch"));
@@ -207,8 +215,9 @@ class TrainingJob {
     }
     summary_.set_info("sample_unit", data_.sample_unit);
     summary_.set_info("first_step", step_);
-    out() << family_->describe() << " on " << device_.str() << ", " << torch::get_num_threads() << " threads, "
-          << data_.train_indices.size() << " train / " << data_.val_indices.size() << " validation examples";
+    out() << family_->describe() << " on " << device_.str() << ", "
+          << count_text(torch::get_num_threads(), "thread") << ", " << data_.train_indices.size()
+          << " train / " << data_.val_indices.size() << " validation examples";
     if (distributed_) {
       out() << "; " << comm_->world_size() << " ranks (" << comm_->backend() << "), " << config_.get_int("train.batch")
             << " examples per rank per step";
@@ -681,6 +690,8 @@ class TrainingJob {
   RunDir run_;
   fs::path prof_dir_;
   std::unique_ptr<TensorBoardWriter> tb_;
+  // Declared before profilers_: debug-info guards end in the reverse order of their start.
+  std::unique_ptr<prof::MemoryTrackingScope> early_memory_tracking_;
   std::unique_ptr<RunProfilers> profilers_;
   CheckpointMeta meta_;
   int64_t step_ = 0, log_every_ = 100;

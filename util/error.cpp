@@ -16,6 +16,10 @@ std::string first_line(const std::string& message) {
   return end == std::string::npos ? message : message.substr(0, end);
 }
 
+std::string count_text(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;

@@ -21,6 +21,9 @@ std::string shape_text(const std::vector<int64_t>& shape);
 // (torch's archive and pickle readers), for a one-line error.
 std::string first_line(const std::string& message);
 
+// "1 thread", "4 threads": a count and its noun (plural by appending 's') in messages.
+std::string count_text(int64_t n, const std::string& noun);
+
 // Levenshtein edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);
 

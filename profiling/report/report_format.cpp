@@ -7,6 +7,8 @@
 #include <optional>
 #include <sstream>
 
+#include "util/error.h"
+
 namespace rt::report {
 
 namespace {
@@ -54,7 +56,9 @@ const PhaseTime* find_phase(const RunAnalysis& a, const std::string& key) {
   return nullptr;
 }
 
+// The true peak when the run recorded one, else the largest sample.
 double peak_of(const RunAnalysis& a, const std::string& series) {
+  if (const MemoryPeak* p = find_memory_peak(a, series)) return p->bytes;
   for (const auto& t : a.memory_trends) {
     if (t.name == series) return t.peak;
   }
@@ -65,16 +69,18 @@ std::vector<Metric> metrics() {
   std::vector<Metric> m = {
       {"steps", "steps", [](const RunAnalysis& a) { return positive(static_cast<double>(a.total_steps)); },
        [](double v) { return fixed(v, 0); }},
-      {"steps_per_second", "steps/s (whole run)", [](const RunAnalysis& a) { return positive(a.steps_per_second); },
+      {"steps_per_second", "steps/s (whole run)",
+       [](const RunAnalysis& a) { return positive(a.steps_per_second); },
        [](double v) { return fixed(v, 2); }},
-      {"samples_per_second", "samples/s (whole run)",
+      // In each run's unit ("throughput unit" row): audio samples for RAVE, time bins for SSM.
+      {"samples_per_second", "throughput/s (whole run)",
        [](const RunAnalysis& a) { return positive(a.samples_per_second); }, rate},
       {"examples_per_second", "examples/s (steady median)",
        [](const RunAnalysis& a) { return positive(a.steady_examples_per_second.median); }, rate},
       {"median_step_time", "step time median (steady)",
        [](const RunAnalysis& a) { return positive(a.steady_step_time.median); }, format_seconds},
-      {"p90_step_time", "step time p90 (steady)", [](const RunAnalysis& a) { return positive(a.steady_step_time.p90); },
-       format_seconds},
+      {"p90_step_time", "step time p90 (steady)",
+       [](const RunAnalysis& a) { return positive(a.steady_step_time.p90); }, format_seconds},
       {"max_step_time", "step time max", [](const RunAnalysis& a) { return positive(a.step_time.max); },
        format_seconds},
       {"warmup_step_time", "step time median (warm-up)",
@@ -117,19 +123,21 @@ std::string format_report(const RunAnalysis& a) {
   o << "profile-report: " << a.run_dir.string() << "\n\nRun\n";
   o << "  model      " << (a.model.empty() ? "?" : a.model);
   if (!a.config.empty()) o << "  (config " << a.config << ")";
-  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", threads " << a.threads << ", batch " << a.batch
-    << "\n";
+  if (!a.run_name.empty()) o << "\n  run name   " << a.run_name;
+  o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", " << count_text(a.threads, "thread")
+    << ", batch " << a.batch << "\n";
   o << "  status     "
     << (a.status.empty() ? "?" : a.status == "running" ? "did not finish (summary written while running)" : a.status)
     << ", " << a.total_steps << " steps";
   if (a.last_step >= 0) o << " (" << a.first_step << ".." << a.last_step << ")";
   o << " in " << format_seconds(a.total_time_s) << "\n";
 
+  const std::string unit = sample_unit_of(a);
   o << "\nThroughput\n  " << fixed(a.steps_per_second, 2) << " steps/s, " << rate(a.samples_per_second) << " "
-    << (a.sample_unit.empty() ? "samples" : a.sample_unit) << "/s over the whole run";
+    << unit << "/s over the whole run";
   if (a.steady_examples_per_second.n > 0) {
     o << "\n  steady state: " << rate(a.steady_examples_per_second.median) << " examples/s, "
-      << rate(a.steady_samples_per_second.median) << " samples/s (median)";
+      << rate(a.steady_samples_per_second.median) << " " << unit << "/s (median)";
   }
   o << "\n";
 
@@ -174,17 +182,55 @@ std::string format_report(const RunAnalysis& a) {
   if (!a.memory_trends.empty()) {
     o << "\nMemory (memory_profile.json, " << a.memory_steps.size() << " samples";
     if (!a.memory_steps.empty()) o << ", steps " << a.memory_steps.front() << ".." << a.memory_steps.back();
-    o << ")\n  " << pad("", 22) << pad("first", 11, true) << pad("last", 11, true) << pad("peak", 11, true)
-      << pad("slope (last half)", 20, true) << "  leak?\n";
+    o << ")\n  " << pad("", 22) << pad("first", 11, true) << pad("last", 11, true)
+      << pad("sampled max", 13, true) << pad("slope (last half)", 20, true) << "  leak?\n";
     for (const auto& t : a.memory_trends) {
-      o << "  " << pad(t.name, 22) << pad(format_bytes(t.first), 11, true) << pad(format_bytes(t.last), 11, true)
-        << pad(format_bytes(t.peak), 11, true)
+      o << "  " << pad(t.name, 22) << pad(format_bytes(t.first), 11, true)
+        << pad(format_bytes(t.last), 11, true) << pad(format_bytes(t.peak), 13, true)
         << pad(t.enough_samples ? format_bytes(t.slope_per_step) + "/step" : "-", 20, true) << "  "
-        << (!t.enough_samples    ? "too few samples"
+        << (!t.enough_samples  ? "too few samples"
             : t.leak_suspected ? "LIKELY"
             : t.file_backed    ? "no (file-backed)"
                                : "no")
         << "\n";
+    }
+    if (!a.memory_peaks.empty()) {
+      // The samples miss what is allocated and freed between two of them: the recorded peaks.
+      o << "  true peaks:";
+      for (size_t i = 0; i < a.memory_peaks.size(); ++i) {
+        const auto& p = a.memory_peaks[i];
+        o << (i ? "," : "") << " " << p.name << " " << format_bytes(p.bytes) << " (" << p.source << ")";
+      }
+      o << "\n";
+    }
+    if (!a.category_series.empty()) {
+      // The model's categories first, in the order training creates them, then the rest.
+      std::vector<std::string> names;
+      for (const char* n :
+           {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
+        if (a.category_series.count(n) > 0) names.push_back(n);
+      }
+      for (const auto& [name, values] : a.category_series) {
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
+      const bool with_peak = a.category_peak_bytes > 0;
+      o << "  " << pad("by category", 32) << pad("at the last sample", 20, true);
+      if (with_peak) o << pad("at the peak (step " + fixed(a.category_peak_step, 0) + ")", 26, true);
+      o << "\n";
+      double last_total = 0;
+      for (const auto& name : names) {
+        const double last = a.category_series.at(name).back();
+        last_total += last;
+        o << "    " << pad(name, 30) << pad(format_bytes(last), 20, true);
+        if (with_peak) {
+          auto it = a.category_peak.find(name);
+          o << pad(it == a.category_peak.end() ? "-" : format_bytes(it->second), 26, true);
+        }
+        o << "\n";
+      }
+      o << "    " << pad("total", 30) << pad(format_bytes(last_total), 20, true);
+      if (with_peak) o << pad(format_bytes(a.category_peak_bytes), 26, true);
+      o << "\n";
     }
     o << "  peak system RAM use " << fixed(a.peak_cpu_memory_percent, 1) << "%";
     if (a.gpu_reserved_peak_bytes > 0) {
@@ -234,6 +280,7 @@ Json to_json(const RunAnalysis& a) {
   j["identity"] = {{"model", a.model},
                    {"model_family", a.model_family},
                    {"config", a.config},
+                   {"run_name", a.run_name},
                    {"device", a.device},
                    {"threads", a.threads},
                    {"batch", a.batch},
@@ -291,8 +338,19 @@ Json to_json(const RunAnalysis& a) {
                       {"leak_suspected", t.leak_suspected},
                       {"file_backed", t.file_backed}});
   }
+  Json peaks = Json::array();
+  for (const auto& p : a.memory_peaks)
+    peaks.push_back({{"name", p.name}, {"source", p.source}, {"bytes", p.bytes}});
+  Json categories = Json::object();
+  for (const auto& [name, values] : a.category_series) categories[name] = values.back();
   j["memory"] = {{"samples", a.memory_steps.size()},
                  {"trends", trends},
+                 {"peaks", peaks},
+                 {"categories_last_sample", categories},
+                 {"category_peak",
+                  {{"step", a.category_peak_step},
+                   {"bytes_in_use", a.category_peak_bytes},
+                   {"categories", a.category_peak}}},
                  {"peak_cpu_memory_percent", a.peak_cpu_memory_percent},
                  {"gpu",
                   {{"allocated_peak_bytes", a.gpu_allocated_peak_bytes},
@@ -331,6 +389,7 @@ std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   };
   text_row("run", a.name, b.name);
   text_row("config", a.config, b.config);
+  text_row("throughput unit", sample_unit_of(a), sample_unit_of(b));
   text_row("device", a.device, b.device);
   text_row("threads", std::to_string(a.threads), std::to_string(b.threads));
   text_row("batch", std::to_string(a.batch), std::to_string(b.batch));
@@ -338,8 +397,10 @@ std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   for (const auto& m : metrics()) {
     const auto x = m.get(a), y = m.get(b);
     if (!x && !y) continue;
+    const bool comparable =
+        x && y && *x != 0 && (m.key != "samples_per_second" || sample_unit_of(a) == sample_unit_of(b));
     o << pad(m.label, w) << pad(x ? m.show(*x) : "-", c, true) << pad(y ? m.show(*y) : "-", c, true)
-      << pad(x && y && *x != 0 ? fixed(*y / *x, 2) + "x" : "-", 9, true) << "\n";
+      << pad(comparable ? fixed(*y / *x, 2) + "x" : "-", 9, true) << "\n";
   }
   text_row("bottleneck", a.bottleneck.empty() ? "-" : phase_label(a.bottleneck),
            b.bottleneck.empty() ? "-" : phase_label(b.bottleneck));
@@ -361,6 +422,7 @@ Json comparison_json(const RunAnalysis& a, const RunAnalysis& b) {
   Json ratios = Json::object();
   for (const auto& m : metrics()) {
     const auto x = m.get(a), y = m.get(b);
+    if (m.key == "samples_per_second" && sample_unit_of(a) != sample_unit_of(b)) continue;  // other units
     if (x && y && *x != 0) ratios[m.key] = *y / *x;
   }
   return {{"a", to_json(a)}, {"b", to_json(b)}, {"ratios", ratios}};

@@ -60,6 +60,18 @@ std::map<std::string, std::string> read_settings(const fs::path& path, RunAnalys
   return out;
 }
 
+// Keeps the largest recorded peak of `series` (a memory profile holds one per sample, the
+// summary one more for RSS).
+void raise_peak(RunAnalysis& a, const std::string& series, double bytes, const std::string& source) {
+  if (bytes <= 0) return;
+  for (auto& p : a.memory_peaks) {
+    if (p.name != series) continue;
+    if (bytes > p.bytes) p = {series, source, bytes};
+    return;
+  }
+  a.memory_peaks.push_back({series, source, bytes});
+}
+
 Json read_json_list(const fs::path& path, RunAnalysis& a) {
   try {
     Json j = read_json(path);
@@ -82,6 +94,7 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
   a.model = str(s, "model");
   a.model_family = str(s, "model_family");
   a.config = str(s, "config");
+  a.run_name = str(s, "run_name");
   a.device = str(s, "device");
   a.status = str(s, "status");
   a.sample_unit = str(s, "sample_unit");
@@ -93,6 +106,7 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
   a.total_time_s = num(s, "total_training_time_seconds");
   a.steps_per_second = num(s, "steps_per_second");
   a.samples_per_second = num(s, "samples_per_second");
+  raise_peak(a, "rss", num(s, "peak_rss_bytes"), "VmHWM, peak_rss_bytes");
   a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, "world_size", 1)));
   if (auto d = s.find("distributed"); d != s.end() && d->is_object()) {
     a.backend = str(*d, "backend");
@@ -189,6 +203,7 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
     if (e.contains("rss_bytes")) put("rss", num(e, "rss_bytes"));
     if (e.contains("rss_anon_bytes")) put("rss anon", num(e, "rss_anon_bytes"));
     if (e.contains("rss_file_bytes")) put("rss file", num(e, "rss_file_bytes"));
+    raise_peak(a, "rss", num(e, "peak_rss_bytes"), "VmHWM, peak_rss_bytes");
     auto m = e.find("memory");
     if (m != e.end() && m->is_object()) {
       for (auto d = m->begin(); d != m->end(); ++d) {
@@ -196,6 +211,29 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
         if (d->contains("bytes_in_use")) put(d.key() + " bytes_in_use", num(*d, "bytes_in_use"));
         if (d->contains("peak_bytes_in_use")) put(d.key() + " peak", num(*d, "peak_bytes_in_use"));
         if (d->contains("reserved_bytes")) put(d.key() + " reserved", num(*d, "reserved_bytes"));
+        raise_peak(a, d.key() + " bytes_in_use", num(*d, "peak_bytes_in_use"),
+                   "allocator's peak_bytes_in_use");
+        raise_peak(a, d.key() + " reserved", num(*d, "peak_reserved_bytes"),
+                   "allocator's peak_reserved_bytes");
+      }
+    }
+    if (auto c = e.find("categories"); c != e.end() && c->is_object()) {
+      for (auto k = c->begin(); k != c->end(); ++k) {
+        if (!k->is_number()) continue;
+        auto& s = a.category_series[k.key()];
+        s.resize(a.memory_steps.size() - 1, 0.0);  // a category that appears late was 0 before
+        s.push_back(k->get<double>());
+      }
+    }
+    if (auto p = e.find("interval_peak");
+        p != e.end() && p->is_object() && num(*p, "bytes_in_use") > a.category_peak_bytes) {
+      a.category_peak_bytes = num(*p, "bytes_in_use");
+      a.category_peak_step = num(e, "step");
+      a.category_peak.clear();
+      if (auto c = p->find("categories"); c != p->end() && c->is_object()) {
+        for (auto k = c->begin(); k != c->end(); ++k) {
+          if (k->is_number()) a.category_peak[k.key()] = k->get<double>();
+        }
       }
     }
     a.peak_cpu_memory_percent = std::max(a.peak_cpu_memory_percent, num(e, "cpu_memory_percent"));
@@ -207,6 +245,8 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
     ++i;
   }
   for (auto& [name, values] : series) values.resize(i, values.empty() ? 0.0 : values.back());
+  for (auto& [name, values] : a.category_series)
+    values.resize(a.memory_steps.size(), values.empty() ? 0.0 : values.back());
   a.memory_series = std::move(series);
 }
 // train/step_time as logged to TensorBoard: a step-time curve (means per log interval) for runs

@@ -17,6 +17,15 @@ std::string phase_label(const std::string& key) {
   return it == labels.end() ? key : it->second;
 }
 
+const MemoryPeak* find_memory_peak(const RunAnalysis& a, const std::string& series) {
+  for (const auto& p : a.memory_peaks) {
+    if (p.name == series) return &p;
+  }
+  return nullptr;
+}
+
+std::string sample_unit_of(const RunAnalysis& a) { return a.sample_unit.empty() ? "samples" : a.sample_unit; }
+
 RunAnalysis analyse_run(const fs::path& run_dir_given, const ReportOptions& options) {
   std::error_code ec;
   const fs::path run_dir_in = resolve_run_pointer(run_dir_given);  // runs/latest

@@ -56,11 +56,21 @@ struct RankFigures {
   double step_time = 0, examples_per_second = 0, comm_busy_share = 0, comm_wait_share = 0;
 };
 
+// The largest value a memory quantity reached, as recorded by what measured it (the allocator's
+// peak_bytes_in_use, the kernel's VmHWM), not the largest of the samples, which misses what
+// was allocated and freed between two samples.
+struct MemoryPeak {
+  std::string name;    // the series it belongs to: "cpu bytes_in_use", "rss", "cuda:0 reserved"
+  std::string source;  // the field it was read from
+  double bytes = 0;
+};
+
 struct RunAnalysis {
   std::filesystem::path run_dir;
   std::string name;  // the run directory's name
-  // Identity (training_summary.json; "" / 0 when absent).
-  std::string model, model_family, config, device, status, sample_unit;
+  // Identity (training_summary.json; "" / 0 when absent). config: the config file's stem
+  // ("tiny_rave"); run_name: train.name (--name).
+  std::string model, model_family, config, run_name, device, status, sample_unit;
   int64_t threads = 0, batch = 0, total_steps = 0, first_step = 0, last_step = -1;
   double total_time_s = 0, steps_per_second = 0, samples_per_second = 0;
   std::map<std::string, std::string> settings;  // data.workers, data.prefetch, ... from config.toml
@@ -83,7 +93,13 @@ struct RunAnalysis {
   std::vector<double> memory_steps;
   std::map<std::string, std::vector<double>> memory_series;  // "rss", "cpu bytes_in_use", "cuda:0 reserved", ...
   std::vector<MemoryTrend> memory_trends;
+  std::vector<MemoryPeak> memory_peaks;  // true peaks, in the order first found
   double peak_cpu_memory_percent = 0;
+  // Memory by category (memory_profile.json "categories"; empty for profiles without them):
+  // bytes per category name at each sample, and the largest "interval_peak" with its composition.
+  std::map<std::string, std::vector<double>> category_series;
+  double category_peak_bytes = 0, category_peak_step = -1;
+  std::map<std::string, double> category_peak;
   double gpu_allocated_peak_bytes = 0, gpu_reserved_peak_bytes = 0, gpu_fragmentation_bytes = 0;
 
   // Data parallelism (training_summary.json "distributed"; world_size 1 and no ranks otherwise).
@@ -104,5 +120,10 @@ RunAnalysis analyse_run(const std::filesystem::path& run_dir, const ReportOption
 
 // Short label of a phase key ("data" → "data loading").
 std::string phase_label(const std::string& key);
+
+// The true peak recorded for `series` (MemoryPeak), or null.
+const MemoryPeak* find_memory_peak(const RunAnalysis& a, const std::string& series);
+// What samples_per_second counts ("audio samples", "time bins"; "samples" when unknown).
+std::string sample_unit_of(const RunAnalysis& a);
 
 }  // namespace rt::report

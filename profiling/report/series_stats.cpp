@@ -71,9 +71,21 @@ MemoryTrend analyse_memory_trend(const std::string& name, const std::vector<doub
   }
   t.rising_fraction = changes > 0 ? static_cast<double>(rising) / static_cast<double>(changes) : 0.0;
   const double mean = std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(ys.size());
-  t.leak_suspected = t.last_half_growth > o.min_absolute_growth &&
-                     t.last_half_growth > o.min_relative_growth * std::abs(mean) &&
-                     t.rising_fraction >= o.min_rising_fraction;
+  const double threshold = std::max(o.min_absolute_growth, o.min_relative_growth * std::abs(mean));
+  // The quarters share their middle sample, so that each has at least two points.
+  const size_t mid = (ys.size() - 1) / 2;
+  bool sustained = true;
+  for (int q = 0; q < 2; ++q) {
+    const size_t begin = q == 0 ? 0 : mid, end = q == 0 ? mid + 1 : ys.size();
+    const std::vector<double> qx(xs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 xs.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<double> qy(ys.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 ys.begin() + static_cast<std::ptrdiff_t>(end));
+    t.quarter_growth[q] = slope(qx, qy) * (qx.back() - qx.front());
+    sustained = sustained && t.quarter_growth[q] > o.min_sustained_share * threshold;
+  }
+  t.leak_suspected =
+      t.last_half_growth > threshold && t.rising_fraction >= o.min_rising_fraction && sustained;
   return t;
 }
 

@@ -28,14 +28,19 @@ double slope(const std::vector<double>& x, const std::vector<double>& y);
 // Memory-growth detector (JAX guide "Memory Leaks: memory usage increases over time").
 // A leak is suspected when, over the last half of the samples, memory keeps rising: the
 // least-squares growth across that half exceeds both `min_relative_growth` of the half's mean
-// and `min_absolute_growth`, and at least `min_rising_fraction` of the non-zero changes there
-// are increases. Growth confined to the first half (allocator warm-up, caches filling) is not
-// a leak.
+// and `min_absolute_growth`, at least `min_rising_fraction` of the non-zero changes there
+// are increases, and the growth continues: each quarter of the run (the last half's two
+// halves) grows by at least `min_sustained_share` of those thresholds on its own. Growth
+// confined to the first half (allocator warm-up, caches filling) is not a leak, and neither is
+// one step up later (a training phase that brings new modules or optimizer state in: RAVE's
+// discriminator at phase 2), after which memory stays level.
 struct LeakOptions {
   int64_t min_samples = 8;
   double min_relative_growth = 0.05;
   double min_absolute_growth = 4.0 * 1024 * 1024;  // bytes
   double min_rising_fraction = 0.6;
+  // A steady leak grows half its last-half growth in each quarter; noise allows less.
+  double min_sustained_share = 0.25;
 };
 
 struct MemoryTrend {
@@ -45,6 +50,7 @@ struct MemoryTrend {
   double slope_per_step = 0;    // over the last half, value units per step
   double last_half_growth = 0;  // slope × the last half's step span
   double rising_fraction = 0;   // share of non-zero changes in the last half that are increases
+  double quarter_growth[2] = {0, 0};  // least-squares growth of the last half's two halves
   bool enough_samples = false;
   bool leak_suspected = false;
   // Set by the run analysis: a file-backed series (RSS of memory-mapped files), which is never

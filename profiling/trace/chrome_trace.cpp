@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "profiling/trace/whole_us_times.h"
@@ -142,6 +144,30 @@ std::vector<ModuleArgs> module_args(const Timeline& t) {
   return out;
 }
 
+// Each allocation's category: the category of the next free of its block (same device and
+// address, later in time); null when the block outlives the window. Blocks are tagged after
+// they are allocated (a parameter, a gradient, an optimizer's state), so only a free knows.
+std::vector<const char*> memory_categories(const std::vector<MemoryEvent>& memory) {
+  std::vector<size_t> order(memory.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return memory[x].time_ns < memory[y].time_ns; });
+  std::vector<const char*> out(memory.size(), nullptr);
+  std::map<std::tuple<int, int, uint64_t>, const char*> freed_later;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const MemoryEvent& m = memory[*it];
+    const auto key = std::make_tuple(m.device_type, m.device_id, m.addr);
+    if (m.bytes < 0) {
+      out[*it] = m.category;
+      freed_later[key] = m.category;
+    } else if (auto f = freed_later.find(key); f != freed_later.end()) {
+      out[*it] = f->second;
+      freed_later.erase(f);
+    }
+  }
+  return out;
+}
+
 std::string hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
@@ -232,12 +258,14 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
     if (!args.empty()) w.raw(", \"args\": " + args.dump(-1, ' ', false, Json::error_handler_t::replace));
     w.end();
   }
+  const std::vector<const char*> categories = memory_categories(t.memory);
   for (size_t i = 0; i < t.memory.size(); ++i) {
     const MemoryEvent& m = t.memory[i];
     w.begin("i", "cpu_instant_event", "[memory]", m.pid, m.tid, options.whole_us ? us.memory_us[i] : m.time_ns - base);
     Json args = {{"Total Reserved", m.total_reserved}, {"Total Allocated", m.total_allocated},
                  {"Bytes", m.bytes}, {"Addr", m.addr}, {"Device Id", m.device_id},
                  {"Device Type", m.device_type}};
+    if (categories[i] != nullptr) args["Category"] = categories[i];
     w.raw(", \"s\": \"t\", \"args\": " + args.dump());
     w.end();
   }

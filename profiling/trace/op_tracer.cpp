@@ -270,7 +270,7 @@ void OpTracer::step_end() {
 }
 
 void OpTracer::record_memory(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                             int device_type, int device_index) {
+                             int device_type, int device_index, const char* category) {
   // Called from allocator hooks on any thread: read the shared flag, not active_.
   if (!options_.profile_memory || state().active.load(std::memory_order_acquire) != this) return;
   ThreadBuffer* b = this_thread_buffer();
@@ -284,6 +284,7 @@ void OpTracer::record_memory(void* ptr, int64_t bytes, int64_t total_allocated, 
   m.total_reserved = total_reserved;
   m.device_type = device_type;
   m.device_id = device_index;
+  m.category = category;
   m.owner = b->innermost_recorded_span();
 }
 

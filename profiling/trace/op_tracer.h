@@ -64,9 +64,10 @@ class OpTracer {
 
   // A "[memory]" event (Kineto cpu_instant_event), attributed to the innermost op open on the
   // calling thread. Thread-safe; no-op unless active and profile_memory. bytes < 0 = free.
-  // device_type: 0 CPU, 1 CUDA (c10::DeviceType values).
+  // device_type: 0 CPU, 1 CUDA (c10::DeviceType values). category: the freed block's memory
+  // category name (a string literal, profiling/memory.h) or null when unknown.
   void record_memory(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                     int device_type, int device_index);
+                     int device_type, int device_index, const char* category = nullptr);
 
   // The tracer whose window is open, or nullptr.
   static OpTracer* current();

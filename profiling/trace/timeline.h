@@ -75,6 +75,9 @@ struct MemoryEvent {
   int device_type = 0;  // 0 CPU, 1 CUDA (c10::DeviceType)
   int device_id = -1;
   int64_t owner = -1;  // index of the innermost activity open on the thread, or -1
+  // What the block held (a memory category name, static storage), known when it is freed;
+  // the writer gives an allocation its free's category. Null: unknown.
+  const char* category = nullptr;
 };
 
 // An ac2g flow: from a runtime call (activities[from]) to the GPU activity it launched.

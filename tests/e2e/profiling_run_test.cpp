@@ -137,5 +137,118 @@ TEST_F(ProfilingRun, WithoutTimingThereAreNoProfilingFilesOrTimerScalars) {
   EXPECT_EQ(scalars["train/step_time"].size(), 2u);  // throughput is always logged
 }
 
+// Memory by category on tiny_rave: a short run reaching phase 2 (so that both of RAVE's
+// optimizers, generator and discriminator, have stepped), sampled every 4 steps.
+class MemoryCategoriesRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir("e2e_memory_categories");
+    const fs::path db = make_demo_db(dir_->path());
+    auto r = run_command(tiny_train_command(db, dir_->path() / "runs",
+                                            "--name profiled --max_steps 9 --train.phase_1_duration 2 "
+                                            "--train.update_discriminator_every 2 --profiling.memory_every 4 "
+                                            "--enable_memory_profiling"));
+    output_ = r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    run_ = run_dir_from_output(r.output);
+    summary_ = run_command(bin_path("train") + " --config tiny_rave --summary").output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_FALSE(run_.empty()) << output_; }
+
+  // A parameter count from `train --summary` ("decoder:       12,345").
+  static int64_t summary_count(const std::string& label) {
+    const auto at = summary_.find("\n" + label + ":");
+    EXPECT_NE(at, std::string::npos) << summary_;
+    if (at == std::string::npos) return -1;
+    std::string digits;
+    for (size_t i = at + label.size() + 2; i < summary_.size() && summary_[i] != '\n'; ++i) {
+      if (std::isdigit(static_cast<unsigned char>(summary_[i]))) digits += summary_[i];
+    }
+    return std::stoll(digits);
+  }
+
+  static ScratchDir* dir_;
+  static fs::path run_;
+  static std::string output_, summary_;
+};
+ScratchDir* MemoryCategoriesRun::dir_ = nullptr;
+fs::path MemoryCategoriesRun::run_;
+std::string MemoryCategoriesRun::output_, MemoryCategoriesRun::summary_;
+
+TEST_F(MemoryCategoriesRun, ParametersAndBothAdamStatesAreAttributedExactly) {
+  const int64_t generator = summary_count("encoder") + summary_count("decoder");
+  const int64_t discriminator = summary_count("discriminator");
+  const int64_t all =
+      summary_count("total trained") + summary_count("pqmf");  // pqmf: fixed, still parameters
+  ASSERT_GT(discriminator, 0);
+  const int64_t f32 = 4;  // tiny_rave trains in float32
+  const Json memory = read_json(run_ / "memory_profile.json");
+  ASSERT_EQ(memory.size(), 3u);  // steps 0, 4, 8
+  for (const Json& e : memory) {
+    SCOPED_TRACE(e.dump());
+    const Json& c = e.at("categories");
+    EXPECT_EQ(c.at("parameters").get<int64_t>(), all * f32);
+    // Adam keeps exp_avg and exp_avg_sq per parameter: the generator's optimizer from step 0,
+    // the discriminator's from its first step (step 2, in phase 2).
+    const int64_t stepped = e.at("step") == 0 ? generator : generator + discriminator;
+    EXPECT_EQ(c.at("optimizer_state").get<int64_t>(), 2 * stepped * f32);
+    EXPECT_GT(c.at("gradients").get<int64_t>(), 0);
+    EXPECT_LE(c.at("gradients").get<int64_t>(), (generator + discriminator) * f32);
+    EXPECT_GE(c.at("activations_and_temporaries").get<int64_t>(), 0);
+    EXPECT_EQ(e.at("categories_untracked_bytes"), 0);  // counting began before the model was built
+    // Every tagged byte lies inside the allocator's bytes in use.
+    const int64_t in_use = e.at("memory").at("cpu").at("bytes_in_use");
+    EXPECT_LE(c.at("parameters").get<int64_t>() + c.at("optimizer_state").get<int64_t>() +
+                  c.at("gradients").get<int64_t>(),
+              in_use);
+    // The peak since the previous sample, and what it held.
+    const Json& peak = e.at("interval_peak");
+    const Json& at_peak = peak.at("categories");
+    EXPECT_EQ(at_peak.at("parameters"), c.at("parameters"));
+    int64_t sum = 0;
+    for (const auto& [name, bytes] : at_peak.items()) sum += bytes.get<int64_t>();
+    EXPECT_EQ(sum, peak.at("bytes_in_use").get<int64_t>());
+    EXPECT_GT(at_peak.at("activations_and_temporaries").get<int64_t>(), 0);  // a step's activations
+  }
+}
+
+TEST_F(MemoryCategoriesRun, TensorBoardHoldsTheSplitAndThePeakComposition) {
+  const Json memory = read_json(run_ / "memory_profile.json");
+  auto scalars = read_scalars(run_);
+  for (const char* name :
+       {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
+    const std::string tag = std::string("memory/") + name + "_bytes";
+    ASSERT_EQ(scalars[tag].size(), memory.size()) << tag;
+    for (size_t i = 0; i < memory.size(); ++i) {
+      EXPECT_EQ(scalars[tag][i].first, memory[i].at("step").get<int64_t>()) << tag;
+      EXPECT_FLOAT_EQ(scalars[tag][i].second, memory[i].at("categories").at(name).get<float>()) << tag;
+    }
+    EXPECT_EQ(scalars[std::string("memory/interval_peak/") + name + "_bytes"].size(), memory.size()) << name;
+  }
+  ASSERT_EQ(scalars["memory/interval_peak/bytes_in_use"].size(), memory.size());
+  EXPECT_FLOAT_EQ(scalars["memory/interval_peak/bytes_in_use"].back().second,
+                  memory.back().at("interval_peak").at("bytes_in_use").get<float>());
+}
+
+TEST_F(MemoryCategoriesRun, SummaryNamesTheConfigAndTheRunApartAndTheConsoleCountsThreads) {
+  const Json summary = read_json(run_ / "training_summary.json");
+  EXPECT_EQ(summary.at("config"), "tiny_rave");
+  EXPECT_EQ(summary.at("run_name"), "profiled");
+  EXPECT_NE(output_.find(", 1 thread, "), std::string::npos) << output_;
+  EXPECT_EQ(output_.find("1 threads"), std::string::npos) << output_;
+  // profile-report shows the split, the composition of the largest peak and the true peaks.
+  auto report = run_command(bin_path("profile-report") + " " + quote(run_.string()));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  for (const char* text :
+       {"(config tiny_rave)", "run name   profiled", "optimizer_state", "at the peak (step",
+        "true peaks: ", "allocator's peak_bytes_in_use", "audio samples/s over the whole run"}) {
+    EXPECT_NE(report.output.find(text), std::string::npos) << text << "\n" << report.output;
+  }
+}
+
 }  // namespace
 }  // namespace rt::e2e

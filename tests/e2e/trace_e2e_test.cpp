@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -131,6 +132,10 @@ TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
   int64_t sum = 0;
   for (const auto& e : j["traceEvents"]) {
     if (e.value("name", "") == "[memory]" && e["args"]["Device Type"] == 0) sum += e["args"]["Bytes"].get<int64_t>();
+    // Without --enable_memory_profiling no block is tagged: no event claims a category.
+    if (e.value("name", "") == "[memory]") {
+      EXPECT_FALSE(e["args"].contains("Category")) << e.dump();
+    }
   }
   EXPECT_EQ(sum, j["cpu_bytes_in_use_window_end"].get<int64_t>() - j["cpu_bytes_in_use_window_start"].get<int64_t>());
 
@@ -153,6 +158,30 @@ TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
   // The batch fetch also under the name TensorBoard's plugin counts as data loading.
   EXPECT_EQ(annotations["enumerate(DataLoader)#Loader.__next__"], 2u);
   EXPECT_EQ(annotations["data_batch_production"], 2u);
+}
+
+// With memory profiling too, "[memory]" events say what their block held: the gradients that
+// each step's zero_grad frees, and the activations and temporaries of forward and backward.
+TEST_F(TraceE2eTest, MemoryEventsNameTheirCategoryWithMemoryProfiling) {
+  const auto r = run_command(train("cats", "--max_steps 4 --data.workers 0 --enable_profiling --profiling.wait 1 "
+                                           "--profiling.warmup 1 --profiling.active 2 --profiling.repeat 1 "
+                                           "--profiling.skip_first 0 --profiling.profile_memory "
+                                           "--enable_memory_profiling"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json j = Json::parse(read_file(run_dir("cats") / "profile_step_2.json"));
+  std::map<std::string, size_t> frees, allocs;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("name", "") != "[memory]" || !e["args"].contains("Category")) continue;
+    (e["args"]["Bytes"].get<int64_t>() < 0 ? frees : allocs)[e["args"]["Category"]]++;
+  }
+  for (const auto& [category, n] : frees) {
+    EXPECT_TRUE(category == "gradients" || category == "activations_and_temporaries" ||
+                category == "optimizer_state" || category == "parameters" || category == "buffers")
+        << category;
+  }
+  EXPECT_GT(frees["gradients"], 0u);
+  EXPECT_GT(allocs["gradients"], 0u);  // allocated in the window too, paired with their frees
+  EXPECT_GT(frees["activations_and_temporaries"], 100u);
 }
 
 TEST_F(TraceE2eTest, RepeatTwoWritesTwoTracesAndStacks) {

@@ -70,7 +70,7 @@ TEST(MemoryReporter, ListenerSeesEveryAllocationAndFreeWithPointer) {
   auto reporter = std::make_shared<MemoryReporter>();
   std::mutex mu;
   std::vector<std::pair<void*, int64_t>> events;
-  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device device) {
+  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device device, MemoryCategory) {
     EXPECT_TRUE(device.is_cpu());
     std::lock_guard<std::mutex> lock(mu);
     events.emplace_back(ptr, bytes);
@@ -101,7 +101,7 @@ TEST(MemoryReporter, AllocationsDuringAutogradBackwardAreCounted) {
 
   std::mutex mu;
   std::set<void*> allocated_in_backward;
-  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device) {
+  reporter->set_listener([&](void* ptr, int64_t bytes, int64_t, int64_t, c10::Device, MemoryCategory) {
     if (bytes > 0) {
       std::lock_guard<std::mutex> lock(mu);
       allocated_in_backward.insert(ptr);

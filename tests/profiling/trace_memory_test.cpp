@@ -21,9 +21,13 @@ TEST(TraceMemoryTest, MemoryEventsSumToTheAllocatorDelta) {
   rt::testing::ScratchDir dir("trace_memory");
   auto reporter = std::make_shared<MemoryReporter>();
   MemoryTrackingScope tracking(reporter);
-  reporter->set_listener([](void* ptr, int64_t bytes, int64_t total, int64_t reserved, c10::Device d) {
-    if (auto* t = OpTracer::current()) t->record_memory(ptr, bytes, total, reserved, d.is_cuda() ? 1 : 0, 0);
-  });
+  reporter->set_listener(
+      [](void* ptr, int64_t bytes, int64_t total, int64_t reserved, c10::Device d, MemoryCategory category) {
+        if (auto* t = OpTracer::current()) {
+          t->record_memory(ptr, bytes, total, reserved, d.is_cuda() ? 1 : 0, 0,
+                           bytes < 0 ? memory_category_name(category) : nullptr);
+        }
+      });
 
   testing::TinyNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
@@ -49,6 +53,10 @@ TEST(TraceMemoryTest, MemoryEventsSumToTheAllocatorDelta) {
       session.step_begin(step);
       testing::train_step(net, opt, x, y);
       kept.push_back(torch::ones({100 + step}));
+      if (step == 2) {  // a block tagged as optimizer state, allocated and freed in the window
+        auto state = torch::ones({1000});
+        reporter->tag_storage(state.storage(), MemoryCategory::kOptimizerState);
+      }
       session.step_end();
       if (step == 3) after = reporter->cpu_bytes_in_use();  // and is saved after step 3
     }
@@ -71,6 +79,27 @@ TEST(TraceMemoryTest, MemoryEventsSumToTheAllocatorDelta) {
   // The tensors kept across steps make the delta non-zero.
   EXPECT_GT(after - before, 0);
   EXPECT_EQ(sum, after - before);
+  // The free carries the block's tag and the allocation gets its free's; blocks still live at
+  // the window's end (the kept tensors) have no category.
+  std::vector<Json> state_events;
+  size_t uncategorised_allocs = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("name", "") != "[memory]") continue;
+    const Json& a = e["args"];
+    if (!a.contains("Category")) {
+      EXPECT_GT(a["Bytes"].get<int64_t>(), 0) << e.dump();  // every free knows its block's tag
+      ++uncategorised_allocs;
+    } else if (a["Category"] == "optimizer_state") {
+      state_events.push_back(a);
+    } else {
+      EXPECT_EQ(a["Category"], "activations_and_temporaries") << e.dump();
+    }
+  }
+  ASSERT_EQ(state_events.size(), 2u);
+  EXPECT_EQ(state_events[0]["Bytes"], 4000);
+  EXPECT_EQ(state_events[1]["Bytes"], -4000);
+  EXPECT_EQ(state_events[0]["Addr"], state_events[1]["Addr"]);
+  EXPECT_GE(uncategorised_allocs, 2u);  // at least the two kept tensors
   EXPECT_EQ(j["cpu_bytes_in_use_window_start"].get<int64_t>(), before);
   EXPECT_EQ(j["cpu_bytes_in_use_window_end"].get<int64_t>(), after);
 }

@@ -135,6 +135,10 @@ class FakeFamily final : public ModelFamily {
     return {{"linear", linear_.ptr()}};
   }
 
+  MemoryHolders memory_holders() override {
+    return {linear_->parameters(), linear_->buffers(), {opt_.get()}};
+  }
+
  private:
   FakeOptions options_;
   double lr_;

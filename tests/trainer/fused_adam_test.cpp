@@ -202,3 +202,50 @@ TEST(FusedAdam, ClearGradientsFollowsTheOptimizerKind) {
 }
 
 }  // namespace
+
+namespace {
+
+int64_t defined_state_bytes(const torch::optim::Optimizer& opt) {
+  int64_t total = 0;
+  for (const auto& t : rt::optimizer_state_tensors(opt)) {
+    if (t.defined()) total += t.numel() * static_cast<int64_t>(t.element_size());
+  }
+  return total;
+}
+
+int64_t param_bytes(const std::vector<torch::Tensor>& ps) {
+  int64_t total = 0;
+  for (const auto& p : ps) total += p.numel() * static_cast<int64_t>(p.element_size());
+  return total;
+}
+
+void one_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& ps) {
+  for (const auto& p : ps) p.mutable_grad() = torch::ones_like(p);
+  opt.step();
+}
+
+}  // namespace
+
+TEST(OptimizerStateTensors, AdamKeepsTwoMomentsPerParameterAfterItsFirstStep) {
+  for (bool fused : {true, false}) {
+    auto ps = make_params();
+    auto adam = rt::make_adam(ps, torch::optim::AdamOptions(1e-3), fused);
+    EXPECT_EQ(defined_state_bytes(*adam), 0) << "fused " << fused;
+    one_step(*adam, ps);
+    EXPECT_EQ(defined_state_bytes(*adam), 2 * param_bytes(ps)) << "fused " << fused;
+  }
+  auto ps = make_params();
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(
+      ps, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).amsgrad(true)));
+  auto adamw = rt::make_adamw(std::move(groups), true);
+  one_step(*adamw, ps);
+  EXPECT_EQ(defined_state_bytes(*adamw), 3 * param_bytes(ps));  // + max_exp_avg_sq
+}
+
+TEST(OptimizerStateTensors, SgdMomentumIsItsState) {
+  auto ps = make_params();
+  torch::optim::SGD sgd(ps, torch::optim::SGDOptions(0.1).momentum(0.9));
+  one_step(sgd, ps);
+  EXPECT_EQ(defined_state_bytes(sgd), param_bytes(ps));
+}
