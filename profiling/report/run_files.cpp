@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <regex>
 #include <sstream>
 
 #include "tensorboard/tfevents.h"
 #include "util/error.h"
+#include "util/parse.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -295,7 +297,9 @@ int trace_rank(const fs::path& path) {
   head.resize(static_cast<size_t>(in.gcount()));
   std::smatch m;
   if (!std::regex_search(head, m, std::regex("\"rank\":\\s+(\\d+)"))) return -1;
-  return std::stoi(m[1].str());
+  // A rank too large for any world is no rank (stoi would throw a bare "stoi").
+  const auto rank = parse_int64(m[1].str());
+  return rank && *rank <= std::numeric_limits<int>::max() ? static_cast<int>(*rank) : -1;
 }
 }  // namespace
 

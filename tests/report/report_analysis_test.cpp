@@ -585,5 +585,24 @@ TEST(ReportAnalysis, DataParallelRunShowsEveryRankAndNamesTheStraggler) {
   EXPECT_EQ(format_report(single).find("Data parallel"), std::string::npos);
 }
 
+// A trace whose distributedInfo rank overflows an int (a crafted or damaged file) is no rank's
+// trace; before, std::stoi threw and the report ended with a bare "stoi".
+TEST(ReportAnalysis, ATraceRankBeyondAnyWorldIsIgnoredNotABareStoiError) {
+  testing::ScratchDir dir("report_analysis");
+  write_json_atomic(dir / "training_summary.json",
+                    Json{{"total_steps", 10}, {"status", "completed"}, {"world_size", 2}});
+  fs::create_directories(dir / "profiler_traces");
+  auto trace = [](const std::string& rank, const std::string& op) {
+    return "{\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": " + rank +
+           ", \"world_size\": 2}, \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" + op +
+           "\", \"ts\": 0, \"dur\": 10, \"pid\": 1, \"tid\": 1}]}";
+  };
+  write_file_atomic(dir / "profiler_traces" / "a.pt.trace.json", trace("0", "aten::mm"));
+  write_file_atomic(dir / "profiler_traces" / "b.pt.trace.json", trace("99999999999", "aten::add"));
+  const RunAnalysis a = analyse_run(dir.path());
+  ASSERT_EQ(a.ops.cpu_ops.size(), 1u) << "only rank 0's trace is read";
+  EXPECT_EQ(a.ops.cpu_ops[0].name, "aten::mm");
+}
+
 }  // namespace
 }  // namespace rt::report

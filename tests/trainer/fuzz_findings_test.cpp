@@ -5,6 +5,10 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <caffe2/serialize/inline_container.h>
 
 #include "support/test_support.h"
 #include "trainer/checkpoint.h"
@@ -26,12 +30,33 @@ TEST(CheckpointFuzzFindings, ACorruptPickleIsRefusedInOneLineNamingTheFile) {
   meta.signature = "model.family = rave";
   meta.step = 3;
   save_checkpoint(ckpt, meta, [](torch::serialize::OutputArchive& a) { a.write("w", torch::ones({2})); });
-  std::string bytes = read_file(ckpt);
-  const std::string global = "ccollections\nOrderedDict";
-  const auto at = bytes.find(global);
-  ASSERT_NE(at, std::string::npos) << "the archive's pickle no longer names collections.OrderedDict";
-  bytes[at + 1] = '(';
-  write_file_atomic(ckpt, bytes);
+  // The archive is rewritten by torch's own writer, so every entry's CRC matches: the damage
+  // must be found by the pickle reader, not by the integrity check before it.
+  std::vector<std::pair<std::string, std::string>> records;
+  {
+    caffe2::serialize::PyTorchStreamReader reader(ckpt.string());
+    for (const auto& name : reader.getAllRecords()) {
+      auto [data, size] = reader.getRecord(name);
+      records.emplace_back(name, std::string(static_cast<const char*>(data.get()), size));
+    }
+  }
+  bool corrupted = false;
+  for (auto& [name, bytes] : records) {
+    const auto at = bytes.find("ccollections\nOrderedDict");
+    if (name == "data.pkl" && at != std::string::npos) {
+      bytes[at + 1] = '(';
+      corrupted = true;
+    }
+  }
+  ASSERT_TRUE(corrupted) << "the archive's data.pkl no longer names collections.OrderedDict";
+  fs::remove(ckpt);
+  {
+    caffe2::serialize::PyTorchStreamWriter writer(ckpt.string());
+    for (const auto& [name, bytes] : records) {
+      if (name != "version") writer.writeRecord(name, bytes.data(), bytes.size());
+    }
+    writer.writeEndOfFile();
+  }
   try {
     (void)read_checkpoint_meta(ckpt);
     FAIL() << "a corrupt checkpoint was read";
@@ -39,6 +64,7 @@ TEST(CheckpointFuzzFindings, ACorruptPickleIsRefusedInOneLineNamingTheFile) {
     const std::string what = e.what();
     EXPECT_NE(what.find(ckpt.string()), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << "one line:\n" << what;
+    EXPECT_EQ(what.find("damaged"), std::string::npos) << "refused by the CRC check, not the pickle reader: " << what;
   }
 }
 
