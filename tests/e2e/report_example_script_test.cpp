@@ -30,7 +30,7 @@ TEST(ReportExampleScript, BasicPresetRunsUnattendedToTheEnd) {
     EXPECT_NE(r.output.find(f), std::string::npos) << f << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("tensorboard --logdir"), std::string::npos);
+  EXPECT_NE(r.output.find("scripts/tensorboard.sh " + (dir / "runs").string()), std::string::npos) << r.output;
   const fs::path run = fs::canonical(resolve_run_pointer(dir / "runs" / "latest"));
   EXPECT_TRUE(fs::exists(run / "timing_profile.json"));
   EXPECT_TRUE(fs::exists(run / "memory_profile.json"));
