@@ -7,15 +7,20 @@
 namespace rt::e2e {
 namespace {
 
-TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
-  ScratchDir dir("e2e_ssm_fused_resume");
-  const fs::path root = dir.path();
+// One group of synthetic reaching trials imported to <root>/db (its HDF5 in <root>/h5).
+void make_neural_db(const fs::path& root) {
   auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((root / "h5").string()) +
                          " --groups 1 --units 182 --trials 64 --seed 7");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
   auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " +
                          quote((root / "h5").string()) + " --output_path " + quote((root / "db").string()));
   ASSERT_EQ(imp.exit_code, 0) << imp.output;
+}
+
+TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
+  ScratchDir dir("e2e_ssm_fused_resume");
+  const fs::path root = dir.path();
+  ASSERT_NO_FATAL_FAILURE(make_neural_db(root));
   // tiny_ssm runs scan = "fused" (the fused block kernels); dropout 0.1 makes the masks matter.
   const std::string common = bin_path("train") + " --config tiny_ssm --db_path " +
                              quote((root / "db").string()) +
@@ -48,12 +53,7 @@ TEST(SsmFusedResume, AFusedRunResumesUnderTheParallelScan) {
   // no part of the checkpoint's config signature: a fused run resumes as parallel and back.
   ScratchDir dir("e2e_ssm_scan_resume");
   const fs::path root = dir.path();
-  auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((root / "h5").string()) +
-                         " --groups 1 --units 182 --trials 64 --seed 7");
-  ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " +
-                         quote((root / "h5").string()) + " --output_path " + quote((root / "db").string()));
-  ASSERT_EQ(imp.exit_code, 0) << imp.output;
+  ASSERT_NO_FATAL_FAILURE(make_neural_db(root));
   const std::string common = bin_path("train") + " --config tiny_ssm --db_path " + quote((root / "db").string()) +
                              " --out_path " + quote((root / "runs").string()) + " --threads 1 --val_every 100";
   auto fused = run_command(common + " --max_steps 4 --model.scan fused");

@@ -43,7 +43,8 @@ __attribute__((noinline)) void traced_user_function(testing::TinyNet& net, torch
   for (int i = 0; i < 3; ++i) testing::train_step(net, opt, x, y);
 }
 
-TEST(StacksTest, CollapsedStacksFileFormat) {
+// Three training steps of a tiny net through traced_user_function, traced with stacks.
+Timeline trace_three_steps_with_stacks() {
   torch::set_num_threads(1);
   torch::manual_seed(0);
   testing::TinyNet net;
@@ -58,6 +59,11 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   tracer.step_end();
   Timeline t = tracer.stop();
   finalize_timeline(t);
+  return t;
+}
+
+TEST(StacksTest, CollapsedStacksFileFormat) {
+  Timeline t = trace_three_steps_with_stacks();
   size_t with_stack = 0;
   for (const auto& a : t.activities) with_stack += (a.kind == ActivityKind::kCpuOp && !a.call_stack.empty());
   EXPECT_GT(with_stack, 20u);
@@ -131,19 +137,7 @@ TEST(StacksTest, ExportedLibtorchFunctionIsNamedPastItsEntry) {
 // In a real stack, a frame is listed in unresolved() exactly when it is shown as
 // "<module>+0x<offset>" (or "0x<addr>"): the stacks file's comment counts what stays unnamed.
 TEST(StacksTest, UnresolvedFramesAreExactlyTheOnesShownAsOffsets) {
-  torch::set_num_threads(1);
-  testing::TinyNet net;
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
-  auto x = torch::randn({8, 2, 16}), y = torch::randn({8, 4});
-  OpTracerOptions o;
-  o.with_stack = true;
-  OpTracer tracer(o);
-  tracer.start();
-  tracer.step_begin(0);
-  traced_user_function(net, opt, x, y);
-  tracer.step_end();
-  Timeline t = tracer.stop();
-  finalize_timeline(t);
+  Timeline t = trace_three_steps_with_stacks();
   const std::regex offset(R"(^(\S+\+0x[0-9a-f]+|0x[0-9a-f]+)$)");
   size_t frames = 0;
   for (const auto& a : t.activities) {
