@@ -135,7 +135,13 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
     cd_size = le(e64.data() + 40, 8);
     cd_offset = le(e64.data() + 48, 8);
   }
+  // torch's reader takes the first entry's folder as the archive's and needs its `version`
+  // record; when either is missing it throws from its constructor and leaks miniz's state
+  // (found by fuzz_checkpoint: an empty archive), so both are checked here, by name.
+  if (entries == 0) zip.damaged("the archive holds no entries: not a checkpoint");
   const auto cd = zip.read(cd_offset, cd_size, "the central directory");
+  std::string folder;
+  bool has_version = false;
   size_t at = 0;
   for (uint64_t n = 0; n < entries; ++n) {
     if (at + kCentralSize > cd.size() || le(&cd[at], 4) != kCentralSig)
@@ -168,6 +174,15 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
       x += 4 + len;
     }
     at += kCentralSize + name_len + extra_len + comment_len;
+    if (n == 0) {
+      const size_t slash = name.find('/');
+      if (slash == std::string::npos || slash == 0)
+        zip.damaged("entry '" + name + "' is not inside the archive's folder (torch's layout: <name>/data.pkl …)");
+      folder = name.substr(0, slash + 1);
+    } else if (name.compare(0, folder.size(), folder) != 0) {
+      zip.damaged("entry '" + name + "' lies outside the archive's folder '" + folder + "'");
+    }
+    has_version = has_version || name == folder + "version" || name == folder + ".data/version";
 
     // torch stores tensors (method 0) and deflates the archive's code files (method 8).
     if (method != 0 && method != 8) {
@@ -189,6 +204,7 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
                   hex32(actual) + "; the file changed after it was written");
     }
   }
+  if (!has_version) zip.damaged("no '" + folder + "version' entry: not an archive torch wrote");
   return static_cast<size_t>(entries);
 }
 

@@ -14,7 +14,8 @@ namespace rt {
 // Throws rt::Error naming `path` and, for a damaged entry, the entry's name and both CRCs,
 // when the file is not a readable zip archive (no end-of-central-directory record, a header
 // or an entry reaching past the end of the file, a local header whose name differs from the
-// central directory's) or an entry's bytes do not match its stored CRC-32. Reads the file
+// central directory's), does not have torch's layout (no entries, entries outside one top folder,
+// no `version` record) or an entry's bytes do not match its stored CRC-32. Reads the file
 // once, in blocks; returns the number of entries checked.
 size_t verify_zip_entries(const std::filesystem::path& path);
 
