@@ -184,6 +184,12 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
     }
     has_version = has_version || name == folder + "version" || name == folder + ".data/version";
 
+    // Encrypted (bits 0, 6) or patch-data (bit 5) entries: torch's reader refuses them only
+    // from its constructor, leaking its state (found by fuzz_checkpoint); torch never writes them.
+    if (const uint64_t flags = le(h + 8, 2); flags & 0x61) {
+      zip.damaged("entry '" + name + "' is marked " + ((flags & 0x41) ? "encrypted" : "as patch data") +
+                  " (general-purpose flags " + std::to_string(flags) + "); torch writes neither");
+    }
     // torch stores tensors (method 0) and deflates the archive's code files (method 8).
     if (method != 0 && method != 8) {
       zip.damaged("entry '" + name + "' uses compression method " + std::to_string(method) +

@@ -128,6 +128,14 @@ TEST(CheckpointIntegrity, ArchivesWithoutTorchsLayoutAreRefusedByName) {
   expect_damaged(mixed, "entry 'b/version' lies outside the archive's folder 'a/'");
   write_file_atomic(no_version, stored_zip({{"a/data.pkl", "x"}}));
   expect_damaged(no_version, "no 'a/version' entry");
+  // An entry whose general-purpose flags say encrypted (bit 0): torch's reader threw from its
+  // constructor on it. Flags sit at offset 6 of the local header and 8 of the central one.
+  std::string encrypted = stored_zip({{"a/data.pkl", "x"}, {"a/version", "3\n"}});
+  const size_t central = encrypted.find(std::string("PK\x01\x02", 4));
+  ASSERT_NE(central, std::string::npos);
+  encrypted[6] = encrypted[central + 8] = 1;
+  write_file_atomic(scratch / "encrypted.ckpt", encrypted);
+  expect_damaged(scratch / "encrypted.ckpt", "entry 'a/data.pkl' is marked encrypted");
   // The hand-made writer is right: with a version record, the layout passes.
   write_file_atomic(ok, stored_zip({{"a/data.pkl", "x"}, {"a/version", "3\n"}}));
   EXPECT_EQ(verify_zip_entries(ok), 2u);
