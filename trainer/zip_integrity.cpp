@@ -1,8 +1,10 @@
 #include "trainer/zip_integrity.h"
 
+#include <caffe2/serialize/versions.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -124,16 +126,28 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
   if (end < 0) zip.damaged("no end-of-central-directory record: not a zip archive, or truncated");
   const unsigned char* e = &tail[static_cast<size_t>(end)];
   uint64_t entries = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
-  if (entries == 0xffff || cd_size == kMax32 || cd_offset == kMax32) {
-    const uint64_t end_at = tail_at + static_cast<uint64_t>(end);
-    if (end_at < kEnd64LocatorSize) zip.damaged("zip64 end-of-central-directory locator missing");
+  const bool saturated = entries == 0xffff || cd_size == kMax32 || cd_offset == kMax32;
+  // torch's writer adds zip64 end records, and its reader (miniz) takes the directory from them
+  // whenever their locator precedes the end record: so do we, and both records must agree
+  // (found by fuzz_checkpoint: a zip64 record naming another directory than the one checked).
+  const uint64_t end_at = tail_at + static_cast<uint64_t>(end);
+  const bool has_locator =
+      end_at >= kEnd64LocatorSize &&
+      le(zip.read(end_at - kEnd64LocatorSize, 4, "the zip64 locator").data(), 4) == kEnd64LocatorSig;
+  if (saturated && !has_locator) zip.damaged("zip64 end-of-central-directory locator missing");
+  if (has_locator) {
     const auto loc = zip.read(end_at - kEnd64LocatorSize, kEnd64LocatorSize, "the zip64 locator");
-    if (le(loc.data(), 4) != kEnd64LocatorSig) zip.damaged("zip64 end-of-central-directory locator missing");
     const auto e64 = zip.read(le(loc.data() + 8, 8), kEnd64Size, "the zip64 end record");
     if (le(e64.data(), 4) != kEnd64Sig) zip.damaged("zip64 end-of-central-directory record missing");
-    entries = le(e64.data() + 32, 8);
-    cd_size = le(e64.data() + 40, 8);
-    cd_offset = le(e64.data() + 48, 8);
+    const uint64_t entries64 = le(e64.data() + 32, 8), size64 = le(e64.data() + 40, 8),
+                   offset64 = le(e64.data() + 48, 8);
+    if ((entries != 0xffff && entries != entries64) || (cd_size != kMax32 && cd_size != size64) ||
+        (cd_offset != kMax32 && cd_offset != offset64)) {
+      zip.damaged("its zip64 end record names another central directory than its end record");
+    }
+    entries = entries64;
+    cd_size = size64;
+    cd_offset = offset64;
   }
   // torch's reader takes the first entry's folder as the archive's and needs its `version`
   // record; when either is missing it throws from its constructor and leaks miniz's state
@@ -142,6 +156,7 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
   const auto cd = zip.read(cd_offset, cd_size, "the central directory");
   std::string folder;
   bool has_version = false;
+  std::string version_text, data_version_text;  // the `version` and `.data/version` records
   size_t at = 0;
   for (uint64_t n = 0; n < entries; ++n) {
     if (at + kCentralSize > cd.size() || le(&cd[at], 4) != kCentralSig)
@@ -182,13 +197,20 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
     } else if (name.compare(0, folder.size(), folder) != 0) {
       zip.damaged("entry '" + name + "' lies outside the archive's folder '" + folder + "'");
     }
-    has_version = has_version || name == folder + "version" || name == folder + ".data/version";
+    const bool is_version = name == folder + "version" || name == folder + ".data/version";
+    has_version = has_version || is_version;
 
     // Encrypted (bits 0, 6) or patch-data (bit 5) entries: torch's reader refuses them only
     // from its constructor, leaking its state (found by fuzz_checkpoint); torch never writes them.
     if (const uint64_t flags = le(h + 8, 2); flags & 0x61) {
       zip.damaged("entry '" + name + "' is marked " + ((flags & 0x41) ? "encrypted" : "as patch data") +
                   " (general-purpose flags " + std::to_string(flags) + "); torch writes neither");
+    }
+    // A directory entry (a name ending in '/', or the MS-DOS directory attribute): torch's reader
+    // extracts nothing for it and would parse an unwritten buffer (found by fuzz_checkpoint on
+    // the version record); torch writes none.
+    if ((!name.empty() && name.back() == '/') || (le(h + 38, 4) & 0x10)) {
+      zip.damaged("entry '" + name + "' is marked as a directory; torch writes only files");
     }
     // torch stores tensors (method 0) and deflates the archive's code files (method 8).
     if (method != 0 && method != 8) {
@@ -209,8 +231,29 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
       zip.damaged("entry '" + name + "' fails its CRC-32 check: stored " + hex32(stored_crc) + ", computed " +
                   hex32(actual) + "; the file changed after it was written");
     }
+    if (is_version) {
+      // torch stores this record, a few digits; it is read below as torch's reader does.
+      if (method != 0 || compressed > 32) zip.damaged("entry '" + name + "' is not a stored file format version");
+      const auto v = zip.read(data, compressed, "the file format version");
+      (name == folder + "version" ? version_text : data_version_text).assign(v.begin(), v.end());
+    }
   }
   if (!has_version) zip.damaged("no '" + folder + "version' entry: not an archive torch wrote");
+  // torch's reader takes `.data/version` when present, else `version`, reads it as stoull does
+  // (spaces, then digits) and needs it within the versions it reads; otherwise it throws from its
+  // constructor and leaks its state (found by fuzz_checkpoint: version 0).
+  const std::string& text = data_version_text.empty() ? version_text : data_version_text;
+  size_t i = text.find_first_not_of(" \t\n\r\f\v");
+  uint64_t version = 0;
+  bool digits = false;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && version < 1000; ++i, digits = true)
+    version = version * 10 + static_cast<uint64_t>(text[i] - '0');
+  if (!digits || version < caffe2::serialize::kMinSupportedFileFormatVersion ||
+      version > caffe2::serialize::kMaxSupportedFileFormatVersion) {
+    zip.damaged("file format version '" + first_line(text) + "' is not one this LibTorch reads (" +
+                std::to_string(caffe2::serialize::kMinSupportedFileFormatVersion) + " to " +
+                std::to_string(caffe2::serialize::kMaxSupportedFileFormatVersion) + ")");
+  }
   return static_cast<size_t>(entries);
 }
 

@@ -136,6 +136,32 @@ TEST(CheckpointIntegrity, ArchivesWithoutTorchsLayoutAreRefusedByName) {
   encrypted[6] = encrypted[central + 8] = 1;
   write_file_atomic(scratch / "encrypted.ckpt", encrypted);
   expect_damaged(scratch / "encrypted.ckpt", "entry 'a/data.pkl' is marked encrypted");
+  // A file format version torch's reader refuses (it threw from its constructor on version 0).
+  write_file_atomic(scratch / "v0.ckpt", stored_zip({{"a/data.pkl", "x"}, {"a/version", "0\n"}}));
+  expect_damaged(scratch / "v0.ckpt", "file format version '0' is not one this LibTorch reads (1 to ");
+  write_file_atomic(scratch / "vx.ckpt", stored_zip({{"a/data.pkl", "x"}, {"a/version", "three"}}));
+  expect_damaged(scratch / "vx.ckpt", "file format version 'three'");
+  // As torch's reader, `.data/version` wins over `version`.
+  write_file_atomic(scratch / "vdata.ckpt",
+                    stored_zip({{"a/data.pkl", "x"}, {"a/version", "0\n"}, {"a/.data/version", "3\n"}}));
+  EXPECT_EQ(verify_zip_entries(scratch / "vdata.ckpt"), 3u);
+  // torch writes zip64 end records, and its reader takes the directory from them: one naming
+  // another directory than the plain end record (found by fuzz_checkpoint) is refused.
+  write_test_checkpoint(ok);
+  std::string bytes = read_file(ok);
+  const size_t e64 = bytes.rfind(std::string("PK\x06\x06", 4));
+  ASSERT_NE(e64, std::string::npos) << "torch's writer no longer adds a zip64 end record";
+  EXPECT_GE(verify_zip_entries(ok), 4u);
+  bytes[e64 + 32] = static_cast<char>(bytes[e64 + 32] - 1);  // one entry fewer
+  write_file_atomic(scratch / "zip64.ckpt", bytes);
+  expect_damaged(scratch / "zip64.ckpt", "its zip64 end record names another central directory");
+  // The version record marked as a directory (MS-DOS attribute 0x10 at offset 38 of its central
+  // header): torch's reader extracted nothing and parsed an unwritten buffer.
+  std::string dir_entry = stored_zip({{"a/data.pkl", "x"}, {"a/version", "3\n"}});
+  const size_t version_header = dir_entry.rfind(std::string("PK\x01\x02", 4));
+  dir_entry[version_header + 38] = 0x10;
+  write_file_atomic(scratch / "dir.ckpt", dir_entry);
+  expect_damaged(scratch / "dir.ckpt", "entry 'a/version' is marked as a directory");
   // The hand-made writer is right: with a version record, the layout passes.
   write_file_atomic(ok, stored_zip({{"a/data.pkl", "x"}, {"a/version", "3\n"}}));
   EXPECT_EQ(verify_zip_entries(ok), 2u);
