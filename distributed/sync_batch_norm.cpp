@@ -1,6 +1,7 @@
 #include "distributed/sync_batch_norm.h"
 
 #include <cstdint>
+#include <ostream>
 
 #include "util/torch_compat.h"
 
@@ -92,6 +93,55 @@ void update_running_stats(torch::nn::BatchNorm1dImpl& norm, const Tensor& mean, 
   norm.running_mean.mul_(1.0 - factor).add_(mean.to(norm.running_mean.options()), factor);
   norm.running_var.mul_(1.0 - factor)
       .add_(biased_var.to(norm.running_var.options()), factor * count / (count - 1.0));
+}
+
+SyncableBatchNorm1dImpl::SyncableBatchNorm1dImpl(const torch::nn::BatchNorm1dOptions& options_)
+    : options(options_) {
+  reset();
+}
+
+void SyncableBatchNorm1dImpl::reset() {
+  norm = torch::nn::BatchNorm1d(options);
+  if (norm->weight.defined()) register_parameter("weight", norm->weight);
+  if (norm->bias.defined()) register_parameter("bias", norm->bias);
+  if (norm->running_mean.defined()) register_buffer("running_mean", norm->running_mean);
+  if (norm->running_var.defined()) register_buffer("running_var", norm->running_var);
+  if (norm->num_batches_tracked.defined()) register_buffer("num_batches_tracked", norm->num_batches_tracked);
+}
+
+Tensor SyncableBatchNorm1dImpl::forward(const Tensor& x) {
+  // norm is no child, so train()/eval() reach it through here.
+  if (norm->is_training() != is_training()) norm->train(is_training());
+  if (!sync || sync->world_size() == 1 || !is_training()) return norm->forward(x);
+  if (x.dim() == 2) return sync_batch_norm(x, *norm, *sync);
+  TORCH_CHECK(x.dim() == 3, "SyncableBatchNorm1d: expected [N, C] or [N, C, L] input, got ", x.sizes());
+  const int64_t n = x.size(0), c = x.size(1), l = x.size(2);
+  // Rows (n·l) × channels c: the statistics BatchNorm1d takes over N and L.
+  auto rows = x.transpose(1, 2).reshape({n * l, c});
+  return sync_batch_norm(rows, *norm, *sync).view({n, l, c}).transpose(1, 2).contiguous();
+}
+
+void SyncableBatchNorm1dImpl::pretty_print(std::ostream& stream) const {
+  stream << "torch::nn::BatchNorm1d(" << options.num_features() << ", eps=" << options.eps()
+         << ", momentum=" << options.momentum().value_or(0.0) << ", affine=" << std::boolalpha << options.affine()
+         << ", track_running_stats=" << options.track_running_stats() << ")";
+}
+
+void set_batch_norm_sync(torch::nn::Module& module, const std::shared_ptr<Communicator>& comm) {
+  for (const auto& m : module.modules(/*include_self=*/true)) {
+    if (auto* bn = dynamic_cast<SyncableBatchNorm1dImpl*>(m.get())) bn->sync = comm;
+  }
+}
+
+void broadcast_buffers(Communicator& comm, torch::nn::Module& module) {
+  if (comm.world_size() == 1) return;
+  std::vector<Tensor> buffers;
+  for (const auto& b : module.buffers(/*recurse=*/true)) {
+    if (b.defined() && b.numel() > 0) buffers.push_back(b);
+  }
+  if (buffers.empty()) return;
+  torch::NoGradGuard no_grad;
+  comm.broadcast(buffers, 0);
 }
 
 }  // namespace rt::dist

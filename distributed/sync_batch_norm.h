@@ -44,4 +44,36 @@ torch::Tensor sync_batch_norm(const torch::Tensor& x, torch::nn::BatchNorm1dImpl
 void update_running_stats(torch::nn::BatchNorm1dImpl& norm, const torch::Tensor& mean,
                           const torch::Tensor& biased_var, double count);
 
+// A BatchNorm1d that, while `sync` holds a communicator of more than one rank and the module is
+// training, normalises with the statistics of every rank's batch (sync_batch_norm): input
+// [N, C] or [N, C, L], statistics per channel over N (and L). Without `sync` (one process, or
+// train.distributed.batch_norm = "local") it is exactly `norm`.
+// It registers norm's weight, bias, running_mean, running_var and num_batches_tracked as its
+// own (the same tensors), so checkpoints name them as they name a BatchNorm1d's. (Deriving from
+// BatchNorm1dImpl would be simpler, but LibTorch 1.13 does not export the base's pretty_print,
+// which a derived class's construction vtables need.)
+class SyncableBatchNorm1dImpl : public torch::nn::Cloneable<SyncableBatchNorm1dImpl> {
+ public:
+  explicit SyncableBatchNorm1dImpl(const torch::nn::BatchNorm1dOptions& options);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& x);
+  void pretty_print(std::ostream& stream) const override;
+
+  torch::nn::BatchNorm1dOptions options;
+  torch::nn::BatchNorm1d norm{nullptr};  // not a child: its tensors are registered here
+  std::shared_ptr<Communicator> sync;
+};
+TORCH_MODULE(SyncableBatchNorm1d);
+
+// Sets `sync` on every SyncableBatchNorm1d in `module` (nullptr: each rank its own statistics).
+void set_batch_norm_sync(torch::nn::Module& module, const std::shared_ptr<Communicator>& comm);
+
+// Every buffer of `module` (BatchNorm running statistics among them) becomes rank 0's: with
+// per-rank BatchNorm statistics (train.distributed.batch_norm = "local") the ranks' running
+// statistics drift apart; DDP broadcasts rank 0's buffers before every forward
+// (broadcast_buffers=True, torch/nn/parallel/distributed.py); the trainer does it before each
+// validation, the only place running statistics are read (checkpoints hold rank 0's).
+// One process: nothing.
+void broadcast_buffers(Communicator& comm, torch::nn::Module& module);
+
 }  // namespace rt::dist

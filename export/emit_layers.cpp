@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "distributed/sync_batch_norm.h"
 #include "models/common/blocks.h"
 #include "util/error.h"
 
@@ -192,6 +193,7 @@ Signal emit_module(MethodWriter& w, const Signal& x, torch::nn::Module& m, const
   if (dynamic_cast<models::SnakeImpl*>(&m)) return emit_snake(w, x, key);
   if (dynamic_cast<models::AdaINImpl*>(&m)) return emit_adain(w, x, key);
   if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m)) return emit_batch_norm(w, x, *bn, key);
+  if (auto* bn = dynamic_cast<dist::SyncableBatchNorm1dImpl*>(&m)) return emit_batch_norm(w, x, *bn->norm, key);
   if (dynamic_cast<torch::nn::IdentityImpl*>(&m)) return x;
   // Wrappers whose forward is their `net` (DilatedUnit, ResidualLayer, and blocks.cpp's /
   // generator.cpp's ResidualBlock and UpsampleLayer): no tensors of their own, one child.

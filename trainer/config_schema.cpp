@@ -133,6 +133,10 @@ std::vector<KeySpec> build_common_schema() {
       // processes or machines")
       E("train.distributed.backend", "auto", {"auto", "gloo", "nccl"},
         "data-parallel backend: auto = NCCL on CUDA, Gloo on CPU"),
+      E("train.distributed.batch_norm", "sync", {"sync", "local"},
+        "data-parallel BatchNorm (SSM blocks, RAVE v1 encoder): sync = statistics over every rank's batch "
+        "(SyncBatchNorm: N ranks x B train as 1 x N*B); local = each rank's own batch (DDP's default: "
+        "no collective in forward or backward; rank 0's running statistics are broadcast before each validation)"),
       I("train.distributed.timeout_s", 300,
         "data-parallel: bound on the rendezvous, every collective and the wait for a lost rank, in seconds")
           .ge(1)

@@ -7,6 +7,7 @@
 #include "data/data_kind.h"
 #include "data/loader.h"
 #include "data/split.h"
+#include "distributed/sync_batch_norm.h"
 #include "models/common/summary.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
@@ -185,6 +186,10 @@ class RaveFamily final : public ModelFamily {
     options_.validate();
     model_ = rave::RaveModel(options_);
     model_->to(device_);
+    // v1's encoder BatchNorm: statistics over every rank's batch (sync), or each rank its own
+    // with rank 0's running statistics broadcast before validation (local).
+    local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
+    if (comm_->world_size() > 1 && !local_batch_norm_) dist::set_batch_norm_sync(*model_, comm_);
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
     const bool fused = config_.get_bool("train.fused_optimizer");
@@ -250,6 +255,7 @@ class RaveFamily final : public ModelFamily {
 
   ValidationResult validate(Loader& val_loader, int64_t step) override {
     torch::NoGradGuard no_grad;
+    if (local_batch_norm_) dist::broadcast_buffers(*comm_, *model_);
     model_->eval();
     double sum = 0.0;
     int64_t count = 0;
@@ -372,6 +378,7 @@ class RaveFamily final : public ModelFamily {
   torch::Device device_;
   GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
+  bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
   double lr_ = 1e-3;

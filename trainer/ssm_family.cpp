@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "data/neural/neural_dataset.h"
 #include "data/split.h"
+#include "distributed/sync_batch_norm.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"
@@ -138,9 +139,12 @@ class SsmFamily final : public ModelFamily {
     comm_ = context.comm;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
     model_->to(device_);
-    // SyncBatchNorm semantics in a data-parallel job: batch statistics over every rank's rows,
-    // so N ranks × B train as one process with N·B (distributed/sync_batch_norm.h).
-    if (comm_->world_size() > 1) model_->set_batch_norm_sync(comm_);
+    // train.distributed.batch_norm = sync: SyncBatchNorm semantics in a data-parallel job, batch
+    // statistics over every rank's rows, so N ranks × B train as one process with N·B
+    // (distributed/sync_batch_norm.h); local: each rank its own rows, running statistics
+    // broadcast from rank 0 before validation.
+    local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
+    if (comm_->world_size() > 1 && !local_batch_norm_) model_->set_batch_norm_sync(comm_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -188,6 +192,7 @@ class SsmFamily final : public ModelFamily {
 
   ValidationResult validate(Loader& val_loader, int64_t /*step*/) override {
     torch::NoGradGuard no_grad;
+    if (local_batch_norm_) dist::broadcast_buffers(*comm_, *model_);
     model_->eval();
     // Per group g: [Σy (D), Σy² (D), Σ(y−ŷ)² (D), rows] then [Σ loss·examples, examples], float64,
     // summed over ranks in one all-reduce.
@@ -301,6 +306,7 @@ class SsmFamily final : public ModelFamily {
   double lr_ = 1e-3;
   int64_t n_groups_ = 1;
   bool shard_validation_ = true;
+  bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
 };
 
 // foundational_ssm: dt_min/dt_max bound the initial log step; checked here with the keys'

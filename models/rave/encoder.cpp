@@ -1,6 +1,7 @@
 #include "models/rave/encoder.h"
 
 #include "models/common/batch_slice.h"
+#include "distributed/sync_batch_norm.h"
 
 namespace rt::rave {
 
@@ -60,7 +61,7 @@ EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
                               .pad_right(pad.second)));
   int64_t c = o.capacity;
   for (int64_t r : o.ratios) {
-    net->push_back(torch::nn::BatchNorm1d(c));
+    net->push_back(dist::SyncableBatchNorm1d(c));  // synchronised in data-parallel training (train.distributed.batch_norm)
     net->push_back(models::make_activation(models::Activation::kLeakyRelu, c));
     pad = models::get_padding(2 * r + 1, 1, mode);
     net->push_back(WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r + 1)

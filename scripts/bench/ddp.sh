@@ -36,13 +36,15 @@ trap 'rm -rf "$WORK"' EXIT
 "$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
 "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
 
-# native CONFIG DB STEPS NPROC → examples/s of the job
+# native CONFIG DB STEPS NPROC [TRAIN ARGS…] → examples/s of the job
 native() {
-  local cfg="$1" db="$2" steps="$3" nproc="$4" out="$WORK/runs_$RANDOM"
+  local cfg="$1" db="$2" steps="$3" nproc="$4" out
+  shift 4
+  out="$(mktemp -d "$WORK/runs.XXXXXX")"
   local launch=""
   [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
   "$BIN/train" $launch --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
-    --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" >/dev/null 2>&1
+    --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" "$@" >/dev/null 2>&1
   /usr/bin/python3 - "$out" <<'PY'
 import glob, json, sys
 s = json.load(open(glob.glob(sys.argv[1] + "/*/training_summary.json")[0]))
@@ -56,25 +58,43 @@ print(json.dumps({"eps": s["total_steps"] * s["batch"] * s["world_size"] / s["to
 PY
 }
 
+# Two independent one-rank jobs at once (no communication at all): their summed examples/s is
+# the most 2 ranks can reach on this host, whatever the collectives cost (cores shared with the
+# system, memory bandwidth, caches, turbo).
+pair() {
+  local a b
+  a="$(mktemp "$WORK/pair.XXXXXX")"
+  b="$(mktemp "$WORK/pair.XXXXXX")"
+  native "$@" >"$a" & native "$@" >"$b"
+  wait
+  /usr/bin/python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print(json.dumps({"eps": a["eps"]+b["eps"], "step_eps": a["step_eps"]+b["step_eps"]}))' "$a" "$b"
+}
+
+# Rows: tiny_rave, s5_maze (SyncBatchNorm, the default) and s5_maze_local
+# (train.distributed.batch_norm = local; Python: per-rank BatchNorm, DDP's default).
 declare -A RESULT
-for cfg in tiny_rave s5_maze; do
-  db="$WORK/adb"; steps="$RAVE_STEPS"
+for row in tiny_rave s5_maze s5_maze_local; do
+  cfg="${row%_local}" db="$WORK/adb" steps="$RAVE_STEPS" extra=() pyextra=()
   [[ "$cfg" == s5_maze ]] && { db="$WORK/ndb"; steps="$SSM_STEPS"; }
-  one=(); two=()
+  [[ "$row" == *_local ]] && { extra=(--train.distributed.batch_norm local); pyextra=(--sync_bn 0); }
+  one=(); two=(); ind=()
   for ((r = 0; r < REPS; ++r)); do
     one+=("$(native "$cfg" "$db" "$steps" 1)")
-    two+=("$(native "$cfg" "$db" "$steps" 2)")
+    two+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}")")
+    [[ "$row" != *_local ]] && ind+=("$(pair "$cfg" "$db" "$steps" 1)")
   done
-  RESULT[$cfg.one]="$(printf '%s\n' "${one[@]}")"
-  RESULT[$cfg.two]="$(printf '%s\n' "${two[@]}")"
+  RESULT[$row.one]="$(printf '%s\n' "${one[@]}")"
+  RESULT[$row.two]="$(printf '%s\n' "${two[@]}")"
+  RESULT[$row.ind]="$(printf '%s\n' "${ind[@]}")"
   py1=(); py2=()
   for ((r = 0; r < REPS; ++r)); do
     py1+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
-    py2+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1)")
+    py2+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1 "${pyextra[@]}")")
   done
-  RESULT[$cfg.py1]="$(printf '%s\n' "${py1[@]}")"
-  RESULT[$cfg.py2]="$(printf '%s\n' "${py2[@]}")"
+  RESULT[$row.py1]="$(printf '%s\n' "${py1[@]}")"
+  RESULT[$row.py2]="$(printf '%s\n' "${py2[@]}")"
 done
+RESULT[s5_maze_local.ind]="${RESULT[s5_maze.ind]}"
 
 # Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
 V2OUT="$WORK/v2"
@@ -83,13 +103,15 @@ V2OUT="$WORK/v2"
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
 /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
-  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" \
-  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" \
-  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
+  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" \
+  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" \
+  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" \
+  "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" \
+  <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
 import glob, json, os, statistics, sys
 root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
-res = sys.argv[7:15]
-sha, workers = sys.argv[15], sys.argv[16]
+sha, workers = sys.argv[7], sys.argv[8]
+res = sys.argv[9:24]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
@@ -102,19 +124,27 @@ print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one
       f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze). Python: "
       f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
       f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
-print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
-print("|---|---|---|---|---|---|---|---|---|")
-for name, (one, two, py1, py2) in (("tiny_rave", res[0:4]), ("s5_maze", res[4:8])):
-    o, t = runs(one), runs(two)
+print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | host ceiling: 2 independent 1-rank jobs / 1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+names = {"tiny_rave": "tiny_rave", "s5_maze": "s5_maze (BatchNorm sync)",
+         "s5_maze_local": "s5_maze (BatchNorm local)"}
+for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
+    one, two, py1, py2, ind = res[5 * k:5 * k + 5]
+    o, t, i = runs(one), runs(two), runs(ind)
     p1, p2 = med(runs(py1), "examples_per_second"), med(runs(py2), "examples_per_second")
-    e1, e2 = med(o, "eps"), med(t, "eps")
-    s1, s2 = med(o, "step_eps"), med(t, "step_eps")
-    print(f"| {name} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{e2 / e1:.2f}×** ({s2 / s1:.2f}×) | "
+    e1, e2, ei = med(o, "eps"), med(t, "eps"), med(i, "eps")
+    s1, s2, si = med(o, "step_eps"), med(t, "step_eps"), med(i, "step_eps")
+    print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{e2 / e1:.2f}×** ({s2 / s1:.2f}×) | "
+          f"{ei / e1:.2f}× ({si / s1:.2f}×) | "
           f"{100 * med(t, 'comm_wait_share'):.1f} % of step time "
           f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1:.0f} ex/s | "
           f"{p2:.0f} ex/s | {p2 / p1:.2f}× | **{s2 / p2:.2f}×** |")
 print("\njob: examples/s of the training loop, loading included (on the training thread); step: the loader's "
-      "wait taken out, as the Python side (synthetic input, no loader) measures.")
+      "wait taken out, as the Python side (synthetic input, no loader) measures. Host ceiling: two one-rank jobs "
+      "started together, no communication between them, their examples/s summed over the 1-rank job's: what "
+      "this host gives a second process on its second core, the bound any 2-rank figure sits under. "
+      "BatchNorm local: `--train.distributed.batch_norm local` (Python: `--sync_bn 0`, per-rank statistics as "
+      "DDP trains an unconverted model); its 1-rank job is the same as sync's.")
 # Overlap evidence from the v2 trace of each rank.
 print("\n### Overlap: all-reduce starts while backward is still running\n")
 print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "

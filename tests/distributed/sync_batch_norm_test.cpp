@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "dist_fixtures.h"
 
 namespace rt::dist {
@@ -86,6 +88,59 @@ TEST(SyncBatchNorm, TwoRanksMatchOneProcessWithTheWholeBatch) {
   }
   expect_close(dweight, norm->weight.grad(), "weight grad");
   expect_close(dbias, norm->bias.grad(), "bias grad");
+}
+
+// SyncableBatchNorm1d: without a communicator it is torch's BatchNorm1d, under its names (so
+// checkpoints and export see a BatchNorm1d), following train()/eval().
+TEST(SyncableBatchNorm1d, WithoutSyncIsBatchNorm1dUnderItsNames) {
+  torch::manual_seed(6);
+  SyncableBatchNorm1d ours(torch::nn::BatchNorm1dOptions(3).momentum(0.2));
+  torch::nn::BatchNorm1d theirs(torch::nn::BatchNorm1dOptions(3).momentum(0.2));
+  std::vector<std::string> our_names, their_names;
+  for (const auto& p : ours->named_parameters()) our_names.push_back(p.key());
+  for (const auto& b : ours->named_buffers()) our_names.push_back(b.key());
+  for (const auto& p : theirs->named_parameters()) their_names.push_back(p.key());
+  for (const auto& b : theirs->named_buffers()) their_names.push_back(b.key());
+  EXPECT_EQ(our_names, their_names);
+  EXPECT_TRUE(ours->named_children().is_empty()) << "the inner norm is no child";
+  const auto x = global_input(4, 15, 33).view({4, 3, 5});
+  EXPECT_TRUE(torch::equal(ours->forward(x), theirs->forward(x)));
+  EXPECT_TRUE(torch::equal(ours->norm->running_var, theirs->running_var));
+  ours->eval();
+  theirs->eval();
+  EXPECT_TRUE(torch::equal(ours->forward(x * 3), theirs->forward(x * 3))) << "eval: running statistics";
+  ours->train();
+  theirs->train();
+  EXPECT_TRUE(torch::equal(ours->forward(x * 2), theirs->forward(x * 2))) << "train again: batch statistics";
+  std::ostringstream printed;
+  ours->pretty_print(printed);
+  EXPECT_EQ(printed.str(), "torch::nn::BatchNorm1d(3, eps=1e-05, momentum=0.2, affine=true, track_running_stats=true)");
+}
+
+// 2 ranks × 4 examples of [N, 3, 5]: the output, input gradient and running statistics of one
+// process with the 8 examples.
+TEST(SyncableBatchNorm1d, TwoRanksNormaliseOverEveryRanksExamplesAndTime) {
+  ScratchDir out("syncable_bn");
+  const auto run = run_ranks(2, "syncable_bn", out.path());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto x = global_input(8, 15, 31).view({8, 3, 5}).clone().requires_grad_(true);
+  const auto weights = global_input(8, 15, 32).view({8, 3, 5});
+  torch::manual_seed(5);
+  torch::nn::BatchNorm1d norm(torch::nn::BatchNorm1dOptions(3).momentum(0.2));
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.uniform_(0.5, 1.5);
+    norm->bias.uniform_(-0.5, 0.5);
+  }
+  auto y = norm->forward(x);
+  (y * weights).sum().backward();
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank = " (rank " + std::to_string(r) + ")";
+    expect_close(load_result(out.path(), "syncable_y", r), rows_of_rank(y.detach(), r, 2), "y" + rank);
+    expect_close(load_result(out.path(), "syncable_dx", r), rows_of_rank(x.grad(), r, 2), "dx" + rank);
+    expect_close(load_result(out.path(), "syncable_running", r), torch::cat({norm->running_mean, norm->running_var}),
+                 "running statistics" + rank);
+  }
 }
 
 }  // namespace

@@ -205,6 +205,72 @@ TEST(DataParallel, RaveTwoRanksTrackOneRankAcrossThePhaseSwitch) {
 }
 
 
+// RAVE v1's encoder normalises with BatchNorm: its statistics are every rank's batch
+// (train.distributed.batch_norm = sync, the default), so after one step 2 ranks × 4 hold the
+// running statistics of 1 rank × 8 and move the weights as it does; with "local" each rank
+// normalises its own 4 examples (rank 0's running statistics are checkpointed).
+TEST(DataParallel, RaveV1EncoderBatchNormStatisticsAreTheGlobalBatchs) {
+  ScratchDir dir("rt_dp_rave_v1");
+  const fs::path db = make_demo_db(dir.path(), 3.0);
+  const std::string common =
+      "--config tiny_rave --model.version v1 --db_path " + q(db) + " --val_every 3 --max_steps 1 --threads 1";
+  TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
+  TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
+  TrainRun local = train(dir.path(), "local", 2, common + " --batch 4 --train.distributed.batch_norm local");
+  TrainRun half = train(dir.path(), "half", 0, common + " --batch 4");
+  for (const TrainRun* r : {&one, &two, &local, &half}) ASSERT_EQ(r->result.exit_code, 0) << r->result.output;
+  size_t norms = 0;
+  double sync_worst = 0, local_worst = 0;
+  for (const auto& [name, t] : one.tensors) {
+    if (name.find("encoder") == std::string::npos || name.find("running_") == std::string::npos) continue;
+    ++norms;
+    sync_worst = std::max(sync_worst, (t - two.tensors.at(name)).abs().max().item<double>());
+    local_worst = std::max(local_worst, (t - local.tensors.at(name)).abs().max().item<double>());
+  }
+  EXPECT_EQ(norms, 6u);  // running mean and variance of the three BatchNorms (ratios [2, 2, 2])
+  EXPECT_LT(sync_worst, 1e-6);
+  EXPECT_GT(local_worst, 1e-3);
+  const double ranks = share_moved_apart(one, two, "model.rave.", 5e-4);
+  const double control = share_moved_apart(one, half, "model.rave.", 5e-4);
+  EXPECT_LT(ranks, 0.05 * control) << "ranks " << ranks << ", control " << control;
+}
+
+// train.distributed.batch_norm = local: the S5 blocks normalise each rank's rows (no collective
+// in forward or backward: two fewer per block and step), so the run leaves the synchronised
+// one; before each validation every rank takes rank 0's buffers (one broadcast per dtype:
+// float running statistics, integer batch counts).
+TEST(DataParallel, LocalSsmBatchNormDropsItsCollectivesAndBroadcastsRankZerosStatistics) {
+  ScratchDir dir("rt_dp_local_bn");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) +
+                             " --threads 1 --batch 4 --max_steps 20 --val_every 10 --enable_profiling "
+                             "--profile_steps 1 --profiling.skip_first 8";
+  TrainRun sync = train(dir.path(), "sync", 2, common);
+  TrainRun local = train(dir.path(), "local", 2, common + " --train.distributed.batch_norm local");
+  ASSERT_EQ(sync.result.exit_code, 0) << sync.result.output;
+  ASSERT_EQ(local.result.exit_code, 0) << local.result.output;
+  EXPECT_GT(max_difference(sync, local), 1e-4);
+  const auto& s = sync.summary["distributed"]["per_rank"];
+  const auto& l = local.summary["distributed"]["per_rank"];
+  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(l.size(), 2u);
+  const int64_t layers = 1, steps = 20, validations = 2;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(s[r]["collectives"].get<int64_t>() - l[r]["collectives"].get<int64_t>(),
+              2 * layers * steps - 2 * validations)
+        << "rank " << r;
+  }
+  // The broadcasts run inside validation on both ranks (traced step 9: step 10's validation ends it).
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path trace = local.dir / (rank == 0 ? "profile_step_9.json" : "profile_step_9.rank1.json");
+    ASSERT_TRUE(fs::exists(trace)) << trace;
+    const Json t = read_json(trace);
+    size_t broadcasts = 0;
+    for (const auto& ev : t["traceEvents"]) broadcasts += ev.value("name", "") == "gloo:broadcast";
+    EXPECT_EQ(broadcasts, 2u) << trace;
+  }
+}
+
 // The ranks of a job launched by `train --nproc_per_node 2` or by torchrun (when python3-torch
 // is installed) write their own profiles and traces; the traces carry distributedInfo with the
 // rank HTA finds by its regex, and the collectives as PyTorch's profiler names them.

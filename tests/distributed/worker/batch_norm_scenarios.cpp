@@ -80,5 +80,28 @@ int s5_block(Communicator& comm, const std::filesystem::path& out) {
 }
 Register s5_block_scenario("s5_block", s5_block);
 
+// SyncableBatchNorm1d (RAVE v1's encoder norm) on this rank's examples of a global [4w, 3, 5]
+// input: statistics per channel over examples and time, gathered over the ranks.
+int syncable_bn(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto x = rows_of_rank(global_input(4 * w, 15, 31), r, w).view({-1, 3, 5}).clone().requires_grad_(true);
+  auto weights = rows_of_rank(global_input(4 * w, 15, 32), r, w).view({-1, 3, 5});
+  torch::manual_seed(5);
+  rt::dist::SyncableBatchNorm1d norm(torch::nn::BatchNorm1dOptions(3).momentum(0.2));
+  {
+    torch::NoGradGuard no_grad;
+    norm->norm->weight.uniform_(0.5, 1.5);
+    norm->norm->bias.uniform_(-0.5, 0.5);
+  }
+  norm->sync = borrowed(comm);
+  auto y = norm->forward(x);
+  (y * weights).sum().backward();
+  save_result(out, "syncable_y", r, y);
+  save_result(out, "syncable_dx", r, x.grad());
+  save_result(out, "syncable_running", r, torch::cat({norm->norm->running_mean, norm->norm->running_var}));
+  return 0;
+}
+Register syncable_bn_scenario("syncable_bn", syncable_bn);
+
 }  // namespace
 }  // namespace rt::testing::dist
