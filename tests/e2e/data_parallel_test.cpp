@@ -3,7 +3,7 @@
 //
 // Equivalence: N ranks × B examples train as one process × N·B — the loader gives each rank its
 // slice of the same global batches, gradients are averaged over ranks (weighted by slice size),
-// BatchNorm statistics are global (SyncBatchNorm), a model's noise is the global batch's
+// BatchNorm statistics are global (SyncBatchNorm, train.distributed.batch_norm = sync), a model's noise is the global batch's
 // (models/common/batch_slice.h) and validation sums sufficient statistics over ranks.
 #include <limits>
 #include <set>
