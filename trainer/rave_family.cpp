@@ -213,7 +213,7 @@ class RaveFamily final : public ModelFamily {
     rave::RaveForward fwd;
     {
       PhaseScope p(Phase::kForward);
-      fwd = rave::rave_forward(*model_, x, kind);
+      fwd = rave::rave_forward(*model_, x, kind, &loss_options_);
     }
     rave::RaveLosses l;
     {

@@ -55,15 +55,45 @@ bool batch_slice_distributed() {
   return t_slice.global > 0 && t_slice.comm != nullptr && t_slice.comm->world_size() > 1;
 }
 
-torch::Tensor batch_global_means(const torch::Tensor& local_means) {
-  if (!batch_slice_distributed()) return local_means;
+struct PendingGlobalMeans::State {
+  torch::Tensor local_means;  // shape and dtype of the result
+  torch::Tensor weighted;     // [Σ n_r·mean_r (K), Σ n_r]: the all-reduce's buffer
+  dist::PendingCollective work;
+  torch::Tensor result;       // once read
+};
+
+PendingGlobalMeans batch_global_means_async(const torch::Tensor& local_means) {
+  PendingGlobalMeans p;
+  p.state_ = std::make_shared<PendingGlobalMeans::State>();
+  p.state_->local_means = local_means;
+  if (!batch_slice_distributed()) {
+    p.state_->result = local_means;
+    return p;
+  }
   torch::NoGradGuard no_grad;
   // Weighted by this rank's examples: Σ_r n_r·mean_r / Σ_r n_r.
-  auto weighted = torch::cat({local_means.reshape({-1}).to(torch::kDouble) * static_cast<double>(t_slice.local),
-                              torch::full({1}, static_cast<double>(t_slice.local), torch::kDouble).to(local_means.device())});
-  t_slice.comm->all_reduce_sum(weighted);
-  const int64_t k = local_means.numel();
-  return (weighted.narrow(0, 0, k) / weighted[k]).to(local_means.scalar_type()).view_as(local_means);
+  p.state_->weighted =
+      torch::cat({local_means.reshape({-1}).to(torch::kDouble) * static_cast<double>(t_slice.local),
+                  torch::full({1}, static_cast<double>(t_slice.local), torch::kDouble).to(local_means.device())})
+          .contiguous();
+  p.state_->work = t_slice.comm->all_reduce_sum_async(p.state_->weighted);
+  return p;
+}
+
+torch::Tensor PendingGlobalMeans::get() const {
+  if (!state_) throw Error("PendingGlobalMeans::get: nothing was started");
+  State& s = *state_;
+  if (!s.result.defined()) {
+    s.work.wait();
+    torch::NoGradGuard no_grad;
+    const int64_t k = s.local_means.numel();
+    s.result = (s.weighted.narrow(0, 0, k) / s.weighted[k]).to(s.local_means.scalar_type()).view_as(s.local_means);
+  }
+  return s.result;
+}
+
+torch::Tensor batch_global_means(const torch::Tensor& local_means) {
+  return batch_global_means_async(local_means).get();
 }
 
 torch::Tensor batch_global_mean(const torch::Tensor& t) {

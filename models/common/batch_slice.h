@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 
 namespace rt::dist {
 class Communicator;
@@ -75,6 +76,26 @@ torch::Tensor batch_global_mean(const torch::Tensor& t);
 // examples, every example contributing as many elements): one all-reduce for K denominators.
 // Outside a slice with a communicator of several ranks: local_means itself.
 torch::Tensor batch_global_means(const torch::Tensor& local_means);
+
+// batch_global_means started now and read later, so that its all-reduce runs behind work that
+// does not need it (RAVE starts its spectral denominators, which depend on the input audio
+// alone, right after the PQMF analysis: the autoencoder's forward hides them). get() waits for
+// the all-reduce the first time it is called and returns the global means; copies share the
+// result. Outside a slice with a communicator of several ranks it holds local_means.
+// REQUIRES: every rank starts the same sequence of collectives (the communicator runs them in
+// call order).
+class PendingGlobalMeans {
+ public:
+  PendingGlobalMeans() = default;
+  bool started() const { return state_ != nullptr; }
+  torch::Tensor get() const;
+
+ private:
+  friend PendingGlobalMeans batch_global_means_async(const torch::Tensor& local_means);
+  struct State;
+  std::shared_ptr<State> state_;
+};
+PendingGlobalMeans batch_global_means_async(const torch::Tensor& local_means);
 
 // True inside a slice with a communicator of several ranks (batch_global_mean all-reduces).
 bool batch_slice_distributed();

@@ -64,11 +64,13 @@ torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
   return decode(std::get<0>(encode(x)));
 }
 
-RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise) {
+RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise,
+                                         const std::function<void(const torch::Tensor&)>& after_analysis) {
   TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
   f.x_multiband = analysis(x);
+  if (after_analysis) after_analysis(f.x_multiband);
   {
     prof::ModuleScope span("encoder");
     f.stats = encoder->forward(f.x_multiband);
@@ -140,19 +142,27 @@ std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
   return s;
 }
 
-RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step) {
+RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step, const RaveLossOptions* opts) {
   const bool dis_step = step == RaveStep::kDiscriminator;
   TORCH_CHECK(!dis_step || (model.warmed_up() && model.discriminator),
               "rave_forward: a discriminator step needs phase 2 (set_warmed_up) and a discriminator");
   // The autoencoder only needs a graph when the generator is being trained.
   rt::compat::optional<torch::NoGradGuard> no_grad;
   if (dis_step) no_grad.emplace();
-  return model.forward_train(x);
+  if (opts == nullptr || !models::batch_slice_distributed()) return model.forward_train(x);
+  // The denominators depend on the input alone: their all-reduce starts before the encoder.
+  models::PendingGlobalMeans energies;
+  RaveForward f = model.forward_train(x, {}, [&](const torch::Tensor& x_multiband) {
+    energies = models::batch_global_means_async(
+        torch::cat({spectral_energy(x_multiband, opts->stft_scales), spectral_energy(x, opts->stft_scales)}));
+  });
+  f.spectral_energies = std::move(energies);
+  return f;
 }
 
 RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts,
                        double beta_factor, RaveStep step) {
-  return rave_losses_from_forward(model, x, rave_forward(model, x, step), opts, beta_factor, step);
+  return rave_losses_from_forward(model, x, rave_forward(model, x, step, &opts), opts, beta_factor, step);
 }
 
 RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x, const RaveForward& f,
@@ -163,12 +173,15 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     rt::compat::optional<torch::NoGradGuard> no_grad;
     if (dis_step) no_grad.emplace();
     // Data parallelism: the convergence terms' denominators of both distances, every scale,
-    // combined over ranks in one all-reduce rather than one per scale (models/common/batch_slice.h).
+    // combined over ranks in one all-reduce rather than one per scale (models/common/batch_slice.h),
+    // started by rave_forward when it was given the loss options.
     torch::Tensor mb_energy, fb_energy;
     if (models::batch_slice_distributed()) {
       const auto s = static_cast<int64_t>(opts.stft_scales.size());
-      auto both = models::batch_global_means(torch::cat(
-          {spectral_energy(f.x_multiband, opts.stft_scales), spectral_energy(x, opts.stft_scales)}));
+      auto both = f.spectral_energies.started()
+                      ? f.spectral_energies.get()
+                      : models::batch_global_means(torch::cat(
+                            {spectral_energy(f.x_multiband, opts.stft_scales), spectral_energy(x, opts.stft_scales)}));
       mb_energy = both.narrow(0, 0, s);
       fb_energy = both.narrow(0, s, s);
     }

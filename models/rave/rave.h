@@ -22,12 +22,14 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "models/common/batch_slice.h"
 #include "models/common/pqmf.h"
 #include "models/rave/discriminator.h"
 #include "models/rave/encoder.h"
@@ -45,6 +47,10 @@ struct RaveForward {
   torch::Tensor kl;           // scalar KL (without β)
   torch::Tensor y_multiband;  // cropped to x_multiband's length
   torch::Tensor y;            // (B, C, T), cropped to x's length
+  // Data parallel (rave_forward with loss options): the spectral distances' denominators,
+  // [multiband energy per STFT scale, fullband energy per scale], global means started right
+  // after the analysis so that their all-reduce runs behind the autoencoder.
+  models::PendingGlobalMeans spectral_energies;
 };
 
 struct RaveModelImpl : torch::nn::Module {
@@ -59,7 +65,10 @@ struct RaveModelImpl : torch::nn::Module {
   torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
   torch::Tensor forward(const torch::Tensor& x);    // analysis→encode→sample→decode→synthesis
   // `noise`: the reparametrisation draws (see VariationalEncoderImpl::reparametrize).
-  RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {});
+  // `after_analysis`, when set, is called with the multiband input as soon as the analysis has
+  // made it, before the encoder runs.
+  RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {},
+                            const std::function<void(const torch::Tensor&)>& after_analysis = {});
 
   // Phase 2 switch: detaches the encoder output (frozen encoder), enables v1's noise branch.
   void set_warmed_up(bool state);
@@ -122,7 +131,11 @@ RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveL
 // The same computation in two halves, so that a trainer can time the forward pass and the
 // losses separately: rave_forward runs the autoencoder (without a graph in a discriminator
 // step); rave_losses_from_forward computes the distances, KL and adversarial terms from it.
-RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step = RaveStep::kGenerator);
+// With `opts` in a data-parallel step (models::batch_slice_distributed()), rave_forward also
+// starts the all-reduce of the spectral denominators (RaveForward::spectral_energies), which
+// rave_losses_from_forward then reads instead of all-reducing them itself.
+RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step = RaveStep::kGenerator,
+                         const RaveLossOptions* opts = nullptr);
 RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x, const RaveForward& f,
                                     const RaveLossOptions& opts, double beta_factor,
                                     RaveStep step = RaveStep::kGenerator);

@@ -163,5 +163,27 @@ TEST(GradientSync, BroadcastParametersGivesEveryRankRankZerosModel) {
   }
 }
 
+// RAVE's spectral denominators are started before the autoencoder and read at the loss:
+// models::batch_global_means_async gives every rank the global batch's means (not the mean of
+// the two ranks' means: the slices are uneven), the same as the blocking call, and a collective
+// issued while it runs completes in order.
+TEST(GlobalMeans, StartedEarlyTheyAreTheGlobalBatchsMeansOnEveryRank) {
+  ScratchDir out("global_means");
+  const auto run = run_ranks(2, "global_means", out.path());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto expected = global_input(5, 3, 41).mean(0);
+  for (int r = 0; r < 2; ++r) {
+    for (const char* name : {"means", "means_again", "blocking"}) {
+      const auto got = load_result(out.path(), name, r);
+      EXPECT_TRUE(torch::allclose(got, expected, 1e-6, 1e-6)) << name << " rank " << r << ": " << got;
+    }
+    EXPECT_TRUE(torch::equal(load_result(out.path(), "other", r), torch::full({2}, 2.0f))) << "rank " << r;
+  }
+  // The mean of per-rank means would differ: the test can tell them apart.
+  const auto g = global_input(5, 3, 41);
+  const auto mean_of_means = (g.narrow(0, 0, 2).mean(0) + g.narrow(0, 2, 3).mean(0)) / 2;
+  EXPECT_FALSE(torch::allclose(mean_of_means, expected, 1e-4, 1e-4));
+}
+
 }  // namespace
 }  // namespace rt::dist

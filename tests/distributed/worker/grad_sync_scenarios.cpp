@@ -4,6 +4,7 @@
 #include "dist_fixtures.h"
 #include "distributed/bucketed_gradient_sync.h"
 #include "distributed/parameter_broadcast.h"
+#include "models/common/batch_slice.h"
 #include "util/error.h"
 #include "worker.h"
 
@@ -149,6 +150,26 @@ int broadcast_params(Communicator& comm, const std::filesystem::path& out) {
   return 0;
 }
 Register broadcast_params_scenario("broadcast_params", broadcast_params);
+
+// models::batch_global_means_async over uneven slices of a global batch of 5 (rank 0 holds
+// examples 0–1, rank 1 examples 2–4): started, then a blocking all-reduce issued meanwhile
+// (collectives run in call order), then read twice (the second read is the first's result).
+int global_means(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  const auto global = global_input(5, 3, 41);  // 5 examples × 3 values each
+  const int64_t offset = r == 0 ? 0 : 2, local = r == 0 ? 2 : 3;
+  rt::models::BatchSliceScope scope(rt::models::BatchSlice{offset, local, 5, &comm});
+  const auto mine = global.narrow(0, offset, local);
+  auto pending = rt::models::batch_global_means_async(mine.mean(0));
+  auto other = torch::ones({2});
+  comm.all_reduce_sum(other);
+  save_result(out, "means", r, pending.get());
+  save_result(out, "means_again", r, pending.get());
+  save_result(out, "blocking", r, rt::models::batch_global_means(mine.mean(0)));
+  save_result(out, "other", r, other);
+  return 0;
+}
+Register global_means_scenario("global_means", global_means);
 
 }  // namespace
 }  // namespace rt::testing::dist
