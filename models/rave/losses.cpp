@@ -16,7 +16,8 @@ torch::Tensor stft_magnitude(const torch::Tensor& s, int64_t n) {
 }  // namespace
 
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
-                                const std::vector<int64_t>& scales, double log_epsilon, const torch::Tensor& energy) {
+                                const std::vector<int64_t>& scales, double log_epsilon, const torch::Tensor& energy,
+                                const std::vector<torch::Tensor>* x_magnitudes) {
   TORCH_CHECK(x.sizes() == y.sizes(), "spectral_distance: shapes differ: ", x.sizes(), " vs ",
               y.sizes());
   TORCH_CHECK(!energy.defined() || energy.numel() == static_cast<int64_t>(scales.size()),
@@ -28,7 +29,10 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
     const int64_t n = scales[i];
     TORCH_CHECK(n / 2 < x.size(-1), "spectral_distance: STFT scale ", n,
                 " too large for signals of ", x.size(-1), " samples (need scale/2 < length)");
-    auto sx = stft_magnitude(xf, n), sy = stft_magnitude(yf, n);
+    TORCH_CHECK(x_magnitudes == nullptr || x_magnitudes->size() == scales.size(), "spectral_distance: ",
+                scales.size(), " scales but ", x_magnitudes ? x_magnitudes->size() : 0, " precomputed magnitudes");
+    auto sx = x_magnitudes != nullptr ? (*x_magnitudes)[i] : stft_magnitude(xf, n);
+    auto sy = stft_magnitude(yf, n);
     // The denominator over the global batch in a data-parallel job (batch_slice.h).
     auto lin = (sx - sy).pow(2).mean() /
                (energy.defined() ? energy[static_cast<int64_t>(i)] : models::batch_global_mean(sx.pow(2)));
@@ -38,12 +42,23 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
   return total;
 }
 
-torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales) {
+std::vector<torch::Tensor> stft_magnitudes(const torch::Tensor& x, const std::vector<int64_t>& scales) {
   torch::NoGradGuard no_grad;
   auto xf = x.reshape({-1, x.size(-1)});
+  std::vector<torch::Tensor> m;
+  for (int64_t n : scales) m.push_back(stft_magnitude(xf, n));
+  return m;
+}
+
+torch::Tensor spectral_energy(const std::vector<torch::Tensor>& magnitudes) {
+  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> e;
-  for (int64_t n : scales) e.push_back(stft_magnitude(xf, n).pow(2).mean());
+  for (const auto& m : magnitudes) e.push_back(m.pow(2).mean());
   return torch::stack(e);
+}
+
+torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales) {
+  return spectral_energy(stft_magnitudes(x, scales));
 }
 
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,

@@ -16,13 +16,21 @@ namespace rt::rave {
 // `energy` ([scales], optional): the convergence terms' denominators mean(|STFT(x)|²) per scale,
 // computed beforehand (data parallelism: the global batch's, all scales in one all-reduce,
 // spectral_energy); undefined: computed here (models::batch_global_mean).
+// `x_magnitudes` (optional): stft_magnitudes(x, scales), computed beforehand (a data-parallel
+// step needs them early for the denominators; passing them spares computing them twice).
+// REQUIRES with x_magnitudes: x carries no gradient (it is the real audio).
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
                                 const std::vector<int64_t>& scales, double log_epsilon = 1e-7,
-                                const torch::Tensor& energy = {});
+                                const torch::Tensor& energy = {},
+                                const std::vector<torch::Tensor>* x_magnitudes = nullptr);
+
+// |STFT(x)| at each scale, as spectral_distance computes it (no gradient).
+std::vector<torch::Tensor> stft_magnitudes(const torch::Tensor& x, const std::vector<int64_t>& scales);
 
 // mean(|STFT(x)|²) per scale of this process's x ([scales], no gradient): spectral_distance's
-// denominators before they are combined over ranks.
+// denominators before they are combined over ranks. The second form takes the magnitudes.
 torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales);
+torch::Tensor spectral_energy(const std::vector<torch::Tensor>& magnitudes);
 
 // core.hinge_gan: {mean(relu(1−real) + relu(1+fake)), −mean(fake)} = {loss_dis, loss_gen}.
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,

@@ -152,11 +152,15 @@ RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep 
   if (opts == nullptr || !models::batch_slice_distributed()) return model.forward_train(x);
   // The denominators depend on the input alone: their all-reduce starts before the encoder.
   models::PendingGlobalMeans energies;
+  std::vector<torch::Tensor> mb_spectra, fb_spectra;
   RaveForward f = model.forward_train(x, {}, [&](const torch::Tensor& x_multiband) {
-    energies = models::batch_global_means_async(
-        torch::cat({spectral_energy(x_multiband, opts->stft_scales), spectral_energy(x, opts->stft_scales)}));
+    mb_spectra = stft_magnitudes(x_multiband, opts->stft_scales);
+    fb_spectra = stft_magnitudes(x, opts->stft_scales);
+    energies = models::batch_global_means_async(torch::cat({spectral_energy(mb_spectra), spectral_energy(fb_spectra)}));
   });
   f.spectral_energies = std::move(energies);
+  f.x_multiband_spectra = std::move(mb_spectra);
+  f.x_spectra = std::move(fb_spectra);
   return f;
 }
 
@@ -185,9 +189,11 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       mb_energy = both.narrow(0, 0, s);
       fb_energy = both.narrow(0, s, s);
     }
-    l.multiband_spectral_distance =
-        spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon, mb_energy);
-    l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy);
+    const bool spectra = f.spectral_energies.started();
+    l.multiband_spectral_distance = spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon,
+                                                      mb_energy, spectra ? &f.x_multiband_spectra : nullptr);
+    l.fullband_spectral_distance =
+        spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, spectra ? &f.x_spectra : nullptr);
     l.regularization = f.kl * beta_factor;
   }
   l.y = f.y;

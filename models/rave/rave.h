@@ -51,6 +51,9 @@ struct RaveForward {
   // [multiband energy per STFT scale, fullband energy per scale], global means started right
   // after the analysis so that their all-reduce runs behind the autoencoder.
   models::PendingGlobalMeans spectral_energies;
+  // ... and the real audio's STFT magnitudes per scale they came from (multiband, fullband),
+  // which the spectral distances then reuse.
+  std::vector<torch::Tensor> x_multiband_spectra, x_spectra;
 };
 
 struct RaveModelImpl : torch::nn::Module {

@@ -147,6 +147,27 @@ TEST(RaveModel, SpectralDistanceIsZeroOnlyForIdenticalInputs) {
   EXPECT_THROW(rt::rave::spectral_distance(mb, mb, {2048}), c10::Error);
 }
 
+// A data-parallel step computes the real audio's magnitudes early (for the denominators) and
+// passes them in: the distance, its gradient and the energies are those of the plain call.
+TEST(RaveModel, PrecomputedRealSpectraGiveTheSameDistanceAndGradient) {
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 16, 512});
+  const std::vector<int64_t> scales{128, 64, 32};
+  auto y1 = (x + 0.2 * torch::randn_like(x)).requires_grad_(true);
+  auto y2 = y1.detach().clone().requires_grad_(true);
+  auto plain = rt::rave::spectral_distance(x, y1, scales);
+  const auto spectra = rt::rave::stft_magnitudes(x, scales);
+  ASSERT_EQ(spectra.size(), scales.size());
+  auto reused = rt::rave::spectral_distance(x, y2, scales, 1e-7, {}, &spectra);
+  EXPECT_TRUE(torch::equal(plain, reused));
+  plain.backward();
+  reused.backward();
+  EXPECT_TRUE(torch::equal(y1.grad(), y2.grad()));
+  EXPECT_TRUE(torch::equal(rt::rave::spectral_energy(spectra), rt::rave::spectral_energy(x, scales)));
+  const std::vector<torch::Tensor> too_few(spectra.begin(), spectra.begin() + 2);
+  EXPECT_THROW(rt::rave::spectral_distance(x, y2, scales, 1e-7, {}, &too_few), c10::Error);
+}
+
 // The tags of RaveLosses::scalars(); each value must be a detached 0-d tensor (a step reads
 // nothing on the host).
 std::set<std::string> scalar_tags(const rt::rave::RaveLosses& l) {
