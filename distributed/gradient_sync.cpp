@@ -23,9 +23,10 @@ GradientSync& single_process_sync() {
   return sync;
 }
 
-std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm) {
+std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm,
+                                                 int64_t first_bucket_bytes, int64_t bucket_bytes) {
   if (!comm || comm->world_size() == 1) return std::make_shared<SingleProcessSync>();
-  return std::make_shared<dist::BucketedGradientSync>(std::move(comm));
+  return std::make_shared<dist::BucketedGradientSync>(std::move(comm), dist::BucketOptions{first_bucket_bytes, bucket_bytes});
 }
 
 }  // namespace rt

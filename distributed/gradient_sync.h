@@ -19,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -57,8 +58,11 @@ void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tens
 // The process-wide single-process instance (what the trainer hands out without a process group).
 GradientSync& single_process_sync();
 
-// The sync for `comm`'s job: a SingleProcessSync for one process, a BucketedGradientSync with
-// DDP's default bucket sizes otherwise.
-std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm);
+// The sync for `comm`'s job: a SingleProcessSync for one process, a BucketedGradientSync
+// otherwise, its buckets capped at these sizes (DDP's defaults: 1 MiB for the first bucket,
+// 25 MiB for the others; train.distributed.first_bucket_mb / bucket_mb).
+std::shared_ptr<GradientSync> make_gradient_sync(std::shared_ptr<dist::Communicator> comm,
+                                                 int64_t first_bucket_bytes = int64_t{1} << 20,
+                                                 int64_t bucket_bytes = int64_t{25} << 20);
 
 }  // namespace rt

@@ -137,6 +137,17 @@ std::vector<KeySpec> build_common_schema() {
         "data-parallel BatchNorm (SSM blocks, RAVE v1 encoder): sync = statistics over every rank's batch "
         "(SyncBatchNorm: N ranks x B train as 1 x N*B); local = each rank's own batch (DDP's default: "
         "no collective in forward or backward; rank 0's running statistics are broadcast before each validation)"),
+      F("train.distributed.bucket_mb", 25.0,
+        "data-parallel: cap of a gradient bucket (one all-reduce) in MiB, DDP's bucket_cap_mb; smaller buckets "
+        "start their all-reduce earlier in backward, at one more collective each")
+          .gt(0)
+          .le(4096),
+      F("train.distributed.first_bucket_mb", 1.0,
+        "data-parallel: cap of the first gradient bucket (the last layers' gradients, ready first) in MiB; "
+        "DDP's 1 MiB. A model whose gradients fit in it gets a single all-reduce after backward: lower it to "
+        "overlap")
+          .gt(0)
+          .le(4096),
       I("train.distributed.timeout_s", 300,
         "data-parallel: bound on the rendezvous, every collective and the wait for a lost rank, in seconds")
           .ge(1)

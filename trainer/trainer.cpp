@@ -137,7 +137,9 @@ class TrainingJob {
     if (!distributed_) return;
     // Every rank must train the same thing: a mismatched config stops here, naming the rank.
     dist::check_same_on_all_ranks(*comm_, "configs (the resolved config.toml)", config_.to_toml());
-    sync_ = make_gradient_sync(comm_);
+    auto mib = [&](const char* key) { return static_cast<int64_t>(config_.get_float(key) * 1024.0 * 1024.0); };
+    sync_ = make_gradient_sync(comm_, std::max<int64_t>(1, mib("train.distributed.first_bucket_mb")),
+                               std::max<int64_t>(1, mib("train.distributed.bucket_mb")));
   }
 
   void setup() {

@@ -54,6 +54,7 @@ step_eps = sum(r["step_examples_per_second"] for r in per_rank) if per_rank else
 print(json.dumps({"eps": s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"],
                   "step_eps": step_eps,
                   "comm_wait_share": d.get("comm_wait_share", 0.0),
+                  "collectives": per_rank[0]["collectives"] if per_rank else 0,
                   "comm_busy_share": max((r["comm_busy_share"] for r in d.get("per_rank", [])), default=0.0)}))
 PY
 }
@@ -96,6 +97,20 @@ for row in tiny_rave s5_maze s5_maze_local; do
 done
 RESULT[s5_maze_local.ind]="${RESULT[s5_maze.ind]}"
 
+# Bucket caps (train.distributed.first_bucket_mb / bucket_mb) on tiny_rave, 2 ranks: DDP's
+# defaults (one bucket: its ~0.2 MiB of gradients fit in the first) against smaller caps
+# (more all-reduces, started earlier in backward). Alternating, REPS each.
+BUCKETS=("1 25" "0.03 0.06" "0.01 0.02")
+for ((r = 0; r < REPS; ++r)); do
+  for caps in "${BUCKETS[@]}"; do
+    read -r first rest <<<"$caps"
+    RESULT[bucket.$caps]+="$(native tiny_rave "$WORK/adb" "$RAVE_STEPS" 2 --train.distributed.first_bucket_mb "$first" \
+      --train.distributed.bucket_mb "$rest")"$'\n'
+  done
+done
+BUCKET_ARGS=()
+for caps in "${BUCKETS[@]}"; do BUCKET_ARGS+=("$caps" "${RESULT[bucket.$caps]}"); done
+
 # Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
 V2OUT="$WORK/v2"
 "$BIN/train" --nproc_per_node 2 --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
@@ -107,11 +122,12 @@ V2OUT="$WORK/v2"
   "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" \
   "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" \
   "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" \
-  <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
+  "${BUCKET_ARGS[@]}" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
 import glob, json, os, statistics, sys
 root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
 sha, workers = sys.argv[7], sys.argv[8]
 res = sys.argv[9:24]
+buckets = sys.argv[24:]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
@@ -145,6 +161,16 @@ print("\njob: examples/s of the training loop, loading included (on the training
       "this host gives a second process on its second core, the bound any 2-rank figure sits under. "
       "BatchNorm local: `--train.distributed.batch_norm local` (Python: `--sync_bn 0`, per-rank statistics as "
       "DDP trains an unconverted model); its 1-rank job is the same as sync's.")
+print("\n### Gradient bucket caps, tiny_rave, 2 ranks\n")
+print(f"`train.distributed.first_bucket_mb` / `bucket_mb` (DDP's defaults 1 / 25 MiB); job examples/s, median of "
+      f"{reps} alternating runs of {rave_steps} steps; collectives per step include the stop-flag and the "
+      f"spectral denominators' all-reduces.\n")
+print("| first / other bucket cap (MiB) | job ex/s | collectives per step | exposed comm |")
+print("|---|---|---|---|")
+for caps, text in zip(buckets[0::2], buckets[1::2]):
+    b = runs(text)
+    print(f"| {caps.replace(' ', ' / ')} | {med(b, 'eps'):.0f} | {med(b, 'collectives') / int(rave_steps):.1f} | "
+          f"{100 * med(b, 'comm_wait_share'):.1f} % |")
 # Overlap evidence from the v2 trace of each rank.
 print("\n### Overlap: all-reduce starts while backward is still running\n")
 print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "

@@ -271,6 +271,33 @@ TEST(DataParallel, LocalSsmBatchNormDropsItsCollectivesAndBroadcastsRankZerosSta
   }
 }
 
+// train.distributed.first_bucket_mb / bucket_mb (DDP's bucket_cap_mb): tiny caps give every
+// gradient tensor a bucket (an all-reduce) of its own; the sums, so the training, are the same.
+TEST(DataParallel, BucketCapsSplitTheGradientAllReduceWithoutChangingTheTraining) {
+  ScratchDir dir("rt_dp_buckets");
+  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 10 --val_every 100";
+  TrainRun one_bucket = train(dir.path(), "default", 2, common);
+  TrainRun split = train(dir.path(), "split", 2,
+                         common + " --train.distributed.first_bucket_mb 1e-6 --train.distributed.bucket_mb 1e-6");
+  ASSERT_EQ(one_bucket.result.exit_code, 0) << one_bucket.result.output;
+  ASSERT_EQ(split.result.exit_code, 0) << split.result.output;
+  EXPECT_EQ(max_difference(one_bucket, split), 0.0);
+  int64_t tensors = 0;
+  for (const auto& [name, t] : split.tensors) {
+    // The model's parameters (the optimizer state and buffers are not reduced).
+    if (name.rfind("model.ssm.", 0) == 0 && name.find("running_") == std::string::npos &&
+        name.find("num_batches_tracked") == std::string::npos) {
+      ++tensors;
+    }
+  }
+  ASSERT_GT(tensors, 1);
+  const auto collectives = [](const TrainRun& r) {
+    return r.summary["distributed"]["per_rank"][0]["collectives"].get<int64_t>();
+  };
+  EXPECT_EQ(collectives(split) - collectives(one_bucket), (tensors - 1) * 10) << tensors << " parameter tensors";
+}
+
 // The ranks of a job launched by `train --nproc_per_node 2` or by torchrun (when python3-torch
 // is installed) write their own profiles and traces; the traces carry distributedInfo with the
 // rank HTA finds by its regex, and the collectives as PyTorch's profiler names them.
