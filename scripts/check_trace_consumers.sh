@@ -2,7 +2,8 @@
 # Opens a real training trace with the consumers' own code: Holistic Trace Analysis's call
 # graph with its default settings (scripts/interop/hta_call_graph.py) and TensorBoard's
 # PyTorch-profiler plugin's loader (scripts/interop/tb_plugin_views.py: the Overview's
-# DataLoader share and the Module view). Fetches nothing: point it at checkouts you have.
+# DataLoader share and the Module view); then a two-rank run's traces in both (HTA per rank, the
+# plugin's Distributed view). Fetches nothing: point it at checkouts you have.
 #
 #   HTA_DIR=<facebookresearch/HolisticTraceAnalysis checkout> \
 #   TB_PLUGIN_DIR=<pytorch/kineto checkout at 041e7ce9, the last commit with tb_plugin/>/tb_plugin \
@@ -54,6 +55,29 @@ if [[ -n "${TB_PLUGIN_DIR:-}" ]]; then
   "$PY" "$ROOT/scripts/interop/tb_plugin_views.py" "$TB_PLUGIN_DIR" "$TRACES" \
     encoder decoder encoder.encoder.net.0 decoder.net.0 2>"$OUT_DIR/tb_plugin.log" ||
     { status=1; tail -20 "$OUT_DIR/tb_plugin.log"; }
+fi
+# Two ranks (train --nproc_per_node 2, Gloo): each rank's trace in HTA (the rank taken from
+# distributedInfo), and the plugin's Distributed view over both workers.
+rm -rf "$OUT_DIR/runs2"
+OMP_WAIT_POLICY=PASSIVE "$BUILD/bin/train" --nproc_per_node 2 --config tiny_rave --db_path "$OUT_DIR/db" \
+  --out_path "$OUT_DIR/runs2" --name ranks --max_steps 5 --train.threads 1 --train.val_every 1000 \
+  --train.save_every 1000 --enable_profiling --profiling.wait 1 --profiling.warmup 1 --profiling.active 2 \
+  --profiling.skip_first 0 >"$OUT_DIR/train2.log" 2>&1
+TRACES2="$(ls -d "$OUT_DIR"/runs2/ranks*/profiler_traces | head -1)"
+echo "two-rank traces: $(ls "$TRACES2" | tr '\n' ' ')"
+if [[ -n "${HTA_DIR:-}" ]]; then
+  echo "== Holistic Trace Analysis, 2 ranks"
+  "$PY" "$ROOT/scripts/interop/hta_call_graph.py" "$HTA_DIR" "$TRACES2" 2>"$OUT_DIR/hta2.log" || { status=1; tail -20 "$OUT_DIR/hta2.log"; }
+fi
+if [[ -n "${TB_PLUGIN_DIR:-}" ]]; then
+  echo "== TensorBoard PyTorch-profiler plugin, Distributed view"
+  "$PY" "$ROOT/scripts/interop/tb_plugin_views.py" --distributed "$TB_PLUGIN_DIR" "$TRACES2" 2>"$OUT_DIR/tb_plugin2.log" ||
+    { status=1; tail -20 "$OUT_DIR/tb_plugin2.log"; }
+  # The plugin drops (and warns about) a collective outside every ProfilerStep.
+  if grep -q "not belong to any step" "$OUT_DIR/tb_plugin2.log"; then
+    echo "the plugin found a collective outside every step"
+    status=1
+  fi
 fi
 echo "work kept in $OUT_DIR"
 exit $status

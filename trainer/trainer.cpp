@@ -345,6 +345,9 @@ class TrainingJob {
 
     while (step_ < max_steps && !should_stop()) {
       profilers_->step_begin(step_);
+      // Inside the step, so the all-reduce's span lies within ProfilerStep#N (the profiler
+      // plugin's Distributed view drops collectives outside every step).
+      start_stop_flag();
       reset_step_phase_times();
       const auto t0 = Clock::now();
       StepResult r;
@@ -398,9 +401,9 @@ class TrainingJob {
   }
 
   // Whether to stop before the next step. One process: a stop signal. Several: the ranks
-  // agree — each step starts an all-reduce of this rank's flag, the next step reads it (it has
-  // long completed: collectives run in issue order, before the step's gradients), so every
-  // rank stops after the same step, one step after the first signal.
+  // agree — each step starts an all-reduce of this rank's flag (start_stop_flag), the next
+  // step's check reads it (it has long completed: collectives run in issue order, before the
+  // step's gradients), so every rank stops after the same step, one step after the first signal.
   bool should_stop() {
     if (!distributed_) return stopped_ = stop_requested();
     if (stop_pending_) {
@@ -408,10 +411,14 @@ class TrainingJob {
       stop_work_.wait();
       if (stop_flag_.item<double>() > 0) return stopped_ = true;
     }
+    return false;
+  }
+
+  void start_stop_flag() {
+    if (!distributed_) return;
     stop_flag_ = torch::full({1}, stop_requested() ? 1.0 : 0.0, torch::kDouble);
     stop_work_ = comm_->all_reduce_sum_async(stop_flag_);
     stop_pending_ = true;
-    return false;
   }
 
   void drain_stop_flag() {
