@@ -21,13 +21,7 @@ void expect_no_backtrace(const CommandResult& r) {
 
 // A tiny imported neural database: 1 group × 4 trials.
 fs::path make_neural_db(const fs::path& dir) {
-  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((dir / "h5").string()) +
-                       " --groups 1 --units 8 --trials 4 --bins 20");
-  EXPECT_EQ(g.exit_code, 0) << g.output;
-  auto i = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote((dir / "h5").string()) +
-                       " --output_path " + quote((dir / "db").string()));
-  EXPECT_EQ(i.exit_code, 0) << i.output;
-  return dir / "db";
+  return e2e::make_neural_db(dir, "--groups 1 --units 8 --trials 4 --bins 20");
 }
 
 std::string get_record(const fs::path& db, const std::string& key) {

@@ -20,13 +20,8 @@ std::string q(const fs::path& p) { return quote(p.string()); }
 
 // A neural database of `trials` trials in `groups` groups (synthetic reaching data).
 fs::path make_neural_db(const fs::path& dir, int trials, int groups) {
-  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + q(dir / "h5") + " --groups " +
-                       std::to_string(groups) + " --units 182 --trials " + std::to_string(trials) + " --seed 7");
-  EXPECT_EQ(g.exit_code, 0) << g.output;
-  auto p = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "h5") + " --output_path " +
-                       q(dir / "db"));
-  EXPECT_EQ(p.exit_code, 0) << p.output;
-  return dir / "db";
+  return e2e::make_neural_db(dir, "--groups " + std::to_string(groups) + " --units 182 --trials " +
+                                      std::to_string(trials) + " --seed 7");
 }
 
 struct TrainRun {

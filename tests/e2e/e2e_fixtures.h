@@ -49,6 +49,19 @@ inline fs::path make_demo_db(const fs::path& dir, double seconds_per_file = 3.0,
   return db;
 }
 
+// Builds <dir>/db from synthetic reaching trials (`preprocess --generate_neural_demo <dir>/h5
+// <demo_args>`, e.g. "--groups 1 --units 182 --trials 64 --seed 7", then the import). Fails the
+// test when either command fails.
+inline fs::path make_neural_db(const fs::path& dir, const std::string& demo_args) {
+  const fs::path h5 = dir / "h5", db = dir / "db";
+  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) + " " + demo_args);
+  EXPECT_EQ(g.exit_code, 0) << g.output;
+  auto i = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote(h5.string()) +
+                       " --output_path " + quote(db.string()));
+  EXPECT_EQ(i.exit_code, 0) << i.output;
+  return db;
+}
+
 // `train --config tiny_rave --db_path DB --out_path OUT --threads 1 <extra>`.
 inline std::string tiny_train_command(const fs::path& db, const fs::path& out, const std::string& extra) {
   return bin_path("train") + " --config tiny_rave --db_path " + quote(db.string()) + " --out_path " +

@@ -7,14 +7,11 @@
 namespace rt::e2e {
 namespace {
 
-// One group of synthetic reaching trials imported to <root>/db (its HDF5 in <root>/h5).
+// One group of synthetic reaching trials imported to <root>/db (its HDF5 in <root>/h5); the
+// test stops when preprocessing failed.
 void make_neural_db(const fs::path& root) {
-  auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote((root / "h5").string()) +
-                         " --groups 1 --units 182 --trials 64 --seed 7");
-  ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " +
-                         quote((root / "h5").string()) + " --output_path " + quote((root / "db").string()));
-  ASSERT_EQ(imp.exit_code, 0) << imp.output;
+  e2e::make_neural_db(root, "--groups 1 --units 182 --trials 64 --seed 7");
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "preparing the neural database failed";
 }
 
 TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
