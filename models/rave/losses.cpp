@@ -57,10 +57,6 @@ torch::Tensor spectral_energy(const std::vector<torch::Tensor>& magnitudes) {
   return torch::stack(e);
 }
 
-torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales) {
-  return spectral_energy(stft_magnitudes(x, scales));
-}
-
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,
                                                   const torch::Tensor& score_fake) {
   auto loss_dis = (torch::relu(1 - score_real) + torch::relu(1 + score_fake)).mean();

@@ -27,9 +27,8 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
 // |STFT(x)| at each scale, as spectral_distance computes it (no gradient).
 std::vector<torch::Tensor> stft_magnitudes(const torch::Tensor& x, const std::vector<int64_t>& scales);
 
-// mean(|STFT(x)|²) per scale of this process's x ([scales], no gradient): spectral_distance's
-// denominators before they are combined over ranks. The second form takes the magnitudes.
-torch::Tensor spectral_energy(const torch::Tensor& x, const std::vector<int64_t>& scales);
+// mean(|STFT(x)|²) per scale from stft_magnitudes(x, scales) ([scales], no gradient):
+// spectral_distance's denominators before they are combined over ranks.
 torch::Tensor spectral_energy(const std::vector<torch::Tensor>& magnitudes);
 
 // core.hinge_gan: {mean(relu(1−real) + relu(1+fake)), −mean(fake)} = {loss_dis, loss_gen}.

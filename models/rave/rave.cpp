@@ -142,6 +142,18 @@ std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
   return s;
 }
 
+namespace {
+
+RealSpectra start_real_spectra(const torch::Tensor& x_multiband, const torch::Tensor& x, const RaveLossOptions& opts) {
+  RealSpectra s;
+  s.multiband = stft_magnitudes(x_multiband, opts.stft_scales);
+  s.fullband = stft_magnitudes(x, opts.stft_scales);
+  s.energies = models::batch_global_means_async(torch::cat({spectral_energy(s.multiband), spectral_energy(s.fullband)}));
+  return s;
+}
+
+}  // namespace
+
 RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step, const RaveLossOptions* opts) {
   const bool dis_step = step == RaveStep::kDiscriminator;
   TORCH_CHECK(!dis_step || (model.warmed_up() && model.discriminator),
@@ -151,16 +163,10 @@ RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep 
   if (dis_step) no_grad.emplace();
   if (opts == nullptr || !models::batch_slice_distributed()) return model.forward_train(x);
   // The denominators depend on the input alone: their all-reduce starts before the encoder.
-  models::PendingGlobalMeans energies;
-  std::vector<torch::Tensor> mb_spectra, fb_spectra;
-  RaveForward f = model.forward_train(x, {}, [&](const torch::Tensor& x_multiband) {
-    mb_spectra = stft_magnitudes(x_multiband, opts->stft_scales);
-    fb_spectra = stft_magnitudes(x, opts->stft_scales);
-    energies = models::batch_global_means_async(torch::cat({spectral_energy(mb_spectra), spectral_energy(fb_spectra)}));
-  });
-  f.spectral_energies = std::move(energies);
-  f.x_multiband_spectra = std::move(mb_spectra);
-  f.x_spectra = std::move(fb_spectra);
+  RealSpectra spectra;
+  RaveForward f = model.forward_train(
+      x, {}, [&](const torch::Tensor& x_multiband) { spectra = start_real_spectra(x_multiband, x, *opts); });
+  f.real_spectra = std::move(spectra);
   return f;
 }
 
@@ -178,22 +184,21 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     if (dis_step) no_grad.emplace();
     // Data parallelism: the convergence terms' denominators of both distances, every scale,
     // combined over ranks in one all-reduce rather than one per scale (models/common/batch_slice.h),
-    // started by rave_forward when it was given the loss options.
+    // started by rave_forward when it was given the loss options, else here.
     torch::Tensor mb_energy, fb_energy;
+    RealSpectra spectra;
     if (models::batch_slice_distributed()) {
+      spectra = f.real_spectra.energies.started() ? f.real_spectra : start_real_spectra(f.x_multiband, x, opts);
       const auto s = static_cast<int64_t>(opts.stft_scales.size());
-      auto both = f.spectral_energies.started()
-                      ? f.spectral_energies.get()
-                      : models::batch_global_means(torch::cat(
-                            {spectral_energy(f.x_multiband, opts.stft_scales), spectral_energy(x, opts.stft_scales)}));
+      auto both = spectra.energies.get();
       mb_energy = both.narrow(0, 0, s);
       fb_energy = both.narrow(0, s, s);
     }
-    const bool spectra = f.spectral_energies.started();
+    const bool reuse = spectra.energies.started();
     l.multiband_spectral_distance = spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon,
-                                                      mb_energy, spectra ? &f.x_multiband_spectra : nullptr);
+                                                      mb_energy, reuse ? &spectra.multiband : nullptr);
     l.fullband_spectral_distance =
-        spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, spectra ? &f.x_spectra : nullptr);
+        spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, reuse ? &spectra.fullband : nullptr);
     l.regularization = f.kl * beta_factor;
   }
   l.y = f.y;

@@ -40,6 +40,15 @@
 namespace rt::rave {
 
 // Everything one forward pass through the autoencoder produces.
+// Data parallel: the real audio's STFT magnitudes per STFT scale (multiband, fullband), which the
+// spectral distances reuse, and the global means of their energies ([multiband per scale,
+// fullband per scale]: the distances' denominators), one all-reduce started as soon as the
+// magnitudes exist.
+struct RealSpectra {
+  std::vector<torch::Tensor> multiband, fullband;
+  models::PendingGlobalMeans energies;
+};
+
 struct RaveForward {
   torch::Tensor x_multiband;  // (B, C·n_band, T/n_band)
   torch::Tensor stats;        // raw encoder output (B, 2·latent, T/compression)
@@ -47,13 +56,9 @@ struct RaveForward {
   torch::Tensor kl;           // scalar KL (without β)
   torch::Tensor y_multiband;  // cropped to x_multiband's length
   torch::Tensor y;            // (B, C, T), cropped to x's length
-  // Data parallel (rave_forward with loss options): the spectral distances' denominators,
-  // [multiband energy per STFT scale, fullband energy per scale], global means started right
-  // after the analysis so that their all-reduce runs behind the autoencoder.
-  models::PendingGlobalMeans spectral_energies;
-  // ... and the real audio's STFT magnitudes per scale they came from (multiband, fullband),
-  // which the spectral distances then reuse.
-  std::vector<torch::Tensor> x_multiband_spectra, x_spectra;
+  // Data parallel (rave_forward with loss options): made right after the analysis, so that the
+  // denominators' all-reduce runs behind the autoencoder (energies.started() when made).
+  RealSpectra real_spectra;
 };
 
 struct RaveModelImpl : torch::nn::Module {
@@ -135,7 +140,7 @@ RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveL
 // losses separately: rave_forward runs the autoencoder (without a graph in a discriminator
 // step); rave_losses_from_forward computes the distances, KL and adversarial terms from it.
 // With `opts` in a data-parallel step (models::batch_slice_distributed()), rave_forward also
-// starts the all-reduce of the spectral denominators (RaveForward::spectral_energies), which
+// starts the all-reduce of the spectral denominators (RaveForward::real_spectra), which
 // rave_losses_from_forward then reads instead of all-reducing them itself.
 RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step = RaveStep::kGenerator,
                          const RaveLossOptions* opts = nullptr);
