@@ -131,12 +131,13 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
   // whenever their locator precedes the end record: so do we, and both records must agree
   // (found by fuzz_checkpoint: a zip64 record naming another directory than the one checked).
   const uint64_t end_at = tail_at + static_cast<uint64_t>(end);
-  const bool has_locator =
-      end_at >= kEnd64LocatorSize &&
-      le(zip.read(end_at - kEnd64LocatorSize, 4, "the zip64 locator").data(), 4) == kEnd64LocatorSig;
-  if (saturated && !has_locator) zip.damaged("zip64 end-of-central-directory locator missing");
-  if (has_locator) {
-    const auto loc = zip.read(end_at - kEnd64LocatorSize, kEnd64LocatorSize, "the zip64 locator");
+  std::vector<unsigned char> loc;  // the zip64 locator, when one precedes the end record
+  if (end_at >= kEnd64LocatorSize) {
+    loc = zip.read(end_at - kEnd64LocatorSize, kEnd64LocatorSize, "the zip64 locator");
+    if (le(loc.data(), 4) != kEnd64LocatorSig) loc.clear();
+  }
+  if (saturated && loc.empty()) zip.damaged("zip64 end-of-central-directory locator missing");
+  if (!loc.empty()) {
     const auto e64 = zip.read(le(loc.data() + 8, 8), kEnd64Size, "the zip64 end record");
     if (le(e64.data(), 4) != kEnd64Sig) zip.damaged("zip64 end-of-central-directory record missing");
     const uint64_t entries64 = le(e64.data() + 32, 8), size64 = le(e64.data() + 40, 8),
