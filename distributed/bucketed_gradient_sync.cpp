@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
+#include <utility>
 
 #include "profiling/annotation.h"
 #include "util/error.h"
@@ -27,7 +28,8 @@ struct BucketedGradientSync::Plan {
     size_t ready = 0;
     bool launched = false;
     std::vector<size_t> reduced;  // the parameters whose gradients are in the buffer
-    torch::Tensor flat;           // the reduced part of the buffer
+    bool carries = false;         // the buffer's last element is carry()'s count
+    torch::Tensor flat;           // the reduced part of the buffer (and the count)
     PendingCollective pending;
   };
   std::vector<torch::Tensor> params;
@@ -113,6 +115,7 @@ void BucketedGradientSync::begin(const std::vector<torch::Tensor>& params) {
     b.ready = 0;
     b.launched = false;
     b.reduced.clear();
+    b.carries = false;
     b.flat = torch::Tensor();
     b.pending = PendingCollective();
   }
@@ -152,20 +155,38 @@ void BucketedGradientSync::launch(Plan& plan, size_t index) {
   }
   report_.buckets.push_back(bucket.reduced);
   report_.launch_ns.push_back(steady_ns());
-  if (bucket.reduced.empty()) return;  // no gradient in this bucket on any rank
-  if (!bucket.buffer.defined() || bucket.buffer.numel() < numel) {
-    int64_t total = 0;
+  bucket.carries = index + 1 == plan.buckets.size() && carry_.has_value();
+  if (bucket.reduced.empty() && !bucket.carries) return;  // no gradient in this bucket on any rank
+  if (!bucket.buffer.defined()) {
+    int64_t total = 1;  // room for a carried count
     for (size_t i : bucket.params) total += plan.params[i].numel();
-    bucket.buffer = torch::empty({total}, plan.params[bucket.reduced.front()].grad().options());
+    const auto& first = plan.params[bucket.params.front()];
+    bucket.buffer = torch::empty({total}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device()));
   }
-  bucket.flat = bucket.buffer.narrow(0, 0, numel);
+  bucket.flat = bucket.buffer.narrow(0, 0, numel + (bucket.carries ? 1 : 0));
   int64_t offset = 0;
   for (size_t i : bucket.reduced) {
     const auto& grad = plan.params[i].grad();
     bucket.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
     offset += grad.numel();
   }
+  if (bucket.carries) {
+    bucket.flat.narrow(0, numel, 1).fill_(*carry_);
+    carry_.reset();
+  }
   bucket.pending = comm_->all_reduce_sum_async(bucket.flat);
+}
+
+void BucketedGradientSync::carry(double count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  carry_ = count;
+  carried_.reset();
+}
+
+std::optional<double> BucketedGradientSync::take_carried() {
+  std::lock_guard<std::mutex> lock(mu_);
+  carry_.reset();
+  return std::exchange(carried_, std::nullopt);
 }
 
 void BucketedGradientSync::set_batch_share(int64_t local, int64_t global) {
@@ -188,8 +209,13 @@ void BucketedGradientSync::finish() {
   torch::NoGradGuard no_grad;
   const double world = static_cast<double>(comm_->world_size());
   for (auto& bucket : plan->buckets) {
-    if (bucket.reduced.empty()) continue;
+    if (bucket.reduced.empty() && !bucket.carries) continue;
     bucket.pending.wait();
+    if (bucket.carries) {
+      const double sum = bucket.flat[-1].item<double>();
+      std::lock_guard<std::mutex> lock(mu_);
+      carried_ = sum;
+    }
     bucket.flat.div_(world);
     int64_t offset = 0;
     for (size_t i : bucket.reduced) {

@@ -22,6 +22,11 @@
 // every rank. Its bucket, and every later one, waits for finish() (so unused parameters cost
 // overlap only when they sit near the output; RAVE's frozen encoder sits at the input).
 //
+// carry(count): the last bucket's buffer gets one more element, the count, summed with the
+// gradients (read back before they are divided by the world size): the trainer's per-step
+// stop flag costs no collective of its own. A last bucket without gradients still launches,
+// with the count alone.
+//
 // REQUIRES: one backward pass between begin and finish (a second gradient for a parameter
 // throws rt::Error); every rank runs the same phase, so the same gradients are defined on
 // every rank; begin/finish on the training thread.
@@ -56,6 +61,8 @@ class BucketedGradientSync final : public GradientSync {
   void finish() override;
   void set_batch_share(int64_t local, int64_t global) override;
   double loss_scale() const override { return scale_; }
+  void carry(double count) override;
+  std::optional<double> take_carried() override;
 
   // What the last begin..finish did, for tests and overlap evidence: per bucket (in launch
   // order) the parameter indices it holds and the steady-clock time its all-reduce started,
@@ -79,6 +86,8 @@ class BucketedGradientSync final : public GradientSync {
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* active_ = nullptr;
   double scale_ = 1.0;  // loss_scale(): world · local / global (1 for even slices)
+  std::optional<double> carry_;    // carry(): to go into the next last bucket
+  std::optional<double> carried_;  // its sum over ranks, once a finish() read it
   Report report_;
 };
 

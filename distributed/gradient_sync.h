@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace rt {
@@ -43,6 +44,14 @@ class GradientSync {
   // even slices: 1, the plain mean over ranks as DDP. One process: ignored.
   virtual void set_batch_share(int64_t /*local*/, int64_t /*global*/) {}
   virtual double loss_scale() const { return 1.0; }
+  // A small per-step count (the trainer's stop flag: 1 on a rank that got a stop signal) to be
+  // summed over ranks by the next begin..finish, inside its last bucket's all-reduce rather
+  // than in a collective of its own. take_carried() after finish() returns the sum, or nullopt
+  // when no finish() carried it (one process; a step without gradient synchronisation), and
+  // drops a count not yet carried. REQUIRES: every rank carries in the same steps; the count
+  // is an integer exact in the gradients' dtype (float32: below 2^24 over all ranks).
+  virtual void carry(double /*count*/) {}
+  virtual std::optional<double> take_carried() { return std::nullopt; }
 };
 
 // One process: nothing to synchronise.

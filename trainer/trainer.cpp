@@ -83,7 +83,7 @@ torch::Device resolve_device(const std::string& requested, int local_rank) {
 // gradients are averaged by the GradientSync the families bracket backward with. Rank 0 (the
 // writer) owns the run directory, checkpoints, TensorBoard, config.toml, the console and
 // training_summary.json; every rank writes its own profiles. Ranks take every decision that
-// ends or changes the loop together: stopping on a signal (a flag all-reduced each step),
+// ends or changes the loop together: stopping on a signal (a flag summed over ranks in each step's gradient all-reduce),
 // a non-finite loss (gathered at log cadence), the best checkpoint (global validation metrics).
 class TrainingJob {
  public:
@@ -345,9 +345,7 @@ class TrainingJob {
 
     while (step_ < max_steps && !should_stop()) {
       profilers_->step_begin(step_);
-      // Inside the step, so the all-reduce's span lies within ProfilerStep#N (the profiler
-      // plugin's Distributed view drops collectives outside every step).
-      start_stop_flag();
+      if (distributed_) sync_->carry(stop_requested() ? 1.0 : 0.0);
       reset_step_phase_times();
       const auto t0 = Clock::now();
       StepResult r;
@@ -378,6 +376,7 @@ class TrainingJob {
         r = family_->train_step(*batch, step_);
         batch_idx = batch->batch_idx;
         position_ = batch->position;
+        agree_on_stop();
       }
       const double step_seconds = seconds_since(t0);
       train_seconds_ += step_seconds;
@@ -397,34 +396,29 @@ class TrainingJob {
       // of the training thread inside a window then lies inside a step.
       profilers_->step_end();
     }
-    drain_stop_flag();
   }
 
-  // Whether to stop before the next step. One process: a stop signal. Several: the ranks
-  // agree — each step starts an all-reduce of this rank's flag (start_stop_flag), the next
-  // step's check reads it (it has long completed: collectives run in issue order, before the
-  // step's gradients), so every rank stops after the same step, one step after the first signal.
+  // Whether to stop before the next step. One process: a stop signal. Several: what the ranks
+  // agreed after the last step (agree_on_stop), so every rank stops after the same step.
   bool should_stop() {
     if (!distributed_) return stopped_ = stop_requested();
-    if (stop_pending_) {
-      stop_pending_ = false;
-      stop_work_.wait();
-      if (stop_flag_.item<double>() > 0) return stopped_ = true;
-    }
-    return false;
+    return stopped_ = stop_agreed_;
   }
 
-  void start_stop_flag() {
+  // Several ranks: the sum over ranks of "got a stop signal", at the end of every step. The
+  // count rides in the step's last gradient bucket (GradientSync::carry, set as the step
+  // began), so it costs no collective of its own; a step that synchronised no gradients sends
+  // it alone. Inside the step, so the collective's span lies within ProfilerStep#N (the
+  // profiler plugin's Distributed view drops collectives outside every step).
+  void agree_on_stop() {
     if (!distributed_) return;
-    stop_flag_ = torch::full({1}, stop_requested() ? 1.0 : 0.0, torch::kDouble);
-    stop_work_ = comm_->all_reduce_sum_async(stop_flag_);
-    stop_pending_ = true;
-  }
-
-  void drain_stop_flag() {
-    if (!stop_pending_) return;
-    stop_pending_ = false;
-    stop_work_.wait();
+    std::optional<double> stops = sync_->take_carried();
+    if (!stops) {
+      auto flag = torch::full({1}, stop_requested() ? 1.0 : 0.0, torch::kDouble);
+      comm_->all_reduce_sum(flag);
+      stops = flag.item<double>();
+    }
+    stop_agreed_ = *stops > 0;
   }
 
   // Reads the steps recorded since the last read on the host (the loop's only host
@@ -683,9 +677,7 @@ class TrainingJob {
   bool collectives_ok_ = true;    // false once the ranks may be in different collectives
   bool agreed_failure_ = false;   // the failure was decided by every rank together
   bool stopped_ = false;          // the ranks agreed to stop on a signal
-  torch::Tensor stop_flag_;
-  dist::PendingCollective stop_work_;
-  bool stop_pending_ = false;
+  bool stop_agreed_ = false;  // agree_on_stop(): some rank got a stop signal
   StreamPosition resume_position_, position_;
   bool has_resume_position_ = false;
   dist::CommStats comm_at_start_;

@@ -82,6 +82,43 @@ int unused_grads(Communicator& comm, const std::filesystem::path& out) {
 }
 Register unused_grads_scenario("unused_grads", unused_grads);
 
+// carry(): a per-step count summed over ranks inside the last bucket's all-reduce. Step 0:
+// only rank 1 carries 1, the MLP's parameters alone (buckets {b3 W3} {b2 W2} {b1 W1}); step 1:
+// both carry 1 and an unused layer's parameters come first, so the bucket backward reaches
+// last holds no gradient and launches with the count alone; step 2 (the same list) carries
+// nothing. Per step: the sum read back, the gradients, and the collectives it took.
+int carried_count(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto net = make_mlp(7);
+  torch::nn::Linear unused(4, 4);
+  const std::vector<torch::Tensor> mlp = net->parameters();
+  std::vector<torch::Tensor> with_unused{unused->weight, unused->bias};
+  with_unused.insert(with_unused.end(), mlp.begin(), mlp.end());
+  BucketedGradientSync sync(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), {256, 512});
+  save_result(out, "before_any", r, torch::tensor({sync.take_carried().has_value() ? 1 : 0}));
+  for (int step = 0; step < 3; ++step) {
+    const auto& params = step == 0 ? mlp : with_unused;
+    for (auto& p : with_unused) p.mutable_grad() = torch::Tensor();
+    auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100 + step), r, w);
+    auto y = rows_of_rank(global_input(kRowsPerRank * w, 4, 200 + step), r, w);
+    if (step == 0) sync.carry(r == 1 ? 1.0 : 0.0);
+    if (step == 1) sync.carry(1.0);
+    const int64_t before = comm.stats().collectives;
+    auto loss = torch::mse_loss(net->forward(x), y);
+    sync.begin(params);
+    loss.backward();
+    sync.finish();
+    const auto carried = sync.take_carried();
+    const std::string tag = "step" + std::to_string(step) + "_";
+    save_result(out, tag + "carried", r, torch::tensor({carried ? *carried : -1.0}, torch::kDouble));
+    save_result(out, tag + "collectives", r, torch::tensor({comm.stats().collectives - before}));
+    save_result(out, tag + "buckets", r, torch::tensor({static_cast<int64_t>(sync.last_report().buckets.size())}));
+    save_grads(out, tag + "grad", r, mlp);
+  }
+  return 0;
+}
+Register carried_count_scenario("carried_count", carried_count);
+
 // RAVE-like alternation: a generator step syncs only the generator's parameters although its
 // backward also reaches the discriminator; a discriminator step syncs only the discriminator;
 // a backward outside begin..finish (validation) syncs nothing.
