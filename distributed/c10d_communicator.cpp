@@ -1,6 +1,7 @@
 #include "distributed/c10d_communicator.h"
 
 #include <ATen/record_function.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "distributed/process_group.h"
 #include "profiling/annotation.h"
 #include "profiling/trace/recorded_span.h"
 #include "util/error.h"
@@ -76,7 +78,8 @@ struct C10dCommunicator::Collective {
 
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
                                    int world_size, std::chrono::milliseconds timeout,
-                                   std::vector<PeerInfo> peers, c10::optional<torch::Device> staging)
+                                   std::vector<PeerInfo> peers, c10::optional<torch::Device> staging,
+                                   bool active_wait)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
@@ -84,6 +87,7 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::s
       timeout_(timeout),
       peers_(std::move(peers)),
       staging_(staging),
+      active_wait_(active_wait),
       host_(this_host()),
       last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)),
       totals_(std::make_shared<Totals>()) {}
@@ -165,6 +169,12 @@ void C10dCommunicator::wait(const c10::intrusive_ptr<c10d::Work>& work, const st
   check_usable();
   const int64_t t0 = steady_ns();
   try {
+    if (active_wait_) {
+      // Poll, giving the core to any other runnable thread (the backend's own) between polls;
+      // past the limit, sleep as a passive wait does.
+      const int64_t limit = std::chrono::duration_cast<std::chrono::nanoseconds>(kActiveWaitLimit).count();
+      while (!work->isCompleted() && steady_ns() - t0 < limit) sched_yield();
+    }
     work->wait(timeout_ + kWaitGrace);
   } catch (const std::exception& e) {
     totals_->wait_ns += steady_ns() - t0;

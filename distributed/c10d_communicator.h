@@ -46,10 +46,11 @@ class C10dCommunicator final : public Communicator {
  public:
   // `backend` is "gloo" or "nccl" (span prefix); peers[r] describes rank r. With `staging` (the
   // rank's CUDA device under NCCL, which reduces device tensors only), tensors on another
-  // device are copied there for the collective and the result copied back.
+  // device are copied there for the collective and the result copied back. `active_wait`:
+  // wait() polls before it sleeps (train.distributed.wait, process_group.h).
   C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank, int world_size,
                    std::chrono::milliseconds timeout, std::vector<PeerInfo> peers,
-                   c10::optional<torch::Device> staging = c10::nullopt);
+                   c10::optional<torch::Device> staging = c10::nullopt, bool active_wait = false);
   ~C10dCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -61,6 +62,7 @@ class C10dCommunicator final : public Communicator {
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) override;
   void barrier() override;
   CommStats stats() const override;
+  std::string wait_policy() const override { return active_wait_ ? "active" : "passive"; }
 
   // Waits for `work` of operation `op` ("gloo:all_reduce") within the timeout; throws the
   // translated rt::Error and marks the group failed when it fails.
@@ -86,6 +88,7 @@ class C10dCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::vector<PeerInfo> peers_;
   c10::optional<torch::Device> staging_;
+  bool active_wait_;
   std::string host_;
   // Completion time of the last collective whose span was recorded (shared with callbacks
   // that may run after this object is gone).

@@ -71,6 +71,9 @@ class Communicator {
   // Returns once every rank has called it.
   virtual void barrier() = 0;
   virtual CommStats stats() const { return {}; }
+  // How the calling thread waits for a collective: "active" (polls, yielding its core) or
+  // "passive" (sleeps until woken); train.distributed.wait, process_group.h.
+  virtual std::string wait_policy() const { return "passive"; }
 };
 
 // One process: rank 0 of 1, every collective the identity.

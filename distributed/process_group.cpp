@@ -10,10 +10,13 @@
 #error "ProcessGroupGloo needs USE_C10D_GLOO (set by torch's CMake targets)"
 #endif
 #include <arpa/inet.h>
+#include <sched.h>
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "distributed/c10d_communicator.h"
 #include "util/error.h"
@@ -187,6 +190,26 @@ Backend resolve_backend(Backend backend, bool cuda_device) {
   return backend;
 }
 
+WaitPolicy parse_wait_policy(const std::string& value, const std::string& key) {
+  if (value == "auto") return WaitPolicy::kAuto;
+  if (value == "active") return WaitPolicy::kActive;
+  if (value == "passive") return WaitPolicy::kPassive;
+  throw Error(key + " = \"" + value + "\": accepted values are \"auto\", \"active\" and \"passive\"");
+}
+
+bool resolve_active_wait(WaitPolicy policy, Backend backend, int local_ranks, int busy_threads, int cores) {
+  if (backend == Backend::kNccl) return false;
+  if (policy != WaitPolicy::kAuto) return policy == WaitPolicy::kActive;
+  return static_cast<int64_t>(std::max(1, local_ranks)) * std::max(1, busy_threads) <= static_cast<int64_t>(cores);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
   if (!env.distributed()) return std::make_shared<LocalCommunicator>();
   if (options.timeout.count() <= 0) throw Error("train.distributed.timeout_s must be > 0");
@@ -207,12 +230,14 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
                 "MASTER_PORT?): " +
                 reason_of(e));
   }
-  // NCCL reduces CUDA tensors only: the trainer's own CPU tensors (the stop flag, log means,
+  // NCCL reduces CUDA tensors only: the trainer's own CPU tensors (log means,
   // validation sums) go through the rank's device.
   c10::optional<torch::Device> staging;
   if (backend == Backend::kNccl) staging = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_index));
+  const bool active_wait =
+      resolve_active_wait(options.wait, backend, env.local_world_size, options.busy_threads, usable_cores());
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
-                                            options.timeout, std::move(peers), staging);
+                                            options.timeout, std::move(peers), staging, active_wait);
 }
 
 }  // namespace rt::dist

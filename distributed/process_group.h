@@ -33,6 +33,27 @@ Backend resolve_backend(Backend backend, bool cuda_device);
 // True when this build can create NCCL process groups.
 bool nccl_available();
 
+// train.distributed.wait: how a rank waits for a collective (C10dCommunicator::wait).
+//  - active: polls the collective, yielding its core between polls (sched_yield), for up to
+//    kActiveWaitLimit, then sleeps — as MPI's progress loops and OMP_WAIT_POLICY=active do. The
+//    core stays busy, so the rank's next operators start at once and run warm. A passive rank's
+//    core falls idle at every wait (on a virtual machine the idle vCPU halts) and the rank's
+//    next operators run slower: BENCHMARKS.md "Data-parallel training" measures both.
+//  - passive: sleeps at once (c10d's Work::wait), leaving the core to other processes.
+//  - auto: active with Gloo when this host's ranks keep at most one compute thread per core
+//    (local ranks × intra-op threads ≤ the cores this process may run on), passive otherwise.
+//    Loader workers are not counted: they run between a rank's waits, and an active wait
+//    yields to them. NCCL's waits are stream waits, not host waits: always passive.
+enum class WaitPolicy { kAuto, kActive, kPassive };
+inline constexpr std::chrono::milliseconds kActiveWaitLimit{50};
+WaitPolicy parse_wait_policy(const std::string& value, const std::string& key = "train.distributed.wait");
+// Whether a rank waits actively: `policy` resolved for `backend` (already resolved: Gloo or
+// NCCL), `local_ranks` ranks on this host each running `busy_threads` compute threads, on
+// `cores`.
+bool resolve_active_wait(WaitPolicy policy, Backend backend, int local_ranks, int busy_threads, int cores);
+// The cores this process may run on (its affinity mask; hardware_concurrency if unknown).
+int usable_cores();
+
 struct ProcessGroupOptions {
   Backend backend = Backend::kAuto;
   bool cuda_device = false;  // the training device is CUDA (auto picks NCCL)
@@ -40,6 +61,8 @@ struct ProcessGroupOptions {
   // train.distributed.timeout_s: bounds the rendezvous, every collective, and how long a
   // rank waits for a lost peer before it stops.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  WaitPolicy wait = WaitPolicy::kAuto;  // train.distributed.wait
+  int busy_threads = 1;                 // per rank, for wait = auto: its intra-op threads
 };
 
 // The communicator of the job `env` describes: LocalCommunicator for one process, otherwise

@@ -131,6 +131,8 @@ class TrainingJob {
     po.cuda_device = device_.is_cuda();
     po.cuda_index = device_.is_cuda() ? device_.index() : 0;
     po.timeout = std::chrono::seconds(config_.get_int("train.distributed.timeout_s"));
+    po.wait = dist::parse_wait_policy(config_.get_string("train.distributed.wait"));
+    po.busy_threads = torch::get_num_threads();
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
     writer_ = comm_->rank() == 0;
@@ -221,8 +223,8 @@ class TrainingJob {
           << count_text(torch::get_num_threads(), "thread") << ", " << data_.train_indices.size()
           << " train / " << data_.val_indices.size() << " validation examples";
     if (distributed_) {
-      out() << "; " << comm_->world_size() << " ranks (" << comm_->backend() << "), " << config_.get_int("train.batch")
-            << " examples per rank per step";
+      out() << "; " << comm_->world_size() << " ranks (" << comm_->backend() << ", " << comm_->wait_policy()
+            << " waits), " << config_.get_int("train.batch") << " examples per rank per step";
     }
     out() << std::endl;
   }
@@ -656,6 +658,7 @@ class TrainingJob {
       step_time_min = r == 0 ? step_time : std::min(step_time_min, step_time);
     }
     Json d = {{"backend", comm_->backend()},
+              {"wait_policy", comm_->wait_policy()},
               {"world_size", comm_->world_size()},
               {"ranks_reported", static_cast<int64_t>(all.size())},
               {"examples_per_second", job_examples_per_s},

@@ -84,6 +84,50 @@ TEST(ProcessGroup, BackendNamesAndTheAutoRule) {
   EXPECT_THROW(resolve_backend(Backend::kNccl, false), Error);
 }
 
+TEST(ProcessGroup, WaitPolicyNamesAndTheAutoRule) {
+  EXPECT_EQ(parse_wait_policy("auto"), WaitPolicy::kAuto);
+  EXPECT_EQ(parse_wait_policy("active"), WaitPolicy::kActive);
+  EXPECT_EQ(parse_wait_policy("passive"), WaitPolicy::kPassive);
+  try {
+    parse_wait_policy("spin");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "train.distributed.wait = \"spin\": accepted values are \"auto\", \"active\" and \"passive\"");
+  }
+  // auto: active while this host's ranks × compute threads fit its cores.
+  EXPECT_TRUE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 2, 1, 2));
+  EXPECT_FALSE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 2, 2, 2));
+  EXPECT_TRUE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 4, 4, 16));
+  EXPECT_FALSE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 3, 1, 2));
+  // Explicit choices hold; NCCL's waits are stream waits: never active.
+  EXPECT_TRUE(resolve_active_wait(WaitPolicy::kActive, Backend::kGloo, 8, 8, 2));
+  EXPECT_FALSE(resolve_active_wait(WaitPolicy::kPassive, Backend::kGloo, 1, 1, 64));
+  EXPECT_FALSE(resolve_active_wait(WaitPolicy::kActive, Backend::kNccl, 1, 1, 64));
+  EXPECT_FALSE(resolve_active_wait(WaitPolicy::kAuto, Backend::kNccl, 1, 1, 64));
+  EXPECT_GE(usable_cores(), 1);
+}
+
+// An active wait polls (its thread burns CPU) for at most kActiveWaitLimit, then sleeps; a
+// passive one sleeps at once. Rank 0 waits ~400 ms for a late rank 1 in both.
+TEST(ProcessGroup, ActiveWaitsPollThenSleepPassiveWaitsSleep) {
+  for (const std::string policy : {"active", "passive"}) {
+    ScratchDir out("pg_wait_" + policy);
+    const auto run = run_ranks(2, "late_peer", out.path(), "RT_TEST_WAIT=" + policy + " ");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(read_text(out / "policy_rank0.txt"), policy);
+    const auto wait = load_result(out.path(), "wait", 0);
+    const double cpu_ms = wait[0].item<double>(), wall_ms = wait[1].item<double>();
+    EXPECT_GT(wall_ms, 300.0) << policy;
+    if (policy == "active") {
+      EXPECT_GT(cpu_ms, 5.0) << "an active wait polls before it sleeps";
+      EXPECT_LT(cpu_ms, 0.5 * wall_ms) << "past " << kActiveWaitLimit.count() << " ms an active wait sleeps";
+    } else {
+      EXPECT_LT(cpu_ms, 5.0) << "a passive wait sleeps at once";
+    }
+  }
+}
+
 TEST(ProcessGroup, APortInUseIsNamed) {
   Listener busy;
   LaunchEnv env;

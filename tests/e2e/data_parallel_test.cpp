@@ -9,6 +9,7 @@
 #include <set>
 #include <regex>
 
+#include "distributed/process_group.h"
 #include "e2e/e2e_fixtures.h"
 #include "util/atomic_file.h"
 #include "support/trace_checks.h"
@@ -338,6 +339,8 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
   const Json summary = read_json(run / "training_summary.json");
   EXPECT_EQ(summary["world_size"], 2);
   ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u);
+  // train.distributed.wait = auto: 2 ranks × 1 thread poll when this host has 2 cores.
+  EXPECT_EQ(summary["distributed"]["wait_policy"], rt::dist::usable_cores() >= 2 ? "active" : "passive") << launcher;
   // profile-report: every rank's figures, and rank 0's operators only.
   const auto report = run_command(bin_path("profile-report") + " " + quote(run.string()));
   EXPECT_EQ(report.exit_code, 0) << report.output;

@@ -1,5 +1,6 @@
 // Scenarios for the communicator itself: collectives and their trace spans, lost and hung ranks.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,6 +54,28 @@ int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) 
   return 0;
 }
 Register collectives_scenario("collectives", collectives);
+
+// Rank 1 joins an all-reduce 400 ms late; rank 0 reports its policy and the CPU time its
+// thread spent in the wait, and the wall time (train.distributed.wait, process_group.h).
+int late_peer(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  auto thread_cpu_ms = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  };
+  comm.barrier();
+  if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const double cpu0 = thread_cpu_ms();
+  const auto wall0 = std::chrono::steady_clock::now();
+  auto t = torch::ones({4});
+  comm.all_reduce_sum(t);
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  save_result(out, "wait", r, torch::tensor({thread_cpu_ms() - cpu0, wall}, torch::kDouble));
+  save_text(out, "policy", r, comm.wait_policy());
+  return 0;
+}
+Register late_peer_scenario("late_peer", late_peer);
 
 // Rank 1 is killed (-9) while rank 0 keeps all-reducing: rank 0 must stop with an error that
 // names rank 1, quickly. Rank 0 ignores the launcher's SIGTERM so it can report.
