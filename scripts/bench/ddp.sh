@@ -78,14 +78,16 @@ for row in tiny_rave s5_maze s5_maze_local; do
   cfg="${row%_local}" db="$WORK/adb" steps="$RAVE_STEPS" extra=() pyextra=()
   [[ "$cfg" == s5_maze ]] && { db="$WORK/ndb"; steps="$SSM_STEPS"; }
   [[ "$row" == *_local ]] && { extra=(--train.distributed.batch_norm local); pyextra=(--sync_bn 0); }
-  one=(); two=(); ind=()
+  one=(); two=(); pas=(); ind=()
   for ((r = 0; r < REPS; ++r)); do
     one+=("$(native "$cfg" "$db" "$steps" 1)")
     two+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}")")
+    pas+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.wait passive)")
     [[ "$row" != *_local ]] && ind+=("$(pair "$cfg" "$db" "$steps" 1)")
   done
   RESULT[$row.one]="$(printf '%s\n' "${one[@]}")"
   RESULT[$row.two]="$(printf '%s\n' "${two[@]}")"
+  RESULT[$row.pas]="$(printf '%s\n' "${pas[@]}")"
   RESULT[$row.ind]="$(printf '%s\n' "${ind[@]}")"
   py1=(); py2=()
   for ((r = 0; r < REPS; ++r)); do
@@ -111,6 +113,17 @@ done
 BUCKET_ARGS=()
 for caps in "${BUCKETS[@]}"; do BUCKET_ARGS+=("$caps" "${RESULT[bucket.$caps]}"); done
 
+# Where a 2-rank step's time goes, tiny_rave: rank 0's trace of steps 31-50 (60-step runs) for
+# one process, and for 2 ranks with passive and with active waits.
+OPS="$WORK/ops"
+for arm in one passive active; do
+  launch=(--nproc_per_node 2 --train.distributed.wait "$arm")
+  [[ "$arm" == one ]] && launch=()
+  "$BIN/train" "${launch[@]}" --config tiny_rave --db_path "$WORK/adb" --out_path "$OPS/$arm" --threads 1 \
+    --max_steps 60 --val_every 1000000 --save_every 1000000 --log_every 60 --workers "$WORKERS" --enable_profiling \
+    --profile_steps 20 --profiling.skip_first 30 --profiling.warmup 1 >/dev/null 2>&1
+done
+
 # Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
 V2OUT="$WORK/v2"
 "$BIN/train" --nproc_per_node 2 --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
@@ -118,16 +131,16 @@ V2OUT="$WORK/v2"
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
 /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
-  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" \
-  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" \
-  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" \
-  "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" \
+  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" "$OPS" \
+  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" \
+  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" \
+  "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" "${RESULT[s5_maze_local.pas]}" \
   "${BUCKET_ARGS[@]}" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
-import glob, json, os, statistics, sys
+import collections, glob, json, os, statistics, sys
 root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
-sha, workers = sys.argv[7], sys.argv[8]
-res = sys.argv[9:24]
-buckets = sys.argv[24:]
+sha, workers, ops_dir = sys.argv[7], sys.argv[8], sys.argv[9]
+res = sys.argv[10:28]
+buckets = sys.argv[28:]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
@@ -140,18 +153,18 @@ print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one
       f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze). Python: "
       f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
       f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
-print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | host ceiling: 2 independent 1-rank jobs / 1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 names = {"tiny_rave": "tiny_rave", "s5_maze": "s5_maze (BatchNorm sync)",
          "s5_maze_local": "s5_maze (BatchNorm local)"}
 for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
-    one, two, py1, py2, ind = res[5 * k:5 * k + 5]
-    o, t, i = runs(one), runs(two), runs(ind)
+    one, two, py1, py2, ind, pas = res[6 * k:6 * k + 6]
+    o, t, i, q = runs(one), runs(two), runs(ind), runs(pas)
     p1, p2 = med(runs(py1), "examples_per_second"), med(runs(py2), "examples_per_second")
     e1, e2, ei = med(o, "eps"), med(t, "eps"), med(i, "eps")
     s1, s2, si = med(o, "step_eps"), med(t, "step_eps"), med(i, "step_eps")
     print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{e2 / e1:.2f}×** ({s2 / s1:.2f}×) | "
-          f"{ei / e1:.2f}× ({si / s1:.2f}×) | "
+          f"{ei / e1:.2f}× ({si / s1:.2f}×) | {med(q, 'eps'):.0f} ex/s, {med(q, 'eps') / e1:.2f}× | "
           f"{100 * med(t, 'comm_wait_share'):.1f} % of step time "
           f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1:.0f} ex/s | "
           f"{p2:.0f} ex/s | {p2 / p1:.2f}× | **{s2 / p2:.2f}×** |")
@@ -160,11 +173,55 @@ print("\njob: examples/s of the training loop, loading included (on the training
       "started together, no communication between them, their examples/s summed over the 1-rank job's: what "
       "this host gives a second process on its second core, the bound any 2-rank figure sits under. "
       "BatchNorm local: `--train.distributed.batch_norm local` (Python: `--sync_bn 0`, per-rank statistics as "
-      "DDP trains an unconverted model); its 1-rank job is the same as sync's.")
+      "DDP trains an unconverted model); its 1-rank job is the same as sync's. Native 2 ranks wait actively "
+      "(`train.distributed.wait = auto`: 2 ranks × 1 thread on 2 cores); passive waits: "
+      "`--train.distributed.wait passive`, alternating with the others.")
+# Operator time per step from the traces: the training thread's operators (self time, the
+# collectives' own spans excluded), its blocked wait for the gradients, the whole step.
+print("\n### Where a 2-rank step's time goes (tiny_rave)\n")
+print("Rank 0's trace of steps 31–50 of a 60-step run (`--enable_profiling --profile_steps 20 "
+      "--profiling.skip_first 30`), one process against 2 ranks with each wait policy; per step, medians over the "
+      "20 steps. Operators: the self time of every operator on the training thread (what the CPU computes; a "
+      "wait inside a collective is not an operator).\n")
+print("| run | step | operators | gradient_sync_wait | per call: convolution, stft |")
+print("|---|---|---|---|---|")
+def op_profile(path):
+    ev = json.load(open(path))["traceEvents"]
+    steps = sorted((e for e in ev if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    main = collections.Counter(e["tid"] for e in steps).most_common(1)[0][0]
+    ops = sorted((e for e in ev if e.get("ph") == "X" and e.get("tid") == main and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    self_time, stack = {}, []
+    for e in ops:
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+            stack.pop()
+        if stack:
+            self_time[id(stack[-1])] -= e["dur"]
+        self_time[id(e)] = e["dur"]
+        stack.append(e)
+    per_step = []
+    for s in steps:
+        lo, hi = s["ts"], s["ts"] + s["dur"]
+        opt = sum(self_time[id(e)] for e in ops if lo <= e["ts"] < hi)
+        wait = sum(e["dur"] for e in ev if e.get("ph") == "X" and e["name"] == "gradient_sync_wait" and lo <= e["ts"] < hi)
+        per_step.append((s["dur"], opt, wait))
+    call = lambda name: statistics.mean(e["dur"] for e in ops if e["name"] == name)
+    m = lambda k: statistics.median(p[k] for p in per_step) / 1000
+    return m(0), m(1), m(2), call("aten::convolution"), call("aten::stft")
+base = None
+for arm, label in (("one", "1 process"), ("passive", "2 ranks, passive waits"), ("active", "2 ranks, active waits")):
+    found = sorted(glob.glob(os.path.join(ops_dir, arm, "*", "profiler_traces", "*.pt.trace.json")))
+    paths = [p for p in found if json.load(open(p)).get("distributedInfo", {}).get("rank", 0) == 0]
+    if not paths:
+        continue
+    step, opt, wait, conv, stft = op_profile(paths[0])
+    base = base or (opt, conv, stft)
+    print(f"| {label} | {step:.1f} ms | {opt:.1f} ms ({opt / base[0]:.2f}×) | {wait:.1f} ms | "
+          f"{conv:.0f} µs ({conv / base[1]:.2f}×), {stft:.0f} µs ({stft / base[2]:.2f}×) |")
 print("\n### Gradient bucket caps, tiny_rave, 2 ranks\n")
 print(f"`train.distributed.first_bucket_mb` / `bucket_mb` (DDP's defaults 1 / 25 MiB); job examples/s, median of "
-      f"{reps} alternating runs of {rave_steps} steps; collectives per step include the stop-flag and the "
-      f"spectral denominators' all-reduces.\n")
+      f"{reps} alternating runs of {rave_steps} steps; collectives per step include the spectral denominators' "
+      f"all-reduce (the stop flag rides in the last bucket).\n")
 print("| first / other bucket cap (MiB) | job ex/s | collectives per step | exposed comm |")
 print("|---|---|---|---|")
 for caps, text in zip(buckets[0::2], buckets[1::2]):
