@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
@@ -164,10 +165,24 @@ void BucketedGradientSync::launch(Plan& plan, size_t index) {
     bucket.buffer = torch::empty({total}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device()));
   }
   bucket.flat = bucket.buffer.narrow(0, 0, numel + (bucket.carries ? 1 : 0));
+  // A gradient may already live in this buffer (finish() left it there; the stock optimizers'
+  // zero_grad and autograd then work on it in place): at its place it needs no copy; elsewhere
+  // (the set of defined gradients changed) it is taken out first, as the copies below may
+  // overwrite it.
+  const auto& storage = bucket.buffer.storage();
+  std::vector<torch::Tensor> sources;
+  sources.reserve(bucket.reduced.size());
   int64_t offset = 0;
   for (size_t i : bucket.reduced) {
     const auto& grad = plan.params[i].grad();
-    bucket.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
+    const bool inside = grad.storage().is_alias_of(storage);
+    sources.push_back(inside && grad.data_ptr() != bucket.flat.narrow(0, offset, 1).data_ptr() ? grad.clone() : grad);
+    offset += grad.numel();
+  }
+  offset = 0;
+  for (const auto& grad : sources) {
+    auto target = bucket.flat.narrow(0, offset, grad.numel());
+    if (grad.data_ptr() != target.data_ptr()) target.copy_(grad.reshape({-1}));
     offset += grad.numel();
   }
   if (bucket.carries) {
@@ -217,11 +232,18 @@ void BucketedGradientSync::finish() {
       carried_ = sum;
     }
     bucket.flat.div_(world);
-    int64_t offset = 0;
+    // The means stay in the buffer: each gradient becomes its part (DDP's
+    // gradient_as_bucket_view), no copy back. An alias of the storage rather than an autograd
+    // view: LibTorch's zero_grad() detaches gradients in place, which views refuse.
+    int64_t offset = bucket.flat.storage_offset();
     for (size_t i : bucket.reduced) {
-      auto grad = plan->params[i].grad();
-      grad.copy_(bucket.flat.narrow(0, offset, grad.numel()).view(grad.sizes()));
-      offset += grad.numel();
+      auto& param = plan->params[i];
+      const auto sizes = param.grad().sizes().vec();
+      const int64_t n = param.grad().numel();
+      auto alias = torch::empty({0}, bucket.flat.options());
+      alias.set_(bucket.flat.storage(), offset, sizes, c10::contiguous_strides(sizes));
+      param.mutable_grad() = alias;
+      offset += n;
     }
     bucket.flat = torch::Tensor();
     bucket.pending = PendingCollective();

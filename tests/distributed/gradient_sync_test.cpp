@@ -98,6 +98,30 @@ TEST(GradientSync, AllReducesStartWhileBackwardIsStillRunning) {
   }
 }
 
+TEST(GradientSync, GradientsLeftInTheBucketAndZeroedInPlaceStayCorrect) {
+  ScratchDir out("grad_aliased");
+  const auto run = run_ranks(2, "aliased_grads", out.path());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int step = 0; step < 3; ++step) {
+    const std::string tag = "step" + std::to_string(step) + "_grad";
+    const auto expected = reference_grads(step);
+    for (int r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < expected.size(); ++i) {
+        expect_close(load_result(out.path(), tag + std::to_string(i), r), expected[i],
+                     tag + " rank " + std::to_string(r) + " param " + std::to_string(i));
+      }
+      for (size_t i = expected.size(); i < expected.size() + 2; ++i) {
+        const auto g = load_result(out.path(), tag + std::to_string(i), r);
+        if (step == 0) {
+          EXPECT_TRUE(torch::equal(g, load_result(out.path(), tag + std::to_string(i), 1 - r))) << "synchronised";
+        } else {
+          EXPECT_TRUE(is_undefined_marker(g)) << tag << " extra parameter " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(GradientSync, UndefinedGradientsStayUndefinedAndTheirBucketReducesTheRest) {
   ScratchDir out("grad_unused");
   const auto run = run_ranks(2, "unused_grads", out.path());

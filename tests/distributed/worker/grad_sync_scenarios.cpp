@@ -59,6 +59,42 @@ int grad_sync(Communicator& comm, const std::filesystem::path& out) {
 }
 Register grad_sync_scenario("grad_sync", grad_sync);
 
+// Gradients left in the bucket (finish() makes each .grad an alias of its part) and zeroed in
+// place between steps, as LibTorch's zero_grad() does (detach_, zero_). Step 0: an extra layer,
+// listed last so its gradient comes first in the one bucket, takes part; steps 1 and 2 it has
+// no gradient, so at step 1 every other gradient sits at another offset than the one it is
+// reduced at (taken out before the copies), at step 2 at its own (not copied).
+int aliased_grads(Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank(), w = comm.world_size();
+  auto net = make_mlp(7);
+  torch::nn::Linear extra(8, 3);
+  std::vector<torch::Tensor> params = net->parameters();
+  params.push_back(extra->weight);
+  params.push_back(extra->bias);
+  BucketedGradientSync sync(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), {1 << 20, 1 << 20});
+  for (int step = 0; step < 3; ++step) {
+    for (auto& p : params) {
+      if (!p.grad().defined()) continue;
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+    if (step == 1) {
+      extra->weight.mutable_grad() = torch::Tensor();
+      extra->bias.mutable_grad() = torch::Tensor();
+    }
+    auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100 + step), r, w);
+    auto y = rows_of_rank(global_input(kRowsPerRank * w, 4, 200 + step), r, w);
+    auto loss = torch::mse_loss(net->forward(x), y);
+    if (step == 0) loss = loss + extra->forward(rows_of_rank(global_input(kRowsPerRank * w, 8, 300), r, w)).pow(2).mean();
+    sync.begin(params);
+    loss.backward();
+    sync.finish();
+    save_grads(out, "step" + std::to_string(step) + "_grad", r, params);
+  }
+  return 0;
+}
+Register aliased_grads_scenario("aliased_grads", aliased_grads);
+
 // A layer outside the forward pass: its gradients stay undefined on every rank, and its bucket
 // (shared with used parameters) reduces only the defined gradients.
 int unused_grads(Communicator& comm, const std::filesystem::path& out) {
