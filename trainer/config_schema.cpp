@@ -126,6 +126,10 @@ std::vector<KeySpec> build_common_schema() {
       I("train.seed", 0, "random seed").cli("seed"),
       I("train.log_every", 100, "log losses every N steps").ge(1).cli("log_every"),
       F("train.lr", 1e-3, "learning rate").gt(0),
+      B("train.retain_freed_memory", true,
+        "keep the memory a step frees for the next step (glibc malloc: M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD "
+        "1 GiB) instead of returning it to the system and faulting it in again; false: the C library's defaults. "
+        "GLIBC_TUNABLES with glibc.malloc.* wins"),
       B("train.fused_optimizer", true,
         "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock "
         "optimizers and zero_grad)"),

@@ -23,6 +23,7 @@
 #include "distributed/process_group.h"
 #include "models/common/batch_slice.h"
 #include "util/error.h"
+#include "util/heap_retention.h"
 #include "util/signals.h"
 #include "profiling/memory.h"
 #include "profiling/profile_writers.h"
@@ -145,6 +146,7 @@ class TrainingJob {
   }
 
   void setup() {
+    if (config_.get_bool("train.retain_freed_memory")) heap_ = retain_freed_heap_memory();
     check_thread_limits(config_, std::thread::hardware_concurrency());
     const int64_t threads = config_.get_int("train.threads");
     const int n_threads = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
@@ -211,6 +213,8 @@ class TrainingJob {
     summary_.set_info("run_name", config_.get_string("train.name"));
     summary_.set_info("device", device_.str());
     summary_.set_info("threads", torch::get_num_threads());
+    summary_.set_info("heap", heap_.description.empty() ? "the C library's malloc defaults (train.retain_freed_memory = false)"
+                                                         : heap_.description);
     summary_.set_info("batch", config_.get_int("train.batch"));
     summary_.set_info("world_size", comm_->world_size());
     if (distributed_) {
@@ -680,6 +684,7 @@ class TrainingJob {
   bool collectives_ok_ = true;    // false once the ranks may be in different collectives
   bool agreed_failure_ = false;   // the failure was decided by every rank together
   bool stopped_ = false;          // the ranks agreed to stop on a signal
+  HeapRetention heap_;        // train.retain_freed_memory
   bool stop_agreed_ = false;  // agree_on_stop(): some rank got a stop signal
   StreamPosition resume_position_, position_;
   bool has_resume_position_ = false;
