@@ -94,9 +94,13 @@ void add_findings(RunAnalysis& a) {
           "communication not hidden by backward: rank " + std::to_string(waits->rank) + " waits on collectives " +
               pct(waits->comm_wait_share) + " of its step time (" + std::to_string(a.world_size) + " ranks, " +
               a.backend + ")",
-          "a larger per-rank batch (train.batch) spreads each step's collectives over more work; on one machine keep "
-          "ranks × train.threads (+ data.workers) within the cores; across machines set GLOO_SOCKET_IFNAME to the "
-          "fastest interface; the trace's gloo:/nccl: spans show which collectives wait");
+          std::string(a.backend == "gloo" && a.wait_policy == "passive"
+                          ? "the ranks slept in their waits: train.distributed.wait = \"active\" polls instead (worth it "
+                            "while ranks × train.threads fit the cores); "
+                          : "") +
+              "a larger per-rank batch (train.batch) spreads each step's collectives over more work; on one machine "
+              "keep ranks × train.threads (+ data.workers) within the cores; across machines set GLOO_SOCKET_IFNAME to "
+              "the fastest interface; the trace's gloo:/nccl: spans show which collectives wait");
     }
     const auto [fastest, slowest] = std::minmax_element(
         a.ranks.begin(), a.ranks.end(), [](const RankFigures& x, const RankFigures& y) { return x.step_time < y.step_time; });

@@ -167,7 +167,7 @@ std::string format_report(const RunAnalysis& a) {
 
   if (!a.ranks.empty()) {
     o << "\nData parallel: " << a.world_size << " ranks (" << (a.backend.empty() ? "?" : a.backend)
-      << "), training_summary.json\n  " << pad("rank", 6) << pad("steps", 8, true) << pad("step time", 12, true)
+      << (a.wait_policy.empty() ? "" : ", " + a.wait_policy + " waits") << "), training_summary.json\n  " << pad("rank", 6) << pad("steps", 8, true) << pad("step time", 12, true)
       << pad("examples/s", 12, true) << pad("comm running", 14, true) << pad("comm waiting", 14, true) << "\n";
     for (const auto& r : a.ranks) {
       o << "  " << pad(std::to_string(r.rank), 6) << pad(std::to_string(r.steps), 8, true)
@@ -303,6 +303,7 @@ Json to_json(const RunAnalysis& a) {
     }
     j["distributed"] = {{"world_size", a.world_size},
                         {"backend", a.backend},
+                        {"wait_policy", a.wait_policy},
                         {"step_time_skew", a.step_time_skew},
                         {"per_rank", ranks}};
   }

@@ -112,6 +112,7 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
   a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, "world_size", 1)));
   if (auto d = s.find("distributed"); d != s.end() && d->is_object()) {
     a.backend = str(*d, "backend");
+    a.wait_policy = str(*d, "wait_policy");
     a.step_time_skew = num(*d, "step_time_skew", 1.0);
     if (auto per = d->find("per_rank"); per != d->end() && per->is_array() && per->size() > 1) {
       for (const auto& r : *per) {

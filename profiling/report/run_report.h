@@ -105,6 +105,7 @@ struct RunAnalysis {
   // Data parallelism (training_summary.json "distributed"; world_size 1 and no ranks otherwise).
   int64_t world_size = 1;
   std::string backend;
+  std::string wait_policy;         // "active" | "passive" (train.distributed.wait); empty in older runs
   std::vector<RankFigures> ranks;  // empty when the ranks did not finish together
   double step_time_skew = 1.0;     // slowest rank's mean step / fastest's
 

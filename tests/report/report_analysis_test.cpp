@@ -558,6 +558,7 @@ TEST(ReportAnalysis, DataParallelRunShowsEveryRankAndNamesTheStraggler) {
                          {"world_size", 2},
                          {"distributed",
                           {{"backend", "gloo"},
+                           {"wait_policy", "passive"},
                            {"world_size", 2},
                            {"step_time_skew", 0.150 / 0.100},
                            {"comm_wait_share", 0.35},
@@ -572,8 +573,11 @@ TEST(ReportAnalysis, DataParallelRunShowsEveryRankAndNamesTheStraggler) {
   const Finding* comm = find(a, "comm_exposed");
   ASSERT_NE(comm, nullptr);
   EXPECT_NE(comm->message.find("rank 0 waits on collectives 35"), std::string::npos) << comm->message;
+  EXPECT_NE(comm->advice.find("train.distributed.wait = \"active\""), std::string::npos)
+      << "ranks that slept in their waits are told to poll: " << comm->advice;
   const std::string text = format_report(a);
-  EXPECT_NE(text.find("Data parallel: 2 ranks (gloo)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Data parallel: 2 ranks (gloo, passive waits)"), std::string::npos) << text;
+  EXPECT_EQ(to_json(a)["distributed"]["wait_policy"], "passive");
   EXPECT_NE(text.find("straggler skew (slowest / fastest mean step): 1.50"), std::string::npos) << text;
   EXPECT_EQ(to_json(a)["distributed"]["per_rank"].size(), 2u);
 
