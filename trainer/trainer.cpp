@@ -84,8 +84,9 @@ torch::Device resolve_device(const std::string& requested, int local_rank) {
 // gradients are averaged by the GradientSync the families bracket backward with. Rank 0 (the
 // writer) owns the run directory, checkpoints, TensorBoard, config.toml, the console and
 // training_summary.json; every rank writes its own profiles. Ranks take every decision that
-// ends or changes the loop together: stopping on a signal (a flag summed over ranks in each step's gradient all-reduce),
-// a non-finite loss (gathered at log cadence), the best checkpoint (global validation metrics).
+// ends or changes the loop together: stopping on a signal (a flag summed over ranks in each
+// step's gradient all-reduce), a non-finite loss (gathered at log cadence), the best
+// checkpoint (global validation metrics).
 class TrainingJob {
  public:
   TrainingJob(const Config& config, dist::LaunchEnv env) : config_(config), env_(std::move(env)) {}
