@@ -9,7 +9,6 @@
 #include <fstream>
 #include <thread>
 
-#include "distributed/process_group.h"
 #include "profiling/annotation.h"
 #include "profiling/trace/recorded_span.h"
 #include "util/error.h"

@@ -37,6 +37,9 @@ using C10dBackend = c10d::Backend;
 using C10dBackend = c10d::ProcessGroup;
 #endif
 
+// How long an active wait (train.distributed.wait, process_group.h) polls before it sleeps.
+inline constexpr std::chrono::milliseconds kActiveWaitLimit{50};
+
 struct PeerInfo {
   std::string host;
   int64_t pid = 0;

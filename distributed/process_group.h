@@ -35,7 +35,7 @@ bool nccl_available();
 
 // train.distributed.wait: how a rank waits for a collective (C10dCommunicator::wait).
 //  - active: polls the collective, yielding its core between polls (sched_yield), for up to
-//    kActiveWaitLimit, then sleeps — as MPI's progress loops and OMP_WAIT_POLICY=active do. The
+//    kActiveWaitLimit (c10d_communicator.h), then sleeps — as MPI's progress loops and OMP_WAIT_POLICY=active do. The
 //    rank sees the completion at its next poll. A passive rank sleeps on the work's condition
 //    variable and must be woken by the backend's thread and scheduled again; its core falls
 //    idle meanwhile (on a virtual machine the idle vCPU halts, and waking it goes through the
@@ -46,7 +46,6 @@ bool nccl_available();
 //    Loader workers are not counted: they run between a rank's waits, and an active wait
 //    yields to them. NCCL's waits are stream waits, not host waits: always passive.
 enum class WaitPolicy { kAuto, kActive, kPassive };
-inline constexpr std::chrono::milliseconds kActiveWaitLimit{50};
 WaitPolicy parse_wait_policy(const std::string& value, const std::string& key = "train.distributed.wait");
 // Whether a rank waits actively: `policy` resolved for `backend` (already resolved: Gloo or
 // NCCL), `local_ranks` ranks on this host each running `busy_threads` compute threads, on

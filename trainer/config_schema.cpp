@@ -154,7 +154,8 @@ std::vector<KeySpec> build_common_schema() {
           .le(4096),
       E("train.distributed.wait", "auto", {"auto", "active", "passive"},
         "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 ms "
-        "before sleeping (its core stays busy and warm, as MPI and OMP_WAIT_POLICY=active); passive = sleeps at "
+        "before sleeping (it sees the completion at once instead of being woken, as MPI and "
+        "OMP_WAIT_POLICY=active do); passive = sleeps at "
         "once; auto = active with Gloo when this host's ranks x intra-op threads fit its cores (loader workers, "
         "which active waits yield to, not counted), else passive (NCCL: always passive)"),
       I("train.distributed.timeout_s", 300,

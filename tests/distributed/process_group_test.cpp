@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "dist_fixtures.h"
+#include "distributed/c10d_communicator.h"
 #include "util/error.h"
 #include "util/json.h"
 
