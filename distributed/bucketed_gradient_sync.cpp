@@ -170,21 +170,17 @@ void BucketedGradientSync::launch(Plan& plan, size_t index) {
   // (the set of defined gradients changed) it is taken out first, as the copies below may
   // overwrite it.
   const auto& storage = bucket.buffer.storage();
-  std::vector<torch::Tensor> sources;
-  sources.reserve(bucket.reduced.size());
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (gradient, its part of the buffer)
+  copies.reserve(bucket.reduced.size());
   int64_t offset = 0;
   for (size_t i : bucket.reduced) {
     const auto& grad = plan.params[i].grad();
-    const bool inside = grad.storage().is_alias_of(storage);
-    sources.push_back(inside && grad.data_ptr() != bucket.flat.narrow(0, offset, 1).data_ptr() ? grad.clone() : grad);
-    offset += grad.numel();
-  }
-  offset = 0;
-  for (const auto& grad : sources) {
     auto target = bucket.flat.narrow(0, offset, grad.numel());
-    if (grad.data_ptr() != target.data_ptr()) target.copy_(grad.reshape({-1}));
     offset += grad.numel();
+    if (grad.data_ptr() == target.data_ptr()) continue;  // already in place
+    copies.emplace_back(grad.storage().is_alias_of(storage) ? grad.clone() : grad, std::move(target));
   }
+  for (auto& [grad, target] : copies) target.copy_(grad.reshape({-1}));
   if (bucket.carries) {
     bucket.flat.narrow(0, numel, 1).fill_(*carry_);
     carry_.reset();
