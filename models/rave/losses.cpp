@@ -22,6 +22,8 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
               y.sizes());
   TORCH_CHECK(!energy.defined() || energy.numel() == static_cast<int64_t>(scales.size()),
               "spectral_distance: ", scales.size(), " scales but ", energy.numel(), " energies");
+  TORCH_CHECK(x_magnitudes == nullptr || x_magnitudes->size() == scales.size(), "spectral_distance: ",
+              scales.size(), " scales but ", x_magnitudes ? x_magnitudes->size() : 0, " precomputed magnitudes");
   auto xf = x.reshape({-1, x.size(-1)});
   auto yf = y.reshape({-1, y.size(-1)});
   torch::Tensor total = torch::zeros({}, x.options());
@@ -29,8 +31,6 @@ torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
     const int64_t n = scales[i];
     TORCH_CHECK(n / 2 < x.size(-1), "spectral_distance: STFT scale ", n,
                 " too large for signals of ", x.size(-1), " samples (need scale/2 < length)");
-    TORCH_CHECK(x_magnitudes == nullptr || x_magnitudes->size() == scales.size(), "spectral_distance: ",
-                scales.size(), " scales but ", x_magnitudes ? x_magnitudes->size() : 0, " precomputed magnitudes");
     auto sx = x_magnitudes != nullptr ? (*x_magnitudes)[i] : stft_magnitude(xf, n);
     auto sy = stft_magnitude(yf, n);
     // The denominator over the global batch in a data-parallel job (batch_slice.h).
