@@ -149,24 +149,9 @@ std::vector<PeerInfo> exchange_peers(c10d::Store& store, const LaunchEnv& env) {
 
 }  // namespace
 
-Backend parse_backend(const std::string& value, const std::string& key) {
-  if (value == "auto") return Backend::kAuto;
-  if (value == "gloo") return Backend::kGloo;
-  if (value == "nccl") return Backend::kNccl;
-  throw Error(key + " = \"" + value + "\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
-}
+Backend parse_backend(const std::string& value, const std::string& key) { return parse_enum<Backend>(value, key); }
 
-std::string to_string(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto:
-      return "auto";
-    case Backend::kGloo:
-      return "gloo";
-    case Backend::kNccl:
-      return "nccl";
-  }
-  return "auto";
-}
+std::string to_string(Backend backend) { return enum_name(backend); }
 
 bool nccl_available() {
 #ifdef RT_HAS_C10D_NCCL
@@ -191,10 +176,7 @@ Backend resolve_backend(Backend backend, bool cuda_device) {
 }
 
 WaitPolicy parse_wait_policy(const std::string& value, const std::string& key) {
-  if (value == "auto") return WaitPolicy::kAuto;
-  if (value == "active") return WaitPolicy::kActive;
-  if (value == "passive") return WaitPolicy::kPassive;
-  throw Error(key + " = \"" + value + "\": accepted values are \"auto\", \"active\" and \"passive\"");
+  return parse_enum<WaitPolicy>(value, key);
 }
 
 bool resolve_active_wait(WaitPolicy policy, Backend backend, int local_ranks, int busy_threads, int cores) {

@@ -19,10 +19,12 @@
 
 #include "distributed/communicator.h"
 #include "distributed/launch_env.h"
+#include "util/enum_names.h"
 
 namespace rt::dist {
 
-enum class Backend { kAuto, kGloo, kNccl };
+enum class Backend { kAuto, kGloo, kNccl, kMaxValue = kNccl };
+constexpr EnumNames<Backend> enum_names(Backend) { return {{"auto", "gloo", "nccl"}}; }
 
 // "auto" | "gloo" | "nccl" (train.distributed.backend). Throws rt::Error naming `key`.
 Backend parse_backend(const std::string& value, const std::string& key = "train.distributed.backend");
@@ -45,7 +47,8 @@ bool nccl_available();
 //    (local ranks × intra-op threads ≤ the cores this process may run on), passive otherwise.
 //    Loader workers are not counted: they run between a rank's waits, and an active wait
 //    yields to them. NCCL's waits are stream waits, not host waits: always passive.
-enum class WaitPolicy { kAuto, kActive, kPassive };
+enum class WaitPolicy { kAuto, kActive, kPassive, kMaxValue = kPassive };
+constexpr EnumNames<WaitPolicy> enum_names(WaitPolicy) { return {{"auto", "active", "passive"}}; }
 WaitPolicy parse_wait_policy(const std::string& value, const std::string& key = "train.distributed.wait");
 // Whether a rank waits actively: `policy` resolved for `backend` (already resolved: Gloo or
 // NCCL), `local_ranks` ranks on this host each running `busy_threads` compute threads, on

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "data/data_kind.h"
+#include "distributed/process_group.h"
 #include "trainer/family_registry.h"
 
 namespace rt {
@@ -135,7 +136,7 @@ std::vector<KeySpec> build_common_schema() {
         "optimizers and zero_grad)"),
       // [train.distributed] (torchrun / SLURM / --nproc_per_node; README "Training on several
       // processes or machines")
-      E("train.distributed.backend", "auto", {"auto", "gloo", "nccl"},
+      E("train.distributed.backend", dist::Backend::kAuto,
         "data-parallel backend: auto = NCCL on CUDA, Gloo on CPU"),
       E("train.distributed.batch_norm", "sync", {"sync", "local"},
         "data-parallel BatchNorm (SSM blocks, RAVE v1 encoder): sync = statistics over every rank's batch "
@@ -152,7 +153,7 @@ std::vector<KeySpec> build_common_schema() {
         "overlap")
           .gt(0)
           .le(4096),
-      E("train.distributed.wait", "auto", {"auto", "active", "passive"},
+      E("train.distributed.wait", dist::WaitPolicy::kAuto,
         "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 ms "
         "before sleeping (it sees the completion at once instead of being woken, as MPI and "
         "OMP_WAIT_POLICY=active do); passive = sleeps at "

@@ -129,11 +129,11 @@ class TrainingJob {
 
   void join_job() {
     dist::ProcessGroupOptions po;
-    po.backend = dist::parse_backend(config_.get_string("train.distributed.backend"));
+    po.backend = config_.get_enum<dist::Backend>("train.distributed.backend");
     po.cuda_device = device_.is_cuda();
     po.cuda_index = device_.is_cuda() ? device_.index() : 0;
     po.timeout = std::chrono::seconds(config_.get_int("train.distributed.timeout_s"));
-    po.wait = dist::parse_wait_policy(config_.get_string("train.distributed.wait"));
+    po.wait = config_.get_enum<dist::WaitPolicy>("train.distributed.wait");
     po.busy_threads = torch::get_num_threads();
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;

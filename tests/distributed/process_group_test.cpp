@@ -80,7 +80,7 @@ TEST(ProcessGroup, BackendNamesAndTheAutoRule) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "train.distributed.backend = \"mpi\": accepted values are \"auto\", \"gloo\" and \"nccl\"");
+              "train.distributed.backend = \"mpi\" is not allowed; expected one of auto, gloo, nccl");
   }
   EXPECT_THROW(resolve_backend(Backend::kNccl, false), Error);
 }
@@ -94,7 +94,7 @@ TEST(ProcessGroup, WaitPolicyNamesAndTheAutoRule) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "train.distributed.wait = \"spin\": accepted values are \"auto\", \"active\" and \"passive\"");
+              "train.distributed.wait = \"spin\" is not allowed; expected one of auto, active, passive");
   }
   // auto: active while this host's ranks × compute threads fit its cores.
   EXPECT_TRUE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 2, 1, 2));
