@@ -10,15 +10,17 @@
 # checkpoints), from training_summary.json (total_steps · batch · world_size /
 # total_training_time_seconds); and of the training step alone, the loader's wait taken out
 # (step_examples_per_second, summed over ranks), which is what the Python side on synthetic
-# input measures. 1-rank and 2-rank runs alternate, REPS each, the median kept.
+# input measures. 1-rank and 2-rank runs alternate, REPS each; a 2/1 ratio is the median of
+# the REPS ratios of runs made one after the other (so that the host's drift over the minutes
+# of the benchmark cancels), printed with their range.
 # Prints a Markdown section and writes it to scripts/bench/ddp_results.md (folded into
 # BENCHMARKS.md by scripts/bench/run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
-REPS="${REPS:-3}"
-RAVE_STEPS="${RAVE_STEPS:-80}"
-SSM_STEPS="${SSM_STEPS:-60}"
+REPS="${REPS:-5}"
+RAVE_STEPS="${RAVE_STEPS:-150}"
+SSM_STEPS="${SSM_STEPS:-100}"
 PY_STEPS="${PY_STEPS:-20}"
 # Loader threads per rank. 0: each rank loads on its training thread, so "1 rank × 1 thread"
 # really uses one core (with 1, a single rank's loader already runs on the second core:
@@ -150,21 +152,29 @@ print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one
       f"per rank and `--workers {workers}` (loading on the training thread: one core per rank), the config's batch per "
       f"rank (so 2 ranks train twice the examples per step), Gloo over loopback, "
       f"`OMP_WAIT_POLICY=PASSIVE`; job examples/s over the training loop, median of {reps} alternating runs "
-      f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze). Python: "
+      f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze); a 2/1 ratio is the median of the {reps} ratios "
+      f"of runs made one after the other, the range theirs. Python: "
       f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
       f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
-print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | 2/1 job, paired runs' range | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+# The median over reps of run r's 2-rank (or other arm's) figure over run r's 1-rank figure,
+# and their range.
+def paired(arm, base, k):
+    ratios = sorted(a[k] / b[k] for a, b in zip(arm, base))
+    return statistics.median(ratios), ratios[0], ratios[-1]
 names = {"tiny_rave": "tiny_rave", "s5_maze": "s5_maze (BatchNorm sync)",
          "s5_maze_local": "s5_maze (BatchNorm local)"}
 for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
     one, two, py1, py2, ind, pas = res[6 * k:6 * k + 6]
     o, t, i, q = runs(one), runs(two), runs(ind), runs(pas)
     p1, p2 = med(runs(py1), "examples_per_second"), med(runs(py2), "examples_per_second")
-    e1, e2, ei = med(o, "eps"), med(t, "eps"), med(i, "eps")
-    s1, s2, si = med(o, "step_eps"), med(t, "step_eps"), med(i, "step_eps")
-    print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{e2 / e1:.2f}×** ({s2 / s1:.2f}×) | "
-          f"{ei / e1:.2f}× ({si / s1:.2f}×) | {med(q, 'eps'):.0f} ex/s, {med(q, 'eps') / e1:.2f}× | "
+    e1, e2 = med(o, "eps"), med(t, "eps")
+    s1, s2 = med(o, "step_eps"), med(t, "step_eps")
+    (job, lo, hi), (step, _, _) = paired(t, o, "eps"), paired(t, o, "step_eps")
+    ji, si = paired(i, o, "eps")[0], paired(i, o, "step_eps")[0]
+    print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{job:.2f}×** ({step:.2f}×) | "
+          f"{lo:.2f}–{hi:.2f}× | {ji:.2f}× ({si:.2f}×) | {med(q, 'eps'):.0f} ex/s, {paired(q, o, 'eps')[0]:.2f}× | "
           f"{100 * med(t, 'comm_wait_share'):.1f} % of step time "
           f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1:.0f} ex/s | "
           f"{p2:.0f} ex/s | {p2 / p1:.2f}× | **{s2 / p2:.2f}×** |")
