@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data-parallel training on this machine: 2 ranks × 1 thread vs 1 rank × 1 thread, native
 # (`train --nproc_per_node 2`) and Python (torch's DistributedDataParallel, Gloo:
-# scripts/bench/reference/ddp_bench.py), same models and per-rank batches; plus the
-# communication share and the overlap of all-reduce with backward from a traced RAVE v2 run.
+# scripts/bench/reference/ddp_bench.py), same models and per-rank batches; the Python
+# reference's 2 ranks without DDP, meeting once per step (what lock-stepping alone costs here);
+# plus the communication share and the overlap of all-reduce with backward from a traced RAVE v2 run.
 #
 #   scripts/bench/ddp.sh [--quick]
 #
@@ -95,6 +96,10 @@ for row in tiny_rave s5_maze s5_maze_local; do
   for ((r = 0; r < REPS; ++r)); do
     py1+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
     py2+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1 "${pyextra[@]}")")
+    # The same 2 ranks without DDP, meeting once per step in a 1-element all-reduce: what
+    # lock-stepping alone costs on this host (BatchNorm local has no other lock-step).
+    [[ "$row" != *_local ]] && /usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 \
+      --steps "$PY_STEPS" --warmup 3 --threads 1 --lockstep_only 1 >>"$WORK/lockstep.$row"
   done
   RESULT[$row.py1]="$(printf '%s\n' "${py1[@]}")"
   RESULT[$row.py2]="$(printf '%s\n' "${py2[@]}")"
@@ -132,7 +137,7 @@ V2OUT="$WORK/v2"
   --n_signal 32768 --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
-/usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
+LOCKSTEP_DIR="$WORK" /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
   "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" "$OPS" \
   "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" \
   "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" \
@@ -165,6 +170,7 @@ def paired(arm, base, k):
     return statistics.median(ratios), ratios[0], ratios[-1]
 names = {"tiny_rave": "tiny_rave", "s5_maze": "s5_maze (BatchNorm sync)",
          "s5_maze_local": "s5_maze (BatchNorm local)"}
+native_ratio = {}
 for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
     one, two, py1, py2, ind, pas = res[6 * k:6 * k + 6]
     o, t, i, q = runs(one), runs(two), runs(ind), runs(pas)
@@ -172,6 +178,7 @@ for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
     e1, e2 = med(o, "eps"), med(t, "eps")
     s1, s2 = med(o, "step_eps"), med(t, "step_eps")
     (job, lo, hi), (step, _, _) = paired(t, o, "eps"), paired(t, o, "step_eps")
+    native_ratio[row] = (job, step, p2 / p1, runs(py1))
     ji, si = paired(i, o, "eps")[0], paired(i, o, "step_eps")[0]
     print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{job:.2f}×** ({step:.2f}×) | "
           f"{lo:.2f}–{hi:.2f}× | {ji:.2f}× ({si:.2f}×) | {med(q, 'eps'):.0f} ex/s, {paired(q, o, 'eps')[0]:.2f}× | "
@@ -186,6 +193,24 @@ print("\njob: examples/s of the training loop, loading included (on the training
       "DDP trains an unconverted model); its 1-rank job is the same as sync's. Native 2 ranks wait actively "
       "(`train.distributed.wait = auto`: 2 ranks × 1 thread on 2 cores); passive waits: "
       "`--train.distributed.wait passive`, alternating with the others.")
+print("\n### Lock-step alone (Python reference)\n")
+print("The Python reference's 2 ranks without DDP (`ddp_bench.py --lockstep_only 1`): each rank trains its own "
+      "model, and the ranks meet only in a 1-element Gloo all-reduce after every step. Against the same step in "
+      "one process without DDP (the 1-rank run's `plain_steps_per_second`), run by run; what remains below the "
+      "host ceiling is what keeping 2 ranks in step costs on this host, before any gradient is sent.\n")
+print("| model | Python 1 rank, no DDP | Python 2 ranks, lock-step only | lock-step only 2/1 (paired runs' range) | "
+      "Python DDP 2/1 (step) | native 2/1 (step) |")
+print("|---|---|---|---|---|---|")
+for row in ("tiny_rave", "s5_maze"):
+    path = os.path.join(os.environ["LOCKSTEP_DIR"], "lockstep." + row)
+    if not os.path.exists(path):
+        continue
+    lock = [{"eps": r["examples_per_second"]} for r in runs(open(path).read())]
+    job, step, py_ratio, py1_runs = native_ratio[row]
+    plain = [{"eps": r["plain_steps_per_second"] * r["batch_per_rank"]} for r in py1_runs]
+    mid, lo, hi = paired(lock, plain, "eps")
+    print(f"| {row} | {med(plain, 'eps'):.0f} ex/s | {med(lock, 'eps'):.0f} ex/s | **{mid:.2f}×** "
+          f"({lo:.2f}–{hi:.2f}×) | {py_ratio:.2f}× | {step:.2f}× |")
 # Operator time per step from the traces: the training thread's operators (self time, the
 # collectives' own spans excluded), its blocked wait for the gradients, the whole step.
 print("\n### Where a 2-rank step's time goes (tiny_rave)\n")

@@ -5,12 +5,16 @@ Run it with Debian's /usr/bin/python3 (python3-torch 1.13, the LibTorch the nati
 
   ddp_bench.py --model tiny_rave|s5_maze --world N [--steps 20] [--warmup 3] [--threads T]
                [--batch B] [--phase 1|2] [--config FILE] [--bins 140] [--sync_bn 1|0] [--seed 0]
+               [--lockstep_only 0|1]
 
 It starts N processes itself with torch.multiprocessing.spawn (no torchrun: Debian 12's needs
 `--redirects 1 --tee 1` workarounds). Rank 0 prints one JSON object on stdout:
   model, world_size, threads, batch_per_rank, steps, steps_per_second (the slowest rank),
   examples_per_second (steps/s x B x N), per_rank (steps/s and median step ms of every rank),
-  params_in_sync, torch; world 1 adds plain_steps_per_second (the same step without DDP).
+  sync, params_in_sync, torch; world 1 adds plain_steps_per_second (the same step without DDP).
+--lockstep_only 1 drops DDP: each rank trains its own model and the ranks meet only in a
+1-element all-reduce after every step (sync "lockstep_only"), which measures what lock-stepping
+N processes alone costs on the host, whatever the gradients' communication.
 
 What one step is (per rank, fixed synthetic input made once per rank, seeded by rank):
   tiny_rave phase 1: PQMF -> encoder -> reparametrisation -> generator -> PQMF inverse,
@@ -291,19 +295,26 @@ WORKLOADS = {"tiny_rave": RaveWorkload, "s5_maze": SsmWorkload}
 # timing and checks
 
 
-def timed_steps(work, a):
+def timed_steps(work, a, after_step=lambda: None):
     """W warm-up steps, then S timed ones; returns the per-step seconds. Under DDP every rank
-    meets at a barrier before the clock starts."""
+    meets at a barrier before the clock starts. `after_step` runs inside each step's time."""
     for i in range(a.warmup):
         work.step(i)
+        after_step()
     if dist.is_initialized():
         dist.barrier()
     times = []
     for i in range(a.warmup, a.warmup + a.steps):
         t0 = time.perf_counter()
         work.step(i)
+        after_step()
         times.append(time.perf_counter() - t0)
     return times
+
+
+def lockstep(flag=torch.zeros(1)):
+    """--lockstep_only: one 1-element all-reduce per step, the ranks' only meeting."""
+    dist.all_reduce(flag)
 
 
 def parameter_checksums(work):
@@ -324,8 +335,12 @@ def worker(rank, a, cfg, port):
     plain = None
     if a.world == 1:
         plain = timed_steps(WORKLOADS[a.model](cfg, a, rank, ddp=False), a)
-    work = WORKLOADS[a.model](cfg, a, rank, ddp=True)
-    times = timed_steps(work, a)
+    if a.lockstep_only:
+        work = WORKLOADS[a.model](cfg, a, rank, ddp=False)
+        times = timed_steps(work, a, lockstep if a.world > 1 else lambda: None)
+    else:
+        work = WORKLOADS[a.model](cfg, a, rank, ddp=True)
+        times = timed_steps(work, a)
 
     # Every rank's step times, then the parameter check: identical checksums on every rank.
     all_times = torch.zeros(a.world, a.steps, dtype=torch.float64)
@@ -349,7 +364,8 @@ def worker(rank, a, cfg, port):
         if plain is not None:
             out["plain_steps_per_second"] = a.steps / sum(plain)
             out["plain_median_step_ms"] = statistics.median(plain) * 1e3
-        out.update({"params_in_sync": bool(torch.equal(lo, hi)),
+        out.update({"sync": "lockstep_only" if a.lockstep_only else "ddp",
+                    "params_in_sync": bool(torch.equal(lo, hi)),
                     "param_checksum_max_spread": float((hi - lo).abs().max()),
                     "config": os.path.relpath(a.config, REPO) if a.config.startswith(REPO) else a.config,
                     "sizes": work.describe(range(a.warmup, a.warmup + a.steps)),
@@ -383,6 +399,9 @@ def main():
     ap.add_argument("--bins", type=int, default=140, help="s5_maze: time bins per example")
     ap.add_argument("--sync_bn", type=int, default=1, choices=(0, 1),
                     help="s5_maze: BatchNorm statistics over all ranks")
+    ap.add_argument("--lockstep_only", type=int, default=0, choices=(0, 1),
+                    help="no DDP, no gradient sync: the ranks meet once per step in a 1-element all-reduce "
+                         "(what lock-stepping alone costs on this host; the models drift apart)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
     a = ap.parse_args()
