@@ -473,8 +473,12 @@ def targets_table(R):
                       r"([0-9.]+–[0-9.]+)× \| ([0-9.]+)× \(.*\| \*\*([0-9.]+)×\*\* \|$", ddp, re.M)
         if m:
             two, spread, ceiling, vs_py = float(m.group(1)), m.group(2), float(m.group(3)), float(m.group(4))
+            # Met when every paired run meets it; a median over the goal with runs under it is
+            # not a robust result on a host whose speed drifts.
+            lowest = float(spread.split("–")[0])
+            verdict = "met" if lowest >= 1.8 else "missed" if two < 1.8 else "borderline: some runs under"
             rows.append((f"Data parallel, {model}: 2 ranks / 1 rank, 1 thread each (job examples/s)", "≥ 1.8×",
-                         f"{two:.2f}× (runs {spread}×, host ceiling {ceiling:.2f}×)", "met" if two >= 1.8 else "missed",
+                         f"{two:.2f}× (runs {spread}×, host ceiling {ceiling:.2f}×)", verdict,
                          "Data-parallel training"))
             rows.append((f"Data parallel, {model}: native / Python DDP, 2 ranks (step examples/s)", "≥ 1.0×",
                          f"{vs_py:.2f}×", "met" if vs_py >= 1.0 else "missed", "Data-parallel training"))
