@@ -18,11 +18,11 @@
 // starts — from the hook, so communication overlaps the rest of backward. finish() launches
 // the buckets that did not complete (some parameter got no gradient: only the defined
 // gradients are reduced, packed together), waits for every all-reduce and divides by the world
-// size; each .grad then is a view of its part of the bucket (DDP's gradient_as_bucket_view: no
+// size; each .grad then aliases its part of the bucket (DDP's gradient_as_bucket_view: no
 // copy back; a gradient still there at the next launch, as zero_grad leaves it, is not copied
-// in either). A parameter without gradient stays undefined on
-// every rank. Its bucket, and every later one, waits for finish() (so unused parameters cost
-// overlap only when they sit near the output; RAVE's frozen encoder sits at the input).
+// in either). A parameter without gradient stays undefined on every rank. Its bucket, and
+// every later one, waits for finish() (so unused parameters cost overlap only when they sit
+// near the output; RAVE's frozen encoder sits at the input).
 //
 // carry(count): the last bucket's buffer gets one more element, the count, summed with the
 // gradients (read back before they are divided by the world size): the trainer's per-step

@@ -149,8 +149,6 @@ std::vector<PeerInfo> exchange_peers(c10d::Store& store, const LaunchEnv& env) {
 
 }  // namespace
 
-Backend parse_backend(const std::string& value, const std::string& key) { return parse_enum<Backend>(value, key); }
-
 std::string to_string(Backend backend) { return enum_name(backend); }
 
 bool nccl_available() {
@@ -173,10 +171,6 @@ Backend resolve_backend(Backend backend, bool cuda_device) {
         "train.distributed.backend = \"nccl\" needs a CUDA device (train.device); use \"gloo\" on CPU");
   }
   return backend;
-}
-
-WaitPolicy parse_wait_policy(const std::string& value, const std::string& key) {
-  return parse_enum<WaitPolicy>(value, key);
 }
 
 bool resolve_active_wait(WaitPolicy policy, Backend backend, int local_ranks, int busy_threads, int cores) {

@@ -26,8 +26,6 @@ namespace rt::dist {
 enum class Backend { kAuto, kGloo, kNccl, kMaxValue = kNccl };
 constexpr EnumNames<Backend> enum_names(Backend) { return {{"auto", "gloo", "nccl"}}; }
 
-// "auto" | "gloo" | "nccl" (train.distributed.backend). Throws rt::Error naming `key`.
-Backend parse_backend(const std::string& value, const std::string& key = "train.distributed.backend");
 std::string to_string(Backend backend);
 // auto → NCCL for a CUDA device, Gloo otherwise. Throws rt::Error when NCCL is asked for but
 // this build has no NCCL (a CPU LibTorch) or the device is not CUDA.
@@ -37,8 +35,8 @@ bool nccl_available();
 
 // train.distributed.wait: how a rank waits for a collective (C10dCommunicator::wait).
 //  - active: polls the collective, yielding its core between polls (sched_yield), for up to
-//    kActiveWaitLimit (c10d_communicator.h), then sleeps — as MPI's progress loops and OMP_WAIT_POLICY=active do. The
-//    rank sees the completion at its next poll. A passive rank sleeps on the work's condition
+//    kActiveWaitLimit (c10d_communicator.h), then sleeps, as MPI's progress loops and
+//    OMP_WAIT_POLICY=active do. The rank sees the completion at its next poll. A passive rank sleeps on the work's condition
 //    variable and must be woken by the backend's thread and scheduled again; its core falls
 //    idle meanwhile (on a virtual machine the idle vCPU halts, and waking it goes through the
 //    hypervisor). BENCHMARKS.md "Data-parallel training" measures both policies.
@@ -49,7 +47,6 @@ bool nccl_available();
 //    yields to them. NCCL's waits are stream waits, not host waits: always passive.
 enum class WaitPolicy { kAuto, kActive, kPassive, kMaxValue = kPassive };
 constexpr EnumNames<WaitPolicy> enum_names(WaitPolicy) { return {{"auto", "active", "passive"}}; }
-WaitPolicy parse_wait_policy(const std::string& value, const std::string& key = "train.distributed.wait");
 // Whether a rank waits actively: `policy` resolved for `backend` (already resolved: Gloo or
 // NCCL), `local_ranks` ranks on this host each running `busy_threads` compute threads, on
 // `cores`.

@@ -21,7 +21,7 @@ namespace rt {
 
 struct HeapRetention {
   bool applied = false;
-  std::string description;  // what was done, or why not ("GLIBC_TUNABLES sets malloc tunables")
+  std::string description;  // what was done, or why not ("glibc malloc as the environment tunes it")
 };
 
 // Idempotent. Does nothing when not built against glibc, or when the environment already tunes

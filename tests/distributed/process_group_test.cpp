@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "dist_fixtures.h"
+#include "support/expect.h"
 #include "distributed/c10d_communicator.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -71,31 +72,21 @@ TEST(ProcessGroup, OneProcessIsTheIdentityCommunicator) {
 }
 
 TEST(ProcessGroup, BackendNamesAndTheAutoRule) {
-  EXPECT_EQ(parse_backend("gloo"), Backend::kGloo);
-  EXPECT_EQ(to_string(parse_backend("nccl")), "nccl");
+  EXPECT_EQ(parse_enum<Backend>("gloo", "train.distributed.backend"), Backend::kGloo);
+  EXPECT_EQ(to_string(parse_enum<Backend>("nccl", "train.distributed.backend")), "nccl");
   EXPECT_EQ(resolve_backend(Backend::kAuto, false), Backend::kGloo);
   EXPECT_EQ(resolve_backend(Backend::kAuto, true), nccl_available() ? Backend::kNccl : Backend::kGloo);
-  try {
-    parse_backend("mpi");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "train.distributed.backend = \"mpi\" is not allowed; expected one of auto, gloo, nccl");
-  }
+  EXPECT_EQ(testing::error_of([] { parse_enum<Backend>("mpi", "train.distributed.backend"); }),
+            "train.distributed.backend = \"mpi\" is not allowed; expected one of auto, gloo, nccl");
   EXPECT_THROW(resolve_backend(Backend::kNccl, false), Error);
 }
 
 TEST(ProcessGroup, WaitPolicyNamesAndTheAutoRule) {
-  EXPECT_EQ(parse_wait_policy("auto"), WaitPolicy::kAuto);
-  EXPECT_EQ(parse_wait_policy("active"), WaitPolicy::kActive);
-  EXPECT_EQ(parse_wait_policy("passive"), WaitPolicy::kPassive);
-  try {
-    parse_wait_policy("spin");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "train.distributed.wait = \"spin\" is not allowed; expected one of auto, active, passive");
-  }
+  EXPECT_EQ(parse_enum<WaitPolicy>("auto", "train.distributed.wait"), WaitPolicy::kAuto);
+  EXPECT_EQ(parse_enum<WaitPolicy>("active", "train.distributed.wait"), WaitPolicy::kActive);
+  EXPECT_EQ(parse_enum<WaitPolicy>("passive", "train.distributed.wait"), WaitPolicy::kPassive);
+  EXPECT_EQ(testing::error_of([] { parse_enum<WaitPolicy>("spin", "train.distributed.wait"); }),
+            "train.distributed.wait = \"spin\" is not allowed; expected one of auto, active, passive");
   // auto: active while this host's ranks × compute threads fit its cores.
   EXPECT_TRUE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 2, 1, 2));
   EXPECT_FALSE(resolve_active_wait(WaitPolicy::kAuto, Backend::kGloo, 2, 2, 2));

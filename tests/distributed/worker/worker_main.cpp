@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   dist::ProcessGroupOptions options;
   const char* timeout = std::getenv("RT_TEST_PG_TIMEOUT_S");
   options.timeout = std::chrono::seconds(timeout ? std::atoi(timeout) : 30);
-  if (const char* wait = std::getenv("RT_TEST_WAIT")) options.wait = dist::parse_wait_policy(wait);
+  if (const char* wait = std::getenv("RT_TEST_WAIT")) options.wait = rt::parse_enum<rt::dist::WaitPolicy>(wait, "RT_TEST_WAIT");
   try {
     auto comm = dist::join_process_group(env, options);
     return scenarios().at(argv[1])(*comm, out);
