@@ -41,7 +41,9 @@ TEST(LocalLauncher, ChildrenGetTorchrunVariablesAndRankOneIsPrefixed) {
   EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << "rank 0's output is passed through unchanged";
 }
 
-// Children mark themselves ready (after setting their traps) in `dir`; `wait_ready` waits for both.
+// Children mark themselves ready in `dir` once their traps are set and their background sleep
+// has started, so that a trap's `kill $!` always finds the sleep (marked before it, a signal
+// could come while $! was still unset); `wait_ready` waits for both.
 std::string ready(const testing::ScratchDir& dir) { return "touch " + dir.path().string() + "/ready$RANK"; }
 std::string wait_ready(const testing::ScratchDir& dir) {
   const std::string d = dir.path().string();
@@ -51,9 +53,9 @@ std::string wait_ready(const testing::ScratchDir& dir) {
 TEST(LocalLauncher, AFailingRankStopsTheOthersAndSetsTheExitCode) {
   testing::ScratchDir dir("launcher_fail");
   const auto t0 = Clock::now();
-  const auto r = testing::run_command(launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; " +
+  const auto r = testing::run_command(launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; sleep 60 & " +
                                              ready(dir) + "; if [ $RANK = 1 ]; then " + wait_ready(dir) +
-                                             "; exit 3; fi; sleep 60 & wait"));
+                                             "; kill $!; exit 3; fi; wait"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("rank0 got SIGTERM"), std::string::npos) << r.output;
   EXPECT_LT(seconds_since(t0), 20.0);
@@ -75,7 +77,7 @@ TEST(LocalLauncher, SigintAndSigtermAreForwardedToEveryRank) {
     testing::ScratchDir dir("launcher_signal");
     const int code = sig == "INT" ? 130 : 143;
     const std::string child = "trap \"echo rank $RANK got " + sig + "; kill \\$!; exit " +
-                              std::to_string(code) + "\" " + sig + "; " + ready(dir) + "; sleep 60 & wait";
+                              std::to_string(code) + "\" " + sig + "; sleep 60 & " + ready(dir) + "; wait";
     const auto t0 = Clock::now();
     const auto r = testing::run_command(launch(child) + " & L=$!; " + wait_ready(dir) + "; kill -" + sig +
                                         " $L; wait $L; echo launcher exit $?");
