@@ -78,7 +78,7 @@ struct C10dCommunicator::Collective {
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
                                    int world_size, std::chrono::milliseconds timeout,
                                    std::vector<PeerInfo> peers, c10::optional<torch::Device> staging,
-                                   bool active_wait)
+                                   bool active_wait, int64_t gather_sum_bytes)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
@@ -87,6 +87,7 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::s
       peers_(std::move(peers)),
       staging_(staging),
       active_wait_(active_wait),
+      gather_sum_bytes_(gather_sum_bytes),
       host_(this_host()),
       last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)),
       totals_(std::make_shared<Totals>()) {}
@@ -226,8 +227,47 @@ void C10dCommunicator::fail(const std::string& op, const std::exception& error) 
   throw Error(message);
 }
 
+bool C10dCommunicator::gathers(const torch::Tensor& tensor) const {
+  if (backend_ != "gloo" || staging_ || gather_sum_bytes_ <= 0 || world_size_ < 2) return false;
+  const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  return bytes <= gather_sum_bytes_ / (world_size_ - 1);
+}
+
 PendingCollective C10dCommunicator::all_reduce_sum_async(const torch::Tensor& tensor) {
   if (!tensor.is_contiguous()) throw Error("all_reduce_sum: the tensor must be contiguous");
+  if (gathers(tensor)) {
+    // Every rank's copy, then their sum in rank order, into `tensor` when waited for.
+    class Gathered final : public PendingCollective::Impl {
+     public:
+      Gathered(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work, torch::Tensor target,
+               std::shared_ptr<std::vector<std::vector<torch::Tensor>>> copies)
+          : comm_(comm), work_(std::move(work)), target_(std::move(target)), copies_(std::move(copies)) {}
+      void wait() override {
+        if (done_) return;
+        comm_->wait(work_, comm_->span_name("all_gather"));
+        torch::NoGradGuard no_grad;
+        const auto& copies = (*copies_)[0];
+        at::add_out(target_, copies[0], copies[1]);
+        for (size_t r = 2; r < copies.size(); ++r) target_.add_(copies[r]);
+        copies_.reset();
+        done_ = true;
+      }
+
+     private:
+      C10dCommunicator* comm_;
+      c10::intrusive_ptr<c10d::Work> work_;
+      torch::Tensor target_;
+      std::shared_ptr<std::vector<std::vector<torch::Tensor>>> copies_;
+      bool done_ = false;
+    };
+    auto copies = std::make_shared<std::vector<std::vector<torch::Tensor>>>(1);
+    for (int r = 0; r < world_size_; ++r) (*copies)[0].push_back(torch::empty_like(tensor));
+    auto work = launch("all_gather", "allgather", tensor, tensor.numel() * world_size_, [&] {
+      std::vector<torch::Tensor> inputs{tensor};
+      return group_->allgather(*copies, inputs);
+    });
+    return PendingCollective(std::make_shared<Gathered>(this, std::move(work), tensor, std::move(copies)));
+  }
   class Pending final : public PendingCollective::Impl {
    public:
     Pending(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work, torch::Tensor target, torch::Tensor staged)

@@ -6,6 +6,18 @@
 // zombie) are the lost ones. Peers on other hosts cannot be checked this way; the message then
 // names the failing operation and the backend's reason (e.g. the peer's address).
 //
+// Small all-reduces (Gloo): Gloo's all-reduce is a ring that splits even a 9-element tensor into
+// 2 × world segments and moves each in a transfer of three messages (send-ready, receive-ready,
+// data): 4·(world − 1) transfers per rank, and on a busy host every message wakes a Gloo thread.
+// An all-gather is world − 1 transfers. So when the other ranks' copies are small
+// ((world − 1) × the tensor's bytes ≤ train.distributed.small_all_reduce_kib), all_reduce_sum
+// gathers every rank's tensor and sums them on each rank in rank order: every rank gets the
+// same sum, bit for bit, and for 2 ranks the same as the ring (a + b = b + a), with the same
+// bytes sent. Larger tensors keep the ring, which sends 2·(world − 1)/world of the tensor per
+// rank instead of world − 1 times it and pipelines its sums with its transfers. The trace shows
+// what ran: a gloo:all_gather span (In msg nelems n, Out msg nelems world·n). BENCHMARKS.md
+// "Data-parallel training" measures both.
+//
 // Trace spans: a collective's span runs from when it starts executing to when it completes.
 // Collectives execute in issue order (one backend thread or stream), so the start is the later
 // of its launch and the previous collective's completion; the span is recorded by a completion
@@ -51,9 +63,12 @@ class C10dCommunicator final : public Communicator {
   // rank's CUDA device under NCCL, which reduces device tensors only), tensors on another
   // device are copied there for the collective and the result copied back. `active_wait`:
   // wait() polls before it sleeps (train.distributed.wait, process_group.h).
+  // `gather_sum_bytes`: Gloo all-reduces whose other ranks' data come to at most this many bytes
+  // ((world − 1) × the tensor's bytes) run as an all-gather and a local sum (see below); 0: never.
   C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank, int world_size,
                    std::chrono::milliseconds timeout, std::vector<PeerInfo> peers,
-                   c10::optional<torch::Device> staging = c10::nullopt, bool active_wait = false);
+                   c10::optional<torch::Device> staging = c10::nullopt, bool active_wait = false,
+                   int64_t gather_sum_bytes = 0);
   ~C10dCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -78,6 +93,8 @@ class C10dCommunicator final : public Communicator {
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(const char* op, const char* collective, const torch::Tensor& tensor,
                                         int64_t out_nelems, const Start& start);
+  // True when an all-reduce of `tensor` runs as an all-gather and a local sum.
+  bool gathers(const torch::Tensor& tensor) const;
   void check_usable() const;
   [[noreturn]] void fail(const std::string& op, const std::exception& error);
   std::string span_name(const char* op) const { return backend_ + ":" + op; }
@@ -92,6 +109,7 @@ class C10dCommunicator final : public Communicator {
   std::vector<PeerInfo> peers_;
   c10::optional<torch::Device> staging_;
   bool active_wait_;
+  int64_t gather_sum_bytes_;
   std::string host_;
   // Completion time of the last collective whose span was recorded (shared with callbacks
   // that may run after this object is gone).

@@ -213,7 +213,8 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
   const bool active_wait =
       resolve_active_wait(options.wait, backend, env.local_world_size, options.busy_threads, usable_cores());
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
-                                            options.timeout, std::move(peers), staging, active_wait);
+                                            options.timeout, std::move(peers), staging, active_wait,
+                                            options.gather_sum_bytes);
 }
 
 }  // namespace rt::dist

@@ -63,6 +63,10 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   WaitPolicy wait = WaitPolicy::kAuto;  // train.distributed.wait
   int busy_threads = 1;                 // per rank, for wait = auto: its intra-op threads
+  // train.distributed.small_all_reduce_kib, in bytes: Gloo all-reduces whose other ranks' data
+  // come to at most this much run as an all-gather and a local sum (c10d_communicator.h); 0:
+  // always Gloo's ring all-reduce.
+  int64_t gather_sum_bytes = int64_t{1} << 20;
 };
 
 // The communicator of the job `env` describes: LocalCommunicator for one process, otherwise

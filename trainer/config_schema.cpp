@@ -153,6 +153,13 @@ std::vector<KeySpec> build_common_schema() {
         "overlap")
           .gt(0)
           .le(4096),
+      I("train.distributed.small_all_reduce_kib", 1024,
+        "data-parallel, Gloo: an all-reduce whose other ranks' data come to at most this many KiB ((world - 1) x "
+        "the tensor's size) runs as one all-gather and a sum in rank order on every rank: world - 1 transfers "
+        "instead of the ring's 4 x (world - 1), the same sum on every rank (for 2 ranks, the ring's sum and "
+        "bytes); larger ones keep Gloo's ring. 0 = always the ring. Unused with NCCL")
+          .ge(0)
+          .le(1 << 20),
       E("train.distributed.wait", dist::WaitPolicy::kAuto,
         "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 ms "
         "before sleeping (it sees the completion at once instead of being woken, as MPI and "

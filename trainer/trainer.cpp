@@ -135,6 +135,7 @@ class TrainingJob {
     po.timeout = std::chrono::seconds(config_.get_int("train.distributed.timeout_s"));
     po.wait = config_.get_enum<dist::WaitPolicy>("train.distributed.wait");
     po.busy_threads = torch::get_num_threads();
+    po.gather_sum_bytes = config_.get_int("train.distributed.small_all_reduce_kib") * 1024;
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
     writer_ = comm_->rank() == 0;

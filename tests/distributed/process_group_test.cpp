@@ -176,9 +176,21 @@ TEST(ProcessGroup, CollectivesGiveTheSameResultOnEveryRank) {
   }
 }
 
+// The spans of a trace written by a scenario, by name (gloo:*).
+std::map<std::string, std::vector<Json>> gloo_spans(const std::filesystem::path& trace) {
+  std::map<std::string, std::vector<Json>> spans;
+  const Json parsed = Json::parse(read_text(trace));
+  for (const auto& e : parsed["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name.rfind("gloo:", 0) == 0) spans[name].push_back(e);
+  }
+  return spans;
+}
+
+// Gloo's ring all-reduce (small_all_reduce_kib = 0).
 TEST(ProcessGroup, CollectivesAreTracedWithPyTorchNamesAndCommArgs) {
   ScratchDir out("pg_trace");
-  const auto run = run_ranks(2, "collectives", out.path());
+  const auto run = run_ranks(2, "collectives", out.path(), "RT_TEST_SMALL_ALL_REDUCE_KIB=0 ");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (int r = 0; r < 2; ++r) {
     const std::string text = read_text(out / ("trace_rank" + std::to_string(r) + ".json"));
@@ -220,19 +232,24 @@ TEST(ProcessGroup, CollectivesAreTracedWithPyTorchNamesAndCommArgs) {
   }
 }
 
+// Both ways an all-reduce runs: Gloo's ring, and the gather of a small one (its 1 MiB tensor is
+// at the default small_all_reduce_kib).
 TEST(ProcessGroup, AKilledRankIsNamedBySurvivorsWithinSeconds) {
-  ScratchDir out("pg_lost");
-  const auto run = run_ranks(2, "lost_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=20 ");
-  EXPECT_NE(run.exit_code, 0) << run.output;
-  const std::string lost = read_text(out / "lost_rank0.txt");
-  EXPECT_TRUE(std::regex_search(
-      lost, std::regex("^rank 1 stopped answering during gloo:all_reduce \\(.+\\); stopping")))
-      << lost << "\n"
-      << run.output;
-  const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
-  EXPECT_LT(after, 10.0) << "a lost peer must be noticed long before the 20 s timeout";
-  EXPECT_EQ(read_text(out / "after_failure_rank0.txt"), lost.substr(0, lost.find('\n')))
-      << "after a failure every call fails at once with the first failure's message";
+  for (const std::string kib : {"0", "1024"}) {
+    ScratchDir out("pg_lost");
+    const auto run =
+        run_ranks(2, "lost_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=20 RT_TEST_SMALL_ALL_REDUCE_KIB=" + kib + " ");
+    EXPECT_NE(run.exit_code, 0) << run.output;
+    const std::string lost = read_text(out / "lost_rank0.txt");
+    const std::string op = kib == "0" ? "gloo:all_reduce" : "gloo:all_gather";
+    EXPECT_TRUE(std::regex_search(lost, std::regex("^rank 1 stopped answering during " + op + " \\(.+\\); stopping")))
+        << lost << "\n"
+        << run.output;
+    const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
+    EXPECT_LT(after, 10.0) << "a lost peer must be noticed long before the 20 s timeout";
+    EXPECT_EQ(read_text(out / "after_failure_rank0.txt"), lost.substr(0, lost.find('\n')))
+        << "after a failure every call fails at once with the first failure's message";
+  }
 }
 
 TEST(ProcessGroup, AHungRankStopsTheOthersAfterTheTimeout) {
@@ -240,12 +257,55 @@ TEST(ProcessGroup, AHungRankStopsTheOthersAfterTheTimeout) {
   const auto run = run_ranks(2, "hung_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=3 ", 120, 2000);
   EXPECT_NE(run.exit_code, 0) << run.output;
   const std::string hung = read_text(out / "hung_rank0.txt");
-  EXPECT_NE(hung.find("no answer from the other ranks within 3 s during gloo:all_reduce"), std::string::npos)
+  // Its 16-element all-reduce runs as a gather (small_all_reduce_kib).
+  EXPECT_NE(hung.find("no answer from the other ranks within 3 s during gloo:all_gather"), std::string::npos)
       << hung << "\n"
       << run.output;
   const double after = std::stod(hung.substr(hung.rfind("after ") + 6));
   EXPECT_GT(after, 2.5);
   EXPECT_LT(after, 12.0);
+}
+
+// Small all-reduces run as an all-gather and a sum in rank order (c10d_communicator.h): for 2
+// ranks bit for bit the ring's sums; for 3, the same sums on every rank, within rounding of the
+// ring's. The trace shows what ran, and the threshold counts the other ranks' bytes.
+TEST(ProcessGroup, SmallAllReducesGatherAndSumInRankOrder) {
+  for (const int world : {2, 3}) {
+    ScratchDir ring("pg_sums_ring"), gathered("pg_sums_gather");
+    auto run = run_ranks(world, "sums", ring.path(), "RT_TEST_SMALL_ALL_REDUCE_KIB=0 ");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    run = run_ranks(world, "sums", gathered.path(), "RT_TEST_SMALL_ALL_REDUCE_KIB=1 ");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (int i = 0; i < 6; ++i) {
+      const auto reference = load_result(ring.path(), "sum" + std::to_string(i), 0);
+      const auto mine = load_result(gathered.path(), "sum" + std::to_string(i), 0);
+      EXPECT_GT(reference.abs().sum().item<double>(), 0.0);
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(torch::equal(load_result(ring.path(), "sum" + std::to_string(i), r), reference)) << i;
+        EXPECT_TRUE(torch::equal(load_result(gathered.path(), "sum" + std::to_string(i), r), mine))
+            << "every rank sums the gathered copies in the same order: tensor " << i << ", rank " << r;
+      }
+      if (world == 2) {
+        EXPECT_TRUE(torch::equal(mine, reference)) << "2 ranks: the ring's sum, bit for bit; tensor " << i;
+      } else {
+        EXPECT_TRUE(torch::allclose(mine, reference, 1e-5, 1e-6)) << i;
+      }
+    }
+    // 1 KiB of other ranks' data: float tensors of 1, 9 and 255 elements (1020 bytes) and the
+    // 9 doubles gather with 2 ranks; with 3 (2 other copies) the 255 floats take the ring.
+    for (int r = 0; r < world; ++r) {
+      auto spans = gloo_spans(gathered / ("trace_rank" + std::to_string(r) + ".json"));
+      ASSERT_EQ(spans["gloo:all_gather"].size(), world == 2 ? 4u : 3u) << world;
+      ASSERT_EQ(spans["gloo:all_reduce"].size(), world == 2 ? 2u : 3u) << world;
+      const Json& first = spans["gloo:all_gather"][0];
+      EXPECT_EQ(first["args"]["Collective name"], "allgather");
+      EXPECT_EQ(first["args"]["In msg nelems"], 1);
+      EXPECT_EQ(first["args"]["Out msg nelems"], world);
+      EXPECT_EQ(spans["gloo:all_gather"].back()["args"]["dtype"], "Double");
+      EXPECT_EQ(spans["gloo:all_reduce"].back()["args"]["In msg nelems"], 70000);
+      EXPECT_EQ(gloo_spans(ring / ("trace_rank" + std::to_string(r) + ".json"))["gloo:all_reduce"].size(), 6u);
+    }
+  }
 }
 
 // torchrun (python3-torch), when installed: the agent store (static rendezvous, every rank a

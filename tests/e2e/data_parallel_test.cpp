@@ -325,15 +325,21 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
     const Json trace = Json::parse(text);
     EXPECT_EQ(trace["distributedInfo"]["backend"], "gloo");
     testing::check_kineto_events(trace, /*expect_shapes=*/false);
-    size_t all_reduces = 0;
+    // The gradient bucket and the loss's denominators: all-reduces small enough to run as an
+    // all-gather and a local sum (train.distributed.small_all_reduce_kib), in and out sizes as
+    // Kineto's record_param_comms gives them.
+    size_t gathers = 0;
     for (const auto& ev : trace["traceEvents"]) {
-      if (ev.value("name", "") != "gloo:all_reduce") continue;
-      ++all_reduces;
-      EXPECT_EQ(ev["args"]["Collective name"], "allreduce");
+      const std::string name = ev.value("name", "");
+      if (name != "gloo:all_reduce" && name != "gloo:all_gather") continue;
+      gathers += name == "gloo:all_gather";
+      EXPECT_EQ(ev["args"]["Collective name"], name == "gloo:all_reduce" ? "allreduce" : "allgather");
       EXPECT_EQ(ev["args"]["Group size"], 2);
-      EXPECT_GT(ev["args"]["In msg nelems"].get<int64_t>(), 0);
+      const int64_t in = ev["args"]["In msg nelems"].get<int64_t>();
+      EXPECT_GT(in, 0);
+      EXPECT_EQ(ev["args"]["Out msg nelems"].get<int64_t>(), name == "gloo:all_reduce" ? in : 2 * in);
     }
-    EXPECT_GT(all_reduces, 0u) << e.path();
+    EXPECT_GT(gathers, 0u) << e.path();
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1})) << launcher;
   const Json summary = read_json(run / "training_summary.json");

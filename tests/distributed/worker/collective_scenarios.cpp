@@ -3,6 +3,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
 #include <thread>
 
@@ -54,6 +56,34 @@ int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) 
   return 0;
 }
 Register collectives_scenario("collectives", collectives);
+
+// All-reduces of random tensors of several sizes (each rank its own values) inside a trace
+// window: the sums, and the trace whose spans say which ran as a gather (train.distributed.
+// small_all_reduce_kib, c10d_communicator.h).
+int sums(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  prof::OpTracer tracer;
+  tracer.start();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + r);
+  int i = 0;
+  for (const int64_t n : {1, 9, 255, 300, 70000}) {
+    auto t = torch::randn({n}, gen, torch::kFloat);
+    comm.all_reduce_sum(t);
+    save_result(out, "sum" + std::to_string(i++), r, t);
+  }
+  auto d = torch::randn({9}, gen, torch::kDouble);
+  comm.all_reduce_sum_async(d).wait();
+  save_result(out, "sum" + std::to_string(i), r, d);
+  auto timeline = tracer.stop();
+  prof::finalize_timeline(timeline);
+  prof::ChromeTraceOptions trace;
+  trace.backend = comm.backend();
+  trace.rank = r;
+  trace.world_size = comm.world_size();
+  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"), prof::chrome_trace_json(timeline, trace));
+  return 0;
+}
+Register sums_scenario("sums", sums);
 
 // Rank 1 joins an all-reduce 400 ms late; rank 0 reports its policy and the CPU time its
 // thread spent in the wait, and the wall time (train.distributed.wait, process_group.h).
