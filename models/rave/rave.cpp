@@ -178,7 +178,35 @@ RaveLosses rave_losses(RaveModelImpl& model, const torch::Tensor& x, const RaveL
 RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x, const RaveForward& f,
                                     const RaveLossOptions& opts, double beta_factor, RaveStep step) {
   const bool dis_step = step == RaveStep::kDiscriminator;
+  const bool adversarial = model.warmed_up() && model.discriminator;
+  const int64_t b = x.size(0);
   RaveLosses l;
+  // Phase 2: the discriminator's features come first. Data parallelism: relative feature
+  // matching's denominators mean|real| of every feature map are combined over ranks in one
+  // all-reduce (models/common/batch_slice.h), started as soon as the features exist and read
+  // after the spectral distances, the numerators mean|real − fake| and the hinge terms, none of
+  // which needs it: the wait for the other ranks hides behind them.
+  Features features;
+  const bool global_scales = adversarial && opts.relative_feature_matching && models::batch_slice_distributed();
+  models::PendingGlobalMeans pending_scales;
+  if (adversarial) {
+    auto y = dis_step ? f.y.detach() : f.y;
+    auto both = torch::cat({x, y}, 0);
+    {
+      prof::ModuleScope span("discriminator");
+      features = model.discriminator->forward(both);
+    }
+    if (global_scales) {
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> means;
+      for (const auto& scale : features) {
+        for (size_t i = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features)); i < scale.size(); ++i) {
+          means.push_back(scale[i].narrow(0, 0, b).abs().mean());
+        }
+      }
+      if (!means.empty()) pending_scales = models::batch_global_means_async(torch::stack(means));
+    }
+  }
   {
     rt::compat::optional<torch::NoGradGuard> no_grad;
     if (dis_step) no_grad.emplace();
@@ -206,45 +234,36 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
   l.feature_matching = l.adversarial = l.loss_dis = l.pred_real = l.pred_fake = zero;
   l.loss_gen = l.fullband_spectral_distance + l.multiband_spectral_distance + l.regularization;
 
-  if (model.warmed_up() && model.discriminator) {
+  if (adversarial) {
     l.adversarial_active = true;
-    auto y = dis_step ? f.y.detach() : f.y;
-    auto both = torch::cat({x, y}, 0);
-    Features features;
-    {
-      prof::ModuleScope span("discriminator");
-      features = model.discriminator->forward(both);
-    }
-    const int64_t b = x.size(0);
-    // Data parallelism: relative feature matching's denominators mean|real| of every feature
-    // map, combined over ranks in one all-reduce (models/common/batch_slice.h).
-    torch::Tensor real_scales;
-    int64_t next_scale = 0;
-    if (opts.relative_feature_matching && models::batch_slice_distributed()) {
-      torch::NoGradGuard no_grad;
-      std::vector<torch::Tensor> means;
-      for (const auto& scale : features) {
-        for (size_t i = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features)); i < scale.size(); ++i) {
-          means.push_back(scale[i].narrow(0, 0, b).abs().mean());
-        }
-      }
-      if (!means.empty()) real_scales = models::batch_global_means(torch::stack(means));
-    }
-    torch::Tensor fm = zero, adv = zero, dis = zero, pr = zero, pf = zero;
+    torch::Tensor adv = zero, dis = zero, pr = zero, pf = zero;
+    // Per scale, the feature maps after the skipped ones: mean|real − fake| (divided below when
+    // the denominators are global), or mean_difference itself.
+    std::vector<std::vector<torch::Tensor>> differences;
     for (const auto& scale : features) {
-      torch::Tensor dist = zero;
+      differences.emplace_back();
       const size_t skip = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
       for (size_t i = skip; i < scale.size(); ++i) {
-        dist = dist + mean_difference(scale[i].narrow(0, 0, b), scale[i].narrow(0, b, b), opts.relative_feature_matching,
-                                      real_scales.defined() ? real_scales[next_scale++] : torch::Tensor());
+        const auto real = scale[i].narrow(0, 0, b), fake = scale[i].narrow(0, b, b);
+        differences.back().push_back(global_scales ? mean_difference(real, fake, false)
+                                                   : mean_difference(real, fake, opts.relative_feature_matching));
       }
-      if (scale.size() > skip) fm = fm + dist / static_cast<double>(scale.size() - skip);
       const auto real = scale.back().narrow(0, 0, b), fake = scale.back().narrow(0, b, b);
       auto [d, a] = hinge_gan(real, fake);
       dis = dis + d;
       adv = adv + a;
       pr = pr + real.mean();
       pf = pf + fake.mean();
+    }
+    const torch::Tensor real_scales = pending_scales.started() ? pending_scales.get() : torch::Tensor();
+    int64_t next_scale = 0;
+    torch::Tensor fm = zero;
+    for (const auto& scale : differences) {
+      torch::Tensor dist = zero;
+      for (const auto& difference : scale) {
+        dist = dist + (real_scales.defined() ? difference / real_scales[next_scale++] : difference);
+      }
+      if (!scale.empty()) fm = fm + dist / static_cast<double>(scale.size());
     }
     if (!features.empty()) fm = fm / static_cast<double>(features.size());
     l.feature_matching = fm * opts.feature_matching_weight;
