@@ -78,7 +78,7 @@ struct C10dCommunicator::Collective {
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
                                    int world_size, std::chrono::milliseconds timeout,
                                    std::vector<PeerInfo> peers, c10::optional<torch::Device> staging,
-                                   bool active_wait, int64_t gather_sum_bytes)
+                                   bool active_wait, int64_t gather_sum_bytes, std::string event_loop_scheduling)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
@@ -88,6 +88,7 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::s
       staging_(staging),
       active_wait_(active_wait),
       gather_sum_bytes_(gather_sum_bytes),
+      event_loop_scheduling_(std::move(event_loop_scheduling)),
       host_(this_host()),
       last_end_ns_(std::make_shared<std::atomic<int64_t>>(0)),
       totals_(std::make_shared<Totals>()) {}

@@ -68,7 +68,7 @@ class C10dCommunicator final : public Communicator {
   C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank, int world_size,
                    std::chrono::milliseconds timeout, std::vector<PeerInfo> peers,
                    c10::optional<torch::Device> staging = c10::nullopt, bool active_wait = false,
-                   int64_t gather_sum_bytes = 0);
+                   int64_t gather_sum_bytes = 0, std::string event_loop_scheduling = "");
   ~C10dCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -81,6 +81,7 @@ class C10dCommunicator final : public Communicator {
   void barrier() override;
   CommStats stats() const override;
   std::string wait_policy() const override { return active_wait_ ? "active" : "passive"; }
+  std::string event_loop_scheduling() const override { return event_loop_scheduling_; }
 
   // Waits for `work` of operation `op` ("gloo:all_reduce") within the timeout; throws the
   // translated rt::Error and marks the group failed when it fails.
@@ -110,6 +111,7 @@ class C10dCommunicator final : public Communicator {
   c10::optional<torch::Device> staging_;
   bool active_wait_;
   int64_t gather_sum_bytes_;
+  std::string event_loop_scheduling_;
   std::string host_;
   // Completion time of the last collective whose span was recorded (shared with callbacks
   // that may run after this object is gone).

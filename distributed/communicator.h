@@ -74,6 +74,9 @@ class Communicator {
   // How the calling thread waits for a collective: "active" (polls, yielding its core) or
   // "passive" (sleeps until woken); train.distributed.wait, process_group.h.
   virtual std::string wait_policy() const { return "passive"; }
+  // The scheduling policy of the backend's network event-loop thread (Gloo: "SCHED_BATCH" under
+  // train.distributed.gloo_loop = "batch", process_group.h), or "" when it has none.
+  virtual std::string event_loop_scheduling() const { return ""; }
 };
 
 // One process: rank 0 of 1, every collective the identity.

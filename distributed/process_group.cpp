@@ -14,8 +14,14 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
 #include <thread>
 
 #include "distributed/c10d_communicator.h"
@@ -113,8 +119,41 @@ std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const LaunchE
   return devices;
 }
 
+// This process's threads (their ids).
+std::set<pid_t> process_threads() {
+  std::set<pid_t> tids;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.') tids.insert(static_cast<pid_t>(std::atol(e->d_name)));
+    }
+    closedir(dir);
+  }
+  return tids;
+}
+
+// Gloo's devices, and the policy their event-loop threads (the threads that creating them
+// started) run under: SCHED_BATCH when `batch` (process_group.h), read back from the kernel.
+std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices_with_loops(const LaunchEnv& env, bool batch,
+                                                                              std::string* loop_policy) {
+  const std::set<pid_t> before = process_threads();
+  auto devices = gloo_devices(env);
+  for (const pid_t tid : process_threads()) {
+    if (before.count(tid) != 0) continue;
+    if (batch) {
+      sched_param param{};
+      if (sched_setscheduler(tid, SCHED_BATCH, &param) != 0) {
+        std::cerr << "warning: rank " << env.rank << ": could not run Gloo's event-loop thread under SCHED_BATCH ("
+                  << std::strerror(errno) << "); it keeps the default policy (train.distributed.gloo_loop)\n";
+      }
+    }
+    *loop_policy = scheduling_policy_name(sched_getscheduler(tid));
+  }
+  return devices;
+}
+
 c10::intrusive_ptr<C10dBackend> make_group(Backend backend, const c10::intrusive_ptr<c10d::Store>& store,
-                                           const LaunchEnv& env, std::chrono::milliseconds timeout) {
+                                           const LaunchEnv& env, std::chrono::milliseconds timeout,
+                                           bool batch_loop, std::string* loop_policy) {
   if (backend == Backend::kNccl) {
 #ifdef RT_HAS_C10D_NCCL
     auto options = c10d::ProcessGroupNCCL::Options::create();
@@ -125,7 +164,7 @@ c10::intrusive_ptr<C10dBackend> make_group(Backend backend, const c10::intrusive
 #endif
   }
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices = gloo_devices(env);
+  options->devices = gloo_devices_with_loops(env, batch_loop, loop_policy);
   options->threads = 1;  // collectives execute in issue order (c10d_communicator.h spans)
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
 }
@@ -150,6 +189,17 @@ std::vector<PeerInfo> exchange_peers(c10d::Store& store, const LaunchEnv& env) {
 }  // namespace
 
 std::string to_string(Backend backend) { return enum_name(backend); }
+
+std::string scheduling_policy_name(int policy) {
+  switch (policy) {
+    case SCHED_OTHER: return "SCHED_OTHER";
+    case SCHED_BATCH: return "SCHED_BATCH";
+    case SCHED_IDLE: return "SCHED_IDLE";
+    case SCHED_FIFO: return "SCHED_FIFO";
+    case SCHED_RR: return "SCHED_RR";
+    default: return "policy " + std::to_string(policy);
+  }
+}
 
 bool nccl_available() {
 #ifdef RT_HAS_C10D_NCCL
@@ -193,9 +243,10 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
   auto store = connect_store(env, options.timeout);
   c10::intrusive_ptr<C10dBackend> group;
   std::vector<PeerInfo> peers;
+  std::string loop_policy;
   try {
     group = make_group(backend, c10::make_intrusive<c10d::PrefixStore>("default_pg", store), env,
-                       options.timeout);
+                       options.timeout, options.gloo_loop_batch, &loop_policy);
     peers = exchange_peers(*store, env);
   } catch (const Error&) {
     throw;
@@ -214,7 +265,7 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
       resolve_active_wait(options.wait, backend, env.local_world_size, options.busy_threads, usable_cores());
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,
                                             options.timeout, std::move(peers), staging, active_wait,
-                                            options.gather_sum_bytes);
+                                            options.gather_sum_bytes, loop_policy);
 }
 
 }  // namespace rt::dist

@@ -67,7 +67,30 @@ struct ProcessGroupOptions {
   // come to at most this much run as an all-gather and a local sum (c10d_communicator.h); 0:
   // always Gloo's ring all-reduce.
   int64_t gather_sum_bytes = int64_t{1} << 20;
+  // train.distributed.gloo_loop: "batch" (true) runs Gloo's network event-loop thread under
+  // SCHED_BATCH (below), "normal" (false) leaves it under the default policy.
+  bool gloo_loop_batch = true;
 };
+
+// train.distributed.gloo_loop. Gloo's TCP transport reads and writes every connection on one
+// event-loop thread per device (gloo/transport/tcp/loop.cc), beside the worker thread that runs
+// the collectives. Both take the connection's lock, and the loop only *tries* it, going back to
+// epoll_wait when it is taken: with data pending, epoll_wait returns at once, so the loop spins
+// until the lock is free. On a host whose cores all run ranks, a message that wakes the loop on
+// the core where the worker is writing under that lock preempts the worker, and the loop then
+// spins until the scheduler switches back: up to a whole time slice of a core that a rank's
+// training thread needed (seen as 4–5 ms runs of the loop thread in `perf sched timehist`, and
+// tens of thousands of epoll_wait calls per second). Under SCHED_BATCH a woken thread does not
+// preempt the running one; it runs at the next switch (a wait, a yield, the end of the running
+// thread's slice), so the worker finishes its write first. Measured on the 2-core VM, 2 ranks ×
+// 1 thread: 7× fewer epoll_wait calls, +1.9 % (tiny_rave) and +3.1 % (s5_maze) throughput
+// (BENCHMARKS.md, "Data-parallel training"). The worker keeps the default policy, so that a
+// collective it is given starts at once (under SCHED_BATCH too it measured slower). Moving a
+// thread between the two policies needs no privilege. The loop thread is the thread that
+// creating the device started (/proc/self/task before and after).
+//
+// "SCHED_OTHER", "SCHED_BATCH", … for a sched_getscheduler() result.
+std::string scheduling_policy_name(int policy);
 
 // The communicator of the job `env` describes: LocalCommunicator for one process, otherwise
 // the store and process group described above (blocks until every rank has joined). Throws

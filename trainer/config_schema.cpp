@@ -160,6 +160,10 @@ std::vector<KeySpec> build_common_schema() {
         "bytes); larger ones keep Gloo's ring. 0 = always the ring. Unused with NCCL")
           .ge(0)
           .le(1 << 20),
+      E("train.distributed.gloo_loop", "batch", {"batch", "normal"},
+        "data-parallel, Gloo: scheduling of Gloo's network event-loop thread. batch = SCHED_BATCH: a message "
+        "that arrives does not preempt the thread running on that core (which may be Gloo's own worker, "
+        "holding the connection's lock that the loop then spins on); normal = the default policy"),
       E("train.distributed.wait", dist::WaitPolicy::kAuto,
         "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 ms "
         "before sleeping (it sees the completion at once instead of being woken, as MPI and "

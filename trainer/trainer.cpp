@@ -136,6 +136,7 @@ class TrainingJob {
     po.wait = config_.get_enum<dist::WaitPolicy>("train.distributed.wait");
     po.busy_threads = torch::get_num_threads();
     po.gather_sum_bytes = config_.get_int("train.distributed.small_all_reduce_kib") * 1024;
+    po.gloo_loop_batch = config_.get_string("train.distributed.gloo_loop") == "batch";
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
     writer_ = comm_->rank() == 0;
@@ -665,6 +666,7 @@ class TrainingJob {
     }
     Json d = {{"backend", comm_->backend()},
               {"wait_policy", comm_->wait_policy()},
+              {"event_loop_scheduling", comm_->event_loop_scheduling()},
               {"world_size", comm_->world_size()},
               {"ranks_reported", static_cast<int64_t>(all.size())},
               {"examples_per_second", job_examples_per_s},

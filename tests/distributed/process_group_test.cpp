@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -306,6 +307,24 @@ TEST(ProcessGroup, SmallAllReducesGatherAndSumInRankOrder) {
       EXPECT_EQ(gloo_spans(ring / ("trace_rank" + std::to_string(r) + ".json"))["gloo:all_reduce"].size(), 6u);
     }
   }
+}
+
+// train.distributed.gloo_loop: "batch" puts exactly one thread per rank under SCHED_BATCH, and it
+// is Gloo's event loop (seen in epoll_wait); "normal" leaves every thread under the default policy.
+// Collectives work either way.
+TEST(ProcessGroup, GlooEventLoopRunsUnderSchedBatch) {
+  for (const std::string loop : {"batch", "normal"}) {
+    ScratchDir out("pg_loop_" + loop);
+    const auto run = run_ranks(2, "event_loop", out.path(), "RT_TEST_GLOO_LOOP=" + loop + " ");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(read_text(out / ("loop_rank" + std::to_string(r) + ".txt")),
+                loop == "batch" ? "SCHED_BATCH 1 1 2.000000" : "SCHED_OTHER 0 0 2.000000")
+          << loop << ", rank " << r;
+    }
+  }
+  EXPECT_EQ(scheduling_policy_name(SCHED_OTHER), "SCHED_OTHER");
+  EXPECT_EQ(scheduling_policy_name(SCHED_BATCH), "SCHED_BATCH");
 }
 
 // torchrun (python3-torch), when installed: the agent store (static rendezvous, every rank a

@@ -347,6 +347,8 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
   ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u);
   // train.distributed.wait = auto: 2 ranks × 1 thread poll when this host has 2 cores.
   EXPECT_EQ(summary["distributed"]["wait_policy"], rt::dist::usable_cores() >= 2 ? "active" : "passive") << launcher;
+  // train.distributed.gloo_loop = "batch" (default): Gloo's event loop under SCHED_BATCH.
+  EXPECT_EQ(summary["distributed"]["event_loop_scheduling"], "SCHED_BATCH") << launcher;
   // profile-report: every rank's figures, and rank 0's operators only.
   const auto report = run_command(bin_path("profile-report") + " " + quote(run.string()));
   EXPECT_EQ(report.exit_code, 0) << report.output;

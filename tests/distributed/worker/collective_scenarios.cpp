@@ -1,11 +1,15 @@
 // Scenarios for the communicator itself: collectives and their trace spans, lost and hung ranks.
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "profiling/trace/chrome_trace.h"
@@ -84,6 +88,38 @@ int sums(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   return 0;
 }
 Register sums_scenario("sums", sums);
+
+// train.distributed.gloo_loop: what the communicator says its event-loop thread runs under, the
+// threads of this process under SCHED_BATCH, and how many of them were seen waiting in epoll_wait
+// (Gloo's loop, gloo/transport/tcp/loop.cc) within a second; then an all-reduce still works.
+int event_loop(rt::dist::Communicator& comm, const std::filesystem::path& out) {
+  const int r = comm.rank();
+  std::vector<long> batch;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    const long tid = std::stol(task.path().filename().string());
+    if (sched_getscheduler(static_cast<pid_t>(tid)) == SCHED_BATCH) batch.push_back(tid);
+  }
+  int in_epoll = 0;
+  for (const long tid : batch) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+      long number = -1;
+      in >> number;  // "running" while it runs: not a number, try again
+      if (number == SYS_epoll_wait || number == SYS_epoll_pwait) {
+        ++in_epoll;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  auto t = torch::ones({3});
+  comm.all_reduce_sum(t);
+  save_text(out, "loop", r,
+            comm.event_loop_scheduling() + " " + std::to_string(batch.size()) + " " + std::to_string(in_epoll) + " " +
+                std::to_string(t[0].item<float>()));
+  return 0;
+}
+Register event_loop_scenario("event_loop", event_loop);
 
 // Rank 1 joins an all-reduce 400 ms late; rank 0 reports its policy and the CPU time its
 // thread spent in the wait, and the wall time (train.distributed.wait, process_group.h).
