@@ -13,15 +13,17 @@
 # (step_examples_per_second, summed over ranks), which is what the Python side on synthetic
 # input measures. 1-rank and 2-rank runs alternate, REPS each; a 2/1 ratio is the median of
 # the REPS ratios of runs made one after the other (so that the host's drift over the minutes
-# of the benchmark cancels), printed with their range.
+# of the benchmark cancels), printed with their range. Three more 2-rank arms alternate with
+# them: passive waits, every all-reduce on Gloo's ring (small_all_reduce_kib 0), and Gloo's
+# event loop under the default scheduling policy (gloo_loop normal).
 # Prints a Markdown section and writes it to scripts/bench/ddp_results.md (folded into
 # BENCHMARKS.md by scripts/bench/run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
 REPS="${REPS:-5}"
-RAVE_STEPS="${RAVE_STEPS:-150}"
-SSM_STEPS="${SSM_STEPS:-100}"
+RAVE_STEPS="${RAVE_STEPS:-300}"
+SSM_STEPS="${SSM_STEPS:-200}"
 PY_STEPS="${PY_STEPS:-20}"
 # Loader threads per rank. 0: each rank loads on its training thread, so "1 rank × 1 thread"
 # really uses one core (with 1, a single rank's loader already runs on the second core:
@@ -81,17 +83,21 @@ for row in tiny_rave s5_maze s5_maze_local; do
   cfg="${row%_local}" db="$WORK/adb" steps="$RAVE_STEPS" extra=() pyextra=()
   [[ "$cfg" == s5_maze ]] && { db="$WORK/ndb"; steps="$SSM_STEPS"; }
   [[ "$row" == *_local ]] && { extra=(--train.distributed.batch_norm local); pyextra=(--sync_bn 0); }
-  one=(); two=(); pas=(); ind=()
+  one=(); two=(); pas=(); ind=(); ring=(); loop=()
   for ((r = 0; r < REPS; ++r)); do
     one+=("$(native "$cfg" "$db" "$steps" 1)")
     two+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}")")
     pas+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.wait passive)")
+    ring+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.small_all_reduce_kib 0)")
+    loop+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.gloo_loop normal)")
     [[ "$row" != *_local ]] && ind+=("$(pair "$cfg" "$db" "$steps" 1)")
   done
   RESULT[$row.one]="$(printf '%s\n' "${one[@]}")"
   RESULT[$row.two]="$(printf '%s\n' "${two[@]}")"
   RESULT[$row.pas]="$(printf '%s\n' "${pas[@]}")"
   RESULT[$row.ind]="$(printf '%s\n' "${ind[@]}")"
+  RESULT[$row.ring]="$(printf '%s\n' "${ring[@]}")"
+  RESULT[$row.loop]="$(printf '%s\n' "${loop[@]}")"
   py1=(); py2=()
   for ((r = 0; r < REPS; ++r)); do
     py1+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
@@ -138,16 +144,16 @@ V2OUT="$WORK/v2"
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
 LOCKSTEP_DIR="$WORK" /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
-  "$(git -C "$ROOT" rev-parse --short HEAD)" "$WORKERS" "$OPS" \
-  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" \
-  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" \
-  "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" "${RESULT[s5_maze_local.pas]}" \
+  "$(git -C "$ROOT" describe --always --dirty --abbrev=7)" "$WORKERS" "$OPS" \
+  "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" "${RESULT[tiny_rave.ring]}" "${RESULT[tiny_rave.loop]}" \
+  "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" "${RESULT[s5_maze.ring]}" "${RESULT[s5_maze.loop]}" \
+  "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" "${RESULT[s5_maze_local.pas]}" "${RESULT[s5_maze_local.ring]}" "${RESULT[s5_maze_local.loop]}" \
   "${BUCKET_ARGS[@]}" <<'PY' | tee "$ROOT/scripts/bench/ddp_results.md"
 import collections, glob, json, os, statistics, sys
 root, v2, reps, rave_steps, ssm_steps, py_steps = sys.argv[1:7]
 sha, workers, ops_dir = sys.argv[7], sys.argv[8], sys.argv[9]
-res = sys.argv[10:28]
-buckets = sys.argv[28:]
+res = sys.argv[10:34]
+buckets = sys.argv[34:]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
@@ -161,8 +167,8 @@ print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one
       f"of runs made one after the other, the range theirs. Python: "
       f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
       f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
-print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | 2/1 job, paired runs' range | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | 2/1 job, paired runs' range | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | 2 ranks, every all-reduce on Gloo's ring: job, 2/1 | 2 ranks, Gloo's event loop under the default policy: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 # The median over reps of run r's 2-rank (or other arm's) figure over run r's 1-rank figure,
 # and their range.
 def paired(arm, base, k):
@@ -172,8 +178,8 @@ names = {"tiny_rave": "tiny_rave", "s5_maze": "s5_maze (BatchNorm sync)",
          "s5_maze_local": "s5_maze (BatchNorm local)"}
 native_ratio = {}
 for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
-    one, two, py1, py2, ind, pas = res[6 * k:6 * k + 6]
-    o, t, i, q = runs(one), runs(two), runs(ind), runs(pas)
+    one, two, py1, py2, ind, pas, rng, lp = res[8 * k:8 * k + 8]
+    o, t, i, q, g, n = runs(one), runs(two), runs(ind), runs(pas), runs(rng), runs(lp)
     p1, p2 = med(runs(py1), "examples_per_second"), med(runs(py2), "examples_per_second")
     e1, e2 = med(o, "eps"), med(t, "eps")
     s1, s2 = med(o, "step_eps"), med(t, "step_eps")
@@ -182,6 +188,8 @@ for k, row in enumerate(("tiny_rave", "s5_maze", "s5_maze_local")):
     ji, si = paired(i, o, "eps")[0], paired(i, o, "step_eps")[0]
     print(f"| {names[row]} | {e1:.0f} ({s1:.0f}) ex/s | {e2:.0f} ({s2:.0f}) ex/s | **{job:.2f}×** ({step:.2f}×) | "
           f"{lo:.2f}–{hi:.2f}× | {ji:.2f}× ({si:.2f}×) | {med(q, 'eps'):.0f} ex/s, {paired(q, o, 'eps')[0]:.2f}× | "
+          f"{med(g, 'eps'):.0f} ex/s, {paired(g, o, 'eps')[0]:.2f}× | "
+          f"{med(n, 'eps'):.0f} ex/s, {paired(n, o, 'eps')[0]:.2f}× | "
           f"{100 * med(t, 'comm_wait_share'):.1f} % of step time "
           f"(collectives running: {100 * med(t, 'comm_busy_share'):.1f} %) | {p1:.0f} ex/s | "
           f"{p2:.0f} ex/s | {p2 / p1:.2f}× | **{s2 / p2:.2f}×** |")
@@ -192,7 +200,12 @@ print("\njob: examples/s of the training loop, loading included (on the training
       "BatchNorm local: `--train.distributed.batch_norm local` (Python: `--sync_bn 0`, per-rank statistics as "
       "DDP trains an unconverted model); its 1-rank job is the same as sync's. Native 2 ranks wait actively "
       "(`train.distributed.wait = auto`: 2 ranks × 1 thread on 2 cores); passive waits: "
-      "`--train.distributed.wait passive`, alternating with the others.")
+      "`--train.distributed.wait passive`, alternating with the others. Native all-reduces whose other rank's "
+      "copy is at most 1 MiB (all of these models') run as an all-gather and a local sum "
+      "(`train.distributed.small_all_reduce_kib`, default 1024); the ring column sets it to 0, so every "
+      "all-reduce takes Gloo's ring, as before it existed. Gloo's network event-loop thread runs under "
+      "SCHED_BATCH (`train.distributed.gloo_loop = batch`, default); the last native column runs it under the "
+      "default policy (`normal`).")
 print("\n### Lock-step alone (Python reference)\n")
 print("The Python reference's 2 ranks without DDP (`ddp_bench.py --lockstep_only 1`): each rank trains its own "
       "model, and the ranks meet only in a 1-element Gloo all-reduce after every step. Against the same step in "
@@ -266,7 +279,8 @@ for caps, text in zip(buckets[0::2], buckets[1::2]):
 # Overlap evidence from the v2 trace of each rank.
 print("\n### Overlap: all-reduce starts while backward is still running\n")
 print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "
-      "gradient buckets' `gloo:all_reduce` spans, how many started before `gradient_sync_wait` (the end of "
+      "gradient buckets' `gloo:all_reduce` spans (`gloo:all_gather` for the 1 MiB first bucket, a small "
+      "all-reduce), how many started before `gradient_sync_wait` (the end of "
       "autograd's backward, where the trainer starts waiting), and how much of their running time lay before it.\n")
 print("| rank | step | all-reduces | started during backward | all-reduce time before backward ended |")
 print("|---|---|---|---|---|")
@@ -280,7 +294,8 @@ for path in sorted(traces):
         lo, hi = s["ts"], s["ts"] + s["dur"]
         inside = lambda e: lo <= e["ts"] <= hi
         waits = [e for e in ev if e["name"] == "gradient_sync_wait" and inside(e)]
-        ars = [e for e in ev if e["name"] == "gloo:all_reduce" and inside(e) and e["args"].get("In msg nelems", 0) > 1]
+        ars = [e for e in ev if e["name"] in ("gloo:all_reduce", "gloo:all_gather") and inside(e)
+               and e["args"].get("In msg nelems", 0) > 1]
         if not waits or not ars:
             continue
         w = min(e["ts"] for e in waits)
