@@ -21,6 +21,20 @@
 namespace rt::testing::dist {
 namespace {
 
+// Stops the tracer and writes its timeline as this rank's Chrome trace, trace_rank<R>.json, with
+// the communicator's distributedInfo.
+void write_rank_trace(prof::OpTracer& tracer, const rt::dist::Communicator& comm,
+                      const std::filesystem::path& out) {
+  auto timeline = tracer.stop();
+  prof::finalize_timeline(timeline);
+  prof::ChromeTraceOptions trace;
+  trace.backend = comm.backend();
+  trace.rank = comm.rank();
+  trace.world_size = comm.world_size();
+  rt::write_file_atomic(out / ("trace_rank" + std::to_string(comm.rank()) + ".json"),
+                        prof::chrome_trace_json(timeline, trace));
+}
+
 // Every collective once, inside a trace window; the trace is written for the test to check.
 int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   const int r = comm.rank();
@@ -43,14 +57,7 @@ int collectives(rt::dist::Communicator& comm, const std::filesystem::path& out) 
   auto gathered = comm.all_gather(torch::full({3}, static_cast<int64_t>(r * 7)));
   save_result(out, "gathered", r, torch::stack(gathered));
   comm.barrier();
-  auto timeline = tracer.stop();
-  prof::finalize_timeline(timeline);
-  prof::ChromeTraceOptions trace;
-  trace.backend = comm.backend();
-  trace.rank = r;
-  trace.world_size = comm.world_size();
-  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"),
-                        prof::chrome_trace_json(timeline, trace));
+  write_rank_trace(tracer, comm, out);
   rt::dist::check_same_on_all_ranks(comm, "config", "same everywhere");
   try {
     rt::dist::check_same_on_all_ranks(comm, "config", r == 0 ? "lr = 1e-3" : "lr = 1e-4");
@@ -78,13 +85,7 @@ int sums(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   auto d = torch::randn({9}, gen, torch::kDouble);
   comm.all_reduce_sum_async(d).wait();
   save_result(out, "sum" + std::to_string(i), r, d);
-  auto timeline = tracer.stop();
-  prof::finalize_timeline(timeline);
-  prof::ChromeTraceOptions trace;
-  trace.backend = comm.backend();
-  trace.rank = r;
-  trace.world_size = comm.world_size();
-  rt::write_file_atomic(out / ("trace_rank" + std::to_string(r) + ".json"), prof::chrome_trace_json(timeline, trace));
+  write_rank_trace(tracer, comm, out);
   return 0;
 }
 Register sums_scenario("sums", sums);
