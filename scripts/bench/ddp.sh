@@ -20,6 +20,8 @@
 # BENCHMARKS.md by scripts/bench/run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# The tree the figures come from, taken before anything (the results file among it) is written.
+COMMIT="$(git -C "$ROOT" describe --always --dirty --abbrev=7)"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
 REPS="${REPS:-5}"
 RAVE_STEPS="${RAVE_STEPS:-300}"
@@ -144,7 +146,7 @@ V2OUT="$WORK/v2"
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
 LOCKSTEP_DIR="$WORK" /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
-  "$(git -C "$ROOT" describe --always --dirty --abbrev=7)" "$WORKERS" "$OPS" \
+  "$COMMIT" "$WORKERS" "$OPS" \
   "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" "${RESULT[tiny_rave.ring]}" "${RESULT[tiny_rave.loop]}" \
   "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" "${RESULT[s5_maze.ring]}" "${RESULT[s5_maze.loop]}" \
   "${RESULT[s5_maze_local.one]}" "${RESULT[s5_maze_local.two]}" "${RESULT[s5_maze_local.py1]}" "${RESULT[s5_maze_local.py2]}" "${RESULT[s5_maze_local.ind]}" "${RESULT[s5_maze_local.pas]}" "${RESULT[s5_maze_local.ring]}" "${RESULT[s5_maze_local.loop]}" \
