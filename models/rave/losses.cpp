@@ -63,11 +63,10 @@ std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_rea
   return {loss_dis, -score_fake.mean()};
 }
 
-torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake,
-                              bool relative, const torch::Tensor& real_scale) {
+torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake, bool relative) {
   auto d = (real - fake).abs().mean();
   if (!relative) return d;
-  return d / (real_scale.defined() ? real_scale : models::batch_global_mean(real.abs()));  // batch_slice.h
+  return d / models::batch_global_mean(real.abs());  // batch_slice.h
 }
 
 }  // namespace rt::rave

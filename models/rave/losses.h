@@ -35,9 +35,9 @@ torch::Tensor spectral_energy(const std::vector<torch::Tensor>& magnitudes);
 std::pair<torch::Tensor, torch::Tensor> hinge_gan(const torch::Tensor& score_real,
                                                   const torch::Tensor& score_fake);
 
-// core.mean_difference (L1): mean|r−f|, divided by mean|r| when relative. `real_scale`
-// (optional, 0-d): mean|r| computed beforehand (data parallelism: the global batch's).
-torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake,
-                              bool relative, const torch::Tensor& real_scale = {});
+// core.mean_difference (L1): mean|r−f|, divided by mean|r| when relative (the global batch's
+// under data parallelism, models/common/batch_slice.h; rave_losses_from_forward divides by
+// denominators it combined over ranks itself, asking for the plain difference).
+torch::Tensor mean_difference(const torch::Tensor& real, const torch::Tensor& fake, bool relative);
 
 }  // namespace rt::rave

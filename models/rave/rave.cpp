@@ -245,8 +245,7 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       const size_t skip = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
       for (size_t i = skip; i < scale.size(); ++i) {
         const auto real = scale[i].narrow(0, 0, b), fake = scale[i].narrow(0, b, b);
-        differences.back().push_back(global_scales ? mean_difference(real, fake, false)
-                                                   : mean_difference(real, fake, opts.relative_feature_matching));
+        differences.back().push_back(mean_difference(real, fake, opts.relative_feature_matching && !global_scales));
       }
       const auto real = scale.back().narrow(0, 0, b), fake = scale.back().narrow(0, b, b);
       auto [d, a] = hinge_gan(real, fake);
