@@ -122,8 +122,12 @@ int event_loop(rt::dist::Communicator& comm, const std::filesystem::path& out) {
 }
 Register event_loop_scenario("event_loop", event_loop);
 
-// Rank 1 joins an all-reduce 400 ms late; rank 0 reports its policy and the CPU time its
-// thread spent in the wait, and the wall time (train.distributed.wait, process_group.h).
+// Rank 1 joins an all-reduce 400 ms late; rank 0 reports its policy and, for its thread over the
+// wait: the CPU time, the wall time, and the time it was runnable (on a core, or queued for one:
+// CPU time plus run-queue delay from /proc/thread-self/schedstat; -1 where the kernel keeps no
+// schedstat). An active wait stays runnable while it polls, even on cores so busy that each
+// sched_yield gives the core away and its CPU time stays small; a passive wait sleeps
+// (train.distributed.wait, process_group.h).
 int late_peer(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   const int r = comm.rank();
   auto thread_cpu_ms = [] {
@@ -131,14 +135,22 @@ int late_peer(rt::dist::Communicator& comm, const std::filesystem::path& out) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
   };
+  auto thread_runnable_ms = [] {
+    std::ifstream in("/proc/thread-self/schedstat");
+    double cpu_ns = 0, delay_ns = 0;
+    if (!(in >> cpu_ns >> delay_ns)) return -1.0;
+    return (cpu_ns + delay_ns) * 1e-6;
+  };
   comm.barrier();
   if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  const double cpu0 = thread_cpu_ms();
+  const double cpu0 = thread_cpu_ms(), runnable0 = thread_runnable_ms();
   const auto wall0 = std::chrono::steady_clock::now();
   auto t = torch::ones({4});
   comm.all_reduce_sum(t);
   const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
-  save_result(out, "wait", r, torch::tensor({thread_cpu_ms() - cpu0, wall}, torch::kDouble));
+  const double cpu = thread_cpu_ms() - cpu0, runnable1 = thread_runnable_ms();
+  const double runnable = runnable0 < 0 || runnable1 < 0 ? -1.0 : runnable1 - runnable0;
+  save_result(out, "wait", r, torch::tensor({cpu, wall, runnable}, torch::kDouble));
   save_text(out, "policy", r, comm.wait_policy());
   return 0;
 }
