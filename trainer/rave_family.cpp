@@ -1,6 +1,8 @@
 #include "trainer/rave_family.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <sstream>
 
 #include "data/audio_dataset.h"
@@ -82,8 +84,9 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
 rave::RaveOptions rave_options_from(const Config& config) { return rave_model_keys().from(config); }
 
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps) {
-  if (warmup_steps <= 0 || step >= warmup_steps) return beta_end;
-  const double t = static_cast<double>(step) / static_cast<double>(warmup_steps);
+  // BetaWarmupCallback counts the batch before it computes: batch k sees (k + 1) / warmup_len.
+  if (warmup_steps <= 0 || step + 1 >= warmup_steps) return beta_end;
+  const double t = static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   return std::exp(std::log(beta_start) + t * (std::log(beta_end) - std::log(beta_start)));
 }
 
@@ -102,6 +105,8 @@ class RaveFamily final : public ModelFamily {
     loss_options_ = rave::RaveLossOptions::preset(options_.version);
     loss_options_.stft_scales = options_.stft_scales;
     loss_options_.feature_matching_weight = config.get_float("train.feature_matching_weight");
+    loss_options_.feature_matching_weight_twice = config.get_bool("train.feature_matching_weight_twice");
+    loss_options_.valid_signal_crop = config.get_bool("train.valid_signal_crop");
     phase_1_duration_ = config.get_int("train.phase_1_duration");
     update_dis_every_ = config.get_int("train.update_discriminator_every");
     n_signal_ = config.get_int("data.n_signal");
@@ -186,6 +191,10 @@ class RaveFamily final : public ModelFamily {
     options_.validate();
     model_ = rave::RaveModel(options_);
     model_->to(device_);
+    // RAVE measures its receptive field in Lightning's sanity validation, before step 0; the
+    // multiband distance is cropped to it from the first step on (a resumed run keeps the one
+    // its checkpoint holds, see load()).
+    if (data != nullptr && loss_options_.valid_signal_crop) measure_receptive_field();
     // v1's encoder BatchNorm: statistics over every rank's batch (sync), or each rank its own
     // with rank 0's running statistics broadcast before validation (local).
     local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
@@ -201,10 +210,15 @@ class RaveFamily final : public ModelFamily {
   }
 
   StepResult train_step(const Batch& batch, int64_t step) override {
+    // Built without data (no receptive field yet): measured before the first step, as RAVE's
+    // sanity validation does.
+    if (loss_options_.valid_signal_crop && model_->receptive_field().empty()) measure_receptive_field();
     model_->train();
     const bool warm = step >= phase_1_duration_;
     model_->set_warmed_up(warm);
-    const bool dis_step = warm && dis_opt_ && step % update_dis_every_ == 0;
+    // RAVE: `not batch_idx % update_discriminator_every`, with Lightning's batch_idx counting
+    // the batches of the current epoch.
+    const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % update_dis_every_ == 0;
     const auto kind = dis_step ? rave::RaveStep::kDiscriminator : rave::RaveStep::kGenerator;
     const double beta = rave_beta_at(step, config_.get_float("train.beta_start"), config_.get_float("train.beta_end"),
                                      config_.get_int("train.beta_warmup_steps"));
@@ -305,6 +319,7 @@ class RaveFamily final : public ModelFamily {
     torch::serialize::OutputArchive m, g;
     model_->save(m);
     a.write("rave", m);
+    a.write("rave_losses_revision", c10::IValue(kLossesRevision));
     // The audio format comes from the database, not the config: export needs it.
     a.write("sampling_rate", c10::IValue(static_cast<int64_t>(sampling_rate_)));
     a.write("channels", c10::IValue(options_.channels));
@@ -321,6 +336,19 @@ class RaveFamily final : public ModelFamily {
     torch::serialize::InputArchive m, g;
     a.read("rave", m);
     model_->load(m);
+    model_->sync_receptive_field();
+    c10::IValue revision;
+    if (!a.try_read("rave_losses_revision", revision)) {
+      // Written before the losses followed RAVE's crop and feature-matching weight.
+      std::cerr << "warning: this checkpoint was written by a trainer whose RAVE losses differ from "
+                   "this one's: no receptive-field crop of the multiband distance and the feature-matching "
+                   "weight applied once. Resuming, the losses follow RAVE's from here on"
+                << (loss_options_.valid_signal_crop ? " (train.valid_signal_crop = true)" : "")
+                << (loss_options_.feature_matching_weight_twice ? " (train.feature_matching_weight_twice = true)" : "")
+                << "; to keep the run's earlier losses, resume with --override train.valid_signal_crop=false "
+                   "--override train.feature_matching_weight_twice=false\n";
+    }
+    if (loss_options_.valid_signal_crop && model_->receptive_field().empty()) measure_receptive_field();
     a.read("gen_opt", g);
     gen_opt_->load(g);
     if (dis_opt_) {
@@ -352,8 +380,10 @@ class RaveFamily final : public ModelFamily {
   }
 
   std::string describe() const override {
-    return "RAVE " + std::string(enum_name(options_.version)) + " (" + std::to_string(options_.channels) +
-           " ch, " + std::to_string(options_.sampling_rate) + " Hz)";
+    std::string d = "RAVE " + std::string(enum_name(options_.version)) + " (" + std::to_string(options_.channels) +
+                    " ch, " + std::to_string(options_.sampling_rate) + " Hz";
+    if (model_ && !model_->receptive_field().empty()) d += ", receptive field " + describe_receptive_field();
+    return d + ")";
   }
 
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() override {
@@ -372,6 +402,50 @@ class RaveFamily final : public ModelFamily {
   }
 
  private:
+  // Checkpoints record which losses they were trained with; 2: RAVE's crop and twice-applied
+  // feature-matching weight (absent: earlier checkpoints).
+  static constexpr int64_t kLossesRevision = 2;
+
+  // Lightning's batch_idx: the index of `batch` among its epoch's batches (only the last batch
+  // of an epoch can be smaller than the others).
+  static int64_t batch_in_epoch(const Batch& batch) {
+    const int64_t size = std::max<int64_t>(1, batch.global_examples);
+    return std::max<int64_t>(0, (batch.position.example + size - 1) / size - 1);
+  }
+
+  std::string describe_receptive_field() const {
+    const auto field = model_->receptive_field();
+    auto ms = [this](int64_t samples) {
+      std::ostringstream s;
+      s.setf(std::ios::fixed);
+      s.precision(2);
+      s << 1000.0 * static_cast<double>(samples) / static_cast<double>(sampling_rate_) << " ms";
+      return s.str();
+    };
+    return ms(field.left) + " <-- x --> " + ms(field.right) + " (" + std::to_string(field.left) + " / " +
+           std::to_string(field.right) + " samples)";
+  }
+
+  // Measures and stores the receptive field, and checks that the multiband signal of
+  // data.n_signal keeps enough samples after the crop for every STFT scale.
+  void measure_receptive_field() {
+    model_->set_receptive_field(rave::measure_receptive_field(*model_));
+    const auto field = model_->receptive_field();
+    const int64_t dim = options_.n_band * options_.channels;
+    const int64_t band_length = n_signal_ / options_.n_band;
+    const int64_t kept = std::max<int64_t>(0, band_length - field.left / dim - (field.right + dim - 1) / dim);
+    const int64_t largest = *std::max_element(loss_options_.stft_scales.begin(), loss_options_.stft_scales.end());
+    if (largest / 2 >= kept) {
+      throw Error("data.n_signal = " + std::to_string(n_signal_) + " leaves " + std::to_string(kept) +
+                  " samples per band after RAVE's receptive-field crop (" + std::to_string(field.left) + " / " +
+                  std::to_string(field.right) + " samples cut left / right, over " + std::to_string(dim) +
+                  " bands × channels), too few for model.stft_scales' " + std::to_string(largest) +
+                  " (needs more than " + std::to_string(largest / 2) +
+                  "): raise --n_signal, lower the largest STFT scale, or set train.valid_signal_crop = false");
+    }
+    if (comm_->rank() == 0) std::cout << "receptive field: " << describe_receptive_field() << "\n";
+  }
+
   Config config_;
   rave::RaveOptions options_;
   rave::RaveLossOptions loss_options_;
@@ -399,7 +473,13 @@ FamilyRegistration rave_family_registration() {
               F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
               F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
               I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
-              F("train.feature_matching_weight", 20.0, "RAVE: feature matching loss weight").ge(0),
+              F("train.feature_matching_weight", 20.0, "RAVE: feature matching loss weight (weights['feature_matching'])").ge(0),
+              B("train.feature_matching_weight_twice", true,
+                "RAVE: apply the feature matching weight twice, as RAVE's training_step does (effective weight²: "
+                "400 for v2's 20); false applies it once"),
+              B("train.valid_signal_crop", true,
+                "RAVE: crop both multiband signals to the receptive field before the multiband distance "
+                "(v2/v3 valid_signal_crop; v1: false)"),
               F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
               F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
               F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),

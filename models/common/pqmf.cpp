@@ -160,21 +160,25 @@ PqmfImpl::PqmfImpl(int64_t n_band, double attenuation, PaddingMode mode) : n_ban
   const int64_t n = static_cast<int64_t>(prototype_.h.size());
   auto hd = torch::tensor(prototype_.h, torch::kFloat64);
 
-  // Cosine-modulated bank: h_k = 2h·cos((2k+1)π/(2M)·t + (−1)^k π/4), t = −N/2 … N/2.
-  auto k = torch::arange(n_band, torch::kFloat64).reshape({-1, 1});
-  auto t = torch::arange(-(n / 2), n / 2 + 1, torch::kFloat64);
-  auto phase = torch::where(k.remainder(2) == 0, torch::full_like(k, M_PI / 4),
-                            torch::full_like(k, -M_PI / 4));
-  auto bank = 2 * hd * torch::cos((2 * k + 1) * M_PI / (2.0 * n_band) * t + phase);
+  // Cosine-modulated bank: h_k = 2h·cos((2k+1)π/(2M)·t + (−1)^k π/4), t = −N/2 … N/2, computed
+  // as RAVE's get_qmf_bank does (rave/pqmf.py): integer k and t, and every product in float32
+  // (an integer tensor times a Python float is float32), from the float32 prototype. The bank
+  // then holds RAVE's float32 values, which a float64 model casts as RAVE's does.
+  const auto h32 = hd.to(torch::kFloat32);
+  auto k = torch::arange(n_band, torch::kLong).reshape({-1, 1});
+  auto t = torch::arange(-(n / 2), n / 2 + 1, torch::kLong);
+  auto phase = torch::pow(-1, k) * M_PI / 4;
+  auto bank = 2 * h32 * torch::cos((2 * k + 1) * M_PI / (2 * n_band) * t + phase);
+  TORCH_CHECK(bank.scalar_type() == torch::kFloat32, "PQMF: the bank must be computed in float32, as RAVE's");
 
   // Centre-pad to the next power of two (RAVE center_pad_next_pow_2).
   int64_t next = 1;
   while (next < n) next *= 2;
   const int64_t pad = next - n;
-  bank = torch::constant_pad_nd(bank, {pad / 2, pad / 2 + pad % 2}, 0).to(torch::kFloat32);
+  bank = torch::constant_pad_nd(bank, {pad / 2, pad / 2 + pad % 2}, 0);
 
   hk = register_buffer("hk", bank);
-  h = register_buffer("h", hd.to(torch::kFloat32));
+  h = register_buffer("h", h32);
 
   // make_odd pads one zero on the right.
   auto fwd = torch::constant_pad_nd(bank, {0, 1}, 0).unsqueeze(1);  // (M, 1, next+1)

@@ -101,7 +101,9 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
   const auto& mean = halves[0];
   auto std = torch::softplus(halves[1]) + 1e-4;
   auto var = std * std;
-  auto z = (noise.defined() ? noise : models::batch_randn_like(mean)) * std + mean;  // split-invariant noise (batch_slice.h)
+  // Split-invariant noise (batch_slice.h) unless given or replayed.
+  const auto draws = noise.defined() ? noise : noise_source ? noise_source(mean) : models::batch_randn_like(mean);
+  auto z = draws * std + mean;
   auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
   return {z, kl};
 }

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -47,6 +48,11 @@ struct VariationalEncoderImpl : torch::nn::Module {
                                                         const torch::Tensor& noise = {}) const;
   void set_warmed_up(bool state);
   bool warmed_up() const;
+  // Where reparametrize's draws come from when it is given none: by default torch's generator
+  // (models::batch_randn_like); set, it is called with the latent mean and returns standard
+  // normal draws of its shape (a replay of another implementation's draws, as the golden
+  // trajectory test feeds RAVE's).
+  std::function<torch::Tensor(const torch::Tensor& mean)> noise_source;
   std::shared_ptr<EncoderBase> encoder;
   torch::Tensor warmed_up_;  // buffer "warmed_up", as RAVE (kept in step with warm_)
   bool warm_ = false;        // host copy, so forward needs no device sync

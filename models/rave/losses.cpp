@@ -7,7 +7,9 @@ namespace rt::rave {
 namespace {
 
 torch::Tensor stft_magnitude(const torch::Tensor& s, int64_t n) {
-  auto window = torch::hann_window(n, s.options());
+  // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
+  // dtype with the module: a float64 run uses the float32-rounded hann window, and so do we.
+  auto window = torch::hann_window(n, s.options().dtype(torch::kFloat32)).to(s.scalar_type());
   return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
                      /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true)
       .abs();

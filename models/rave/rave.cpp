@@ -88,6 +88,18 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Te
   return f;
 }
 
+void RaveModelImpl::set_receptive_field(ReceptiveField field) {
+  receptive_field_ = field;
+  torch::NoGradGuard no_grad;
+  auto buffer = named_buffers(false)["receptive_field"];
+  buffer.copy_(torch::tensor({field.left, field.right}, torch::kLong));
+}
+
+void RaveModelImpl::sync_receptive_field() {
+  const auto buffer = named_buffers(false)["receptive_field"].to(torch::kCPU);
+  receptive_field_ = {buffer[0].item<int64_t>(), buffer[1].item<int64_t>()};
+}
+
 void RaveModelImpl::set_warmed_up(bool state) {
   warmed_up_ = state;
   encoder->set_warmed_up(state);
@@ -120,6 +132,7 @@ RaveLossOptions RaveLossOptions::preset(RaveVersion version) {
     o.feature_matching_weight = 10.0;
     o.relative_feature_matching = false;
     o.num_skipped_features = 0;
+    o.valid_signal_crop = false;
   }
   return o;
 }
@@ -144,9 +157,17 @@ std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
 
 namespace {
 
-RealSpectra start_real_spectra(const torch::Tensor& x_multiband, const torch::Tensor& x, const RaveLossOptions& opts) {
+// The multiband signal the multiband distance compares: cut to the receptive field when the
+// loss options crop and the field is known (RAVE: `valid_signal_crop and receptive_field.sum()`).
+torch::Tensor distance_multiband(const RaveModelImpl& model, const RaveLossOptions& opts, const torch::Tensor& t) {
+  if (!opts.valid_signal_crop || model.receptive_field().empty()) return t;
+  return valid_signal_crop(t, model.receptive_field());
+}
+
+RealSpectra start_real_spectra(const RaveModelImpl& model, const torch::Tensor& x_multiband, const torch::Tensor& x,
+                               const RaveLossOptions& opts) {
   RealSpectra s;
-  s.multiband = stft_magnitudes(x_multiband, opts.stft_scales);
+  s.multiband = stft_magnitudes(distance_multiband(model, opts, x_multiband), opts.stft_scales);
   s.fullband = stft_magnitudes(x, opts.stft_scales);
   s.energies = models::batch_global_means_async(torch::cat({spectral_energy(s.multiband), spectral_energy(s.fullband)}));
   return s;
@@ -165,7 +186,7 @@ RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep 
   // The denominators depend on the input alone: their all-reduce starts before the encoder.
   RealSpectra spectra;
   RaveForward f = model.forward_train(
-      x, {}, [&](const torch::Tensor& x_multiband) { spectra = start_real_spectra(x_multiband, x, *opts); });
+      x, {}, [&](const torch::Tensor& x_multiband) { spectra = start_real_spectra(model, x_multiband, x, *opts); });
   f.real_spectra = std::move(spectra);
   return f;
 }
@@ -216,15 +237,17 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     torch::Tensor mb_energy, fb_energy;
     RealSpectra spectra;
     if (models::batch_slice_distributed()) {
-      spectra = f.real_spectra.energies.started() ? f.real_spectra : start_real_spectra(f.x_multiband, x, opts);
+      spectra =
+          f.real_spectra.energies.started() ? f.real_spectra : start_real_spectra(model, f.x_multiband, x, opts);
       const auto s = static_cast<int64_t>(opts.stft_scales.size());
       auto both = spectra.energies.get();
       mb_energy = both.narrow(0, 0, s);
       fb_energy = both.narrow(0, s, s);
     }
     const bool reuse = spectra.energies.started();
-    l.multiband_spectral_distance = spectral_distance(f.x_multiband, f.y_multiband, opts.stft_scales, opts.log_epsilon,
-                                                      mb_energy, reuse ? &spectra.multiband : nullptr);
+    l.multiband_spectral_distance =
+        spectral_distance(distance_multiband(model, opts, f.x_multiband), distance_multiband(model, opts, f.y_multiband),
+                          opts.stft_scales, opts.log_epsilon, mb_energy, reuse ? &spectra.multiband : nullptr);
     l.fullband_spectral_distance =
         spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, reuse ? &spectra.fullband : nullptr);
     l.regularization = f.kl * beta_factor;
@@ -265,12 +288,14 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       if (!scale.empty()) fm = fm + dist / static_cast<double>(scale.size());
     }
     if (!features.empty()) fm = fm / static_cast<double>(features.size());
+    // RAVE logs the distance times the weight, and adds that times the weight again to loss_gen.
     l.feature_matching = fm * opts.feature_matching_weight;
     l.adversarial = adv;
     l.loss_dis = dis;
     l.pred_real = pr;
     l.pred_fake = pf;
-    if (!dis_step) l.loss_gen = l.loss_gen + l.feature_matching + l.adversarial;
+    const double again = opts.feature_matching_weight_twice ? opts.feature_matching_weight : 1.0;
+    if (!dis_step) l.loss_gen = l.loss_gen + l.feature_matching * again + l.adversarial;
   }
   return l;
 }

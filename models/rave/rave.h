@@ -36,6 +36,7 @@
 #include "models/rave/generator.h"
 #include "models/rave/losses.h"
 #include "models/rave/options.h"
+#include "models/rave/receptive_field.h"
 
 namespace rt::rave {
 
@@ -78,6 +79,13 @@ struct RaveModelImpl : torch::nn::Module {
   RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {},
                             const std::function<void(const torch::Tensor&)>& after_analysis = {});
 
+  // RAVE's receptive field, as its `receptive_field` buffer holds it ({0, 0}: not measured).
+  // set_receptive_field writes the buffer; sync_receptive_field re-reads it (after loading a
+  // state dict into the module).
+  ReceptiveField receptive_field() const { return receptive_field_; }
+  void set_receptive_field(ReceptiveField field);
+  void sync_receptive_field();
+
   // Phase 2 switch: detaches the encoder output (frozen encoder), enables v1's noise branch.
   void set_warmed_up(bool state);
   bool warmed_up() const { return warmed_up_; }
@@ -97,6 +105,7 @@ struct RaveModelImpl : torch::nn::Module {
  private:
   RaveOptions options_;
   bool warmed_up_ = false;
+  ReceptiveField receptive_field_;  // host copy of the buffer: the crop reads it every step
 };
 TORCH_MODULE(RaveModel);
 
@@ -104,12 +113,18 @@ TORCH_MODULE(RaveModel);
 struct RaveLossOptions {
   std::vector<int64_t> stft_scales{2048, 1024, 512, 256, 128};
   double log_epsilon = 1e-7;
-  // v2.gin weights feature_matching 20. RAVE's Python multiplies by the weight twice (400 in
-  // effect); we apply it once and document the difference.
+  // v2.gin's weights['feature_matching'] = 20 (v1: 10). RAVE's training_step multiplies the
+  // feature-matching distance by it when it fills loss_gen (the logged `feature_matching`) and
+  // again when it sums loss_gen, so RAVE trains with its square (400; v1 100): `twice`. With
+  // twice = false it is applied once.
   double feature_matching_weight = 20.0;
+  bool feature_matching_weight_twice = true;
+  // v2/v3 (RAVE.valid_signal_crop = True): both multiband signals are cut to the model's
+  // receptive field (receptive_field.h) before the multiband distance; v1: false.
+  bool valid_signal_crop = true;
   bool relative_feature_matching = true;  // v2.gin; v1 uses the plain L1 mean
   int64_t num_skipped_features = 1;       // v2.gin; v1: 0
-  // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features).
+  // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features, no crop).
   static RaveLossOptions preset(RaveVersion version);
 };
 
@@ -119,7 +134,9 @@ enum class RaveStep { kGenerator, kDiscriminator };
 struct RaveLosses {
   torch::Tensor fullband_spectral_distance, multiband_spectral_distance;
   torch::Tensor regularization;  // β·KL
-  torch::Tensor feature_matching, adversarial;  // weighted as added to loss_gen
+  // As RAVE logs them: feature_matching is the distance times the weight once (loss_gen adds it
+  // times the weight again unless feature_matching_weight_twice is false); adversarial as added.
+  torch::Tensor feature_matching, adversarial;
   torch::Tensor loss_dis, pred_real, pred_fake;
   torch::Tensor loss_gen;  // what a generator step back-propagates
   torch::Tensor y;         // the reconstruction (B, C, T)

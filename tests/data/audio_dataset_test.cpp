@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
 
 #include "data/split.h"
 #include "data_fixtures.h"
+#include "support/golden.h"
 #include "support/test_support.h"
 
 namespace rt {
@@ -175,6 +179,23 @@ TEST(Split, IsNinetyEightTwoCappedAndDeterministic) {
   EXPECT_EQ(split_indices(1).train.size(), 1u);
   EXPECT_EQ(split_indices(1).val.size(), 0u);
   EXPECT_THROW(split_indices(10, 1.5), Error);
+}
+
+// The indices the real RAVE's split_dataset(dataset, 98) assigns (max_residual 1000,
+// random_split seeded 42), written by scripts/oracle/rave_oracle.py.
+TEST(Split, IsRavesOwnSplit) {
+  const auto g = testing::load_golden("rave_split");
+  const auto& splits = g.manifest.at("splits");
+  ASSERT_GE(splits.size(), 5u);
+  for (const auto& [n, ref] : splits.items()) {
+    SCOPED_TRACE("n = " + n);
+    const Split s = split_indices(std::stoul(n));
+    EXPECT_EQ(s.val, ref.at("val").get<std::vector<size_t>>());
+    ASSERT_EQ(s.train.size(), ref.at("train_count").get<size_t>());
+    const auto head = ref.at("train_head").get<std::vector<size_t>>();
+    EXPECT_EQ(std::vector<size_t>(s.train.begin(), s.train.begin() + static_cast<std::ptrdiff_t>(head.size())), head);
+    EXPECT_EQ(std::accumulate(s.train.begin(), s.train.end(), size_t{0}), ref.at("train_sum").get<size_t>());
+  }
 }
 
 }  // namespace

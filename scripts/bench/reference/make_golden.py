@@ -1,22 +1,18 @@
 #!/usr/bin/python3
-"""Golden tensors for tests/models/golden_test.cpp, from this folder's Python reference models.
+"""Golden tensors for tests/models/golden_test.cpp, from this folder's Python S5 reference.
+(RAVE's golden tensors come from the real RAVE: scripts/oracle/rave_oracle.py.)
 
   make_golden.py [--out tests/assets/golden]
 
 Run once with Debian's /usr/bin/python3 (apt-get install python3-torch python3-scipy); its output is
-committed. For each of two tiny models it writes <name>.json (manifest) and <name>.bin (the
-tensors, raw little-endian float32), in the format tests/assets/README.md describes:
+committed. It writes <name>.json (manifest) and <name>.bin (the tensors, raw little-endian
+float32), in the format tests/assets/README.md describes:
 
-  rave_v2_tiny  RAVE v2 (rave_v2.py): capacity 4, latent 4, 4 PQMF bands, ratios 2·2, no
-                discriminator, batch 2 × 512 samples; one phase-1 generator loss
-                (spectral distances + β·KL) with the reparametrisation noise stored as an input.
   s5_tiny       the s5_maze decoder (s5_maze.py) around one S5 block: 6 units → d_model 8
                 (state 8) → 2 outputs, batch 2 × 16 bins, dropout 0, MSE to a stored target.
 
 Weights come from the reference's own initialisation under torch.manual_seed(SEED) and are
-stored rounded to float32, by the native parameter names (which the reference shares). The
-PQMF filters are not stored: both sides derive them (RAVE's Kaiser design), so the golden also
-pins the native derivation; the manifest lists their names under "derived".
+stored rounded to float32, by the native parameter names (which the reference shares).
 
 The losses, outputs and gradients are computed in float64 from exactly the stored float32
 values (model.double()), so they are the true values of the function a float32 model computes,
@@ -35,7 +31,6 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rave_v2  # noqa: E402
 import s5_maze  # noqa: E402
 
 SEED = 7
@@ -108,41 +103,6 @@ def write_step(out, stem, model, build, step, inputs, output, manifest):
     return w.save(out, stem, manifest), manifest
 
 
-def step_rave(beta):
-    def step(model, x, noise):
-        l = model.phase1_losses(x, beta, noise)
-        l["loss_gen"].backward()
-        names = ("fullband_spectral_distance", "multiband_spectral_distance", "regularization",
-                 "loss_gen")
-        return {k: l[k] for k in names}, l["y"]
-    return step
-
-
-def make_rave(out):
-    options = {"version": "v2", "capacity": 4, "latent_size": 4, "n_band": 4, "ratios": [2, 2],
-               "dilations": [[1, 3], [1]], "kernel_size": 3, "stft_scales": [128, 64, 32]}
-    batch, n_signal, beta = 2, 512, 0.1
-
-    def build():
-        return rave_v2.RAVE(rave_v2.preset(**options))
-
-    torch.manual_seed(SEED)
-    model = build()
-    model.train()
-    t = torch.arange(n_signal, dtype=torch.float64).div(44100.0)
-    f = torch.tensor([[220.0], [1370.0]], dtype=torch.float64)
-    x = (0.5 * torch.sin(2 * math.pi * f * t) + 0.25 * torch.sin(2 * math.pi * 2.5 * f * t)
-         + 0.05 * torch.randn(batch, n_signal, dtype=torch.float64))
-    x = x.clamp(-1, 1).float().unsqueeze(1)
-    frames = n_signal // (options["n_band"] * math.prod(options["ratios"]))
-    noise = torch.randn(batch, options["latent_size"], frames)
-    return write_step(out, "rave_v2_tiny", model, build, step_rave(beta),
-                      {"x": x, "noise": noise}, "y",
-                      {"model": "rave_v2",
-                       "options": dict(options, discriminator="none", pqmf_attenuation=100),
-                       "beta": beta, "loss": "loss_gen"})
-
-
 def step_s5(model, x, target):
     pred = model(x)
     loss = F.mse_loss(pred, target)
@@ -177,7 +137,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(1)
-    for make in (make_rave, make_s5):
+    for make in (make_s5,):
         size, m = make(a.out)
         print(json.dumps({"model": m["model"], "bin_bytes": size, "tensors": len(m["tensors"]),
                           "losses": m["losses"], "float32_vs_float64": m["float32_vs_float64"]}))

@@ -1,0 +1,146 @@
+"""Training parity with the real RAVE: the same small v2 trained by RAVE's own `rave train`
+(acids-rave 2.3.1, its Lightning loop) and by our `train`, on the same database, steps, batch and
+configuration, with two runs (seeds) per trainer; their validation spectral distances over
+the steps go into one figure and a JSON result.
+
+Run through scripts/bench/rave_parity.sh (which makes the oracle venv and builds the binaries):
+  rave_parity.py --bin build/bin --work DIR --out scripts/bench/results [--steps 2000]
+
+The configuration is tiny_rave's (configs/tiny_rave.toml) with phase 1 ending half way; RAVE gets
+the same network through --override bindings on its v2.gin. RAVE's train.py seeds nothing (its
+two runs differ by their random initialisation and data order); ours take --seed 1 and 2.
+Both run with one intra-op thread, side by side (the machine's 2 cores).
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+TOML_KEYS = ["--config", "tiny_rave", "--batch", "4", "--n_signal", "8192", "--threads", "1",
+             "--workers", "0"]
+
+
+def rave_overrides(phase_1, beta_warmup):
+    """tiny_rave's network and schedule, as gin bindings on RAVE's v2.gin."""
+    return ["N_BAND=16", "CAPACITY=8", "LATENT_SIZE=8", "RATIOS=[2, 2, 2]",
+            "DILATIONS=[[1, 3], [1, 3], [1, 3]]",
+            "discriminator.ConvNet.capacity=4", "discriminator.ConvNet.n_layers=2",
+            "discriminator.MultiPeriodDiscriminator.periods=[2, 3]",
+            "discriminator.MultiScaleDiscriminator.n_discriminators=2",
+            "core.MultiScaleSTFT.scales=[512, 256, 128, 64]",
+            f"PHASE_1_DURATION={phase_1}",
+            f"BetaWarmupCallback.warmup_len={beta_warmup}",
+            "BetaWarmupCallback.target_value=0.01"]
+
+
+def scalars(event_dir, tag):
+    acc = EventAccumulator(event_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        raise SystemExit(f"rave_parity: no '{tag}' scalar in {event_dir} (has {acc.Tags()['scalars']})")
+    return [(int(e.step), float(e.value)) for e in acc.Scalars(tag)]
+
+
+def run(cmd, log, env):
+    print("+", " ".join(cmd), file=sys.stderr)
+    with open(log, "w") as f:
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=2)
+    a = ap.parse_args()
+    phase_1, beta_warmup = a.steps // 2, 100
+    os.makedirs(a.work, exist_ok=True)
+    db = os.path.join(a.work, "db")
+    if not os.path.exists(os.path.join(db, "metadata.yaml")):
+        audio = os.path.join(a.work, "audio")
+        subprocess.run([os.path.join(a.bin, "preprocess"), "--generate_demo", audio, "--demo_seconds", "240",
+                        "--seed", "1"], check=True)
+        subprocess.run([os.path.join(a.bin, "preprocess"), "--input_path", audio, "--output_path", db,
+                        "--sampling_rate", "44100", "--channels", "1", "--num_signal", "16384",
+                        "--max_db_size", "1"], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    curves, started = {}, time.time()
+    for r in range(1, a.runs + 1):
+        rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
+        rave_cmd = [os.path.join(os.path.dirname(sys.executable), "rave"), "train", "--config", "v2",
+                    "--db_path", db, "--name", f"parity{r}", "--out_path", rave_out,
+                    "--max_steps", str(a.steps), "--val_every", "200", "--n_signal", "8192",
+                    "--batch", "4", "--workers", "0", "--gpu", "-1", "--channels", "1",
+                    "--save_every", str(10 * a.steps), "--noprogress"]
+        for o in rave_overrides(phase_1, beta_warmup):
+            rave_cmd += ["--override", o]
+        ours_cmd = [os.path.join(a.bin, "train"), *TOML_KEYS, "--db_path", db, "--out_path", ours_out,
+                    "--name", f"parity{r}", "--max_steps", str(a.steps), "--seed", str(r),
+                    "--train.phase_1_duration", str(phase_1), "--train.beta_warmup_steps", str(beta_warmup),
+                    "--val_every", "200", "--save_every", str(10 * a.steps), "--log_every", "100"]
+        procs = [run(rave_cmd, rave_out + ".log", env), run(ours_cmd, ours_out + ".log", env)]
+        for p, log in zip(procs, (rave_out + ".log", ours_out + ".log")):
+            if p.wait() != 0:
+                raise SystemExit(f"rave_parity: {log} ended with exit status {p.returncode}:\n"
+                                 + open(log).read()[-3000:])
+        events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
+        curves[f"rave_{r}"] = scalars(os.path.dirname(events[-1]), "validation")
+        curves[f"ours_{r}"] = scalars(os.path.join(ours_out, f"parity{r}"), "validation")
+    wall = time.time() - started
+
+    def final(name):
+        return curves[name][-1][1]
+
+    finals = {k: final(k) for k in curves}
+    rave_runs = [finals[f"rave_{r}"] for r in range(1, a.runs + 1)]
+    ours_runs = [finals[f"ours_{r}"] for r in range(1, a.runs + 1)]
+    result = {
+        "name": "rave_parity",
+        "command": "scripts/bench/rave_parity.sh",
+        "steps": a.steps, "phase_1_duration": phase_1, "runs_per_trainer": a.runs,
+        "config": "tiny_rave (v2 network, capacity 8, 16 bands, ratios 2·2·2), batch 4, n_signal 8192",
+        "curves": curves,
+        "final_validation": finals,
+        "ratio_of_mean_finals": (sum(ours_runs) / len(ours_runs)) / (sum(rave_runs) / len(rave_runs)),
+        "rave_spread": max(rave_runs) - min(rave_runs),
+        "ours_spread": max(ours_runs) - min(ours_runs),
+        "gap_of_means": abs(sum(ours_runs) / len(ours_runs) - sum(rave_runs) / len(rave_runs)),
+        "wall_s": wall,
+        "oracle": "acids-rave 2.3.1",
+    }
+    result["within_spread"] = result["gap_of_means"] <= max(result["rave_spread"], result["ours_spread"])
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "rave_parity.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    # The figure: every run's validation curve, through gnuplot (profile-report's plotter too).
+    dat = os.path.join(a.work, "curves.dat")
+    with open(dat, "w") as f:
+        for name, points in curves.items():
+            f.write(f'"{name}"\n')
+            for s, v in points:
+                f.write(f"{s} {v}\n")
+            f.write("\n\n")
+    png = os.path.join(a.out, "rave_parity.png")
+    styles = {"rave": "lc rgb '#c0392b'", "ours": "lc rgb '#2471a3'"}
+    plots = ", ".join(f"'{dat}' index {i} with linespoints {styles[n.split('_')[0]]} dt {1 + i % 2} "
+                      f"title '{'RAVE 2.3.1 (rave train)' if n.startswith('rave') else 'ours (train)'} run {n[-1]}'"
+                      for i, n in enumerate(curves))
+    script = (f"set terminal pngcairo size 900,520 font 'DejaVu Sans,10'\nset output '{png}'\n"
+              f"set xlabel 'step'\nset ylabel 'validation (fullband spectral distance)'\nset grid\n"
+              f"set arrow from {phase_1}, graph 0 to {phase_1}, graph 1 nohead dt 3\n"
+              f"set label 'phase 2' at {phase_1}, graph 0.95 offset 1,0\n"
+              f"set title 'tiny v2, batch 4 x 8192, {a.steps} steps: validation over training'\nplot {plots}\n")
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print(json.dumps({k: v for k, v in result.items() if k != "curves"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Training parity with the real RAVE (scripts/bench/rave_parity.py says what and how): builds
+# train and preprocess, makes the oracle venv (scripts/oracle/run.sh's), trains the same small v2
+# with `rave train` and with `train`, two runs each, and writes
+# scripts/bench/results/rave_parity.{json,png}.
+#   scripts/bench/rave_parity.sh [--steps N]     (default 2000; about 15 minutes on 2 cores)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+TARGETS="train preprocess" "$ROOT/scripts/build.sh"
+"$ROOT/scripts/oracle/run.sh" --only none  # makes the venv if needed, writes nothing
+VENV="${VENV:-$ROOT/.venv-rave}"
+exec "$VENV/bin/python" -W ignore "$ROOT/scripts/bench/rave_parity.py" --bin "${BUILD_DIR:-$ROOT/build}/bin" \
+  --work "${WORK:-$ROOT/runs/rave_parity}" --out "$ROOT/scripts/bench/results" "$@"

@@ -1,0 +1,428 @@
+"""Golden tensors from the real RAVE (acids-ircam/RAVE 2.3.1, PyPI acids-rave==2.3.1).
+
+  scripts/oracle/run.sh [--out tests/assets/golden]      (makes the pinned venv, then runs this)
+
+RAVE is imported, configured from its own gin files (v1.gin, v2.gin, v3.gin as the package ships
+them) with small sizes bound on top, initialised by its own code, and trained by its own
+`RAVE.training_step` with its own callbacks (WarmupCallback, BetaWarmupCallback), optimizers and
+LinearLR (`RAVE.configure_optimizers`), and its receptive field computed by its own
+`validation_epoch_end` (what Lightning's sanity validation runs before step 0). Nothing of RAVE
+is re-implemented here; only Lightning's loop is replaced by the calls it makes, in its order:
+callbacks' on_train_batch_start, training_step, on_train_batch_end (which steps the LR
+scheduler). `self.optimizers()`, `self.lr_schedulers()` and `self.log*` are pointed at the
+objects this harness holds.
+
+Randomness is taken out of the comparison with a tape: every `torch.randn_like` RAVE draws in a
+step (the reparametrisation noise) is recorded and stored, and replayed in the float64 runs; the
+C++ side feeds the same draws.
+
+For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/README.md):
+  rave_<v>_modules     per-module float32 outputs for one input: PQMF analysis, encoder
+                       statistics, decoder output, PQMF synthesis, every discriminator feature
+                       map, and both spectral distances (v2 only).
+  rave_<v>_step        one step at n_signal 131072 (batch 1) with the receptive-field crop:
+                       phase-1 generator step, phase-2 generator step (feature matching and
+                       adversarial terms under RAVE's weights), phase-2 discriminator step:
+                       the float32 run's losses, and float64 losses and gradients of every
+                       parameter the stepping optimizer holds, from the same float32 weights.
+  rave_split           RAVE's train/validation split indices for databases of 1 to 60000
+                       examples (a manifest without tensors).
+  rave_<v>_trajectory  (v2) 12 steps in float64 across the phase switch (phase_1_duration 4,
+                       discriminator every 4 batches, β warm-up over 8 steps, LinearLR over
+                       phase 1): after each step, what the stepping optimizer changed.
+
+The float64 values are the exact values of the function RAVE's float32 model computes (weights
+and inputs are stored as the float32 values both sides start from).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+
+import gin
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+import rave  # noqa: E402
+import rave.core  # noqa: E402
+import rave.model  # noqa: E402
+
+FORMAT = "rt-golden/1"
+GENERATED_BY = "scripts/oracle/rave_oracle.py"
+SEED = 11
+
+# Small sizes bound on top of RAVE's own gin files; the names are RAVE's gin macros and
+# configurables. The native options that build the same network are stored beside them.
+TINY_V2 = {
+    "bindings": [
+        "N_BAND = 4", "CAPACITY = 4", "LATENT_SIZE = 4", "RATIOS = [2, 2]",
+        "DILATIONS = [[1, 3], [1]]",
+        "discriminator.ConvNet.capacity = 2", "discriminator.ConvNet.n_layers = 2",
+        "discriminator.MultiPeriodDiscriminator.periods = [2, 3, 5]",
+        "discriminator.MultiScaleDiscriminator.n_discriminators = 2",
+    ],
+    "options": {"version": "v2", "capacity": 4, "latent_size": 4, "n_band": 4, "ratios": [2, 2],
+                "dilations": [[1, 3], [1]], "kernel_size": 3, "discriminator": "period_scale",
+                "discriminator_capacity": 2, "discriminator_n_layers": 2, "periods": [2, 3, 5],
+                "n_scales": 2},
+}
+STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
+TRAJECTORY_SCALES = [256, 128, 64]
+
+
+class Writer:
+    """Named tensors into one raw blob and its manifest entries (float32 unless told)."""
+
+    def __init__(self):
+        self.blob = bytearray()
+        self.entries = []
+
+    def add(self, name, t, dtype="float32"):
+        t = t.detach().cpu().contiguous()
+        if dtype == "float32":
+            a = t.to(torch.float32).numpy().astype("<f4")
+        elif dtype == "float64":
+            a = t.to(torch.float64).numpy().astype("<f8")
+        elif dtype == "pcm16":
+            q = torch.round(t.to(torch.float64) * 32768.0)
+            assert torch.equal(q / 32768.0, t.to(torch.float64)), f"{name}: not 16-bit PCM values"
+            a = q.numpy().astype("<i2")
+        else:
+            raise ValueError(dtype)
+        e = {"name": name, "shape": list(t.shape), "offset": len(self.blob)}
+        if dtype != "float32":
+            e["dtype"] = dtype
+        self.entries.append(e)
+        self.blob += a.tobytes()
+
+    def save(self, out, stem, manifest):
+        manifest = dict(manifest, tensors=self.entries)
+        with open(os.path.join(out, stem + ".bin"), "wb") as f:
+            f.write(bytes(self.blob))
+        head = json.dumps({k: v for k, v in manifest.items() if k != "tensors"}, indent=1)
+        rows = ",\n".join("  " + json.dumps(e) for e in self.entries)
+        with open(os.path.join(out, stem + ".json"), "w") as f:
+            f.write(head[:-2] + ',\n "tensors": [\n' + rows + "\n ]\n}\n")
+        print(f"{stem}: {len(self.entries)} tensors, {len(self.blob)} bytes", file=sys.stderr)
+
+
+def header(model, config, extra):
+    m = {"format": FORMAT, "model": "rave_" + config, "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED}
+    m.update(extra)
+    return m
+
+
+def rave_version():
+    from importlib.metadata import version
+    return version("acids-rave")
+
+
+def build(config, bindings):
+    """RAVE as `rave train --config <config>` builds it (train.py binds RAVE.n_channels)."""
+    gin.clear_config()
+    gin.parse_config_files_and_bindings([config + ".gin"], bindings + ["RAVE.n_channels = 1"])
+    return rave.RAVE(n_channels=1)
+
+
+class NoiseTape:
+    """Records every torch.randn_like draw (record), or hands them back in order (replay)."""
+
+    def __init__(self):
+        self.draws = []
+        self.replay_at = None
+
+    def __enter__(self):
+        self._orig = torch.randn_like
+        tape = self
+
+        def randn_like(t, *a, **k):
+            if tape.replay_at is None:
+                d = tape._orig(t, *a, **k)
+                tape.draws.append(d.detach().clone())
+                return d
+            d = tape.draws[tape.replay_at]
+            tape.replay_at += 1
+            assert d.shape == t.shape, (d.shape, t.shape)
+            return d.to(t.dtype)
+
+        torch.randn_like = randn_like
+        return self
+
+    def __exit__(self, *exc):
+        torch.randn_like = self._orig
+
+    def replay(self):
+        self.replay_at = 0
+        return self
+
+
+class Harness:
+    """Lightning 1.9's manual-optimisation loop around one RAVE module, reduced to the calls it
+    makes per batch: callbacks' on_train_batch_start (RAVE train.py's list, in order), then
+    training_step, then the module's on_train_batch_end (RAVE steps the LR scheduler there)."""
+
+    def __init__(self, model):
+        self.model = model
+        gen, dis = model.configure_optimizers()
+        self.gen_opt = gen["optimizer"]
+        self.scheduler = gen["lr_scheduler"]["scheduler"]
+        self.dis_opt = dis["optimizer"]
+        self.callbacks = [rave.model.WarmupCallback(), rave.model.QuantizeCallback(),
+                          rave.model.BetaWarmupCallback()]
+        self.logged = {}
+        self.backward = []
+        model.optimizers = lambda *a, **k: (self.gen_opt, self.dis_opt)
+        model.lr_schedulers = lambda *a, **k: self.scheduler
+        model.log = lambda name, value, *a, **k: self.logged.__setitem__(name, value)
+        model.log_dict = lambda d, *a, **k: self.logged.update(d)
+
+    def step(self, batch, batch_idx, callbacks=True):
+        self.logged = {}
+        self.backward = []
+        if callbacks:
+            for cb in self.callbacks:
+                cb.on_train_batch_start(None, self.model, batch, batch_idx)
+        original = torch.Tensor.backward
+        harness = self
+
+        def backward(t, *a, **k):
+            harness.backward.append(t.detach().clone())
+            return original(t, *a, **k)
+
+        torch.Tensor.backward = backward
+        try:
+            self.model.training_step(batch, batch_idx)
+        finally:
+            torch.Tensor.backward = original
+        self.model.on_train_batch_end(None, batch, batch_idx)
+        assert len(self.backward) == 1
+        return self.backward[0], {k: float(v) for k, v in self.logged.items()}
+
+
+def prepare(model):
+    """What Lightning's sanity validation leaves: the receptive field, and the module in train
+    mode. Returns the receptive field as ints."""
+    model.validation_epoch_end([])
+    model.train()
+    return [int(v) for v in model.receptive_field]
+
+
+def test_signal(batch, n, seed):
+    """Deterministic 16-bit PCM test audio: two partials per example and a little noise."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.arange(n, dtype=torch.float64) / 44100.0
+    f = 110.0 * (1.0 + torch.rand(batch, 1, generator=g, dtype=torch.float64) * 8.0)
+    x = (0.45 * torch.sin(2 * math.pi * f * t) + 0.2 * torch.sin(2 * math.pi * 2.7 * f * t + 1.0)
+         + 0.03 * torch.randn(batch, n, generator=g, dtype=torch.float64))
+    x = torch.round(x.clamp(-1, 1 - 2 ** -15) * 32768.0) / 32768.0
+    return x.float().unsqueeze(1)
+
+
+def add_weights(w, model):
+    """Every parameter but the PQMF's fixed filters (both sides derive those)."""
+    for k, p in model.named_parameters():
+        if not k.startswith("pqmf."):
+            w.add("weight:" + k, p)
+
+
+def derived(model):
+    return sorted(k for k, _ in model.named_parameters() if k.startswith("pqmf."))
+
+
+def buffers_of(model):
+    return sorted(k for k, v in model.state_dict().items()
+                  if not v.dtype.is_floating_point or k in ("latent_pca", "latent_mean", "fidelity"))
+
+
+def make_modules(out, config, spec):
+    torch.manual_seed(SEED)
+    model = build(config, spec["bindings"] + ["core.MultiScaleSTFT.scales = [256, 128, 64]"])
+    model.train()
+    x = test_signal(2, 2048, SEED + 1)
+    w = Writer()
+    w.add("input:x", x, "pcm16")
+    add_weights(w, model)
+    with torch.no_grad():
+        mb = rave.model._pqmf_encode(model.pqmf, x)
+        stats = model.encoder(mb)
+        z = torch.randn(2, spec["options"]["latent_size"], stats.shape[-1])
+        y_mb = model.decoder(z)
+        y = rave.model._pqmf_decode(model.pqmf, y_mb, batch_size=x.shape[:-2], n_channels=1)
+        features = model.discriminator(torch.cat([x, y[..., :x.shape[-1]]], 0))
+        w.add("output:pqmf.h", model.pqmf.h)
+        w.add("output:pqmf.hk", model.pqmf.hk)
+        w.add("output:pqmf_analysis", mb)
+        w.add("output:encoder", stats)
+        w.add("input:z", z)
+        w.add("output:decoder", y_mb)
+        w.add("output:pqmf_synthesis", y)
+        for i, scale in enumerate(features):
+            for j, f in enumerate(scale):
+                w.add(f"output:discriminator.{i}.{j}", f)
+        losses = {}
+        yy = y[..., :x.shape[-1]]
+        losses["fullband_spectral_distance"] = float(model.audio_distance(x, yy)["spectral_distance"])
+        losses["multiband_spectral_distance"] = float(
+            model.multiband_audio_distance(mb, y_mb[..., :mb.shape[-1]])["spectral_distance"])
+    m = header(model, config, {
+        "options": dict(spec["options"], stft_scales=[256, 128, 64], pqmf_attenuation=100),
+        "losses": losses, "derived": derived(model), "buffers": buffers_of(model)})
+    w.save(out, f"rave_{config}_modules", m)
+
+
+def gen_params(model):
+    return [(k, p) for k, p in model.named_parameters()
+            if k.startswith("encoder.") or k.startswith("decoder.")]
+
+
+def dis_params(model):
+    return [(k, p) for k, p in model.named_parameters() if k.startswith("discriminator.")]
+
+
+def clone(model):
+    """A new RAVE from the gin configuration in force, holding model's state (weight norm's
+    computed weights keep deepcopy from working)."""
+    m = rave.RAVE(n_channels=1)
+    m.load_state_dict(model.state_dict())
+    m.train()
+    return m
+
+
+def run_case(model32, x, warmed_up, beta, batch_idx, tape):
+    """One training_step on a float32 copy of model32 and on a float64 copy, both drawing the
+    tape's noise (recorded by the first case that runs). Returns (loss32, logged32, loss64,
+    logged64, grads64)."""
+    results = []
+    for dtype in (torch.float32, torch.float64):
+        m = clone(model32).to(dtype)
+        h = Harness(m)
+        m.warmed_up = warmed_up          # what WarmupCallback sets
+        m.beta_factor = beta             # what BetaWarmupCallback sets
+        with (tape if not tape.draws else tape.replay()):
+            loss, logged = h.step(x.to(dtype).clone(), batch_idx, callbacks=False)
+        dis = warmed_up and batch_idx % m.update_discriminator_every == 0
+        params = dis_params(m) if dis else gen_params(m)
+        grads = {k: p.grad.detach().clone() for k, p in params if p.grad is not None}
+        results.append((float(loss), logged, grads))
+    (l32, g32, _), (l64, g64, grads64) = results
+    return l32, g32, l64, g64, grads64
+
+
+def make_step(out, config, spec):
+    torch.manual_seed(SEED)
+    bindings = spec["bindings"] + [f"core.MultiScaleSTFT.scales = {STEP_SCALES}"]
+    model = build(config, bindings)
+    rf = prepare(model)
+    x = test_signal(1, 131072, SEED + 2)
+    beta = 0.05
+    w = Writer()
+    w.add("input:x", x, "pcm16")
+    add_weights(w, model)
+    cases = {}
+    tape = NoiseTape()
+    for name, warmed_up, batch_idx in (("phase1_generator", False, 1),
+                                        ("phase2_generator", True, 1),
+                                        ("phase2_discriminator", True, 0)):
+        l32, g32, l64, g64, grads = run_case(model, x, warmed_up, beta, batch_idx, tape)
+        assert len(tape.draws) == 1
+        if name == "phase1_generator":
+            w.add("input:noise", tape.draws[0])
+        for k, g in grads.items():
+            w.add(f"grad:{name}.{k}", g, "float64")
+        cases[name] = {"warmed_up": warmed_up, "batch_idx": batch_idx,
+                       "loss_float32": l32, "loss": l64, "logged_float32": g32, "logged": g64,
+                       "params": sorted(grads)}
+    m = header(model, config, {
+        "options": dict(spec["options"], stft_scales=STEP_SCALES, pqmf_attenuation=100),
+        "n_signal": 131072, "beta": beta, "receptive_field": rf,
+        "weights": dict(model.weights), "update_discriminator_every": model.update_discriminator_every,
+        "cases": cases, "derived": derived(model), "buffers": buffers_of(model)})
+    w.save(out, f"rave_{config}_step", m)
+
+
+def make_trajectory(out, config, spec, steps=12, phase_1=4, beta_warmup=8):
+    torch.manual_seed(SEED)
+    bindings = spec["bindings"] + [
+        f"core.MultiScaleSTFT.scales = {TRAJECTORY_SCALES}",
+        f"PHASE_1_DURATION = {phase_1}",
+        f"BetaWarmupCallback.warmup_len = {beta_warmup}"]
+    model32 = build(config, bindings)
+    rf = prepare(model32)
+    w = Writer()
+    add_weights(w, model32)
+    model = clone(model32).double()
+    h = Harness(model)
+    batches = test_signal(2 * steps, 2048, SEED + 3).view(steps, 2, 1, 2048)
+    record = []
+    for s in range(steps):
+        before = {k: p.detach().clone() for k, p in model.named_parameters()}
+        lr = h.gen_opt.param_groups[0]["lr"]
+        with NoiseTape() as tape:
+            loss, logged = h.step(batches[s].double().clone(), s)
+        dis = model.warmed_up and s % model.update_discriminator_every == 0
+        w.add(f"input:step{s}.x", batches[s], "pcm16")
+        w.add(f"input:step{s}.noise", tape.draws[0], "float64")
+        changed = dis_params(model) if dis else gen_params(model)
+        for k, p in changed:
+            w.add(f"delta:step{s}.{k}", p.detach() - before[k], "float64")
+        untouched = [k for k, p in model.named_parameters()
+                     if k not in dict(changed) and not torch.equal(p.detach(), before[k])]
+        assert not untouched, untouched
+        record.append({"step": s, "optimizer": "discriminator" if dis else "generator",
+                       "warmed_up": bool(model.warmed_up), "beta": float(model.beta_factor),
+                       "generator_lr": lr, "loss": float(loss), "logged": logged})
+    m = header(model32, config, {
+        "options": dict(spec["options"], stft_scales=TRAJECTORY_SCALES, pqmf_attenuation=100),
+        "n_signal": 2048, "batch": 2, "receptive_field": rf, "phase_1_duration": phase_1,
+        "beta_warmup": {"initial": 1e-6, "target": 5e-2, "steps": beta_warmup},
+        "update_discriminator_every": model.update_discriminator_every,
+        "weights": dict(model.weights), "steps": record, "derived": derived(model32),
+        "buffers": buffers_of(model32)})
+    w.save(out, f"rave_{config}_trajectory", m)
+
+
+def make_split(out):
+    """RAVE's train/validation split (train.py: split_dataset(dataset, 98), v1.gin's
+    max_residual = 1000) of databases of several sizes, as index lists."""
+    import rave.dataset
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(["v2.gin"], [])
+    splits = {}
+    for n in (1, 3, 50, 100, 1234, 60000):
+        train, val = rave.dataset.split_dataset(list(range(n)), 98)
+        t = [int(i) for i in train.indices]
+        splits[str(n)] = {"train_count": len(t), "train_head": t[:64], "train_sum": sum(t),
+                          "val": [int(i) for i in val.indices]}
+    m = {"format": FORMAT, "model": "rave_dataset", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": 42,
+         "splits": splits}
+    Writer().save(out, "rave_split", m)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", ".."))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
+    ap.add_argument("--only", default="", help="comma-separated stems to make (default: all)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.set_num_threads(1)
+    jobs = {"rave_v2_modules": lambda: make_modules(a.out, "v2", TINY_V2),
+            "rave_v2_step": lambda: make_step(a.out, "v2", TINY_V2),
+            "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
+            "rave_split": lambda: make_split(a.out)}
+    only = [s for s in a.only.split(",") if s]
+    for stem, job in jobs.items():
+        if not only or stem in only:
+            job()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+// The native RAVE against the real one: golden tensors written by acids-ircam/RAVE 2.3.1 itself
+// (scripts/oracle/rave_oracle.py: RAVE's gin files, initialisation, training_step, callbacks,
+// optimizers and receptive-field measurement; format in tests/assets/README.md), recomputed
+// here from the same weights, audio and reparametrisation draws.
+//
+//   rave_v2_modules  every module's float32 output: PQMF analysis and synthesis, encoder,
+//                    decoder, each discriminator feature map, both spectral distances.
+//   rave_v2_step     n_signal 131072 with the receptive-field crop: phase-1 generator step,
+//                    phase-2 generator step (feature matching under RAVE's weights), phase-2
+//                    discriminator step. Losses in float32 against RAVE's float32 run (1e-5
+//                    relative); losses and every gradient of the stepping optimizer's
+//                    parameters in float64 against RAVE's float64 run (losses 1e-9; gradients
+//                    see kFloat64GradRel).
+//
+// Float64 because RAVE's float32 gradients at initialisation are ill-conditioned (the
+// log-magnitude term over near-silent STFT bins): RAVE differs from itself by tens of percent
+// between 1 and 2 threads, while in float64 both implementations agree to rounding.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/rave/rave.h"
+#include "models/rave/receptive_field.h"
+#include "support/golden.h"
+#include "util/enum_names.h"
+
+namespace {
+
+using rt::testing::assign_weights;
+using rt::testing::Golden;
+using rt::testing::gradient_mismatches;
+using rt::testing::join;
+using rt::testing::load_golden;
+using rt::testing::relative_to_max;
+
+constexpr double kFloat32LossRel = 1e-5;
+constexpr double kFloat32OutputRel = 1e-5;
+constexpr double kFloat64LossRel = 1e-9;
+// ‖g − g_ref‖ / ‖g_ref‖ per parameter. Measured: 4e-5 at worst (phase-1 encoder), 5e-6 in phase
+// 2, while the forward pass agrees to 1e-11 and the losses to 1e-9 in float64. The gap is in
+// the spectral distance's backward: with the same inputs, d(distance)/dy of LibTorch 1.13 and of
+// RAVE's PyTorch 2.5 differ by 4e-5 (fullband) and 5e-6 (multiband). The goal is 1e-6.
+constexpr double kFloat64GradRel = 1e-4;
+
+rt::rave::RaveOptions options_of(const rt::Json& o) {
+  auto r = rt::rave::RaveOptions::preset(
+      rt::parse_enum<rt::rave::RaveVersion>(o.at("version").get<std::string>(), "golden options.version"));
+  r.capacity = o.at("capacity").get<int64_t>();
+  r.latent_size = o.at("latent_size").get<int64_t>();
+  r.n_band = o.at("n_band").get<int64_t>();
+  r.ratios = o.at("ratios").get<std::vector<int64_t>>();
+  r.dilations = o.at("dilations").get<std::vector<std::vector<int64_t>>>();
+  r.kernel_size = o.at("kernel_size").get<int64_t>();
+  r.stft_scales = o.at("stft_scales").get<std::vector<int64_t>>();
+  r.discriminator = rt::parse_enum<rt::rave::DiscriminatorKind>(o.at("discriminator").get<std::string>(),
+                                                                 "golden options.discriminator");
+  r.discriminator_capacity = o.at("discriminator_capacity").get<int64_t>();
+  r.discriminator_n_layers = o.at("discriminator_n_layers").get<int64_t>();
+  r.periods = o.at("periods").get<std::vector<int64_t>>();
+  r.n_scales = o.at("n_scales").get<int64_t>();
+  return r;
+}
+
+// A model holding the golden's weights, in `dtype`.
+rt::rave::RaveModel model_of(const Golden& g, torch::ScalarType dtype = torch::kFloat32) {
+  EXPECT_EQ(g.manifest.at("options").at("pqmf_attenuation").get<double>(), 100.0);
+  torch::manual_seed(0);  // every initial value is overwritten; this only fixes the run
+  rt::rave::RaveModel model(options_of(g.manifest.at("options")));
+  model->train();
+  const auto problems = assign_weights(*model, g);
+  EXPECT_TRUE(problems.empty()) << join(problems);
+  model->to(dtype);
+  return model;
+}
+
+rt::rave::RaveLossOptions loss_options_of(const rt::rave::RaveModelImpl& model) {
+  auto lo = rt::rave::RaveLossOptions::preset(model.options().version);
+  lo.stft_scales = model.options().stft_scales;
+  return lo;
+}
+
+void expect_close(const torch::Tensor& value, const torch::Tensor& ref, double rel, const std::string& what) {
+  ASSERT_EQ(value.sizes(), ref.sizes()) << what;
+  EXPECT_LE(relative_to_max(value.detach().to(torch::kFloat64), ref.to(torch::kFloat64)), rel) << what;
+}
+
+void expect_rel(double value, double ref, double rel, const std::string& what) {
+  EXPECT_NEAR(value, ref, rel * std::abs(ref)) << what;
+}
+
+TEST(RaveOracle, ModulesMatchTheRealRave) {
+  const auto g = load_golden("rave_v2_modules");
+  auto model = model_of(g);
+  torch::NoGradGuard no_grad;
+  const auto& x = g.at("input:x");
+  // RAVE's PQMF filters (rave/pqmf.py: the Kaiser prototype whose cutoff scipy's fmin finds,
+  // and its cosine-modulated bank), both float32: the same values to rounding.
+  for (const auto* name : {"h", "hk"}) {
+    const auto ours = model->pqmf->named_buffers()[name];
+    expect_close(ours, g.at(std::string("output:pqmf.") + name), 1e-7, std::string("pqmf.") + name);
+  }
+  const auto mb = model->analysis(x);
+  expect_close(mb, g.at("output:pqmf_analysis"), kFloat32OutputRel, "pqmf analysis");
+  expect_close(model->encoder->forward(mb), g.at("output:encoder"), kFloat32OutputRel, "encoder");
+  const auto y_mb = model->decoder->forward(g.at("input:z"));
+  expect_close(y_mb, g.at("output:decoder"), kFloat32OutputRel, "decoder");
+  const auto y = model->synthesis(y_mb);
+  expect_close(y, g.at("output:pqmf_synthesis"), kFloat32OutputRel, "pqmf synthesis");
+  const auto yy = y.narrow(-1, 0, x.size(-1));
+  const auto features = model->discriminator->forward(torch::cat({x, yy}, 0));
+  size_t compared = 0;
+  for (size_t i = 0; i < features.size(); ++i) {
+    for (size_t j = 0; j < features[i].size(); ++j) {
+      const auto name = "output:discriminator." + std::to_string(i) + "." + std::to_string(j);
+      ASSERT_TRUE(g.has(name)) << "the native discriminator has a feature map RAVE's lacks: " << name;
+      expect_close(features[i][j], g.at(name), kFloat32OutputRel, name);
+      ++compared;
+    }
+  }
+  size_t stored = 0;
+  for (const auto& [name, t] : g.tensors) stored += name.rfind("output:discriminator.", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(compared, stored) << "RAVE's discriminator has feature maps the native one lacks";
+  const auto lo = loss_options_of(*model);
+  expect_rel(rt::rave::spectral_distance(x, yy, lo.stft_scales, lo.log_epsilon).item<double>(),
+             g.manifest.at("losses").at("fullband_spectral_distance").get<double>(), kFloat32LossRel, "fullband");
+  expect_rel(rt::rave::spectral_distance(mb, y_mb.narrow(-1, 0, mb.size(-1)), lo.stft_scales, lo.log_epsilon)
+                 .item<double>(),
+             g.manifest.at("losses").at("multiband_spectral_distance").get<double>(), kFloat32LossRel, "multiband");
+}
+
+TEST(RaveOracle, ReceptiveFieldIsRavesAndTheCropCutsAsPythonSlices) {
+  const auto g = load_golden("rave_v2_step");
+  auto model = model_of(g);
+  const auto field = rt::rave::measure_receptive_field(*model);
+  const auto ref = g.manifest.at("receptive_field").get<std::vector<int64_t>>();
+  EXPECT_EQ(field.left, ref.at(0));
+  EXPECT_EQ(field.right, ref.at(1));
+  EXPECT_TRUE(model->is_training()) << "the measurement restores training mode";
+  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "the measurement leaves no gradient";
+
+  // x[..., l // D:][..., :-r // D] in Python: -r // D rounds towards −∞, dropping ceil(r / D).
+  const auto t = torch::arange(40, torch::kFloat32).view({1, 4, 10});
+  const auto cut = rt::rave::valid_signal_crop(t, {9, 5});  // D = 4: 9 // 4 = 2 left, ceil(5 / 4) = 2 right
+  EXPECT_TRUE(torch::equal(cut, t.narrow(-1, 2, 6)));
+  EXPECT_EQ(rt::rave::valid_signal_crop(t, {8, 0}).size(-1), 8);  // right 0: no right cut
+  EXPECT_EQ(rt::rave::valid_signal_crop(t, {40, 40}).size(-1), 0);  // longer than the signal
+}
+
+struct StepCase {
+  std::string name;
+  bool warmed_up;
+  bool discriminator;
+};
+
+// One case of rave_v2_step: the losses of `model` (with the golden's receptive field) on the
+// golden's audio and draws.
+rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g, const StepCase& c,
+                                 torch::ScalarType dtype) {
+  const auto rf = g.manifest.at("receptive_field").get<std::vector<int64_t>>();
+  model.set_receptive_field({rf.at(0), rf.at(1)});
+  model.set_warmed_up(c.warmed_up);
+  const auto x = g.at("input:x").to(dtype);
+  const auto kind = c.discriminator ? rt::rave::RaveStep::kDiscriminator : rt::rave::RaveStep::kGenerator;
+  rt::rave::RaveForward f;
+  {
+    // As rave_forward: a discriminator step runs the autoencoder without a graph.
+    std::optional<torch::NoGradGuard> no_grad;
+    if (c.discriminator) no_grad.emplace();
+    f = model.forward_train(x, g.at("input:noise").to(dtype));
+  }
+  return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model), g.manifest.at("beta").get<double>(),
+                                            kind);
+}
+
+const std::vector<StepCase> kStepCases{{"phase1_generator", false, false},
+                                       {"phase2_generator", true, false},
+                                       {"phase2_discriminator", true, true}};
+
+TEST(RaveOracle, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
+  const auto g = load_golden("rave_v2_step");
+  ASSERT_EQ(g.manifest.at("n_signal").get<int64_t>(), 131072);
+  ASSERT_EQ(g.manifest.at("weights").at("feature_matching").get<double>(), 20.0);
+  auto model = model_of(g);
+  for (const auto& c : kStepCases) {
+    SCOPED_TRACE(c.name);
+    const auto& ref = g.manifest.at("cases").at(c.name);
+    ASSERT_EQ(ref.at("warmed_up").get<bool>(), c.warmed_up);
+    const auto l = step_losses(*model, g, c, torch::kFloat32);
+    const auto& loss = c.discriminator ? l.loss_dis : l.loss_gen;
+    expect_rel(loss.item<double>(), ref.at("loss_float32").get<double>(), kFloat32LossRel, "loss");
+    // RAVE's logged terms, by its tag names.
+    for (const auto& [tag, value] : l.scalars()) {
+      const auto& logged = ref.at("logged_float32");
+      ASSERT_TRUE(logged.contains(tag)) << "RAVE logs no " << tag;
+      expect_rel(value.item<double>(), logged.at(tag).get<double>(), kFloat32LossRel, tag);
+    }
+  }
+}
+
+TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
+  const auto g = load_golden("rave_v2_step");
+  for (const auto& c : kStepCases) {
+    SCOPED_TRACE(c.name);
+    const auto& ref = g.manifest.at("cases").at(c.name);
+    auto model = model_of(g, torch::kFloat64);
+    const auto l = step_losses(*model, g, c, torch::kFloat64);
+    const auto& loss = c.discriminator ? l.loss_dis : l.loss_gen;
+    expect_rel(loss.item<double>(), ref.at("loss").get<double>(), kFloat64LossRel, "loss");
+    loss.backward();
+    std::set<std::string> names;
+    for (const auto& n : ref.at("params")) names.insert(n.get<std::string>());
+    // Of the stepping optimizer's parameters, those RAVE's step left without a gradient (the
+    // frozen encoder in phase 2) have none here either, or an all-zero one.
+    const auto own = c.discriminator ? model->discriminator_parameters() : model->generator_parameters();
+    for (const auto& p : model->named_parameters(true)) {
+      const bool stepped = std::any_of(own.begin(), own.end(), [&](const torch::Tensor& o) { return o.is_same(p.value()); });
+      if (!stepped || names.count(p.key())) continue;
+      const auto& grad = p.value().grad();
+      EXPECT_TRUE(!grad.defined() || grad.abs().max().item<double>() == 0.0) << p.key() << " has a gradient, RAVE's none";
+    }
+    size_t stepped_with_grad = 0;
+    for (const auto& o : own) stepped_with_grad += names.count("") == 0 && o.grad().defined() ? 1 : 0;
+    EXPECT_GE(stepped_with_grad, names.size());
+    const auto bad = gradient_mismatches(*model, g, kFloat64GradRel, "grad:" + c.name + ".", &names,
+                                         rt::testing::GradMetric::kNorm);
+    EXPECT_TRUE(bad.empty()) << bad.size() << " gradients differ:\n  " << join(bad);
+  }
+}
+
+// The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
+// and the phase-2 generator loss applied once differs from RAVE's.
+TEST(RaveOracle, FeatureMatchingAppliedOnceIsNotRaves) {
+  const auto g = load_golden("rave_v2_step");
+  auto model = model_of(g, torch::kFloat64);
+  const StepCase c{"phase2_generator", true, false};
+  const auto& ref = g.manifest.at("cases").at(c.name);
+  const auto twice = step_losses(*model, g, c, torch::kFloat64);
+  auto lo = loss_options_of(*model);
+  lo.feature_matching_weight_twice = false;
+  model->set_warmed_up(true);
+  const auto f = model->forward_train(g.at("input:x").to(torch::kFloat64), g.at("input:noise").to(torch::kFloat64));
+  const auto once = rt::rave::rave_losses_from_forward(*model, g.at("input:x").to(torch::kFloat64), f, lo,
+                                                       g.manifest.at("beta").get<double>());
+  const double fm = ref.at("logged").at("feature_matching").get<double>();  // distance × 20
+  EXPECT_NEAR(twice.loss_gen.item<double>() - once.loss_gen.item<double>(), fm * 19.0, 1e-9 * std::abs(fm));
+  EXPECT_GT(std::abs(once.loss_gen.item<double>() - ref.at("loss").get<double>()), 1.0);
+}
+
+}  // namespace

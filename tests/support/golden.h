@@ -1,0 +1,191 @@
+// Golden tensors (tests/assets/golden/<stem>.{json,bin}, format rt-golden/1 in
+// tests/assets/README.md): loading them, assigning their weights to a module by name, and
+// comparing gradients and outputs. Header-only: the models and trainer suites both use it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
+
+namespace rt::testing {
+
+// One golden file: the manifest and its tensors by name ("input:x", "weight:<param>",
+// "grad:<param>", "output:y", ...), each in its stored dtype (pcm16 as float32 values / 32768).
+struct Golden {
+  rt::Json manifest;
+  std::map<std::string, torch::Tensor> tensors;
+
+  const torch::Tensor& at(const std::string& name) const {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) throw rt::Error("golden: no tensor '" + name + "'");
+    return it->second;
+  }
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+};
+
+// Reads tests/assets/golden/<stem>.{json,bin}. Every byte of the .bin must belong to exactly
+// one tensor, in manifest order.
+inline Golden load_golden(const std::string& stem) {
+  const auto dir = source_path("tests/assets/golden");
+  Golden g;
+  g.manifest = rt::read_json(dir / (stem + ".json"));
+  if (g.manifest.value("format", "") != "rt-golden/1")
+    throw rt::Error("golden: " + stem + ".json is not format rt-golden/1");
+  const uint32_t probe = 1;
+  char first = 0;
+  std::memcpy(&first, &probe, 1);
+  if (first != 1) throw rt::Error("golden: the .bin files are little-endian; this host is not");
+  const std::string raw = rt::read_file(dir / (stem + ".bin"));
+  size_t expected_offset = 0;
+  for (const auto& e : g.manifest.at("tensors")) {
+    const auto name = e.at("name").get<std::string>();
+    const auto shape = e.at("shape").get<std::vector<int64_t>>();
+    const auto offset = e.at("offset").get<size_t>();
+    const auto dtype = e.value("dtype", std::string("float32"));
+    int64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    size_t width = 0;
+    torch::ScalarType type = torch::kFloat32;
+    if (dtype == "float32") {
+      width = 4;
+    } else if (dtype == "float64") {
+      width = 8;
+      type = torch::kFloat64;
+    } else if (dtype == "pcm16") {
+      width = 2;
+      type = torch::kInt16;
+    } else {
+      throw rt::Error("golden: " + stem + ".json: tensor '" + name + "' has dtype '" + dtype +
+                      "' (accepted: float32, float64, pcm16)");
+    }
+    const size_t bytes = static_cast<size_t>(numel) * width;
+    if (offset != expected_offset || offset + bytes > raw.size())
+      throw rt::Error("golden: " + stem + ".bin: tensor '" + name + "' at a bad offset");
+    auto t = torch::empty(shape, type);
+    std::memcpy(t.data_ptr(), raw.data() + offset, bytes);
+    if (type == torch::kInt16) t = t.to(torch::kFloat32) / 32768.0;
+    g.tensors[name] = t;
+    expected_offset = offset + bytes;
+  }
+  if (expected_offset != raw.size()) throw rt::Error("golden: " + stem + ".bin has trailing bytes");
+  return g;
+}
+
+inline std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Assigns every "weight:<name>" to the model's parameter <name>. Returns what prevents an
+// exact one-to-one assignment (empty when there is none): trainable parameters without a stored
+// weight, stored weights that name no parameter, parameters the manifest lists as "derived" that
+// the model lacks, and shape mismatches. Parameters that do not require grad (the PQMF filters)
+// must be listed as derived: both sides compute them instead of storing them. `prefix` is
+// prepended to the module's names (a submodule of the stored model).
+inline std::vector<std::string> assign_weights(torch::nn::Module& model, const Golden& g,
+                                               const std::string& prefix = "") {
+  const auto params = model.named_parameters(true);
+  std::set<std::string> derived;
+  for (const auto& d : g.manifest.at("derived")) derived.insert(d.get<std::string>());
+  std::vector<std::string> problems, missing, unused, bad_shape, derived_absent;
+  std::set<std::string> stored;
+  for (const auto& [name, t] : g.tensors) {
+    if (name.rfind("weight:" + prefix, 0) != 0) continue;
+    const auto key = name.substr(7 + prefix.size());
+    stored.insert(key);
+    const auto* p = params.find(key);
+    if (p == nullptr) {
+      unused.push_back(prefix + key);
+    } else if (p->sizes() != t.sizes()) {
+      std::ostringstream s;
+      s << prefix << key << " (model " << p->sizes() << ", stored " << t.sizes() << ")";
+      bad_shape.push_back(s.str());
+    }
+  }
+  for (const auto& p : params) {
+    if (stored.count(p.key()) == 0 && !(derived.count(prefix + p.key()) && !p.value().requires_grad()))
+      missing.push_back(prefix + p.key());
+  }
+  if (prefix.empty()) {
+    for (const auto& d : derived) {
+      if (params.find(d) == nullptr) derived_absent.push_back(d);
+    }
+  }
+  if (!missing.empty()) problems.push_back("model parameters without a stored weight: " + join(missing));
+  if (!unused.empty()) problems.push_back("stored weights that name no model parameter: " + join(unused));
+  if (!bad_shape.empty()) problems.push_back("shape mismatches: " + join(bad_shape));
+  if (!derived_absent.empty())
+    problems.push_back("derived parameters the model lacks: " + join(derived_absent));
+  if (!problems.empty()) return problems;
+  torch::NoGradGuard no_grad;
+  for (const auto& key : stored) params[key].copy_(g.at("weight:" + prefix + key));
+  return problems;
+}
+
+inline double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
+
+// max|a − ref| / max|ref| (0 when both are all zeros).
+inline double relative_to_max(const torch::Tensor& a, const torch::Tensor& ref) {
+  const double scale = max_abs(ref), err = max_abs(a.to(ref.scalar_type()) - ref);
+  return scale == 0.0 ? err : err / scale;
+}
+
+// ‖a − ref‖₂ / ‖ref‖₂ (‖a‖₂ when ref is all zeros).
+inline double relative_norm(const torch::Tensor& a, const torch::Tensor& ref) {
+  const double scale = ref.to(torch::kFloat64).norm().item<double>();
+  const double err = (a.to(torch::kFloat64) - ref.to(torch::kFloat64)).norm().item<double>();
+  return scale == 0.0 ? err : err / scale;
+}
+
+enum class GradMetric {
+  kMaxRelativeToMax,  // max|g − g_ref| / max|g_ref|
+  kNorm,              // ‖g − g_ref‖₂ / ‖g_ref‖₂
+};
+
+// Every trainable parameter's gradient against "<grad_prefix><name>": a list of the
+// mismatches, each with its error relative to the reference tensor (`metric`). `names`, when
+// given, limits the comparison to those parameters.
+inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& model, const Golden& g, double rel,
+                                                    const std::string& grad_prefix = "grad:",
+                                                    const std::set<std::string>* names = nullptr,
+                                                    GradMetric metric = GradMetric::kMaxRelativeToMax) {
+  std::vector<std::string> bad;
+  for (const auto& p : model.named_parameters(true)) {
+    if (!p.value().requires_grad()) continue;
+    if (names != nullptr && names->count(p.key()) == 0) continue;
+    const auto it = g.tensors.find(grad_prefix + p.key());
+    if (it == g.tensors.end()) {
+      bad.push_back(p.key() + ": no stored gradient");
+      continue;
+    }
+    const auto& grad = p.value().grad();
+    if (!grad.defined()) {
+      bad.push_back(p.key() + ": no gradient computed");
+      continue;
+    }
+    const bool norm = metric == GradMetric::kNorm;
+    const double err = norm ? relative_norm(grad, it->second) : relative_to_max(grad, it->second);
+    if (!(err <= rel)) {
+      std::ostringstream s;
+      s << p.key() << (norm ? ": ‖g − g_ref‖ = " : ": max|g − g_ref| = ") << err
+        << (norm ? " × ‖g_ref‖ (" : " × max|g_ref| (") << (norm ? it->second.norm().item<double>() : max_abs(it->second))
+        << "), limit " << rel;
+      bad.push_back(s.str());
+    }
+  }
+  return bad;
+}
+
+}  // namespace rt::testing
