@@ -3,7 +3,8 @@
 # train and preprocess, makes the oracle venv (scripts/oracle/run.sh's), trains the same small v2
 # with `rave train` and with `train`, two runs each, and writes
 # scripts/bench/results/rave_parity.{json,png}.
-#   scripts/bench/rave_parity.sh [--steps N]     (default 2000; about 15 minutes on 2 cores)
+#   scripts/bench/rave_parity.sh [--steps N] [--quick]   (default 2000 steps; --quick 400)
+# Writes scripts/bench/rave_parity_results.md, which BENCHMARKS.md folds in.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGETS="train preprocess" "$ROOT/scripts/build.sh"

@@ -23,12 +23,15 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "models/rave/encoder.h"
+#include "models/rave/rave.h"
 #include "support/golden.h"
 #include "trainer/config.h"
 #include "trainer/model_family.h"
+#include "trainer/rave_family.h"
 
 namespace rt {
 namespace {
@@ -146,6 +149,58 @@ void run_trajectory(bool fused) {
 TEST(RaveTrajectory, TwelveStepsAcrossThePhaseSwitchFollowTheRealRave) { run_trajectory(/*fused=*/true); }
 
 TEST(RaveTrajectory, TheStockAdamFollowsItToo) { run_trajectory(/*fused=*/false); }
+
+}  // namespace
+}  // namespace rt
+
+namespace rt {
+namespace {
+
+// A checkpoint written before the losses followed RAVE (no rave_losses_revision, no receptive
+// field) resumes with a warning that names the keys keeping its old losses, and gets its
+// receptive field measured; one written now resumes silently.
+TEST(RaveFamilyResume, CheckpointsFromBeforeTheCropAndWeightWarn) {
+  Config c = load_config_file(testing::source_path("configs/tiny_rave.toml"));
+  auto family = make_model_family(c);
+  family->build(FamilyContext{}, nullptr);
+  torch::serialize::OutputArchive old_style;
+  {
+    // What the family saved before: the model, the audio format, both optimizers' states.
+    rave::RaveModel model(rave_options_from(c));
+    torch::serialize::OutputArchive m, g, d;
+    model->save(m);
+    old_style.write("rave", m);
+    old_style.write("sampling_rate", c10::IValue(int64_t{44100}));
+    old_style.write("channels", c10::IValue(int64_t{1}));
+    torch::optim::Adam(model->generator_parameters()).save(g);
+    old_style.write("gen_opt", g);
+    torch::optim::Adam(model->discriminator_parameters()).save(d);
+    old_style.write("dis_opt", d);
+  }
+  std::stringstream old_bytes;
+  old_style.save_to(old_bytes);
+  torch::serialize::InputArchive old_in;
+  old_in.load_from(old_bytes);
+  ::testing::internal::CaptureStderr();
+  family->load(old_in);
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("warning: this checkpoint was written by a trainer whose RAVE losses differ"), std::string::npos)
+      << warned;
+  EXPECT_NE(warned.find("--override train.valid_signal_crop=false --override train.feature_matching_weight_twice=false"),
+            std::string::npos)
+      << warned;
+  EXPECT_NE(family->describe().find("receptive field"), std::string::npos) << "measured on resume: " << family->describe();
+
+  torch::serialize::OutputArchive now;
+  family->save(now);
+  std::stringstream now_bytes;
+  now.save_to(now_bytes);
+  torch::serialize::InputArchive now_in;
+  now_in.load_from(now_bytes);
+  ::testing::internal::CaptureStderr();
+  family->load(now_in);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
 
 }  // namespace
 }  // namespace rt
