@@ -93,13 +93,18 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
   log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
   if (tb_ != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb_);
+  // The bound of each per-step profile (profiling/profile_writers.h: rotation).
+  prof::RotationPolicy rotation;
+  rotation.part_bytes = c.get_int("profiling.profile_part_mb") * (int64_t{1} << 20);
+  rotation.parts = c.get_int("profiling.profile_parts");
 
   prof::timers().reset();
   prof::timers().set_enabled(timing);
   if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
   if (timing) {
     timing_ = std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
-                                                          c.get_int("profiling.timing_every"));
+                                                          c.get_int("profiling.timing_every"), prof::FlushPolicy{},
+                                                          rotation);
     timing_->continue_from(first_step);
     link_plain_name(dir, "timing_profile", ".json", rank_);
   }
@@ -109,7 +114,8 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   }
   if (memory) {
     memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
-                                                          c.get_int("profiling.memory_every"));
+                                                          c.get_int("profiling.memory_every"), prof::FlushPolicy{},
+                                                          rotation);
     memory_->continue_from(first_step);
     link_plain_name(dir, "memory_profile", ".json", rank_);
   }
