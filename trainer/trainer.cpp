@@ -137,6 +137,7 @@ class TrainingJob {
     po.busy_threads = torch::get_num_threads();
     po.gather_sum_bytes = config_.get_int("train.distributed.small_all_reduce_kib") * 1024;
     po.gloo_loop_batch = config_.get_string("train.distributed.gloo_loop") == "batch";
+    po.exit_at_deadline = true;  // the rendezvous ends within train.distributed.timeout_s
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
     writer_ = comm_->rank() == 0;
