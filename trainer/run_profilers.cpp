@@ -68,15 +68,6 @@ prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir
   return o;
 }
 
-// Runs `fn`; a failure becomes a warning naming `what`, so one writer does not lose the others.
-void guarded(const char* what, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::cerr << "warning: could not write " << what << ": " << e.what() << "\n";
-  }
-}
-
 }  // namespace
 
 std::string rank_file_name(const std::string& stem, const std::string& extension, const RankInfo& rank) {
@@ -261,6 +252,32 @@ void RunProfilers::log_timers(int64_t step, bool force) {
   if (!prof::timers().enabled() || !sink_ || !(force || step % log_every_ == 0)) return;
   std::cout << prof::timers().format_metrics(step) << std::flush;
   prof::timers().log_metrics(*sink_, step);
+}
+
+// Runs `fn`; a failure is named on stderr and kept in lost_ ("<what>: <why>"), so one writer
+// does not lose the others and the trainer can fail the run for it.
+void RunProfilers::guarded(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::cerr << "error: could not write " << what << ": " << e.what() << "\n";
+    lost_.push_back(std::string(what) + ": " + e.what());
+  }
+}
+
+std::vector<std::string> RunProfilers::lost_outputs() const {
+  std::vector<std::string> out;
+  if (trace_) {
+    for (const auto& w : trace_->windows()) {
+      for (const auto& o : w.outputs) {
+        if (o.error.empty()) continue;
+        out.push_back("the trace output '" + o.output + "' of steps " + std::to_string(w.first_step) + "-" +
+                      std::to_string(w.last_step) + ": " + o.error);
+      }
+    }
+  }
+  out.insert(out.end(), lost_.begin(), lost_.end());
+  return out;
 }
 
 void RunProfilers::finish() {
