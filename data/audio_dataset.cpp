@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/signals.h"
 
 namespace rt {
@@ -47,7 +48,7 @@ Waveform decode_database_waveform(std::string_view bytes, const std::string& key
     // record too short for n_signal.
     if (b.shape_size() == 2 && b.shape(0) > 0 && b.shape(1) > 0 &&
         static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1)) > b.data().size()) {
-      throw Error("record '" + key + "': buffer 'waveform' is truncated: its shape field " +
+      throw Error("record '" + printable(key) + "': buffer 'waveform' is truncated: its shape field " +
                   shape_text({b.shape(0), b.shape(1)}) + " (RAVE's (channels, bytes per channel)) promises " +
                   std::to_string(static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(b.shape(1))) +
                   " bytes, but it holds " + std::to_string(b.data().size()));
@@ -55,14 +56,15 @@ Waveform decode_database_waveform(std::string_view bytes, const std::string& key
     if (b.shape_size() == 2 && b.shape(0) > 0 &&
         static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(std::max(b.shape(1), 0)) == b.data().size() &&
         b.shape(0) != meta.channels) {
-      throw Error("record '" + key + "' holds " + std::to_string(b.shape(0)) + "-channel audio (its shape field " +
+      throw Error("record '" + printable(key) + "' holds " + std::to_string(b.shape(0)) + "-channel audio (its shape field " +
                   shape_text({b.shape(0), b.shape(1)}) + " is RAVE's (channels, bytes per channel)), but metadata.yaml " +
                   "says channels: " + std::to_string(meta.channels));
     }
   }
   Waveform w = get_waveform(ex, key, meta.channels);
+  check_record_buffers(ex, key);
   if (w.sampling_rate != 0 && w.sampling_rate != meta.sr) {
-    throw Error("record '" + key + "' holds audio at " + std::to_string(w.sampling_rate) +
+    throw Error("record '" + printable(key) + "' holds audio at " + std::to_string(w.sampling_rate) +
                 " Hz, but metadata.yaml says sr: " + std::to_string(meta.sr));
   }
   return w;
@@ -100,7 +102,7 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
 torch::Tensor AudioDataset::record(size_t index) const {
   const std::string& k = keys_.at(index);
   const auto bytes = store_->get(k);
-  if (!bytes) throw Error("record '" + k + "' vanished from database '" + store_->path().string() + "'");
+  if (!bytes) throw Error("record '" + printable(k) + "' vanished from database '" + store_->path().string() + "'");
   return waveform_to_tensor(decode_database_waveform(*bytes, k, meta_));
 }
 
@@ -111,7 +113,7 @@ Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {
   torch::Tensor full = record(index);
   const int64_t length = full.size(1);
   if (length < options_.n_signal) {
-    throw Error("record '" + keys_[index] + "' holds " + std::to_string(length) + " samples per channel, fewer than n_signal = " +
+    throw Error("record '" + printable(keys_[index]) + "' holds " + std::to_string(length) + " samples per channel, fewer than n_signal = " +
                 std::to_string(options_.n_signal) + " (preprocess with --num_signal >= " + std::to_string(options_.n_signal / 2) + ")");
   }
   // RandomCrop: randint(0, length - n_signal) inclusive.

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "util/printable.h"
+
 namespace rt {
 namespace {
 
@@ -42,8 +44,8 @@ const AudioExample::AudioBuffer& find_buffer(const AudioExample& example, const 
   auto it = example.buffers().find(name);
   if (it == example.buffers().end()) {
     std::string found;
-    for (const auto& [n, _] : example.buffers()) found += (found.empty() ? "" : ", ") + n;
-    throw Error("record '" + key + "' has no buffer '" + name + "' (buffers: " +
+    for (const auto& [n, _] : example.buffers()) found += (found.empty() ? "" : ", ") + printable(n);
+    throw Error("record '" + printable(key) + "' has no buffer '" + printable(name) + "' (buffers: " +
                 (found.empty() ? "none" : found) + ")");
   }
   return it->second;
@@ -63,7 +65,7 @@ AudioExample parse_example(std::string_view bytes, const std::string& key) {
   // protobuf sizes messages with an int: anything larger is no message it could have written.
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
       !example.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw Error("record '" + key + "' (" + std::to_string(bytes.size()) +
+    throw Error("record '" + printable(key) + "' (" + std::to_string(bytes.size()) +
                 " bytes) is not a valid AudioExample protobuf message");
   }
   return example;
@@ -98,19 +100,19 @@ std::string encode_waveform(const int16_t* samples, int channels, int64_t length
 Waveform get_waveform(const AudioExample& example, const std::string& key, int channels) {
   const auto& buffer = find_buffer(example, kWaveformBuffer, key);
   if (buffer.precision() != AudioExample::INT16) {
-    throw Error("record '" + key + "': buffer 'waveform' has precision " +
+    throw Error("record '" + printable(key) + "': buffer 'waveform' has precision " +
                 precision_name(buffer.precision()) + ", expected INT16");
   }
   if (channels <= 0) channels = buffer.shape_size() > 0 && buffer.shape(0) > 0 ? buffer.shape(0) : 1;
   const size_t bytes = buffer.data().size();
-  if (bytes == 0) throw Error("record '" + key + "': buffer 'waveform' holds no samples");
+  if (bytes == 0) throw Error("record '" + printable(key) + "': buffer 'waveform' holds no samples");
   if (bytes % 2 != 0) {
-    throw Error("record '" + key + "': buffer 'waveform' has an odd byte count (" +
+    throw Error("record '" + printable(key) + "': buffer 'waveform' has an odd byte count (" +
                 std::to_string(bytes) + "), not int16 samples");
   }
   const size_t count = bytes / 2;
   if (count % static_cast<size_t>(channels) != 0) {
-    throw Error("record '" + key + "': buffer 'waveform' holds " + std::to_string(count) +
+    throw Error("record '" + printable(key) + "': buffer 'waveform' holds " + std::to_string(count) +
                 " samples, not a multiple of " + std::to_string(channels) + " channels");
   }
   Waveform w;
@@ -146,14 +148,18 @@ void put_float_buffer(AudioExample& example, const std::string& name, const torc
   for (int64_t d : t.sizes()) buffer.add_shape(static_cast<int32_t>(d));
 }
 
-torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name, const std::string& key) {
-  const auto& buffer = find_buffer(example, name.c_str(), key);
+namespace {
+
+// The number of floats a FLOAT32 buffer holds, after checking that its shape fits its bytes.
+uint64_t checked_float_count(const AudioExample::AudioBuffer& buffer, const std::string& name,
+                             const std::string& key) {
   if (buffer.precision() != AudioExample::FLOAT32) {
-    throw Error("record '" + key + "': buffer '" + name + "' has precision " +
+    throw Error("record '" + printable(key) + "': buffer '" + printable(name) + "' has precision " +
                 precision_name(buffer.precision()) + ", expected FLOAT32");
   }
   std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
-  const std::string field = "record '" + key + "': buffer '" + name + "' of shape " + shape_text(shape);
+  const std::string field =
+      "record '" + printable(key) + "': buffer '" + printable(name) + "' of shape " + shape_text(shape);
   // The product is checked against the bytes held as it grows, so a crafted shape can neither
   // overflow it nor size an allocation beyond the data.
   const uint64_t held = buffer.data().size() / sizeof(float);
@@ -175,6 +181,23 @@ torch::Tensor get_float_buffer(const AudioExample& example, const std::string& n
                                                                        : "more than its shape needs (" +
                                                                              std::to_string(numel * sizeof(float)) + ")"));
   }
+  return numel;
+}
+
+}  // namespace
+
+void check_record_buffers(const AudioExample& example, const std::string& key) {
+  for (const auto& [name, buffer] : example.buffers()) {
+    if (name != kWaveformBuffer && buffer.precision() == AudioExample::FLOAT32) {
+      checked_float_count(buffer, name, key);
+    }
+  }
+}
+
+torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name, const std::string& key) {
+  const auto& buffer = find_buffer(example, name.c_str(), key);
+  const uint64_t numel = checked_float_count(buffer, name, key);
+  std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
   auto out = torch::empty(shape, torch::kFloat32);
   copy_le(buffer.data().data(), out.data_ptr<float>(), static_cast<size_t>(numel));
   return out;

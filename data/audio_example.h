@@ -77,6 +77,12 @@ void put_float_buffer(AudioExample& example, const std::string& name, const torc
 torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name,
                                const std::string& key);
 
+// Checks every FLOAT32 buffer other than the waveform as get_float_buffer does (its shape fits
+// its bytes, without overflow) without copying it: training and `preprocess --inspect` refuse
+// the same records (decode_database_waveform calls it). Throws rt::Error naming `key` and the
+// buffer, both escaped (util/printable.h).
+void check_record_buffers(const AudioExample& example, const std::string& key);
+
 // --- Metadata -------------------------------------------------------------------------------
 
 void set_metadata(AudioExample& example, const std::string& name, const std::string& value);

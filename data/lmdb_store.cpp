@@ -1,6 +1,12 @@
 #include "data/lmdb_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace rt {
 
@@ -34,10 +40,34 @@ LmdbStore::LmdbStore(const std::filesystem::path& path, Mode mode, uint64_t map_
     check(rc, "open database");
   }
   check(mdb_txn_commit(txn), "commit");
+  if (mode == Mode::kReadOnly) {
+    MDB_envinfo info{};
+    MDB_stat stat{};
+    mdb_env_info(env_, &info);
+    mdb_env_stat(env_, &stat);
+    used_bytes_ = (static_cast<uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+    data_fd_ = ::open((path / "data.mdb").c_str(), O_RDONLY | O_CLOEXEC);
+    if (data_fd_ < 0) throw Error("cannot open '" + (path / "data.mdb").string() + "': " + std::strerror(errno));
+    check_not_shrunk();
+  }
 }
 
 LmdbStore::~LmdbStore() {
   if (env_ != nullptr) mdb_env_close(env_);
+  if (data_fd_ >= 0) ::close(data_fd_);
+}
+
+void LmdbStore::check_not_shrunk() const {
+  if (data_fd_ < 0) return;
+  struct stat st {};
+  if (::fstat(data_fd_, &st) != 0) {
+    throw Error("cannot stat '" + (path_ / "data.mdb").string() + "': " + std::strerror(errno));
+  }
+  if (static_cast<uint64_t>(st.st_size) >= used_bytes_) return;
+  throw Error("LMDB database '" + path_.string() + "' changed under the reader: data.mdb is now " +
+              std::to_string(st.st_size) + " bytes, but the database uses " + std::to_string(used_bytes_) +
+              " (truncated, or being rewritten, while it was open); restore the database (or rerun preprocess) "
+              "and resume with --ckpt last");
 }
 
 void LmdbStore::check(int rc, const std::string& what) const {
@@ -56,6 +86,7 @@ uint64_t LmdbStore::map_size() const {
 }
 
 size_t LmdbStore::count() const {
+  check_not_shrunk();
   MDB_txn* txn = nullptr;
   check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
   MDB_stat stat{};
@@ -66,6 +97,7 @@ size_t LmdbStore::count() const {
 }
 
 std::optional<std::string> LmdbStore::get(std::string_view key) const {
+  check_not_shrunk();
   MDB_txn* txn = nullptr;
   check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
   MDB_val k{key.size(), const_cast<char*>(key.data())};
@@ -79,6 +111,7 @@ std::optional<std::string> LmdbStore::get(std::string_view key) const {
 }
 
 void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  check_not_shrunk();
   MDB_txn* txn = nullptr;
   check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
   MDB_cursor* cur = nullptr;
@@ -91,6 +124,7 @@ void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_
   try {
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
       if (!fn({static_cast<const char*>(k.mv_data), k.mv_size}, {static_cast<const char*>(v.mv_data), v.mv_size})) break;
+      check_not_shrunk();  // before the cursor reads its next page
     }
   } catch (...) {
     mdb_cursor_close(cur);

@@ -41,7 +41,9 @@ class LmdbStore {
   uint64_t map_size() const;
   size_t count() const;
 
-  // The value stored under `key`, or nullopt. Thread-safe.
+  // The value stored under `key`, or nullopt. Thread-safe. Read-only stores check first that
+  // data.mdb still holds every page the database uses (check_not_shrunk): a file truncated
+  // under the reader is an rt::Error naming it, not the SIGBUS of a read past its end.
   std::optional<std::string> get(std::string_view key) const;
 
   // Calls `fn(key, value)` for every entry in key order; stop early by returning false.
@@ -69,11 +71,17 @@ class LmdbStore {
 
  private:
   void check(int rc, const std::string& what) const;
+  // Read-only stores: throws rt::Error naming data.mdb when the file is now shorter than the
+  // pages the database used when it was opened (truncate -s 0, a copy over it in progress).
+  // LMDB maps the file; reading a mapped page past the end of the file raises SIGBUS.
+  void check_not_shrunk() const;
 
   std::filesystem::path path_;
   Mode mode_;
   MDB_env* env_ = nullptr;
   MDB_dbi dbi_ = 0;
+  int data_fd_ = -1;           // data.mdb, read-only stores: its size is checked before reads
+  uint64_t used_bytes_ = 0;    // the pages the database used when opened: (last page + 1) × page size
 };
 
 }  // namespace rt

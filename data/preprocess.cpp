@@ -20,6 +20,7 @@
 #include "data/db_metadata.h"
 #include "data/lmdb_store.h"
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/signals.h"
 
 namespace rt {
@@ -321,7 +322,9 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
       AudioExample ex = parse_example(value, key);
       // The loader's decode (channels and rate checked against metadata.yaml), or without one
       // what the records alone say, to describe them.
+      // Both check every buffer (check_record_buffers): inspect refuses what training refuses.
       const Waveform w = meta ? decode_database_waveform(value, key, *meta) : get_waveform(ex, key, channels);
+      if (!meta) check_record_buffers(ex, key);
       if (channels == 0) channels = w.channels;
       if (w.sampling_rate > 0) rates.insert(w.sampling_rate);
       total_samples += static_cast<double>(w.length);
@@ -336,12 +339,9 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
           info.shape_varies = true;
         }
         ++info.records;
-        if (name != kWaveformBuffer && buf.precision() == AudioExample::FLOAT32) {
-          get_float_buffer(ex, name, key);
-        }
       }
     } catch (const std::exception& e) {
-      bad.push_back(key + ": " + e.what());
+      bad.push_back(printable(key) + ": " + e.what());
     }
     return true;
   });
@@ -366,7 +366,7 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
   }
   out << "buffers:\n";
   for (const auto& [name, info] : buffers) {
-    out << "  " << name << ": " << info.precision << ", shape [";
+    out << "  " << printable(name) << ": " << info.precision << ", shape [";
     for (size_t i = 0; i < info.first_shape.size(); ++i) out << (i ? ", " : "") << info.first_shape[i];
     out << "]" << (info.shape_varies ? " (varies)" : "") << ", in " << info.records << " records";
     if (name == kWaveformBuffer) out << " (shape field is RAVE's (channels, bytes/channels); lengths come from the data)";

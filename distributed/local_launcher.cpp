@@ -219,6 +219,8 @@ int run_local_ranks(const LocalLaunchOptions& o) {
         if (fds[i].revents != 0) streams[i]->pump();
       }
     }
+    // SIGUSR1 (a checkpoint now) goes to every rank: they agree on it within a step.
+    if (take_checkpoint_request()) signal_running(children, SIGUSR1);
     if (stop_signal() != 0 && forwarded == 0) {
       forwarded = stop_signal();
       signal_running(children, forwarded);

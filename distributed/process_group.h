@@ -70,6 +70,11 @@ struct ProcessGroupOptions {
   // train.distributed.gloo_loop: "batch" (true) runs Gloo's network event-loop thread under
   // SCHED_BATCH (below), "normal" (false) leaves it under the default policy.
   bool gloo_loop_batch = true;
+  // The whole rendezvous within `timeout`: past it, a watchdog prints what it waited for and
+  // how long (stderr), then ends the process with exit 2 — the library calls that wait cannot
+  // be interrupted. `train` sets it; without it (tests joining in-process) each stage still
+  // waits only what is left of the timeout, and a failing stage throws.
+  bool exit_at_deadline = false;
 };
 
 // train.distributed.gloo_loop. Gloo's TCP transport reads and writes every connection on one

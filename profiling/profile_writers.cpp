@@ -1,17 +1,22 @@
 #include "profiling/profile_writers.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <utility>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/profile_files.h"
 
 namespace rt::prof {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr const char* kListEnd = "\n]\n";
 
 std::string dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -22,8 +27,54 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-JsonListFile::JsonListFile(std::filesystem::path path, FlushPolicy policy)
-    : path_(std::move(path)), policy_(policy), text_("["), last_flush_at_(std::chrono::steady_clock::now()) {}
+namespace {
+
+namespace fs = std::filesystem;
+
+// A list file's text from "  {…}\n" lines: "[\n" + the lines joined by ",\n" + "\n]\n" ("[\n]\n"
+// when there are none).
+std::string list_text(const std::string& lines) {
+  std::string text = "[\n";
+  size_t begin = 0;
+  while (begin < lines.size()) {
+    const size_t end = lines.find('\n', begin);
+    text.append(lines, begin, end - begin);
+    begin = end + 1;
+    text += begin < lines.size() ? ",\n" : "\n";
+  }
+  return text + "]\n";
+}
+
+// pwrite all of `text` at `offset`; errno of the failing call, or 0.
+int write_at(int fd, const std::string& text, off_t offset) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, offset + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+std::string write_failure_text(const fs::path& path, int err) {
+  const std::string why = std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return "disk full while writing '" + path.string() + "' (" + why + ")";
+  if (err == EFBIG) return "file size limit reached while writing '" + path.string() + "' (" + why + "; see ulimit -f)";
+  return "cannot write '" + path.string() + "': " + why;
+}
+
+}  // namespace
+
+JsonListFile::JsonListFile(std::filesystem::path path, FlushPolicy policy, RotationPolicy rotation)
+    : path_(std::move(path)), policy_(policy), rotation_(rotation), last_flush_at_(std::chrono::steady_clock::now()) {
+  if (rotation_.part_bytes > 0 && rotation_.parts < 2) {
+    throw Error("profiling.profile_parts must be >= 2 (the current file and one part), got " +
+                std::to_string(rotation_.parts));
+  }
+  const auto parts = indexed_profile_parts(path_);
+  if (!parts.empty()) next_part_ = parts.back().first + 1;
+}
 
 JsonListFile::~JsonListFile() {
   try {
@@ -31,39 +82,90 @@ JsonListFile::~JsonListFile() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: %s\n", e.what());
   }
+  close_fd();
+}
+
+void JsonListFile::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void JsonListFile::start_file(const std::string& entries_text, int64_t entries) {
+  close_fd();
+  const std::string text = list_text(entries_text);
+  write_file_atomic(path_, text);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error("cannot open '" + path_.string() + "': " + std::strerror(errno));
+  file_entries_ = entries;
+  file_bytes_ = static_cast<int64_t>(text.size());
+  written_ = true;
 }
 
 int64_t JsonListFile::continue_from(int64_t first_step) {
   std::error_code ec;
-  if (entries_ > 0 || !std::filesystem::exists(path_, ec)) return 0;
+  if (entries_ > 0) return 0;
+  auto keeps = [first_step](const Json& e) {
+    const auto step = e.is_object() ? e.find("step") : e.end();
+    return step != e.end() && step->is_number_integer() && step->get<int64_t>() < first_step;
+  };
+  auto lines_of = [&](const Json& list, int64_t* count) {
+    std::string text;
+    for (const Json& e : list) {
+      if (!keeps(e)) continue;
+      text += "  " + dump(e) + "\n";
+      ++*count;
+    }
+    return text;
+  };
+  int64_t kept = 0;
+  // Parts past the checkpoint go; one that straddles it is cut there.
+  for (const auto& [k, part] : indexed_profile_parts(path_)) {
+    Json list;
+    try {
+      list = read_profile_list_file(part, nullptr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: cannot continue %s (%s); it is left as it is\n", part.string().c_str(), e.what());
+      continue;
+    }
+    int64_t count = 0;
+    const std::string text = lines_of(list, &count);
+    if (count == 0) {
+      fs::remove(part, ec);
+    } else {
+      if (count < static_cast<int64_t>(list.size())) write_file_atomic(part, list_text(text));
+      kept += count;
+    }
+  }
+  const auto parts = indexed_profile_parts(path_);
+  next_part_ = parts.empty() ? 1 : parts.back().first + 1;
+  if (!fs::exists(path_, ec)) {
+    entries_ = kept;
+    return kept;
+  }
   Json old;
   try {
-    old = read_json(path_);
-    if (!old.is_array()) throw Error("'" + path_.string() + "' is not a JSON list");
+    old = read_profile_list_file(path_, nullptr);
   } catch (const std::exception& e) {
-    const std::filesystem::path aside = path_.string() + ".unreadable";
-    std::filesystem::rename(path_, aside, ec);
+    const fs::path aside = path_.string() + ".unreadable";
+    fs::rename(path_, aside, ec);
     std::fprintf(stderr, "warning: cannot continue %s (%s); it starts empty, the old file is kept as '%s'\n",
                  path_.string().c_str(), e.what(), aside.string().c_str());
-    return 0;
+    entries_ = kept;
+    return kept;
   }
-  for (const Json& e : old) {
-    const auto step = e.is_object() ? e.find("step") : e.end();
-    if (step == e.end() || !step->is_number_integer() || step->get<int64_t>() >= first_step) continue;
-    text_ += entries_ == 0 ? "\n  " : ",\n  ";
-    text_ += dump(e);
-    ++entries_;
-  }
-  // Written at the next flush even when no entry follows: the file then drops the steps that
-  // will be trained again.
-  written_ = false;
+  int64_t count = 0;
+  const std::string text = lines_of(old, &count);
+  // Written now, so that the file drops the steps that will be trained again.
+  start_file(text, count);
+  entries_ = kept + count;
   return entries_;
 }
 
 void JsonListFile::append(const Json& entry) {
   if (closed_) throw Error("'" + path_.string() + "' was already closed; cannot add an entry");
-  text_ += entries_ == 0 ? "\n  " : ",\n  ";
-  text_ += dump(entry);
+  pending_text_ += "  ";
+  pending_text_ += dump(entry);
+  pending_text_ += '\n';
   ++entries_;
   ++pending_;
   const double since = seconds_since(last_flush_at_);
@@ -77,27 +179,75 @@ void JsonListFile::append(const Json& entry) {
 void JsonListFile::flush() {
   if (written_ && pending_ == 0) return;
   const auto t0 = std::chrono::steady_clock::now();
-  // Close the list in place for the write, then reopen it: no copy of the text.
-  const size_t open_size = text_.size();
-  text_ += entries_ == 0 ? "]\n" : kListEnd;
-  try {
-    write_file_atomic(path_, text_);
-  } catch (...) {
-    text_.resize(open_size);
-    throw;
+  if (!written_ || fd_ < 0) {
+    start_file(pending_text_, pending_);
+  } else {
+    // The new lines over the closing "\n]\n", then the closing again.
+    std::string chunk;
+    chunk.reserve(pending_text_.size() + pending_ * 2 + 4);
+    size_t begin = 0;
+    bool first = file_entries_ == 0;
+    while (begin < pending_text_.size()) {
+      const size_t end = pending_text_.find('\n', begin);
+      chunk += first ? "\n" : ",\n";
+      chunk.append(pending_text_, begin, end - begin);
+      first = false;
+      begin = end + 1;
+    }
+    chunk += "\n]\n";
+    // An empty list is "[\n]\n": its closing "\n]\n" starts at 1, as in any other.
+    const off_t at = static_cast<off_t>(file_bytes_ - 3);
+    int err = write_at(fd_, chunk, at);
+    if (err == 0 && ::fdatasync(fd_) != 0) err = errno;
+    if (err != 0) {
+      // Put the list's end back where it was (blocks the file already holds) and drop what was
+      // written past it: the file stays the complete list of the entries flushed before.
+      write_at(fd_, "\n]\n", at);
+      if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) {
+        // The file may end in a partial line now: the readers take its complete lines.
+      }
+      throw Error(write_failure_text(path_, err) + "; the entries flushed before are kept");
+    }
+    file_bytes_ += static_cast<int64_t>(chunk.size()) - 3;
+    file_entries_ += pending_;
   }
-  text_.resize(open_size);
-  written_ = true;
+  pending_text_.clear();
+  if (pending_text_.capacity() > (1u << 20)) pending_text_.shrink_to_fit();
   pending_ = 0;
   ++flushes_;
   last_flush_at_ = std::chrono::steady_clock::now();
   last_flush_s_ = std::chrono::duration<double>(last_flush_at_ - t0).count();
+  if (rotation_.part_bytes > 0 && file_bytes_ >= rotation_.part_bytes) rotate();
+}
+
+void JsonListFile::rotate() {
+  const fs::path part = profile_part_path(path_, next_part_++);
+  close_fd();
+  std::error_code ec;
+  fs::rename(path_, part, ec);
+  if (ec) throw Error("cannot rotate '" + path_.string() + "' to '" + part.string() + "': " + ec.message());
+  ++rotations_;
+  start_file("", 0);
+  auto parts = indexed_profile_parts(path_);
+  // The current file counts as one of the `parts` files kept.
+  while (static_cast<int64_t>(parts.size()) + 1 > rotation_.parts) {
+    fs::remove(parts.front().second, ec);
+    if (parts_removed_++ == 0) {
+      std::fprintf(stderr,
+                   "note: %s reached its bound (profiling.profile_parts = %lld files of profiling.profile_part_mb = "
+                   "%.0f MiB): its oldest part, %s, is removed, and each later rotation removes the next oldest\n",
+                   path_.string().c_str(), static_cast<long long>(rotation_.parts),
+                   static_cast<double>(rotation_.part_bytes) / 1048576.0, parts.front().second.filename().c_str());
+    }
+    parts.erase(parts.begin());
+  }
 }
 
 void JsonListFile::close() {
   if (closed_) return;
   flush();
   closed_ = true;
+  close_fd();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -116,8 +266,8 @@ Json to_json(const TimingEntry& e) {
 }
 
 TimingProfileWriter::TimingProfileWriter(const std::filesystem::path& path, int64_t timing_every,
-                                         FlushPolicy policy)
-    : every_(timing_every), file_(path, policy) {
+                                         FlushPolicy policy, RotationPolicy rotation)
+    : every_(timing_every), file_(path, policy, rotation) {
   if (timing_every < 1) {
     throw Error("profiling.timing_every must be >= 1, got " + std::to_string(timing_every));
   }
@@ -167,8 +317,8 @@ Json category_bytes_json(const CategoryBytes& bytes) {
 }
 
 MemoryProfileWriter::MemoryProfileWriter(const std::filesystem::path& path, int64_t memory_every,
-                                         FlushPolicy policy)
-    : every_(memory_every), file_(path, policy) {
+                                         FlushPolicy policy, RotationPolicy rotation)
+    : every_(memory_every), file_(path, policy, rotation) {
   if (memory_every < 1) {
     throw Error("profiling.memory_every must be >= 1, got " + std::to_string(memory_every));
   }

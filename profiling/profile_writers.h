@@ -1,16 +1,27 @@
 // The run directory's JSON profiles (field names from the RAVE v3 and JAX profiling guides; README "Run directory"): timing_profile.json,
 // memory_profile.json and training_summary.json.
 //
-// Crash safety. A profile is a JSON list kept in memory and rewritten atomically (temp file +
-// rename, rt::write_file_atomic) at most every `flush_interval_s` seconds or every
-// `flush_every` entries, and on flush()/close()/destruction. The file on disk is therefore
-// always a complete JSON list; kill -9 loses at most the entries recorded since the last flush.
-// Entries are serialised once, when recorded: a flush is O(new entries) plus one write of the
-// file. So that flushing a long run's large file stays cheap, the interval also grows to at
-// least 100x the last flush's duration (≤ 1% of wall time spent flushing).
+// Streaming, bounded. A profile is a JSON list with one entry per line ("[", "  {…},", …, "]"),
+// kept on disk, not in memory: the writer holds only the entries recorded since its last
+// flush, and a flush writes them over the list's closing "\n]\n" in place (one pwrite, then
+// fdatasync), so its cost is O(new entries) however long the run. After every flush the file
+// is a complete JSON list; a process killed in the middle of a flush's write can leave its last
+// line incomplete, and every reader here (read_profile_entries: profile-report, a resume) then
+// takes each complete line as an entry — the format is valid line by line. Flushes happen at
+// most every `flush_interval_s` seconds or every `flush_every` entries, and on
+// flush()/close()/destruction; the interval also grows to at least 100x the last flush's
+// duration (≤ 1% of wall time spent flushing).
+//
+// Rotation bounds the files: when the current file reaches `part_bytes`, it is renamed to
+// <stem>.part<K>.json (K = 1, 2, …) and a new current file starts; at most `parts` files are
+// kept (the current one included), the oldest part deleted first, so a profile takes at most
+// parts × part_bytes (plus one flush) on disk however long the run (profiling.profile_part_mb,
+// profiling.profile_parts). read_profile_entries() reads the parts and the current file as one
+// list, in step order.
 //
 // Thread-safety: one thread per writer (the trainer's). Errors: write failures throw rt::Error
-// naming the path from record()/flush()/close(); the destructor reports them on stderr.
+// naming the path from record()/flush()/close(); the destructor reports them on stderr. A flush
+// that fails (a full disk) leaves the file as it was and keeps its entries for the next one.
 #pragma once
 
 #include <chrono>
@@ -18,6 +29,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "util/json.h"
 #include "profiling/memory.h"
@@ -29,10 +41,17 @@ struct FlushPolicy {
   int64_t flush_every = 1000;     // entries; also flushes when this many are pending
 };
 
+struct RotationPolicy {
+  int64_t part_bytes = 64ll << 20;  // 0: one file, unbounded
+  int64_t parts = 8;                // files kept, the current one included (>= 2)
+};
+
+// The readers of these files (parts and a file cut short included): util/profile_files.h.
+
 // A JSON list file written as described above.
 class JsonListFile {
  public:
-  JsonListFile(std::filesystem::path path, FlushPolicy policy = {});
+  JsonListFile(std::filesystem::path path, FlushPolicy policy = {}, RotationPolicy rotation = {});
   ~JsonListFile();
   JsonListFile(const JsonListFile&) = delete;
   JsonListFile& operator=(const JsonListFile&) = delete;
@@ -54,15 +73,29 @@ class JsonListFile {
   int64_t size() const { return entries_; }
   int64_t flush_count() const { return flushes_; }
   double last_flush_seconds() const { return last_flush_s_; }
+  // Bytes held in memory for entries not flushed yet: bounded by the flush policy, not the run.
+  size_t pending_bytes() const { return pending_text_.capacity(); }
+  int64_t rotations() const { return rotations_; }
+  int64_t parts_removed() const { return parts_removed_; }
 
  private:
+  void start_file(const std::string& entries_text, int64_t entries);  // writes path_ anew, opens fd_
+  void rotate();
+  void close_fd();
+
   std::filesystem::path path_;
   FlushPolicy policy_;
-  std::string text_;  // "[\n  {...},\n  {...}" — the closing "\n]\n" is added while writing.
-  int64_t entries_ = 0;
+  RotationPolicy rotation_;
+  std::string pending_text_;  // "  {...}" lines of the entries not flushed yet, each ending "\n"
+  int64_t entries_ = 0;       // every entry of the profile: kept by continue_from, then appended
   int64_t pending_ = 0;
+  int64_t file_entries_ = 0;  // entries in the current file on disk
+  int64_t file_bytes_ = 0;    // its size: it ends with "\n]\n"
+  int fd_ = -1;
   bool written_ = false;
   bool closed_ = false;
+  int64_t next_part_ = 1;
+  int64_t rotations_ = 0, parts_removed_ = 0;
   int64_t flushes_ = 0;
   double last_flush_s_ = 0.0;
   std::chrono::steady_clock::time_point last_flush_at_;
@@ -89,7 +122,8 @@ Json to_json(const TimingEntry& entry);
 class TimingProfileWriter {
  public:
   // REQUIRES: timing_every >= 1 (rt::Error otherwise, naming profiling.timing_every).
-  TimingProfileWriter(const std::filesystem::path& path, int64_t timing_every = 1, FlushPolicy policy = {});
+  TimingProfileWriter(const std::filesystem::path& path, int64_t timing_every = 1, FlushPolicy policy = {},
+                      RotationPolicy rotation = {});
   bool wants(int64_t step) const { return step % every_ == 0; }
   // Records `entry` when wants(entry.step); returns whether it did.
   bool record(const TimingEntry& entry);
@@ -108,7 +142,8 @@ class TimingProfileWriter {
 class MemoryProfileWriter {
  public:
   // REQUIRES: memory_every >= 1 (rt::Error otherwise, naming profiling.memory_every).
-  MemoryProfileWriter(const std::filesystem::path& path, int64_t memory_every = 1, FlushPolicy policy = {});
+  MemoryProfileWriter(const std::filesystem::path& path, int64_t memory_every = 1, FlushPolicy policy = {},
+                      RotationPolicy rotation = {});
   bool wants(int64_t step) const { return step % every_ == 0; }
   // `extra` (an object) is merged into the entry, e.g. memory categories. Returns whether the
   // step was recorded.

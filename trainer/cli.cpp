@@ -23,6 +23,10 @@ Aliases (the guides' spellings): profiling.wait_steps/warmup_steps/active_steps/
   trace_memory (profile_memory), profile_every_n_steps (memory_every), log_dir (output_dir),
   start_step (skip_first), end_step (active = end_step - start_step),
   schedule_every_n_steps (wait = n - warmup - active).
+Long runs: timing/memory profiles stream to disk and rotate into <name>.part<K>.json at
+  profiling.profile_part_mb (64 MiB), keeping profiling.profile_parts (8) files per profile.
+Signals: Ctrl-C, SIGTERM, SIGHUP and SIGQUIT stop after the current step with every file written
+  (exit 130, 143, 129, 131); SIGUSR1 writes a checkpoint now and training goes on.
 )";
 
 // The CLI11 app and which option sets which key.

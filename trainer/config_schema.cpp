@@ -191,6 +191,13 @@ std::vector<KeySpec> build_common_schema() {
       I("profiling.log_every", 0, "profiling log period (0 = train.log_every)").ge(0),
       I("profiling.timing_every", 1, "record timing every N steps").ge(1),
       I("profiling.memory_every", 10, "record memory every N steps").ge(1),
+      I("profiling.profile_part_mb", 64,
+        "timing/memory profile: rotate the file into <name>.part<K>.json at this size in MiB (0 = one file, unbounded)")
+          .ge(0),
+      I("profiling.profile_parts", 8,
+        "timing/memory profile: files kept, the current one included; the oldest part goes first "
+        "(bound: profile_parts × profile_part_mb per profile)")
+          .ge(2),
       I("profiling.wait", 0, "schedule: steps skipped at the start of each cycle").ge(0),
       I("profiling.warmup", 1, "schedule: steps traced but discarded per cycle").ge(0),
       I("profiling.active", 3, "schedule: steps recorded per cycle").ge(1),

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <random>
 
+#include "trainer/config_history.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/run_pointer.h"
@@ -119,6 +120,7 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
     // mkdir fails with EEXIST when another run took the name: then draw again.
     if (::mkdir(dir.c_str(), 0755) == 0) {
       auto lock = std::make_shared<RunDirLock>(dir);
+      check_writable_dir(dir / "checkpoints", "the run's checkpoints folder");
       write_latest_pointer(out_path, dir);
       return RunDir{dir, {}, false, std::move(lock)};
     }
@@ -129,12 +131,35 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
               "XXXXXX': every name tried exists");
 }
 
+void check_writable_dir(const fs::path& dir, const std::string& role) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create " + role + " '" + dir.string() + "': " + ec.message());
+  // access(2) does not say whether root may write, nor does it see every read-only mount: a
+  // file created and removed does.
+  const fs::path probe = dir / (".write_probe.tmp." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw Error("cannot write into " + role + " '" + dir.string() + "': " + std::strerror(errno) +
+                "; the run writes there, so it stops before its first step (make it writable, or choose "
+                "another train.out_path / profiling.output_dir)");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) throw Error("run directory '" + run_dir.string() + "' does not exist");
   auto lock = std::make_shared<RunDirLock>(run_dir);
-  fs::create_directories(out_path, ec);
-  write_latest_pointer(out_path, run_dir);
+  check_writable_dir(run_dir, "the run directory");
+  check_writable_dir(run_dir / "checkpoints", "the run's checkpoints folder");
+  // `latest` already naming this run needs no write: a read-only out_path still resumes.
+  const fs::path named = resolve_run_pointer(out_path / "latest");
+  if (!fs::equivalent(named, run_dir, ec)) {
+    fs::create_directories(out_path, ec);
+    write_latest_pointer(out_path, run_dir);
+  }
   return RunDir{run_dir, {}, true, std::move(lock)};
 }
 
@@ -169,13 +194,16 @@ RunDir prepare_run_dir(const Config& config) {
   return prepare_run_dir(config, resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path")));
 }
 
-RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) {
+RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) { return prepare_run_dir(config, ckpt, -1); }
+
+RunDir prepare_run_dir(const Config& config, const fs::path& ckpt, int64_t resume_step) {
   const fs::path out_path = config.get_string("train.out_path");
   RunDir run;
   const fs::path existing = ckpt.empty() ? fs::path() : run_dir_of_checkpoint(ckpt);
   if (!existing.empty()) {
     run = open_run_dir(existing, out_path);
     remove_stale_temporaries(run.path);
+    if (resume_step >= 0) run.previous_config = keep_previous_config(run.path, resume_step, config.to_toml());
   } else {
     run = create_run_dir(out_path, config.get_string("train.name"));
   }

@@ -2,6 +2,7 @@
 // to it (a file naming it, util/run_pointer.h), config.toml, and resuming a run from its checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@ struct RunDir {
   std::filesystem::path checkpoint;  // checkpoint to resume from; empty for a fresh run
   bool resumed = false;              // true when `path` is an existing run reopened for resuming
   std::shared_ptr<RunDirLock> lock;  // held by the writer for the whole run
+  std::filesystem::path previous_config;  // config.<step>.toml kept by this resume; empty if none
 };
 
 // Creates <out_path>/<name>_<YYYY-MM-DD (local date)>_<6 random hex>/ (and out_path), retrying
@@ -41,7 +43,9 @@ struct RunDir {
 RunDir create_run_dir(const std::filesystem::path& out_path, const std::string& name);
 
 // Reuses an existing run directory (resuming): locks it first (RunDirLock: a second writer is
-// refused before anything is written), then points <out_path>/latest at it.
+// refused before anything is written), checks that it and its checkpoints/ are writable
+// (check_writable_dir), then points <out_path>/latest at it unless latest names it already (so
+// a read-only out_path does not block `--ckpt last`).
 // Throws rt::Error when `run_dir` is not a directory or another process holds it.
 RunDir open_run_dir(const std::filesystem::path& run_dir, const std::filesystem::path& out_path);
 
@@ -60,10 +64,19 @@ std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpo
 RunDir prepare_run_dir(const Config& config);
 // The same with the checkpoint already resolved (train resolves and loads it first).
 RunDir prepare_run_dir(const Config& config, const std::filesystem::path& checkpoint);
+// The same for a resume at `resume_step` (the checkpoint's step; -1: not known): a config.toml
+// that differs from `config` is kept as config.<resume_step>.toml first (keep_previous_config).
+RunDir prepare_run_dir(const Config& config, const std::filesystem::path& checkpoint, int64_t resume_step);
 
 // Removes "<file>.tmp.<pid>" files under `run_dir` whose writer is no longer running (kill -9
 // during a checkpoint or profile write), saying so on stderr; returns what it removed.
 std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& run_dir);
+
+// Creates `dir` if needed and proves it writable by creating and removing a file in it (root
+// and read-only mounts included). Throws rt::Error naming `role` and `dir` and why. The trainer
+// checks every folder the run will write into (the run directory, checkpoints/, the profiles'
+// folder) before its first step: before, a read-only checkpoints/ was found at the first save.
+void check_writable_dir(const std::filesystem::path& dir, const std::string& role);
 
 // Writes <run_dir>/config.toml (config.to_toml()) with write_file_atomic.
 void write_run_config(const std::filesystem::path& run_dir, const Config& config);

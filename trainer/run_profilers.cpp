@@ -68,15 +68,6 @@ prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir
   return o;
 }
 
-// Runs `fn`; a failure becomes a warning naming `what`, so one writer does not lose the others.
-void guarded(const char* what, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::cerr << "warning: could not write " << what << ": " << e.what() << "\n";
-  }
-}
-
 }  // namespace
 
 std::string rank_file_name(const std::string& stem, const std::string& extension, const RankInfo& rank) {
@@ -93,13 +84,18 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
   log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
   if (tb_ != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb_);
+  // The bound of each per-step profile (profiling/profile_writers.h: rotation).
+  prof::RotationPolicy rotation;
+  rotation.part_bytes = c.get_int("profiling.profile_part_mb") * (int64_t{1} << 20);
+  rotation.parts = c.get_int("profiling.profile_parts");
 
   prof::timers().reset();
   prof::timers().set_enabled(timing);
   if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
   if (timing) {
     timing_ = std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
-                                                          c.get_int("profiling.timing_every"));
+                                                          c.get_int("profiling.timing_every"), prof::FlushPolicy{},
+                                                          rotation);
     timing_->continue_from(first_step);
     link_plain_name(dir, "timing_profile", ".json", rank_);
   }
@@ -109,7 +105,8 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   }
   if (memory) {
     memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
-                                                          c.get_int("profiling.memory_every"));
+                                                          c.get_int("profiling.memory_every"), prof::FlushPolicy{},
+                                                          rotation);
     memory_->continue_from(first_step);
     link_plain_name(dir, "memory_profile", ".json", rank_);
   }
@@ -255,6 +252,32 @@ void RunProfilers::log_timers(int64_t step, bool force) {
   if (!prof::timers().enabled() || !sink_ || !(force || step % log_every_ == 0)) return;
   std::cout << prof::timers().format_metrics(step) << std::flush;
   prof::timers().log_metrics(*sink_, step);
+}
+
+// Runs `fn`; a failure is named on stderr and kept in lost_ ("<what>: <why>"), so one writer
+// does not lose the others and the trainer can fail the run for it.
+void RunProfilers::guarded(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::cerr << "error: could not write " << what << ": " << e.what() << "\n";
+    lost_.push_back(std::string(what) + ": " + e.what());
+  }
+}
+
+std::vector<std::string> RunProfilers::lost_outputs() const {
+  std::vector<std::string> out;
+  if (trace_) {
+    for (const auto& w : trace_->windows()) {
+      for (const auto& o : w.outputs) {
+        if (o.error.empty()) continue;
+        out.push_back("the trace output '" + o.output + "' of steps " + std::to_string(w.first_step) + "-" +
+                      std::to_string(w.last_step) + ": " + o.error);
+      }
+    }
+  }
+  out.insert(out.end(), lost_.begin(), lost_.end());
+  return out;
 }
 
 void RunProfilers::finish() {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -79,8 +80,12 @@ class RunProfilers {
   void log_timers(int64_t step, bool force);
 
   // Saves an open trace window and closes every profile; one failing writer does not stop the
-  // others (warnings on stderr). Idempotent.
+  // others (each failure named on stderr and kept for lost_outputs()). Idempotent.
   void finish();
+  // Every output this run asked for and did not get, "<what>: <why>": trace files of a window
+  // that failed to write, profiles that could not be closed. Empty when nothing was lost; the
+  // trainer then fails the run (exit 1, the summary's status and `lost_outputs`).
+  std::vector<std::string> lost_outputs() const;
   // The timers as {name: {avg_time, total_time, count}} for training_summary.json; null when off.
   Json timers_json() const;
 
@@ -98,6 +103,9 @@ class RunProfilers {
   std::unique_ptr<prof::ScalarSink> sink_;
   std::vector<prof::TimingEntry> pending_timing_;
   bool finished_ = false;
+  std::vector<std::string> lost_;  // failures of finish()
+
+  void guarded(const char* what, const std::function<void()>& fn);
 };
 
 }  // namespace rt

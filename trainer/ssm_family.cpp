@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "data/data_kind.h"
 #include "data/loader.h"
@@ -11,6 +13,7 @@
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"
+#include "trainer/config_schema.h"
 #include "trainer/config_value.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
@@ -312,6 +315,26 @@ class SsmFamily final : public ModelFamily {
 // foundational_ssm: dt_min/dt_max bound the initial log step; checked here with the keys'
 // origins, before the options' own cross-field checks.
 void check_ssm_config(const Config& c) {
+  // Keys of audio data mean nothing to a decoder trained on whole trials of a neural database:
+  // set to another value than their default, they are refused, on a fresh run and on a resume
+  // alike (a config.toml written by a run holds them at their defaults and stays accepted).
+  for (const char* key : {"data.n_signal", "data.channels", "data.phase_mangle", "data.phase_mangle_p",
+                          "data.dequantize"}) {
+    const KeySpec* spec = find_key_spec(key);
+    if (spec == nullptr || !c.was_set(key)) continue;
+    const bool is_default = std::visit(
+        [&](const auto& d) {
+          using T = std::decay_t<decltype(d)>;
+          if constexpr (std::is_same_v<T, int64_t>) return c.get_int(key) == d;
+          if constexpr (std::is_same_v<T, double>) return c.get_float(key) == d;
+          if constexpr (std::is_same_v<T, bool>) return c.get_bool(key) == d;
+          return false;
+        },
+        spec->default_value);
+    if (is_default) continue;
+    throw Error(c.origin(key) + ": " + key + " does not apply to model.family = ssm: an SSM decoder trains on " +
+                "whole trials of a neural database, and " + key + " is a setting of audio data (RAVE); remove it");
+  }
   const double dt_min = c.get_float("model.dt_min"), dt_max = c.get_float("model.dt_max");
   if (!(dt_max > dt_min)) {
     throw Error(c.origin("model.dt_max") + ": model.dt_max = " + value_text(dt_max) +

@@ -22,6 +22,7 @@
 #include "distributed/parameter_broadcast.h"
 #include "distributed/process_group.h"
 #include "models/common/batch_slice.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/heap_retention.h"
 #include "util/signals.h"
@@ -30,6 +31,7 @@
 #include "tensorboard/tensorboard_writer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
+#include "trainer/config_history.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 #include "trainer/run_dir.h"
@@ -137,6 +139,7 @@ class TrainingJob {
     po.busy_threads = torch::get_num_threads();
     po.gather_sum_bytes = config_.get_int("train.distributed.small_all_reduce_kib") * 1024;
     po.gloo_loop_batch = config_.get_string("train.distributed.gloo_loop") == "batch";
+    po.exit_at_deadline = true;  // the rendezvous ends within train.distributed.timeout_s
     comm_ = dist::join_process_group(env_, po);
     distributed_ = comm_->world_size() > 1;
     writer_ = comm_->rank() == 0;
@@ -183,16 +186,27 @@ class TrainingJob {
     meta_.signature = config_.architecture_signature();
     meta_.config_toml = config_.to_toml();
     if (!checkpoint.empty()) load_resume_checkpoint(checkpoint);
+    if (!checkpoint.empty() && writer_) report_config_changes();
 
     // Rank 0 makes (or reopens) the run directory; the others learn where it is.
-    if (writer_) run_ = prepare_run_dir(config_, checkpoint);
+    if (writer_) run_ = prepare_run_dir(config_, checkpoint, checkpoint.empty() ? -1 : step_);
+    if (!run_.previous_config.empty()) {
+      out() << "the run's earlier config.toml is kept as " << run_.previous_config.string() << std::endl;
+      summary_.set_info("previous_config", run_.previous_config.filename().string());
+    }
     if (distributed_) run_.path = dist::broadcast_text(*comm_, run_.path.string());
     run_.checkpoint = checkpoint;
     out() << "run directory: " << run_.path.string() << std::endl;
     prof_dir_ = config_.get_string("profiling.output_dir").empty() ? run_.path
                                                                    : fs::path(config_.get_string("profiling.output_dir"));
-    // Ranks on other machines write their profiles into the same path there.
-    if (!writer_) fs::create_directories(prof_dir_);
+    // Ranks on other machines write their profiles into the same path there. Every folder the
+    // run writes into is proven writable now, not at its first write (run_dir.h).
+    const bool profiles = config_.get_bool("profiling.timing") || config_.get_bool("profiling.memory") ||
+                          config_.get_bool("profiling.enabled");
+    if (profiles || !writer_) {
+      check_writable_dir(prof_dir_, config_.get_string("profiling.output_dir").empty() ? "the run directory"
+                                                                                       : "profiling.output_dir");
+    }
     if (writer_) tb_ = std::make_unique<TensorBoardWriter>(run_.path);
     if (!checkpoint.empty()) out() << "resumed from " << checkpoint.string() << " at step " << step_ << std::endl;
     // Every rank starts from rank 0's parameters and buffers (DDP's _sync_module_states).
@@ -236,6 +250,26 @@ class TrainingJob {
     out() << std::endl;
   }
 
+  // A resume prints what it changes against the checkpoint's config, as a diff naming where
+  // each new value was set, and records it in the summary (trainer/config_history.h).
+  void report_config_changes() {
+    const std::vector<ConfigChange> changes = config_changes(resumed_config_toml_, config_.to_toml());
+    if (changes.empty()) return;
+    Json recorded = Json::array();
+    std::ostringstream text;
+    text << "resuming with " << count_text(static_cast<int64_t>(changes.size()), "changed setting")
+         << " (the checkpoint's → now):\n";
+    for (const auto& c : changes) {
+      text << "  " << c.key << ": " << (c.before.empty() ? "(absent)" : c.before) << " → "
+           << (c.after.empty() ? "(absent)" : c.after);
+      if (!c.after.empty()) text << "  (" << config_.origin(c.key) << ")";
+      text << "\n";
+      recorded.push_back({{"key", c.key}, {"before", c.before}, {"after", c.after}});
+    }
+    out() << text.str() << std::flush;
+    summary_.set_info("config_changes", recorded);
+  }
+
   // Every rank loads the checkpoint (the optimizer state too), then takes rank 0's weights.
   // Tensors whose shape differs from the model built from this config and database (a 64-unit
   // SSM checkpoint on a 48-unit database, a mono checkpoint on stereo data) are refused by name.
@@ -272,6 +306,7 @@ class TrainingJob {
       }
     });
     step_ = m.step;
+    resumed_config_toml_ = m.config_toml;
     if (m.has_best) {
       best_ = m.best;
       has_best_ = true;
@@ -354,7 +389,7 @@ class TrainingJob {
 
     while (step_ < max_steps && !should_stop()) {
       profilers_->step_begin(step_);
-      if (distributed_) sync_->carry(stop_requested() ? 1.0 : 0.0);
+      if (distributed_) sync_->carry(stop_and_checkpoint_flags());
       reset_step_phase_times();
       const auto t0 = Clock::now();
       StepResult r;
@@ -399,7 +434,10 @@ class TrainingJob {
       if (step_ % log_every_ == 0 || last) log_interval(max_steps);
       profilers_->log_timers(step_, last);
       if (step_ % val_every == 0 || last) validate();
-      if (step_ % save_every == 0) save(run_.path / "checkpoints" / ("step_" + std::to_string(step_) + ".ckpt"), true);
+      if (step_ % save_every == 0 || checkpoint_agreed_) {
+        save(run_.path / "checkpoints" / ("step_" + std::to_string(step_) + ".ckpt"), true);
+        if (checkpoint_agreed_) out() << "SIGUSR1: checkpoint written at step " << step_ << std::endl;
+      }
       // ProfilerStep#N spans the whole iteration (logging, validation and checkpoints
       // included), as torch's prof.step() at the end of the loop body does: every operator
       // of the training thread inside a window then lies inside a step.
@@ -419,15 +457,33 @@ class TrainingJob {
   // began), so it costs no collective of its own; a step that synchronised no gradients sends
   // it alone. Inside the step, so the collective's span lies within ProfilerStep#N (the
   // profiler plugin's Distributed view drops collectives outside every step).
+  //
+  // A checkpoint request (SIGUSR1) rides in the same value: each requesting rank adds
+  // kCheckpointFlag, each stopping rank 1, so the sum tells both apart for any world size.
   void agree_on_stop() {
-    if (!distributed_) return;
-    std::optional<double> stops = sync_->take_carried();
-    if (!stops) {
-      auto flag = torch::full({1}, stop_requested() ? 1.0 : 0.0, torch::kDouble);
-      comm_->all_reduce_sum(flag);
-      stops = flag.item<double>();
+    if (!distributed_) {
+      checkpoint_agreed_ = take_checkpoint_request();
+      return;
     }
-    stop_agreed_ = *stops > 0;
+    std::optional<double> flags = sync_->take_carried();
+    if (!flags) {
+      auto flag = torch::full({1}, stop_and_checkpoint_flags(), torch::kDouble);
+      comm_->all_reduce_sum(flag);
+      flags = flag.item<double>();
+    }
+    checkpoint_agreed_ = *flags >= kCheckpointFlag;
+    stop_agreed_ = std::fmod(*flags, kCheckpointFlag) > 0;
+    checkpoint_requested_ = false;
+  }
+
+  // More than the ranks of a job (up to 4095), and small enough that a float32 gradient buffer,
+  // which carries the sum, holds it exactly (4095 × 4096 + 4095 < 2^24).
+  static constexpr double kCheckpointFlag = 4096.0;
+  // This rank's contribution to the step's agreement: 1 for a stop signal, kCheckpointFlag for
+  // a checkpoint request (taken once; it holds until the ranks agreed on it).
+  double stop_and_checkpoint_flags() {
+    if (take_checkpoint_request()) checkpoint_requested_ = true;
+    return (stop_requested() ? 1.0 : 0.0) + (checkpoint_requested_ ? kCheckpointFlag : 0.0);
   }
 
   // Reads the steps recorded since the last read on the host (the loop's only host
@@ -587,16 +643,23 @@ class TrainingJob {
         if (!agreed_failure_) collectives_ok_ = false;
       }
     }
-    // Flush order: trace window and profiles, checkpoint, summary — each guarded so that one
-    // failing writer does not lose the others.
-    auto guarded = [](const char* what, const std::function<void()>& fn) {
+    // Flush order: trace window and profiles, checkpoint, TensorBoard, summary — each guarded
+    // so that one failing writer does not lose the others. An output the run was asked for and
+    // did not get (last.ckpt, a trace, a profile) fails the run: exit 1, the summary's status
+    // and `lost_outputs` name it (before: a warning, exit 0 and "completed").
+    std::vector<std::string> lost;
+    auto guarded = [&](const std::string& what, const std::function<void()>& fn) {
       try {
         fn();
       } catch (const std::exception& e) {
-        std::cerr << "warning: could not write " << what << ": " << e.what() << "\n";
+        std::cerr << rank_prefix() << "error: could not write " << what << ": " << e.what() << "\n";
+        lost.push_back(what + ": " + e.what());
       }
     };
-    if (profilers_) profilers_->finish();
+    if (profilers_) {
+      profilers_->finish();
+      for (const auto& l : profilers_->lost_outputs()) lost.push_back(l);
+    }
     if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
       std::cerr << "warning: " << w << " was written\n";
     // This process's loop time split into waiting for batches and the training step itself.
@@ -604,21 +667,55 @@ class TrainingJob {
     summary_.set_info("step_examples_per_second",
                       train_seconds_ > data_seconds_ ? static_cast<double>(examples_run_) / (train_seconds_ - data_seconds_)
                                                      : 0.0);
-    if (family_ && distributed_) guarded("the per-rank figures", [&] { gather_rank_figures(); });
+    if (family_ && distributed_) {
+      try {
+        gather_rank_figures();
+      } catch (const std::exception& e) {
+        std::cerr << rank_prefix() << "warning: could not gather the per-rank figures: " << e.what() << "\n";
+      }
+    }
     collectives_ok_ = false;  // nothing below talks to the other ranks
     if (family_ && !run_.path.empty() && failure_.empty() && status.rfind("failed", 0) != 0 && step_ > 0) {
       guarded("last.ckpt", [&] { save(run_.path / "checkpoints" / "last.ckpt", false); });
+    }
+    if (tb_) guarded("the TensorBoard events", [&] { tb_->flush(); });
+    if (!lost.empty()) {
+      ok = false;
+      if (status.rfind("failed", 0) != 0) {
+        status = "failed: could not write " + lost.front() +
+                 (lost.size() > 1 ? " (and " + std::to_string(lost.size() - 1) + " more, see lost_outputs)" : "");
+      }
     }
     if (!writer_) return ok;
     if (profilers_) {
       if (Json timers = profilers_->timers_json(); !timers.is_null()) summary_.set_info("timers", timers);
     }
-    if (!run_.path.empty()) {
-      guarded("training_summary.json", [&] { summary_.write(run_.path / "training_summary.json", status); });
-    }
-    if (tb_) guarded("the TensorBoard events", [&] { tb_->flush(); });
+    if (!lost.empty()) summary_.set_info("lost_outputs", lost);
+    if (!run_.path.empty() && !write_final_summary(status)) ok = false;
     std::cout << "training " << status << " after " << summary_.total_steps() << " steps" << std::endl;
     return ok;
+  }
+
+  // The final training_summary.json. When it cannot be written whole (a full disk), the status
+  // alone is written over the "running" file in place, in blocks the file already holds, so the
+  // file never says "running" after the process ended; returns false in both cases of failure.
+  bool write_final_summary(const std::string& status) {
+    const fs::path path = run_.path / "training_summary.json";
+    try {
+      summary_.write(path, status);
+      return true;
+    } catch (const std::exception& e) {
+      std::cerr << rank_prefix() << "error: could not write " << path.string() << ": " << e.what() << "\n";
+    }
+    const Json brief_json{{"status", status + " (training_summary.json could not be written whole)"},
+                          {"total_steps", summary_.total_steps()}};
+    const std::string brief = brief_json.dump(2) + "\n";
+    if (overwrite_file_in_place(path, brief)) {
+      std::cerr << "error: " << path.string() << " holds the final status only\n";
+    } else {
+      std::cerr << "error: " << path.string() << " could not be updated either and may still say \"running\"\n";
+    }
+    return false;
   }
 
   // training_summary.json's "distributed": every rank's throughput and communication time
@@ -690,6 +787,8 @@ class TrainingJob {
   bool stopped_ = false;          // the ranks agreed to stop on a signal
   HeapRetention heap_;        // train.retain_freed_memory
   bool stop_agreed_ = false;  // agree_on_stop(): some rank got a stop signal
+  bool checkpoint_requested_ = false;  // this rank got SIGUSR1, not agreed yet
+  bool checkpoint_agreed_ = false;     // agree_on_stop(): some rank got SIGUSR1 during the step
   StreamPosition resume_position_, position_;
   bool has_resume_position_ = false;
   dist::CommStats comm_at_start_;
@@ -707,6 +806,7 @@ class TrainingJob {
   std::unique_ptr<prof::MemoryTrackingScope> early_memory_tracking_;
   std::unique_ptr<RunProfilers> profilers_;
   CheckpointMeta meta_;
+  std::string resumed_config_toml_;  // the resolved config the resumed checkpoint was trained with
   int64_t step_ = 0, log_every_ = 100;
   double best_ = 0.0;
   bool has_best_ = false;

@@ -84,6 +84,43 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   fsync_directory(parent);
 }
 
+void link_file_atomic(const std::filesystem::path& target, const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::link(target.c_str(), tmp.c_str()) != 0) {
+    const std::string hard_why = errno_text();
+    std::error_code ec;
+    const fs::path relative = fs::relative(target, path.parent_path().empty() ? fs::path(".") : path.parent_path(), ec);
+    if (ec || ::symlink((relative.empty() ? target : relative).c_str(), tmp.c_str()) != 0) {
+      throw Error("cannot link '" + path.string() + "' to '" + target.string() + "': " + hard_why +
+                  " (hard link), " + errno_text() + " (symbolic link)");
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + why);
+  }
+  fsync_directory(path.parent_path());
+}
+
+bool overwrite_file_in_place(const std::filesystem::path& path, std::string_view contents) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  bool ok = size >= static_cast<off_t>(contents.size());
+  size_t done = 0;
+  while (ok && done < contents.size()) {
+    const ssize_t n = ::pwrite(fd, contents.data() + done, contents.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ok && ::ftruncate(fd, static_cast<off_t>(contents.size())) == 0 && ::fsync(fd) == 0;
+  return ::close(fd) == 0 && ok;
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path.string() + "': " + errno_text());

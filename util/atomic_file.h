@@ -16,6 +16,19 @@ namespace rt {
 // any) is untouched and the temporary file is removed.
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
 
+// Makes `path` name the same file as `target` (an existing file), atomically as
+// write_file_atomic: a hard link (no second copy of the bytes), else — on a filesystem without
+// hard links — a symbolic link holding `target` relative to `path`'s folder. A previous `path` is
+// replaced. Throws rt::Error naming both paths when neither link can be made.
+void link_file_atomic(const std::filesystem::path& target, const std::filesystem::path& path);
+
+// The last resort when write_file_atomic fails for want of space: writes `contents` over the
+// start of the existing file `path` and cuts it there, using only blocks the file already holds
+// (a full disk still accepts this on ext4, xfs and tmpfs). Not atomic: for a small status that
+// must not keep saying something false (a summary's "running"). Returns false, writing nothing,
+// when `path` does not exist, is smaller than `contents`, or a call fails.
+bool overwrite_file_in_place(const std::filesystem::path& path, std::string_view contents);
+
 // Reads a whole file. Throws rt::Error naming the path when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
 

@@ -1,8 +1,18 @@
-// Cooperative shutdown on SIGINT / SIGTERM: the handler only records the signal;
-// the trainer polls stop_requested() between steps, flushes its files and exits with
-// 128 + signal (130 for Ctrl-C, 143 for SIGTERM). The first signal says "stopping after this
-// step…" on a terminal; a second Ctrl-C stops at once (SIGINT's default action); a SIGTERM after
-// the first signal (a launcher closing its ranks) does not cut the stop short.
+// Cooperative shutdown on SIGINT, SIGTERM, SIGHUP and SIGQUIT: the handler only records the
+// signal; the trainer polls stop_requested() between steps, flushes its files and exits with
+// 128 + signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: a closed ssh session or
+// terminal, 131 for SIGQUIT: Ctrl-\). The first signal says "stopping after this step…" on a
+// terminal; a second Ctrl-C stops at once (SIGINT's default action); a later SIGTERM, SIGHUP or
+// SIGQUIT (a launcher closing its ranks, the terminal going away) does not cut the stop short.
+//
+// SIGUSR1 asks for a checkpoint now: the trainer writes one after the current step and trains
+// on (take_checkpoint_request()). SIGPIPE is ignored: a closed log pipe (`train | tee` whose
+// tee died, an ssh session's stdout) makes writes to it fail instead of killing the run.
+//
+// `train` installs the handlers first thing (a constructor of its executable, before main), so
+// a signal during start-up ends it with a message, never with the default action; installing
+// unblocks these signals, so one the parent held pending (a blocked mask is inherited across
+// exec) is handled then. A SIGHUP ignored at start (`nohup train …`) stays ignored.
 #pragma once
 
 namespace rt {
@@ -12,6 +22,10 @@ void install_stop_signal_handlers();
 // stderr is a terminal.
 void set_stop_messages(bool on);
 bool stop_requested();
+// Whether SIGUSR1 arrived since the last call (then clears it).
+bool take_checkpoint_request();
+// "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", else "a signal".
+const char* signal_name(int sig);
 int stop_signal();  // 0 when none was received.
 void clear_stop_request();  // For tests.
 

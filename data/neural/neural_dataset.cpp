@@ -6,6 +6,7 @@
 
 #include "data/neural/neural_record.h"
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/signals.h"
 
 namespace rt::neural {
@@ -25,7 +26,7 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
   store_->for_each([&](std::string_view key, std::string_view value) {
     // Scanning a large database takes a while: a Ctrl-C or SIGTERM stops it here.
     throw_if_stop_requested("while reading neural database " + db.string());
-    const auto r = check.add(groups_.size(), key, value, "neural database " + db.string() + " key " + std::string(key));
+    const auto r = check.add(groups_.size(), key, value, "neural database " + db.string() + " key " + printable(key));
     groups_.push_back(check.group_index(r.group));
     return true;
   });

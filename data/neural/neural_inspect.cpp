@@ -11,6 +11,7 @@
 #include "data/neural/neural_record.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/json.h"
 #include "util/signals.h"
 
@@ -64,7 +65,7 @@ std::vector<std::string> inspect_neural_database(const std::filesystem::path& db
     const std::string key(key_view);
     throw_if_stop_requested("while inspecting " + db.string());
     try {
-      NeuralRecord r = check.add(index++, key, value, "record '" + key + "'");
+      NeuralRecord r = check.add(index++, key, value, "record '" + printable(key) + "'");
       auto [it, fresh] = groups.try_emplace(r.group);
       GroupStats& g = it->second;
       const int64_t T = r.spikes.size(0);

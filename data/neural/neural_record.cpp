@@ -12,6 +12,7 @@
 #include "data/lmdb_store.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/json.h"
 #include "util/parse.h"
 
@@ -130,7 +131,7 @@ NeuralRecord decode_neural_record(std::string_view bytes, const std::string& wha
     }
     const auto v = parse_finite(it->second);
     if (!v || *v < lo || *v > hi) {
-      throw Error(what + ": metadata " + key + " = \"" + it->second + "\": must be a number in [" + shown(lo) + ", " +
+      throw Error(what + ": metadata " + key + " = \"" + printable(it->second) + "\": must be a number in [" + shown(lo) + ", " +
                   shown(hi) + "] ms");
     }
     return *v;
@@ -142,7 +143,7 @@ NeuralRecord decode_neural_record(std::string_view bytes, const std::string& wha
   if (const auto it = ex.metadata().find("trial"); it != ex.metadata().end()) {
     const auto trial = parse_int64(it->second);
     if (!trial || *trial < 0) {
-      throw Error(what + ": metadata trial = \"" + it->second + "\": must be an integer >= 0 (the trial's index in its source)");
+      throw Error(what + ": metadata trial = \"" + printable(it->second) + "\": must be an integer >= 0 (the trial's index in its source)");
     }
     r.trial = *trial;
   }
@@ -279,7 +280,7 @@ NeuralRecord NeuralDatabaseCheck::add(size_t index, std::string_view key, std::s
   }
   int64_t g = group_index(r.group);
   if (g >= 0 && (group_units_[g] != units || group_dims_[g] != dims)) {
-    throw Error(where + ": group \"" + r.group + "\" has " + std::to_string(units) + " units / " + std::to_string(dims) +
+    throw Error(where + ": group \"" + printable(r.group) + "\" has " + std::to_string(units) + " units / " + std::to_string(dims) +
                 " dims here but " + std::to_string(group_units_[g]) + " / " + std::to_string(group_dims_[g]) +
                 " in its first record");
   }

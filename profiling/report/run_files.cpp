@@ -12,6 +12,7 @@
 #include "tensorboard/tfevents.h"
 #include "util/error.h"
 #include "util/parse.h"
+#include "util/profile_files.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -74,13 +75,13 @@ void raise_peak(RunAnalysis& a, const std::string& series, double bytes, const s
   a.memory_peaks.push_back({series, source, bytes});
 }
 
+// A per-step profile: its rotated parts and the file, as one list (util/profile_files.h); a file
+// cut short by a killed run is read line by line, with a warning.
 Json read_json_list(const fs::path& path, RunAnalysis& a) {
   try {
-    Json j = read_json(path);
-    if (j.is_array()) return j;
-    a.warnings.push_back(path.filename().string() + " is not a JSON list; ignored");
+    return read_profile_entries(path, &a.warnings);
   } catch (const std::exception& e) {
-    a.warnings.push_back(e.what());
+    a.warnings.push_back(std::string(e.what()) + "; ignored");
   }
   return Json::array();
 }

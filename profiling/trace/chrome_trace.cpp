@@ -330,7 +330,14 @@ TraceFiles write_chrome_trace(const Timeline& t, const std::filesystem::path& di
   if (options.trace_name.empty()) options.trace_name = files.trace.string();
   const std::string json = chrome_trace_json(t, options);
   write_file_atomic(files.trace, gzip ? gzip_compress(json) : json);
-  write_file_atomic(files.step_copy, json);
+  // The same bytes under the RAVE guide's name: a hard link (a symbolic link where the
+  // filesystem has none), not a second copy of a trace that can take megabytes. A gzipped
+  // trace is other bytes: the step file is then written out.
+  if (gzip) {
+    write_file_atomic(files.step_copy, json);
+  } else {
+    link_file_atomic(files.trace, files.step_copy);
+  }
   return files;
 }
 

@@ -43,9 +43,11 @@ struct TraceFiles {
   std::filesystem::path step_copy;  // <dir>/profile_step_<N>.json (RAVE guide name, never gzipped)
 };
 
-// Writes the trace twice, atomically: under profiler_traces/ (the file name TensorBoard's
-// plugin and HTA look for; gzipped when `gzip` and zlib is available) and as
-// profile_step_<first_step>.json (N = 0 when the window recorded no step).
+// Writes the trace once, atomically, under profiler_traces/ (the file name TensorBoard's
+// plugin and HTA look for; gzipped when `gzip` and zlib is available), and names it also
+// profile_step_<first_step>.json (N = 0 when the window recorded no step): a hard link to the
+// same inode (a symbolic link where hard links are not possible; util/atomic_file.h), or, for a
+// gzipped trace, the uncompressed JSON written out. Before: two copies of the same bytes.
 // REQUIRES: finalize_timeline(timeline) was called. Throws rt::Error naming the path on I/O
 // failure.
 TraceFiles write_chrome_trace(const Timeline& timeline, const std::filesystem::path& dir, bool gzip,

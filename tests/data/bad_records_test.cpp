@@ -357,6 +357,63 @@ TEST(AudioRecordRanges, AnOverflowingShapeIsAnErrorNamingTheBuffer) {
   EXPECT_HAS(msg, "holds 16 bytes, fewer than its shape needs (truncated)");
 }
 
+// Records with an extra FLOAT32 buffer whose shape does not fit its bytes (overflowing,
+// wrapping to 0 in 64 bits, three times INT32_MAX): inspect refused them, training trained on
+// them (it read only the waveform). One check now serves both (check_record_buffers).
+TEST(AudioRecordRanges, ExtraBuffersThatInspectRefusesTrainingRefusesToo) {
+  const std::pair<std::string, std::vector<int32_t>> cases[] = {
+      {"a_float_shape_overflow", {2000000000, 2000000000, 2000000000, 2000000000}},
+      {"wrap0", {65536, 65536, 65536, 65536}},  // 2^64 values: 0 after a wrapping product
+      {"3x_maxint", {2147483647, 2147483647, 2147483647}},
+  };
+  for (const auto& [name, shape] : cases) {
+    testing::ScratchDir dir;
+    testing::write_rave_style_db(dir / "db", 2, 1, 400, 16000);
+    audio_example::AudioExample ex;
+    {
+      LmdbStore store(dir / "db", LmdbStore::Mode::kReadOnly);
+      ASSERT_TRUE(ex.ParseFromString(store.get("00000001").value()));
+    }
+    put_float_buffer(ex, name, torch::zeros({name == "wrap0" ? 0 : 4}));
+    auto& buf = (*ex.mutable_buffers())[name];
+    buf.clear_shape();
+    for (int32_t d : shape) buf.add_shape(d);
+    put(dir / "db", "00000001", ex.SerializeAsString());
+    const auto v = audio_verdicts(dir / "db");
+    ASSERT_EQ(v.inspect, std::vector<std::string>{"00000001"}) << name << "\n" << v.inspect_output;
+    EXPECT_HAS(v.inspect_output, "record '00000001': buffer '" + name + "' of shape [");
+    EXPECT_HAS(v.loader, "record '00000001': buffer '" + name + "' of shape [");
+    EXPECT_HAS(v.loader, "fewer than its shape needs (truncated)");
+  }
+}
+
+// Keys, buffer names and metadata values come from the file: shown escaped, never as raw bytes
+// that a terminal would act on. Before: "wave\x7f…orm" reached the terminal as it was.
+TEST(AudioRecordRanges, RecordBytesInMessagesAreEscaped) {
+  testing::ScratchDir dir;
+  testing::write_rave_style_db(dir / "db", 2, 1, 400, 16000);
+  audio_example::AudioExample ex;
+  {
+    LmdbStore store(dir / "db", LmdbStore::Mode::kReadOnly);
+    ASSERT_TRUE(ex.ParseFromString(store.get("00000001").value()));
+  }
+  auto wave = (*ex.mutable_buffers())["waveform"];
+  ex.mutable_buffers()->erase("waveform");
+  (*ex.mutable_buffers())[std::string("wave\x7f\x1b[2Jorm\xc2\x9b")] = wave;
+  put(dir / "db", "00000001", ex.SerializeAsString());
+  put(dir / "db", std::string("0000\x1b]0;x\x07"), ex.SerializeAsString());
+  const auto v = audio_verdicts(dir / "db");
+  const std::string shown = "wave\\x7f\\x1b[2Jorm\\xc2\\x9b";
+  EXPECT_HAS(v.loader, "has no buffer 'waveform' (buffers: " + shown + ")");
+  EXPECT_HAS(v.inspect_output, "(buffers: " + shown + ")");
+  EXPECT_HAS(v.inspect_output, "0000\\x1b]0;x\\x07");
+  for (const std::string& text : {v.loader, v.inspect_output}) {
+    for (const char* raw : {"\x1b", "\x7f", "\x07", "\xc2\x9b"}) {
+      EXPECT_EQ(text.find(raw), std::string::npos) << "a raw byte of the record reached the message:\n" << text;
+    }
+  }
+}
+
 TEST(AudioRecordRanges, ATruncatedRecordIsReportedAsTruncatedNotTooShort) {
   testing::ScratchDir dir;
   testing::write_rave_style_db(dir / "db", 2, 1, 400, 16000);

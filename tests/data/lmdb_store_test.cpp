@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "support/test_support.h"
 
 namespace rt {
@@ -70,6 +75,41 @@ TEST(LmdbStore, OpeningSomethingElseNamesThePath) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+}
+
+// A database truncated under its reader (truncate -s 0 DB/data.mdb while training) is an error
+// naming it. Before: the next read of a mapped page past the file's end raised SIGBUS (rc 135).
+TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
+  testing::ScratchDir dir;
+  const std::string value(64 * 1024, 'v');  // overflow pages, well past the file's first pages
+  {
+    LmdbStore rw(dir / "db", LmdbStore::Mode::kReadWrite, 16 << 20);
+    LmdbStore::Writer w(rw);
+    for (int i = 0; i < 8; ++i) w.put(LmdbStore::key_for_index(i), value);
+    w.commit();
+  }
+  LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
+  ASSERT_EQ(ro.get(LmdbStore::key_for_index(7)).value(), value);
+  std::filesystem::resize_file(dir / "db" / "data.mdb", 0);
+  for (const auto& read : std::vector<std::function<void()>>{
+           [&] { ro.get(LmdbStore::key_for_index(7)); }, [&] { ro.count(); },
+           [&] { ro.for_each([](std::string_view, std::string_view) { return true; }); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "a read of the truncated database went through";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos) << what;
+      EXPECT_NE(what.find("data.mdb is now 0 bytes"), std::string::npos) << what;
+    }
+  }
+  // Opening it now is refused the same way, or by LMDB itself, naming the database.
+  try {
+    LmdbStore again(dir / "db", LmdbStore::Mode::kReadOnly);
+    ADD_FAILURE() << "the empty database opened";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "db").string()), std::string::npos) << e.what();
   }
 }
 

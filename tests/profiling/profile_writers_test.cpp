@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "util/atomic_file.h"
 #include "util/json.h"
+#include "util/profile_files.h"
 #include "support/test_support.h"
 
 namespace rt::prof {
@@ -156,6 +158,94 @@ TEST(JsonListFile, FlushCostWithThousandsOfEntries) {
             << " ms; serialising one entry: " << append_100 / 100 * 1e6 << " us\n";
   EXPECT_LT(flush_1k, 2.0);  // generous; the figure above is what matters
   EXPECT_EQ(read_json(file.path()).size(), 100'000u);
+}
+
+// The profile streams to disk: the writer's heap does not grow with the entries written.
+// Before: the whole list was kept in memory (360 bytes a step; gigabytes over a week-long run).
+TEST(JsonListFile, HeapStaysFlatWhileTheFileGrows) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  TimingProfileWriter writer(path, 1, FlushPolicy{3600.0, 1000}, RotationPolicy{0, 8});
+  for (int64_t s = 0; s < 2000; ++s) writer.record(timing_entry(s));
+  writer.flush();
+  const size_t heap_before = mallinfo2().uordblks;
+  for (int64_t s = 2000; s < 200'000; ++s) writer.record(timing_entry(s));
+  writer.flush();
+  const size_t heap_after = mallinfo2().uordblks;
+  const auto file = fs::file_size(path);
+  std::cout << "[ figures  ] 198000 entries: file +" << file / 1024 << " KiB, heap " << heap_before / 1024 << " → "
+            << heap_after / 1024 << " KiB\n";
+  EXPECT_GT(file, 30u << 20);
+  EXPECT_LT(heap_after, heap_before + (2u << 20)) << "the entries are held in memory";
+  EXPECT_LT(writer.file().pending_bytes(), 1u << 20);
+  const Json all = read_json(path);  // still one valid list
+  ASSERT_EQ(all.size(), 200'000u);
+  EXPECT_EQ(all.back().at("step"), 199'999);
+}
+
+// Rotation bounds the files: parts of at most part_bytes (plus one flush, here one entry), at
+// most `parts` files, the oldest removed first; the readers see the newest entries in order.
+TEST(JsonListFile, RotationKeepsAtMostPartsFilesOfPartBytesAndReadsThemAsOne) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  const int64_t part_bytes = 16 * 1024;
+  {
+    TimingProfileWriter writer(path, 1, every_entry(), RotationPolicy{part_bytes, 3});
+    for (int64_t s = 0; s < 1000; ++s) writer.record(timing_entry(s));
+    writer.close();
+    EXPECT_GT(writer.file().rotations(), 3);
+    EXPECT_GT(writer.file().parts_removed(), 0);
+  }
+  const auto parts = profile_parts(path);
+  ASSERT_EQ(parts.size(), 2u);  // + the current file: 3
+  uintmax_t total = fs::file_size(path);
+  for (const auto& p : parts) {
+    const Json list = read_json(p);  // every part is a JSON list of its own
+    EXPECT_TRUE(list.is_array()) << p;
+    EXPECT_LT(fs::file_size(p), static_cast<uintmax_t>(part_bytes) + 400) << p;  // + one flush
+    total += fs::file_size(p);
+  }
+  EXPECT_LT(total, 3u * (part_bytes + 400));
+  const Json all = read_profile_entries(path);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().at("step"), 999);
+  for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i].at("step"), all[i - 1].at("step").get<int64_t>() + 1);
+  // A resume at step 900 drops the later steps from every file, parts included.
+  {
+    TimingProfileWriter resumed(path, 1, every_entry(), RotationPolicy{part_bytes, 3});
+    resumed.continue_from(900);
+    resumed.record(timing_entry(900));
+  }
+  const Json after = read_profile_entries(path);
+  EXPECT_EQ(after.back().at("step"), 900);
+  for (size_t i = 1; i < after.size(); ++i) ASSERT_EQ(after[i].at("step"), after[i - 1].at("step").get<int64_t>() + 1);
+}
+
+// A file cut short in the middle of a line (a writer killed during its write) is read line by
+// line, and the note names it.
+TEST(JsonListFile, AFileCutShortIsReadLineByLine) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  {
+    TimingProfileWriter writer(path, 1, every_entry());
+    for (int64_t s = 0; s < 5; ++s) writer.record(timing_entry(s));
+  }
+  const std::string text = read_file(path);
+  write_file_atomic(path, text.substr(0, text.size() - 3) + ",\n  {\"step\": 5, \"batch_i");
+  EXPECT_THROW(read_json(path), std::exception);
+  std::vector<std::string> notes;
+  const Json entries = read_profile_entries(path, &notes);
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_EQ(entries.back().at("step"), 4);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("was cut short while being written"), std::string::npos) << notes[0];
+  // A resume continues it: the complete entries are kept, the file is a list again.
+  {
+    TimingProfileWriter resumed(path, 1, every_entry());
+    EXPECT_EQ(resumed.continue_from(5), 5);
+    resumed.record(timing_entry(5));
+  }
+  EXPECT_EQ(read_json(path).size(), 6u);
 }
 
 TEST(MemoryProfileWriter, WritesRaveAndJaxGuideFieldsPlusRss) {
@@ -306,7 +396,8 @@ TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child exited on its own: " << status;
 
-    const Json j = read_json(path);  // throws if torn
+    // Valid line by line: every complete line is an entry (util/profile_files.h).
+    const Json j = read_profile_entries(path);
     ASSERT_TRUE(j.is_array());
     EXPECT_GT(j.size(), 0u);
     for (size_t i = 0; i < j.size(); ++i) ASSERT_EQ(j[i]["step"], static_cast<int64_t>(i));

@@ -166,6 +166,30 @@ TEST(TraceOutputTest, FailingOutputIsReportedAndTheOthersStillRun) {
       << console.str();
 }
 
+// The trace is written once: profile_step_<N>.json is the profiler_traces/ file under a second
+// name (one inode), not a second copy. Before: two inodes of the same megabytes.
+TEST(TraceOutputTest, TheStepFileIsALinkToTheTraceNotASecondCopy) {
+  rt::testing::ScratchDir dir;
+  std::ostringstream table;
+  TraceSession session(two_windows(dir.path(), &table));
+  run_steps(session, 6);
+  ASSERT_FALSE(session.windows().empty());
+  for (const auto& w : session.windows()) {
+    const OutputResult* chrome = w.output("chrome_trace");
+    ASSERT_NE(chrome, nullptr);
+    ASSERT_EQ(chrome->files.size(), 2u);
+    const auto& trace = chrome->files[0];
+    const auto& step_file = chrome->files[1];
+    EXPECT_EQ(step_file.filename().string().rfind("profile_step_", 0), 0u) << step_file;
+    EXPECT_TRUE(std::filesystem::equivalent(trace, step_file)) << trace << " and " << step_file << " are two files";
+    EXPECT_EQ(std::filesystem::hard_link_count(trace), 2u) << trace;
+    EXPECT_EQ(read_file(step_file), read_file(trace));
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left: " << e.path();
+  }
+}
+
 TEST(TraceOutputTest, SecondOutputOfTheSameNameIsRefused) {
   rt::testing::ScratchDir dir("trace_output_duplicate");
   std::vector<CountingOutput::Seen> seen;

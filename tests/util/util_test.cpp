@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -72,6 +73,38 @@ TEST(AtomicFile, ReplacesContentsAndLeavesNoTemporaryFile) {
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path.parent_path())) ++entries;
   EXPECT_EQ(entries, 1u);
+}
+
+// The summary's last resort on a full disk: the status over the file's own first bytes, the
+// rest cut off, no new block and no temporary file; refused when the text would not fit.
+TEST(AtomicFile, OverwriteInPlaceUsesTheFilesOwnBlocksOnly) {
+  testing::ScratchDir dir;
+  const auto path = dir / "training_summary.json";
+  write_file_atomic(path, std::string(4096, 'x'));
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  ASSERT_TRUE(overwrite_file_in_place(path, "{\"status\": \"failed\"}\n"));
+  EXPECT_EQ(read_file(path), "{\"status\": \"failed\"}\n");
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "a new file replaced it";
+  EXPECT_FALSE(overwrite_file_in_place(path, std::string(100, 'y'))) << "a text longer than the file";
+  EXPECT_EQ(read_file(path), "{\"status\": \"failed\"}\n");
+  EXPECT_FALSE(overwrite_file_in_place(dir / "missing.json", "x"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "missing.json"));
+}
+
+// A second name for a file: the same inode, replacing what was there, no temporary left.
+TEST(AtomicFile, LinkFileAtomicGivesTheSameFileASecondName) {
+  testing::ScratchDir dir;
+  write_file_atomic(dir / "traces" / "a.json", "trace");
+  write_file_atomic(dir / "step.json", "old copy");
+  link_file_atomic(dir / "traces" / "a.json", dir / "step.json");
+  EXPECT_TRUE(std::filesystem::equivalent(dir / "traces" / "a.json", dir / "step.json"));
+  EXPECT_EQ(read_file(dir / "step.json"), "trace");
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 2u);  // traces/ and step.json
 }
 
 TEST(AtomicFile, ErrorNamesThePath) {
