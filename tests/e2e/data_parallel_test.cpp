@@ -209,7 +209,8 @@ TEST(DataParallel, RaveV1EncoderBatchNormStatisticsAreTheGlobalBatchs) {
   ScratchDir dir("rt_dp_rave_v1");
   const fs::path db = make_demo_db(dir.path(), 3.0);
   const std::string common =
-      "--config tiny_rave --model.version v1 --db_path " + q(db) + " --val_every 3 --max_steps 1 --threads 1";
+      "--config tiny_rave --model.version v1 --train.valid_signal_crop false --db_path " + q(db) +
+      " --val_every 3 --max_steps 1 --threads 1";  // v1 does not crop (v1.gin, configs/v1.toml)
   TrainRun one = train(dir.path(), "one", 0, common + " --batch 8");
   TrainRun two = train(dir.path(), "two", 2, common + " --batch 4");
   TrainRun local = train(dir.path(), "local", 2, common + " --batch 4 --train.distributed.batch_norm local");
