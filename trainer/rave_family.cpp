@@ -432,8 +432,7 @@ class RaveFamily final : public ModelFamily {
     model_->set_receptive_field(rave::measure_receptive_field(*model_));
     const auto field = model_->receptive_field();
     const int64_t dim = options_.n_band * options_.channels;
-    const int64_t band_length = n_signal_ / options_.n_band;
-    const int64_t kept = std::max<int64_t>(0, band_length - field.left / dim - (field.right + dim - 1) / dim);
+    const int64_t kept = rave::valid_signal_length(n_signal_ / options_.n_band, dim, field);
     const int64_t largest = *std::max_element(loss_options_.stft_scales.begin(), loss_options_.stft_scales.end());
     if (largest / 2 >= kept) {
       throw Error("data.n_signal = " + std::to_string(n_signal_) + " leaves " + std::to_string(kept) +

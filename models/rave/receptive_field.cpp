@@ -50,15 +50,14 @@ ReceptiveField measure_receptive_field(RaveModelImpl& model) {
               "makes every output depend on the whole input");
 }
 
+int64_t valid_signal_length(int64_t length, int64_t dim, ReceptiveField field) {
+  return std::max<int64_t>(0, length - field.left / dim - (field.right + dim - 1) / dim);
+}
+
 torch::Tensor valid_signal_crop(const torch::Tensor& x, ReceptiveField field) {
   const int64_t dim = x.size(1), length = x.size(-1);
   const int64_t begin = std::min(field.left / dim, length);
-  auto y = x.narrow(-1, begin, length - begin);
-  if (field.right > 0) {
-    const int64_t drop = (field.right + dim - 1) / dim;
-    y = y.narrow(-1, 0, std::max<int64_t>(0, y.size(-1) - drop));
-  }
-  return y;
+  return x.narrow(-1, begin, valid_signal_length(length, dim, field));
 }
 
 }  // namespace rt::rave

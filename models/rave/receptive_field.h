@@ -28,6 +28,10 @@ struct ReceptiveField {
 // training and warm-up state. Throws rt::Error if no N up to 2^24 covers the field.
 ReceptiveField measure_receptive_field(RaveModelImpl& model);
 
+// How many of `length` samples valid_signal_crop keeps of a signal with `dim` rows (bands ×
+// channels): length − left // dim − ceil(right / dim), at least 0.
+int64_t valid_signal_length(int64_t length, int64_t dim, ReceptiveField field);
+
 // rave.core.valid_signal_crop on x (B, D, T) with D = x.size(1) (bands × channels):
 // x[..., left // D:], then, when right > 0, x[..., :-right // D] in Python's arithmetic, which
 // drops ceil(right / D) samples. A crop longer than the signal leaves 0 samples, as in Python.
