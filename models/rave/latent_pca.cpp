@@ -40,7 +40,7 @@ LatentPca LatentPcaAccumulator::fit() const {
   // Unbiased covariance, as sklearn's explained_variance_ (the ratio is the same either way).
   auto cov = (outer_ - n * mean.outer(mean)) / (n - 1.0);
   cov = (cov + cov.t()) / 2.0;
-  auto [values, vectors] = torch::linalg::eigh(cov, "L");  // ascending
+  auto [values, vectors] = torch::linalg_eigh(cov, "L");  // ascending (torch::linalg:: is not in torch/torch.h since 2.x)
   values = values.flip(0).clamp_min(0.0);
   auto components = vectors.flip(1).t().contiguous();  // rows, by decreasing variance
   // Sign: the largest-magnitude entry of each component positive.

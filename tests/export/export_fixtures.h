@@ -73,7 +73,7 @@ inline rave::RaveModel tiny_model(const rave::RaveOptions& o, bool warm = false,
     if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 1.5);
   }
   rave::LatentPca pca;
-  pca.components = std::get<0>(torch::linalg::qr(torch::randn({o.latent_size, o.latent_size}))).t().contiguous();
+  pca.components = std::get<0>(torch::linalg_qr(torch::randn({o.latent_size, o.latent_size}))).t().contiguous();
   pca.mean = torch::randn({o.latent_size}) * 0.1;
   pca.fidelity = torch::linspace(0.5, 1.0, o.latent_size);
   rave::store_latent_pca(*m, pca);

@@ -20,12 +20,12 @@ struct Synthetic {
 Synthetic synthetic(int64_t batch, int64_t frames) {
   torch::manual_seed(3);
   Synthetic s;
-  s.rotation = std::get<0>(torch::linalg::qr(torch::randn({4, 4}, torch::kFloat64)));
+  s.rotation = std::get<0>(torch::linalg_qr(torch::randn({4, 4}, torch::kFloat64)));
   s.mean = torch::tensor({1.0, -2.0, 0.5, 3.0}, torch::kFloat64);
   auto scale = torch::tensor(s.variances, torch::kFloat64).sqrt();
   auto white = torch::randn({batch * frames, 4}, torch::kFloat64);
   white = (white - white.mean(0)) / white.std(0);  // exact unit variance per axis
-  auto q = std::get<0>(torch::linalg::qr(white));  // decorrelated columns
+  auto q = std::get<0>(torch::linalg_qr(white));  // decorrelated columns
   q = q * std::sqrt(static_cast<double>(batch * frames - 1));
   auto z = (q * scale).mm(s.rotation.t()) + s.mean;
   s.means = z.reshape({batch, frames, 4}).permute({0, 2, 1}).to(torch::kFloat32).contiguous();
