@@ -16,6 +16,8 @@ PACKAGES+=(sox flac vorbis-tools)
 # profile-report --plots draws with gnuplot's pngcairo terminal; the example-script test drives
 # the menu through a pseudo-terminal with python3's pty module.
 PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)
+# scripts/check_cuda_build.sh makes a venv for PyPI's torch (the CUDA LibTorch of the GPU machines).
+PACKAGES+=(python3-venv)
 # Test dependency only (the trainer never needs Python): torch's own launcher, torchrun, which
 # the data-parallel tests start `train` under (python3-torch is the same LibTorch version).
 # The export tests load exported TorchScript files with Python's torch.jit.load, as users of

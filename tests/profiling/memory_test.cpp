@@ -31,10 +31,11 @@ TEST(MemoryReporter, ScopeCountsThroughTheCountingAllocatorOnlyInside) {
       EXPECT_TRUE(counting_cpu_allocator_installed());
     }
     EXPECT_TRUE(counting_cpu_allocator_installed());  // the outer scope still counts
-#if !defined(RT_TORCH_HAS_CUDA)
-    // c10's own per-allocation hook (mutex + hash map) stays off on CPU-only builds.
-    EXPECT_FALSE(c10::memoryProfilingEnabled());
-#endif
+    // c10's own per-allocation hook (mutex + hash map) stays off on CPU-only builds (a CUDA
+    // build keeps it on: the caching allocator reports only while it is).
+    if (!cuda_memory_stats_compiled()) {
+      EXPECT_FALSE(c10::memoryProfilingEnabled());
+    }
   }
   EXPECT_FALSE(counting_cpu_allocator_installed());
 }
@@ -232,6 +233,29 @@ TEST(ProcessMemory, SampleCombinesAllSources) {
     EXPECT_GE(c.cuda.allocated_bytes, kMiB);
     EXPECT_GE(c.cuda.reserved_bytes, c.cuda.allocated_bytes);
   }
+}
+
+// memory_profile.json's GPU fields are torch.cuda.memory_allocated() / memory_reserved() /
+// max_memory_allocated(): the caching allocator's aggregate current and peak bytes.
+TEST(CudaMemory, FieldsFollowTheCachingAllocatorExactly) {
+  if (!cuda_memory_stats_compiled()) GTEST_SKIP() << "this LibTorch was built without CUDA";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device (none is usable here)";
+  torch::cuda::synchronize();
+  const CudaMemory before = read_cuda_memory(0);
+  ASSERT_TRUE(before.available);
+  {
+    auto g = torch::empty({4 * kMiB}, torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA));
+    const CudaMemory during = read_cuda_memory(0);
+    EXPECT_EQ(during.allocated_bytes - before.allocated_bytes, 4 * kMiB);  // 512-byte rounding: exact
+    EXPECT_GE(during.reserved_bytes, during.allocated_bytes);
+    EXPECT_GE(during.peak_allocated_bytes, during.allocated_bytes);
+  }
+  const CudaMemory after = read_cuda_memory(0);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);  // freed to the cache, not the driver
+  EXPECT_GE(after.reserved_bytes, 4 * kMiB);
+  EXPECT_GE(after.peak_allocated_bytes, before.allocated_bytes + 4 * kMiB);
+  reset_cuda_peak(0);
+  EXPECT_EQ(read_cuda_memory(0).peak_allocated_bytes, after.allocated_bytes);
 }
 
 }  // namespace
