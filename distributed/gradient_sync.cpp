@@ -7,15 +7,28 @@ namespace rt {
 void SingleProcessSync::begin(const std::vector<torch::Tensor>& /*params*/) {}
 void SingleProcessSync::finish() {}
 
+namespace {
+thread_local BackwardHooks* t_backward_hooks = nullptr;
+}  // namespace
+
+BackwardHooksScope::BackwardHooksScope(BackwardHooks* hooks) : previous_(t_backward_hooks) { t_backward_hooks = hooks; }
+BackwardHooksScope::~BackwardHooksScope() { t_backward_hooks = previous_; }
+
 void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params, GradientSync& sync) {
+  BackwardHooks* hooks = t_backward_hooks;
   sync.begin(params);
-  const double scale = sync.loss_scale();
+  double scale = sync.loss_scale();
+  if (hooks) {
+    hooks->before_backward();
+    scale *= hooks->loss_scale();
+  }
   if (scale == 1.0) {
     loss.backward();
   } else {
     (loss * scale).backward();
   }
   sync.finish();
+  if (hooks) hooks->after_backward(params);
 }
 
 GradientSync& single_process_sync() {

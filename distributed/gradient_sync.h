@@ -61,7 +61,33 @@ class SingleProcessSync final : public GradientSync {
   void finish() override;
 };
 
-// `sync.begin(params); loss.backward(); sync.finish();` — the bracket every family uses.
+// What mixed-precision training (trainer/precision.h) does around every backward pass: it
+// leaves autocast for the backward pass (PyTorch's AMP recipe: autocast covers the forward pass
+// and the loss only), multiplies the loss by a gradient scale, and after the synchronisation
+// divides the gradients by it, dropping those of a pass whose gradients overflowed (the
+// optimizers skip parameters without a gradient, as torch.cuda.amp.GradScaler skips step()).
+class BackwardHooks {
+ public:
+  virtual ~BackwardHooks() = default;
+  virtual double loss_scale() const = 0;
+  virtual void before_backward() = 0;
+  // After sync.finish(): the gradients of `params` are the synchronised ones.
+  virtual void after_backward(const std::vector<torch::Tensor>& params) = 0;
+};
+// Installs `hooks` for backward_with_sync on this thread while alive (null: none).
+class BackwardHooksScope {
+ public:
+  explicit BackwardHooksScope(BackwardHooks* hooks);
+  ~BackwardHooksScope();
+  BackwardHooksScope(const BackwardHooksScope&) = delete;
+  BackwardHooksScope& operator=(const BackwardHooksScope&) = delete;
+
+ private:
+  BackwardHooks* previous_;
+};
+
+// `sync.begin(params); loss.backward(); sync.finish();` — the bracket every family uses (with
+// this thread's BackwardHooks around backward, when installed).
 void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params, GradientSync& sync);
 
 // The process-wide single-process instance (what the trainer hands out without a process group).

@@ -4,8 +4,10 @@
 # the CPU (CUDA-only tests skip with their reason). docs/cuda_build.md explains the choices.
 #
 #   scripts/check_cuda_build.sh [CTEST ARGS…]    venv, configure, build every target, ctest
-#   scripts/check_cuda_build.sh --compile-only   the non-test targets only, no tests (fails
-#                                                when the tree stops compiling against 2.x)
+#   scripts/check_cuda_build.sh --compile-only   the non-test targets only, no tests (CI:
+#                                                scripts/test.sh; fails when 2.x stops compiling)
+#   scripts/check_cuda_build.sh --targets "A B"  those targets only (tests configured), no ctest
+#                                                (scripts/gpu_kit.sh: what the GPU machine runs)
 #
 # Environment: TORCH_VENV (default .venv-cuda/), CUDA_BUILD_DIR (default build-cuda/),
 #   BUILD_TYPE (default Release),
@@ -16,9 +18,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 COMPILE_ONLY=0
+ONLY_TARGETS=""
 if [[ "${1:-}" == "--compile-only" ]]; then
   COMPILE_ONLY=1
   shift
+elif [[ "${1:-}" == "--targets" ]]; then
+  ONLY_TARGETS="${2:?--targets needs a space-separated list of target names}"
+  shift 2
 fi
 TORCH_VENV="${TORCH_VENV:-$ROOT/.venv-cuda}"
 # One folder for both modes (a switch rebuilds nothing); Release, the flags the tests run with.
@@ -101,6 +107,13 @@ grep -q '^-- rt_distributed: .*NCCL ON' "$log" || {
   exit 1
 }
 
+if [ -n "$ONLY_TARGETS" ]; then
+  step "build $ONLY_TARGETS ($JOBS jobs)"
+  # shellcheck disable=SC2086  # a space-separated list of target names
+  cmake --build "$CUDA_BUILD_DIR" -j "$JOBS" --target $ONLY_TARGETS
+  step "done ($ONLY_TARGETS)"
+  exit 0
+fi
 step "build ($JOBS jobs)"
 cmake --build "$CUDA_BUILD_DIR" -j "$JOBS"
 

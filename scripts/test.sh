@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine → dependencies, Release build, every test, then every fuzz target briefly
-# (FUZZ_SECONDS each, default 10; 0 skips them). This is what CI runs (.ci/run).
+# (FUZZ_SECONDS each, default 10; 0 skips them), then the LibTorch 2.x / CUDA compile check.
+# This is what CI runs (.ci/run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
@@ -16,4 +17,15 @@ ctest --output-on-failure -j "${TEST_JOBS:-2}" "$@"
 # under ASan and UBSan, then fuzz briefly (scripts/fuzz.sh; longer runs: BENCHMARKS.md).
 if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
   BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/fuzz.sh" "${FUZZ_SECONDS:-10}"
+fi
+# LibTorch 2.x: every non-test target compiled against PyPI's CUDA LibTorch (torch==2.11.0, the
+# GPU machines' version), with the CUPTI tracer and the NCCL backend on, so CI fails when the tree
+# stops compiling against 2.x or its CUDA-only code (docs/cuda_build.md; TORCH2_CHECK=0 skips).
+# A machine without the toolkit (a bare chroot) cannot configure a CUDA LibTorch: said, not failed.
+if [ "${TORCH2_CHECK:-1}" != 0 ]; then
+  if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+    "$ROOT/scripts/check_cuda_build.sh" --compile-only
+  else
+    echo "test.sh: NOT compiled against LibTorch 2.x / CUDA: no CUDA toolkit at ${CUDA_HOME:-/usr/local/cuda}" >&2
+  fi
 fi

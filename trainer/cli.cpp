@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -34,6 +35,7 @@ struct Parser {
   CLI::App app{"Train a RAVE audio autoencoder or an SSM neural decoder, with built-in profiling.", "train"};
   CLI::Option* config = nullptr;
   CLI::Option* override_opt = nullptr;
+  CLI::Option* gpu = nullptr;
   CLI::Option* positional = nullptr;
   CLI::Option* summary = nullptr;
   CLI::Option* print_config = nullptr;
@@ -64,6 +66,11 @@ struct Parser {
                        ->type_name("KEY=VALUE")
                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--override");
+    gpu = app.add_option("--gpu",
+                         "RAVE's flag: train on GPU N (train.device = cuda:N); -1 = on the CPU (train.device = cpu)")
+              ->type_name("N")
+              ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    value_flags.insert("--gpu");
     // Taken out by main() before parsing (distributed/local_launcher.h); listed for --help.
     app.add_option("--nproc_per_node",
                    "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
@@ -169,6 +176,17 @@ void apply_assignment(Config& config, const std::string& text, const std::string
   config.set(text.substr(0, eq), text.substr(eq + 1), origin);
 }
 
+// RAVE's --gpu N (scripts/train.py: a GPU index; -1 trains on the CPU) as a train.device value.
+std::string gpu_flag_device(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 4 &&
+                      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (text == "-1") return "cpu";
+  if (!digits) {
+    throw Error("command line: --gpu " + text + ": expected a GPU index (0, 1, ...) or -1 for the CPU");
+  }
+  return "cuda:" + std::to_string(std::stoi(text));
+}
+
 }  // namespace
 
 std::string train_help_text() {
@@ -215,6 +233,8 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
     const std::string& text = o->results()[index];
     if (o == p.override_opt) {
       apply_assignment(config, text, "--override " + text);
+    } else if (o == p.gpu) {
+      config.set("train.device", gpu_flag_device(text), "--gpu " + text);
     } else if (o == p.positional) {
       apply_assignment(config, text, "argument '" + text + "'");
     } else if (auto it = p.option_key.find(o); it != p.option_key.end()) {

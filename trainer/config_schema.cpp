@@ -122,7 +122,21 @@ std::vector<KeySpec> build_common_schema() {
       I("train.val_every", 10000, "validate every N steps").ge(1).cli("val_every"),
       I("train.save_every", 500000, "save step_<N>.ckpt every N steps").ge(1).cli("save_every"),
       S("train.ckpt", "", "resume from a checkpoint path, or \"last\" (<out_path>/latest)").cli("ckpt"),
-      E("train.device", "auto", {"auto", "cpu", "cuda"}, "compute device").cli("device"),
+      E("train.device", "auto", {"auto", "cpu", "cuda", "cuda:N"},
+        "compute device: cuda = a rank's own GPU (LOCAL_RANK), cuda:N = GPU N (one process; --gpu N sets it, as "
+        "RAVE's --gpu)")
+          .cli("device"),
+      E("train.precision", "fp32", {"fp32", "bf16", "fp16"},
+        "training precision, as torch.autocast: bf16 / fp16 run each step's forward pass and loss under autocast "
+        "(parameters, gradients, optimizer state and checkpoints stay float32); fp16 (CUDA only) scales the loss "
+        "as torch.cuda.amp.GradScaler and skips a step whose gradients overflow")
+          .cli("precision"),
+      B("train.tf32", true,
+        "CUDA: float32 matmuls and convolutions may use TF32 tensor cores (torch.set_float32_matmul_precision("
+        "'high'), as RAVE's train.py); false: 'highest'"),
+      B("train.cudnn_benchmark", true,
+        "CUDA: cuDNN times its convolution algorithms for each new input shape and keeps the fastest "
+        "(torch.backends.cudnn.benchmark, as RAVE's train.py)"),
       I("train.threads", 0, "intra-op CPU threads (0 = all cores)").ge(0).cli("threads"),
       I("train.seed", 0, "random seed").cli("seed"),
       I("train.log_every", 100, "log losses every N steps").ge(1).cli("log_every"),
@@ -213,6 +227,16 @@ std::vector<KeySpec> build_common_schema() {
         "operator table sort column"),
       I("profiling.row_limit", 10, "operator table rows").ge(1),
       B("profiling.gzip", false, "gzip the trace files"),
+      I("profiling.memory_snapshot_step", -1,
+        "CUDA: write memory_snapshot_step<N>.pickle (the caching allocator's history, for "
+        "https://pytorch.org/memory_viz) after step N (-1 = never); recording starts with the run")
+          .ge(-1),
+      B("profiling.memory_snapshot_on_oom", false,
+        "CUDA: record the caching allocator's history and write memory_snapshot_oom.pickle when a step runs "
+        "out of memory"),
+      I("profiling.memory_snapshot_entries", 100000,
+        "CUDA: allocation and free events a memory snapshot keeps (the most recent)")
+          .ge(1),
       B("profiling.whole_us_timestamps", true,
         "trace times in whole µs, nesting kept, so Holistic Trace Analysis's default rounding leaves them "
         "alone (false: ns resolution, which HTA's call graph rejects unless HTA_DISABLE_NS_ROUNDING=1)"),
@@ -335,8 +359,14 @@ std::string KeySpec::check_range(const ConfigValue& v) const {
       return "";
     case KeyType::Enum: {
       const auto& s = std::get<std::string>(v);
-      for (const auto& c : choices)
+      for (const auto& c : choices) {
         if (c == s) return "";
+        // "cuda:N": the prefix and a whole number (N is not a spelling of its own).
+        if (c.size() > 2 && c.compare(c.size() - 2, 2, ":N") == 0 && s.size() > c.size() - 1 &&
+            s.compare(0, c.size() - 1, c, 0, c.size() - 1) == 0 && s.size() - (c.size() - 1) <= 4 &&
+            s.find_first_not_of("0123456789", c.size() - 1) == std::string::npos)
+          return "";
+      }
       return "not one of the choices";
     }
     case KeyType::Int:

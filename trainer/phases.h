@@ -41,7 +41,11 @@ struct StepPhaseTimes {
   double operator[](Phase p) const { return seconds[static_cast<int>(p)]; }
 };
 const StepPhaseTimes& current_step_phase_times();
+// Also forgets the phase an exception left (unwound_phase).
 void reset_step_phase_times();
+// The innermost phase an exception propagated out of since the last reset (training thread):
+// where a step failed (an out-of-memory message names it). nullopt when none did.
+std::optional<Phase> unwound_phase();
 
 class PhaseScope {
  public:
@@ -59,6 +63,7 @@ class PhaseScope {
   // kData: the batch fetch under torch's DataLoader span name too (prof::kDataLoaderNextSpan).
   std::optional<prof::ScopedAnnotation> loader_annotation_;
   bool open_ = true;
+  int uncaught_at_start_;
 };
 
 }  // namespace rt

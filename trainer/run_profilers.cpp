@@ -3,12 +3,14 @@
 #include <iostream>
 #include <optional>
 
+#include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
 #include "trainer/config.h"
 #include "trainer/fused_adam.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
+#include "util/error.h"
 
 #ifdef RT_HAS_CUPTI
 #include "profiling/cupti/cupti_collector.h"
@@ -88,6 +90,7 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   prof::RotationPolicy rotation;
   rotation.part_bytes = c.get_int("profiling.profile_part_mb") * (int64_t{1} << 20);
   rotation.parts = c.get_int("profiling.profile_parts");
+  start_memory_history(c, dir);  // first: a key this run cannot honour fails before any file is made
 
   prof::timers().reset();
   prof::timers().set_enabled(timing);
@@ -145,6 +148,37 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
 
 RunProfilers::~RunProfilers() { finish(); }
 
+void RunProfilers::start_memory_history(const Config& c, const fs::path& dir) {
+  snapshot_dir_ = dir;
+  snapshot_step_ = c.get_int("profiling.memory_snapshot_step");
+  snapshot_on_oom_ = c.get_bool("profiling.memory_snapshot_on_oom");
+  if (snapshot_step_ < 0 && !snapshot_on_oom_) return;
+  const std::string key = snapshot_step_ >= 0
+                              ? "profiling.memory_snapshot_step = " + std::to_string(snapshot_step_)
+                              : std::string("profiling.memory_snapshot_on_oom = true");
+  if (!device_.is_cuda()) {
+    throw Error(key + " needs a CUDA device, but this run trains on " + device_.str() +
+                ": a memory snapshot is the CUDA caching allocator's history (unset it, or train with --device cuda)");
+  }
+  if (const auto why = prof::cuda_memory_history_unavailable_reason(); !why.empty()) {
+    throw Error(key + ": " + why);
+  }
+  prof::start_cuda_memory_history(static_cast<size_t>(c.get_int("profiling.memory_snapshot_entries")));
+  recording_history_ = true;
+}
+
+std::string RunProfilers::write_oom_snapshot() {
+  if (!recording_history_ || !snapshot_on_oom_) return "";
+  const fs::path path = snapshot_dir_ / rank_file_name("memory_snapshot_oom", ".pickle", rank_);
+  try {
+    prof::write_cuda_memory_snapshot(path);
+  } catch (const std::exception& e) {
+    std::cerr << "warning: could not write the out-of-memory snapshot " << path.string() << ": " << e.what() << "\n";
+    return "";
+  }
+  return path.string();
+}
+
 bool RunProfilers::tracks_memory(const Config& c) {
   return c.get_bool("profiling.memory") ||
          (c.get_bool("profiling.enabled") && c.get_bool("profiling.profile_memory"));
@@ -178,6 +212,14 @@ void RunProfilers::step_end() {
 
 void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples, int64_t samples_per_example,
                               double step_seconds) {
+  if (recording_history_ && step == snapshot_step_) {
+    const fs::path path =
+        snapshot_dir_ / rank_file_name("memory_snapshot_step" + std::to_string(step), ".pickle", rank_);
+    guarded("the memory snapshot", [&] {
+      prof::write_cuda_memory_snapshot(path);
+      if (rank_.rank == 0) std::cout << "memory snapshot: " << path.string() << " (https://pytorch.org/memory_viz)\n";
+    });
+  }
   if (timing_ && timing_->wants(step)) {
     const auto& t = current_step_phase_times();
     prof::TimingEntry e;
@@ -292,6 +334,10 @@ void RunProfilers::finish() {
     });
   }
   if (memory_) guarded("memory_profile.json", [&] { memory_->close(); });
+  if (recording_history_) {
+    recording_history_ = false;
+    guarded("the memory history", [] { prof::stop_cuda_memory_history(); });
+  }
 }
 
 Json RunProfilers::timers_json() const {

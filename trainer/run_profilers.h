@@ -79,6 +79,10 @@ class RunProfilers {
   // Prints and logs the timers when profiling.log_every says so (or `force`).
   void log_timers(int64_t step, bool force);
 
+  // The out-of-memory memory snapshot (profiling.memory_snapshot_on_oom): written now, its path
+  // returned; "" when none is recorded or it could not be written (a warning says why).
+  std::string write_oom_snapshot();
+
   // Saves an open trace window and closes every profile; one failing writer does not stop the
   // others (each failure named on stderr and kept for lost_outputs()). Idempotent.
   void finish();
@@ -90,6 +94,10 @@ class RunProfilers {
   Json timers_json() const;
 
  private:
+  // profiling.memory_snapshot_step / memory_snapshot_on_oom: starts recording the CUDA caching
+  // allocator's history (throws rt::Error naming the key when this run cannot).
+  void start_memory_history(const Config& config, const std::filesystem::path& dir);
+
   torch::Device device_;
   TensorBoardWriter* tb_;
   RankInfo rank_;
@@ -106,6 +114,10 @@ class RunProfilers {
   std::vector<std::string> lost_;  // failures of finish()
 
   void guarded(const char* what, const std::function<void()>& fn);
+  std::filesystem::path snapshot_dir_;
+  int64_t snapshot_step_ = -1;
+  bool snapshot_on_oom_ = false;
+  bool recording_history_ = false;
 };
 
 }  // namespace rt

@@ -33,7 +33,9 @@
 #include "trainer/config.h"
 #include "trainer/config_history.h"
 #include "trainer/model_family.h"
+#include "trainer/gpu.h"
 #include "trainer/phases.h"
+#include "trainer/precision.h"
 #include "trainer/run_dir.h"
 #include "trainer/run_profilers.h"
 #include "trainer/step_log.h"
@@ -65,20 +67,6 @@ constexpr const char* kRngKey = "trainer_cpu_rng_state";
 // The global data stream's position after the last step (data/loader.h): a resume continues
 // it, also with another world size.
 constexpr const char* kStreamKey = "trainer_stream_position";
-
-// The training device; on CUDA, a rank's own GPU: LOCAL_RANK modulo the GPUs this process sees
-// (one GPU per local rank, as torchrun jobs are laid out; NCCL refuses two ranks on one GPU).
-torch::Device resolve_device(const std::string& requested, int local_rank) {
-  if (requested == "cuda" && !torch::cuda::is_available()) {
-    throw Error("train.device = 'cuda' but no CUDA device is available (this LibTorch " +
-                std::string(torch::cuda::is_available() ? "has" : "has no usable") + " CUDA); use --device cpu");
-  }
-  if (requested == "cuda" || (requested == "auto" && torch::cuda::is_available())) {
-    const int count = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
-  }
-  return torch::Device(torch::kCPU);
-}
 
 // Everything one job holds; the loop below is a short list of calls on it.
 //
@@ -157,7 +145,10 @@ class TrainingJob {
     const int64_t threads = config_.get_int("train.threads");
     const int n_threads = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
     torch::set_num_threads(std::max(1, n_threads));
-    device_ = resolve_device(config_.get_string("train.device"), env_.distributed() ? env_.local_rank : 0);
+    device_ = resolve_device(config_.get_string("train.device"), env_.distributed() ? env_.local_rank : 0,
+                             env_.distributed());
+    if (device_.is_cuda()) apply_cuda_math_settings(cuda_math_settings(config_));
+    precision_ = std::make_unique<MixedPrecision>(parse_precision(config_.get_string("train.precision")), device_);
     // The same seed on every rank: the noise a model draws is the global batch's
     // (models/common/batch_slice.h), so the generators must advance together.
     torch::manual_seed(static_cast<uint64_t>(config_.get_int("train.seed")));
@@ -417,7 +408,12 @@ class TrainingJob {
           sync_->set_batch_share(local, batch->global_examples);
           slice.emplace(models::BatchSlice{batch->global_offset, local, batch->global_examples, comm_.get()});
         }
-        r = family_->train_step(*batch, step_);
+        try {
+          MixedPrecision::StepScope amp(*precision_);
+          r = family_->train_step(*batch, step_);
+        } catch (const c10::OutOfMemoryError& e) {
+          throw Error(out_of_memory(e.what_without_backtrace()));
+        }
         batch_idx = batch->batch_idx;
         position_ = batch->position;
         agree_on_stop();
@@ -443,6 +439,18 @@ class TrainingJob {
       // of the training thread inside a window then lies inside a step.
       profilers_->step_end();
     }
+  }
+
+  // A step ran out of device memory: where, and what to try (trainer/gpu.h).
+  std::string out_of_memory(const std::string& allocator_message) {
+    OutOfMemoryContext c;
+    c.step = step_;
+    if (const auto phase = unwound_phase()) c.step_phase = phase_name(*phase);
+    c.phase_1_duration = config_.get_string("model.family") == "rave" ? config_.get_int("train.phase_1_duration") : -1;
+    c.batch = config_.get_int("train.batch");
+    c.device = device_.str();
+    c.snapshot = profilers_->write_oom_snapshot();
+    return out_of_memory_message(allocator_message, c);
   }
 
   // Whether to stop before the next step. One process: a stop signal. Several: what the ranks
@@ -805,6 +813,7 @@ class TrainingJob {
   // Declared before profilers_: debug-info guards end in the reverse order of their start.
   std::unique_ptr<prof::MemoryTrackingScope> early_memory_tracking_;
   std::unique_ptr<RunProfilers> profilers_;
+  std::unique_ptr<MixedPrecision> precision_;  // train.precision (trainer/precision.h)
   CheckpointMeta meta_;
   std::string resumed_config_toml_;  // the resolved config the resumed checkpoint was trained with
   int64_t step_ = 0, log_every_ = 100;

@@ -1,5 +1,7 @@
 #include "models/rave/discriminator.h"
 
+#include "models/common/fft_input.h"
+
 namespace rt::rave {
 
 using models::Size2;
@@ -175,8 +177,9 @@ MRDImpl::MRDImpl(int64_t n_fft_, int64_t channels) : n_fft(n_fft_) {
 
 std::vector<torch::Tensor> MRDImpl::forward(const torch::Tensor& x) {
   const int64_t b = x.size(0), c = x.size(1);
-  auto spec = torch::stft(x.reshape({b * c, x.size(-1)}), n_fft, n_fft / 4, n_fft,
-                          window.to(x.options()), /*center=*/true, "reflect",
+  const auto xs = models::fft_input(x);  // float32 under autocast
+  auto spec = torch::stft(xs.reshape({b * c, xs.size(-1)}), n_fft, n_fft / 4, n_fft,
+                          window.to(xs.options()), /*center=*/true, "reflect",
                           /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
   auto ri = torch::view_as_real(spec);  // (B·C, F, frames, 2)
   ri = ri.reshape({b, c, ri.size(1), ri.size(2), 2}).permute({0, 1, 4, 3, 2});

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "models/common/batch_slice.h"
+#include "models/common/fft_input.h"
 
 namespace rt::rave {
 
@@ -15,7 +16,8 @@ torch::Tensor mod_sigmoid(const torch::Tensor& x) {
   return 2 * torch::sigmoid(x).pow(2.3) + 1e-7;
 }
 
-torch::Tensor amp_to_impulse_response(const torch::Tensor& amp, int64_t target_size) {
+torch::Tensor amp_to_impulse_response(const torch::Tensor& amplitude, int64_t target_size) {
+  const auto amp = models::fft_input(amplitude);  // float32 under autocast
   auto ir = torch::fft::irfft(torch::complex(amp, torch::zeros_like(amp)));
   const int64_t filter_size = ir.size(-1);
   ir = torch::roll(ir, filter_size / 2, -1);
@@ -27,8 +29,8 @@ torch::Tensor amp_to_impulse_response(const torch::Tensor& amp, int64_t target_s
 }
 
 torch::Tensor fft_convolve(const torch::Tensor& signal, const torch::Tensor& kernel) {
-  auto s = torch::constant_pad_nd(signal, {0, signal.size(-1)}, 0);
-  auto k = torch::constant_pad_nd(kernel, {kernel.size(-1), 0}, 0);
+  auto s = torch::constant_pad_nd(models::fft_input(signal), {0, signal.size(-1)}, 0);
+  auto k = torch::constant_pad_nd(models::fft_input(kernel), {kernel.size(-1), 0}, 0);
   auto out = torch::fft::irfft(torch::fft::rfft(s) * torch::fft::rfft(k));
   return out.narrow(-1, out.size(-1) / 2, out.size(-1) - out.size(-1) / 2);
 }

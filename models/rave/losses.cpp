@@ -1,12 +1,14 @@
 #include "models/rave/losses.h"
 
 #include "models/common/batch_slice.h"
+#include "models/common/fft_input.h"
 
 namespace rt::rave {
 
 namespace {
 
-torch::Tensor stft_magnitude(const torch::Tensor& s, int64_t n) {
+torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
+  const auto s = models::fft_input(signal);  // float32 under autocast
   // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
   // dtype with the module: a float64 run uses the float32-rounded hann window, and so do we.
   auto window = torch::hann_window(n, s.options().dtype(torch::kFloat32)).to(s.scalar_type());

@@ -99,10 +99,12 @@ torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
     z = ssm->forward_fused_rows(u, B);
   }
   const double p = drop->is_training() ? drop->options.p() : 0.0;
-  auto h = fused::gelu_dropout(z, u, ssm->D, p, p > 0 ? fused::draw_dropout_seed() : 0);
+  // Under autocast (train.precision bf16/fp16) the matmuls' outputs are in the low precision; the
+  // fused kernels run in the activations' float32, as autocast runs the ops on its float32 list.
+  auto h = fused::gelu_dropout(z.to(u.scalar_type()), u, ssm->D, p, p > 0 ? fused::draw_dropout_seed() : 0);
   auto w = torch::cat({glu_w1->weight, glu_w2->weight}, 0);  // [2H, H]: both halves in one addmm
   auto b = torch::cat({glu_w1->bias, glu_w2->bias}, 0);
-  auto ab = torch::addmm(b, h, w.t());
+  auto ab = torch::addmm(b, h, w.t()).to(x2.scalar_type());
   return fused::glu_dropout_residual(ab, x2, p, p > 0 ? fused::draw_dropout_seed() : 0).view({B, T, H});
 }
 

@@ -276,8 +276,12 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
     return torch::addcmul(forward_fused_rows(u2, u.size(0)), u2, D).view({u.size(0), T, options_.d_model});
   }
   auto [lambda_bar, B_bar] = discretize();
-  auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()),
-                           torch::matmul(u, torch::imag(B_bar).t()));  // [B, T, P]
+  // Under autocast (train.precision bf16/fp16) the matmuls come out in the low precision; the
+  // recurrence runs in the parameters' precision, as autocast runs ops off its list (and there
+  // is no complex bfloat16).
+  const auto state_dtype = torch::real(B_bar).scalar_type();
+  auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()).to(state_dtype),
+                           torch::matmul(u, torch::imag(B_bar).t()).to(state_dtype));  // [B, T, P]
   auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});     // [T, P]
   auto x = options_.scan == ScanKind::kParallel ? scan_parallel(a, Bu) : scan_sequential(a, Bu);
   auto C_tilde = torch::view_as_complex(C);                          // [H, P]
@@ -294,7 +298,8 @@ torch::Tensor S5LayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t b
   const int64_t N = u2.size(0), P = stored_states_;
   // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
   auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
-  auto bu = torch::mm(u2, w_in.t()).view({batch, N / batch, 2 * P});
+  // Autocast: the recurrence in the parameters' precision (see forward).
+  auto bu = torch::mm(u2, w_in.t()).to(w_in.scalar_type()).view({batch, N / batch, 2 * P});
   auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), bu).view({N, 2 * P});
   // Re(C̃x) = C_re·x_re − C_im·x_im.
   auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]

@@ -1,6 +1,10 @@
 #include "profiling/cupti/cupti_convert.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <limits>
 
 namespace rt::prof {
@@ -106,10 +110,20 @@ void CuptiConverter::add_record(const CUpti_Activity* record) {
   }
 }
 
+// CUPTI gives kernels their mangled names; Kineto writes them demangled (libkineto's
+// Demangle.cpp: abi::__cxa_demangle, the mangled name kept when it is not a C++ name), and so do
+// HTA's kernel tables and the TensorBoard plugin's kernel view that read the trace.
+std::string demangle_kernel_name(const char* name) {
+  if (name == nullptr) return "kernel";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status), std::free);
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
 void CuptiConverter::add_kernel(const CUpti_ActivityKernel10& r) {
   Activity& a = activities_.emplace_back();
   a.kind = ActivityKind::kKernel;
-  a.name = r.name != nullptr ? r.name : "kernel";
+  a.name = demangle_kernel_name(r.name);
   a.start_ns = clock_.to_steady(r.start);
   a.end_ns = clock_.to_steady(r.end);
   a.pid = r.deviceId;

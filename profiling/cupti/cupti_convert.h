@@ -59,6 +59,10 @@ struct ClockSync {
   }
 };
 
+// A kernel's name as Kineto writes it: demangled when it is a C++ name, else as given ("kernel"
+// when CUPTI gives none).
+std::string demangle_kernel_name(const char* name);
+
 class CuptiConverter {
  public:
   // `api_name` names a runtime (driver = false) or driver API callback id, e.g. via

@@ -496,6 +496,16 @@ def targets_table(R):
         rows.append(("Fuzzing: an hour per decoder target, crashes = 0", "0",
                      f"0 crashes in 3,600 s for {len(clean)} of 5 targets ({', '.join(t[5:] for t in clean)})",
                      "met" if met else "missed", "Fuzzing the decoders of outside data"))
+    gpu_json = os.path.join(ROOT, "scripts", "bench", "results", "gpu_check.json")
+    if os.path.exists(gpu_json):  # written by gpu_results.py from a gpu_check.sh run
+        with open(gpu_json) as fh:
+            g = json.load(fh)
+        big = [r["ratio"] for r in g["comparison"] if r["config"].startswith("8x131072") and "ratio" in r]
+        if big:
+            rows.append((f"RAVE v2 GPU step ({g['rave_env']['device_name']}), ours / the real RAVE's training_step, "
+                         "8 × 131072, fp32 and bf16, phases 1 and 2", "≤ 0.9",
+                         f"{min(big):.2f}–{max(big):.2f}", "met" if max(big) <= 0.9 else "missed (parity)",
+                         "GPU: `scripts/gpu_check.sh` on a borrowed GPU machine"))
     if not rows:
         return []
     L = ["## Targets: where we stand", "",

@@ -5,6 +5,8 @@
 
 #include "util/error.h"
 #include "models/common/summary.h"
+#include "models/rave/generator.h"
+#include "models/rave/losses.h"
 #include "models/rave/rave.h"
 
 namespace {
@@ -145,6 +147,35 @@ TEST(RaveModel, SpectralDistanceIsZeroOnlyForIdenticalInputs) {
   auto mb = torch::randn({2, 16, 512});
   EXPECT_NEAR(rt::rave::spectral_distance(mb, mb, {128, 64}).item<double>(), 0.0, 1e-7);
   EXPECT_THROW(rt::rave::spectral_distance(mb, mb, {2048}), c10::Error);
+}
+
+// train.precision bf16 / fp16: a decoder's output reaches the spectral distance and the noise
+// synthesis in the reduced precision, which cuFFT (and the CPU's FFT for float16) cannot
+// transform: they run in float32 and give float32's values. On CUDA too where there is one.
+TEST(RaveModel, FftPathsTakeReducedPrecisionSignals) {
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& device : devices) {
+    for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+      torch::manual_seed(1);
+      const auto o = torch::TensorOptions().device(device);
+      auto x = torch::randn({2, 1, 1024}, o);
+      auto y = torch::randn({2, 1, 1024}, o);
+      const std::vector<int64_t> scales{256, 64};
+      const auto ref = rt::rave::spectral_distance(x, y.to(dtype).to(torch::kFloat), scales);
+      const auto low = rt::rave::spectral_distance(x, y.to(dtype), scales);
+      EXPECT_EQ(low.scalar_type(), torch::kFloat) << device << " " << dtype;
+      EXPECT_NEAR(low.item<double>(), ref.item<double>(), 1e-5) << device << " " << dtype;
+      auto amp = torch::rand({2, 3, 5}, o).to(dtype);
+      const auto ir = rt::rave::amp_to_impulse_response(amp, 16);
+      EXPECT_TRUE(torch::allclose(ir, rt::rave::amp_to_impulse_response(amp.to(torch::kFloat), 16)))
+          << device << " " << dtype;
+      auto noise = torch::rand({2, 3, 16}, o).to(dtype);
+      EXPECT_TRUE(torch::allclose(rt::rave::fft_convolve(noise, ir),
+                                  rt::rave::fft_convolve(noise.to(torch::kFloat), ir), 1e-5, 1e-6))
+          << device << " " << dtype;
+    }
+  }
 }
 
 // A data-parallel step computes the real audio's magnitudes early (for the denominators) and

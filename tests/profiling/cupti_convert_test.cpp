@@ -35,6 +35,16 @@ TEST(CuptiConvertTest, OccupancyEstimate) {
   EXPECT_EQ(estimated_occupancy_percent(d, 0, 256, 32, 0), 0.0);
 }
 
+// Kernel names as Kineto writes them (on the H200: cutlass and ATen kernels arrived mangled).
+TEST(CuptiConvertTest, KernelNamesAreDemangledAsKinetoWritesThem) {
+  EXPECT_EQ(demangle_kernel_name("_Z23implicit_convolve_sgemmIffLi1024ELi5ELi5ELi3ELi3ELi3ELi1ELb0ELb0ELb1EEviiiPKT_iPT0_S2_18kernel_conv_paramsyiffiPKS3_S7_bbii"),
+            "void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int, "
+            "float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int, "
+            "float const*, float const*, bool, bool, int, int)");
+  EXPECT_EQ(demangle_kernel_name("volta_sgemm_128x64_nn"), "volta_sgemm_128x64_nn");  // not a C++ name
+  EXPECT_EQ(demangle_kernel_name(nullptr), "kernel");
+}
+
 TEST(CuptiConvertTest, RecordsBecomeLinkedActivitiesAndFlows) {
   const ClockSync clock{1'000'000, 50'000};  // GPU 1,000,000 ns == steady 50,000 ns
   CuptiConverter conv(clock, {h100()}, [](bool driver, uint32_t cbid) {

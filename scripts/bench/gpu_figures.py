@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Figures scripts/gpu_check.sh reads off its runs (docs/gpu_check.md).
+
+  gpu_figures.py step RUN_DIR --skip N     median step time and GPU memory of one `train` run,
+                                           from its timing_profile.json and memory_profile.json
+  gpu_figures.py hta TRACE_DIR OUT.json    Holistic Trace Analysis's temporal, kernel and
+                                           idle-time breakdowns of the traces in TRACE_DIR
+  gpu_figures.py trace TRACE.json          what the trace holds: kernel / memcpy / memset rows,
+                                           ac2g flows, deviceProperties, distributedInfo
+
+Each prints one JSON object on stdout. Only the standard library, except `hta` (HTA, pandas).
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def profile_entries(run_dir, name):
+    """The entries of a streamed profile: its rotated parts (<name>.part<K>.json), then the file."""
+    stem = os.path.join(run_dir, name)
+    parts = sorted(glob.glob(stem + ".part*.json"), key=lambda p: int(p.rsplit(".part", 1)[1][:-5]))
+    entries = []
+    for path in parts + [stem + ".json"]:
+        if os.path.exists(path):
+            with open(path) as f:
+                entries.extend(json.load(f))
+    return entries
+
+
+def step_figures(run_dir, skip):
+    timing = [e for e in profile_entries(run_dir, "timing_profile") if e["step"] >= skip]
+    if not timing:
+        raise SystemExit(f"gpu_figures.py: {run_dir}: no timing_profile entries at step >= {skip}")
+    times = [e["total_batch_time"] for e in timing]
+    out = {
+        "run": run_dir,
+        "steps_timed": len(times),
+        "first_step_timed": timing[0]["step"],
+        "median_step_ms": statistics.median(times) * 1e3,
+        "mean_step_ms": statistics.fmean(times) * 1e3,
+        "min_step_ms": min(times) * 1e3,
+        "examples_per_second": statistics.median(e["examples_per_second"] for e in timing),
+    }
+    for key in ("data_time", "forward_time", "backward_time", "optimizer_time"):
+        out["median_" + key.replace("_time", "_ms")] = statistics.median(e[key] for e in timing) * 1e3
+    memory = profile_entries(run_dir, "memory_profile")
+    cuda = [m for e in memory for k, m in e.get("memory", {}).items() if k.startswith("cuda:")]
+    if cuda:
+        out["gpu_peak_allocated_bytes"] = max(m["peak_bytes_in_use"] for m in cuda)
+        out["gpu_peak_reserved_bytes"] = max(m["peak_reserved_bytes"] for m in cuda)
+        out["gpu_allocated_bytes_last"] = cuda[-1]["bytes_in_use"]
+    with open(os.path.join(run_dir, "training_summary.json")) as f:
+        summary = json.load(f)
+    out["status"] = summary.get("status")
+    return out
+
+
+def trace_figures(path):
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    cats = {}
+    for e in events:
+        cats[e.get("cat", "")] = cats.get(e.get("cat", ""), 0) + 1
+    flows = [e for e in events if e.get("cat") == "ac2g"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return {
+        "trace": path,
+        "events_by_category": cats,
+        "ac2g_flow_events": len(flows),
+        "kernel_time_us": sum(e.get("dur", 0) for e in kernels),
+        "kernel_example": kernels[0] if kernels else None,
+        "memcpy_example": next((e for e in events if e.get("cat") == "gpu_memcpy"), None),
+        "deviceProperties": trace.get("deviceProperties") if isinstance(trace, dict) else None,
+        "distributedInfo": trace.get("distributedInfo") if isinstance(trace, dict) else None,
+    }
+
+
+def hta_figures(trace_dir, out_path):
+    from hta.trace_analysis import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir=trace_dir)
+    result = {"trace_dir": trace_dir}
+
+    def table(name, fn):
+        try:
+            value = fn()
+            frames = value if isinstance(value, tuple) else (value,)
+            result[name] = [f.to_dict(orient="records") for f in frames if f is not None]
+        except Exception as e:  # noqa: BLE001: one breakdown failing must not hide the others
+            result[name] = {"error": f"{type(e).__name__}: {e}"}
+
+    table("temporal_breakdown", lambda: analyzer.get_temporal_breakdown(visualize=False))
+    table("gpu_kernel_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False))
+    table("idle_time_breakdown", lambda: analyzer.get_idle_time_breakdown(visualize=False))
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    errors = [k for k, v in result.items() if isinstance(v, dict) and "error" in v]
+    return {"hta": out_path, "failed": errors}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("step")
+    s.add_argument("run_dir")
+    s.add_argument("--skip", type=int, default=5, help="steps left out at the start (warm-up, cudnn autotuning)")
+    h = sub.add_parser("hta")
+    h.add_argument("trace_dir")
+    h.add_argument("out")
+    h.add_argument("--cpu-trace", action="store_true",
+                   help="a trace without GPU rows: the breakdowns over GPU time may fail without failing the command")
+    t = sub.add_parser("trace")
+    t.add_argument("trace")
+    t.add_argument("--require-gpu", action="store_true",
+                   help="exit 1 unless the trace has kernel and memcpy rows, ac2g flows and deviceProperties")
+    a = p.parse_args()
+    if a.cmd == "step":
+        out = step_figures(a.run_dir, a.skip)
+    elif a.cmd == "trace":
+        out = trace_figures(a.trace)
+        if a.require_gpu:
+            cats = out["events_by_category"]
+            missing = [c for c in ("kernel", "gpu_memcpy", "cuda_runtime") if not cats.get(c)]
+            missing += [] if out["ac2g_flow_events"] else ["ac2g flows"]
+            missing += [] if out["deviceProperties"] else ["deviceProperties"]
+            if missing:
+                out["missing"] = missing
+                print(json.dumps(out, default=str))
+                sys.exit(1)
+    else:
+        out = hta_figures(a.trace_dir, a.out)
+        if out["failed"] and not a.cpu_trace:
+            print(json.dumps(out))
+            sys.exit(1)
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
