@@ -77,6 +77,7 @@ if [ $REHEARSE = 1 ]; then
   [ -x "$PY" ] || "$ROOT/scripts/gpu_image_venv.sh" || exit 2
   # The CUDA runtime libraries torch's wheel loads: the local toolkit's, as check_cuda_build.sh.
   export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+  export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # before torch is imported
   DEVICE=cpu
 else
   PY="${GPU_PYTHON:-python3}"
