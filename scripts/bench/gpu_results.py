@@ -50,11 +50,20 @@ def collect(out_dir):
     with tarfile.open(os.path.join(out_dir, "runs.tar.gz")) as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
+            if len(parts) == 4 and parts[2] == "profiler_traces" and parts[3].endswith(".pt.trace.json"):
+                # Which copies the window made: "Memcpy HtoD (Pinned -> Device)" is a pinned batch.
+                run = re.sub(r"_\d{4}-\d\d-\d\d_[0-9a-f]+$", "", parts[1])
+                events = json.load(tar.extractfile(member))["traceEvents"]
+                kinds = {}
+                for e in events:
+                    if e.get("cat") == "gpu_memcpy":
+                        kinds[e["name"]] = kinds.get(e["name"], 0) + 1
+                traces.setdefault(run, {})["memcpy_kinds"] = kinds
             if len(parts) != 3:
                 continue
             run = re.sub(r"_\d{4}-\d\d-\d\d_[0-9a-f]+$", "", parts[1])
             if parts[2] == "trace_figures.json":
-                traces[run] = json.load(tar.extractfile(member))
+                traces.setdefault(run, {}).update(json.load(tar.extractfile(member)))
             elif parts[2] == "hta.json":
                 hta[run] = json.load(tar.extractfile(member))
             elif parts[2].startswith("memory_snapshot") and parts[2].endswith(".pickle"):
@@ -143,6 +152,10 @@ def markdown(R):
         L.append(f"| {run} | {c.get('kernel', 0)} | {c.get('gpu_memcpy', 0)} | {c.get('gpu_memset', 0)} | "
                  f"{c.get('cuda_runtime', 0)} | {t['ac2g_flow_events']} | {dev.get('name')}, {dev.get('numSms')} SMs, "
                  f"sm_{dev.get('computeMajor')}{dev.get('computeMinor')} |")
+    for run, t in sorted(R["traces"].items()):
+        kinds = ", ".join(f"{n} × {c}" for n, c in sorted(t.get("memcpy_kinds", {}).items()))
+        L.append("")
+        L.append(f"Copies in {run}'s window: {kinds} (the batch arrives from pinned host memory).")
     L += ["", "HTA 0.5.0 (`TraceAnalysis` on each run's `profiler_traces/`):", ""]
     L += ["| run | temporal: idle / compute / non-compute % | kernel types (COMPUTATION / MEMORY %) | idle time by category (µs) |",
           "|---|---|---|---|"]
