@@ -403,6 +403,25 @@ def make_split(out):
     Writer().save(out, "rave_split", m)
 
 
+def make_windows(out):
+    """The float32 hann windows RAVE's spectral distances use (torchaudio's Spectrogram buffer,
+    torch.hann_window computed by the oracle's PyTorch), for every STFT scale the goldens use. A
+    LibTorch whose own float32 window differs (1.13's, by one ulp in some values from n = 512 up)
+    gives gradients that differ by what the log-magnitude term makes of that: the tests read these
+    to know which tolerance applies."""
+    import torchaudio
+    w = Writer()
+    sizes = sorted(set(STEP_SCALES + TRAJECTORY_SCALES + [4096]))
+    for n in sizes:
+        window = torchaudio.transforms.Spectrogram(n_fft=n, win_length=n, hop_length=n // 4).window
+        assert window.dtype == torch.float32 and torch.equal(window, torch.hann_window(n))
+        w.add(f"window:{n}", window)
+    m = {"format": FORMAT, "model": "rave_stft_windows", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__,
+         "torchaudio": torchaudio.__version__, "seed": SEED, "sizes": sizes}
+    w.save(out, "rave_windows", m)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
@@ -416,7 +435,8 @@ def main():
     jobs = {"rave_v2_modules": lambda: make_modules(a.out, "v2", TINY_V2),
             "rave_v2_step": lambda: make_step(a.out, "v2", TINY_V2),
             "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
-            "rave_split": lambda: make_split(a.out)}
+            "rave_split": lambda: make_split(a.out),
+            "rave_windows": lambda: make_windows(a.out)}
     only = [s for s in a.only.split(",") if s]
     for stem, job in jobs.items():
         if not only or stem in only:

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <iostream>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,11 +42,26 @@ using rt::testing::relative_to_max;
 constexpr double kFloat32LossRel = 1e-5;
 constexpr double kFloat32OutputRel = 1e-5;
 constexpr double kFloat64LossRel = 1e-9;
-// ‖g − g_ref‖ / ‖g_ref‖ per parameter. Measured: 4e-5 at worst (phase-1 encoder), 5e-6 in phase
-// 2, while the forward pass agrees to 1e-11 and the losses to 1e-9 in float64. The gap is in
-// the spectral distance's backward: with the same inputs, d(distance)/dy of LibTorch 1.13 and of
-// RAVE's PyTorch 2.5 differ by 4e-5 (fullband) and 5e-6 (multiband). The goal is 1e-6.
-constexpr double kFloat64GradRel = 1e-4;
+// ‖g − g_ref‖ / ‖g_ref‖ per parameter: the goal, 1e-6, wherever this LibTorch's float32 hann
+// windows are RAVE's bit for bit (rave_windows: torchaudio's Spectrogram buffers, computed by the
+// oracle's PyTorch 2.5). Measured against LibTorch 2.11: every gradient within 1e-6.
+// LibTorch 1.13's float32 hann_window differs from PyTorch 2.5's by one ulp in 35 of 2048 values
+// (6, 18, 35 at n = 512, 1024, 2048; none up to 256): another cos. The log-magnitude term turns
+// that into 4e-5 in the phase-1 encoder's gradients and 5e-6 in phase 2 (forward 1e-11, losses
+// 1e-9). With each version's own window, d(distance)/dy differs by 4.5e-5 at n_fft 2048 and by
+// 3e-15 at 128 (Debian's python3-torch 1.13 against torch 2.5), so the difference is ATen's
+// window, not the step: such a LibTorch gets kWindowUlpGradRel.
+constexpr double kFloat64GradRel = 1e-6;
+constexpr double kWindowUlpGradRel = 1e-4;
+
+// Whether torch::hann_window(n, float32) here equals RAVE's window at every one of `scales`.
+bool windows_are_raves(const std::vector<int64_t>& scales) {
+  const auto w = load_golden("rave_windows");
+  for (const int64_t n : scales) {
+    if (!torch::equal(torch::hann_window(n, torch::kFloat32), w.at("window:" + std::to_string(n)))) return false;
+  }
+  return true;
+}
 
 rt::rave::RaveOptions options_of(const rt::Json& o) {
   auto r = rt::rave::RaveOptions::preset(
@@ -204,6 +220,10 @@ TEST(RaveOracle, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
 
 TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
   const auto g = load_golden("rave_v2_step");
+  const bool same_windows = windows_are_raves(g.manifest.at("options").at("stft_scales").get<std::vector<int64_t>>());
+  const double grad_rel = same_windows ? kFloat64GradRel : kWindowUlpGradRel;
+  std::cout << "LibTorch " << TORCH_VERSION << ": float32 hann windows " << (same_windows ? "equal" : "differ from")
+            << " RAVE's; gradients checked to " << grad_rel << "\n";
   for (const auto& c : kStepCases) {
     SCOPED_TRACE(c.name);
     const auto& ref = g.manifest.at("cases").at(c.name);
@@ -225,11 +245,18 @@ TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
     }
     // Every parameter RAVE's optimizer saw a gradient for has one here: gradient_mismatches
     // reports "no gradient computed" otherwise.
-    const auto bad = gradient_mismatches(*model, g, kFloat64GradRel, "grad:" + c.name + ".", &names,
+    const auto bad = gradient_mismatches(*model, g, grad_rel, "grad:" + c.name + ".", &names,
                                          rt::testing::GradMetric::kNorm);
     EXPECT_TRUE(bad.empty()) << bad.size() << " gradients differ:\n  " << join(bad);
+    if (!same_windows) {  // how far from the goal this LibTorch's windows leave it: reported
+      auto over_goal = gradient_mismatches(*model, g, kFloat64GradRel, "grad:" + c.name + ".", &names,
+                                           rt::testing::GradMetric::kNorm);
+      std::cout << c.name << ": " << over_goal.size() << " of " << names.size() << " gradients beyond "
+                << kFloat64GradRel << "\n";
+    }
   }
 }
+
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.
