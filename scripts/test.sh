@@ -20,11 +20,12 @@ if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
 fi
 # LibTorch 2.x: every non-test target compiled against PyPI's CUDA LibTorch (torch==2.11.0, the
 # GPU machines' version), with the CUPTI tracer and the NCCL backend on, so CI fails when the tree
-# stops compiling against 2.x or its CUDA-only code (docs/cuda_build.md; TORCH2_CHECK=0 skips).
+# stops compiling against 2.x or its CUDA-only code; then the real-RAVE oracle tests against it
+# (docs/cuda_build.md; TORCH2_CHECK=0 skips).
 # A machine without the toolkit (a bare chroot) cannot configure a CUDA LibTorch: said, not failed.
 if [ "${TORCH2_CHECK:-1}" != 0 ]; then
   if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
-    "$ROOT/scripts/check_cuda_build.sh" --compile-only
+    "$ROOT/scripts/check_cuda_build.sh" --ci
   else
     echo "test.sh: NOT compiled against LibTorch 2.x / CUDA: no CUDA toolkit at ${CUDA_HOME:-/usr/local/cuda}" >&2
   fi

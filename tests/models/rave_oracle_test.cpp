@@ -28,6 +28,7 @@
 #include "models/rave/rave.h"
 #include "models/rave/receptive_field.h"
 #include "support/golden.h"
+#include "support/libtorch_version.h"
 #include "util/enum_names.h"
 
 namespace {
@@ -54,14 +55,6 @@ constexpr double kFloat64LossRel = 1e-9;
 constexpr double kFloat64GradRel = 1e-6;
 constexpr double kWindowUlpGradRel = 1e-4;
 
-// Whether torch::hann_window(n, float32) here equals RAVE's window at every one of `scales`.
-bool windows_are_raves(const std::vector<int64_t>& scales) {
-  const auto w = load_golden("rave_windows");
-  for (const int64_t n : scales) {
-    if (!torch::equal(torch::hann_window(n, torch::kFloat32), w.at("window:" + std::to_string(n)))) return false;
-  }
-  return true;
-}
 
 rt::rave::RaveOptions options_of(const rt::Json& o) {
   auto r = rt::rave::RaveOptions::preset(
@@ -220,9 +213,9 @@ TEST(RaveOracle, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
 
 TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
   const auto g = load_golden("rave_v2_step");
-  const bool same_windows = windows_are_raves(g.manifest.at("options").at("stft_scales").get<std::vector<int64_t>>());
+  const bool same_windows = rt::testing::hann_windows_are_raves(g.manifest.at("options").at("stft_scales").get<std::vector<int64_t>>());
   const double grad_rel = same_windows ? kFloat64GradRel : kWindowUlpGradRel;
-  std::cout << "LibTorch " << TORCH_VERSION << ": float32 hann windows " << (same_windows ? "equal" : "differ from")
+  std::cout << "LibTorch " << rt::testing::libtorch_version() << ": float32 hann windows " << (same_windows ? "equal" : "differ from")
             << " RAVE's; gradients checked to " << grad_rel << "\n";
   for (const auto& c : kStepCases) {
     SCOPED_TRACE(c.name);

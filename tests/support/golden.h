@@ -188,4 +188,18 @@ inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& mod
   return bad;
 }
 
+// Whether torch::hann_window(n, float32) of this LibTorch equals, bit for bit, the window RAVE's
+// spectral distances used (golden rave_windows, computed by the oracle's PyTorch) at each of
+// `sizes` (all the golden holds when empty). LibTorch 1.13's differs by one ulp in a few values
+// from n = 512 up: the tests hold float64 results to RAVE's only where the windows, and the
+// ATen numerics they stand for, are RAVE's (docs/rave_fidelity.md).
+inline bool hann_windows_are_raves(std::vector<int64_t> sizes = {}) {
+  const auto w = load_golden("rave_windows");
+  if (sizes.empty()) sizes = w.manifest.at("sizes").get<std::vector<int64_t>>();
+  for (const int64_t n : sizes) {
+    if (!torch::equal(torch::hann_window(n, torch::kFloat32), w.at("window:" + std::to_string(n)))) return false;
+  }
+  return true;
+}
+
 }  // namespace rt::testing

@@ -12,11 +12,12 @@
 // RAVE's, the loss agrees to 1e-8, the same optimizer stepped, nothing else moved, and what it
 // changed agrees with RAVE's change (kDeltaRel).
 //
-// kDeltaRel, max|Δ − Δ_ref| / max|Δ_ref| per parameter and step. Measured: ≤ 3e-6 up to step 5,
-// growing to 6e-3 by step 11. The float64 gradients of one step differ from RAVE's by up to 4e-5
-// (rave_oracle_test.cpp, kFloat64GradRel: the spectral distance's backward, LibTorch 1.13 against
-// PyTorch 2.5); Adam's first updates are nearly gradient-sign steps and hide it, later ones carry
-// it and each step's parameters add to the next step's difference. The goal is 1e-6.
+// max|Δ − Δ_ref| / max|Δ_ref| per parameter and step. Where this LibTorch computes RAVE's float32
+// hann windows (testing::hann_windows_are_raves: its ATen numerics are PyTorch 2's), the goal,
+// 1e-6 (measured against LibTorch 2.11: 3e-14 at step 0, 8.6e-7 at step 11). Against LibTorch
+// 1.13: 9e-7 by step 2, 6e-3 by step 11 (its float64 results differ from PyTorch 2's at 1e-8 in a
+// step; Adam's first updates are nearly gradient-sign steps and hide that, later ones carry it,
+// and each step's parameters add to the next step's difference): kDeltaRelOtherNumerics.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -31,6 +32,7 @@
 #include "models/rave/encoder.h"
 #include "models/rave/rave.h"
 #include "support/golden.h"
+#include "support/libtorch_version.h"
 #include "trainer/config.h"
 #include "trainer/model_family.h"
 #include "trainer/rave_family.h"
@@ -40,7 +42,8 @@ namespace {
 
 using testing::Golden;
 
-constexpr double kDeltaRel = 2e-2;
+constexpr double kDeltaRel = 1e-6;
+constexpr double kDeltaRelOtherNumerics = 2e-2;
 constexpr double kScalarRel = 1e-9;
 constexpr double kLossRel = 1e-8;
 
@@ -101,6 +104,10 @@ void run_trajectory(bool fused) {
 
   const auto& steps = g.manifest.at("steps");
   ASSERT_EQ(steps.size(), 12u);
+  const bool raves_numerics = testing::hann_windows_are_raves();
+  const double delta_rel = raves_numerics ? kDeltaRel : kDeltaRelOtherNumerics;
+  std::cout << "LibTorch " << testing::libtorch_version() << (raves_numerics ? ": RAVE's" : ": other")
+            << " float32 hann windows; changes checked to " << delta_rel << "\n";
   const auto rf = g.manifest.at("receptive_field").get<std::vector<int64_t>>();
   for (const auto& record : steps) {
     const int64_t s = record.at("step").get<int64_t>();
@@ -145,11 +152,9 @@ void run_trajectory(bool fused) {
       const auto& ref = g.at(prefix + name);
       const double err = testing::relative_to_max(delta, ref);
       worst = std::max(worst, err);
-      EXPECT_LE(err, kDeltaRel) << name << ": change differs from RAVE's (max|Δ_ref| " << testing::max_abs(ref) << ")";
+      EXPECT_LE(err, delta_rel) << name << ": change differs from RAVE's (max|Δ_ref| " << testing::max_abs(ref) << ")";
     }
-    // Reported with the LibTorch it was measured on (see kDeltaRel).
-    std::cout << "step " << s << " (LibTorch " << TORCH_VERSION << "): worst max|Δ − Δ_ref| / max|Δ_ref| " << worst
-              << "\n";
+    std::cout << "step " << s << ": worst max|Δ − Δ_ref| / max|Δ_ref| " << worst << "\n";
   }
 }
 
