@@ -206,7 +206,7 @@ report_step() {
 
 packages_step() {
   # --no-deps: acids-rave's declared requirements (scipy 1.10, librosa, GPUtil, ...) are not
-  # needed by its training step (scripts/bench/rave_gpu_wheels.sh); rave_gpu_step.py stubs them.
+  # needed by its training step (scripts/bench/rave_gpu_wheels.sh); rave_gpu_step.py stands in for them.
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE_KIT" \
     "$KIT"/wheels/*.whl || return 1
   # pytorch-lightning 1.9 imports pkg_resources (setuptools < 82) and fsspec: only where missing.
@@ -265,8 +265,8 @@ ours_step() {
 }
 
 rave_step() {
-  local args=(--out "$WORK/rave_step.json" --steps "$STEPS" --stub-missing)
-  [ $REHEARSE = 1 ] && args=(--out "$WORK/rave_step.json" --device cpu --tiny --steps 2 --stub-missing)
+  local args=(--out "$WORK/rave_step.json" --steps "$STEPS" --replace-unused-imports)
+  [ $REHEARSE = 1 ] && args=(--out "$WORK/rave_step.json" --device cpu --tiny --steps 2 --replace-unused-imports)
   PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/rave_gpu_step.py" "${args[@]}"
 }
 

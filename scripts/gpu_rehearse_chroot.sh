@@ -5,7 +5,7 @@
 # loads, each mounted read-only (docs/gpu_check.md). Proves that the kit alone runs the check.
 #
 #   scripts/gpu_rehearse_chroot.sh BASE.tar    BASE.tar: a minimal Debian root, such as the
-#                                              base tarball ../shared/tools/fresh_machine.sh caches
+#                                              debootstrap --variant=minbase tree packed with tar
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BASE="${1:?usage: gpu_rehearse_chroot.sh BASE.tar}"

@@ -2,8 +2,8 @@
 
   python scripts/bench/rave_gpu_step.py [--device cuda] [--out rave_gpu_step.json]
       [--configs b8x131072,b4x32768:bf16:nocrop] [--phase 1|2|both] [--steps 20] [--warmup 5]
-      [--stub-missing]
-  python scripts/bench/rave_gpu_step.py --device cpu --tiny --stub-missing --out /tmp/x.json
+      [--replace-unused-imports]
+  python scripts/bench/rave_gpu_step.py --device cpu --tiny --replace-unused-imports --out /tmp/x.json
 
 The model is what `rave train --config v2` builds: RAVE's own v2.gin (which includes v1.gin) with
 SAMPLING_RATE 44100 and RAVE.n_channels 1, at full size (or the oracle's tiny sizes with --tiny),
@@ -22,12 +22,12 @@ training_step only, weights stay float32. RAVE optimises manually, so its optimi
 inside training_step, hence inside autocast, as under Lightning; the callbacks and
 on_train_batch_end (LR scheduler) run outside it.
 
---stub-missing: RAVE imports GPUtil, librosa, lmdb, requests, scipy, sklearn and udls at module
+--replace-unused-imports: RAVE imports GPUtil, librosa, lmdb, requests, scipy, sklearn and udls at module
 level (v1.gin imports rave.dataset too) but its training step uses none of them (GPU selection,
 mel filters, the LMDB/HTTP datasets and their protobuf records, data augmentations, and the PCA
 of validation_epoch_end). Those that fail to import are replaced by empty modules
 whose functions raise if called, and are listed in the JSON. scipy is also used to design the
-PQMF prototype at construction; with scipy stubbed, rave.pqmf.get_prototype answers from
+PQMF prototype at construction; with scipy replaced, rave.pqmf.get_prototype answers from
 rave_pqmf_prototypes.json (computed with RAVE's scipy 1.10.0; see rave_pqmf_table.py) and the
 built PQMF state is checked against that table's sha256 of the real-scipy build.
 """
@@ -48,7 +48,7 @@ from importlib.metadata import version
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STUBBABLE = ("GPUtil", "librosa", "lmdb", "requests", "scipy", "sklearn", "udls")
+REPLACEABLE = ("GPUtil", "librosa", "lmdb", "requests", "scipy", "sklearn", "udls")
 # At full size v2's receptive field is about 27000 samples each side, so its valid-signal crop
 # leaves nothing of a 32768-sample batch (RAVE itself fails there, as does the native trainer with
 # train.valid_signal_crop = true): n_signal 32768 runs with RAVE.valid_signal_crop = False
@@ -59,17 +59,17 @@ SR = 44100
 
 
 class _Missing:
-    """Stands for any name of a stubbed module: usable in annotations, raises when called."""
+    """Stands for any name of a replaced module: usable in annotations, raises when called."""
 
     def __init__(self, name):
         self.name = name
 
     def __call__(self, *a, **k):
-        raise RuntimeError(f"{self.name} is a stub (--stub-missing): not available here")
+        raise RuntimeError(f"{self.name} is a stand-in (--replace-unused-imports): not available here")
 
 
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Makes `import root[.sub]` give an empty package for each stubbed root."""
+class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Makes `import root[.sub]` give an empty package for each replaced root."""
 
     def __init__(self, roots):
         self.roots = set(roots)
@@ -95,15 +95,15 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 # What RAVE imports from a module that is there but too new for it: scipy >= 1.11 has no
-# scipy.signal.kaiser (rave/pqmf.py imports it), so such a scipy is stubbed as if missing.
+# scipy.signal.kaiser (rave/pqmf.py imports it), so such a scipy is replaced as if missing.
 NEEDED_NAMES = {"scipy": ("scipy.signal", "kaiser")}
 SCIPY_DEPENDENTS = ("sklearn", "librosa")
 
 
-def stub_missing():
-    """Stub each of STUBBABLE that does not import (or lacks what RAVE imports from it)."""
+def replace_unused_imports():
+    """Replace each of REPLACEABLE that does not import (or lacks what RAVE imports from it)."""
     missing = []
-    for root in STUBBABLE:
+    for root in REPLACEABLE:
         try:
             importlib.import_module(root)
             if root in NEEDED_NAMES:
@@ -111,24 +111,24 @@ def stub_missing():
                 getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
             missing.append(root)
-    # What imports a stubbed scipy breaks (the real scikit-learn subclasses scipy's classes at
-    # import): stubbed with it. RAVE uses sklearn only for validation_epoch_end's PCA.
+    # What imports a replaced scipy breaks (the real scikit-learn subclasses scipy's classes at
+    # import): replaced with it. RAVE uses sklearn only for validation_epoch_end's PCA.
     if "scipy" in missing:
         missing += [m for m in SCIPY_DEPENDENTS if m not in missing]
     if missing:
         # A module already imported (by a dependency's probe) is dropped from sys.modules so that
-        # RAVE's own imports reach the stub; the importers keep their reference.
+        # RAVE's own imports reach the stand-in; the importers keep their reference.
         for name in [n for n in sys.modules if n.split(".")[0] in missing]:
             del sys.modules[name]
-        sys.meta_path.insert(0, _StubFinder(missing))
+        sys.meta_path.insert(0, _StandInFinder(missing))
     return missing
 
 
-def import_rave(stub):
-    """Imports RAVE (and the oracle's helpers), stubbing what --stub-missing allows."""
-    # RAVE's real dependencies first, so their own optional-import probes see no stubs.
+def import_rave(replace):
+    """Imports RAVE (and the oracle's helpers), replacing what --replace-unused-imports allows."""
+    # RAVE's real dependencies first, so their own optional-import probes see no stand-ins.
     import pytorch_lightning, torchaudio, gin, cached_conv, einops  # noqa: F401,E401
-    stubbed = stub_missing() if stub else []
+    replaced = replace_unused_imports() if replace else []
     sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
     sys.path.insert(0, HERE)
     import rave_oracle
@@ -136,11 +136,11 @@ def import_rave(stub):
     from rave_pqmf_table import lookup, state_sha256
     with open(os.path.join(HERE, "rave_pqmf_prototypes.json")) as f:
         table = json.load(f)
-    pqmf_source = "scipy " + version("scipy") if "scipy" not in stubbed else None
+    pqmf_source = "scipy " + version("scipy") if "scipy" not in replaced else None
     if pqmf_source is None:
         rave.pqmf.get_prototype = lookup(table["prototypes"])
         pqmf_source = f"table rave_pqmf_prototypes.json (scipy {table['scipy']})"
-    return rave_oracle, stubbed, pqmf_source, table, state_sha256
+    return rave_oracle, replaced, pqmf_source, table, state_sha256
 
 
 def parse_configs(spec, tiny):
@@ -259,8 +259,8 @@ def main():
     ap.add_argument("--steps", type=int, help="timed steps per phase (default 20; --tiny 4)")
     ap.add_argument("--warmup", type=int, help="untimed steps first (default 5; --tiny 1)")
     ap.add_argument("--tiny", action="store_true", help="the oracle's tiny v2 sizes (rehearsal)")
-    ap.add_argument("--stub-missing", action="store_true",
-                    help=f"stub those of {', '.join(STUBBABLE)} that fail to import")
+    ap.add_argument("--replace-unused-imports", action="store_true",
+                    help=f"replace, by modules whose functions raise when called, those of {', '.join(REPLACEABLE)} that fail to import")
     a = ap.parse_args()
     a.steps = a.steps if a.steps is not None else (4 if a.tiny else 20)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.tiny else 5)
@@ -269,7 +269,7 @@ def main():
     torch.set_float32_matmul_precision("high")
     torch.backends.cudnn.benchmark = True
 
-    oracle, stubbed, pqmf_source, table, sha = import_rave(a.stub_missing)
+    oracle, replaced, pqmf_source, table, sha = import_rave(a.replace_unused_imports)
     bindings = (["SAMPLING_RATE = 44100"] + (oracle.TINY_V2["bindings"] if a.tiny else [])
                 + a.bind)
     ctx = {"bindings": bindings, "table": table, "sha": sha}
@@ -278,7 +278,7 @@ def main():
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
            "device": str(device), "acids-rave": version("acids-rave"),
            "pytorch-lightning": version("pytorch-lightning"), "numpy": version("numpy"),
-           "torchaudio": version("torchaudio"), "stubbed": stubbed, "pqmf_prototype": pqmf_source}
+           "torchaudio": version("torchaudio"), "replaced_imports": replaced, "pqmf_prototype": pqmf_source}
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
         env.update(device_name=p.name, capability=f"{p.major}.{p.minor}",

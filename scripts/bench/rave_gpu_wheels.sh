@@ -7,12 +7,12 @@
 #   python -m pip install --no-index --no-deps DEST/*.whl                              # there
 #   python -c 'import pkg_resources, fsspec' 2>/dev/null ||
 #     python -m pip install --no-index --no-deps DEST/extra/*.whl                      # there
-#   python scripts/bench/rave_gpu_step.py --stub-missing --out rave_gpu_step.json      # there
+#   python scripts/bench/rave_gpu_step.py --replace-unused-imports --out rave_gpu_step.json      # there
 #
 # Every version is pinned and downloaded with --no-deps: acids-rave's own requirements include
 # scipy==1.10.0 (no Python 3.12 wheel exists; newer scipy lacks the scipy.signal.kaiser that
 # rave/pqmf.py imports), scikit-learn, librosa, GPUtil (no wheel), udls, lmdb, tensorboard, Flask
-# and nn-tilde, none of which RAVE's training step uses. rave_gpu_step.py --stub-missing stands
+# and nn-tilde, none of which RAVE's training step uses. rave_gpu_step.py --replace-unused-imports stands
 # in for the ones it imports, and takes the PQMF prototype from rave_pqmf_prototypes.json (made
 # with scipy 1.10.0, checked bit-identical). torch is not downloaded. Install with --no-deps too,
 # so that pip does not look for those.
