@@ -6,11 +6,19 @@
 #   scripts/gpu_check.sh --rehearse    the same steps on a CPU machine, against the PyPI CUDA
 #                                      LibTorch and the kit alone; steps that need a device skip,
 #                                      anything else that fails fails the rehearsal
+#   scripts/gpu_check.sh [--rehearse] --only STEP,STEP,...
+#                                      those steps only, in this script's order (a step needs
+#                                      the ones it builds on: datasets for the trainings, the
+#                                      trainings for profile_report and traces_and_hta,
+#                                      python_packages for the Python steps; pack always runs)
 #
 # Steps: the environment; the kit's binaries resolve their libraries; datasets; the CUDA tests;
 # tiny_rave and s5_maze trained on cuda with every profiling mode, and in bf16 and fp16;
 # profile-report on those runs; HTA's breakdowns of the traces; v2's step time and memory at
-# 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU.
+# 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU;
+# then rave_parity: the same small v2 trained 2000 steps by the real RAVE's `rave train` and by ours,
+# three runs each, all at once (scripts/bench/rave_parity.py; only with --only, as the whole list
+# does not fit one call).
 # Each step is timed and bounded; one failing does not stop the others; the exit status is 1 when
 # any step failed.
 #
@@ -21,7 +29,15 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REHEARSE=0
-[ "${1:-}" = "--rehearse" ] && REHEARSE=1
+ONLY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rehearse) REHEARSE=1 ;;
+    --only) ONLY=",${2:?--only needs a comma-separated list of steps},"; shift ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (accepted: --rehearse, --only STEP,...)" >&2; exit 2 ;;
+  esac
+  shift
+done
 KIT="$(readlink -f "${GPU_KIT:-$ROOT/gpu-kit}")"
 OUT="${OUT:-$ROOT/gpu-check-out}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")"
@@ -39,6 +55,10 @@ log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 run_step() {
   local name="$1" limit="$2" start=$SECONDS rc
   shift 2
+  if [ -n "$ONLY" ] && [ "$name" != pack ] && [[ "$ONLY" != *",$name,"* ]]; then
+    return 0
+  fi
+  [ -z "$ONLY" ] && [ "$name" = rave_parity ] && return 0  # opt-in: it takes a call of its own
   # Never past the call's budget: the last 30 s are kept for packing the results.
   local left=$((BUDGET - (SECONDS - T0) - 30))
   [ "$name" = pack ] && left=$((left + 30))
@@ -214,7 +234,7 @@ packages_step() {
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE_KIT" \
       "$KIT"/wheels/extra/*.whl || return 1
   fi
-  PYTHONPATH="$SITE_KIT" "$PY" -c 'import hta, pytorch_lightning, gin, cached_conv, numpy, pandas; print("hta", hta.__file__); print("pytorch_lightning", pytorch_lightning.__version__)'
+  PYTHONPATH="$SITE_KIT" "$PY" -c 'import hta, pytorch_lightning, gin, cached_conv, numpy, pandas, lmdb, google.protobuf, absl, tensorboardX, soundfile; print("hta", hta.__file__); print("pytorch_lightning", pytorch_lightning.__version__)'
 }
 
 trace_step() {
@@ -270,19 +290,32 @@ rave_step() {
   PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/rave_gpu_step.py" "${args[@]}"
 }
 
+# Training parity with the real RAVE (scripts/bench/rave_parity.py): training here, the curves
+# and the figure later, where TensorBoard's reader is (rave_parity.sh --collect_only).
+parity_step() {
+  local steps=2000 val=200 runs=3
+  [ $REHEARSE = 1 ] && { steps=20; val=10; runs=1; }
+  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/rave_parity.py" --bin "$BIN" --work "$WORK/parity" \
+    --device "$DEVICE" --steps $steps --val_every $val --runs $runs --train_only --replace-unused-imports \
+    --trained_by "scripts/gpu_check.sh --only $(echo "$ONLY" | sed 's/^,//; s/,$//')"
+}
+
 pack_step() {
   # At most 8 files back: the log, the step list, our figures, RAVE's, and one archive of the
   # runs (profiles, traces, summaries, TensorBoard events, reports; checkpoints left out).
   cp "$STEPS_JSON" "$OUT/steps.jsonl"
   [ -f "$WORK/ours.jsonl" ] && cp "$WORK/ours.jsonl" "$OUT/ours_step.jsonl"
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"
-  tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
+  [ -d "$WORK/runs" ] && tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
+  # The parity runs without their database and checkpoints: logs, events, summaries, parity_meta.json.
+  [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude=parity/db --exclude=parity/audio --exclude='*.ckpt' \
+    --exclude='*.ckpt.*' -czf "$OUT/parity.tar.gz" parity
   ls -l "$OUT"
 }
 
 export -f env_step libs_step data_step tests_step train_run last_run profiled_step report_step packages_step trace_step \
-  ours_step rave_step pack_step
-export ROOT REHEARSE KIT WORK PY DEVICE BIN KIT_LIB TORCH_LIB SITE SITE_KIT STEPS STEPS_JSON OUT LOG
+  ours_step rave_step parity_step pack_step
+export ROOT REHEARSE ONLY KIT WORK PY DEVICE BIN KIT_LIB TORCH_LIB SITE SITE_KIT STEPS STEPS_JSON OUT LOG
 run_step environment 60 env_step
 run_step libraries 60 libs_step
 run_step datasets 120 data_step
@@ -298,6 +331,7 @@ run_step python_packages 60 packages_step
 run_step traces_and_hta 120 trace_step
 run_step v2_ours 240 ours_step
 run_step v2_rave 240 rave_step
+run_step rave_parity 480 parity_step
 run_step pack 60 pack_step
 log "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED) in $((SECONDS - T0)) s$([ $REHEARSE = 1 ] && echo ' (rehearsal)')"
 cat "$STEPS_JSON"

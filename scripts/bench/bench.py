@@ -506,6 +506,16 @@ def targets_table(R):
                          "8 × 131072, fp32 and bf16, phases 1 and 2", "≤ 0.9",
                          f"{min(big):.2f}–{max(big):.2f}", "met" if max(big) <= 0.9 else "missed (parity)",
                          "GPU: `scripts/gpu_check.sh` on a borrowed GPU machine"))
+    parity_json = os.path.join(ROOT, "scripts", "bench", "results", "rave_parity.json")
+    if os.path.exists(parity_json):  # written by rave_parity.py --collect_only
+        with open(parity_json) as fh:
+            p = json.load(fh)
+        rows.append((f"RAVE training parity, tiny v2, {p['steps']} steps × {p['runs_per_trainer']} runs per trainer "
+                     f"({p['device']}): ours / the real RAVE's `rave train`, mean final validation",
+                     "gap within the seed-to-seed spread",
+                     f"{p['ratio_of_mean_finals']:.3f} (gap {p['gap_of_means']:.3f}; spread {p['rave_spread']:.3f} "
+                     f"RAVE, {p['ours_spread']:.3f} ours)", "met" if p["within_spread"] else "missed",
+                     "RAVE training parity"))
     if not rows:
         return []
     L = ["## Targets: where we stand", "",

@@ -9,6 +9,9 @@
 #     python -m pip install --no-index --no-deps DEST/extra/*.whl                      # there
 #   python scripts/bench/rave_gpu_step.py --replace-unused-imports --out rave_gpu_step.json      # there
 #
+# For `rave train` itself (scripts/bench/rave_train.py, gpu_check.sh's rave_parity step), the
+# database readers, the command line and the logger come too (TRAIN below).
+#
 # Every version is pinned and downloaded with --no-deps: acids-rave's own requirements include
 # scipy==1.10.0 (no Python 3.12 wheel exists; newer scipy lacks the scipy.signal.kaiser that
 # rave/pqmf.py imports), scikit-learn, librosa, GPUtil (no wheel), udls, lmdb, tensorboard, Flask
@@ -33,6 +36,20 @@ WHEELS=(
   tqdm==4.70.1                  # imported by pytorch-lightning
   packaging==26.4               # imported by pytorch-lightning and lightning-utilities
 )
+# What `rave train` imports beyond the training step: the LMDB database of udls AudioExample
+# protobufs, absl's flags, and Lightning's TensorBoard logger (tensorboardX, whose add_audio of
+# RAVE's validation writes through soundfile). rave_train.py stands in for GPUtil, librosa,
+# requests and flask, which `rave train --gpu N` on a local database never calls.
+TRAIN=(
+  lmdb==3.0.0                   # rave/dataset.py's database
+  udls==1.1.4                   # its AudioExample records (pinned as scripts/oracle/requirements.txt)
+  protobuf==7.36.2              # udls.generated
+  absl-py==2.5.1                # scripts/train.py's flags
+  tensorboardX==2.6.5           # pytorch-lightning's TensorBoardLogger without tensorboard
+  soundfile==0.14.0             # tensorboardX's add_audio (bundles libsndfile)
+  cffi==2.1.1                   # soundfile
+  pycparser==3.12               # cffi
+)
 # torch's own requirements that pytorch-lightning imports, for a torch installed without them
 # (pip install --no-deps): lightning imports pkg_resources at import time (setuptools < 82 has it;
 # torch 2.11.0 requires setuptools<82) and fsspec. Installed only where missing (above).
@@ -46,7 +63,7 @@ get() {
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any "$@"
 }
-get -d "$DEST" "${WHEELS[@]}"
+get -d "$DEST" "${WHEELS[@]}" "${TRAIN[@]}"
 get -d "$DEST/extra" "${EXTRA[@]}"
 if ls "$DEST" "$DEST/extra" | grep -qi '^torch-'; then
   echo "rave_gpu_wheels.sh: a torch wheel is in $DEST; the device has its own" >&2

@@ -5,11 +5,18 @@ the steps go into one figure and a JSON result.
 
 Run through scripts/bench/rave_parity.sh (which makes the oracle venv and builds the binaries):
   rave_parity.py --bin build/bin --work DIR --out scripts/bench/results [--steps 2000]
+On a GPU machine (scripts/gpu_check.sh's rave_parity step), training only, both trainers on cuda:
+  rave_parity.py --bin BIN --work DIR --device cuda --train_only --replace-unused-imports
+and back here, the curves of those runs into the figure and the result:
+  rave_parity.py --bin build/bin --work DIR --out scripts/bench/results --collect_only
+
+RAVE runs through rave_train.py, which is `rave train` itself (--replace-unused-imports: see there).
 
 The configuration is tiny_rave's (configs/tiny_rave.toml) with phase 1 ending half way; RAVE gets
 the same network through --override bindings on its v2.gin. RAVE's train.py seeds nothing (its
 two runs differ by their random initialisation and data order); ours take --seed 1 and 2.
-Every run has one intra-op thread, and all run at once.
+Every run has one intra-op thread, and all run at once. The training side writes
+parity_meta.json under --work (device, versions, steps, wall time), which the collection reads.
 """
 import argparse
 import glob
@@ -19,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 TOML_KEYS = ["--config", "tiny_rave", "--batch", "4", "--n_signal", "8192", "--threads", "1",
              "--workers", "0"]
@@ -39,6 +46,7 @@ def rave_overrides(phase_1, beta_warmup):
 
 
 def scalars(event_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(event_dir, size_guidance={"scalars": 0})
     acc.Reload()
     if tag not in acc.Tags()["scalars"]:
@@ -56,7 +64,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where rave_parity.{json,png} go (not with --train_only)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="both trainers on this device (RAVE: --gpu -1 or --gpu 0; ours: --device)")
+    ap.add_argument("--val_every", type=int, default=200)
+    ap.add_argument("--trained_by", default="scripts/bench/rave_parity.sh",
+                    help="the command that ran the training, for the result's text")
+    ap.add_argument("--replace-unused-imports", action="store_true",
+                    help="passed to rave_train.py: stand-ins for what RAVE imports but never calls")
+    ap.add_argument("--train_only", action="store_true",
+                    help="train and write parity_meta.json; the curves are read later with --collect_only")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="400 steps (scripts/bench/run.sh --quick)")
@@ -65,8 +82,15 @@ def main():
     ap.add_argument("--fragment", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                        "rave_parity_results.md"))
     a = ap.parse_args()
+    if not a.train_only and not a.out:
+        ap.error("--out is needed unless --train_only")
     if a.quick:
         a.steps = 400
+    meta_path = os.path.join(a.work, "parity_meta.json")
+    if a.collect_only:  # the runs say how long they were and how many there are
+        with open(meta_path) as f:
+            meta = json.load(f)
+        a.steps, a.runs = meta["steps"], meta["runs_per_trainer"]
     phase_1, beta_warmup = a.steps // 2, 100
     os.makedirs(a.work, exist_ok=True)
     db = os.path.join(a.work, "db")
@@ -79,19 +103,24 @@ def main():
                         "--max_db_size", "1"], check=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
     curves, started, jobs = {}, time.time(), []
+    rave_gpu = "-1" if a.device == "cpu" else "0"
+    rave_train = [sys.executable, "-W", "ignore", os.path.join(HERE, "rave_train.py")]
+    if a.replace_unused_imports:
+        rave_train.append("--replace-unused-imports")
     for r in range(1, a.runs + 1):
         rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
-        rave_cmd = [os.path.join(os.path.dirname(sys.executable), "rave"), "train", "--config", "v2",
+        rave_cmd = [*rave_train, "--", "--config", "v2",
                     "--db_path", db, "--name", f"parity{r}", "--out_path", rave_out,
-                    "--max_steps", str(a.steps), "--val_every", "200", "--n_signal", "8192",
-                    "--batch", "4", "--workers", "0", "--gpu", "-1", "--channels", "1",
+                    "--max_steps", str(a.steps), "--val_every", str(a.val_every), "--n_signal", "8192",
+                    "--batch", "4", "--workers", "0", "--gpu", rave_gpu, "--channels", "1",
                     "--save_every", str(10 * a.steps), "--noprogress"]
         for o in rave_overrides(phase_1, beta_warmup):
             rave_cmd += ["--override", o]
         ours_cmd = [os.path.join(a.bin, "train"), *TOML_KEYS, "--db_path", db, "--out_path", ours_out,
                     "--name", f"parity{r}", "--max_steps", str(a.steps), "--seed", str(r),
                     "--train.phase_1_duration", str(phase_1), "--train.beta_warmup_steps", str(beta_warmup),
-                    "--val_every", "200", "--save_every", str(10 * a.steps), "--log_every", "100"]
+                    "--val_every", str(a.val_every), "--save_every", str(10 * a.steps), "--log_every", "100",
+                    "--device", a.device]
         if not a.collect_only:
             jobs += [(run(rave_cmd, rave_out + ".log", env), rave_out + ".log"),
                      (run(ours_cmd, ours_out + ".log", env), ours_out + ".log")]
@@ -99,33 +128,57 @@ def main():
     for p, log in jobs:
         if p.wait() != 0:
             raise SystemExit(f"rave_parity: {log} ended with exit status {p.returncode}:\n" + open(log).read()[-3000:])
+    if not a.collect_only:
+        import torch
+        from importlib.metadata import version
+        device = (torch.cuda.get_device_name(0) if a.device == "cuda"
+                  else f"CPU ({os.cpu_count()} cores), one intra-op thread per run")
+        meta = {"trained_by": a.trained_by, "device": device, "steps": a.steps, "runs_per_trainer": a.runs, "val_every": a.val_every,
+                "wall_s": time.time() - started, "torch": torch.__version__, "oracle": "acids-rave " + version("acids-rave")}
+        with open(meta_path, "w") as f:
+            json.dump(meta, f, indent=1)
+        if a.train_only:
+            print(json.dumps(meta, indent=1))
+            return 0
+    with open(meta_path) as f:
+        meta = json.load(f)
     for r in range(1, a.runs + 1):
         rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
         events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
         curves[f"rave_{r}"] = scalars(os.path.dirname(events[-1]), "validation")
         with open(os.path.join(ours_out, "latest")) as f:  # train's pointer to its newest run
             curves[f"ours_{r}"] = scalars(os.path.join(ours_out, f.read().strip()), "validation")
-    wall = time.time() - started
+    wall = meta["wall_s"]
+
+    # RAVE validates every val_every batches within each epoch (Lightning's val_check_interval
+    # restarts with the epoch: steps 199, 399, 599, 830, ... on this database), ours every
+    # val_every steps: their last points fall on different steps. A run's final distance is
+    # therefore the mean of its validations over the last 30 % of the steps (phase 2, settled).
+    late_from = int(0.7 * a.steps)
 
     def final(name):
-        return curves[name][-1][1]
+        late = [v for s, v in curves[name] if s >= late_from]
+        return sum(late) / len(late)
 
     finals = {k: final(k) for k in curves}
     rave_runs = [finals[f"rave_{r}"] for r in range(1, a.runs + 1)]
     ours_runs = [finals[f"ours_{r}"] for r in range(1, a.runs + 1)]
     result = {
         "name": "rave_parity",
-        "command": "scripts/bench/rave_parity.sh",
+        "command": meta["trained_by"],
         "steps": a.steps, "phase_1_duration": phase_1, "runs_per_trainer": a.runs,
         "config": "tiny_rave (v2 network, capacity 8, 16 bands, ratios 2·2·2), batch 4, n_signal 8192",
         "curves": curves,
         "final_validation": finals,
+        "final_is_mean_of_validations_from_step": late_from,
         "ratio_of_mean_finals": (sum(ours_runs) / len(ours_runs)) / (sum(rave_runs) / len(rave_runs)),
         "rave_spread": max(rave_runs) - min(rave_runs),
         "ours_spread": max(ours_runs) - min(ours_runs),
         "gap_of_means": abs(sum(ours_runs) / len(ours_runs) - sum(rave_runs) / len(rave_runs)),
         "wall_s": wall,
-        "oracle": "acids-rave 2.3.1",
+        "device": meta["device"],
+        "torch": meta["torch"],
+        "oracle": meta["oracle"],
     }
     result["within_spread"] = result["gap_of_means"] <= max(result["rave_spread"], result["ours_spread"])
     os.makedirs(a.out, exist_ok=True)
@@ -135,7 +188,7 @@ def main():
     dat = os.path.join(a.work, "curves.dat")
     with open(dat, "w") as f:
         for name, points in curves.items():
-            f.write(f'"{name}"\n')
+            f.write(f'# {name}\n')
             for s, v in points:
                 f.write(f"{s} {v}\n")
             f.write("\n\n")
@@ -151,17 +204,24 @@ def main():
               f"set title 'tiny v2, batch 4 x 8192, {a.steps} steps: validation over training'\nplot {plots}\n")
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
     rel_png = os.path.relpath(png, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in sorted(finals.items()))
+    rows = "\n".join(f"| {k} | {', '.join(str(s) for s, _ in curves[k] if s >= late_from)} | {v:.4f} | "
+                     f"{curves[k][-1][1]:.4f} (step {curves[k][-1][0]}) |" for k, v in sorted(finals.items()))
     with open(a.fragment, "w") as f:
         f.write(
-            "## RAVE training parity: our `train` against RAVE's own `rave train` "
-            "(measured by `scripts/bench/rave_parity.sh`)\n\n"
+            "## RAVE training parity: our `train` against RAVE's own `rave train`\n\n"
+            f"Trained by `{meta['trained_by']}`; figure and table by `WORK=DIR scripts/bench/rave_parity.sh "
+            "--collect_only`, DIR holding those runs (gpu_check.sh returns them as `parity.tar.gz`).\n\n"
             f"{result['config']}, {a.steps} steps (phase 2 from step {phase_1}), {a.runs} runs per trainer on the "
-            "demo database, one thread each, side by side; RAVE is acids-rave 2.3.1 with its Lightning loop "
-            "(train.py seeds nothing: its runs differ by initialisation and data order), ours with --seed 1, 2. "
+            f"demo database, all at once on {meta['device']} (torch {meta['torch']}); RAVE is {meta['oracle']} "
+            "through its own `rave train`, with its Lightning loop "
+            "(train.py seeds nothing: its runs differ by initialisation and data order), ours with --seed "
+            + ", ".join(str(r) for r in range(1, a.runs + 1)) + ". "
             "Validation: the fullband spectral distance (RAVE's `validation`, lower is better).\n\n"
             f"![validation curves]({rel_png})\n\n"
-            "| run | final validation |\n|---|---|\n" + rows + "\n\n"
+            f"A run's final distance is the mean of its validations from step {late_from} on (RAVE validates every "
+            f"{meta['val_every']} batches within each epoch, ours every {meta['val_every']} steps).\n\n"
+            "| run | validations from step " + str(late_from) + " | final (their mean) | last validation |\n"
+            "|---|---|---|---|\n" + rows + "\n\n"
             f"Ours ÷ RAVE's mean final distance: **{result['ratio_of_mean_finals']:.3f}**; gap of the means "
             f"{result['gap_of_means']:.4f} against a seed-to-seed spread of {result['rave_spread']:.4f} (RAVE) and "
             f"{result['ours_spread']:.4f} (ours): "

@@ -3,7 +3,11 @@
 # train and preprocess, makes the oracle venv (scripts/oracle/run.sh's), trains the same small v2
 # with `rave train` and with `train`, two runs each, and writes
 # scripts/bench/results/rave_parity.{json,png}.
-#   scripts/bench/rave_parity.sh [--steps N] [--quick]   (default 2000 steps; --quick 400)
+#   scripts/bench/rave_parity.sh [--steps N] [--runs N] [--quick]   (2000 steps, 2 runs; --quick 400)
+#   WORK=DIR scripts/bench/rave_parity.sh --collect_only   the runs already under DIR (e.g. those of
+#                                                      scripts/gpu_check.sh's rave_parity step)
+# On this 2-core CPU RAVE's loop takes about 1 s a step: the figure in BENCHMARKS.md was trained
+# on a GPU machine (docs/gpu_check.md).
 # Writes scripts/bench/rave_parity_results.md, which BENCHMARKS.md folds in.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

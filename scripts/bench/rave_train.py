@@ -1,0 +1,96 @@
+"""The real RAVE's `rave train` (acids-rave 2.3.1: scripts/main_cli.py, then scripts/train.py and
+its Lightning 1.9 loop), runnable where some of RAVE's declared requirements cannot be installed.
+
+  python scripts/bench/rave_train.py [--replace-unused-imports] -- ARGS OF `rave train`
+
+Where every requirement imports (the oracle venv, scripts/oracle/run.sh's .venv-rave), this is
+exactly `rave train ARGS`. With --replace-unused-imports, for a Python 3.12 machine such as the
+GPU image (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
+
+- GPUtil, librosa, requests and flask, when they do not import, are replaced by modules whose
+  functions raise when called. `rave train --gpu N` never asks GPUtil; librosa serves the mel
+  encoder (hybrid) and the pitch augmentations; requests and flask serve the remote dataset.
+  Anything else missing fails as it would in `rave train`: lmdb, udls and protobuf read the
+  database; scipy's lfilter is the phase mangle; scikit-learn's PCA is validation_epoch_end's.
+- scipy >= 1.13 no longer exports `scipy.signal.kaiser`, which rave/pqmf.py imports; it is
+  `scipy.signal.windows.kaiser` (the same function, moved in scipy 1.1), put back under the old name.
+- The PQMF prototype is designed by scipy.optimize.fmin, whose result depends on scipy's version.
+  With a scipy other than 1.10.0, rave.pqmf.get_prototype answers from rave_pqmf_prototypes.json
+  (computed with scipy 1.10.0 by rave_pqmf_table.py), and the largest difference from this scipy's
+  own design (which fails with numpy 2 and scipy 1.18) is printed.
+
+What was replaced is printed on the first line, prefixed `rave_train:`.
+"""
+import importlib
+import json
+import os
+import sys
+from importlib.metadata import version
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPLACEABLE = ("GPUtil", "librosa", "requests", "flask")
+
+
+def prepare(replace):
+    notes = []
+    # RAVE's real dependencies first, so that their optional-import probes see no stand-ins.
+    import pytorch_lightning, torchaudio, gin, cached_conv, einops, numpy  # noqa: F401,E401
+    if not replace:
+        return notes
+    missing = []
+    for root in REPLACEABLE:
+        try:
+            importlib.import_module(root)
+        except ImportError:
+            missing.append(root)
+    if missing:
+        sys.path.insert(0, HERE)
+        from rave_gpu_step import _StandInFinder
+        for name in [n for n in sys.modules if n.split(".")[0] in missing]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _StandInFinder(missing))
+        notes.append("replaced " + ", ".join(missing))
+    import scipy.signal
+    import scipy.signal.windows
+    if not hasattr(scipy.signal, "kaiser"):
+        scipy.signal.kaiser = scipy.signal.windows.kaiser
+        notes.append("scipy.signal.kaiser = scipy.signal.windows.kaiser")
+    with open(os.path.join(HERE, "rave_pqmf_prototypes.json")) as f:
+        table = json.load(f)
+    if version("scipy") != table["scipy"]:
+        sys.path.insert(0, HERE)
+        import numpy as np
+        import rave.pqmf
+        from rave_pqmf_table import lookup
+        designed, stored = rave.pqmf.get_prototype, lookup(table["prototypes"])
+
+        def get_prototype(atten, M, N=None):
+            h = stored(atten, M, N)
+            try:
+                own = f"differs by {np.max(np.abs(designed(atten, M, N) - h)):.3g}"
+            except Exception as e:  # numpy 2 with scipy >= 1.13: kaiserord fails on fmin's array
+                own = f"fails here ({type(e).__name__}: {e})"
+            print(f"rave_train: PQMF prototype ({atten} dB, {M} bands) from scipy {table['scipy']}'s table; "
+                  f"scipy {version('scipy')}'s own design {own}", flush=True)
+            return h
+        rave.pqmf.get_prototype = get_prototype
+        notes.append(f"PQMF prototype from rave_pqmf_prototypes.json (scipy {table['scipy']})")
+    return notes
+
+
+def main():
+    argv = sys.argv[1:]
+    replace = "--replace-unused-imports" in argv[:argv.index("--")] if "--" in argv else \
+        "--replace-unused-imports" in argv
+    rave_args = argv[argv.index("--") + 1:] if "--" in argv else [a for a in argv if a != "--replace-unused-imports"]
+    notes = prepare(replace)
+    print("rave_train: acids-rave " + version("acids-rave") + ", torch " + version("torch")
+          + (" (" + "; ".join(notes) + ")" if notes else ""), flush=True)
+    # RAVE's console script: `rave train ...` is scripts.main_cli.main with that argv.
+    from scripts.main_cli import main as rave_main
+    sys.argv = ["rave", "train", *rave_args]
+    return rave_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
