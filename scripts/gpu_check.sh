@@ -177,7 +177,7 @@ data_step() {
 tests_step() {
   # The CUDA-bearing tests, by name; on the device none of them may skip.
   local rc=0 out
-  for t in "test_trainer:GpuDevice.*:GpuMath.*:OutOfMemory.*:MemorySnapshot.*:Precision.*" \
+  for t in "test_trainer:GpuDevice.*:GpuMath.*:OutOfMemory.*:MemorySnapshot.*:Precision.*:FusedAdam.CudaParametersFollowTheCpuUpdate" \
     "test_profiling:CudaMemory.*:Cupti*:TraceMemory*:MemoryReporter.*:CudaTrace*" \
     "test_data:Loader.*" "test_models:RaveModel.FftPathsTakeReducedPrecisionSignals"; do
     local exe="${t%%:*}" filter="${t#*:}"

@@ -4,9 +4,11 @@
 #include <ATen/record_function.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "trainer/fused_adam_kernel.h"
 #include "util/error.h"
@@ -77,6 +79,29 @@ void adam_ops(torch::Tensor p, torch::Tensor grad, State& state, const AdamScala
   p.addcdiv_(state.exp_avg(), denom, -s.step_size);
 }
 
+// Parameters of one group that share device, dtype and step count, updated by the stock
+// operators applied to all of them at once (ATen's _foreach_* multi-tensor kernels): on CUDA one
+// launch per operator for the bucket instead of one per operator and parameter, as PyTorch's
+// Adam(foreach=True), the default there on CUDA. Per element the operations are adam_ops's.
+struct MultiTensorBucket {
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  AdamScalars scalars;
+};
+
+void multi_tensor_update(MultiTensorBucket& b) {
+  const AdamScalars& s = b.scalars;
+  std::vector<torch::Tensor> grads = s.l2 != 0 ? at::_foreach_add(b.grads, b.params, s.l2) : b.grads;
+  if (s.decoupled) at::_foreach_mul_(b.params, s.decay);
+  at::_foreach_mul_(b.exp_avgs, s.beta1);
+  at::_foreach_add_(b.exp_avgs, grads, 1 - s.beta1);
+  at::_foreach_mul_(b.exp_avg_sqs, s.beta2);
+  at::_foreach_addcmul_(b.exp_avg_sqs, grads, grads, 1 - s.beta2);
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(b.exp_avg_sqs);
+  at::_foreach_div_(denom, s.bias_correction2_sqrt);
+  at::_foreach_add_(denom, s.eps);
+  at::_foreach_addcdiv_(b.params, b.exp_avgs, denom, -s.step_size);
+}
+
 template <typename Options, typename State>
 torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups, compat::OptimizerStateMap& states,
                          const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
@@ -89,6 +114,8 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
   RECORD_USER_SCOPE(decoupled ? "rt::FusedAdamW::step" : "rt::FusedAdam::step");
   for (auto& group : groups) {
     auto& options = static_cast<Options&>(group.options());
+    // (device, dtype, step) → the parameters updated together by multi_tensor_update.
+    std::map<std::tuple<std::string, int, int64_t>, MultiTensorBucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const torch::Tensor& grad = p.grad();
@@ -115,8 +142,17 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
       s.decoupled = decoupled && options.weight_decay() != 0;
       if (s.decoupled) s.decay = 1 - options.lr() * options.weight_decay();
       if (!decoupled) s.l2 = options.weight_decay();
-      if (options.amsgrad() || !fusable(p, grad, state.exp_avg(), state.exp_avg_sq())) {
-        adam_ops(p, grad, state, s, options.amsgrad());
+      if (options.amsgrad()) {
+        adam_ops(p, grad, state, s, /*amsgrad=*/true);
+        continue;
+      }
+      if (!fusable(p, grad, state.exp_avg(), state.exp_avg_sq())) {
+        auto& b = buckets[{p.device().str(), static_cast<int>(p.scalar_type()), state.step()}];
+        b.params.push_back(p);
+        b.grads.push_back(grad);
+        b.exp_avgs.push_back(state.exp_avg());
+        b.exp_avg_sqs.push_back(state.exp_avg_sq());
+        b.scalars = s;
         continue;
       }
       const torch::Tensor& m = state.exp_avg();
@@ -126,6 +162,7 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
                             v.data_ptr<scalar_t>(), p.numel(), s);
       });
     }
+    for (auto& entry : buckets) multi_tensor_update(entry.second);
   }
   return loss;
 }

@@ -12,8 +12,12 @@
 //
 // They ARE torch::optim::Adam/AdamW: same options, same per-parameter Adam(W)ParamState stored
 // under the same keys, so save()/load() archives and checkpoints are interchangeable with the
-// stock optimizers. A parameter whose tensors are not dense contiguous float/double CPU
-// tensors, or a group with amsgrad, takes the stock operator-by-operator update.
+// stock optimizers. A group with amsgrad takes the stock operator-by-operator update. The
+// parameters whose tensors are not dense contiguous float/double CPU tensors (CUDA ones, above
+// all) take the stock update's operators too, each applied to all of them at once (ATen's
+// _foreach_* kernels, per device, dtype and step count): on CUDA that is one launch per operator
+// rather than one per operator and parameter, as PyTorch's Adam(foreach=True), its default on
+// CUDA and what RAVE's optimizers run there.
 #pragma once
 
 #include <torch/torch.h>

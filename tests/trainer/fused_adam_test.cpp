@@ -1,9 +1,11 @@
 // FusedAdam / FusedAdamW against LibTorch's stock Adam / AdamW: same trajectory to rounding,
 // interchangeable state archives, the stock fallback (amsgrad), thread-count independence,
-// and zero_grad_to_none.
+// and zero_grad_to_none; the multi-tensor path of non-contiguous and CUDA parameters.
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstring>
 #include <sstream>
 
 #include "trainer/fused_adam.h"
@@ -146,6 +148,86 @@ TEST(FusedAdam, ArchivesAreInterchangeableWithStockAdam) {
 }
 
 TEST(FusedAdam, ResumesFromStockAdamArchives) { expect_archive_resumes<torch::optim::Adam, rt::FusedAdam>(); }
+
+// The same parameters, each laid out so that no fused CPU pass applies: 2-D ones transposed,
+// the others every second element of a longer tensor.
+std::vector<torch::Tensor> strided(const std::vector<torch::Tensor>& ps) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : ps) {
+    torch::Tensor q;
+    if (p.dim() == 2) {
+      q = torch::empty({p.size(1), p.size(0)}, p.options()).t();
+    } else {
+      q = torch::empty({2 * p.numel()}, p.options()).slice(0, 0, 2 * p.numel(), 2).view(p.sizes());
+    }
+    q.copy_(p.detach());
+    out.push_back(q.detach().requires_grad_(true));
+  }
+  return out;
+}
+
+int64_t g_foreach_addcdiv = 0;
+
+template <typename Stock, typename Fused, typename Options>
+void expect_multi_tensor_path_matches(const Options& options) {
+  auto ps_stock = make_params();
+  auto ps_multi = strided(ps_stock);
+  for (const auto& p : ps_multi) ASSERT_FALSE(p.is_contiguous() && p.numel() > 1);
+  Stock stock(ps_stock, options);
+  Fused multi(ps_multi, options);
+  g_foreach_addcdiv = 0;
+  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::strstr(fn.name(), "_foreach_addcdiv_") != nullptr) ++g_foreach_addcdiv;
+        return nullptr;
+      }));
+  for (int k = 0; k < 20; ++k) {
+    set_grads(ps_stock, k);
+    set_grads(ps_multi, k);
+    stock.step();
+    multi.step();
+  }
+  at::removeCallback(handle);
+  EXPECT_GE(g_foreach_addcdiv, 20);  // one multi-tensor update per step at least
+  EXPECT_LE(max_rel_diff(ps_multi, ps_stock), 1e-6);
+  EXPECT_GT(max_rel_diff(ps_multi, make_params()), 1e-3);
+}
+
+TEST(FusedAdam, NonContiguousParametersTakeTheMultiTensorUpdate) {
+  expect_multi_tensor_path_matches<torch::optim::Adam, rt::FusedAdam>(torch::optim::AdamOptions(1e-3));
+  expect_multi_tensor_path_matches<torch::optim::Adam, rt::FusedAdam>(
+      torch::optim::AdamOptions(2e-3).betas({0.5, 0.9}).weight_decay(0.1));
+  expect_multi_tensor_path_matches<torch::optim::AdamW, rt::FusedAdamW>(
+      torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
+}
+
+// On CUDA every parameter takes the multi-tensor update; it follows the CPU's fused pass to
+// rounding (float32, 20 steps).
+TEST(FusedAdam, CudaParametersFollowTheCpuUpdate) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device (the multi-tensor update on CUDA)";
+  for (bool decoupled : {false, true}) {
+    auto ps_cpu = make_params();
+    std::vector<torch::Tensor> ps_cuda;
+    for (const auto& p : ps_cpu) ps_cuda.push_back(p.detach().to(torch::kCUDA).requires_grad_(true));
+    std::unique_ptr<torch::optim::Optimizer> cpu, cuda;
+    if (decoupled) {
+      cpu = std::make_unique<rt::FusedAdamW>(ps_cpu, torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
+      cuda = std::make_unique<rt::FusedAdamW>(ps_cuda, torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
+    } else {
+      cpu = std::make_unique<rt::FusedAdam>(ps_cpu, torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}));
+      cuda = std::make_unique<rt::FusedAdam>(ps_cuda, torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}));
+    }
+    for (int k = 0; k < 20; ++k) {
+      set_grads(ps_cpu, k);
+      for (size_t i = 0; i < ps_cpu.size(); ++i) ps_cuda[i].mutable_grad() = ps_cpu[i].grad().to(torch::kCUDA);
+      cpu->step();
+      cuda->step();
+    }
+    std::vector<torch::Tensor> back;
+    for (const auto& p : ps_cuda) back.push_back(p.detach().cpu());
+    EXPECT_LE(max_rel_diff(back, ps_cpu), 1e-5) << (decoupled ? "AdamW" : "Adam");
+  }
+}
 
 TEST(FusedAdam, ResultDoesNotDependOnThreadCount) {
   const int before = torch::get_num_threads();
