@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """One scripts/gpu_check.sh run's files (its $OUT) -> the GPU figures as data, and their table.
 
-  gpu_results.py OUT_DIR [--json scripts/bench/results/gpu_check.json] [--md scripts/bench/gpu_results.md]
+  gpu_results.py OUT_DIR [OUT_DIR ...] [--command TEXT] [--keep_traces_from JSON]
+                 [--json scripts/bench/results/gpu_check.json] [--md scripts/bench/gpu_results.md]
 
 Reads gpu_check.log (environment), steps.jsonl, ours_step.jsonl, rave_step.json and runs.tar.gz
 (trace_figures.json and hta.json of the traced runs, memory snapshots). Writes a JSON of every
 figure, and the BENCHMARKS.md section made from that JSON alone (bench.py folds
 scripts/bench/*_results.md fragments into BENCHMARKS.md).
+
+Several OUT_DIRs are the calls of one session on the same machine (gpu_check.sh --only ...): each
+file is read from the last that has it, the step lists are joined. --command says what ran, for
+the text. --keep_traces_from keeps the trace, HTA and memory-snapshot figures of an earlier
+gpu_check.json when these calls traced nothing, and says so.
 """
 import argparse
 import io
@@ -22,32 +28,9 @@ def config_key(batch, n_signal, precision, phase):
     return f"{batch}x{n_signal} {precision} phase {phase}"
 
 
-def collect(out_dir):
-    log = open(os.path.join(out_dir, "gpu_check.log")).read()
-    env = {}
-    for key, pattern in {
-        "python_torch": r"^python (.*)$",
-        "device": r"^device (.*)$",
-        "nvidia_smi": r"^(NVIDIA .*MHz)$",
-        "host": r"^host (.*)$",
-        "kit": r"^gpu-kit made (.*)$",
-    }.items():
-        m = re.search(pattern, log, re.M)
-        env[key] = m.group(1) if m else None
-    steps = [json.loads(line) for line in open(os.path.join(out_dir, "steps.jsonl"))]
-    ours = {}
-    for line in open(os.path.join(out_dir, "ours_step.jsonl")):
-        d = json.loads(line)
-        m = re.search(r"v2_b(\d+)_n(\d+)_(fp32|bf16)_phase(\d)", d["run"])
-        ours[config_key(*m.groups())] = d
-    rave_file = json.load(open(os.path.join(out_dir, "rave_step.json")))
-    rave = {}
-    for r in rave_file["results"]:
-        for p in r.get("phases", []):
-            rave[config_key(r["batch"], r["n_signal"], r["precision"], p["phase"])] = dict(
-                p, valid_signal_crop=r["valid_signal_crop"])
-    traces, hta, snapshots = {}, {}, {}
-    with tarfile.open(os.path.join(out_dir, "runs.tar.gz")) as tar:
+def read_runs(tar_path, traces, hta, snapshots):
+    """trace_figures.json, hta.json, memory snapshots and copy kinds of one runs.tar.gz."""
+    with tarfile.open(tar_path) as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
             if len(parts) == 4 and parts[2] == "profiler_traces" and parts[3].endswith(".pt.trace.json"):
@@ -72,6 +55,44 @@ def collect(out_dir):
                 snapshots[run] = {"file": parts[2], "bytes": member.size, "keys": sorted(snap),
                                   "segments": len(snap["segments"]),
                                   "trace_entries": sum(len(t) for t in snap["device_traces"])}
+
+
+def last_with(out_dirs, name):
+    found = [d for d in out_dirs if os.path.exists(os.path.join(d, name))]
+    if not found:
+        raise SystemExit(f"gpu_results: no {name} in {', '.join(out_dirs)}")
+    return os.path.join(found[-1], name)
+
+
+def collect(out_dirs):
+    log = "\n".join(open(os.path.join(d, "gpu_check.log")).read() for d in out_dirs)
+    env = {}
+    for key, pattern in {
+        "python_torch": r"^python (.*)$",
+        "device": r"^device (.*)$",
+        "nvidia_smi": r"^(NVIDIA .*MHz)$",
+        "host": r"^host (.*)$",
+        "kit": r"^gpu-kit made (.*)$",
+    }.items():
+        m = re.search(pattern, log, re.M)
+        env[key] = m.group(1) if m else None
+    steps = [json.loads(line) for d in out_dirs for line in open(os.path.join(d, "steps.jsonl"))
+             if json.loads(line)["step"] != "pack"]
+    ours = {}
+    for line in open(last_with(out_dirs, "ours_step.jsonl")):
+        d = json.loads(line)
+        m = re.search(r"v2_b(\d+)_n(\d+)_(fp32|bf16)_phase(\d)", d["run"])
+        ours[config_key(*m.groups())] = d
+    rave_file = json.load(open(last_with(out_dirs, "rave_step.json")))
+    rave = {}
+    for r in rave_file["results"]:
+        for p in r.get("phases", []):
+            rave[config_key(r["batch"], r["n_signal"], r["precision"], p["phase"])] = dict(
+                p, valid_signal_crop=r["valid_signal_crop"])
+    traces, hta, snapshots = {}, {}, {}
+    for d in out_dirs:
+        if os.path.exists(os.path.join(d, "runs.tar.gz")):
+            read_runs(os.path.join(d, "runs.tar.gz"), traces, hta, snapshots)
     rows = []
     for key in ours:
         o, r = ours[key], rave.get(key)
@@ -87,38 +108,55 @@ def collect(out_dir):
             "comparison": rows, "traces": traces, "hta": hta, "memory_snapshots": snapshots}
 
 
-def reserved_at_end(run_dir_name, out_dir):
+def reserved_at_end(run_dir_name, out_dirs):
     """GPU memory reserved at the last memory_profile entry of one of our runs (GiB)."""
-    with tarfile.open(os.path.join(out_dir, "runs.tar.gz")) as tar:
-        for member in tar.getmembers():
-            if member.name.endswith("/memory_profile.json") and run_dir_name in member.name:
-                entries = json.load(tar.extractfile(member))
-                return entries[-1]["memory"]["cuda:0"]["reserved_bytes"] / 2**30
+    for d in out_dirs:
+        if not os.path.exists(os.path.join(d, "runs.tar.gz")):
+            continue
+        with tarfile.open(os.path.join(d, "runs.tar.gz")) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("/memory_profile.json") and run_dir_name in member.name:
+                    entries = json.load(tar.extractfile(member))
+                    return entries[-1]["memory"]["cuda:0"]["reserved_bytes"] / 2**30
     return None
 
 
 def markdown(R):
     env = R["env"]
     L = ["## GPU: `scripts/gpu_check.sh` on a borrowed GPU machine", ""]
-    L.append(f"Measured by `scripts/gpu_check.sh` (`GPU_CHECK_BUDGET_S=440 RAVE_STEPS=10`) on {env['device']}; "
+    L.append(f"Measured by {R['command']} on {env['device']}; "
              f"{env['nvidia_smi']}; {env['python_torch']}; host {env['host']}. Kit: {env['kit']}. "
              "Figures read by `scripts/bench/gpu_results.py` into `scripts/bench/results/gpu_check.json`; "
              "docs/gpu_check.md says what each step does.")
-    L += ["", "Every step passed: " + ", ".join(f"{s['step']} {s['seconds']} s" for s in R["steps"]) + ".", ""]
+    failed = [s for s in R["steps"] if s["status"] not in ("ok", "skipped")]
+    L += ["", ("Every step passed: " if not failed else "Steps: ")
+          + ", ".join(f"{s['step']} {s['seconds']} s" + ("" if s["status"] == "ok" else f" ({s['status']})")
+                      for s in R["steps"]) + ".", ""]
+    if R.get("traces_env"):
+        t = R["traces_env"]
+        L += [f"The trace, HTA and memory-snapshot figures below come from an earlier full run (kit: {t.get('kit')}; "
+              f"{t.get('device')}), kept from the previous `gpu_check.json` (`--keep_traces_from`): these calls "
+              "traced nothing.", ""]
+    timed = sorted({o.get("steps_timed") for o in R["ours"].values()})
+    warm = sorted({o.get("first_step_timed") for o in R["ours"].values()})
+    rave_steps = (R.get("rave_steps") or {}).get("steps")
     L += ["### v2 training step: ours against the real RAVE's `training_step`, same GPU, same run", "",
-          "Full-size v2 (`configs/v2.toml`; RAVE 2.3.1 from its own `v2.gin`), median of 10 steps after 5 "
-          "warm-up steps, TF32 and cuDNN benchmark on in both (RAVE's `train.py`). Ours is `train` end to end "
+          f"Full-size v2 (`configs/v2.toml`; RAVE 2.3.1 from its own `v2.gin`), median of "
+          f"{'/'.join(map(str, timed))} steps after {'/'.join(map(str, warm))} warm-up steps "
+          f"(RAVE: {rave_steps} after its warm-up), TF32 and cuDNN benchmark on in both (RAVE's `train.py`). Ours is `train` end to end "
           "(`total_batch_time`: data wait, forward, losses, backward, optimizers); RAVE's is `training_step` "
           "alone, fed a batch already on the GPU. bf16 = autocast around the step (Lightning's bf16). "
           "At 32768 samples both run without the receptive-field crop, which leaves nothing of the signal "
           "at full size (RAVE fails there as we refuse it).", "",
-          "| batch × samples, precision, phase | ours ms | RAVE ms | ours / RAVE | reserved after, ours / RAVE GiB | max allocated, ours / RAVE GiB |",
-          "|---|---|---|---|---|---|"]
+          "| batch × samples, precision, phase | ours ms | of which our optimizers, ms | RAVE ms | ours / RAVE | reserved after, ours / RAVE GiB | max allocated, ours / RAVE GiB |",
+          "|---|---|---|---|---|---|---|"]
     for row in R["comparison"]:
+        opt = R["ours"][row["config"]].get("median_optimizer_ms")
+        opt = f"{opt:.1f}" if opt is not None else "—"
         if "rave_median_ms" not in row:
-            L.append(f"| {row['config']} | {row['ours_median_ms']:.1f} | — | — | | |")
+            L.append(f"| {row['config']} | {row['ours_median_ms']:.1f} | {opt} | — | — | | |")
             continue
-        L.append(f"| {row['config']} | {row['ours_median_ms']:.1f} | {row['rave_median_ms']:.1f} | **{row['ratio']:.2f}** "
+        L.append(f"| {row['config']} | {row['ours_median_ms']:.1f} | {opt} | {row['rave_median_ms']:.1f} | **{row['ratio']:.2f}** "
                  f"| {row['ours_reserved_gib_end']:.2f} / {row['rave_reserved_gib_end']:.2f} "
                  f"| {row['ours_peak_allocated_gib']:.2f} / {row['rave_peak_allocated_gib']:.2f} |")
     ratios = [r["ratio"] for r in R["comparison"] if "ratio" in r]
@@ -126,7 +164,7 @@ def markdown(R):
     big_ratios = ", ".join(f"{r['ratio']:.2f}" for r in big)
     L += ["", f"Goal ≤ 0.9× at 8 × 131072: measured {big_ratios} "
           f"({'met' if big and max(r['ratio'] for r in big) <= 0.9 else 'not met'}); all rows "
-          f"{min(ratios):.2f}–{max(ratios):.2f}. One run of 10 steps each: step-to-step spread is 10–20 % "
+          f"{min(ratios):.2f}–{max(ratios):.2f}. One run each: step-to-step spread is 10–20 % "
           "(RAVE's `step_ms` lists in the JSON), so differences under that are not established.", ""]
     bf = []
     for side, d, field in (("ours", R["ours"], "median_step_ms"), ("RAVE", R["rave"], "median_ms")):
@@ -176,14 +214,22 @@ def markdown(R):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out_dir")
+    ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR")
+    ap.add_argument("--command", default="`scripts/gpu_check.sh`", help="what ran, for the text (Markdown)")
+    ap.add_argument("--keep_traces_from", help="a gpu_check.json whose trace, HTA and snapshot figures to keep")
     ap.add_argument("--json", default=os.path.join(HERE, "results", "gpu_check.json"))
     ap.add_argument("--md", default=os.path.join(HERE, "gpu_results.md"))
     a = ap.parse_args()
-    R = collect(a.out_dir)
+    kept = json.load(open(a.keep_traces_from)) if a.keep_traces_from else None
+    R = collect(a.out_dirs)
+    R["command"] = a.command
+    R["rave_steps"] = {"steps": json.load(open(last_with(a.out_dirs, "rave_step.json"))).get("steps")}
+    if kept is not None and not R["traces"]:
+        R["traces"], R["hta"], R["memory_snapshots"] = kept["traces"], kept["hta"], kept["memory_snapshots"]
+        R["traces_env"] = kept.get("traces_env") or kept["env"]
     for row in R["comparison"]:
         run = os.path.basename(R["ours"][row["config"]]["run"])
-        row["ours_reserved_gib_end"] = reserved_at_end(run, a.out_dir)
+        row["ours_reserved_gib_end"] = reserved_at_end(run, a.out_dirs)
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     with open(a.json, "w") as f:
         json.dump(R, f, indent=1, default=str)
