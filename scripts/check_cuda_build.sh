@@ -54,6 +54,11 @@ step() { printf '== check_cuda_build: %s (%(%H:%M:%S)T)\n' "$1" -1; }
   exit 2
 }
 
+# The toolkit's libraries (CUDA runtime, cuBLAS, cuDNN, NCCL, CUPTI) for `import torch` and the
+# binaries: this workplace's machines list them for the dynamic linker (ld.so.conf.d), a fresh
+# root with the toolkit mounted does not.
+export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 step "Debian dependencies"
 "$ROOT/scripts/setup.sh"
 
