@@ -320,6 +320,7 @@ class RaveFamily final : public ModelFamily {
     model_->save(m);
     a.write("rave", m);
     a.write("rave_losses_revision", c10::IValue(kLossesRevision));
+    a.write("rave_model_revision", c10::IValue(kModelRevision));
     // The audio format comes from the database, not the config: export needs it.
     a.write("sampling_rate", c10::IValue(static_cast<int64_t>(sampling_rate_)));
     a.write("channels", c10::IValue(options_.channels));
@@ -334,6 +335,16 @@ class RaveFamily final : public ModelFamily {
 
   void load(torch::serialize::InputArchive& a) override {
     torch::serialize::InputArchive m, g;
+    c10::IValue model_revision;
+    if (!a.try_read("rave_model_revision", model_revision) && options_.activation == models::Activation::kSnake) {
+      // Written when the dilated units had Snake too: their `alpha` would be dropped unread.
+      throw Error(
+          "this checkpoint was written by a trainer that put Snake activations inside the dilated units "
+          "(model.activation = snake, as v3); RAVE builds those units with LeakyReLU(0.2) and so does this "
+          "trainer (docs/rave_fidelity.md, \"v3 activations\"), so the checkpoint's unit parameters have no place "
+          "in the model and its function would change: resume or export it with the trainer version that wrote "
+          "it, or start a new run");
+    }
     a.read("rave", m);
     model_->load(m);
     model_->sync_receptive_field();
@@ -405,6 +416,9 @@ class RaveFamily final : public ModelFamily {
   // Checkpoints record which losses they were trained with; 2: RAVE's crop and twice-applied
   // feature-matching weight (absent: earlier checkpoints).
   static constexpr int64_t kLossesRevision = 2;
+  // 2: the dilated units' activation is RAVE's LeakyReLU whatever model.activation is (absent:
+  // earlier checkpoints, whose snake models had Snake in the units).
+  static constexpr int64_t kModelRevision = 2;
 
   // Lightning's batch_idx: the index of `batch` among its epoch's batches (only the last batch
   // of an epoch can be smaller than the others).

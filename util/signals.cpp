@@ -46,6 +46,20 @@ extern "C" void on_stop_signal(int sig) {
   }
 }
 
+// SIGHUP's disposition as exec left it, read before any library's initialiser runs: Debian 13's
+// LibTorch 2.6 installs a SIGHUP handler while it loads, so by main() `nohup train …`'s
+// SIG_IGN is gone. An executable's DT_PREINIT_ARRAY runs before the initialisers of the shared
+// objects it needs (this object is only ever linked into executables: rt_util is static).
+bool g_sighup_ignored_at_exec = false;
+
+extern "C" void rt_record_exec_signal_dispositions(int, char**, char**) {
+  struct sigaction old {};
+  g_sighup_ignored_at_exec = sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
+}
+
+__attribute__((section(".preinit_array"), used)) void (*const rt_preinit_signal_dispositions)(int, char**, char**) =
+    &rt_record_exec_signal_dispositions;
+
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -56,9 +70,14 @@ void install_stop_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-    // `nohup train …` ignores SIGHUP on purpose: it stays ignored.
+    // `nohup train …` ignores SIGHUP on purpose: it stays ignored, even where a library's
+    // initialiser has put a handler in its place since exec.
     struct sigaction old {};
-    if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    if (sig == SIGHUP && (g_sighup_ignored_at_exec ||
+                          (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN))) {
+      std::signal(SIGHUP, SIG_IGN);
+      continue;
+    }
     sigaction(sig, &sa, nullptr);
   }
   struct sigaction usr {};

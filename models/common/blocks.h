@@ -44,6 +44,14 @@ struct SnakeImpl : torch::nn::Module {
 };
 TORCH_MODULE(Snake);
 
+// The activation inside RAVE's dilated units (EncoderV2, GeneratorV2), whatever
+// model.activation is. acids-ircam/RAVE 2.3.1 builds them with DilatedUnit's default
+// nn.LeakyReLU(.2) even under snake.gin (v3): its `blocks.DilatedUnit.activation` binding does
+// not reach the units the encoder and generator construct, so a v3 RAVE has Snake (and `alpha`
+// parameters) only between stages. Checked on the state_dict of the v3 RAVE builds
+// (tests/trainer/rave_configs_oracle_test.cpp).
+inline constexpr Activation kRaveUnitActivation = Activation::kLeakyRelu;
+
 // LeakyReLU(0.2) or Snake(dim), type-erased so it can sit in a Sequential.
 torch::nn::AnyModule make_activation(Activation kind, int64_t dim);
 

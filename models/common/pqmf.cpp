@@ -180,15 +180,33 @@ PqmfImpl::PqmfImpl(int64_t n_band, double attenuation, PaddingMode mode) : n_ban
   hk = register_buffer("hk", bank);
   h = register_buffer("h", h32);
 
+  auto [fwd, inv] = kernels_of(bank);
+  forward_pad_ = get_padding(fwd.size(-1), 1, mode);
+  inverse_pad_ = get_padding(inv.size(-1), 1, mode);
+  forward_conv = register_module("forward_conv", FixedConv(std::move(fwd)));
+  inverse_conv = register_module("inverse_conv", FixedConv(std::move(inv)));
+}
+
+std::pair<torch::Tensor, torch::Tensor> PqmfImpl::kernels_of(const torch::Tensor& bank) const {
+  const int64_t next = bank.size(-1);
   // make_odd pads one zero on the right.
   auto fwd = torch::constant_pad_nd(bank, {0, 1}, 0).unsqueeze(1);  // (M, 1, next+1)
   // Polyphase synthesis kernel: flipped bank "c (t m) -> m c t".
-  auto inv = bank.flip(-1).reshape({n_band, next / n_band, n_band}).permute({2, 0, 1});
+  auto inv = bank.flip(-1).reshape({n_band_, next / n_band_, n_band_}).permute({2, 0, 1});
   inv = torch::constant_pad_nd(inv.contiguous(), {0, 1}, 0);  // (M, M, next/M + 1)
-  forward_pad_ = get_padding(fwd.size(-1), 1, mode);
-  inverse_pad_ = get_padding(inv.size(-1), 1, mode);
-  forward_conv = register_module("forward_conv", FixedConv(fwd.contiguous()));
-  inverse_conv = register_module("inverse_conv", FixedConv(inv.contiguous()));
+  return {fwd.contiguous(), inv.contiguous()};
+}
+
+void PqmfImpl::set_filters(const torch::Tensor& prototype, const torch::Tensor& bank) {
+  TORCH_CHECK(n_band_ > 1, "PQMF: a single band has no filters");
+  TORCH_CHECK(prototype.sizes() == h.sizes() && bank.sizes() == hk.sizes(), "PQMF: filters of shapes ",
+              prototype.sizes(), " and ", bank.sizes(), " for a PQMF holding ", h.sizes(), " and ", hk.sizes());
+  torch::NoGradGuard no_grad;
+  h.copy_(prototype);
+  hk.copy_(bank);
+  auto [fwd, inv] = kernels_of(bank.to(forward_conv->weight.scalar_type()));
+  forward_conv->weight.copy_(fwd);
+  inverse_conv->weight.copy_(inv);
 }
 
 torch::Tensor PqmfImpl::reverse_half(const torch::Tensor& x) const {

@@ -64,12 +64,20 @@ struct PqmfImpl : torch::nn::Module {
 
   int64_t n_band() const { return n_band_; }
   const PqmfPrototype& prototype() const { return prototype_; }
+  // Replaces the prototype `h` and the centre-padded bank `hk` (RAVE's CachedPQMF's values, e.g.
+  // from a RAVE checkpoint) and the analysis and synthesis kernels made from the bank. The bank's
+  // float32 cos is the one thing here a LibTorch may round otherwise than PyTorch 2 (Debian's
+  // 2.6 does): the oracle tests install RAVE's own bank to keep that out of their comparisons.
+  // REQUIRES: the shapes of h and hk.
+  void set_filters(const torch::Tensor& prototype, const torch::Tensor& bank);
 
   torch::Tensor hk, h;
   FixedConv forward_conv{nullptr}, inverse_conv{nullptr};
 
  private:
   torch::Tensor reverse_half(const torch::Tensor& x) const;
+  // The analysis kernel (M, 1, L+1) and the polyphase synthesis kernel (M, M, L/M+1) of a bank.
+  std::pair<torch::Tensor, torch::Tensor> kernels_of(const torch::Tensor& bank) const;
   int64_t n_band_;
   PqmfPrototype prototype_;
   std::pair<int64_t, int64_t> forward_pad_, inverse_pad_;

@@ -34,7 +34,7 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
     for (int64_t d : dil[i]) {
       if (o.adain) net->push_back(models::AdaIN(c));
       net->push_back(models::Residual(
-          torch::nn::AnyModule(models::DilatedUnit(c, o.kernel_size, d, act, mode))));
+          torch::nn::AnyModule(models::DilatedUnit(c, o.kernel_size, d, models::kRaveUnitActivation, mode))));
     }
     net->push_back(models::make_activation(act, c));
     pad = models::get_padding(2 * r, 1, mode);

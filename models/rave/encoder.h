@@ -21,6 +21,8 @@ struct EncoderBase : torch::nn::Module {
 
 // blocks.EncoderV2: WNConv(k=2·kernel+1) → per ratio r: [AdaIN] Residual(DilatedUnit(d)) for
 // each dilation, act, WNConv(C, 2C, 2r, stride r) → act → WNConv(2^n·capacity, 2·latent, kernel).
+// `act` is model.activation; the units' own are LeakyReLU(0.2), as RAVE builds them
+// (models::kRaveUnitActivation).
 struct EncoderV2Impl : EncoderBase {
   explicit EncoderV2Impl(const RaveOptions& o);
   torch::Tensor forward(const torch::Tensor& x) override { return net->forward(x); }

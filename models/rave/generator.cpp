@@ -123,7 +123,7 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
     for (int64_t d : dil[i]) {
       if (o.adain) net->push_back(models::AdaIN(c));
       net->push_back(models::Residual(
-          torch::nn::AnyModule(models::DilatedUnit(c, o.kernel_size, d, act, mode))));
+          torch::nn::AnyModule(models::DilatedUnit(c, o.kernel_size, d, models::kRaveUnitActivation, mode))));
     }
   }
   net->push_back(models::make_activation(act, c));

@@ -46,6 +46,8 @@ TORCH_MODULE(NoiseGenerator);
 // blocks.GeneratorV2: WNConv(latent, 2^n·capacity, kernel) → per reversed ratio r: act,
 // WNConvTranspose(C, C/2, 2r, stride r, padding r/2), [AdaIN] Residual(DilatedUnit(d)) for the
 // reversed dilations → act → WNConv(capacity, n_band·(2 if amplitude modulation), 2·kernel+1).
+// `act` is model.activation; the units' own are LeakyReLU(0.2), as RAVE builds them
+// (models::kRaveUnitActivation).
 // Output tanh(x·sigmoid(a)) with amplitude modulation (plus filtered noise when noise_bands>0).
 struct GeneratorV2Impl : DecoderBase {
   explicit GeneratorV2Impl(const RaveOptions& o);

@@ -7,17 +7,26 @@ namespace rt::rave {
 
 namespace {
 
+StftWindowSource& window_source() {
+  static StftWindowSource source;
+  return source;
+}
+
 torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
   const auto s = models::fft_input(signal);  // float32 under autocast
   // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
   // dtype with the module: a float64 run uses the float32-rounded hann window, and so do we.
-  auto window = torch::hann_window(n, s.options().dtype(torch::kFloat32)).to(s.scalar_type());
+  const auto& source = window_source();
+  auto window = (source ? source(n).to(s.device(), torch::kFloat32) : torch::hann_window(n, s.options().dtype(torch::kFloat32)))
+                    .to(s.scalar_type());
   return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
                      /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true)
       .abs();
 }
 
 }  // namespace
+
+void set_stft_window_source(StftWindowSource source) { window_source() = std::move(source); }
 
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
                                 const std::vector<int64_t>& scales, double log_epsilon, const torch::Tensor& energy,

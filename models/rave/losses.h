@@ -3,10 +3,20 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <utility>
 #include <vector>
 
 namespace rt::rave {
+
+// The float32 hann window of n samples the spectral distances apply (RAVE: torchaudio's
+// Spectrogram buffer, torch.hann_window). By default this LibTorch's torch::hann_window. Debian's
+// LibTorch 1.13 and 2.6 round some values one ulp away from PyTorch 2's, and the log-magnitude
+// term amplifies that into gradients. Tests that compare with the real RAVE substitute RAVE's own
+// windows (tests/support/golden.h, RavesWindows), as they substitute its noise draws; an empty
+// source restores the default. Not thread-safe: set it before training starts.
+using StftWindowSource = std::function<torch::Tensor(int64_t n)>;
+void set_stft_window_source(StftWindowSource source);
 
 // AudioDistanceV1 over MultiScaleSTFT: Σ over scales n of
 //   mean((X−Y)²)/mean(X²) + mean|log(X+ε) − log(Y+ε)|

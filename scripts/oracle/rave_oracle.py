@@ -27,6 +27,9 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        parameter the stepping optimizer holds, from the same float32 weights.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
+  rave_configs         v1, v2 and v3 at full size (manifest only): every state_dict name and
+                       shape, and the training settings RAVE's objects carry (loss weights, crop,
+                       feature matching, cadence, optimizers, LinearLR and β at sampled batches).
   rave_<v>_trajectory  (v2) 12 steps in float64 across the phase switch (phase_1_duration 4,
                        discriminator every 4 batches, β warm-up over 8 steps, LinearLR over
                        phase 1): after each step, what the stepping optimizer changed.
@@ -422,6 +425,70 @@ def make_windows(out):
     w.save(out, "rave_windows", m)
 
 
+def make_configs(out):
+    """RAVE's v1, v2 and v3 as `rave train --config vN` builds them, at full size from the gin
+    files alone: every state_dict entry's name and shape, and what training_step, its callbacks
+    and configure_optimizers do with them, read from the objects RAVE builds (nothing taken from
+    the gin text): the loss weights and crop, feature matching (probed: relative or not, L1 or L2),
+    skipped features, the discriminator cadence, phase 1's length, both optimizers, the generator's
+    LinearLR and BetaWarmupCallback's β at sampled batches (RAVE's own objects stepped there)."""
+    configs = {}
+    for config in ("v1", "v2", "v3"):
+        torch.manual_seed(SEED)
+        model = build(config, [])
+        sd = model.state_dict()
+        # The feature-matching function gin bound: 2 against 1 tells relative (÷ the target) and
+        # the norm (L1 |d| = 1, L2 d² = 1; relative: 1/2 and 1/4).
+        fm = float(model.feature_matching_fun(torch.tensor([2.0]), torch.tensor([1.0])))
+        fm_kind = {1.0: ("L1", False), 0.5: ("L1", True), 0.25: ("L2", True)}[fm]
+        gen, dis = model.configure_optimizers()
+        gen_opt, sched = gen["optimizer"], gen["lr_scheduler"]["scheduler"]
+        dis_opt = dis["optimizer"]
+        warmup = int(model.warmup)
+        lr_at = sorted({0, 1, 1000, warmup // 2, warmup - 1, warmup, warmup + 5})
+        lrs, b = {}, 0
+        for target in lr_at:  # the lr the generator's optimizer holds during batch `target`
+            while b < target:
+                sched.step()
+                b += 1
+            lrs[str(target)] = gen_opt.param_groups[0]["lr"]
+        cb = rave.BetaWarmupCallback()
+        beta_at = sorted({0, 1, 2, 100, 5000, 10000, 19998, 19999, 20000, 50000})
+        betas, b = {}, 0
+        for target in beta_at:  # the β training_step uses in batch `target` (0-based)
+            while b <= target:
+                cb.on_train_batch_start(None, model, None, b)
+                b += 1
+            betas[str(target)] = float(model.beta_factor)
+        stft = model.audio_distance.multiscale_stft
+        configs[config] = {
+            "state_dict": [[k, list(v.shape)] for k, v in sd.items()],
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "sampling_rate": int(model.sr),
+            "n_band": int(model.pqmf.n_band),
+            "latent_size": int(model.latent_size),
+            "valid_signal_crop": bool(model.valid_signal_crop),
+            "weights": {k: float(v) for k, v in model.weights.items()},
+            "feature_matching_norm": fm_kind[0],
+            "feature_matching_relative": fm_kind[1],
+            "num_skipped_features": int(model.num_skipped_features),
+            "update_discriminator_every": int(model.update_discriminator_every),
+            "phase_1_duration": warmup,
+            "stft_scales": [int(v) for v in stft.scales],
+            "log_epsilon": float(model.audio_distance.log_epsilon),
+            "gen_optimizer": {"lr": gen_opt.defaults["lr"], "betas": list(gen_opt.defaults["betas"])},
+            "dis_optimizer": {"lr": dis_opt.defaults["lr"], "betas": list(dis_opt.defaults["betas"])},
+            "gen_lr_at_batch": lrs,
+            "beta_at_batch": betas,
+        }
+        print(f"rave_configs: {config}: {len(sd)} state_dict entries, {configs[config]['parameters']} parameters",
+              file=sys.stderr)
+    m = {"format": FORMAT, "model": "rave_configs", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED,
+         "configs": configs}
+    Writer().save(out, "rave_configs", m)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
@@ -436,6 +503,7 @@ def main():
             "rave_v2_step": lambda: make_step(a.out, "v2", TINY_V2),
             "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
             "rave_split": lambda: make_split(a.out),
+            "rave_configs": lambda: make_configs(a.out),
             "rave_windows": lambda: make_windows(a.out)}
     only = [s for s in a.only.split(",") if s]
     for stem, job in jobs.items():

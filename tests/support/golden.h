@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "models/common/pqmf.h"
+#include "models/rave/losses.h"
 #include "support/test_support.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -193,13 +196,29 @@ inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& mod
 // `sizes` (all the golden holds when empty). LibTorch 1.13's differs by one ulp in a few values
 // from n = 512 up: the tests hold float64 results to RAVE's only where the windows, and the
 // ATen numerics they stand for, are RAVE's (docs/rave_fidelity.md).
-inline bool hann_windows_are_raves(std::vector<int64_t> sizes = {}) {
-  const auto w = load_golden("rave_windows");
-  if (sizes.empty()) sizes = w.manifest.at("sizes").get<std::vector<int64_t>>();
-  for (const int64_t n : sizes) {
-    if (!torch::equal(torch::hann_window(n, torch::kFloat32), w.at("window:" + std::to_string(n)))) return false;
-  }
-  return true;
+// RAVE's own float32 PQMF filters (rave_v2_modules: output:pqmf.h and output:pqmf.hk, from its
+// float32 cos) into `pqmf`: another LibTorch's cos rounding (Debian's 2.6) out of a comparison.
+// REQUIRES: the golden's n_band and attenuation (4 bands, 100 dB: the oracle's tiny v2).
+inline void use_raves_pqmf(rt::models::PqmfImpl& pqmf) {
+  const auto g = load_golden("rave_v2_modules");
+  pqmf.set_filters(g.at("output:pqmf.h"), g.at("output:pqmf.hk"));
 }
+
+// While alive, the spectral distances apply RAVE's own float32 hann windows (rave_windows),
+// whatever this LibTorch's torch::hann_window rounds: the window is then out of a comparison
+// with the real RAVE, as the tape takes its noise draws out.
+class RavesWindows {
+ public:
+  RavesWindows() {
+    auto g = std::make_shared<Golden>(load_golden("rave_windows"));
+    rt::rave::set_stft_window_source([g](int64_t n) {
+      const std::string name = "window:" + std::to_string(n);
+      return g->at(name);
+    });
+  }
+  ~RavesWindows() { rt::rave::set_stft_window_source({}); }
+  RavesWindows(const RavesWindows&) = delete;
+  RavesWindows& operator=(const RavesWindows&) = delete;
+};
 
 }  // namespace rt::testing

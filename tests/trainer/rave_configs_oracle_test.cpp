@@ -1,0 +1,130 @@
+// configs/v1.toml, v2.toml and v3.toml against the real RAVE's v1.gin, v2.gin and v3.gin
+// (tests/assets/golden/rave_configs.json, written by scripts/oracle/rave_oracle.py from the
+// objects RAVE 2.3.1 builds at full size): every state_dict name and shape of the model `train
+// --config vN` builds, and the training settings RAVE's step, callbacks and optimizers use.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "models/rave/rave.h"
+#include "support/golden.h"
+#include "support/test_support.h"
+#include "trainer/config.h"
+#include "trainer/rave_family.h"
+
+namespace rt {
+namespace {
+
+using Shapes = std::map<std::string, std::vector<int64_t>>;
+
+Shapes our_state_dict(const rave::RaveModel& model) {
+  Shapes out;
+  for (const auto& p : model->named_parameters(true)) out[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model->named_buffers(true)) out[b.key()] = b.value().sizes().vec();
+  return out;
+}
+
+void expect_near_rel(double ours, double raves, double tol, const std::string& what) {
+  EXPECT_LE(std::abs(ours - raves), tol * std::abs(raves)) << what << ": ours " << ours << ", RAVE's " << raves;
+}
+
+class RaveConfigs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RaveConfigs, ModelIsRavesStateDictNameForNameShapeForShape) {
+  const std::string name = GetParam();
+  const auto g = testing::load_golden("rave_configs");
+  const Json& r = g.manifest.at("configs").at(name);
+  const Config c = load_config_file(testing::source_path("configs/" + name + ".toml"));
+  const rave::RaveModel model(rave_options_from(c));
+  const Shapes ours = our_state_dict(model);
+  Shapes raves;
+  for (const auto& e : r.at("state_dict")) raves[e.at(0).get<std::string>()] = e.at(1).get<std::vector<int64_t>>();
+  const auto scales = rave_options_from(c).stft_scales;
+  const std::regex window(R"(^(?:multiband_)?audio_distance\.multiscale_stft\.stfts\.(\d+)\.window$)");
+  int reported = 0;
+  for (const auto& [key, shape] : raves) {
+    // RAVE's spectral distance keeps torchaudio's hann windows as buffers; ours computes them
+    // (docs/rave_fidelity.md): each must be the window of one of our scales, in order.
+    std::smatch m;
+    if (std::regex_match(key, m, window)) {
+      const size_t i = std::stoul(m[1]);
+      ASSERT_LT(i, scales.size()) << name << ": " << key;
+      EXPECT_EQ(shape, std::vector<int64_t>{scales[i]}) << name << ": " << key;
+      continue;
+    }
+    auto it = ours.find(key);
+    if (it == ours.end()) {
+      ADD_FAILURE() << name << ": RAVE's " << key << " is missing here";
+    } else {
+      EXPECT_EQ(it->second, shape) << name << ": " << key;
+    }
+    if (::testing::Test::HasFailure() && ++reported > 20) break;
+  }
+  for (const auto& [key, shape] : ours) {
+    if (!raves.count(key)) ADD_FAILURE() << name << ": " << key << " is ours only (not in RAVE's state_dict)";
+  }
+  int64_t parameters = 0;
+  for (const auto& p : model->parameters()) parameters += p.numel();
+  EXPECT_EQ(parameters, r.at("parameters").get<int64_t>()) << name;
+}
+
+TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
+  const std::string name = GetParam();
+  const auto g = testing::load_golden("rave_configs");
+  const Json& r = g.manifest.at("configs").at(name);
+  const Config c = load_config_file(testing::source_path("configs/" + name + ".toml"));
+  const rave::RaveOptions o = rave_options_from(c);
+  const auto loss = rave::RaveLossOptions::preset(o.version);
+
+  EXPECT_EQ(o.n_band, r.at("n_band").get<int64_t>()) << name;
+  EXPECT_EQ(o.latent_size, r.at("latent_size").get<int64_t>()) << name;
+  // RAVE's gin SAMPLING_RATE; ours is the database's (preprocess --sampling_rate), this when none.
+  EXPECT_EQ(o.sampling_rate, r.at("sampling_rate").get<int64_t>()) << name;
+  EXPECT_EQ(o.stft_scales, r.at("stft_scales").get<std::vector<int64_t>>()) << name;
+  EXPECT_DOUBLE_EQ(loss.log_epsilon, r.at("log_epsilon").get<double>()) << name;
+
+  // The losses: the crop, the weights (feature matching applied twice, as training_step does;
+  // the other terms at RAVE's 1), feature matching's form and the skipped features.
+  EXPECT_EQ(c.get_bool("train.valid_signal_crop"), r.at("valid_signal_crop").get<bool>()) << name;
+  const Json& w = r.at("weights");
+  EXPECT_DOUBLE_EQ(c.get_float("train.feature_matching_weight"), w.at("feature_matching").get<double>()) << name;
+  EXPECT_TRUE(c.get_bool("train.feature_matching_weight_twice")) << name;
+  for (const char* unit : {"audio_distance", "multiband_audio_distance", "adversarial"}) {
+    EXPECT_DOUBLE_EQ(w.at(unit).get<double>(), 1.0) << name << ": RAVE weighs " << unit << " (ours: 1)";
+  }
+  EXPECT_EQ(r.at("feature_matching_norm").get<std::string>(), "L1") << name;
+  EXPECT_EQ(loss.relative_feature_matching, r.at("feature_matching_relative").get<bool>()) << name;
+  EXPECT_EQ(loss.num_skipped_features, r.at("num_skipped_features").get<int64_t>()) << name;
+
+  // The schedule: phase 1, the discriminator's cadence, both optimizers, LinearLR and β.
+  const int64_t phase_1 = c.get_int("train.phase_1_duration");
+  EXPECT_EQ(phase_1, r.at("phase_1_duration").get<int64_t>()) << name;
+  EXPECT_EQ(c.get_int("train.update_discriminator_every"), r.at("update_discriminator_every").get<int64_t>()) << name;
+  const auto betas = r.at("gen_optimizer").at("betas").get<std::vector<double>>();
+  EXPECT_DOUBLE_EQ(c.get_float("train.lr"), r.at("gen_optimizer").at("lr").get<double>()) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.adam_beta1"), betas.at(0)) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.adam_beta2"), betas.at(1)) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.discriminator_lr"), r.at("dis_optimizer").at("lr").get<double>()) << name;
+  EXPECT_EQ(r.at("dis_optimizer").at("betas").get<std::vector<double>>(), betas) << name;
+  for (const auto& [batch, lr] : r.at("gen_lr_at_batch").items()) {
+    // LinearLR's chained update rounds a little at each of its up to 10^6 steps.
+    expect_near_rel(c.get_float("train.lr") * rave_lr_factor_at(std::stoll(batch), c.get_float("train.lr_end_factor"), phase_1),
+                    lr.get<double>(), 1e-9, name + " generator lr at batch " + batch);
+  }
+  for (const auto& [batch, beta] : r.at("beta_at_batch").items()) {
+    expect_near_rel(rave_beta_at(std::stoll(batch), c.get_float("train.beta_start"), c.get_float("train.beta_end"),
+                                 c.get_int("train.beta_warmup_steps")),
+                    beta.get<double>(), 1e-12, name + " beta at batch " + batch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveConfigs, ::testing::Values("v1", "v2", "v3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace rt
