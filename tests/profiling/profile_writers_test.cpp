@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -368,7 +369,15 @@ TEST(ProfileWritersChild, DISABLED_WritesEntriesForever) {
 TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
   testing::ScratchDir dir;
   const fs::path path = dir / "timing_profile.json";
-  const std::string env = "RT_PROFILE_CHILD_PATH=" + path.string();
+  // The child's environment: this process's (LD_LIBRARY_PATH among it, where the LibTorch's
+  // libraries are not the dynamic linker's own) and the path to write.
+  std::vector<std::string> env{"RT_PROFILE_CHILD_PATH=" + path.string()};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "RT_PROFILE_CHILD_PATH=", 22) != 0) env.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& v : env) envp.push_back(v.data());
+  envp.push_back(nullptr);
   size_t previous = 0;
   for (int round = 0; round < 4; ++round) {
     const pid_t pid = ::fork();
@@ -381,8 +390,7 @@ TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
       char* const argv[] = {const_cast<char*>("/proc/self/exe"), const_cast<char*>("--gtest_also_run_disabled_tests"),
                             const_cast<char*>("--gtest_filter=ProfileWritersChild.DISABLED_WritesEntriesForever"),
                             nullptr};
-      char* const envp[] = {const_cast<char*>(env.c_str()), nullptr};
-      ::execve("/proc/self/exe", argv, envp);
+      ::execve("/proc/self/exe", argv, envp.data());
       ::_exit(127);
     }
     // Wait until the child has flushed some entries, then kill it at a varying moment.
