@@ -47,7 +47,9 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
       {&RaveOptions::kernel_size,
        Field("model.kernel_size", "RAVE convolution kernel size").ge(1).is_odd().defines_architecture()},
       {&RaveOptions::activation,
-       Field("model.activation", "RAVE activation (v3: snake)").defines_architecture()},
+       Field("model.activation",
+             "RAVE activation between stages (v3: snake); the dilated units keep LeakyReLU(0.2), as RAVE's do")
+           .defines_architecture()},
       {&RaveOptions::padding, Field("model.padding", "convolution padding mode").defines_architecture()},
       {&RaveOptions::amplitude_modulation,
        Field("model.amplitude_modulation", "RAVE generator amplitude modulation").defines_architecture()},
