@@ -170,6 +170,39 @@ TEST(RaveTrajectory, TheStockAdamFollowsItToo) { run_trajectory(/*fused=*/false)
 namespace rt {
 namespace {
 
+// What the family saved before its revision markers: the model, the audio format, both
+// optimizers' states; with `losses_revision`, the losses' marker (2) and no model marker.
+torch::serialize::InputArchive earlier_checkpoint(const Config& c, bool losses_revision) {
+  torch::serialize::OutputArchive old_style;
+  rave::RaveModel model(rave_options_from(c));
+  torch::serialize::OutputArchive m, g, d;
+  model->save(m);
+  old_style.write("rave", m);
+  if (losses_revision) old_style.write("rave_losses_revision", c10::IValue(int64_t{2}));
+  old_style.write("sampling_rate", c10::IValue(int64_t{44100}));
+  old_style.write("channels", c10::IValue(int64_t{1}));
+  torch::optim::Adam(model->generator_parameters()).save(g);
+  old_style.write("gen_opt", g);
+  torch::optim::Adam(model->discriminator_parameters()).save(d);
+  old_style.write("dis_opt", d);
+  std::stringstream bytes;
+  old_style.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  return in;
+}
+
+// What the family saves now, read back.
+torch::serialize::InputArchive saved_now(ModelFamily& family) {
+  torch::serialize::OutputArchive now;
+  family.save(now);
+  std::stringstream bytes;
+  now.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  return in;
+}
+
 // A checkpoint written before the losses followed RAVE (no rave_losses_revision, no receptive
 // field) resumes with a warning that names the keys keeping its old losses, and gets its
 // receptive field measured; one written now resumes silently.
@@ -177,24 +210,7 @@ TEST(RaveFamilyResume, CheckpointsFromBeforeTheCropAndWeightWarn) {
   Config c = load_config_file(testing::source_path("configs/tiny_rave.toml"));
   auto family = make_model_family(c);
   family->build(FamilyContext{}, nullptr);
-  torch::serialize::OutputArchive old_style;
-  {
-    // What the family saved before: the model, the audio format, both optimizers' states.
-    rave::RaveModel model(rave_options_from(c));
-    torch::serialize::OutputArchive m, g, d;
-    model->save(m);
-    old_style.write("rave", m);
-    old_style.write("sampling_rate", c10::IValue(int64_t{44100}));
-    old_style.write("channels", c10::IValue(int64_t{1}));
-    torch::optim::Adam(model->generator_parameters()).save(g);
-    old_style.write("gen_opt", g);
-    torch::optim::Adam(model->discriminator_parameters()).save(d);
-    old_style.write("dis_opt", d);
-  }
-  std::stringstream old_bytes;
-  old_style.save_to(old_bytes);
-  torch::serialize::InputArchive old_in;
-  old_in.load_from(old_bytes);
+  torch::serialize::InputArchive old_in = earlier_checkpoint(c, /*losses_revision=*/false);
   ::testing::internal::CaptureStderr();
   family->load(old_in);
   const std::string warned = ::testing::internal::GetCapturedStderr();
@@ -205,12 +221,7 @@ TEST(RaveFamilyResume, CheckpointsFromBeforeTheCropAndWeightWarn) {
       << warned;
   EXPECT_NE(family->describe().find("receptive field"), std::string::npos) << "measured on resume: " << family->describe();
 
-  torch::serialize::OutputArchive now;
-  family->save(now);
-  std::stringstream now_bytes;
-  now.save_to(now_bytes);
-  torch::serialize::InputArchive now_in;
-  now_in.load_from(now_bytes);
+  torch::serialize::InputArchive now_in = saved_now(*family);
   ::testing::internal::CaptureStderr();
   family->load(now_in);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
@@ -223,32 +234,10 @@ TEST(RaveFamilyResume, SnakeCheckpointsFromBeforeRavesUnitActivationsAreRefused)
   c.set("model.activation", "snake", "test");
   auto family = make_model_family(c);
   family->build(FamilyContext{}, nullptr);
-  torch::serialize::OutputArchive now;
-  family->save(now);
-  std::stringstream now_bytes;
-  now.save_to(now_bytes);
-  torch::serialize::InputArchive now_in;
-  now_in.load_from(now_bytes);
+  torch::serialize::InputArchive now_in = saved_now(*family);
   family->load(now_in);
 
-  torch::serialize::OutputArchive old_style;
-  {
-    rave::RaveModel model(rave_options_from(c));
-    torch::serialize::OutputArchive m, g, d;
-    model->save(m);
-    old_style.write("rave", m);
-    old_style.write("rave_losses_revision", c10::IValue(int64_t{2}));
-    old_style.write("sampling_rate", c10::IValue(int64_t{44100}));
-    old_style.write("channels", c10::IValue(int64_t{1}));
-    torch::optim::Adam(model->generator_parameters()).save(g);
-    old_style.write("gen_opt", g);
-    torch::optim::Adam(model->discriminator_parameters()).save(d);
-    old_style.write("dis_opt", d);
-  }
-  std::stringstream old_bytes;
-  old_style.save_to(old_bytes);
-  torch::serialize::InputArchive old_in;
-  old_in.load_from(old_bytes);
+  torch::serialize::InputArchive old_in = earlier_checkpoint(c, /*losses_revision=*/true);
   try {
     family->load(old_in);
     ADD_FAILURE() << "a snake checkpoint without rave_model_revision was accepted";
