@@ -61,28 +61,23 @@ bool fusable(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor
   return true;
 }
 
-// The stock operator-by-operator update (LibTorch 1.13's adam.cpp/adamw.cpp), for what the
-// fused pass does not handle.
+// The stock operator-by-operator update with amsgrad (LibTorch 1.13's adam.cpp/adamw.cpp):
+// neither the fused pass nor the multi-tensor one keeps max_exp_avg_sq.
 template <typename State>
-void adam_ops(torch::Tensor p, torch::Tensor grad, State& state, const AdamScalars& s, bool amsgrad) {
+void amsgrad_ops(torch::Tensor p, torch::Tensor grad, State& state, const AdamScalars& s) {
   if (s.l2 != 0) grad = grad.add(p, s.l2);
   if (s.decoupled) p.mul_(s.decay);
   state.exp_avg().mul_(s.beta1).add_(grad, 1 - s.beta1);
   state.exp_avg_sq().mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
-  torch::Tensor denom;
-  if (amsgrad) {
-    torch::max_out(state.max_exp_avg_sq(), state.exp_avg_sq(), state.max_exp_avg_sq());
-    denom = (state.max_exp_avg_sq().sqrt() / s.bias_correction2_sqrt).add_(s.eps);
-  } else {
-    denom = (state.exp_avg_sq().sqrt() / s.bias_correction2_sqrt).add_(s.eps);
-  }
+  torch::max_out(state.max_exp_avg_sq(), state.exp_avg_sq(), state.max_exp_avg_sq());
+  const auto denom = (state.max_exp_avg_sq().sqrt() / s.bias_correction2_sqrt).add_(s.eps);
   p.addcdiv_(state.exp_avg(), denom, -s.step_size);
 }
 
 // Parameters of one group that share device, dtype and step count, updated by the stock
 // operators applied to all of them at once (ATen's _foreach_* multi-tensor kernels): on CUDA one
 // launch per operator for the bucket instead of one per operator and parameter, as PyTorch's
-// Adam(foreach=True), the default there on CUDA. Per element the operations are adam_ops's.
+// Adam(foreach=True), the default there on CUDA. Per element: LibTorch 1.13's adam.cpp/adamw.cpp.
 struct MultiTensorBucket {
   std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
   AdamScalars scalars;
@@ -143,7 +138,7 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
       if (s.decoupled) s.decay = 1 - options.lr() * options.weight_decay();
       if (!decoupled) s.l2 = options.weight_decay();
       if (options.amsgrad()) {
-        adam_ops(p, grad, state, s, /*amsgrad=*/true);
+        amsgrad_ops(p, grad, state, s);
         continue;
       }
       if (!fusable(p, grad, state.exp_avg(), state.exp_avg_sq())) {
