@@ -100,10 +100,10 @@ NEEDED_NAMES = {"scipy": ("scipy.signal", "kaiser")}
 SCIPY_DEPENDENTS = ("sklearn", "librosa")
 
 
-def replace_unused_imports():
-    """Replace each of REPLACEABLE that does not import (or lacks what RAVE imports from it)."""
+def replace_unused_imports(roots=REPLACEABLE):
+    """Replace each of `roots` that does not import (or lacks what RAVE imports from it)."""
     missing = []
-    for root in REPLACEABLE:
+    for root in roots:
         try:
             importlib.import_module(root)
             if root in NEEDED_NAMES:

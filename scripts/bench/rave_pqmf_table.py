@@ -7,7 +7,8 @@ without it.
 RAVE (acids-rave 2.3.1) designs its PQMF prototype at construction only (rave.pqmf.get_prototype:
 scipy.optimize.fmin over a Kaiser-window firwin). scipy 1.10.0 has no Python 3.12 wheel, and newer
 scipy lacks `scipy.signal.kaiser` and firwin's `nyq`, which rave/pqmf.py imports and uses. So
-rave_gpu_step.py (--stub-missing, scipy absent) swaps get_prototype for a lookup in this table.
+rave_gpu_step.py and rave_train.py (--replace-unused-imports, where scipy is not 1.10.0) swap
+get_prototype for a lookup in this table.
 
 This script computes the table with the real get_prototype, then checks that RAVE's CachedPQMF
 built through the lookup is bit-identical (every buffer and weight, torch.equal) to the one built

@@ -21,7 +21,6 @@ GPU image (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
 
 What was replaced is printed on the first line, prefixed `rave_train:`.
 """
-import importlib
 import json
 import os
 import sys
@@ -37,18 +36,10 @@ def prepare(replace):
     import pytorch_lightning, torchaudio, gin, cached_conv, einops, numpy  # noqa: F401,E401
     if not replace:
         return notes
-    missing = []
-    for root in REPLACEABLE:
-        try:
-            importlib.import_module(root)
-        except ImportError:
-            missing.append(root)
+    sys.path.insert(0, HERE)
+    from rave_gpu_step import replace_unused_imports
+    missing = replace_unused_imports(REPLACEABLE)
     if missing:
-        sys.path.insert(0, HERE)
-        from rave_gpu_step import _StandInFinder
-        for name in [n for n in sys.modules if n.split(".")[0] in missing]:
-            del sys.modules[name]
-        sys.meta_path.insert(0, _StandInFinder(missing))
         notes.append("replaced " + ", ".join(missing))
     import scipy.signal
     import scipy.signal.windows
@@ -58,7 +49,6 @@ def prepare(replace):
     with open(os.path.join(HERE, "rave_pqmf_prototypes.json")) as f:
         table = json.load(f)
     if version("scipy") != table["scipy"]:
-        sys.path.insert(0, HERE)
         import numpy as np
         import rave.pqmf
         from rave_pqmf_table import lookup
