@@ -191,11 +191,6 @@ inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& mod
   return bad;
 }
 
-// Whether torch::hann_window(n, float32) of this LibTorch equals, bit for bit, the window RAVE's
-// spectral distances used (golden rave_windows, computed by the oracle's PyTorch) at each of
-// `sizes` (all the golden holds when empty). LibTorch 1.13's differs by one ulp in a few values
-// from n = 512 up: the tests hold float64 results to RAVE's only where the windows, and the
-// ATen numerics they stand for, are RAVE's (docs/rave_fidelity.md).
 // RAVE's own float32 PQMF filters (rave_v2_modules: output:pqmf.h and output:pqmf.hk, from its
 // float32 cos) into `pqmf`: another LibTorch's cos rounding (Debian's 2.6) out of a comparison.
 // REQUIRES: the golden's n_band and attenuation (4 bands, 100 dB: the oracle's tiny v2).
