@@ -94,7 +94,7 @@ def main():
     phase_1, beta_warmup = a.steps // 2, 100
     os.makedirs(a.work, exist_ok=True)
     db = os.path.join(a.work, "db")
-    if not os.path.exists(os.path.join(db, "metadata.yaml")):
+    if not a.collect_only and not os.path.exists(os.path.join(db, "metadata.yaml")):
         audio = os.path.join(a.work, "audio")
         subprocess.run([os.path.join(a.bin, "preprocess"), "--generate_demo", audio, "--demo_seconds", "240",
                         "--seed", "1"], check=True)
@@ -140,8 +140,6 @@ def main():
         if a.train_only:
             print(json.dumps(meta, indent=1))
             return 0
-    with open(meta_path) as f:
-        meta = json.load(f)
     for r in range(1, a.runs + 1):
         rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
         events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
