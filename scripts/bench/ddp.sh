@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Data-parallel training on this machine: 2 ranks × 1 thread vs 1 rank × 1 thread, native
-# (`train --nproc_per_node 2`) and Python (torch's DistributedDataParallel, Gloo:
-# scripts/bench/reference/ddp_bench.py), same models and per-rank batches; the Python
-# reference's 2 ranks without DDP, meeting once per step (what lock-stepping alone costs here);
-# plus the communication share and the overlap of all-reduce with backward from a traced RAVE v2 run.
+# (`train --nproc_per_node 2`, the build against torch 2.11.0's LibTorch: build-cuda/, run on
+# the CPU) and Python (scripts/bench/ddp_bench.py on that same torch: torch's
+# DistributedDataParallel over Gloo; tiny_rave is the real RAVE's own training_step, acids-rave
+# 2.3.1, wrapped as PyTorch Lightning 1.9's DDP strategy wraps it; s5_maze the SSM reference
+# scripts/bench/reference/s5_maze.py), same models and per-rank batches; Python's 2 ranks without
+# DDP, meeting once per step (what lock-stepping alone costs here); plus the communication share
+# and the overlap of all-reduce with backward from a traced RAVE v2 run.
 #
 #   scripts/bench/ddp.sh [--quick]
+#
+# scripts/bench/rave_cpu_env.sh (run first) builds build-cuda/bin/{train,preprocess} and makes
+# .venv-rave-cpu/. Environment: BUILD_DIR (default build-cuda; its bin/ has train and
+# preprocess), RAVE_PYTHON (default .venv-rave-cpu/bin/python), CUDA_LIB (default
+# /usr/local/cuda/lib64, put before LD_LIBRARY_PATH: libtorch_cuda.so links the toolkit's
+# libraries; empty leaves LD_LIBRARY_PATH alone), REPS, RAVE_STEPS, SSM_STEPS, PY_STEPS, WORKERS.
 #
 # Throughput: examples per second of the whole job over the training loop (no validation, no
 # checkpoints), from training_summary.json (total_steps · batch · world_size /
@@ -22,7 +31,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # The tree the figures come from, taken before anything (the results file among it) is written.
 COMMIT="$(git -C "$ROOT" describe --always --dirty --abbrev=7)"
-BIN="${BUILD_DIR:-$ROOT/build}/bin"
+BIN="${BUILD_DIR:-$ROOT/build-cuda}/bin"
+RAVE_PYTHON="${RAVE_PYTHON:-$ROOT/.venv-rave-cpu/bin/python}"
+CUDA_LIB="${CUDA_LIB-/usr/local/cuda/lib64}"
 REPS="${REPS:-5}"
 RAVE_STEPS="${RAVE_STEPS:-300}"
 SSM_STEPS="${SSM_STEPS:-200}"
@@ -32,7 +43,10 @@ PY_STEPS="${PY_STEPS:-20}"
 # measured s5_maze 1614 ex/s with workers 1 vs 1057 with 0, one rank).
 WORKERS="${WORKERS:-0}"
 if [[ "${1:-}" == "--quick" ]]; then REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; fi
-"$ROOT/scripts/bench/deps.sh"  # python3-torch, scipy (the Python reference's PQMF)
+# build-cuda/bin/{train,preprocess} and the venv with the real RAVE (idempotent); the setup
+# scripts (scripts/setup.sh) through check_cuda_build.sh.
+"$ROOT/scripts/bench/rave_cpu_env.sh" >&2
+[[ -n "$CUDA_LIB" ]] && export LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=PASSIVE
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
@@ -102,11 +116,11 @@ for row in tiny_rave s5_maze s5_maze_local; do
   RESULT[$row.loop]="$(printf '%s\n' "${loop[@]}")"
   py1=(); py2=()
   for ((r = 0; r < REPS; ++r)); do
-    py1+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
-    py2+=("$(/usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1 "${pyextra[@]}")")
+    py1+=("$("$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
+    py2+=("$("$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1 "${pyextra[@]}")")
     # The same 2 ranks without DDP, meeting once per step in a 1-element all-reduce: what
     # lock-stepping alone costs on this host (BatchNorm local has no other lock-step).
-    [[ "$row" != *_local ]] && /usr/bin/python3 "$ROOT/scripts/bench/reference/ddp_bench.py" --model "$cfg" --world 2 \
+    [[ "$row" != *_local ]] && "$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 2 \
       --steps "$PY_STEPS" --warmup 3 --threads 1 --lockstep_only 1 >>"$WORK/lockstep.$row"
   done
   RESULT[$row.py1]="$(printf '%s\n' "${py1[@]}")"
@@ -158,6 +172,10 @@ res = sys.argv[10:34]
 buckets = sys.argv[34:]
 runs = lambda text: [json.loads(l) for l in text.splitlines() if l.strip()]
 med = lambda rs, k: statistics.median(r[k] for r in rs)
+py_rave = runs(res[2])[0]
+torch_version = py_rave["torch"].split("+")[0]
+rave_version = py_rave["sizes"]["rave"].split()[-1]
+pl_version = py_rave["sizes"]["pytorch_lightning"]
 print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"CPU: {cpu}, {os.cpu_count()} cores. Ratios are what to compare across hosts; absolute figures differ by host.\n")
@@ -166,9 +184,16 @@ print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one
       f"rank (so 2 ranks train twice the examples per step), Gloo over loopback, "
       f"`OMP_WAIT_POLICY=PASSIVE`; job examples/s over the training loop, median of {reps} alternating runs "
       f"({rave_steps} steps tiny_rave, {ssm_steps} steps s5_maze); a 2/1 ratio is the median of the {reps} ratios "
-      f"of runs made one after the other, the range theirs. Python: "
-      f"`scripts/bench/reference/ddp_bench.py` (torch 1.13 `DistributedDataParallel`, Gloo, same model and sizes, "
-      f"{py_steps} timed steps after 3 warm-up steps, synthetic input, no loader; median of {reps} runs).\n")
+      f"of runs made one after the other, the range theirs. Native: the build against torch {torch_version}'s "
+      f"LibTorch (`build-cuda/`, on the CPU). Python: `scripts/bench/ddp_bench.py` on that same torch "
+      f"(`DistributedDataParallel`, Gloo, same model and sizes, {py_steps} timed steps after 3 warm-up steps, "
+      f"synthetic input, no loader; median of {reps} runs): tiny_rave is the real RAVE (acids-rave "
+      f"{rave_version}) built from its own v2.gin with the config's sizes bound, stepped by its own "
+      f"`training_step`, callbacks, optimizers and LR scheduler, wrapped as PyTorch Lightning {pl_version}'s "
+      f"`strategy=\"ddp\"` wraps it (the whole module, `find_unused_parameters=True`), each of its "
+      f"`loss.backward()` run as `manual_backward` runs it (RAVE calls `Tensor.backward` itself, with which "
+      f"Lightning's DDP all-reduces no gradients; ddp_bench.py's docstring); s5_maze is the SSM reference "
+      f"`scripts/bench/reference/s5_maze.py` under `DistributedDataParallel` with DDP's defaults.\n")
 print("| model | native 1 rank: job (step) | native 2 ranks: job (step) | native 2/1: job (step) | 2/1 job, paired runs' range | host ceiling: 2 independent 1-rank jobs / 1 | 2 ranks, passive waits: job, 2/1 | 2 ranks, every all-reduce on Gloo's ring: job, 2/1 | 2 ranks, Gloo's event loop under the default policy: job, 2/1 | exposed comm (2 ranks) | Python DDP 1 rank | Python DDP 2 ranks | Python 2/1 | native step/Python (2 ranks) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 # The median over reps of run r's 2-rank (or other arm's) figure over run r's 1-rank figure,
@@ -208,8 +233,8 @@ print("\njob: examples/s of the training loop, loading included (on the training
       "all-reduce takes Gloo's ring, as before it existed. Gloo's network event-loop thread runs under "
       "SCHED_BATCH (`train.distributed.gloo_loop = batch`, default); the last native column runs it under the "
       "default policy (`normal`).")
-print("\n### Lock-step alone (Python reference)\n")
-print("The Python reference's 2 ranks without DDP (`ddp_bench.py --lockstep_only 1`): each rank trains its own "
+print("\n### Lock-step alone (Python)\n")
+print("The Python side's 2 ranks without DDP (`ddp_bench.py --lockstep_only 1`): each rank trains its own "
       "model, and the ranks meet only in a 1-element Gloo all-reduce after every step. Against the same step in "
       "one process without DDP (the 1-rank run's `plain_steps_per_second`), run by run; what remains below the "
       "host ceiling is what keeping 2 ranks in step costs on this host, before any gradient is sent.\n")
