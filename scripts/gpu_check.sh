@@ -18,7 +18,8 @@
 # 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU;
 # then rave_parity: the same small v2 trained 2000 steps by the real RAVE's `rave train` and by ours,
 # three runs each, all at once (scripts/bench/rave_parity.py; only with --only, as the whole list
-# does not fit one call).
+# does not fit one call); and cpu_vs_rave: bench.py's CPU comparison with the real RAVE (its training_step
+# and `rave train` against rave_bench and train) on the idle cores of the GPU machine (only with --only).
 # Each step is timed and bounded; one failing does not stop the others; the exit status is 1 when
 # any step failed.
 #
@@ -58,7 +59,8 @@ run_step() {
   if [ -n "$ONLY" ] && [ "$name" != pack ] && [[ "$ONLY" != *",$name,"* ]]; then
     return 0
   fi
-  [ -z "$ONLY" ] && [ "$name" = rave_parity ] && return 0  # opt-in: it takes a call of its own
+  # opt-in: each takes a call of its own
+  [ -z "$ONLY" ] && { [ "$name" = rave_parity ] || [ "$name" = cpu_vs_rave ]; } && return 0
   # Never past the call's budget: the last 30 s are kept for packing the results.
   local left=$((BUDGET - (SECONDS - T0) - 30))
   [ "$name" = pack ] && left=$((left + 30))
@@ -300,12 +302,23 @@ parity_step() {
     --trained_by "scripts/gpu_check.sh --only $(echo "$ONLY" | sed 's/^,//; s/,$//')"
 }
 
+# The CPU comparison with the real RAVE (bench.py's "Native vs the real RAVE" and whole-run
+# sections) on this machine's idle cores: the kit's rave_bench and train against RAVE's own
+# training_step and `rave train`, on the image's torch. Only with --only: it needs most of a call.
+cpu_step() {
+  local sizing=(--reps 3 --steps 2)
+  [ $REHEARSE = 1 ] && sizing=(--quick --reps 1 --steps 1 --whole_steps 2)
+  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
+    --cuda_build "$WORK" --cuda_lib "" --rave_python "$PY" --json "$WORK/cpu_bench.json" --md "$WORK/cpu_bench.md"
+}
+
 pack_step() {
   # At most 8 files back: the log, the step list, our figures, RAVE's, and one archive of the
   # runs (profiles, traces, summaries, TensorBoard events, reports; checkpoints left out).
   cp "$STEPS_JSON" "$OUT/steps.jsonl"
   [ -f "$WORK/ours.jsonl" ] && cp "$WORK/ours.jsonl" "$OUT/ours_step.jsonl"
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"
+  [ -f "$WORK/cpu_bench.json" ] && cp "$WORK/cpu_bench.json" "$WORK/cpu_bench.md" "$OUT/"
   [ -d "$WORK/runs" ] && tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
   # The parity runs without their database and checkpoints: logs, events, summaries, parity_meta.json.
   [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude=parity/db --exclude=parity/audio --exclude='*.ckpt' \
@@ -314,7 +327,7 @@ pack_step() {
 }
 
 export -f env_step libs_step data_step tests_step train_run last_run profiled_step report_step packages_step trace_step \
-  ours_step rave_step parity_step pack_step
+  ours_step rave_step parity_step cpu_step pack_step
 export ROOT REHEARSE ONLY KIT WORK PY DEVICE BIN KIT_LIB TORCH_LIB SITE SITE_KIT STEPS STEPS_JSON OUT LOG
 run_step environment 60 env_step
 run_step libraries 60 libs_step
@@ -332,6 +345,7 @@ run_step traces_and_hta 120 trace_step
 run_step v2_ours 240 ours_step
 run_step v2_rave 240 rave_step
 run_step rave_parity 480 parity_step
+run_step cpu_vs_rave 480 cpu_step
 run_step pack 60 pack_step
 log "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED) in $((SECONDS - T0)) s$([ $REHEARSE = 1 ] && echo ' (rehearsal)')"
 cat "$STEPS_JSON"

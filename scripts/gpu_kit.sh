@@ -22,7 +22,9 @@ KIT="${GPU_KIT:-$ROOT/gpu-kit}"
 CUDA_BUILD_DIR="${CUDA_BUILD_DIR:-$ROOT/build-cuda}"
 export CUDA_BUILD_DIR
 LIMIT_MIB=40
-APPS=(train preprocess profile-report)
+# rave_bench: the native side of bench.py's comparison with the real RAVE on the CPU
+# (gpu_check.sh's cpu_vs_rave step).
+APPS=(train preprocess profile-report rave_bench)
 # The test binaries that hold CUDA tests (gpu_check.sh runs those tests by name) and the worker
 # process test_trainer's multi-process tests start.
 TESTS=(test_trainer test_profiling test_data test_models)

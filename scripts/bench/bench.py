@@ -1,8 +1,13 @@
 #!/usr/bin/python3
 """Benchmark driver behind scripts/bench/run.sh: runs every benchmark (A/B runs interleaved,
 median and spread), writes bench-results.json and regenerates BENCHMARKS.md. Every figure in
-the Markdown names the command that produced it. Uses only the standard library (the Python
-reference it launches needs Debian's python3-torch, numpy and scipy).
+the Markdown names the command that produced it. Uses only the standard library.
+
+The comparisons with RAVE time the real RAVE (acids-rave 2.3.1): its own `training_step`
+(scripts/bench/rave_gpu_step.py --device cpu) and its own `rave train` (scripts/bench/rave_train.py),
+in the venv scripts/bench/rave_cpu_env.sh makes, on torch 2.11.0's LibTorch; the native side
+is built against that same LibTorch (--cuda_build, scripts/check_cuda_build.sh's build-cuda/,
+which runs on the CPU). The other sections time the main build (Debian's LibTorch 1.13).
 """
 import argparse
 import datetime
@@ -15,13 +20,16 @@ import shlex
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = "/usr/bin/python3"  # Debian's python3-torch: the same LibTorch 1.13 as the native build
-REF = os.path.join(ROOT, "scripts", "bench", "reference", "ref_bench.py")
+RAVE_STEP = os.path.join(ROOT, "scripts", "bench", "rave_gpu_step.py")
+RAVE_TRAIN = os.path.join(ROOT, "scripts", "bench", "rave_train.py")
+# scripts/bench/*.sh that set things up rather than measure: run_others skips them.
+NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "rave_gpu_wheels.sh")
+CUDA_LIB = os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/lib64"
 
 
 def log(msg):
@@ -67,7 +75,7 @@ class Runner:
         if not lines:
             raise RuntimeError(f"{self.rel(argv)} printed no JSON:\n{p.stdout[-2000:]}")
         try:
-            data = json.loads(lines[-1])  # one JSON object per line (rave_bench, ref_bench.py)
+            data = json.loads(lines[-1])  # one JSON object per line (rave_bench, rave_gpu_step.py)
         except json.JSONDecodeError:
             data = json.loads(p.stdout[p.stdout.index("{"):])  # pretty-printed (loader_bench)
         data["_load_before"] = load
@@ -95,19 +103,21 @@ def fmt_s(st, unit="s", scale=1.0):
     return f"{st['median'] * scale:.3f} {unit} ({st['min'] * scale:.3f}–{st['max'] * scale:.3f}, n={st['n']})"
 
 
-def interleave(runner, variants, reps, key="step_seconds"):
+def interleave(runner, variants, reps, key="step_seconds", times=None):
     """variants: {name: argv}. Runs rep 1 of every variant, then rep 2, ... Collects the
-    per-step times of each variant; returns {name: {"stats", "command", "loads", "runs"}}."""
+    per-step times of each variant (data[key], or times(name, data) when given, in seconds);
+    returns {name: {"stats", "command", "loads", "runs"}}."""
     out = {name: {"times": [], "loads": [], "command": None, "runs": []} for name in variants}
     for r in range(reps):
         for name, argv in variants.items():
             data, cmd, load = runner.json_cmd(argv)
             o = out[name]
-            o["times"].extend(data[key])
+            t = times(name, data) if times else data[key]
+            o["times"].extend(t)
             o["loads"].append(load[0] if load else None)
             o["command"] = cmd
             o["runs"].append(data)
-            log(f"  {name} rep {r + 1}/{reps}: median {statistics.median(data[key]):.3f}s (load {load[0] if load else '?'})")
+            log(f"  {name} rep {r + 1}/{reps}: median {statistics.median(t):.3f}s (load {load[0] if load else '?'})")
     for o in out.values():
         o["stats"] = stats(o["times"])
     return out
@@ -127,40 +137,46 @@ def bench_environment(runner, build):
     return env
 
 
-def bench_equivalence(runner, quick, versions):
-    res = {}
-    for v in versions:
-        d = os.path.join(runner.tmp, f"export_{v}")
-        argv = runner.native("export", "--version", v, "--batch", 4, "--n_signal", 32768, "--threads", 2,
-                             "--out", d)
-        _, exp_cmd, _ = runner.json_cmd(argv)
-        check, chk_cmd, _ = runner.json_cmd([PY, REF, "check", "--dir", d])
-        res[v] = {"export_command": exp_cmd, "check_command": chk_cmd, "check": check, "dir": d}
-        log(f"equivalence {v}: max |Δloss| {check['loss_max_abs_diff']:.3g}, grad-norm max rel Δ "
-            f"{check['grad_norm_max_rel_diff']}, pass={check['pass']}")
-    return res
+def rave_step_seconds(name, data):
+    """Per-step seconds of a variant: rave_bench's step_seconds, or rave_gpu_step.py's step_ms."""
+    if name == "native":
+        return data["step_seconds"]
+    rec = data["results"][0]
+    if rec.get("status") in ("error", "oom"):
+        raise RuntimeError(f"rave_gpu_step.py: {rec['error']}")
+    return [t / 1e3 for t in rec["phases"][0]["step_ms"]]
 
 
-def bench_native_vs_python(runner, quick, versions, equiv, reps, steps):
+def bench_native_vs_rave(crunner, rave_py, versions, reps, steps):
+    """The native phase-1 step (rave_bench step, on torch 2.11's LibTorch) against the real RAVE's
+    own training_step (rave_gpu_step.py: RAVE's gin config, Lightning's per-batch calls, its
+    optimizer step) on the same LibTorch, interleaved, at 1 and 2 threads. 4 × 32768 at full size
+    is below v2's and v3's receptive-field crop (27116 samples each side), so both run without it."""
     res = {}
     for v in versions:
-        d = equiv[v]["dir"]
         for threads in (1, 2):
             variants = {
-                "native": runner.native("step", "--version", v, "--batch", 4, "--n_signal", 32768,
-                                        "--threads", threads, "--steps", steps, "--warmup", 1),
-                "python": [PY, REF, "step", "--dir", d, "--threads", threads, "--steps", steps, "--warmup", 1],
+                "native": crunner.native("step", "--version", v, "--batch", 4, "--n_signal", 32768,
+                                         "--threads", threads, "--steps", steps, "--warmup", 1),
+                "rave": [rave_py, "-W", "ignore", RAVE_STEP, "--device", "cpu", "--config", v, "--threads", threads,
+                         "--configs", "b4x32768:fp32:nocrop", "--phase", 1, "--steps", steps, "--warmup", 1,
+                         "--replace-unused-imports", "--out", "-"],
             }
-            log(f"native vs python {v}, {threads} thread(s)")
-            r = interleave(runner, variants, reps)
-            ratio = r["native"]["stats"]["median"] / r["python"]["stats"]["median"]
+            log(f"native vs the real RAVE {v}, {threads} thread(s)")
+            r = interleave(crunner, variants, reps, times=rave_step_seconds)
+            ratio = r["native"]["stats"]["median"] / r["rave"]["stats"]["median"]
             phases = {}
             for ph in ("forward", "loss", "backward", "optimizer"):
                 phases[ph] = statistics.median(p[ph] for run in r["native"]["runs"] for p in run["phases"])
+            env = r["rave"]["runs"][-1]["env"]
             res[f"{v}_t{threads}"] = {"version": v, "threads": threads, "native": strip(r["native"]),
-                                      "python": strip(r["python"]), "ratio_native_over_python": ratio,
-                                      "native_phase_medians": phases}
-            log(f"  ratio native/python = {ratio:.3f}")
+                                      "rave": strip(r["rave"]), "ratio_native_over_rave": ratio,
+                                      "native_phase_medians": phases,
+                                      "rave_env": {k: env.get(k) for k in ("torch", "acids-rave", "pytorch-lightning",
+                                                                           "torchaudio", "numpy", "replaced_imports",
+                                                                           "pqmf_prototype", "threads")},
+                                      "rave_parameters": r["rave"]["runs"][-1]["results"][0].get("parameters")}
+            log(f"  ratio native/RAVE = {ratio:.3f}")
     return res
 
 
@@ -287,29 +303,30 @@ def demo_audio_db(build, tmp, name, seconds, seed, num_signal):
     return db
 
 
-def bench_whole_run(runner, quick, build, equiv):
-    """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on
-    the training thread) vs the Python reference with an in-process loader, v2 at batch
-    4 × 32768, 2 threads, interleaved. Per-step times include the wait for data on both sides;
-    the native data wait is read from the timing profile."""
-    db = demo_audio_db(build, runner.tmp, "run", 20, 2, 65536)
-    raw = os.path.join(runner.tmp, "run_db.f32")
-    runner.json_cmd(runner.native("dump_db", "--db", db, "--out", raw))
-    steps = 8 if quick else 12
-    reps = 2 if quick else 3
+def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps=None):
+    """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on the
+    training thread) against the real RAVE's `rave train` (its Lightning loop and DataLoader with
+    2 workers, scripts/bench/rave_train.py --step_times), v2 at batch 4 × 32768 without the crop,
+    2 threads, on the same database and the same LibTorch, interleaved. Per-step times include the
+    wait for data on both sides: the native one from the timing profile, RAVE's from
+    on_train_batch_end to the next on_train_batch_start."""
+    db = demo_audio_db(build, crunner.tmp, "run", 20, 2, 65536)
+    steps = steps or (8 if quick else 12)
+    reps = reps or (2 if quick else 3)
     res = {"steps": steps, "reps": reps}
-    names = ("native", "native_w0", "python")
+    names = ("native", "native_w0", "rave")
     for n in names:
         res[n] = {"times": [], "data": [], "loads": []}
+    env = dict(os.environ, OMP_NUM_THREADS="2")  # RAVE's train.py leaves torch's thread count as it finds it
     for r in range(reps):
         for workers, name in ((2, "native"), (0, "native_w0")):
-            out = os.path.join(runner.tmp, f"runs_{name}_{r}")
-            argv = [os.path.join(build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
+            out = os.path.join(crunner.tmp, f"runs_{name}_{r}")
+            argv = [os.path.join(cuda_build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
                     "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
-                    "--data.workers", str(workers), "--enable_timing_profiling", "--log_every", "1",
-                    "--val_every", "1000000", "--save_every", "1000000"]
+                    "--data.workers", str(workers), "--train.valid_signal_crop", "false",
+                    "--enable_timing_profiling", "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]
             load = load_avg()
-            p = subprocess.run(argv, capture_output=True, text=True)
+            p = subprocess.run(argv, capture_output=True, text=True, env=env)
             if p.returncode != 0:
                 raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
             with open(os.path.join(out, "latest")) as f:  # a file naming the newest run
@@ -319,17 +336,31 @@ def bench_whole_run(runner, quick, build, equiv):
             res[name]["times"] += [e["total_batch_time"] for e in entries]
             res[name]["data"] += [e["data_time"] for e in entries]
             res[name]["loads"].append(load[0] if load else None)
-            res[name]["command"] = runner.rel(argv)
+            res[name]["command"] = crunner.rel(argv)
             shutil.rmtree(out, ignore_errors=True)
-        d, cmd, load = runner.json_cmd([PY, REF, "train", "--dir", equiv["v2"]["dir"], "--data", raw, "--steps",
-                                        steps, "--batch", 4, "--n_signal", 32768, "--threads", 2])
-        res["python"]["times"] += d["step_seconds"]
-        res["python"]["data"] += d["loading_step_seconds"]
-        res["python"]["loads"].append(load[0] if load else None)
-        res["python"]["command"] = cmd
-        log("whole run rep %d: native %.3f s/step, native (0 workers) %.3f, python %.3f" % (
+        out = os.path.join(crunner.tmp, f"runs_rave_{r}")
+        times_json = os.path.join(crunner.tmp, f"rave_step_times_{r}.json")
+        # max_steps + 2: the callback times a batch up to the next one's start, and the first is warm-up.
+        argv = [rave_py, "-W", "ignore", RAVE_TRAIN, "--replace-unused-imports", "--step_times", times_json, "--",
+                "--config", "v2", "--db_path", db, "--name", "bench", "--out_path", out,
+                "--n_signal", "32768", "--batch", "4", "--workers", "2", "--gpu", "-1", "--channels", "1",
+                "--max_steps", str(steps + 2), "--val_every", "1000000", "--save_every", "1000000", "--noprogress",
+                "--override", "RAVE.valid_signal_crop=False"]
+        load = load_avg()
+        p = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise RuntimeError(f"rave train failed: {(p.stdout + p.stderr)[-3000:]}")
+        with open(times_json) as f:
+            d = json.load(f)
+        res["rave"]["times"] += d["step_seconds"][1:]
+        res["rave"]["data"] += d["data_seconds"][1:]
+        res["rave"]["loads"].append(load[0] if load else None)
+        res["rave"]["command"] = "OMP_NUM_THREADS=2 " + crunner.rel(argv)
+        res["rave"]["version"] = p.stdout.splitlines()[0] if p.stdout else ""
+        shutil.rmtree(out, ignore_errors=True)
+        log("whole run rep %d: native %.3f s/step, native (0 workers) %.3f, rave train %.3f" % (
             r + 1, statistics.median(res["native"]["times"][-steps:]),
-            statistics.median(res["native_w0"]["times"][-steps:]), statistics.median(d["step_seconds"])))
+            statistics.median(res["native_w0"]["times"][-steps:]), statistics.median(d["step_seconds"][1:])))
     for n in names:
         e = res[n]
         e["stats"] = stats(e["times"])
@@ -337,7 +368,7 @@ def bench_whole_run(runner, quick, build, equiv):
         e["examples_per_second"] = 4 / e["stats"]["median"]
         e["mean_examples_per_second"] = 4 * len(e["times"]) / sum(e["times"])
         e["data_fraction"] = sum(e["data"]) / sum(e["times"])
-    res["ratio_native_over_python"] = res["native"]["stats"]["median"] / res["python"]["stats"]["median"]
+    res["ratio_native_over_rave"] = res["native"]["stats"]["median"] / res["rave"]["stats"]["median"]
     return res
 
 
@@ -403,10 +434,11 @@ def bench_defaults(runner, quick, build):
 
 
 def run_others(quick, tmp):
-    """Other engineers' benchmarks: every scripts/bench/*.sh except run.sh, when present."""
+    """Other engineers' benchmarks: every scripts/bench/*.sh except run.sh and the set-up
+    scripts (NOT_BENCHMARKS), when present."""
     res = {}
     for script in sorted(glob.glob(os.path.join(ROOT, "scripts", "bench", "*.sh"))):
-        if os.path.basename(script) == "run.sh":
+        if os.path.basename(script) in NOT_BENCHMARKS:
             continue
         argv = ["bash", script] + (["--quick"] if quick else [])
         log(f"running {os.path.relpath(script, ROOT)}")
@@ -421,18 +453,19 @@ def targets_table(R):
     """The issue targets with the measured figure and the section that measured it. Figures of the
     folded script sections are read from their fragments (the bold figures they print)."""
     rows = []
-    nvp = R.get("native_vs_python", {})
+    nvr = R.get("native_vs_rave", {})
     for t in (1, 2):
-        e = nvp.get(f"v2_t{t}")
+        e = nvr.get(f"v2_t{t}")
         if e:
-            r = e["ratio_native_over_python"]
-            rows.append((f"RAVE v2 phase-1 step, native/Python, {t} thread(s)", "≤ 1.0", f"{r:.3f}",
-                         "met" if r <= 1.0 else "missed", "Native vs Python"))
+            r = e["ratio_native_over_rave"]
+            rows.append((f"RAVE v2 phase-1 step on the CPU, ours / the real RAVE's training_step, {t} thread(s)",
+                         "≤ 1.0", f"{r:.3f}", "met" if r <= 1.0 else "missed", "Native vs the real RAVE"))
     wr = R.get("whole_run")
-    if wr and "native_w0" in wr:
-        n, py = wr["native"]["examples_per_second"], wr["python"]["examples_per_second"]
-        rows.append(("RAVE v2 whole run (data loading included), examples/s native vs Python", "native higher",
-                     f"{n:.2f} vs {py:.2f}", "met" if n > py else "missed", "Native vs Python (whole run)"))
+    if wr and "rave" in wr:
+        n, rv = wr["native"]["examples_per_second"], wr["rave"]["examples_per_second"]
+        rows.append(("RAVE v2 whole run on the CPU (data loading included), examples/s: ours vs `rave train`",
+                     "ours higher", f"{n:.2f} vs {rv:.2f}", "met" if n > rv else "missed",
+                     "Native vs the real RAVE (whole run)"))
     dp = R.get("data")
     if dp and dp.get("v2_step_examples_per_second_4x32768"):
         cons = dp["v2_step_examples_per_second_4x32768"]
@@ -533,8 +566,8 @@ def write_markdown(R, path, quick):
           f"Generated by `scripts/bench/run.sh{' --quick' if quick else ''}` on {env['date']} "
           f"({env['cpu']}, {env['nproc']} cores; `uptime` at start: `{env['uptime']}`). "
           "Every figure below names the command that produced it (`$TMP` is the run's scratch "
-          "directory; `build/bin/rave_bench` is scripts/bench/rave_bench.cpp; the Python "
-          "reference is scripts/bench/reference/). Timings are medians with (min–max, n) over "
+          "directory; `build/bin/rave_bench` is scripts/bench/rave_bench.cpp, `build-cuda/` the same "
+          "programs on torch 2.11.0's LibTorch; RAVE is the real acids-rave 2.3.1). Timings are medians with (min–max, n) over "
           "all timed steps; A/B variants were run interleaved, one process per repetition, and "
           "the 1-minute load average before each run is listed (a load near 1 is this benchmark "
           "itself; higher means something else ran). OpenMP wait policy for the sections "
@@ -542,56 +575,55 @@ def write_markdown(R, path, quick):
           "the folded scripts (profiling, tracing, s5_maze) export `OMP_WAIT_POLICY=PASSIVE` unless it is set. "
           "Spreads between identical runs are several % on this VM: compare medians.", ""]
     L += targets_table(R)
-    eq = R.get("equivalence", {})
-    if eq:
-        L += ["## Native vs Python: same model, same LibTorch", "",
-              "Equivalence first: the native model's weights and a fixed batch (4 × 32768) are exported, "
-              "loaded by name into the Python reference, and one phase-1 loss (spectral distances + β·KL, "
-              "β = 0.05, the reparametrisation noise drawn after `manual_seed` on both sides) is compared, "
-              "then its gradients (per-parameter norms).", "",
-              "| model | fullband (native / python) | multiband | β·KL | max abs Δ loss | max rel Δ grad norm | pass (≤ 1e-4) | commands |",
-              "|---|---|---|---|---|---|---|---|"]
-        for v, e in eq.items():
-            c = e["check"]
-            L.append(f"| {v} | {c['fullband_spectral_distance']['native']:.6f} / {c['fullband_spectral_distance']['python']:.6f} "
-                     f"| {c['multiband_spectral_distance']['native']:.6f} / {c['multiband_spectral_distance']['python']:.6f} "
-                     f"| {c['regularization']['native']:.6g} / {c['regularization']['python']:.6g} "
-                     f"| {c['loss_max_abs_diff']:.2e} | {c['grad_norm_max_rel_diff']:.2e} ({c['grad_norm_params_compared']} params) "
-                     f"| {'yes' if c['pass'] else 'NO'} | `{e['export_command']}` then `{e['check_command']}` |")
-        L.append("")
-    nvp = R.get("native_vs_python", {})
-    if nvp:
-        L += ["Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768:", "",
-              "| model | threads | native s/step | python s/step | native/python | native phases (fwd / loss / bwd / adam, s) | load (1-min avg) |",
+    nvr = R.get("native_vs_rave", {})
+    if nvr:
+        e0 = next(iter(nvr.values()))
+        re_ = e0["rave_env"]
+        L += ["## Native vs the real RAVE: same model, same LibTorch", "",
+              "The Python side is RAVE itself: acids-rave " + str(re_.get("acids-rave")) + " with pytorch-lightning "
+              + str(re_.get("pytorch-lightning")) + ", torchaudio " + str(re_.get("torchaudio")) + " and numpy "
+              + str(re_.get("numpy")) + ", its model built from its own gin file, stepped through its own "
+              "`training_step` with Lightning's per-batch callbacks (`scripts/bench/rave_gpu_step.py --device cpu`; "
+              "stand-ins for " + (", ".join(re_.get("replaced_imports") or []) or "nothing") + ", which the step "
+              "never calls; PQMF prototype: " + str(re_.get("pqmf_prototype")) + "). Both sides run torch "
+              + str(re_.get("torch")) + "'s LibTorch on the CPU: the native one is `build-cuda/` "
+              "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries; "
+              "`scripts/bench/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
+              "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).", "",
+              "Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "
+              "receptive-field crop (at full size it needs more than 32768 samples):", "",
+              "| model | threads | native s/step | RAVE s/step | native/RAVE | native phases (fwd / loss / bwd / adam, s) | load (1-min avg) |",
               "|---|---|---|---|---|---|---|"]
-        for k, e in nvp.items():
+        for k, e in nvr.items():
             ph = e["native_phase_medians"]
-            loads = [x for x in e["native"]["loads"] + e["python"]["loads"] if x is not None]
-            L.append(f"| {e['version']} | {e['threads']} | {fmt_s(e['native']['stats'])} | {fmt_s(e['python']['stats'])} "
-                     f"| **{e['ratio_native_over_python']:.3f}** | {ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f} "
+            loads = [x for x in e["native"]["loads"] + e["rave"]["loads"] if x is not None]
+            L.append(f"| {e['version']} | {e['threads']} | {fmt_s(e['native']['stats'])} | {fmt_s(e['rave']['stats'])} "
+                     f"| **{e['ratio_native_over_rave']:.3f}** | {ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f} "
                      f"| {min(loads):.1f}–{max(loads):.1f} |")
         L.append("")
         L.append("Commands (per repetition, interleaved):")
-        for k, e in nvp.items():
-            L.append(f"- {k}: `{e['native']['command']}` ↔ `{e['python']['command']}`")
+        for k, e in nvr.items():
+            L.append(f"- {k}: `{e['native']['command']}` ↔ `{e['rave']['command']}`")
         L.append("")
     wr = R.get("whole_run")
-    if wr and "native_w0" in wr:
-        L += ["Whole run including data loading (v2, batch 4 × 32768, 2 threads, "
-              f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step): native `train` "
-              "with its loader (default 2 worker threads, and 0 workers = loading on the training thread) vs the "
-              "Python reference with an in-process loader doing the same augmentations (random crop, phase mangle "
-              "p = 0.8 via scipy lfilter, dequantize). Step times include the wait for data on both sides; the "
-              "native data wait is `data_time` from the timing profile.", "",
+    if wr and "rave" in wr:
+        L += ["Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
+              f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step), on the same "
+              "database (written by our `preprocess`, read by RAVE's own `rave/dataset.py`): native `train` with its "
+              "loader (default 2 worker threads, and 0 workers = loading on the training thread) vs RAVE's own "
+              "`rave train` (its Lightning loop, its DataLoader with `--workers 2` and its augmentations: random "
+              "crop, phase mangle, dequantize; `scripts/bench/rave_train.py --step_times`). Step times include the "
+              "wait for data on both sides: the native one is `data_time` from the timing profile, RAVE's the time "
+              "from `on_train_batch_end` to the next `on_train_batch_start`.", "",
               "| | examples/s (4 / median step) | s/step | data wait per step (median) | data wait, % of wall | load (1-min avg) | command |",
               "|---|---|---|---|---|---|---|"]
-        for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"), ("python", "python")):
+        for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"), ("rave", "`rave train`, 2 workers")):
             e = wr[n]
             loads = [x for x in e["loads"] if x is not None]
             L.append(f"| {label} | {e['examples_per_second']:.3f} | {fmt_s(e['stats'])} "
                      f"| {1000 * e['data_stats']['median']:.2f} ms | {100 * e['data_fraction']:.2f} % "
                      f"| {min(loads):.1f}–{max(loads):.1f} | `{e['command']}` |")
-        L += ["", f"Native/Python whole-run step ratio (medians): **{wr['ratio_native_over_python']:.3f}**.", ""]
+        L += ["", f"Native / `rave train` whole-run step ratio (medians): **{wr['ratio_native_over_rave']:.3f}**.", ""]
     oc = R.get("op_counts")
     if oc:
         L += ["Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):", "",
@@ -692,6 +724,17 @@ def write_markdown(R, path, quick):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--cuda_build", default=os.path.join(ROOT, "build-cuda"),
+                    help="the build against torch 2.11.0's LibTorch (scripts/check_cuda_build.sh), for the "
+                    "comparisons with the real RAVE")
+    ap.add_argument("--cuda_lib", default=CUDA_LIB,
+                    help="put before LD_LIBRARY_PATH for the --cuda_build binaries (the CUDA toolkit's lib64, "
+                    "which libtorch_cuda.so links); empty: leave LD_LIBRARY_PATH as it is")
+    ap.add_argument("--reps", type=int, help="repetitions of the interleaved sections (default 3; --quick 2)")
+    ap.add_argument("--steps", type=int, help="timed steps per process in the step sections (default 3; --quick 1)")
+    ap.add_argument("--whole_steps", type=int, help="timed steps per whole run (default 12; --quick 8)")
+    ap.add_argument("--rave_python", default=os.path.join(ROOT, ".venv-rave-cpu", "bin", "python"),
+                    help="the Python with the real RAVE on that same torch (scripts/bench/rave_cpu_env.sh)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=os.path.join(ROOT, "bench-results.json"))
     ap.add_argument("--md", default=os.path.join(ROOT, "BENCHMARKS.md"))
@@ -714,12 +757,18 @@ def main():
     want = lambda s: not only or s in only  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="rt_bench_")
     runner = Runner(a.build, tmp)
+    crunner = Runner(a.cuda_build, tmp)  # its binaries load the CUDA toolkit's libraries, even on the CPU
+    if a.cuda_lib:
+        os.environ["LD_LIBRARY_PATH"] = a.cuda_lib + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
     R = {"quick": a.quick, "environment": bench_environment(runner, a.build), "notes": []}
     if only and os.path.exists(a.json):
         # Partial re-run: keep the other sections of the previous results.
         prev = json.load(open(a.json))
         for k, v in prev.items():
-            if k not in ("environment", "notes", "defaults_notes", "quick", "elapsed_seconds"):
+            # equivalence and native_vs_python: the sections that timed the Python port of RAVE,
+            # retired for the real RAVE (native_vs_rave).
+            if k not in ("environment", "notes", "defaults_notes", "quick", "elapsed_seconds",
+                         "equivalence", "native_vs_python"):
                 R[k] = v
         R["environment_previous"] = prev.get("environment")
     if os.path.exists(a.notes):
@@ -730,20 +779,26 @@ def main():
     # --quick: v2 only, one timed step per process (a full-size v2 step is ~12 s of CPU here).
     versions = ["v2"] if a.quick else ["v2", "v3"]
     reps, steps = (2, 1) if a.quick else (3, 3)
+    reps, steps = a.reps or reps, a.steps or steps
     try:
-        if want("nvp") or want("flops") or want("whole"):
-            R["equivalence"] = bench_equivalence(runner, a.quick, versions)
-        if want("nvp"):
-            R["native_vs_python"] = bench_native_vs_python(runner, a.quick, versions, R["equivalence"], reps, steps)
+        rave_ready = (os.path.exists(os.path.join(a.cuda_build, "bin", "rave_bench"))
+                      and os.path.exists(os.path.join(a.cuda_build, "bin", "train")) and os.path.exists(a.rave_python))
+        if not rave_ready and (want("rave") or want("whole") or want("flops")):
+            R["notes"].append(f"Not run: rave, flops, whole ({a.cuda_build}/bin/rave_bench and train, or "
+                              f"{a.rave_python}, are missing: scripts/bench/rave_cpu_env.sh makes them).")
+            only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
+                    if s not in ("rave", "whole", "flops")}
+        if want("rave"):
+            R["native_vs_rave"] = bench_native_vs_rave(crunner, a.rave_python, versions, reps, steps)
         if want("ops"):
             R["op_counts"] = bench_op_counts(runner, "v2")
         medians = {}
         for t in (1, 2):
-            e = R.get("native_vs_python", {}).get(f"v2_t{t}")
+            e = R.get("native_vs_rave", {}).get(f"v2_t{t}")
             if e:
                 medians[t] = e["native"]["stats"]["median"]
-        if want("flops"):
-            R["flops"] = bench_flops(runner, a.quick, medians)
+        if want("flops"):  # the same build as the step medians it divides
+            R["flops"] = bench_flops(crunner, a.quick, medians)
         if want("scaling"):
             R["scaling"] = bench_scaling(runner, a.quick)
         have = lambda b: os.path.exists(os.path.join(a.build, "bin", b))  # noqa: E731
@@ -755,12 +810,13 @@ def main():
         skip = {s for s in skip if want(s)}
         if skip:
             R["notes"].append(f"Not run: {', '.join(sorted(skip))} (their programs are not built in {a.build}).")
-            only = {s for s in (only or {"nvp", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
+            only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
                     if s not in skip}
         if want("data"):
             R["data"] = bench_data(runner, a.quick, a.build, min(medians.items(), key=lambda kv: kv[1]) if medians else None)
         if want("whole"):
-            R["whole_run"] = bench_whole_run(runner, a.quick, a.build, R["equivalence"])
+            R["whole_run"] = bench_whole_run(crunner, a.rave_python, a.quick, a.build, a.cuda_build, a.reps,
+                                         a.whole_steps)
         if want("defaults"):
             R["defaults"] = bench_defaults(runner, a.quick, a.build)
         if want("others"):
@@ -768,8 +824,6 @@ def main():
     finally:
         R["environment"]["uptime_end"] = sh("uptime")
         R["elapsed_seconds"] = time.time() - t_start
-        for e in R.get("equivalence", {}).values():
-            e.pop("dir", None)
         with open(a.json, "w") as fh:
             json.dump(R, fh, indent=1, default=str)
         write_markdown(R, a.md, a.quick)

@@ -1,15 +1,8 @@
 // rave_bench: measurements of the native RAVE model for scripts/bench/run.sh (not a test).
 //
-//   rave_bench export --version v2 --out DIR [--batch B --n_signal T --seed S]
-//       Builds RaveModel (RaveOptions::preset, plus --capacity/--latent_size overrides), writes
-//       every named parameter and buffer to DIR/weights.bin + DIR/weights.json (name, dtype,
-//       shape, byte offset; little-endian raw), a fixed input batch (entry "__input__"), runs
-//       one phase-1 loss with torch::manual_seed(S) right before the forward pass (the
-//       reparametrisation noise is then the same draw as Python's after torch.manual_seed(S)),
-//       back-propagates it, and writes DIR/reference.json: the loss terms and per-parameter
-//       gradient norms, which `ref_bench.py check` compares with the Python reference.
 //   rave_bench step --version v2 --batch 4 --n_signal 32768 --threads 1 --steps N
-//       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split.
+//       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split;
+//       bench.py times it against the real RAVE's training_step (scripts/bench/rave_gpu_step.py).
 //       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
 //       operator calls per phase (RecordFunction) for one extra step.
 //   rave_bench flops --version v2 --batch 4 --n_signal 32768
@@ -23,9 +16,6 @@
 //       training loop (rt::run_training, in process): two runs that differ only in
 //       train.max_steps (N and 2N), so the difference is what N more steps and their N/log_every
 //       log reads cost. Validation and setup are the same in both runs.
-//   rave_bench dump_db --db DB --out FILE
-//       Writes every record of an audio LMDB as float32 (records, channels, length) raw plus
-//       FILE.json, so the Python reference can load the same audio without LMDB bindings.
 // Every subcommand prints one JSON object on stdout.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -36,13 +26,11 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <string_view>
 #include <thread>
 
-#include "data/audio_dataset.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "models/common/onednn_check.h"
@@ -213,68 +201,6 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   return 0;
 }
 
-// ---- export --------------------------------------------------------------------------------
-void write_entry(std::ofstream& bin, rt::Json& manifest, const std::string& name,
-                 const torch::Tensor& t) {
-  auto c = t.detach().to(torch::kCPU).contiguous();
-  std::string dtype;
-  if (c.scalar_type() == torch::kFloat32) {
-    dtype = "float32";
-  } else if (c.scalar_type() == torch::kInt64) {
-    dtype = "int64";
-  } else {
-    c = c.to(torch::kFloat32);
-    dtype = "float32";
-  }
-  const auto offset = static_cast<int64_t>(bin.tellp());
-  bin.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  manifest.push_back({{"name", name}, {"dtype", dtype}, {"shape", c.sizes().vec()},
-                      {"offset", offset}});
-}
-
-int cmd_export(const ModelArgs& a, const std::string& out_dir) {
-  apply_runtime(a);
-  std::filesystem::create_directories(out_dir);
-  torch::manual_seed(a.seed);
-  rt::rave::RaveModel model(options_of(a));
-  model->train();
-  auto lo = rt::rave::RaveLossOptions::preset(rt::parse_enum<rt::rave::RaveVersion>(a.version, "--version"));
-  lo.stft_scales = model->options().stft_scales;
-  const auto x = make_input(a);
-
-  std::ofstream bin(out_dir + "/weights.bin", std::ios::binary);
-  rt::Json manifest = rt::Json::array();
-  for (const auto& p : model->named_parameters(true)) write_entry(bin, manifest, p.key(), p.value());
-  for (const auto& b : model->named_buffers(true)) write_entry(bin, manifest, b.key(), b.value());
-  write_entry(bin, manifest, "__input__", x);
-  bin.close();
-  rt::write_json_atomic(out_dir + "/weights.json", manifest);
-
-  const double beta = 0.05;
-  torch::manual_seed(a.seed);
-  auto l = rt::rave::rave_losses(*model, x, lo, beta);
-  l.loss_gen.backward();
-  rt::Json ref = runtime_info();
-  ref["version"] = a.version;
-  ref["capacity"] = model->options().capacity;
-  ref["latent_size"] = model->options().latent_size;
-  ref["batch"] = a.batch;
-  ref["n_signal"] = a.n_signal;
-  ref["seed"] = a.seed;
-  ref["beta"] = beta;
-  ref["fullband_spectral_distance"] = l.fullband_spectral_distance.item<double>();
-  ref["multiband_spectral_distance"] = l.multiband_spectral_distance.item<double>();
-  ref["regularization"] = l.regularization.item<double>();
-  ref["loss_gen"] = l.loss_gen.item<double>();
-  ref["y_abs_sum"] = l.y.abs().sum().item<double>();
-  for (const auto& p : model->named_parameters(true)) {
-    if (p.value().grad().defined()) ref["grad_norms"][p.key()] = p.value().grad().norm().item<double>();
-  }
-  rt::write_json_atomic(out_dir + "/reference.json", ref);
-  std::cout << ref.dump() << "\n";
-  return 0;
-}
-
 // ---- flops ---------------------------------------------------------------------------------
 double g_conv_flops = 0;
 int64_t g_conv_calls = 0;
@@ -400,26 +326,6 @@ int cmd_validate(const ModelArgs& a, int reps) {
   return 0;
 }
 
-// ---- dump_db -------------------------------------------------------------------------------
-int cmd_dump_db(const std::string& db, const std::string& out) {
-  rt::AudioDatasetOptions o;
-  o.n_signal = 1;
-  rt::AudioDataset ds(db, o);
-  std::ofstream bin(out, std::ios::binary);
-  int64_t length = -1;
-  for (size_t i = 0; i < ds.size(); ++i) {
-    auto r = ds.record(i).contiguous();
-    if (length < 0) length = r.size(1);
-    if (r.size(1) != length) throw rt::Error("dump_db: record " + ds.key(i) + " has another length");
-    bin.write(static_cast<const char*>(r.data_ptr()), static_cast<std::streamsize>(r.nbytes()));
-  }
-  rt::Json meta = {{"records", ds.size()}, {"channels", ds.channels()}, {"length", length},
-                   {"sampling_rate", ds.sampling_rate()}, {"dtype", "float32"}};
-  rt::write_json_atomic(out + ".json", meta);
-  std::cout << meta.dump() << "\n";
-  return 0;
-}
-
 // ---- syncs ---------------------------------------------------------------------------------
 std::atomic<int64_t> g_syncs{0};
 
@@ -478,14 +384,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Native RAVE measurements (scripts/bench/run.sh)"};
   app.require_subcommand(1);
   ModelArgs a;
-  std::string out_dir, db;
+  std::string db;
   int steps = 5, warmup = 1, reps = 5;
   int64_t size = 2048;
   bool count_ops = false;
 
-  auto* exp = app.add_subcommand("export", "weights + reference loss for the Python check");
-  add_model_args(exp, a);
-  exp->add_option("--out", out_dir)->required();
   auto* step = app.add_subcommand("step", "time phase-1 training steps");
   add_model_args(step, a);
   step->add_option("--steps", steps)->capture_default_str();
@@ -500,9 +403,6 @@ int main(int argc, char** argv) {
   auto* val = app.add_subcommand("validate", "validation pass: NoGradGuard vs InferenceMode");
   add_model_args(val, a);
   val->add_option("--reps", reps)->capture_default_str();
-  auto* dump = app.add_subcommand("dump_db", "audio LMDB records → raw float32");
-  dump->add_option("--db", db)->required();
-  dump->add_option("--out", out_dir)->required();
   auto* syncs = app.add_subcommand("syncs", "host synchronisations of the real training loop per step");
   std::string config_name = "tiny_rave";
   int64_t log_every = 10, sync_steps = 20;
@@ -512,12 +412,10 @@ int main(int argc, char** argv) {
   syncs->add_option("--log_every", log_every)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*exp) return cmd_export(a, out_dir);
     if (*step) return cmd_step(a, steps, warmup, count_ops);
     if (*flops) return cmd_flops(a);
     if (*peak) return cmd_peak(a.threads, size, reps);
     if (*val) return cmd_validate(a, reps);
-    if (*dump) return cmd_dump_db(db, out_dir);
     if (*syncs) return cmd_syncs(config_name, db, sync_steps, log_every);
   } catch (const std::exception& e) {
     std::cerr << "rave_bench: " << e.what() << "\n";

@@ -1,9 +1,11 @@
-"""Time the real RAVE v2 training step (acids-rave 2.3.1) on one device.
+"""Time the real RAVE training step (acids-rave 2.3.1) on one device.
 
   python scripts/bench/rave_gpu_step.py [--device cuda] [--out rave_gpu_step.json]
-      [--configs b8x131072,b4x32768:bf16:nocrop] [--phase 1|2|both] [--steps 20] [--warmup 5]
-      [--replace-unused-imports]
+      [--config v2|v3] [--configs b8x131072,b4x32768:bf16:nocrop] [--phase 1|2|both]
+      [--steps 20] [--warmup 5] [--threads N] [--replace-unused-imports]
   python scripts/bench/rave_gpu_step.py --device cpu --tiny --replace-unused-imports --out /tmp/x.json
+  python scripts/bench/rave_gpu_step.py --device cpu --threads 1 --configs b4x32768:fp32:nocrop \
+      --phase 1 --out -      (bench.py's CPU comparison: the JSON on stdout's last line, the table on stderr)
 
 The model is what `rave train --config v2` builds: RAVE's own v2.gin (which includes v1.gin) with
 SAMPLING_RATE 44100 and RAVE.n_channels 1, at full size (or the oracle's tiny sizes with --tiny),
@@ -32,6 +34,7 @@ rave_pqmf_prototypes.json (computed with RAVE's scipy 1.10.0; see rave_pqmf_tabl
 built PQMF state is checked against that table's sha256 of the real-scipy build.
 """
 import argparse
+import functools
 import gc
 import importlib
 import importlib.abc
@@ -203,7 +206,7 @@ def run_config(oracle, ctx, b, n, prec, crop, phases, device, a):
     try:
         torch.manual_seed(0)
         nocrop = [] if crop else ["RAVE.valid_signal_crop = False"]
-        model = oracle.build("v2", ctx["bindings"] + nocrop)
+        model = oracle.build(a.config, ctx["bindings"] + nocrop)
         # The PQMF state as built here, against the real-scipy build's (rave_pqmf_table.py).
         entry = ctx["table"]["prototypes"].get(f"100,{model.pqmf.n_band}")   # v1.gin: 100 dB
         rec["pqmf_matches_scipy_build"] = (None if entry is None
@@ -249,7 +252,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default="rave_gpu_step.json")
+    ap.add_argument("--out", default="rave_gpu_step.json",
+                    help="the JSON record; - prints it on stdout's last line (the table goes to stderr)")
+    ap.add_argument("--config", default="v2", choices=["v2", "v3"],
+                    help="RAVE's gin file (v3 includes v2.gin); --tiny sizes are v2's")
+    ap.add_argument("--threads", type=int,
+                    help="torch.set_num_threads (default: torch's own, OMP_NUM_THREADS or the cores)")
     ap.add_argument("--configs", default="",
                     help="comma list of bBxN[:fp32|:bf16][:nocrop] (no precision: both; "
                     f"default {','.join(FULL_CONFIGS)})")
@@ -264,6 +272,10 @@ def main():
     a = ap.parse_args()
     a.steps = a.steps if a.steps is not None else (4 if a.tiny else 20)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.tiny else 5)
+    if a.tiny and a.config != "v2":
+        ap.error("--tiny is the oracle's tiny v2; it takes no --config")
+    if a.threads:
+        torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     # As RAVE's scripts/train.py does.
     torch.set_float32_matmul_precision("high")
@@ -278,42 +290,49 @@ def main():
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
            "device": str(device), "acids-rave": version("acids-rave"),
            "pytorch-lightning": version("pytorch-lightning"), "numpy": version("numpy"),
-           "torchaudio": version("torchaudio"), "replaced_imports": replaced, "pqmf_prototype": pqmf_source}
+           "torchaudio": version("torchaudio"), "replaced_imports": replaced, "pqmf_prototype": pqmf_source,
+           "threads": torch.get_num_threads()}
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
         env.update(device_name=p.name, capability=f"{p.major}.{p.minor}",
                    total_memory=p.total_memory)
     else:
         env["device_name"] = platform.processor() or platform.machine()
-    doc = {"benchmark": "rave_v2_training_step", "config": "v2.gin", "gin_bindings": bindings,
+    doc = {"benchmark": f"rave_{a.config}_training_step", "config": f"{a.config}.gin", "gin_bindings": bindings,
            "tiny": a.tiny, "steps": a.steps, "warmup": a.warmup, "env": env, "results": []}
     for b, n, prec, crop in parse_configs(a.configs, a.tiny):
         rec = run_config(oracle, ctx, b, n, prec, crop, phases, device, a)
         doc["results"].append(rec)
-        with open(a.out, "w") as f:        # rewritten after each config: a cut run keeps some
-            json.dump(doc, f, indent=1)
-    print_table(doc)
+        if a.out != "-":
+            with open(a.out, "w") as f:    # rewritten after each config: a cut run keeps some
+                json.dump(doc, f, indent=1)
+    if a.out == "-":
+        print_table(doc, sys.stderr)
+        print(json.dumps(doc), flush=True)
+    else:
+        print_table(doc)
     return 0
 
 
-def print_table(doc):
+def print_table(doc, file=None):
     gib = 2 ** 30
-    print(f"{doc['env']['device_name']}  torch {doc['env']['torch']}  cuda {doc['env']['cuda']}")
-    print(f"{'config':>16} {'prec':>5} {'ph':>2} {'median ms':>10} {'mean ms':>9} "
-          f"{'peak GiB':>9} {'resv GiB':>9}  status")
+    out = functools.partial(print, file=file or sys.stdout)
+    out(f"{doc['env']['device_name']}  torch {doc['env']['torch']}  cuda {doc['env']['cuda']}")
+    out(f"{'config':>16} {'prec':>5} {'ph':>2} {'median ms':>10} {'mean ms':>9} "
+        f"{'peak GiB':>9} {'resv GiB':>9}  status")
     for r in doc["results"]:
         name = f"b{r['batch']}x{r['n_signal']}" + ("" if r["valid_signal_crop"] else ":nocrop")
         if not r["phases"]:
-            print(f"{name:>16} {r['precision']:>5} {'-':>2} {'':>10} {'':>9} {'':>9} {'':>9}  "
+            out(f"{name:>16} {r['precision']:>5} {'-':>2} {'':>10} {'':>9} {'':>9} {'':>9}  "
                   f"{r.get('status')}: {r.get('error', '')[:60]}")
         for p in r["phases"]:
             if p["status"] != "ok":
-                print(f"{name:>16} {r['precision']:>5} {p['phase']:>2} {'':>41}  {p['status']}")
+                out(f"{name:>16} {r['precision']:>5} {p['phase']:>2} {'':>41}  {p['status']}")
                 continue
             peak = p.get("max_memory_allocated", 0) / gib
             resv = p.get("max_memory_reserved", 0) / gib
-            print(f"{name:>16} {r['precision']:>5} {p['phase']:>2} {p['median_ms']:>10.1f} "
-                  f"{p['mean_ms']:>9.1f} {peak:>9.2f} {resv:>9.2f}  ok")
+            out(f"{name:>16} {r['precision']:>5} {p['phase']:>2} {p['median_ms']:>10.1f} "
+                f"{p['mean_ms']:>9.1f} {peak:>9.2f} {resv:>9.2f}  ok")
 
 
 if __name__ == "__main__":

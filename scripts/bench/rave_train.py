@@ -1,7 +1,7 @@
 """The real RAVE's `rave train` (acids-rave 2.3.1: scripts/main_cli.py, then scripts/train.py and
 its Lightning 1.9 loop), runnable where some of RAVE's declared requirements cannot be installed.
 
-  python scripts/bench/rave_train.py [--replace-unused-imports] -- ARGS OF `rave train`
+  python scripts/bench/rave_train.py [--replace-unused-imports] [--step_times FILE] -- ARGS OF `rave train`
 
 Where every requirement imports (the oracle venv, scripts/oracle/run.sh's .venv-rave), this is
 exactly `rave train ARGS`. With --replace-unused-imports, for a Python 3.12 machine such as the
@@ -20,6 +20,13 @@ GPU image (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
   own design (which fails with numpy 2 and scipy 1.18) is printed.
 
 What was replaced is printed on the first line, prefixed `rave_train:`.
+
+--step_times FILE adds one Lightning callback to the Trainer that `rave train` builds, and
+changes nothing else: the wall time of every training batch, from one on_train_batch_start to
+the next (so the wait for the next batch from RAVE's DataLoader is included, as in the native
+timing profile's total_batch_time), and the part of it spent waiting (on_train_batch_end to the
+next on_train_batch_start). FILE gets {"step_seconds": [...], "data_seconds": [...]} when
+training ends; the last batch, which has no successor, is not counted.
 """
 import json
 import os
@@ -68,12 +75,45 @@ def prepare(replace):
     return notes
 
 
+def time_steps(path):
+    """Adds the --step_times callback to every pytorch_lightning.Trainer built from now on."""
+    import time
+    import pytorch_lightning as pl
+
+    class StepTimes(pl.Callback):
+        def __init__(self):
+            self.starts, self.ends = [], []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.starts.append(time.perf_counter())
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            self.ends.append(time.perf_counter())
+
+        def on_train_end(self, trainer, module):
+            s, e = self.starts, self.ends
+            doc = {"step_seconds": [b - a for a, b in zip(s, s[1:])],
+                   "data_seconds": [b - a for a, b in zip(e, s[1:])]}
+            with open(path + ".tmp", "w") as f:
+                json.dump(doc, f)
+            os.replace(path + ".tmp", path)
+
+    init = pl.Trainer.__init__
+
+    def trainer_init(self, *args, **kwargs):
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), StepTimes()]
+        init(self, *args, **kwargs)
+    pl.Trainer.__init__ = trainer_init
+
+
 def main():
     argv = sys.argv[1:]
-    replace = "--replace-unused-imports" in argv[:argv.index("--")] if "--" in argv else \
-        "--replace-unused-imports" in argv
+    ours = argv[:argv.index("--")] if "--" in argv else []
     rave_args = argv[argv.index("--") + 1:] if "--" in argv else [a for a in argv if a != "--replace-unused-imports"]
+    replace = "--replace-unused-imports" in (ours if "--" in argv else argv)
     notes = prepare(replace)
+    if "--step_times" in ours:
+        time_steps(ours[ours.index("--step_times") + 1])
     print("rave_train: acids-rave " + version("acids-rave") + ", torch " + version("torch")
           + (" (" + "; ".join(notes) + ")" if notes else ""), flush=True)
     # RAVE's console script: `rave train ...` is scripts.main_cli.main with that argv.

@@ -35,5 +35,8 @@ else
   # Google Benchmark per-op costs (built when libbenchmark-dev is present, as setup.sh installs).
   cmake --build "$BUILD_DIR" -j "${JOBS:-1}" --target op_cost_bench >/dev/null 2>&1 || true
 fi
+# The comparisons with the real RAVE: build-cuda/ and .venv-rave-cpu/ (same LibTorch on both sides);
+# bench.py notes those sections as not run when this fails.
+"$ROOT/scripts/bench/rave_cpu_env.sh" || echo "run.sh: scripts/bench/rave_cpu_env.sh failed; the sections timing the real RAVE are skipped"
 cd "$ROOT"
 exec "$PY" "$ROOT/scripts/bench/bench.py" --build "$BUILD_DIR" "${QUICK[@]}"
