@@ -154,9 +154,11 @@ for arm in one passive active; do
 done
 
 # Overlap: RAVE v2 (16 M generator parameters: many 25 MiB buckets) on 2 ranks, steps 3-4 traced.
+# Without the receptive-field crop: at full size it cuts ~27000 samples each side, nothing left
+# of 32768 (train refuses it, as RAVE fails there); the gradients' buckets are the same.
 V2OUT="$WORK/v2"
 "$BIN/train" --nproc_per_node 2 --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
-  --n_signal 32768 --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
+  --n_signal 32768 --train.valid_signal_crop false --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
 LOCKSTEP_DIR="$WORK" /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
@@ -305,7 +307,7 @@ for caps, text in zip(buckets[0::2], buckets[1::2]):
           f"{100 * med(b, 'comm_wait_share'):.1f} % |")
 # Overlap evidence from the v2 trace of each rank.
 print("\n### Overlap: all-reduce starts while backward is still running\n")
-print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768`, 2 ranks, steps 3–4 traced). Per traced step: the "
+print("RAVE v2 (`--config v2 --batch 1 --n_signal 32768 --train.valid_signal_crop false`, 2 ranks, steps 3–4 traced). Per traced step: the "
       "gradient buckets' `gloo:all_reduce` spans (`gloo:all_gather` for the 1 MiB first bucket, a small "
       "all-reduce), how many started before `gradient_sync_wait` (the end of "
       "autograd's backward, where the trainer starts waiting), and how much of their running time lay before it.\n")
