@@ -60,7 +60,7 @@ run_step() {
     return 0
   fi
   # opt-in: each takes a call of its own
-  [ -z "$ONLY" ] && { [ "$name" = rave_parity ] || [ "$name" = cpu_vs_rave ]; } && return 0
+  [ -z "$ONLY" ] && { [ "$name" = rave_parity ] || [ "$name" = cpu_vs_rave ] || [ "$name" = ddp ]; } && return 0
   # Never past the call's budget: the last 30 s are kept for packing the results.
   local left=$((BUDGET - (SECONDS - T0) - 30))
   [ "$name" = pack ] && left=$((left + 30))
@@ -306,10 +306,22 @@ parity_step() {
 # sections) on this machine's idle cores: the kit's rave_bench and train against RAVE's own
 # training_step and `rave train`, on the image's torch. Only with --only: it needs most of a call.
 cpu_step() {
-  local sizing=(--reps 3 --steps 2)
+  local sizing=(--reps 2 --steps 2 --whole_steps 10)
   [ $REHEARSE = 1 ] && sizing=(--quick --reps 1 --steps 1 --whole_steps 2)
-  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
+  BENCH_HOST_LABEL="the GPU machine's idle cores, scripts/gpu_check.sh --only ...,cpu_vs_rave" \
+    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
     --cuda_build "$WORK" --cuda_lib "" --rave_python "$PY" --json "$WORK/cpu_bench.json" --md "$WORK/cpu_bench.md"
+}
+
+# The data-parallel benchmark (scripts/bench/ddp.sh: 2 ranks × 1 thread against 1, native and
+# the real RAVE under torch's DDP) on this machine's idle cores, fewer repetitions than at home.
+ddp_step() {
+  local sizing=(REPS=2 RAVE_STEPS=100 SSM_STEPS=100 PY_STEPS=10) quick=()
+  [ $REHEARSE = 1 ] && { sizing=(); quick=(--quick); }
+  env "${sizing[@]}" BUILD_DIR="$WORK" RAVE_PYTHON="$PY" HOST_PY="$PY" PYTHONPATH="$SITE_KIT" CUDA_LIB="" SETUP=0 \
+    COMMIT="${TREE_COMMIT:-kit of $(sed -n '1s/.* from //p' "$KIT/MANIFEST.txt")}" HOST="the GPU machine's CPU ($(nproc) cores)" \
+    bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}"
+  cp "$ROOT/scripts/bench/ddp_results.md" "$WORK/ddp_results.md"
 }
 
 pack_step() {
@@ -319,6 +331,7 @@ pack_step() {
   [ -f "$WORK/ours.jsonl" ] && cp "$WORK/ours.jsonl" "$OUT/ours_step.jsonl"
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"
   [ -f "$WORK/cpu_bench.json" ] && cp "$WORK/cpu_bench.json" "$WORK/cpu_bench.md" "$OUT/"
+  [ -f "$WORK/ddp_results.md" ] && cp "$WORK/ddp_results.md" "$OUT/"
   [ -d "$WORK/runs" ] && tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
   # The parity runs without their database and checkpoints: logs, events, summaries, parity_meta.json.
   [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude=parity/db --exclude=parity/audio --exclude='*.ckpt' \
@@ -327,7 +340,7 @@ pack_step() {
 }
 
 export -f env_step libs_step data_step tests_step train_run last_run profiled_step report_step packages_step trace_step \
-  ours_step rave_step parity_step cpu_step pack_step
+  ours_step rave_step parity_step cpu_step ddp_step pack_step
 export ROOT REHEARSE ONLY KIT WORK PY DEVICE BIN KIT_LIB TORCH_LIB SITE SITE_KIT STEPS STEPS_JSON OUT LOG
 run_step environment 60 env_step
 run_step libraries 60 libs_step
@@ -346,6 +359,7 @@ run_step v2_ours 240 ours_step
 run_step v2_rave 240 rave_step
 run_step rave_parity 480 parity_step
 run_step cpu_vs_rave 480 cpu_step
+run_step ddp 480 ddp_step
 run_step pack 60 pack_step
 log "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED) in $((SECONDS - T0)) s$([ $REHEARSE = 1 ] && echo ' (rehearsal)')"
 cat "$STEPS_JSON"

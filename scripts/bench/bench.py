@@ -137,6 +137,12 @@ def bench_environment(runner, build):
     return env
 
 
+def host():
+    """The machine a section ran on (bench.py may run on another host than the page's)."""
+    return {"cpu": sh("lscpu | grep -m1 'Model name' | sed 's/.*: *//'"), "nproc": os.cpu_count(),
+            "label": os.environ.get("BENCH_HOST_LABEL", "")}
+
+
 def rave_step_seconds(name, data):
     """Per-step seconds of a variant: rave_bench's step_seconds, or rave_gpu_step.py's step_ms."""
     if name == "native":
@@ -175,7 +181,8 @@ def bench_native_vs_rave(crunner, rave_py, versions, reps, steps):
                                       "rave_env": {k: env.get(k) for k in ("torch", "acids-rave", "pytorch-lightning",
                                                                            "torchaudio", "numpy", "replaced_imports",
                                                                            "pqmf_prototype", "threads")},
-                                      "rave_parameters": r["rave"]["runs"][-1]["results"][0].get("parameters")}
+                                      "rave_parameters": r["rave"]["runs"][-1]["results"][0].get("parameters"),
+                                      "host": host()}
             log(f"  ratio native/RAVE = {ratio:.3f}")
     return res
 
@@ -313,7 +320,7 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
     db = demo_audio_db(build, crunner.tmp, "run", 20, 2, 65536)
     steps = steps or (8 if quick else 12)
     reps = reps or (2 if quick else 3)
-    res = {"steps": steps, "reps": reps}
+    res = {"steps": steps, "reps": reps, "host": host()}
     names = ("native", "native_w0", "rave")
     for n in names:
         res[n] = {"times": [], "data": [], "loads": []}
@@ -559,6 +566,13 @@ def targets_table(R):
 
 
 # ---------------------------------------------------------------------------------------------
+def host_line(section):
+    h = section.get("host")
+    if not h:
+        return ""
+    return f"Measured on {h['cpu']}, {h['nproc']} cores" + (f" ({h['label']})" if h.get("label") else "") + "."
+
+
 def write_markdown(R, path, quick):
     L = []
     env = R["environment"]
@@ -590,6 +604,7 @@ def write_markdown(R, path, quick):
               "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries; "
               "`scripts/bench/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
               "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).", "",
+              host_line(e0), "",
               "Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "
               "receptive-field crop (at full size it needs more than 32768 samples):", "",
               "| model | threads | native s/step | RAVE s/step | native/RAVE | native phases (fwd / loss / bwd / adam, s) | load (1-min avg) |",
@@ -607,7 +622,7 @@ def write_markdown(R, path, quick):
         L.append("")
     wr = R.get("whole_run")
     if wr and "rave" in wr:
-        L += ["Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
+        L += [host_line(wr), "", "Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
               f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step), on the same "
               "database (written by our `preprocess`, read by RAVE's own `rave/dataset.py`): native `train` with its "
               "loader (default 2 worker threads, and 0 workers = loading on the training thread) vs RAVE's own "

@@ -14,7 +14,11 @@
 # .venv-rave-cpu/. Environment: BUILD_DIR (default build-cuda; its bin/ has train and
 # preprocess), RAVE_PYTHON (default .venv-rave-cpu/bin/python), CUDA_LIB (default
 # /usr/local/cuda/lib64, put before LD_LIBRARY_PATH: libtorch_cuda.so links the toolkit's
-# libraries; empty leaves LD_LIBRARY_PATH alone), REPS, RAVE_STEPS, SSM_STEPS, PY_STEPS, WORKERS.
+# libraries; empty leaves LD_LIBRARY_PATH alone), REPS, RAVE_STEPS, SSM_STEPS, PY_STEPS, WORKERS;
+# and, where the tree is not a git checkout with the setup scripts' machine behind it (the GPU
+# machine's cores, scripts/gpu_check.sh's ddp step): SETUP=0 (do not run rave_cpu_env.sh),
+# HOST_PY (the Python for the summaries, standard library only; default /usr/bin/python3),
+# COMMIT (default: git describe of the tree), HOST (what the Markdown calls the machine).
 #
 # Throughput: examples per second of the whole job over the training loop (no validation, no
 # checkpoints), from training_summary.json (total_steps · batch · world_size /
@@ -30,7 +34,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # The tree the figures come from, taken before anything (the results file among it) is written.
-COMMIT="$(git -C "$ROOT" describe --always --dirty --abbrev=7)"
+COMMIT="${COMMIT:-$(git -C "$ROOT" describe --always --dirty --abbrev=7)}"
+HOST_PY="${HOST_PY:-/usr/bin/python3}"
+SETUP="${SETUP:-1}"
 BIN="${BUILD_DIR:-$ROOT/build-cuda}/bin"
 RAVE_PYTHON="${RAVE_PYTHON:-$ROOT/.venv-rave-cpu/bin/python}"
 CUDA_LIB="${CUDA_LIB-/usr/local/cuda/lib64}"
@@ -45,7 +51,7 @@ WORKERS="${WORKERS:-0}"
 if [[ "${1:-}" == "--quick" ]]; then REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; fi
 # build-cuda/bin/{train,preprocess} and the venv with the real RAVE (idempotent); the setup
 # scripts (scripts/setup.sh) through check_cuda_build.sh.
-"$ROOT/scripts/bench/rave_cpu_env.sh" >&2
+[[ "$SETUP" == 1 ]] && "$ROOT/scripts/bench/rave_cpu_env.sh" >&2
 [[ -n "$CUDA_LIB" ]] && export LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_WAIT_POLICY=PASSIVE
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
@@ -66,7 +72,7 @@ native() {
   [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
   "$BIN/train" $launch --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
     --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" "$@" >/dev/null 2>&1
-  /usr/bin/python3 - "$out" <<'PY'
+  "$HOST_PY" - "$out" <<'PY'
 import glob, json, sys
 s = json.load(open(glob.glob(sys.argv[1] + "/*/training_summary.json")[0]))
 d = s.get("distributed", {})
@@ -89,7 +95,7 @@ pair() {
   b="$(mktemp "$WORK/pair.XXXXXX")"
   native "$@" >"$a" & native "$@" >"$b"
   wait
-  /usr/bin/python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print(json.dumps({"eps": a["eps"]+b["eps"], "step_eps": a["step_eps"]+b["step_eps"]}))' "$a" "$b"
+  "$HOST_PY" -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print(json.dumps({"eps": a["eps"]+b["eps"], "step_eps": a["step_eps"]+b["step_eps"]}))' "$a" "$b"
 }
 
 # Rows: tiny_rave, s5_maze (SyncBatchNorm, the default) and s5_maze_local
@@ -161,7 +167,7 @@ V2OUT="$WORK/v2"
   --n_signal 32768 --train.valid_signal_crop false --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
-LOCKSTEP_DIR="$WORK" /usr/bin/python3 - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
+LOCKSTEP_DIR="$WORK" "$HOST_PY" - "$ROOT" "$V2OUT" "$REPS" "$RAVE_STEPS" "$SSM_STEPS" "$PY_STEPS" \
   "$COMMIT" "$WORKERS" "$OPS" \
   "${RESULT[tiny_rave.one]}" "${RESULT[tiny_rave.two]}" "${RESULT[tiny_rave.py1]}" "${RESULT[tiny_rave.py2]}" "${RESULT[tiny_rave.ind]}" "${RESULT[tiny_rave.pas]}" "${RESULT[tiny_rave.ring]}" "${RESULT[tiny_rave.loop]}" \
   "${RESULT[s5_maze.one]}" "${RESULT[s5_maze.two]}" "${RESULT[s5_maze.py1]}" "${RESULT[s5_maze.py2]}" "${RESULT[s5_maze.ind]}" "${RESULT[s5_maze.pas]}" "${RESULT[s5_maze.ring]}" "${RESULT[s5_maze.loop]}" \
@@ -178,8 +184,9 @@ py_rave = runs(res[2])[0]
 torch_version = py_rave["torch"].split("+")[0]
 rave_version = py_rave["sizes"]["rave"].split()[-1]
 pl_version = py_rave["sizes"]["pytorch_lightning"]
-print("## Data-parallel training: 2 ranks vs 1 on this 2-core machine\n")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+host = os.environ.get("HOST") or f"this {os.cpu_count()}-core machine"
+print(f"## Data-parallel training: 2 ranks vs 1 on {host}\n")
 print(f"CPU: {cpu}, {os.cpu_count()} cores. Ratios are what to compare across hosts; absolute figures differ by host.\n")
 print(f"`scripts/bench/ddp.sh` (commit {sha}): `train --nproc_per_node 2` vs one process, 1 intra-op thread "
       f"per rank and `--workers {workers}` (loading on the training thread: one core per rank), the config's batch per "
