@@ -320,7 +320,7 @@ ddp_step() {
   [ $REHEARSE = 1 ] && { sizing=(); quick=(--quick); }
   env "${sizing[@]}" BUILD_DIR="$WORK" RAVE_PYTHON="$PY" HOST_PY="$PY" PYTHONPATH="$SITE_KIT" CUDA_LIB="" SETUP=0 \
     COMMIT="${TREE_COMMIT:-kit of $(sed -n '1s/.* from //p' "$KIT/MANIFEST.txt")}" HOST="the GPU machine's CPU ($(nproc) cores)" \
-    bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}"
+    bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}" || return 1
   cp "$ROOT/scripts/bench/ddp_results.md" "$WORK/ddp_results.md"
 }
 

@@ -328,7 +328,7 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
     for r in range(reps):
         for workers, name in ((2, "native"), (0, "native_w0")):
             out = os.path.join(crunner.tmp, f"runs_{name}_{r}")
-            argv = [os.path.join(cuda_build, "bin", "train"), "--config", "v2", "--db_path", db, "--out_path", out,
+            argv = [os.path.join(cuda_build, "bin", "train"), "--device", "cpu", "--config", "v2", "--db_path", db, "--out_path", out,
                     "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
                     "--data.workers", str(workers), "--train.valid_signal_crop", "false",
                     "--enable_timing_profiling", "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]

@@ -70,8 +70,9 @@ native() {
   out="$(mktemp -d "$WORK/runs.XXXXXX")"
   local launch=""
   [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
-  "$BIN/train" $launch --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
-    --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" "$@" >/dev/null 2>&1
+  "$BIN/train" $launch --device cpu --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
+    --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" "$@" >"$out.log" 2>&1 ||
+    { echo "ddp.sh: train --config $cfg ($nproc rank(s)) failed; the end of its output:" >&2; tail -20 "$out.log" >&2; exit 1; }
   "$HOST_PY" - "$out" <<'PY'
 import glob, json, sys
 s = json.load(open(glob.glob(sys.argv[1] + "/*/training_summary.json")[0]))
@@ -154,7 +155,7 @@ OPS="$WORK/ops"
 for arm in one passive active; do
   launch=(--nproc_per_node 2 --train.distributed.wait "$arm")
   [[ "$arm" == one ]] && launch=()
-  "$BIN/train" "${launch[@]}" --config tiny_rave --db_path "$WORK/adb" --out_path "$OPS/$arm" --threads 1 \
+  "$BIN/train" "${launch[@]}" --device cpu --config tiny_rave --db_path "$WORK/adb" --out_path "$OPS/$arm" --threads 1 \
     --max_steps 60 --val_every 1000000 --save_every 1000000 --log_every 60 --workers "$WORKERS" --enable_profiling \
     --profile_steps 20 --profiling.skip_first 30 --profiling.warmup 1 >/dev/null 2>&1
 done
@@ -163,7 +164,7 @@ done
 # Without the receptive-field crop: at full size it cuts ~27000 samples each side, nothing left
 # of 32768 (train refuses it, as RAVE fails there); the gradients' buckets are the same.
 V2OUT="$WORK/v2"
-"$BIN/train" --nproc_per_node 2 --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
+"$BIN/train" --nproc_per_node 2 --device cpu --config v2 --db_path "$WORK/adb32" --out_path "$V2OUT" --threads 1 --batch 1 \
   --n_signal 32768 --train.valid_signal_crop false --max_steps 5 --val_every 1000000 --save_every 1000000 --log_every 5 --enable_profiling \
   --profile_steps 2 --profiling.skip_first 2 --profiling.warmup 1 >/dev/null 2>&1
 
