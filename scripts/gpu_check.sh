@@ -306,7 +306,8 @@ parity_step() {
 # sections) on this machine's idle cores: the kit's rave_bench and train against RAVE's own
 # training_step and `rave train`, on the image's torch. Only with --only: it needs most of a call.
 cpu_step() {
-  local sizing=(--reps 2 --steps 2 --whole_steps 10)
+  # CPU_BENCH_SIZING: bench.py's sizing flags instead of these (a call with less time left).
+  local sizing=(${CPU_BENCH_SIZING:---reps 2 --steps 2 --whole_steps 10})
   [ $REHEARSE = 1 ] && sizing=(--quick --reps 1 --steps 1 --whole_steps 2)
   BENCH_HOST_LABEL="the GPU machine's idle cores, scripts/gpu_check.sh --only ...,cpu_vs_rave" \
     PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \

@@ -19,7 +19,9 @@ import re
 import shlex
 import shutil
 import statistics
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -747,6 +749,7 @@ def main():
                     "which libtorch_cuda.so links); empty: leave LD_LIBRARY_PATH as it is")
     ap.add_argument("--reps", type=int, help="repetitions of the interleaved sections (default 3; --quick 2)")
     ap.add_argument("--steps", type=int, help="timed steps per process in the step sections (default 3; --quick 1)")
+    ap.add_argument("--versions", help="comma list of RAVE versions for the step sections (default v2,v3; --quick v2)")
     ap.add_argument("--whole_steps", type=int, help="timed steps per whole run (default 12; --quick 8)")
     ap.add_argument("--rave_python", default=os.path.join(ROOT, ".venv-rave-cpu", "bin", "python"),
                     help="the Python with the real RAVE on that same torch (scripts/bench/rave_cpu_env.sh)")
@@ -759,6 +762,8 @@ def main():
     ap.add_argument("--render_only", action="store_true",
                     help="rewrite BENCHMARKS.md from the results JSON, the fragments and the notes (no measurement)")
     a = ap.parse_args()
+    # A run cut by `timeout` (gpu_check.sh's step limit) still writes the sections it finished.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.render_only:
         R = json.load(open(a.json))
         notes = json.load(open(a.notes)) if os.path.exists(a.notes) else {}
@@ -793,6 +798,7 @@ def main():
     t_start = time.time()
     # --quick: v2 only, one timed step per process (a full-size v2 step is ~12 s of CPU here).
     versions = ["v2"] if a.quick else ["v2", "v3"]
+    versions = a.versions.split(",") if a.versions else versions
     reps, steps = (2, 1) if a.quick else (3, 3)
     reps, steps = a.reps or reps, a.steps or steps
     try:
