@@ -217,6 +217,11 @@ TEST(JsonListFile, RotationKeepsAtMostPartsFilesOfPartBytesAndReadsThemAsOne) {
   EXPECT_LT(total, 3u * (part_bytes + 400));
   const Json all = read_profile_entries(path);
   ASSERT_FALSE(all.empty());
+  // Every file kept is read, the oldest part first: profile-report sees all of it.
+  size_t held = read_json(path).size();
+  for (const auto& p : parts) held += read_json(p).size();
+  ASSERT_EQ(all.size(), held) << "the parts are not read with the file";
+  EXPECT_EQ(all.front().at("step"), read_json(parts.front()).front().at("step"));
   EXPECT_EQ(all.back().at("step"), 999);
   for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i].at("step"), all[i - 1].at("step").get<int64_t>() + 1);
   // A resume at step 900 drops the later steps from every file, parts included.
