@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
+#include <utility>
 
 #include "util/error.h"
 #include "util/json.h"
@@ -47,9 +49,20 @@ class TemporaryFile {
     if (!committed_) ::unlink(tmp_.c_str());
   }
 
-  void append(const std::string& text) {
+  void append(std::string_view text) {
     buffer_ += text;
+    size_ += static_cast<int64_t>(text.size());
     if (buffer_.size() >= (1u << 20)) write_buffer();
+  }
+
+  // The bytes appended so far; rewind(size()) later drops what was appended since.
+  int64_t size() const { return size_; }
+  void rewind(int64_t size) {
+    write_buffer();
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 || ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
+      throw Error(write_failure(out_, "truncate", errno));
+    }
+    size_ = size;
   }
 
   void commit() {
@@ -82,22 +95,45 @@ class TemporaryFile {
 
   fs::path out_, tmp_;
   int fd_ = -1;
+  int64_t size_ = 0;
   bool committed_ = false;
   std::string buffer_;
 };
 
-// The entry lines of one list file as the writer wrote them ("  {…}" without the separating
-// comma), appended to `lines`; false, appending nothing, when a line is neither an entry nor a
-// bracket of the list (a file cut short, or one in another layout).
-bool entry_lines(const fs::path& file, std::string* lines, int64_t* count) {
+// The list being written: "[\n", entries joined by ",\n", "\n]\n" ("[]\n" when none).
+class ListWriter {
+ public:
+  explicit ListWriter(TemporaryFile& tmp) : tmp_(tmp) {}
+  void entry(std::string_view text) {
+    tmp_.append(entries_ == 0 ? "[\n  " : ",\n  ");
+    tmp_.append(text);
+    ++entries_;
+  }
+  void finish() { tmp_.append(entries_ == 0 ? "[]\n" : "\n]\n"); }
+  int64_t entries() const { return entries_; }
+  // Where the list stands, to go back to (the file's bytes and the entry count).
+  std::pair<int64_t, int64_t> mark() const { return {tmp_.size(), entries_}; }
+  void rewind(const std::pair<int64_t, int64_t>& m) {
+    tmp_.rewind(m.first);
+    entries_ = m.second;
+  }
+
+ private:
+  TemporaryFile& tmp_;
+  int64_t entries_ = 0;
+};
+
+// Copies the entry lines of one list file, as the writer wrote them ("  {…}," or "  {…}"), into
+// `list` one line at a time; false at the first line that is neither an entry nor a bracket of
+// the list (a line cut short, or a file in another layout), the caller then rewinds.
+bool copy_entry_lines(const fs::path& file, ListWriter& list) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error("cannot read '" + file.string() + "': " + std::strerror(errno));
-  std::string text, line;
-  int64_t n = 0;
+  std::string line;
   while (std::getline(in, line)) {
     const size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
-    size_t last = line.find_last_not_of(" \t\r,");
+    const size_t last = line.find_last_not_of(" \t\r,");
     const std::string_view entry(line.data() + first, last == std::string::npos || last < first ? 0 : last - first + 1);
     if (entry == "[" || entry == "]" || entry == "[]") continue;
     try {
@@ -105,14 +141,9 @@ bool entry_lines(const fs::path& file, std::string* lines, int64_t* count) {
     } catch (const std::exception&) {
       return false;
     }
-    text += "  ";
-    text += entry;
-    text += '\n';
-    ++n;
+    list.entry(entry);
   }
   if (in.bad()) throw Error("cannot read '" + file.string() + "': " + std::strerror(errno));
-  *lines += text;
-  *count += n;
   return true;
 }
 
@@ -132,35 +163,22 @@ ProfileListExport export_profile_list(const fs::path& profile, const fs::path& o
   ProfileListExport done;
   done.written = out;
   TemporaryFile tmp(out);
-  bool first = true;
+  ListWriter list(tmp);
   for (const auto& f : files) {
-    std::string lines;
-    int64_t count = 0;
-    if (!entry_lines(f, &lines, &count)) {
-      // Not one entry per line: the reader that takes any JSON list, or the complete lines of
-      // one cut short (naming it in `notes`).
-      lines.clear();
-      count = 0;
+    const auto mark = list.mark();
+    if (!copy_entry_lines(f, list)) {
+      // Not one entry per line: what this file added goes, and the reader that takes any JSON
+      // list, or the complete lines of one cut short (naming it in `notes`), reads it whole.
+      list.rewind(mark);
       for (const Json& e : read_profile_list_file(f, notes)) {
-        lines += "  " + e.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
-        ++count;
+        list.entry(e.dump(-1, ' ', false, Json::error_handler_t::replace));
       }
     }
     ++done.files;
-    // "  {…}\n" lines become the list's "  {…},\n" lines: every newline but the list's last
-    // gets its comma when the next line is written.
-    size_t begin = 0;
-    while (begin < lines.size()) {
-      const size_t end = lines.find('\n', begin);
-      tmp.append(first ? "[\n" : ",\n");
-      tmp.append(lines.substr(begin, end - begin));
-      first = false;
-      begin = end + 1;
-    }
-    done.entries += count;
   }
-  tmp.append(first ? "[]\n" : "\n]\n");
+  list.finish();
   tmp.commit();
+  done.entries = list.entries();
   return done;
 }
 

@@ -20,9 +20,10 @@ struct ProfileListExport {
 
 // Writes every entry of the profile at `profile` (its parts <stem>.part<K><ext> oldest first,
 // then the file itself; `profile` may be the plain-name link to rank 0's file) to `out` as one
-// JSON list, one entry per line. Reads one line at a time, so memory stays small however long
-// the profile; a file cut short by a killed writer gives its complete lines, with a note in
-// `notes` naming it (as read_profile_entries). Atomic as write_file_atomic: the entries go to
+// JSON list, one entry per line. The writer's files are copied one line at a time, so memory
+// stays small however long the profile; a file cut short by a killed writer, or a list in
+// another layout, is read whole by read_profile_list_file instead (its complete entries, with a
+// note in `notes` naming a file cut short). Atomic as write_file_atomic: the entries go to
 // "<out>.tmp.<pid>", which is fsynced and renamed over `out`; on any error the temporary file is
 // removed and a previous `out` is unchanged.
 // Throws rt::Error naming the file: when the profile has neither parts nor the file, when `out`

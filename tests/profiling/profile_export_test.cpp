@@ -135,6 +135,27 @@ TEST(ProfileListExport, AFileCutShortGivesItsCompleteEntriesWithANote) {
   EXPECT_NE(notes[0].find("was cut short while being written"), std::string::npos) << notes[0];
 }
 
+// A part in another layout (a list written whole, entries over several lines) is read whole;
+// the entries of the files before and after it stay in order.
+TEST(ProfileListExport, APartInAnotherLayoutIsReadWhole) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "timing_profile.json";
+  {
+    TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 1});
+    for (int64_t s = 2; s < 5; ++s) writer.record(timing_entry(s));
+  }
+  write_file_atomic(profile_part_path(path, 1), Json::array({{{"step", 0}}, {{"step", 1}, {"note", "a, b"}}}).dump(2));
+  const fs::path out = dir / "out" / "timing_profile.json";
+  std::vector<std::string> notes;
+  EXPECT_EQ(export_profile_list(path, out, &notes).entries, 5);
+  EXPECT_TRUE(notes.empty());
+  const std::string text = read_file(out);
+  expect_single_list_layout(text, 5);
+  const Json list = Json::parse(text);
+  for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(list[static_cast<size_t>(s)].at("step"), s);
+  EXPECT_EQ(list[1].at("note"), "a, b");
+}
+
 // The list never replaces one of the files it is read from, and a failed export leaves the
 // previous list as it was.
 TEST(ProfileListExport, RefusesToWriteOverItsOwnPartsAndKeepsThePreviousListOnFailure) {
