@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "util/error.h"
+#include "profiling/report/export_lists.h"
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"
@@ -12,7 +13,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"profile-report: time breakdown, bottleneck, memory growth and top operators of a training run",
                "profile-report"};
-  std::string run_dir, other_dir, plots_dir;
+  std::string run_dir, other_dir, plots_dir, export_dir;
   bool json = false;
   int top = 10;
   app.add_option("RUN_DIR", run_dir, "run directory written by train (or <out_path>/latest)")->required();
@@ -22,6 +23,13 @@ int main(int argc, char** argv) {
                                "write memory_plot.png and step_time_plot.png (gnuplot) into DIR (default: RUN_DIR)")
                     ->expected(0, 1);
   app.add_option("--top", top, "operators listed from the trace(s)")->check(CLI::PositiveNumber);
+  auto* export_list =
+      app.add_option("--export_list", export_dir,
+                     "instead of the report: write timing_profile.json and memory_profile.json (and each rank's) "
+                     "into DIR as one JSON list each, every rotated part in order, the list format the profiling "
+                     "guides read whole")
+          ->type_name("DIR");
+  export_list->excludes("--compare")->excludes("--json")->excludes(plots);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,6 +37,15 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (export_list->count() > 0) {
+      std::vector<std::string> notes;
+      for (const auto& e : rt::report::export_profile_lists(run_dir, export_dir, &notes)) {
+        std::cout << "exported: " << e.written.string() << " (" << e.entries << " entries from " << e.files
+                  << (e.files == 1 ? " file" : " files") << ")\n";
+      }
+      for (const auto& n : notes) std::cerr << "note: " << n << "\n";
+      return 0;
+    }
     rt::report::ReportOptions options;
     options.top_ops = top;
     const auto a = rt::report::analyse_run(run_dir, options);

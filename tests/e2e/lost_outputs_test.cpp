@@ -71,6 +71,38 @@ TEST_F(LostOutputs, AFinalLastCkptThatCannotBeWrittenFailsTheRun) {
   EXPECT_FALSE(contains(r.output, ".tmp.")) << "a temporary file was left:\n" << r.output;
 }
 
+// A disk that fills while the run trains: at the end neither last.ckpt nor a new summary fits.
+// The summary's final status is written over the "running" file in place, in blocks it already
+// holds, so after the process ended it does not say "running". Before: it stayed "running".
+TEST_F(LostOutputs, ASummaryThatCannotBeWrittenWholeDoesNotStayRunning) {
+  const fs::path disk = dir_->path() / "full_disk";
+  fs::create_directories(disk);
+  auto probe = run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
+  if (probe.exit_code != 0) GTEST_SKIP() << "cannot mount a small tmpfs here (unshare -rm): " << probe.output;
+  const fs::path out = disk / "runs", log = dir_->path() / "full_disk.log";  // the log beside the disk
+  // The run trains until the disk is full, then gets SIGTERM: its final writes meet a full disk.
+  write_file_atomic(dir_->path() / "full_disk.sh",
+                    "mount -t tmpfs -o size=32m none " + quote(disk.string()) + " || exit 3\n" +
+                        tiny_train_command(db_, out, "--max_steps 100000 --log_every 1 --save_every 100000 --val_every 100000") +
+                        " > " + quote(log.string()) + " 2>&1 &\npid=$!\ni=0\n" +
+                        "while ! grep -q '^step 3' " + quote(log.string()) +
+                        "; do sleep 0.1; i=$((i+1)); [ $i -gt 3000 ] && break; done\n" +
+                        "dd if=/dev/zero of=" + quote((disk / "filler").string()) + " bs=64k 2>/dev/null\n" +
+                        "dd if=/dev/zero of=" + quote((disk / "filler2").string()) + " bs=4k 2>/dev/null\n" +
+                        "kill -TERM $pid\nwait $pid\nrc=$?\necho \"--- rc $rc\"\ncat " + quote(log.string()) +
+                        "\necho '--- summary'\ncat " + quote(out.string()) + "/*/training_summary.json\n");
+  auto r = run_command("unshare -rm sh " + quote((dir_->path() / "full_disk.sh").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--- rc 1\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "holds the final status only")) << r.output;
+  const auto summary_at = r.output.find("--- summary");
+  ASSERT_NE(summary_at, std::string::npos) << r.output;
+  const std::string summary = r.output.substr(summary_at);
+  EXPECT_FALSE(contains(summary, "\"running\"")) << summary;
+  EXPECT_TRUE(contains(summary, "\"status\": \"failed: ")) << summary;
+  EXPECT_TRUE(contains(summary, "(training_summary.json could not be written whole)")) << summary;
+}
+
 TEST_F(LostOutputs, ATraceThatCannotBeWrittenFailsTheRunNamingIt) {
   // The trace goes into profiling.output_dir; a directory that vanishes under the run (replaced
   // by a file) makes the trace's write fail at the end of its window.

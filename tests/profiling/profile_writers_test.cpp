@@ -163,16 +163,24 @@ TEST(JsonListFile, FlushCostWithThousandsOfEntries) {
 
 // The profile streams to disk: the writer's heap does not grow with the entries written.
 // Before: the whole list was kept in memory (360 bytes a step; gigabytes over a week-long run).
+// The bytes malloc hands out: its arena's chunks (uordblks) and the chunks it maps on their own
+// (hblkhd). A string of the whole profile, past the mmap threshold, lives in the second only: a
+// count of uordblks alone did not see the entries the writer kept before d0b1dc2.
+size_t heap_bytes() {
+  const auto m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
 TEST(JsonListFile, HeapStaysFlatWhileTheFileGrows) {
   testing::ScratchDir dir;
   const fs::path path = dir / "timing_profile.json";
   TimingProfileWriter writer(path, 1, FlushPolicy{3600.0, 1000}, RotationPolicy{0, 8});
   for (int64_t s = 0; s < 2000; ++s) writer.record(timing_entry(s));
   writer.flush();
-  const size_t heap_before = mallinfo2().uordblks;
+  const size_t heap_before = heap_bytes();
   for (int64_t s = 2000; s < 200'000; ++s) writer.record(timing_entry(s));
   writer.flush();
-  const size_t heap_after = mallinfo2().uordblks;
+  const size_t heap_after = heap_bytes();
   const auto file = fs::file_size(path);
   std::cout << "[ figures  ] 198000 entries: file +" << file / 1024 << " KiB, heap " << heap_before / 1024 << " → "
             << heap_after / 1024 << " KiB\n";
@@ -209,6 +217,11 @@ TEST(JsonListFile, RotationKeepsAtMostPartsFilesOfPartBytesAndReadsThemAsOne) {
   EXPECT_LT(total, 3u * (part_bytes + 400));
   const Json all = read_profile_entries(path);
   ASSERT_FALSE(all.empty());
+  // Every file kept is read, the oldest part first: profile-report sees all of it.
+  size_t held = read_json(path).size();
+  for (const auto& p : parts) held += read_json(p).size();
+  ASSERT_EQ(all.size(), held) << "the parts are not read with the file";
+  EXPECT_EQ(all.front().at("step"), read_json(parts.front()).front().at("step"));
   EXPECT_EQ(all.back().at("step"), 999);
   for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i].at("step"), all[i - 1].at("step").get<int64_t>() + 1);
   // A resume at step 900 drops the later steps from every file, parts included.
