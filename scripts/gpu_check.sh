@@ -309,8 +309,10 @@ cpu_step() {
   # CPU_BENCH_SIZING: bench.py's sizing flags instead of these (a call with less time left).
   local sizing=(${CPU_BENCH_SIZING:---reps 2 --steps 2 --whole_steps 10})
   [ $REHEARSE = 1 ] && sizing=(--quick --reps 1 --steps 1 --whole_steps 2)
+  # exec: run_step's timeout signals this shell, which must be bench.py itself for its SIGTERM
+  # handler to write the sections it finished.
   BENCH_HOST_LABEL="the GPU machine's idle cores, scripts/gpu_check.sh --only ...,cpu_vs_rave" \
-    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
+    PYTHONPATH="$SITE_KIT" exec "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
     --cuda_build "$WORK" --cuda_lib "" --rave_python "$PY" --json "$WORK/cpu_bench.json" --md "$WORK/cpu_bench.md"
 }
 
