@@ -10,15 +10,11 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/write_failure.h"
 
 namespace rt {
-namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Why writing `path` failed with `err`, in the words a user acts on: a full disk and a file
-// size limit are named as such; anything else names the failing call.
-std::string write_failure(const std::filesystem::path& path, const char* call, int err) {
+std::string write_failure_message(const std::filesystem::path& path, const char* call, int err) {
   const std::string why = std::strerror(err);
   std::string what;
   if (err == ENOSPC || err == EDQUOT) {
@@ -30,6 +26,10 @@ std::string write_failure(const std::filesystem::path& path, const char* call, i
   }
   return what + "; the previous file, if any, is unchanged";
 }
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
 
 void fsync_directory(const std::filesystem::path& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -60,7 +60,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
       const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error(write_failure(path, "write", err));
+      throw Error(write_failure_message(path, "write", err));
     }
     p += n;
     left -= static_cast<size_t>(n);
@@ -69,12 +69,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     const int err = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(write_failure(path, "flush", err));
+    throw Error(write_failure_message(path, "flush", err));
   }
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error(write_failure(path, "flush", err));
+    throw Error(write_failure_message(path, "flush", err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();

@@ -12,25 +12,12 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/profile_files.h"
+#include "util/write_failure.h"
 
 namespace rt {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The same words as write_file_atomic's for a full disk and a file size limit.
-std::string write_failure(const fs::path& path, const char* call, int err) {
-  const std::string why = std::strerror(err);
-  std::string what;
-  if (err == ENOSPC || err == EDQUOT) {
-    what = "disk full while writing '" + path.string() + "' (" + why + ")";
-  } else if (err == EFBIG) {
-    what = "file size limit reached while writing '" + path.string() + "' (" + why + "; see ulimit -f)";
-  } else {
-    what = "cannot " + std::string(call) + " '" + path.string() + "': " + why;
-  }
-  return what + "; the previous file, if any, is unchanged";
-}
 
 // "<out>.tmp.<pid>", written in blocks, fsynced and renamed over `out` by commit(); removed by
 // the destructor when not committed.
@@ -40,7 +27,7 @@ class TemporaryFile {
     std::error_code ec;
     if (!out_.parent_path().empty()) fs::create_directories(out_.parent_path(), ec);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error(write_failure(out_, "create", errno));
+    if (fd_ < 0) throw Error(write_failure_message(out_, "create", errno));
   }
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
@@ -60,18 +47,18 @@ class TemporaryFile {
   void rewind(int64_t size) {
     write_buffer();
     if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 || ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
-      throw Error(write_failure(out_, "truncate", errno));
+      throw Error(write_failure_message(out_, "truncate", errno));
     }
     size_ = size;
   }
 
   void commit() {
     write_buffer();
-    if (::fsync(fd_) != 0) throw Error(write_failure(out_, "fsync", errno));
+    if (::fsync(fd_) != 0) throw Error(write_failure_message(out_, "fsync", errno));
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) throw Error(write_failure(out_, "close", errno));
-    if (::rename(tmp_.c_str(), out_.c_str()) != 0) throw Error(write_failure(out_, "rename", errno));
+    if (::close(fd) != 0) throw Error(write_failure_message(out_, "close", errno));
+    if (::rename(tmp_.c_str(), out_.c_str()) != 0) throw Error(write_failure_message(out_, "rename", errno));
     committed_ = true;
     const fs::path dir = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
     const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -87,7 +74,7 @@ class TemporaryFile {
     while (done < buffer_.size()) {
       const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw Error(write_failure(out_, "write", n < 0 ? errno : EIO));
+      if (n <= 0) throw Error(write_failure_message(out_, "write", n < 0 ? errno : EIO));
       done += static_cast<size_t>(n);
     }
     buffer_.clear();
