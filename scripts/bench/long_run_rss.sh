@@ -15,12 +15,15 @@ STEPS="${1:-1000000}"
 PART_MB="${PART_MB:-64}"
 PARTS="${PARTS:-8}"
 MEMORY="${MEMORY:-0}"
+# The tree the figures come from, taken before tee truncates the results file (which would
+# make every run read as -dirty).
+REV="$(git -C "$ROOT" describe --always --dirty)"
 WORK="$(mktemp -d /tmp/long_run.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 "$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 32 --trials 64 --seed 1 >/dev/null
 "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
 
-/usr/bin/python3 - "$BIN" "$WORK" "$STEPS" "$PART_MB" "$PARTS" "$MEMORY" "$(git -C "$ROOT" describe --always --dirty)" <<'PY' | tee "$ROOT/scripts/bench/long_run_rss_results.md"
+/usr/bin/python3 - "$BIN" "$WORK" "$STEPS" "$PART_MB" "$PARTS" "$MEMORY" "$REV" <<'PY' | tee "$ROOT/scripts/bench/long_run_rss_results.md"
 import glob, os, subprocess, sys, time
 bin_dir, work, steps, part_mb, parts, memory, rev = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1", sys.argv[7]
 argv = [os.path.join(bin_dir, "train"), "--config", "tiny_ssm", "--db_path", os.path.join(work, "ndb"),
