@@ -589,7 +589,10 @@ def write_markdown(R, path, quick):
           "itself; higher means something else ran). OpenMP wait policy for the sections "
           f"bench.py runs: `{env.get('omp_wait_policy') or 'unset (libgomp default: spin, then sleep)'}`; "
           "the folded scripts (profiling, tracing, s5_maze) export `OMP_WAIT_POLICY=PASSIVE` unless it is set. "
-          "Spreads between identical runs are several % on this VM: compare medians.", ""]
+          "Spreads between identical runs are several % on this VM: compare medians."
+          + (f" This run measured only `--only {R['only']}`; the other sections come from the run of "
+             f"{R['environment_previous'].get('date')} ({'--quick' if R.get('quick_previous') else 'full'})."
+             if R.get("only") and R.get("environment_previous") else ""), ""]
     L += targets_table(R)
     nvr = R.get("native_vs_rave", {})
     if nvr:
@@ -791,6 +794,8 @@ def main():
                          "equivalence", "native_vs_python"):
                 R[k] = v
         R["environment_previous"] = prev.get("environment")
+        R["quick_previous"] = prev.get("quick_previous", prev.get("quick")) if prev.get("only") else prev.get("quick")
+        R["only"] = ",".join(sorted(only))
     if os.path.exists(a.notes):
         notes = json.load(open(a.notes))
         R["notes"] = notes.get("notes", [])
