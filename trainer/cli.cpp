@@ -7,6 +7,7 @@
 #include <set>
 
 #include "trainer/config_reference.h"
+#include "trainer/config_stack.h"
 #include "trainer/config_value.h"
 #include "util/error.h"
 
@@ -16,7 +17,8 @@ namespace {
 const char* kFooter =
     R"(Config keys: every key of the [model] [data] [train] [profiling] sections can be set with
   --section.key VALUE | --section.key=VALUE | section.key=VALUE | --override section.key=VALUE
-Precedence: built-in defaults < --config file < flags and overrides in command-line order (later wins).
+Precedence: built-in defaults < --config files (repeatable, stacked in order) < flags and overrides in
+  command-line order (later wins).
 Bools: true/false/True/False/1/0/yes/no/on/off; a bare bool flag (--profiling.record_shapes) means true.
 Lists: --model.ratios [4,4,2] (or 4,4,2); lists of lists: --model.dilations [[1,3,9],[1,3]].
 `train --config NAME --print_config` prints every key with its value, meaning, range and default.
@@ -45,10 +47,13 @@ struct Parser {
 
   Parser() {
     app.set_help_flag("-h,--help", "Print this help and exit");
-    app.footer(std::string(kFooter) + family_keys_help());
-    config = app.add_option("--config", "Config file path, or a name (v3, v3.toml) looked up in configs/")
+    app.footer(std::string(kFooter) + rave_configs_help() + family_keys_help());
+    config = app.add_option("--config",
+                            "Config file path, or a name (v3, v3.toml) looked up in configs/; repeatable: later "
+                            "files overlay earlier ones key by key, as RAVE stacks gin files (--config v2 "
+                            "--config causal)")
                  ->type_name("PATH|NAME")
-                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--config");
     for (const auto& spec : config_schema()) {
       if (spec.flag.empty()) continue;
@@ -221,10 +226,14 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
   }
 
   Config& config = result.config;
+  ConfigStack stack;
   if (p.config->count() > 0) {
-    result.config_path = find_config_file(p.config->results().back(), config_dirs);
-    result.config_name = result.config_path.stem().string();
-    config.merge_toml_file(result.config_path);
+    std::vector<std::string> names = p.config->results();
+    stack = ConfigStack::merge(names, config_dirs, config);
+    result.config_path = stack.top_level().back();
+    result.config_name = stack.name();
+    result.config_files = stack.top_level();
+    config.set_stack_name(stack.name());
   }
   std::map<CLI::Option*, size_t> seen;
   for (CLI::Option* o : p.app.parse_order()) {
@@ -244,6 +253,7 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
   if (config.get_string("train.name").empty()) {
     config.set("train.name", result.config_name.empty() ? "run" : result.config_name, "--config (file name)");
   }
+  stack.check(config);
   config.finalize();
   result.summary = p.summary->count() > 0;
   result.print_config = p.print_config->count() > 0;

@@ -2,7 +2,8 @@
 // styles, resolved into one Config. Parsing never exits the process: the caller prints help,
 // the config or the model summary as the returned flags say.
 //
-// Precedence: built-in defaults < the --config file < dedicated flags and overrides in
+// Precedence: built-in defaults < the --config files (stacked in order, trainer/config_stack.h)
+// < dedicated flags and overrides in
 // command-line order (the later setting of a key wins). Override styles, all the same keys:
 //   --override section.key=value   --section.key value   --section.key=value   section.key=value
 // Bool flags and bool keys accept the bare form (= true) and a value (`--enable_profiling True`,
@@ -23,8 +24,9 @@ namespace rt {
 
 struct TrainArgs {
   Config config;                      // resolved and finalized
-  std::filesystem::path config_path;  // the file --config resolved to; empty without --config
-  std::string config_name;            // its stem ("v3"); empty without --config
+  std::filesystem::path config_path;  // the last file --config resolved to; empty without --config
+  std::vector<std::filesystem::path> config_files;  // every --config, resolved, in order
+  std::string config_name;  // the stems joined ("v3", "v2+causal"); empty without --config
   bool summary = false;               // --summary: print the model summary and exit
   bool print_config = false;          // --print_config: print config.to_toml(true) and exit
   bool help = false;                  // --help / -h: print help_text and exit (nothing resolved)

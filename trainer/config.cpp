@@ -6,6 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include "trainer/config_lookup.h"
+#include "trainer/config_stack.h"
 #include "trainer/config_value.h"
 #include "trainer/family_registry.h"
 #include "util/atomic_file.h"
@@ -155,6 +157,7 @@ void Config::merge_toml_string(const std::string& text, const std::string& origi
   const auto& sections = config_sections();
   for (auto&& [section_key, section_node] : root) {
     const std::string section(section_key.str());
+    if (section == "stack") continue;  // trainer/config_stack.h
     const auto line = ":" + std::to_string(section_node.source().begin.line);
     if (!section_node.is_table()) {
       // A key outside any section: suggest the section.key with that name.
@@ -306,6 +309,14 @@ std::string Config::origin(const std::string& key) const {
   return it->second.origin;
 }
 
+std::string Config::text(const std::string& key) const {
+  const AliasSpec* a = find_alias_spec(key);
+  const std::string canonical = a != nullptr && a->kind == AliasKind::Rename ? a->target : key;
+  auto it = values_.find(canonical);
+  if (it == values_.end()) throw Error("Config: no key '" + key + "'" + did_you_mean(key, all_key_names()));
+  return value_text(it->second.value);
+}
+
 std::vector<const KeySpec*> Config::chosen_specs() const {
   const std::string family = get_string("model.family");
   std::vector<const KeySpec*> specs;
@@ -326,8 +337,9 @@ std::string Config::to_toml(bool with_help) const {
       std::string line = spec->name() + " = " + value_text(values_.at(spec->key).value);
       if (with_help) {
         line.resize(std::max<size_t>(line.size() + 1, 40), ' ');
+        const Entry& e = values_.at(spec->key);
         line += "# " + spec->help + " (" + spec->allowed_text() + "; default " +
-                value_text(spec->default_value) + ")";
+                value_text(spec->default_value) + (e.seq == 0 ? "" : "; set by " + e.origin) + ")";
       }
       out += line + "\n";
     }
@@ -354,7 +366,9 @@ bool Config::operator==(const Config& other) const {
 
 Config load_config_file(const std::filesystem::path& path) {
   Config c;
-  c.merge_toml_file(path);
+  if (!std::filesystem::is_regular_file(path)) throw Error("config file '" + path.string() + "' does not exist");
+  const ConfigStack stack = ConfigStack::merge({path.string()}, config_search_dirs(), c);
+  stack.check(c);
   c.finalize();
   return c;
 }

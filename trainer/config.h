@@ -55,7 +55,8 @@ class Config {
   void set_value(const std::string& key, const ConfigValue& value, const std::string& origin);
 
   // Merges a TOML document (sections [model] [data] [train] [profiling]) over the current
-  // values. `origin` names the file in errors; parse errors carry origin:line:column.
+  // values. `origin` names the file in errors; parse errors carry origin:line:column. A [stack]
+  // table is skipped: it describes how the file stacks (trainer/config_stack.h).
   void merge_toml_file(const std::filesystem::path& path);
   void merge_toml_string(const std::string& text, const std::string& origin);
 
@@ -69,12 +70,17 @@ class Config {
   bool was_set(const std::string& key) const;
   // "default", the file name or the flag that set the key last.
   std::string origin(const std::string& key) const;
+  // The value as to_toml prints it ("v2" with quotes, [4, 4, 2], true).
+  std::string text(const std::string& key) const;
   // The TOML files merged (merge_toml_file), in order: the config a run was made from.
   const std::vector<std::filesystem::path>& files() const { return files_; }
+  // The --config stack's name ("v2+causal", ConfigStack::name); "" when none was given.
+  const std::string& stack_name() const { return stack_name_; }
+  void set_stack_name(std::string name) { stack_name_ = std::move(name); }
 
   // The fully resolved config: every section, the common keys and those of the chosen family,
   // lists as TOML arrays; loads back (merge_toml_string) to an equal Config. `with_help` adds
-  // each key's help as a comment.
+  // each key's help as a comment, and where a key was set, the file and line or the flag.
   std::string to_toml(bool with_help = false) const;
 
   // The keys of the chosen family flagged as defining its architecture (KeySpec::architecture)
@@ -99,9 +105,11 @@ class Config {
   std::map<std::string, Entry> derived_;  // end_step / schedule_every_n_steps as given
   uint64_t next_seq_ = 1;
   std::vector<std::filesystem::path> files_;
+  std::string stack_name_;
 };
 
-// Defaults, then the file, finalized.
+// Defaults, then the file with its [stack] includes (trainer/config_stack.h; resolved next to it,
+// then in config_search_dirs()), checked and finalized.
 Config load_config_file(const std::filesystem::path& path);
 
 }  // namespace rt

@@ -15,4 +15,10 @@ std::string config_reference_markdown();
 // For --help: each family, its help line and the names of its keys.
 std::string family_keys_help();
 
+// The shipped configs that mirror RAVE's gin files (a [stack] table with `mirrors`), found in
+// `dirs` (config_search_dirs() by default): Markdown for docs/config.md (name, kind, what it
+// does, RAVE's file, the minimum GPU memory RAVE states, what it needs), and plain text for --help.
+std::string rave_configs_markdown();
+std::string rave_configs_help();
+
 }  // namespace rt

@@ -57,9 +57,13 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
        Field("model.adain", "AdaIN after encoder convs (v3; identity in training, shifts layer names)")
            .defines_architecture()},
       {&RaveOptions::noise_bands,
-       Field("model.noise_bands", "v1 noise generator bands (0 = off; v1: 5)").ge(0).defines_architecture()},
+       Field("model.noise_bands", "noise generator bands: v1's NoiseGenerator, or for v2/v3 NoiseGeneratorV2 (0 = off; v1: 5)").ge(0).defines_architecture()},
       {&RaveOptions::noise_ratios,
        Field("model.noise_ratios", "noise generator downsampling ratios").ge(1).defines_architecture()},
+      {&RaveOptions::noise_hidden,
+       Field("model.noise_hidden", "v2/v3 noise generator (NoiseGeneratorV2) hidden width (noise.gin: 128)")
+           .ge(1)
+           .defines_architecture()},
       {&RaveOptions::discriminator,
        Field("model.discriminator", "discriminator (v3: descript)").defines_architecture()},
       {&RaveOptions::discriminator_capacity,

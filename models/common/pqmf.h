@@ -63,6 +63,10 @@ struct PqmfImpl : torch::nn::Module {
   torch::Tensor inverse(const torch::Tensor& x);
 
   int64_t n_band() const { return n_band_; }
+  // The zero padding (left, right) before the analysis and the synthesis convolutions: RAVE's
+  // CachedPQMF forward_conv / inverse_conv `_pad` (cached_conv's get_padding, centred or causal).
+  std::pair<int64_t, int64_t> forward_padding() const { return forward_pad_; }
+  std::pair<int64_t, int64_t> inverse_padding() const { return inverse_pad_; }
   const PqmfPrototype& prototype() const { return prototype_; }
   // Replaces the prototype `h` and the centre-padded bank `hk` (RAVE's CachedPQMF's values, e.g.
   // from a RAVE checkpoint) and the analysis and synthesis kernels made from the bank. The bank's

@@ -132,7 +132,7 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
   if (o.noise_bands > 0) {
     waveform_module = register_module("waveform_module", waveform);
     noise_module = register_module(
-        "noise_module", NoiseGenerator(c, 128, data_size, o.noise_ratios, o.noise_bands,
+        "noise_module", NoiseGenerator(c, o.noise_hidden, data_size, o.noise_ratios, o.noise_bands,
                                        /*v2=*/true, act, mode));
   } else {
     net->push_back(waveform);

@@ -40,6 +40,7 @@ struct RaveOptions {
   // > 0 adds blocks.NoiseGeneratorV2 (hidden 128). 0 = off.
   int64_t noise_bands = 0;
   std::vector<int64_t> noise_ratios{4, 4, 4};
+  int64_t noise_hidden = 128;  // NoiseGeneratorV2 hidden_size (noise.gin 128, v2_small.gin 64); v2/v3 only
   bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
   DiscriminatorKind discriminator = DiscriminatorKind::kPeriodScale;
   // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,

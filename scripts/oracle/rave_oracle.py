@@ -27,7 +27,7 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        parameter the stepping optimizer holds, from the same float32 weights.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
-  rave_configs         v1, v2 and v3 at full size (manifest only): every state_dict name and
+  rave_configs         CONFIG_STACKS at full size (manifest only): every state_dict name and
                        shape, and the training settings RAVE's objects carry (loss weights, crop,
                        feature matching, cadence, optimizers, LinearLR and β at sampled batches).
   rave_<v>_trajectory  (v2) 12 steps in float64 across the phase switch (phase_1_duration 4,
@@ -125,9 +125,11 @@ def rave_version():
 
 
 def build(config, bindings):
-    """RAVE as `rave train --config <config>` builds it (train.py binds RAVE.n_channels)."""
+    """RAVE as `rave train --config <config>` builds it (train.py binds RAVE.n_channels). A stack
+    "v2+causal" is `--config v2 --config causal`: the gin files in that order."""
     gin.clear_config()
-    gin.parse_config_files_and_bindings([config + ".gin"], bindings + ["RAVE.n_channels = 1"])
+    files = [name + ".gin" for name in config.split("+")]
+    gin.parse_config_files_and_bindings(files, bindings + ["RAVE.n_channels = 1"])
     return rave.RAVE(n_channels=1)
 
 
@@ -425,15 +427,22 @@ def make_windows(out):
     w.save(out, "rave_windows", m)
 
 
+# The stacks `train --config a --config b` is compared on (configs/*.toml): every shipped file,
+# alone when it is a base, on v2 (and v1 where RAVE allows it) when it is an overlay.
+CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
+                 "v2+causal", "v1+causal", "v3+causal", "v2+noise", "v2+snake", "v2+adain",
+                 "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise")
+
+
 def make_configs(out):
-    """RAVE's v1, v2 and v3 as `rave train --config vN` builds them, at full size from the gin
+    """RAVE's configurations as `rave train --config a [--config b …]` builds them (CONFIG_STACKS), at full size from the gin
     files alone: every state_dict entry's name and shape, and what training_step, its callbacks
     and configure_optimizers do with them, read from the objects RAVE builds (nothing taken from
     the gin text): the loss weights and crop, feature matching (probed: relative or not, L1 or L2),
     skipped features, the discriminator cadence, phase 1's length, both optimizers, the generator's
     LinearLR and BetaWarmupCallback's β at sampled batches (RAVE's own objects stepped there)."""
     configs = {}
-    for config in ("v1", "v2", "v3"):
+    for config in CONFIG_STACKS:
         torch.manual_seed(SEED)
         model = build(config, [])
         sd = model.state_dict()
@@ -461,7 +470,13 @@ def make_configs(out):
                 b += 1
             betas[str(target)] = float(model.beta_factor)
         stft = model.audio_distance.multiscale_stft
+        # cached_conv's zero padding (left, right) of every convolution it builds: what causal.gin
+        # changes (cc.get_padding.mode), and nothing in the state_dict shows.
+        padding = {name: [int(v) for v in m._pad] for name, m in model.named_modules()
+                   if isinstance(m, torch.nn.Conv1d) and hasattr(m, "_pad")
+                   and not name.startswith("discriminator")}
         configs[config] = {
+            "conv_padding": padding,
             "state_dict": [[k, list(v.shape)] for k, v in sd.items()],
             "parameters": sum(p.numel() for p in model.parameters()),
             "sampling_rate": int(model.sr),

@@ -1,20 +1,27 @@
-// configs/v1.toml, v2.toml and v3.toml against the real RAVE's v1.gin, v2.gin and v3.gin
-// (tests/assets/golden/rave_configs.json, written by scripts/oracle/rave_oracle.py from the
-// objects RAVE 2.3.1 builds at full size): every state_dict name and shape of the model `train
-// --config vN` builds, and the training settings RAVE's step, callbacks and optimizers use.
+// Our config stacks against the real RAVE's gin stacks (tests/assets/golden/rave_configs.json,
+// written by scripts/oracle/rave_oracle.py from the objects RAVE 2.3.1 builds at full size for
+// `rave train --config a --config b …`): every state_dict name and shape and the parameter count
+// of the model `train --config a --config b …` builds, and the training settings RAVE's step,
+// callbacks and optimizers use. Every configs/*.toml that mirrors a RAVE file is in a stack.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
 #include <map>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "models/common/conv.h"
+#include "models/common/pqmf.h"
 #include "models/rave/rave.h"
 #include "support/golden.h"
 #include "support/test_support.h"
 #include "trainer/config.h"
+#include "trainer/config_stack.h"
 #include "trainer/rave_family.h"
 
 namespace rt {
@@ -33,13 +40,31 @@ void expect_near_rel(double ours, double raves, double tol, const std::string& w
   EXPECT_LE(std::abs(ours - raves), tol * std::abs(raves)) << what << ": ours " << ours << ", RAVE's " << raves;
 }
 
+// `train --config a --config b` for the stack "a+b", resolved in configs/.
+Config stacked(const std::string& stack) {
+  std::vector<std::string> names;
+  std::stringstream in(stack);
+  for (std::string n; std::getline(in, n, '+');) names.push_back(n);
+  Config c;
+  const ConfigStack s = ConfigStack::merge(names, {testing::source_path("configs")}, c);
+  s.check(c);
+  c.finalize();
+  return c;
+}
+
+// scripts/oracle/rave_oracle.py CONFIG_STACKS.
+const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",        "v2_small",
+                               "onnx",      "raspberry", "v2+causal", "v1+causal",
+                               "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
+                               "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise"};
+
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RaveConfigs, ModelIsRavesStateDictNameForNameShapeForShape) {
   const std::string name = GetParam();
   const auto g = testing::load_golden("rave_configs");
   const Json& r = g.manifest.at("configs").at(name);
-  const Config c = load_config_file(testing::source_path("configs/" + name + ".toml"));
+  const Config c = stacked(name);
   const rave::RaveModel model(rave_options_from(c));
   const Shapes ours = our_state_dict(model);
   Shapes raves;
@@ -77,7 +102,7 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   const std::string name = GetParam();
   const auto g = testing::load_golden("rave_configs");
   const Json& r = g.manifest.at("configs").at(name);
-  const Config c = load_config_file(testing::source_path("configs/" + name + ".toml"));
+  const Config c = stacked(name);
   const rave::RaveOptions o = rave_options_from(c);
   const auto loss = rave::RaveLossOptions::preset(o.version);
 
@@ -123,8 +148,63 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveConfigs, ::testing::Values("v1", "v2", "v3"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+// cached_conv's padding of every convolution (what causal.gin changes and no shape shows):
+// each of RAVE's must be ours, module for module.
+TEST_P(RaveConfigs, ConvolutionPaddingIsRaves) {
+  const std::string name = GetParam();
+  const auto g = testing::load_golden("rave_configs");
+  const Json& pads = g.manifest.at("configs").at(name).at("conv_padding");
+  const rave::RaveModel model(rave_options_from(stacked(name)));
+  std::map<std::string, std::pair<int64_t, int64_t>> ours;
+  for (const auto& m : model->named_modules()) {
+    if (const auto* conv = m.value()->as<models::WNConv1dImpl>()) {
+      ours[m.key()] = {conv->options.pad_left(), conv->options.pad_right()};
+    } else if (const auto* pqmf = m.value()->as<models::PqmfImpl>()) {
+      ours[m.key() + ".forward_conv"] = pqmf->forward_padding();
+      ours[m.key() + ".inverse_conv"] = pqmf->inverse_padding();
+    }
+  }
+  ASSERT_GT(pads.size(), 10u) << name;
+  for (const auto& [module, pad] : pads.items()) {
+    auto it = ours.find(module);
+    if (it == ours.end()) {
+      ADD_FAILURE() << name << ": RAVE's convolution " << module << " has no WNConv1d of that name here";
+      continue;
+    }
+    EXPECT_EQ(it->second.first, pad.at(0).get<int64_t>()) << name << ": " << module << " left padding";
+    EXPECT_EQ(it->second.second, pad.at(1).get<int64_t>()) << name << ": " << module << " right padding";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveConfigs, ::testing::ValuesIn(kStacks),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (auto& ch : n) ch = ch == '+' ? '_' : ch;  // "v2+causal" → "v2_causal"
+                           return n;
+                         });
+
+// The oracle's stacks are the ones tested here, and every configs/*.toml that mirrors a RAVE
+// file is in one of them.
+TEST(RaveConfigFiles, EveryMirroredFileIsComparedWithTheRealRave) {
+  const auto g = testing::load_golden("rave_configs");
+  std::set<std::string> tested;
+  for (const std::string& s : kStacks) {
+    EXPECT_TRUE(g.manifest.at("configs").contains(s)) << s << " is not in rave_configs.json";
+    std::stringstream in(s);
+    for (std::string n; std::getline(in, n, '+');) tested.insert(n);
+  }
+  EXPECT_EQ(g.manifest.at("configs").size(), kStacks.size());
+  int mirrored = 0;
+  for (const auto& e : std::filesystem::directory_iterator(testing::source_path("configs"))) {
+    if (e.path().extension() != ".toml") continue;
+    const ConfigStack::File f = ConfigStack::read_header(e.path());
+    if (f.mirrors.empty()) continue;
+    ++mirrored;
+    EXPECT_TRUE(tested.count(e.path().stem().string())) << e.path() << " mirrors " << f.mirrors
+                                                        << " but no stack of the oracle test uses it";
+  }
+  EXPECT_GE(mirrored, 11);
+}
 
 }  // namespace
 }  // namespace rt
