@@ -1,4 +1,4 @@
-// `preprocess` (README "Command line"): audio files → a RAVE-compatible LMDB, and `--inspect`.
+// `preprocess` (docs/cli.md "preprocess"): audio files → a RAVE-compatible LMDB, and `--inspect`.
 //
 // Files are decoded in parallel but written in a fixed order — the sorted file list, then the
 // chunk order inside each file — so the same inputs always give the same keys.

@@ -1,5 +1,5 @@
-// The run directory's JSON profiles (field names from the RAVE v3 and JAX profiling guides; README "Run directory"): timing_profile.json,
-// memory_profile.json and training_summary.json.
+// The run directory's JSON profiles (field names from the RAVE v3 and JAX profiling guides;
+// docs/cli.md "Run directory"): timing_profile.json, memory_profile.json and training_summary.json.
 //
 // Streaming, bounded. A profile is a JSON list with one entry per line ("[", "  {…},", …, "]"),
 // kept on disk, not in memory: the writer holds only the entries recorded since its last

@@ -27,7 +27,7 @@ PACKAGES+=(python3-torch)
 # point at checkouts): Holistic Trace Analysis needs pandas, TensorBoard's profiler plugin
 # pandas and absl.
 PACKAGES+=(python3-pandas python3-absl)
-# rsync: the README's gather of a multi-node run's files, which WhatEachNodeWrites.* runs.
+# rsync: docs/distributed.md's gather of a multi-node run's files, which WhatEachNodeWrites.* runs.
 PACKAGES+=(rsync)
 # The fuzz targets (tests/fuzz/, scripts/fuzz.sh, run briefly by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (libclang-rt-dev, for the default clang; clang only

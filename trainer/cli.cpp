@@ -79,7 +79,7 @@ struct Parser {
     // Taken out by main() before parsing (distributed/local_launcher.h); listed for --help.
     app.add_option("--nproc_per_node",
                    "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
-                   "train.distributed.* keys; README \"Training on several processes or machines\")")
+                   "train.distributed.* keys; docs/distributed.md)")
         ->type_name("N");
     value_flags.insert("--nproc_per_node");
     summary = app.add_flag("--summary", "Print the model's modules with parameter counts and exit");

@@ -148,8 +148,7 @@ std::vector<KeySpec> build_common_schema() {
       B("train.fused_optimizer", true,
         "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock "
         "optimizers and zero_grad)"),
-      // [train.distributed] (torchrun / SLURM / --nproc_per_node; README "Training on several
-      // processes or machines")
+      // [train.distributed] (torchrun / SLURM / --nproc_per_node; docs/distributed.md)
       E("train.distributed.backend", dist::Backend::kAuto,
         "data-parallel backend: auto = NCCL on CUDA, Gloo on CPU"),
       E("train.distributed.batch_norm", "sync", {"sync", "local"},

@@ -1,4 +1,5 @@
-// The one place where LibTorch 1.13 (Debian) and 2.x APIs differ (README: any LibTorch >= 1.13).
+// The one place where LibTorch 1.13 (Debian) and 2.x APIs differ (docs/building.md: any
+// LibTorch >= 1.13).
 #pragma once
 
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-// The neural LMDB record (README "SSM neural decoders"): RAVE's AudioExample container holding
+// The neural LMDB record (docs/cli.md "preprocess"): RAVE's AudioExample container holding
 //   buffers["spikes"]   FLOAT32, shape [T, units]  binned counts (or counts smoothed at import)
 //   buffers["behavior"] FLOAT32, shape [T, dims]   e.g. hand velocity
 //   metadata: group (dataset/subject/task), bin_ms, smoothing_sigma_ms ("0" = raw counts),

@@ -1,5 +1,5 @@
-// Loading a run directory for profile-report: the files the trainer writes (README "Run
-// directory") read into a RunAnalysis — the settings of config.toml, training_summary.json,
+// Loading a run directory for profile-report: the files the trainer writes (docs/cli.md
+// "Run directory") read into a RunAnalysis — the settings of config.toml, training_summary.json,
 // timing_profile.json, memory_profile.json, the traces' top operators and, without a timing
 // profile, train/step_time from the TensorBoard events file. Loading only: what the figures
 // mean (memory growth, the bottleneck, the advice) is judged by findings.h.

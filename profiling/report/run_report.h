@@ -4,8 +4,8 @@
 // findings carrying the profiling guides' advice. Rendered as text or JSON (report_format.h) and plotted
 // (plots.h).
 //
-// Inputs are the files the trainer writes (README "Run directory"): training_summary.json (required),
-// timing_profile.json, memory_profile.json, profiler_traces/*.pt.trace.json[.gz] (else
+// Inputs are the files the trainer writes (docs/cli.md "Run directory"): training_summary.json
+// (required), timing_profile.json, memory_profile.json, profiler_traces/*.pt.trace.json[.gz] (else
 // profile_step_<N>.json), config.toml and the TensorBoard events file (rt_tensorboard's reader).
 // analyse_run loads them (run_files.h), then judges what was loaded (findings.h).
 #pragma once

@@ -377,7 +377,7 @@ TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
   check_per_rank_outputs("--nproc_per_node",
                          bin_path("train") + " --nproc_per_node 2 " + args + " --out_path " + q(dir.path() / "local"));
   if (const auto why = testing::torchrun_unusable_reason(); !why.empty()) GTEST_SKIP() << why;
-  // Debian 12's torchrun needs --redirects/--tee (README "Training on several processes or machines").
+  // Debian 12's torchrun needs --redirects/--tee (docs/distributed.md, "Starting the ranks").
   check_per_rank_outputs("torchrun",
                          "torchrun --standalone --no_python --nproc_per_node 2 --redirects 2 --tee 2 " +
                              bin_path("train") + " " + args + " --out_path " + q(dir.path() / "torchrun"));

@@ -1,8 +1,8 @@
-// README "What each node writes": on separate disks, every node other than node 0 holds, under a
-// run directory of the same name, only its ranks' profiles and traces, and the README's rsync
-// gathers them onto node 0 for HTA and TensorBoard's profiler plugin. Checked on a real 2-rank
-// run: rank 1's files are moved to a second "disk" as a second node would hold them, and the
-// README's own command, with the host name replaced by that folder, brings back exactly them.
+// docs/distributed.md "What each node writes": on separate disks, every node other than node 0
+// holds, under a run directory of the same name, only its ranks' profiles and traces, and the
+// page's rsync gathers them onto node 0 for HTA and TensorBoard's profiler plugin. Checked on a
+// real 2-rank run: rank 1's files are moved to a second "disk" as a second node would hold them,
+// and the page's own command, with the host name replaced by that folder, brings back exactly them.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -23,24 +23,26 @@ std::set<std::string> files_under(const fs::path& dir) {
   return out;
 }
 
-// The bash block that follows the README's "What each node writes" paragraph.
-std::string readme_gather_command() {
-  const std::string readme = read_file(testing::source_path("README.md"));
-  const size_t at = readme.find("**What each node writes.**");
+// The bash block that follows the "What each node writes" paragraph of docs/distributed.md.
+std::string documented_gather_command() {
+  const std::string page = read_file(testing::source_path("docs/distributed.md"));
+  const size_t at = page.find("**What each node writes.**");
   if (at == std::string::npos) return "";
-  const size_t fence = readme.find("```bash\n", at);
+  const size_t fence = page.find("```bash\n", at);
   if (fence == std::string::npos) return "";
-  const size_t begin = fence + 8, end = readme.find("```", begin);
-  return end == std::string::npos ? "" : readme.substr(begin, end - begin);
+  const size_t begin = fence + 8, end = page.find("```", begin);
+  return end == std::string::npos ? "" : page.substr(begin, end - begin);
 }
 
 TEST(WhatEachNodeWrites, TheReadmesRsyncGathersEveryOtherNodesProfilesAndTraces) {
-  std::string command = readme_gather_command();
-  ASSERT_FALSE(command.empty()) << "README.md has no bash block after its 'What each node writes' paragraph";
+  std::string command = documented_gather_command();
+  ASSERT_FALSE(command.empty())
+      << "docs/distributed.md has no bash block after its 'What each node writes' paragraph";
   const std::string remote = "node1:\"$PWD/runs/$run/\"";
   const size_t remote_at = command.find(remote);
-  ASSERT_NE(remote_at, std::string::npos) << "the README's gather command no longer reads " << remote << ":\n"
-                                          << command;
+  ASSERT_NE(remote_at, std::string::npos)
+      << "docs/distributed.md's gather command no longer reads " << remote << ":\n"
+      << command;
   if (run_command("command -v rsync").exit_code != 0) GTEST_SKIP() << "rsync is not installed";
 
   ScratchDir dir("node_gather");
@@ -70,12 +72,13 @@ TEST(WhatEachNodeWrites, TheReadmesRsyncGathersEveryOtherNodesProfilesAndTraces)
     }
   }
   rank1.insert(traces.begin(), traces.end());
-  // The README's list of what another node holds names every one of them.
+  // The page's list of what another node holds names every one of them.
   const std::regex listed(R"((timing|memory)_profile\.rank1(\.part[0-9]+)?\.json|profile_step_[0-9]+\.rank1\.json|)"
                           R"(profiler_traces/.+)");
   bool has_trace = false;
   for (const auto& f : rank1) {
-    EXPECT_TRUE(std::regex_match(f, listed)) << "rank 1 wrote " << f << ", which README's list does not name";
+    EXPECT_TRUE(std::regex_match(f, listed))
+        << "rank 1 wrote " << f << ", which docs/distributed.md's list does not name";
     has_trace |= f.rfind("profiler_traces/", 0) == 0;
   }
   ASSERT_TRUE(has_trace) << "rank 1's trace was not found";

@@ -1,5 +1,5 @@
-// Reads a real run's events file back and finds every documented tag (README "TensorBoard")
-// at the step numbers the trainer logs them.
+// Reads a real run's events file back and finds every documented tag (docs/profiling.md
+// "TensorBoard") at the step numbers the trainer logs them.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -173,7 +173,7 @@ TEST_F(CliFixture, UnknownFlagsAndKeysSuggestTheClosest) {
   msg = error_of([&] { parse({"--override", "train.lrr=1"}); });
   EXPECT_HAS(msg, "--override train.lrr=1");
   EXPECT_HAS(msg, "did you mean 'train.lr'?");
-  // The README's example: by edit distance alone train.lr_end_factor is closer.
+  // docs/cli.md's example: by edit distance alone train.lr_end_factor is closer.
   msg = error_of([&] { parse({"--override", "train.learning_rate=1e-4"}); });
   EXPECT_HAS(msg, "did you mean 'train.lr'?");
   msg = error_of([&] { parse({"--learning_rate", "1e-4"}); });
