@@ -253,6 +253,18 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
   if (config.get_string("train.name").empty()) {
     config.set("train.name", result.config_name.empty() ? "run" : result.config_name, "--config (file name)");
   }
+  if (config.get_bool("train.smoke_test")) {
+    // A smoke run is a run of its own (its checkpoint is a few steps old): never a resume, and
+    // named apart; its validation looks at two batches.
+    if (!config.get_string("train.ckpt").empty()) {
+      throw Error("--smoke_test starts a separate short run and cannot resume train.ckpt = '" +
+                  config.get_string("train.ckpt") + "'; drop one of the two");
+    }
+    config.set("train.name", config.get_string("train.name") + "_smoke", "--smoke_test");
+    config.set("data.val_max", std::to_string(std::min<int64_t>(config.get_int("data.val_max"),
+                                                                2 * config.get_int("train.batch"))),
+               "--smoke_test");
+  }
   stack.check(config);
   config.finalize();
   result.summary = p.summary->count() > 0;

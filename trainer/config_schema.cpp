@@ -140,6 +140,15 @@ std::vector<KeySpec> build_common_schema() {
       I("train.threads", 0, "intra-op CPU threads (0 = all cores)").ge(0).cli("threads"),
       I("train.seed", 0, "random seed").cli("seed"),
       I("train.log_every", 100, "log losses every N steps").ge(1).cli("log_every"),
+      B("train.progress", true,
+        "print the step line every train.log_every steps, with phase, elapsed time and ETA (RAVE's --progress; "
+        "false: TensorBoard and the summary only)")
+          .cli("progress"),
+      B("train.smoke_test", false,
+        "run a few steps of each training phase (RAVE: phase 1 and phase 2 with a discriminator update), one "
+        "short validation and the final checkpoint, then report step times, peak memory and the projected "
+        "duration of train.max_steps (RAVE's --smoke_test)")
+          .cli("smoke_test"),
       F("train.lr", 1e-3, "learning rate").gt(0),
       B("train.retain_freed_memory", true,
         "keep the memory a step frees for the next step (glibc malloc: M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD "

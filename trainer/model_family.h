@@ -16,6 +16,7 @@
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
 #include "trainer/family_registry.h"
+#include "trainer/progress.h"
 
 namespace rt {
 
@@ -119,6 +120,9 @@ class ModelFamily {
 
   // Short description for the run's log and training_summary.json.
   virtual std::string describe() const = 0;
+  // The schedule's phases by first step, for the step line and --smoke_test (trainer/progress.h).
+  // Valid after build(); default: one phase.
+  virtual std::vector<SchedulePhase> schedule_phases() const { return {{0, "", 2}}; }
 
   // Named modules for profiling.with_modules spans.
   virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;

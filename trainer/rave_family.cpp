@@ -396,6 +396,12 @@ class RaveFamily final : public ModelFamily {
     return s.str();
   }
 
+  // Phase 1 (reconstruction and KL) from step 0, phase 2 (encoder frozen, adversarial) from
+  // train.phase_1_duration; the smoke test runs phase 2 long enough to update the discriminator.
+  std::vector<SchedulePhase> schedule_phases() const override {
+    return {{0, "phase 1", 2}, {phase_1_duration_, "phase 2 (adversarial)", std::max<int64_t>(2, update_dis_every_)}};
+  }
+
   std::string describe() const override {
     std::string d = "RAVE " + std::string(enum_name(options_.version)) + " (" + std::to_string(options_.channels) +
                     " ch, " + std::to_string(options_.sampling_rate) + " Hz";

@@ -36,6 +36,7 @@
 #include "trainer/gpu.h"
 #include "trainer/phases.h"
 #include "trainer/precision.h"
+#include "trainer/progress.h"
 #include "trainer/run_dir.h"
 #include "trainer/run_profilers.h"
 #include "trainer/step_log.h"
@@ -210,6 +211,11 @@ class TrainingJob {
     profilers_ = std::make_unique<RunProfilers>(config_, device_, prof_dir_, tb_.get(), rank, step_);
     profilers_->watch_memory_categories(*family_);
     log_every_ = config_.get_int("train.log_every");
+    progress_ = std::make_unique<Progress>(family_->schedule_phases(), config_.get_int("train.max_steps"));
+    if (config_.get_bool("train.smoke_test")) {
+      smoke_.emplace(family_->schedule_phases(), config_.get_int("train.max_steps"));
+      step_ = smoke_->first_step();
+    }
     first_step_ = step_;
     if (const std::string w = trace_window_warning(first_step_); !w.empty() && writer_)
       std::cerr << "warning: " << w << " will be written\n";
@@ -370,14 +376,14 @@ class TrainingJob {
   }
 
   void loop() {
-    const int64_t max_steps = config_.get_int("train.max_steps");
+    const int64_t max_steps = smoke_ ? smoke_->end_step() : config_.get_int("train.max_steps");
     const int64_t val_every = config_.get_int("train.val_every");
     const int64_t save_every = config_.get_int("train.save_every");
     const int64_t inject_nan_at = config_.get_int("train.inject_nan_at_step");
     const int64_t inject_nan_rank = config_.get_int("train.inject_nan_rank");
     auto loader = make_loader(true);
     summary_.start();
-    interval_start_ = Clock::now();
+    interval_start_ = run_start_ = Clock::now();
     comm_at_start_ = comm_->stats();
 
     while (step_ < max_steps && !should_stop()) {
@@ -427,12 +433,13 @@ class TrainingJob {
       step_log_.record(step_, r);
       profilers_->after_step(step_, batch_idx, r.examples, data_.samples_per_example, step_seconds);
       ++step_;
+      if (smoke_) step_ = smoke_->after_step(step_ - 1, step_seconds);  // on to the next phase
 
       const bool last = step_ == max_steps;
       if (step_ % log_every_ == 0 || last) log_interval(max_steps);
       profilers_->log_timers(step_, last);
-      if (step_ % val_every == 0 || last) validate();
-      if (step_ % save_every == 0 || checkpoint_agreed_) {
+      if ((!smoke_ && step_ % val_every == 0) || last) validate();
+      if ((!smoke_ && step_ % save_every == 0) || checkpoint_agreed_) {
         save(run_.path / "checkpoints" / ("step_" + std::to_string(step_) + ".ckpt"), true);
         if (checkpoint_agreed_) out() << "SIGUSR1: checkpoint written at step " << step_ << std::endl;
       }
@@ -558,15 +565,18 @@ class TrainingJob {
         mean = values[i++].item<double>() / (rate ? 1.0 : static_cast<double>(comm_->world_size()));
       }
     }
+    progress_->interval(step_, interval_steps_, dt);
     std::ostringstream line;
-    line << "step " << step_ << "/" << max_steps << " | loss " << std::setprecision(5) << last_loss_ << " |"
-         << std::setprecision(4);
+    line << "step " << step_ << "/" << max_steps << (smoke_ ? "" : progress_->percent(step_));
+    if (const std::string phase = progress_->phase_at(step_ - 1); !phase.empty()) line << " | " << phase;
+    line << " | loss " << std::setprecision(5) << last_loss_ << " |" << std::setprecision(4);
     for (const auto& [tag, mean] : means) {
       if (tb_) tb_->add_scalar(tag, static_cast<float>(mean), step_);
       if (tag.rfind("train/", 0) != 0 || tag == "train/loss") line << " " << tag << "=" << mean;
     }
     line << " | " << std::setprecision(3) << static_cast<double>(interval_steps_) / dt << " steps/s";
-    out() << line.str() << std::endl;
+    if (!smoke_) line << " | " << progress_->timing(step_, seconds_since(run_start_));
+    if (config_.get_bool("train.progress")) out() << line.str() << std::endl;
     interval_start_ = Clock::now();
     interval_steps_ = interval_examples_ = 0;
     write_running_summary();
@@ -703,7 +713,23 @@ class TrainingJob {
     if (!lost.empty()) summary_.set_info("lost_outputs", lost);
     if (!run_.path.empty() && !write_final_summary(status)) ok = false;
     std::cout << "training " << status << " after " << summary_.total_steps() << " steps" << std::endl;
+    if (smoke_) std::cout << smoke_->report(peak_memory_text()) << std::flush;
     return ok;
+  }
+
+  // --smoke_test's peak memory: the process's peak RSS, and the device's peak on CUDA.
+  std::string peak_memory_text() const {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(1)
+      << static_cast<double>(prof::read_process_memory().peak_rss_bytes) / (1024.0 * 1024.0) << " MiB resident (host)";
+    if (device_.is_cuda()) {
+      const prof::CudaMemory m = prof::read_cuda_memory(device_.index() < 0 ? 0 : device_.index());
+      if (m.available) {
+        s << ", " << static_cast<double>(m.peak_allocated_bytes) / (1024.0 * 1024.0) << " MiB allocated / "
+          << static_cast<double>(m.peak_reserved_bytes) / (1024.0 * 1024.0) << " MiB reserved on " << device_.str();
+      }
+    }
+    return s.str();
   }
 
   // The final training_summary.json. When it cannot be written whole (a full disk), the status
@@ -823,7 +849,9 @@ class TrainingJob {
   bool has_best_ = false;
   std::string failure_;
   StepLog step_log_;
-  Clock::time_point interval_start_;
+  Clock::time_point interval_start_, run_start_;
+  std::unique_ptr<Progress> progress_;  // the step line's phase, ETA (trainer/progress.h)
+  std::optional<SmokeTest> smoke_;      // train.smoke_test
   int64_t interval_steps_ = 0, interval_examples_ = 0;
   double last_loss_ = 0.0;
   bool running_summary_warned_ = false;

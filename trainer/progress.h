@@ -1,0 +1,77 @@
+// How far a run has come, for the step line, and `train --smoke_test`'s plan and report.
+//
+// A family states its schedule as phases (ModelFamily::schedule_phases: RAVE's phase 1 and its
+// adversarial phase 2 from train.phase_1_duration); the step line then reads
+//   step 1200/6000000 (0.02 %) | phase 1 | … | 4.10 steps/s | elapsed 4m52s | ETA 16d 22h
+// The ETA divides the steps left by the rate of the last log intervals (an exponential mean, so
+// that one slow interval — validation, a checkpoint — moves it little); it is the current
+// phase's rate, so it jumps once when phase 2's heavier steps begin.
+//
+// The smoke test runs a few steps at the start of every phase (RAVE: phase 1 from step 0 and
+// phase 2 from train.phase_1_duration, with enough steps to include a discriminator update),
+// then one validation and the final checkpoint, and reports each phase's step time, the peak
+// memory and what the whole run would take at those rates: what a week-long run costs, known
+// in a minute.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rt {
+
+struct SchedulePhase {
+  int64_t first_step = 0;
+  std::string name;           // "phase 1", "phase 2 (adversarial)"; "" for a one-phase schedule
+  int64_t smoke_steps = 2;    // steps the smoke test times in this phase (after one warm-up step)
+};
+
+// "3d 04h", "2h05m", "4m52s", "12s".
+std::string format_duration(double seconds);
+
+class Progress {
+ public:
+  Progress(std::vector<SchedulePhase> phases, int64_t max_steps);
+  // One log interval ended at `step` (exclusive) after `steps` steps in `seconds`.
+  void interval(int64_t step, int64_t steps, double seconds);
+  // The phase `step` belongs to ("" when the schedule has one phase).
+  std::string phase_at(int64_t step) const;
+  // " (0.02 %)": after "step N/M".
+  std::string percent(int64_t step) const;
+  // "elapsed 4m52s | ETA 16d 22h" (no ETA before the first interval).
+  std::string timing(int64_t step, double elapsed_seconds) const;
+  double steps_per_second() const { return rate_; }
+
+ private:
+  std::vector<SchedulePhase> phases_;
+  int64_t max_steps_;
+  double rate_ = 0.0;  // steps/s, exponential mean over intervals
+};
+
+class SmokeTest {
+ public:
+  // `max_steps` is the run's: the report projects it. Phases starting at or after it are left out.
+  SmokeTest(std::vector<SchedulePhase> phases, int64_t max_steps);
+  int64_t first_step() const;
+  // The loop's end: one past the last step the smoke test runs.
+  int64_t end_step() const;
+  // Step `step` took `seconds`; returns the step to run next (the next phase's first step after
+  // the last one of a phase).
+  int64_t after_step(int64_t step, double seconds);
+  // The report: per phase the steps timed and their median time, the peak memory, and the
+  // projected duration of the whole run.
+  std::string report(const std::string& peak_memory) const;
+
+ private:
+  struct Planned {
+    SchedulePhase phase;
+    int64_t end_step = 0;   // first_step + 1 warm-up + smoke_steps, capped at the next phase / max
+    int64_t last_step = 0;  // the projection's end of this phase
+    std::vector<double> times;  // timed steps (the warm-up excluded)
+    double warmup = 0.0;
+  };
+  std::vector<Planned> plan_;
+  int64_t max_steps_;
+};
+
+}  // namespace rt
