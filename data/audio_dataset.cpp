@@ -128,6 +128,9 @@ Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {
     float* d = x.data_ptr<float>();
     for (int64_t i = 0, n = x.numel(); i < n; ++i) d[i] += u(rng) * (1.0f / 65536.0f);
   }
+  if (options_.normalize) normalize_peak(x);
+  if (options_.derivative) take_derivative(x);
+  for (Augmentation a : options_.augmentations) apply_augmentation(a, x, sampling_rate_, rng);
   Example e;
   e.input = x;
   return e;

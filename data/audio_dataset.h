@@ -2,7 +2,8 @@
 //
 // get(i) decodes the i-th key (keys in LMDB order, as RAVE's loader lists them), converts
 // int16 → float32 by /(2^15 − 1), then: random crop to n_signal, phase mangle with
-// probability phase_mangle_p, dequantize (+U[0,1)/2^16). Output: input = [channels, n_signal].
+// probability phase_mangle_p, dequantize (+U[0,1)/2^16), then the options of data/augment.h.
+// Output: input = [channels, n_signal].
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "data/audio_example.h"
+#include "data/augment.h"
 #include "data/db_metadata.h"
 #include "data/example.h"
 #include "data/lmdb_store.h"
@@ -26,6 +28,11 @@ struct AudioDatasetOptions {
   double phase_mangle_p = 0.8;
   bool dequantize = true;
   double slowdown_ms = 0.0;  // Artificial per-example delay (bottleneck-report tests).
+  // After the dequantisation, in RAVE's order (data/augment.h): --normalize, --derivative, then
+  // each augmentation.
+  bool normalize = false;
+  bool derivative = false;
+  std::vector<Augmentation> augmentations;
 };
 
 // RAVE's random phase mangle (rave/core.py): one 2nd-order allpass with a pole at

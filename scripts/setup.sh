@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ccache pkg-config git
   libtorch-dev libgloo-dev libopenblas0-openmp
-  libsndfile1-dev libsoxr-dev liblmdb-dev lmdb-utils
+  libsndfile1-dev libsoxr-dev libsox-dev liblmdb-dev lmdb-utils
   libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libhdf5-dev libunwind-dev libdw-dev

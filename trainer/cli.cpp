@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "data/augment.h"
 #include "trainer/config_reference.h"
 #include "trainer/config_stack.h"
 #include "trainer/config_value.h"
@@ -39,6 +40,7 @@ struct Parser {
   CLI::Option* override_opt = nullptr;
   CLI::Option* gpu = nullptr;
   CLI::Option* positional = nullptr;
+  CLI::Option* augment = nullptr;
   CLI::Option* summary = nullptr;
   CLI::Option* print_config = nullptr;
   std::map<CLI::Option*, std::string> option_key;  // dedicated and --section.key options
@@ -76,6 +78,12 @@ struct Parser {
               ->type_name("N")
               ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--gpu");
+    augment = app.add_option("--augment",
+                             "RAVE's --augment: append an augmentation to data.augment (mute, compress, gain; "
+                             "repeatable, applied in order)")
+                  ->type_name("NAME")
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    value_flags.insert("--augment");
     // Taken out by main() before parsing (distributed/local_launcher.h); listed for --help.
     app.add_option("--nproc_per_node",
                    "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
@@ -242,6 +250,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
     const std::string& text = o->results()[index];
     if (o == p.override_opt) {
       apply_assignment(config, text, "--override " + text);
+    } else if (o == p.augment) {
+      (void)parse_augmentations(text, "--augment");  // refuses an unknown name here, with the flag named
+      const std::string now = config.get_string("data.augment");
+      config.set("data.augment", now.empty() ? text : now + "," + text, "--augment " + text);
     } else if (o == p.gpu) {
       config.set("train.device", gpu_flag_device(text), "--gpu " + text);
     } else if (o == p.positional) {

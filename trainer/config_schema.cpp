@@ -113,6 +113,15 @@ std::vector<KeySpec> build_common_schema() {
       I("data.val_max", 1000, "maximum validation examples").ge(1),
       I("data.split_seed", 42, "seed of the train/validation split"),
       F("data.smoothing_sigma_ms", 40.0, "neural: Gaussian spike smoothing sigma in ms").ge(0),
+      B("data.normalize", false, "peak-normalise every example, at most +30 dB (RAVE's --normalize)")
+          .cli("normalize"),
+      B("data.derivative", false,
+        "train on the signal's derivative (x[n] - x[n-1]) / 2; validation audio is integrated back (RAVE's "
+        "--derivative)")
+          .cli("derivative"),
+      S("data.augment", "",
+        "augmentations, comma-separated, applied in order: mute, compress, gain (RAVE's --augment files; "
+        "`--augment NAME` appends one), normalize_ambient (normalize_ambient.toml); data/augment.h"),
       F("data.slowdown_ms", 0.0, "artificial per-example loading delay in ms (bottleneck tests)").ge(0),
       // [train]
       S("train.name", "", "run name (\"\" = config file stem)").cli("name"),

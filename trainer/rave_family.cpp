@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "data/audio_dataset.h"
+#include "data/augment.h"
 #include "data/data_kind.h"
 #include "data/loader.h"
 #include "data/split.h"
@@ -132,12 +133,21 @@ class RaveFamily final : public ModelFamily {
     train_opts.phase_mangle_p = c.get_float("data.phase_mangle_p");
     train_opts.dequantize = c.get_bool("data.dequantize");
     train_opts.slowdown_ms = c.get_float("data.slowdown_ms");
+    train_opts.normalize = c.get_bool("data.normalize");
+    train_opts.derivative = c.get_bool("data.derivative");
+    train_opts.augmentations = parse_augmentations(c.get_string("data.augment"), "data.augment");
     auto train = std::make_shared<AudioDataset>(db, train_opts);
     // Validation sees the audio as it is: no random phase or dither, so values are comparable.
     AudioDatasetOptions val_opts = train_opts;
     val_opts.phase_mangle = false;
     val_opts.dequantize = false;
     val_opts.slowdown_ms = 0.0;
+    // … nor random augmentations; the deterministic ones (normalisation, derivative, the
+    // ambient compressor) define the signal the model learns, and stay.
+    std::vector<Augmentation> fixed;
+    for (Augmentation a : train_opts.augmentations)
+      if (a == Augmentation::kNormalizeAmbient) fixed.push_back(a);
+    val_opts.augmentations = fixed;
     auto val = std::make_shared<AudioDataset>(db, val_opts);
     const int64_t want_channels = c.get_int("data.channels");
     if (want_channels != 0 && want_channels != train->channels()) {
@@ -300,6 +310,13 @@ class RaveFamily final : public ModelFamily {
         // Original then reconstruction, half a second of silence between (TensorBoard audio).
         auto original = x[0].to(torch::kCPU);
         auto recon = f.y[0].to(torch::kCPU).clamp(-1.0, 1.0);
+        if (config_.get_bool("data.derivative")) {
+          // RAVE logs the derivative model's audio integrated back (model.integrator).
+          original = original.contiguous();
+          recon = recon.contiguous();
+          integrate_derivative(original, sampling_rate_);
+          integrate_derivative(recon, sampling_rate_);
+        }
         auto gap = torch::zeros({original.size(0), sampling_rate_ / 2});
         v.audio = torch::cat({original, gap, recon}, 1);
         v.sample_rate = sampling_rate_;

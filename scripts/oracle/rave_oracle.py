@@ -25,6 +25,8 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        adversarial terms under RAVE's weights), phase-2 discriminator step:
                        the float32 run's losses, and float64 losses and gradients of every
                        parameter the stepping optimizer holds, from the same float32 weights.
+  rave_augment         RAVE's --normalize, --derivative, --augment compress and normalize_ambient
+                       transforms on a stereo half second (SoX through torchaudio, as RAVE runs it).
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
   rave_configs         CONFIG_STACKS at full size (manifest only): every state_dict name and
@@ -408,6 +410,61 @@ def make_split(out):
     Writer().save(out, "rave_split", m)
 
 
+def make_augment(out):
+    """RAVE's dataset transforms after the crop (rave/dataset.py get_dataset, rave/transforms.py),
+    run by RAVE's own code on a stereo half second: normalize_signal (--normalize), the derivator and
+    integrator of --derivative, normalize_ambient.gin's Compress, and the compand that
+    RandomCompress (--augment compress) builds, with its random amplitude drawn from a patched
+    torch.rand so that the draw is known; RandomGain (--augment gain) is recorded as RAVE
+    returns it. SoX runs through torchaudio.sox_effects, as in RAVE."""
+    import rave.dataset as rd
+    import rave.transforms as rt_
+    import torchaudio
+    sr = 44100
+    g = torch.Generator().manual_seed(SEED)
+    n = sr // 2
+    t = torch.arange(n, dtype=torch.float64) / sr
+    # Loudness rising from −70 dB to −3 dB, two partials and some noise per channel.
+    env = 10 ** ((-70 + 134 * t) / 20)
+    x = torch.stack([env * torch.sin(2 * math.pi * 220 * t) * 0.7 + 0.05 * env * torch.randn(n, generator=g, dtype=torch.float64),
+                     env * torch.sin(2 * math.pi * 331 * t + 1.0) * 0.6 + 0.05 * env * torch.randn(n, generator=g, dtype=torch.float64)])
+    x = x.to(torch.float32).numpy()
+    w = Writer()
+    w.add("x", torch.from_numpy(x))
+    w.add("normalize", torch.from_numpy(rd.normalize_signal(x.copy()).astype(np.float32)))
+    derivator, integrator = rd.get_derivator_integrator(sr)
+    w.add("derivative", torch.from_numpy(derivator(x.copy()).astype(np.float32)))
+    w.add("integrate", torch.from_numpy(integrator(x.copy()).astype(np.float32)))
+    # normalize_ambient.gin's binding, built by gin as RAVE builds it.
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(["normalize_ambient.gin"], ["SAMPLING_RATE = %d" % sr])
+    ambient = gin.query_parameter("dataset.get_dataset.augmentations")[0].scoped_configurable_fn()
+    gin.clear_config()
+    w.add("normalize_ambient", torch.from_numpy(np.asarray(ambient(x.copy()), dtype=np.float32)))
+    # RandomCompress, forced to run, with torch.rand patched to a known draw.
+    draw = 0.3
+    comp = rt_.RandomCompress(prob=1.0, sr=sr)
+    original_rand = torch.rand
+    torch.rand = lambda *a, **k: torch.full((1,), draw)
+    try:
+        amp = float(torch.rand((1,)) * (comp.amp_range[1] - comp.amp_range[0]) + comp.amp_range[0])
+        y = comp(x.copy())
+    finally:
+        torch.rand = original_rand
+    w.add("compress", torch.from_numpy(np.asarray(y, dtype=np.float32)))
+    gain = rt_.RandomGain(prob=1.0)
+    gain_identity = bool(np.array_equal(gain(x.copy()), x))
+    m = {"format": FORMAT, "model": "rave_augment", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__,
+         "torchaudio": torchaudio.__version__, "seed": SEED, "sampling_rate": sr,
+         "compress": {"draw": draw, "amp": amp, "threshold": comp.threshold,
+                      "attack": comp.attack, "release": comp.release,
+                      "sox_args": [f"{comp.attack},{comp.release}", f"6:-80,{comp.threshold},{amp}"]},
+         "normalize_ambient_sox_args": list(ambient.sox_args),
+         "random_gain_returns_its_input": gain_identity}
+    w.save(out, "rave_augment", m)
+
+
 def make_windows(out):
     """The float32 hann windows RAVE's spectral distances use (torchaudio's Spectrogram buffer,
     torch.hann_window computed by the oracle's PyTorch), for every STFT scale the goldens use. A
@@ -519,7 +576,8 @@ def main():
             "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
             "rave_split": lambda: make_split(a.out),
             "rave_configs": lambda: make_configs(a.out),
-            "rave_windows": lambda: make_windows(a.out)}
+            "rave_windows": lambda: make_windows(a.out),
+            "rave_augment": lambda: make_augment(a.out)}
     only = [s for s in a.only.split(",") if s]
     for stem, job in jobs.items():
         if not only or stem in only:

@@ -123,9 +123,11 @@ void run_trajectory(bool fused) {
     const auto before = named_copies(*family);
     const auto r = family->train_step(batch, s);
     EXPECT_FALSE(draws.defined()) << "the step drew no reparametrisation noise";
-    if (s == 0) EXPECT_NE(family->describe().find(std::to_string(rf.at(0)) + " / " + std::to_string(rf.at(1)) + " samples"),
-                          std::string::npos)
-        << "the family's receptive field is RAVE's: " << family->describe();
+    if (s == 0) {
+      EXPECT_NE(family->describe().find(std::to_string(rf.at(0)) + " / " + std::to_string(rf.at(1)) + " samples"),
+                std::string::npos)
+          << "the family's receptive field is RAVE's: " << family->describe();
+    }
     std::map<std::string, double> host;
     for (const auto& [tag, v] : r.scalars.host) host[tag] = v;
     EXPECT_NEAR(host.at("beta_factor"), record.at("beta").get<double>(), kScalarRel * record.at("beta").get<double>());
