@@ -94,7 +94,7 @@ AudioDataset open_database(const Config& config, const std::string& why) {
 
 }  // namespace
 
-RaveCheckpoint load_rave_checkpoint(const fs::path& path) {
+RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
   RaveCheckpoint c;
   c.path = path;
   c.meta = read_checkpoint_meta(path);
@@ -113,7 +113,11 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path) {
     throw Error("cannot read the model of checkpoint '" + path.string() + "': " + e.what_without_backtrace());
   }
   if (!archive.hasattr("rave")) throw Error("checkpoint '" + path.string() + "' holds no RAVE model (model/rave)");
-  const TensorMap saved = module_tensors(archive.attr("rave").toModule());
+  if (ema_weights && !archive.hasattr("rave_ema")) {
+    throw Error("--ema_weights: checkpoint '" + path.string() +
+                "' holds no moving averages (train with --ema FACTOR, e.g. --ema 0.999)");
+  }
+  const TensorMap saved = module_tensors(archive.attr(ema_weights ? "rave_ema" : "rave").toModule());
   options.channels = int_attribute(archive, "channels", channels_from_tensors(saved, options));
   c.sampling_rate = int_attribute(archive, "sampling_rate", 0);
   if (c.sampling_rate == 0) {

@@ -27,7 +27,9 @@ struct RaveCheckpoint {
 // holds another family ("export supports RAVE models"); its tensors do not fit the model its
 // config describes (the names listed). Checkpoints written before the audio format was saved
 // beside the model take the sampling rate from the config's database.
-RaveCheckpoint load_rave_checkpoint(const std::filesystem::path& path);
+// `ema_weights`: the parameters' moving averages (train.ema, trainer/ema.h) instead of the
+// weights, as RAVE's `export --ema_weights` (an error naming the checkpoint when it has none).
+RaveCheckpoint load_rave_checkpoint(const std::filesystem::path& path, bool ema_weights = false);
 
 // RAVE's latent PCA fitted on the posterior means of the database the checkpoint's config
 // names (data.db_path): whole records (up to 512, in key order), without augmentation.

@@ -112,7 +112,7 @@ ExportReport export_rave(const ExportOptions& options) {
   o.run = resolve_run_pointer(o.run);  // --run runs/latest
   ExportReport r;
   r.checkpoint = find_checkpoint(o);
-  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint);
+  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
   fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
   if (!run.empty()) check_run_config(run, c);
   r.step = c.meta.step;

@@ -23,6 +23,7 @@ struct ExportOptions {
   bool streaming = false;
   double fidelity = 0.95;
   int64_t latent_size = 0;  // 0 = from fidelity
+  bool ema_weights = false;  // the parameters' moving averages (train.ema), as RAVE's --ema_weights
 };
 
 struct ExportReport {

@@ -15,6 +15,7 @@
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
+#include "trainer/ema.h"
 #include "trainer/family_registry.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
@@ -207,6 +208,7 @@ class RaveFamily final : public ModelFamily {
     options_.validate();
     model_ = rave::RaveModel(options_);
     model_->to(device_);
+    if (config_.get_float("train.ema") > 0) ema_ = std::make_unique<ParameterEma>(config_.get_float("train.ema"));
     // RAVE measures its receptive field in Lightning's sanity validation, before step 0; the
     // multiband distance is cropped to it from the first step on (a resumed run keeps the one
     // its checkpoint holds, see load()).
@@ -274,6 +276,7 @@ class RaveFamily final : public ModelFamily {
       }
       opt.step();
     }
+    if (ema_) ema_->update(*model_);  // RAVE's EMA.on_train_batch_end, after every batch
     StepResult r;
     r.loss = loss.detach();
     for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
@@ -285,6 +288,7 @@ class RaveFamily final : public ModelFamily {
 
   ValidationResult validate(Loader& val_loader, int64_t step) override {
     torch::NoGradGuard no_grad;
+    EmaSwap averages(ema_.get(), *model_);  // RAVE validates on the EMA weights
     if (local_batch_norm_) dist::broadcast_buffers(*comm_, *model_);
     model_->eval();
     double sum = 0.0;
@@ -347,6 +351,12 @@ class RaveFamily final : public ModelFamily {
     // The audio format comes from the database, not the config: export needs it.
     a.write("sampling_rate", c10::IValue(static_cast<int64_t>(sampling_rate_)));
     a.write("channels", c10::IValue(options_.channels));
+    if (ema_ && !ema_->empty()) {
+      // The averages as a model of their own (same names; buffers as the model's).
+      torch::serialize::OutputArchive e;
+      ema_->save_as_module(*model_, e);
+      a.write("rave_ema", e);
+    }
     gen_opt_->save(g);
     a.write("gen_opt", g);
     if (dis_opt_) {
@@ -367,6 +377,11 @@ class RaveFamily final : public ModelFamily {
           "trainer (docs/rave_fidelity.md, \"v3 activations\"), so the checkpoint's unit parameters have no place "
           "in the model and its function would change: resume or export it with the trainer version that wrote "
           "it, or start a new run");
+    }
+    torch::serialize::InputArchive e;
+    if (ema_ && a.try_read("rave_ema", e)) {
+      model_->load(e);  // the averages, taken from the model before its own weights are loaded
+      ema_->assign_from(*model_);
     }
     a.read("rave", m);
     model_->load(m);
@@ -496,7 +511,8 @@ class RaveFamily final : public ModelFamily {
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
   rave::RaveModel model_{nullptr};
-  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
+  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;
+  std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (trainer/ema.h)  // rt::FusedAdam unless train.fused_optimizer = false
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;
@@ -526,6 +542,12 @@ FamilyRegistration rave_family_registration() {
               F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
               F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
               F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
+              F("train.ema", 0.0,
+                "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "
+                "used for validation, kept in checkpoints, exported by export --ema_weights; 0 = off")
+                  .ge(0)
+                  .lt(1)
+                  .cli("ema"),
           }),
           [](const Config& config) { rave_options_from(config).validate(); }};
 }

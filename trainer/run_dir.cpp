@@ -122,7 +122,7 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
       auto lock = std::make_shared<RunDirLock>(dir);
       check_writable_dir(dir / "checkpoints", "the run's checkpoints folder");
       write_latest_pointer(out_path, dir);
-      return RunDir{dir, {}, false, std::move(lock)};
+      return RunDir{dir, {}, false, std::move(lock), {}};
     }
     if (errno != EEXIST)
       throw Error("cannot create run directory '" + dir.string() + "': " + std::strerror(errno));
@@ -160,7 +160,7 @@ RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
     fs::create_directories(out_path, ec);
     write_latest_pointer(out_path, run_dir);
   }
-  return RunDir{run_dir, {}, true, std::move(lock)};
+  return RunDir{run_dir, {}, true, std::move(lock), {}};
 }
 
 fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {

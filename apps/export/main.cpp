@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt", ckpt, "checkpoint file to export instead");
   app.add_option("--output", output, "file to write (default <run>/export/<name>[_streaming].ts)");
   app.add_flag("--streaming", opt.streaming, "cached convolutions for block-wise realtime use (nn~, VST)");
+  app.add_flag("--ema_weights", opt.ema_weights,
+               "export the parameters' moving averages of a run trained with --ema (RAVE's --ema_weights)");
   app.add_option("--fidelity", opt.fidelity, "share of the latent variance the kept PCA dimensions explain")
       ->capture_default_str();
   app.add_option("--latent_size", opt.latent_size, "keep exactly N latent dimensions instead");

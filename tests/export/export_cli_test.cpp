@@ -117,6 +117,30 @@ TEST_F(ExportCli, StreamingExportReportsItsLatency) {
   EXPECT_NE(r.output.find("forward " + std::to_string(latency)), std::string::npos) << r.output;
 }
 
+// --ema: the run's checkpoints keep the moving averages, export --ema_weights exports them (they
+// differ from the weights), and a run trained without them is refused naming the flag.
+TEST_F(ExportCli, EmaWeightsAreKeptAndExportedOnRequest) {
+  auto r = run_command(tiny_train_command(db_, dir_->path() / "runs_ema", "--max_steps 12 --val_every 6 --ema 0.9 --seed 3"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path run = run_dir_from_output(r.output);
+  auto plain = run_export("--run " + run.string() + " --output " + (dir_->path() / "plain.ts").string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  auto ema = run_export("--run " + run.string() + " --ema_weights --output " + (dir_->path() / "ema.ts").string());
+  ASSERT_EQ(ema.exit_code, 0) << ema.output;
+  auto a = torch::jit::load((dir_->path() / "plain.ts").string());
+  auto b = torch::jit::load((dir_->path() / "ema.ts").string());
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  int differ = 0, n = 0;
+  for (auto it = pa.begin(), jt = pb.begin(); it != pa.end() && jt != pb.end(); ++it, ++jt, ++n) {
+    differ += !torch::equal((*it).value, (*jt).value);
+  }
+  EXPECT_GT(n, 10);
+  EXPECT_GT(differ, n / 2) << "the exported averages equal the weights";
+  auto refused = run_export("--run " + run_.string() + " --ema_weights --output " + (dir_->path() / "x.ts").string());
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("holds no moving averages (train with --ema FACTOR"), std::string::npos) << refused.output;
+}
+
 TEST_F(ExportCli, OutputPathAndCheckpointCanBeNamed) {
   const fs::path out = dir_->path() / "named" / "my_model.ts";
   auto r = run_export("--ckpt " + quote((run_ / "checkpoints" / "last.ckpt").string()) + " --output " +
