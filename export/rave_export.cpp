@@ -113,6 +113,12 @@ ExportReport export_rave(const ExportOptions& options) {
   ExportReport r;
   r.checkpoint = find_checkpoint(o);
   RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
+  if (c.model->options().encoder != rave::EncoderKind::kVariational) {
+    throw Error("checkpoint '" + r.checkpoint.string() + "' trains model.encoder = " +
+                std::string(enum_name(c.model->options().encoder)) +
+                ": export builds variational models only so far (RAVE's export scripts the wasserstein and "
+                "spherical latents with their own encode/decode, not written here yet)");
+  }
   fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
   if (!run.empty()) check_run_config(run, c);
   r.step = c.meta.step;

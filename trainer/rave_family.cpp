@@ -68,6 +68,17 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
            .defines_architecture()},
       {&RaveOptions::discriminator,
        Field("model.discriminator", "discriminator (v3: descript)").defines_architecture()},
+      {&RaveOptions::encoder,
+       Field("model.encoder",
+             "latent regularisation: variational (ELBO), wasserstein (MMD, wasserstein.toml), spherical (unit "
+             "sphere, spherical.toml); RAVE's encoder wrappers")
+           .defines_architecture()},
+      {&RaveOptions::noise_augmentation,
+       Field("model.noise_augmentation",
+             "standard normal channels appended to the latent before the decoder (RAVE's NOISE_AUGMENTATION; "
+             "wasserstein only)")
+           .ge(0)
+           .defines_architecture()},
       {&RaveOptions::discriminator_capacity,
        Field("model.discriminator_capacity", "discriminator base channels (RAVE ties it to capacity)")
            .ge(1)
@@ -115,6 +126,9 @@ class RaveFamily final : public ModelFamily {
     loss_options_.feature_matching_weight = config.get_float("train.feature_matching_weight");
     loss_options_.feature_matching_weight_twice = config.get_bool("train.feature_matching_weight_twice");
     loss_options_.valid_signal_crop = config.get_bool("train.valid_signal_crop");
+    loss_options_.fullband_distance_weight = config.get_float("train.fullband_distance_weight");
+    loss_options_.multiband_distance_weight = config.get_float("train.multiband_distance_weight");
+    loss_options_.adversarial_weight = config.get_float("train.adversarial_weight");
     phase_1_duration_ = config.get_int("train.phase_1_duration");
     update_dis_every_ = config.get_int("train.update_discriminator_every");
     n_signal_ = config.get_int("data.n_signal");
@@ -263,7 +277,8 @@ class RaveFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kOptimizer);
       if (!dis_step) {
-        if (warm) {
+        if (warm && options_.encoder != rave::EncoderKind::kSpherical) {
+          // (RAVE's SphericalEncoder is never frozen: it trains on in phase 2.)
           // Frozen encoder: LibTorch 1.13's zero_grad() leaves zero-filled gradients, on
           // which Adam would keep moving the encoder by its momentum. Undefined gradients are
           // skipped by Adam, so the encoder stays exactly where phase 1 left it.
@@ -296,7 +311,7 @@ class RaveFamily final : public ModelFamily {
     ValidationResult v;
     // RAVE fits the latent PCA (for export) on the posterior means in phase 1 only; from
     // phase 2 on it stays as the last phase-1 validation left it (rave/model.py).
-    const bool fit_pca = step < phase_1_duration_;
+    const bool fit_pca = step < phase_1_duration_ && options_.encoder == rave::EncoderKind::kVariational;
     rave::LatentPcaAccumulator pca(options_.latent_size);
     while (auto batch = val_loader.next()) {
       torch::Tensor x = batch->input.to(device_);
@@ -542,6 +557,14 @@ FamilyRegistration rave_family_registration() {
               F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
               F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
               F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
+              F("train.fullband_distance_weight", 1.0,
+                "RAVE: weights['fullband_spectral_distance'] (wasserstein.gin: 2)").ge(0),
+              F("train.multiband_distance_weight", 1.0,
+                "RAVE: weights['multiband_spectral_distance'] (wasserstein.gin: 2)").ge(0),
+              F("train.adversarial_weight", 1.0,
+                "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
+                "when train.feature_matching_weight_twice")
+                  .ge(0),
               F("train.ema", 0.0,
                 "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "
                 "used for validation, kept in checkpoints, exported by export --ema_weights; 0 = off")

@@ -46,7 +46,10 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
   }
   net->push_back(models::make_activation(act, c));
   pad = models::get_padding(o.kernel_size, 1, mode);
-  net->push_back(WNConv1d(WNConv1dOptions(c, 2 * o.latent_size, o.kernel_size)
+  // n_out: 2 (mean and scale) for the variational encoder, 1 for the others (spherical.gin,
+  // wasserstein.gin: blocks.EncoderV2.n_out = 1).
+  const int64_t n_out = o.encoder == EncoderKind::kVariational ? 2 : 1;
+  net->push_back(WNConv1d(WNConv1dOptions(c, n_out * o.latent_size, o.kernel_size)
                               .pad_left(pad.first)
                               .pad_right(pad.second)));
   register_module("net", net);
@@ -81,22 +84,48 @@ EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
   register_module("net", net);
 }
 
-VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o) {
+VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o)
+    : kind(o.encoder), noise_augmentation(o.noise_augmentation) {
   if (o.version == RaveVersion::kV1) {
     encoder = register_module("encoder", std::make_shared<EncoderV1Impl>(o));
   } else {
     encoder = register_module("encoder", std::make_shared<EncoderV2Impl>(o));
   }
-  warmed_up_ = register_buffer("warmed_up", torch::zeros({}, torch::kLong));
+  // SphericalEncoder has no warmed_up buffer (and is never frozen).
+  warmed_up_ = torch::zeros({}, torch::kLong);
+  if (kind != EncoderKind::kSpherical) warmed_up_ = register_buffer("warmed_up", warmed_up_);
 }
 
 torch::Tensor VariationalEncoderImpl::forward(const torch::Tensor& x) {
   auto z = encoder->forward(x);
-  return warmed_up() ? z.detach() : z;
+  return warmed_up() && kind != EncoderKind::kSpherical ? z.detach() : z;
 }
 
 std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
-    const torch::Tensor& stats, const torch::Tensor& noise) const {
+    const torch::Tensor& stats, const torch::Tensor& noise, const torch::Tensor& augmentation) const {
+  if (kind == EncoderKind::kSpherical) {
+    // z / ‖z‖₂ over the latent channels; the regularisation is zeros_like(z).mean().
+    return {stats / stats.norm(2, {1}, /*keepdim=*/true), torch::zeros({}, stats.options())};
+  }
+  if (kind == EncoderKind::kWasserstein) {
+    // MMD between the latent frames (B·T', L) and as many standard normal draws, with RAVE's
+    // kernel exp(−mean_d (x_i − y_j)² / L) averaged over all pairs.
+    const int64_t L = stats.size(1);
+    auto frames = stats.permute({0, 2, 1}).reshape({-1, L});
+    const auto draws = noise.defined() ? noise : torch::randn_like(frames);
+    auto kernel = [L](const torch::Tensor& a, const torch::Tensor& b) {
+      return torch::exp(-(a.unsqueeze(1) - b.unsqueeze(0)).pow(2).mean(2) / static_cast<double>(L)).mean();
+    };
+    auto mmd = kernel(frames, frames) + kernel(draws, draws) - 2 * kernel(frames, draws);
+    torch::Tensor z = stats;
+    if (noise_augmentation > 0) {
+      auto extra = augmentation.defined()
+                       ? augmentation
+                       : torch::randn({stats.size(0), noise_augmentation, stats.size(2)}, stats.options());
+      z = torch::cat({stats, extra.to(stats.dtype())}, 1);
+    }
+    return {z, mmd};
+  }
   auto halves = stats.chunk(2, 1);
   const auto& mean = halves[0];
   auto std = torch::softplus(halves[1]) + 1e-4;

@@ -37,17 +37,24 @@ struct EncoderV1Impl : EncoderBase {
   models::Seq net;
 };
 
-// blocks.VariationalEncoder: mean/scale halves, std = softplus(scale) + 1e-4,
+// The encoder wrapper, named as RAVE's (`encoder.encoder.…`); by model.encoder one of
+// blocks.VariationalEncoder, WasserteinEncoder or SphericalEncoder. Variational: mean/scale halves, std = softplus(scale) + 1e-4,
 // kl = (μ² + σ² − log σ² − 1).sum(1).mean() (no ½, as RAVE). After set_warmed_up(true)
 // (phase 2) the encoder output is detached, freezing the encoder.
 struct VariationalEncoderImpl : torch::nn::Module {
   explicit VariationalEncoderImpl(const RaveOptions& o);
-  torch::Tensor forward(const torch::Tensor& x);  // raw statistics (B, 2L, T')
-  // (z sampled, kl). `noise`: the standard normal draws (shaped like the mean half); undefined
-  // draws them from torch's generator (given draws make a step independent of RNG streams, as
-  // the golden test needs). REQUIRES: stats.size(1) even.
-  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats,
-                                                        const torch::Tensor& noise = {}) const;
+  torch::Tensor forward(const torch::Tensor& x);  // raw statistics (B, n_out·L, T')
+  // (z, regularisation) for the encoder kind (model.encoder):
+  //   variational  z = μ + σ·noise, KL. `noise`: draws shaped like μ.
+  //   wasserstein  z = the statistics (+ `augmentation`: (B, noise_augmentation, T') standard
+  //                normal channels), MMD against `noise`: draws shaped (B·T', L).
+  //   spherical    z / ‖z‖₂, 0.
+  // Undefined draws come from torch's generator (given draws make a step independent of RNG
+  // streams, as the golden tests need). REQUIRES (variational): stats.size(1) even.
+  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats, const torch::Tensor& noise = {},
+                                                        const torch::Tensor& augmentation = {}) const;
+  EncoderKind kind = EncoderKind::kVariational;
+  int64_t noise_augmentation = 0;
   void set_warmed_up(bool state);
   bool warmed_up() const;
   // Where reparametrize's draws come from when it is given none: by default torch's generator

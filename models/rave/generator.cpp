@@ -115,7 +115,7 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
   std::reverse(dil.begin(), dil.end());
   const int64_t data_size = o.n_band * o.channels;
   int64_t c = (int64_t{1} << ratios.size()) * o.capacity;
-  net->push_back(same_conv(o.latent_size, c, o.kernel_size, mode));
+  net->push_back(same_conv(o.latent_size + o.noise_augmentation, c, o.kernel_size, mode));
   for (size_t i = 0; i < ratios.size(); ++i) {
     net->push_back(models::make_activation(act, c));
     net->push_back(upsample_conv(c, c / 2, ratios[i]));

@@ -57,6 +57,13 @@ void RaveOptions::validate() const {
   if (noise_bands > 0) {
     require(!noise_ratios.empty(), "noise_ratios", "must not be empty when model.noise_bands > 0");
   }
+  if (encoder != EncoderKind::kVariational) {
+    require(version != RaveVersion::kV1, "encoder",
+            std::string(enum_name(encoder)) + " wraps RAVE's EncoderV2: it needs model.version v2 or v3");
+  }
+  require(noise_augmentation == 0 || encoder == EncoderKind::kWasserstein, "noise_augmentation",
+          "noise channels are appended by RAVE's WasserteinEncoder (and DiscreteEncoder) only: set "
+          "model.encoder = wasserstein or model.noise_augmentation = 0");
   if (discriminator == DiscriminatorKind::kDescript) {
     require(!periods.empty() || !mrd_n_ffts.empty(), "mrd_n_ffts",
             "the descript discriminator needs periods or mrd_n_ffts");

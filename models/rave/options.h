@@ -23,6 +23,13 @@ constexpr EnumNames<DiscriminatorKind> enum_names(DiscriminatorKind) {
   return {{"none", "period_scale", "descript"}};
 }
 
+// model.encoder: the latent regularisation, RAVE's encoder wrapper (rave/blocks.py):
+// VariationalEncoder (ELBO, v1/v2 default), WasserteinEncoder (wasserstein.gin: MMD against a
+// standard normal, optional noise channels for the decoder), SphericalEncoder (spherical.gin: the
+// latent projected on the unit sphere, no regularisation, not frozen in phase 2).
+enum class EncoderKind { kVariational, kWasserstein, kSpherical, kMaxValue = kSpherical };
+constexpr EnumNames<EncoderKind> enum_names(EncoderKind) { return {{"variational", "wasserstein", "spherical"}}; }
+
 struct RaveOptions {
   RaveVersion version = RaveVersion::kV2;
   int64_t sampling_rate = 44100;
@@ -40,7 +47,11 @@ struct RaveOptions {
   // > 0 adds blocks.NoiseGeneratorV2 (hidden 128). 0 = off.
   int64_t noise_bands = 0;
   std::vector<int64_t> noise_ratios{4, 4, 4};
-  int64_t noise_hidden = 128;  // NoiseGeneratorV2 hidden_size (noise.gin 128, v2_small.gin 64); v2/v3 only
+  int64_t noise_hidden = 128;
+  EncoderKind encoder = EncoderKind::kVariational;
+  // Standard normal channels appended to the latent before the decoder (RAVE's
+  // NOISE_AUGMENTATION, get_augmented_latent_size; wasserstein.gin: 128). Wasserstein only here.
+  int64_t noise_augmentation = 0;  // NoiseGeneratorV2 hidden_size (noise.gin 128, v2_small.gin 64); v2/v3 only
   bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
   DiscriminatorKind discriminator = DiscriminatorKind::kPeriodScale;
   // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,

@@ -65,7 +65,8 @@ torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
 }
 
 RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise,
-                                         const std::function<void(const torch::Tensor&)>& after_analysis) {
+                                         const std::function<void(const torch::Tensor&)>& after_analysis,
+                                         const torch::Tensor& augmentation) {
   TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
@@ -74,7 +75,7 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Te
   {
     prof::ModuleScope span("encoder");
     f.stats = encoder->forward(f.x_multiband);
-    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats, noise);
+    std::tie(f.z, f.kl) = encoder->reparametrize(f.stats, noise, augmentation);
   }
   torch::Tensor y_mb;
   {
@@ -141,8 +142,10 @@ std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
   std::vector<std::pair<std::string, torch::Tensor>> s{
       {"fullband_spectral_distance", fullband_spectral_distance.detach()},
       {"multiband_spectral_distance", multiband_spectral_distance.detach()},
-      {"regularization", regularization.detach()},
   };
+  // RAVE adds (and logs) the term only when it is non-zero (`if reg.item()`): never for the
+  // spherical encoder.
+  if (has_regularization) s.emplace_back("regularization", regularization.detach());
   if (adversarial_active) {
     for (const auto& [tag, t] : {std::pair<const char*, const torch::Tensor*>{"feature_matching", &feature_matching},
                                  {"adversarial", &adversarial},
@@ -229,8 +232,8 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     }
   }
   {
-    rt::compat::optional<torch::NoGradGuard> no_grad;
-    if (dis_step) no_grad.emplace();
+    // No graph in a discriminator step (as a NoGradGuard there; GCC 12 misreads an optional guard).
+    torch::AutoGradMode grad_mode(!dis_step && torch::GradMode::is_enabled());
     // Data parallelism: the convergence terms' denominators of both distances, every scale,
     // combined over ranks in one all-reduce rather than one per scale (models/common/batch_slice.h),
     // started by rave_forward when it was given the loss options, else here.
@@ -251,11 +254,13 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     l.fullband_spectral_distance =
         spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, reuse ? &spectra.fullband : nullptr);
     l.regularization = f.kl * beta_factor;
+    l.has_regularization = model.encoder->kind != EncoderKind::kSpherical;
   }
   l.y = f.y;
   const auto zero = torch::zeros({}, x.options());
   l.feature_matching = l.adversarial = l.loss_dis = l.pred_real = l.pred_fake = zero;
-  l.loss_gen = l.fullband_spectral_distance + l.multiband_spectral_distance + l.regularization;
+  l.loss_gen = l.fullband_spectral_distance * opts.fullband_distance_weight +
+               l.multiband_spectral_distance * opts.multiband_distance_weight + l.regularization;
 
   if (adversarial) {
     l.adversarial_active = true;
@@ -290,12 +295,13 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     if (!features.empty()) fm = fm / static_cast<double>(features.size());
     // RAVE logs the distance times the weight, and adds that times the weight again to loss_gen.
     l.feature_matching = fm * opts.feature_matching_weight;
-    l.adversarial = adv;
+    l.adversarial = adv * opts.adversarial_weight;
     l.loss_dis = dis;
     l.pred_real = pr;
     l.pred_fake = pf;
     const double again = opts.feature_matching_weight_twice ? opts.feature_matching_weight : 1.0;
-    if (!dis_step) l.loss_gen = l.loss_gen + l.feature_matching * again + l.adversarial;
+    const double adv_again = opts.feature_matching_weight_twice ? opts.adversarial_weight : 1.0;
+    if (!dis_step) l.loss_gen = l.loss_gen + l.feature_matching * again + l.adversarial * adv_again;
   }
   return l;
 }

@@ -76,8 +76,10 @@ struct RaveModelImpl : torch::nn::Module {
   // `noise`: the reparametrisation draws (see VariationalEncoderImpl::reparametrize).
   // `after_analysis`, when set, is called with the multiband input as soon as the analysis has
   // made it, before the encoder runs.
+  // `augmentation`: the wasserstein encoder's noise channels (reparametrize).
   RaveForward forward_train(const torch::Tensor& x, const torch::Tensor& noise = {},
-                            const std::function<void(const torch::Tensor&)>& after_analysis = {});
+                            const std::function<void(const torch::Tensor&)>& after_analysis = {},
+                            const torch::Tensor& augmentation = {});
 
   // RAVE's receptive field, as its `receptive_field` buffer holds it ({0, 0}: not measured).
   // set_receptive_field writes the buffer; sync_receptive_field re-reads it (after loading a
@@ -123,6 +125,13 @@ struct RaveLossOptions {
   // receptive field (receptive_field.h) before the multiband distance; v1: false.
   bool valid_signal_crop = true;
   bool relative_feature_matching = true;  // v2.gin; v1 uses the plain L1 mean
+  // RAVE's weights of the loss_gen terms by their names (the second application in
+  // training_step's sum, weights.get(k, 1.); wasserstein.gin: 2, 2 and 2). RAVE multiplies the
+  // adversarial term by weights['adversarial'] when it fills loss_gen as well, so it trains with
+  // the square, like feature matching (`feature_matching_weight_twice` governs both).
+  double fullband_distance_weight = 1.0;
+  double multiband_distance_weight = 1.0;
+  double adversarial_weight = 1.0;
   int64_t num_skipped_features = 1;       // v2.gin; v1: 0
   // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features, no crop).
   static RaveLossOptions preset(RaveVersion version);
@@ -133,7 +142,8 @@ enum class RaveStep { kGenerator, kDiscriminator };
 // Losses of one step, as scalars (0-dim tensors). Adversarial terms are zero in phase 1.
 struct RaveLosses {
   torch::Tensor fullband_spectral_distance, multiband_spectral_distance;
-  torch::Tensor regularization;  // β·KL
+  torch::Tensor regularization;  // β·KL (β·MMD; 0 for the spherical encoder, not logged then)
+  bool has_regularization = true;
   // As RAVE logs them: feature_matching is the distance times the weight once (loss_gen adds it
   // times the weight again unless feature_matching_weight_twice is false); adversarial as added.
   torch::Tensor feature_matching, adversarial;

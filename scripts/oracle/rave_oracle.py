@@ -27,6 +27,10 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        parameter the stepping optimizer holds, from the same float32 weights.
   rave_augment         RAVE's --normalize, --derivative, --augment compress and normalize_ambient
                        transforms on a stereo half second (SoX through torchaudio, as RAVE runs it).
+  rave_v2_wasserstein_step, rave_v2_spherical_step
+                       the same three steps for `--config v2 --config wasserstein` (MMD, noise
+                       channels, RAVE's weights 2) and `--config v2 --config spherical`; every
+                       draw RAVE makes (randn_like and randn) is on the tape.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
   rave_configs         CONFIG_STACKS at full size (manifest only): every state_dict name and
@@ -73,6 +77,16 @@ TINY_V2 = {
                 "dilations": [[1, 3], [1]], "kernel_size": 3, "discriminator": "period_scale",
                 "discriminator_capacity": 2, "discriminator_n_layers": 2, "periods": [2, 3, 5],
                 "n_scales": 2},
+}
+# v2 with wasserstein.gin / spherical.gin on top (the stacks `--config v2 --config wasserstein`),
+# at the same small sizes; wasserstein's 128 noise channels become 2.
+TINY_WASSERSTEIN = {
+    "bindings": TINY_V2["bindings"] + ["NOISE_AUGMENTATION = 2"],
+    "options": dict(TINY_V2["options"], encoder="wasserstein", noise_augmentation=2),
+}
+TINY_SPHERICAL = {
+    "bindings": TINY_V2["bindings"],
+    "options": dict(TINY_V2["options"], encoder="spherical"),
 }
 STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
@@ -126,9 +140,18 @@ def rave_version():
     return version("acids-rave")
 
 
+# RAVE.__init__ does `self.weights = _default_loss_weights; self.weights.update(weights)`: it
+# updates the module's dict in place, so one model's weights (wasserstein's
+# fullband_spectral_distance …) would leak into every model built after it in this process. Each
+# build starts from the dict as RAVE ships it, as `rave train` (one model per process) does.
+PRISTINE_LOSS_WEIGHTS = dict(rave.model._default_loss_weights)
+
+
 def build(config, bindings):
     """RAVE as `rave train --config <config>` builds it (train.py binds RAVE.n_channels). A stack
     "v2+causal" is `--config v2 --config causal`: the gin files in that order."""
+    rave.model._default_loss_weights.clear()
+    rave.model._default_loss_weights.update(PRISTINE_LOSS_WEIGHTS)
     gin.clear_config()
     files = [name + ".gin" for name in config.split("+")]
     gin.parse_config_files_and_bindings(files, bindings + ["RAVE.n_channels = 1"])
@@ -144,23 +167,36 @@ class NoiseTape:
 
     def __enter__(self):
         self._orig = torch.randn_like
+        self._orig_randn = torch.randn
         tape = self
 
-        def randn_like(t, *a, **k):
+        def take(make, shape, dtype):
             if tape.replay_at is None:
-                d = tape._orig(t, *a, **k)
+                d = make()
                 tape.draws.append(d.detach().clone())
                 return d
             d = tape.draws[tape.replay_at]
             tape.replay_at += 1
-            assert d.shape == t.shape, (d.shape, t.shape)
-            return d.to(t.dtype)
+            assert tuple(d.shape) == tuple(shape), (d.shape, shape)
+            return d.to(dtype)
+
+        def randn_like(t, *a, **k):
+            return take(lambda: tape._orig(t, *a, **k), t.shape, t.dtype)
+
+        def randn(*size, **k):
+            # WasserteinEncoder's noise channels: torch.randn(B, A, T).type_as(z).
+            if "generator" in k:
+                return tape._orig_randn(*size, **k)
+            shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else size
+            return take(lambda: tape._orig_randn(*size, **k), tuple(shape), k.get("dtype", torch.float32))
 
         torch.randn_like = randn_like
+        torch.randn = randn
         return self
 
     def __exit__(self, *exc):
         torch.randn_like = self._orig
+        torch.randn = self._orig_randn
 
     def replay(self):
         self.replay_at = 0
@@ -335,9 +371,14 @@ def make_step(out, config, spec):
                                         ("phase2_generator", True, 1),
                                         ("phase2_discriminator", True, 0)):
         l32, g32, l64, g64, grads = run_case(model, x, warmed_up, beta, batch_idx, tape)
-        assert len(tape.draws) == 1
         if name == "phase1_generator":
-            w.add("input:noise", tape.draws[0])
+            # The variational encoder's one draw keeps its name; the others' draws are numbered
+            # in the order RAVE makes them (wasserstein: the MMD's samples, then the noise channels).
+            if len(tape.draws) == 1 and spec["options"].get("encoder", "variational") == "variational":
+                w.add("input:noise", tape.draws[0])
+            else:
+                for i, d in enumerate(tape.draws):
+                    w.add(f"input:draw.{i}", d)
         for k, g in grads.items():
             w.add(f"grad:{name}.{k}", g, "float64")
         cases[name] = {"warmed_up": warmed_up, "batch_idx": batch_idx,
@@ -348,7 +389,7 @@ def make_step(out, config, spec):
         "n_signal": 131072, "beta": beta, "receptive_field": rf,
         "weights": dict(model.weights), "update_discriminator_every": model.update_discriminator_every,
         "cases": cases, "derived": derived(model), "buffers": buffers_of(model)})
-    w.save(out, f"rave_{config}_step", m)
+    w.save(out, f"rave_{config.replace('+', '_')}_step", m)
 
 
 def make_trajectory(out, config, spec, steps=12, phase_1=4, beta_warmup=8):
@@ -488,7 +529,8 @@ def make_windows(out):
 # alone when it is a base, on v2 (and v1 where RAVE allows it) when it is an overlay.
 CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
                  "v2+causal", "v1+causal", "v3+causal", "v2+noise", "v2+snake", "v2+adain",
-                 "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise")
+                 "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
+                 "v2+wasserstein", "v2+spherical")
 
 
 def make_configs(out):
@@ -577,7 +619,9 @@ def main():
             "rave_split": lambda: make_split(a.out),
             "rave_configs": lambda: make_configs(a.out),
             "rave_windows": lambda: make_windows(a.out),
-            "rave_augment": lambda: make_augment(a.out)}
+            "rave_augment": lambda: make_augment(a.out),
+            "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
+            "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL)}
     only = [s for s in a.only.split(",") if s]
     for stem, job in jobs.items():
         if not only or stem in only:

@@ -70,6 +70,9 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.discriminator_n_layers = o.at("discriminator_n_layers").get<int64_t>();
   r.periods = o.at("periods").get<std::vector<int64_t>>();
   r.n_scales = o.at("n_scales").get<int64_t>();
+  r.encoder = rt::parse_enum<rt::rave::EncoderKind>(o.value("encoder", std::string("variational")),
+                                                    "golden options.encoder");
+  r.noise_augmentation = o.value("noise_augmentation", int64_t{0});
   return r;
 }
 
@@ -88,6 +91,19 @@ rt::rave::RaveModel model_of(const Golden& g, torch::ScalarType dtype = torch::k
 rt::rave::RaveLossOptions loss_options_of(const rt::rave::RaveModelImpl& model) {
   auto lo = rt::rave::RaveLossOptions::preset(model.options().version);
   lo.stft_scales = model.options().stft_scales;
+  return lo;
+}
+
+// With the weights RAVE's model held (wasserstein.gin's 2s; absent keys weigh 1).
+rt::rave::RaveLossOptions loss_options_of(const rt::rave::RaveModelImpl& model, const Golden& g) {
+  auto lo = loss_options_of(model);
+  const auto& w = g.manifest.at("weights");
+  lo.feature_matching_weight = w.at("feature_matching").get<double>();
+  lo.fullband_distance_weight = w.value("fullband_spectral_distance", 1.0);
+  lo.multiband_distance_weight = w.value("multiband_spectral_distance", 1.0);
+  lo.adversarial_weight = w.at("adversarial").get<double>();
+  EXPECT_EQ(w.at("audio_distance").get<double>(), 1.0);
+  EXPECT_EQ(w.at("multiband_audio_distance").get<double>(), 1.0);
   return lo;
 }
 
@@ -180,9 +196,18 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     // As rave_forward: a discriminator step runs the autoencoder without a graph.
     std::optional<torch::NoGradGuard> no_grad;
     if (c.discriminator) no_grad.emplace();
-    f = model.forward_train(x, g.at("input:noise").to(dtype));
+    // RAVE's draws: the variational encoder's one, or the wasserstein encoder's MMD samples
+    // and noise channels; the spherical encoder draws none.
+    if (g.has("input:noise")) {
+      f = model.forward_train(x, g.at("input:noise").to(dtype));
+    } else if (g.has("input:draw.0")) {
+      f = model.forward_train(x, g.at("input:draw.0").to(dtype), {},
+                              g.has("input:draw.1") ? g.at("input:draw.1").to(dtype) : torch::Tensor());
+    } else {
+      f = model.forward_train(x);
+    }
   }
-  return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model), g.manifest.at("beta").get<double>(),
+  return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g), g.manifest.at("beta").get<double>(),
                                             kind);
 }
 
@@ -190,9 +215,12 @@ const std::vector<StepCase> kStepCases{{"phase1_generator", false, false},
                                        {"phase2_generator", true, false},
                                        {"phase2_discriminator", true, true}};
 
-TEST(RaveOracle, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
+// The step goldens: v2, and v2 stacked with wasserstein.gin and spherical.gin.
+class RaveOracleStep : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RaveOracleStep, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
   const rt::testing::RavesWindows windows;  // the LibTorch's hann rounding out of the comparison
-  const auto g = load_golden("rave_v2_step");
+  const auto g = load_golden(GetParam());
   ASSERT_EQ(g.manifest.at("n_signal").get<int64_t>(), 131072);
   ASSERT_EQ(g.manifest.at("weights").at("feature_matching").get<double>(), 20.0);
   auto model = model_of(g);
@@ -212,9 +240,9 @@ TEST(RaveOracle, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
   }
 }
 
-TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
+TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
   const rt::testing::RavesWindows windows;  // the LibTorch's hann rounding out of the comparison
-  const auto g = load_golden("rave_v2_step");
+  const auto g = load_golden(GetParam());
   for (const auto& c : kStepCases) {
     SCOPED_TRACE(c.name);
     const auto& ref = g.manifest.at("cases").at(c.name);
@@ -243,6 +271,9 @@ TEST(RaveOracle, StepLossesAndEveryGradientMatchInFloat64) {
   }
 }
 
+
+INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
+                         ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step"));
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.

@@ -56,7 +56,8 @@ Config stacked(const std::string& stack) {
 const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",        "v2_small",
                                "onnx",      "raspberry", "v2+causal", "v1+causal",
                                "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
-                               "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise"};
+                               "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
+                                             "v2+wasserstein", "v2+spherical"};
 
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
@@ -119,9 +120,14 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   const Json& w = r.at("weights");
   EXPECT_DOUBLE_EQ(c.get_float("train.feature_matching_weight"), w.at("feature_matching").get<double>()) << name;
   EXPECT_TRUE(c.get_bool("train.feature_matching_weight_twice")) << name;
-  for (const char* unit : {"audio_distance", "multiband_audio_distance", "adversarial"}) {
+  for (const char* unit : {"audio_distance", "multiband_audio_distance"}) {
     EXPECT_DOUBLE_EQ(w.at(unit).get<double>(), 1.0) << name << ": RAVE weighs " << unit << " (ours: 1)";
   }
+  // The terms' own weights in loss_gen's sum (wasserstein.gin: 2, 2 and 2).
+  EXPECT_DOUBLE_EQ(c.get_float("train.adversarial_weight"), w.at("adversarial").get<double>()) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.fullband_distance_weight"), w.value("fullband_spectral_distance", 1.0)) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.multiband_distance_weight"), w.value("multiband_spectral_distance", 1.0))
+      << name;
   EXPECT_EQ(r.at("feature_matching_norm").get<std::string>(), "L1") << name;
   EXPECT_EQ(loss.relative_feature_matching, r.at("feature_matching_relative").get<bool>()) << name;
   EXPECT_EQ(loss.num_skipped_features, r.at("num_skipped_features").get<int64_t>()) << name;
