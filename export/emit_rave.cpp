@@ -143,7 +143,7 @@ Signal emit_pqmf_synthesis(MethodWriter& w, const Signal& x, models::PqmfImpl& p
 }
 
 Signal emit_encoder(MethodWriter& w, const Signal& bands, rave::VariationalEncoderImpl& encoder) {
-  w.ledger().take("encoder.warmed_up");  // the phase flag
+  if (encoder.kind != rave::EncoderKind::kSpherical) w.ledger().take("encoder.warmed_up");  // the phase flag
   if (auto* v2 = dynamic_cast<rave::EncoderV2Impl*>(encoder.encoder.get())) {
     return emit_module(w, bands, *v2->net, "encoder.encoder.net");
   }

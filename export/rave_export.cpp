@@ -53,6 +53,20 @@ std::vector<double> to_vector(const torch::Tensor& t) {
 void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
   const int64_t full = c.model->options().latent_size;
   r.full_latent_size = full;
+  const auto kind = c.model->options().encoder;
+  if (kind != rave::EncoderKind::kVariational) {
+    // RAVE's WasserteinScriptedRAVE / SphericalScriptedRAVE: no PCA, the whole latent (the
+    // spherical one as its L − 1 angles).
+    if (o.latent_size > 0) {
+      throw Error("--latent_size crops the PCA-rotated latent of a variational model; model.encoder = " +
+                  std::string(enum_name(kind)) + " exports its whole latent, as RAVE's export does");
+    }
+    r.latent_size = kind == rave::EncoderKind::kSpherical ? full - 1 : full;
+    r.latent_rule = kind == rave::EncoderKind::kSpherical
+                        ? "model.encoder = spherical: the latent's " + std::to_string(full - 1) + " angles"
+                        : "model.encoder = wasserstein: the whole latent";
+    return;
+  }
   if (o.latent_size < 0 || o.latent_size > full) {
     throw Error("--latent_size " + std::to_string(o.latent_size) + " is outside 1 … " + std::to_string(full) +
                 " (the model's latent size)");
@@ -113,12 +127,6 @@ ExportReport export_rave(const ExportOptions& options) {
   ExportReport r;
   r.checkpoint = find_checkpoint(o);
   RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
-  if (c.model->options().encoder != rave::EncoderKind::kVariational) {
-    throw Error("checkpoint '" + r.checkpoint.string() + "' trains model.encoder = " +
-                std::string(enum_name(c.model->options().encoder)) +
-                ": export builds variational models only so far (RAVE's export scripts the wasserstein and "
-                "spherical latents with their own encode/decode, not written here yet)");
-  }
   fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
   if (!run.empty()) check_run_config(run, c);
   r.step = c.meta.step;

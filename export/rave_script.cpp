@@ -10,7 +10,14 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
-  if (s.latent_size < 0 || s.latent_size > o.latent_size) {
+  if (o.encoder == rave::EncoderKind::kSpherical && o.latent_size < 2) {
+    throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
+  }
+  if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 &&
+      s.latent_size != (o.encoder == rave::EncoderKind::kSpherical ? o.latent_size - 1 : o.latent_size)) {
+    throw Error("model.encoder = " + std::string(enum_name(o.encoder)) + " exports its whole latent");
+  }
+  if (o.encoder == rave::EncoderKind::kVariational && (s.latent_size < 0 || s.latent_size > o.latent_size)) {
     throw Error("latent size " + str(s.latent_size) + " is outside 1 … " + str(o.latent_size) +
                 " (the model's model.latent_size)");
   }
@@ -45,8 +52,13 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   const auto& o = model.options();
   check_exportable(o, s);
   const auto mode = o.padding;
+  const auto kind = o.encoder;
+  const bool variational = kind == rave::EncoderKind::kVariational;
   const int64_t channels = o.channels, full = o.latent_size, ratio = o.compression();
-  const int64_t latent = s.latent_size > 0 ? s.latent_size : full;
+  // What encode returns and decode takes: the PCA-cropped latent, the whole latent (wasserstein)
+  // or its angles (spherical: one fewer).
+  const int64_t latent = s.latent_size > 0 ? s.latent_size : kind == rave::EncoderKind::kSpherical ? full - 1 : full;
+  const int64_t decoder_in = full + o.noise_augmentation;
 
   TensorLedger ledger(named_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");
@@ -74,7 +86,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   Signal multiband;
   {
     MethodWriter w(ctx, decoder);
-    multiband = emit_decoder(w, Signal{"z", full, ratio, 1, 0}, *model.decoder, "noise_scale");
+    multiband = emit_decoder(w, Signal{"z", decoder_in, ratio, 1, 0}, *model.decoder, "noise_scale");
     w.define("forward", "z: Tensor, noise_scale: float", "Tensor", multiband.var);
   }
   Signal out;
@@ -85,7 +97,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     out = emit_pqmf_synthesis(w, in, *model.pqmf, mode);
     w.define("inverse", "x: Tensor", "Tensor", out.var);
   }
-  if (stats.hop != ratio || stats.channels != 2 * full || out.hop != 1 || out.channels != channels) {
+  if (stats.hop != ratio || stats.channels != (variational ? 2 : 1) * full || out.hop != 1 || out.channels != channels) {
     throw Error("export: internal error: the emitted model does not have the model's shapes");
   }
 
@@ -120,7 +132,52 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   auto batch_check = [&](const std::string& var) {
     return expect(var + ".size(0) <= " + str(kMaxBatch), "streaming state holds " + str(kMaxBatch) + " batch slots");
   };
-  {
+  if (kind == rave::EncoderKind::kSpherical) {
+    // RAVE's unit_norm_vector_to_angles and angles_to_unit_norm_vector (rave/blocks.py): the
+    // L-dimensional latent as L − 1 angles scaled to [−1, 1], and back to a unit vector.
+    const std::string pi = num(M_PI);
+    top.define("def latent_to_angles(self, x: Tensor) -> Tensor:\n"
+               "    norms = x.flip([1]).pow(2)\n"
+               "    norms = torch.cat([norms[:, 1:2] + norms[:, 0:1], norms[:, 2:]], 1)\n"
+               "    norms = norms.cumsum(1).flip([1]).sqrt()\n"
+               "    angles = torch.arccos(x[:, :-1] / norms)\n"
+               "    last = torch.where(x[:, -1:] >= 0, angles[:, -1:], 2.0 * " + pi + " - angles[:, -1:])\n"
+               "    angles = torch.cat([angles[:, :-1] / " + pi + ", last / (2.0 * " + pi + ")], 1)\n"
+               "    return 2.0 * (angles - 0.5)\n");
+    top.define("def angles_to_latent(self, angles: Tensor) -> Tensor:\n"
+               "    a = torch.remainder(angles / 2.0 + 0.5, 1.0)\n"
+               "    a = torch.cat([a[:, :-1] * " + pi + ", a[:, -1:] * (2.0 * " + pi + ")], 1)\n"
+               "    cos = a.cos()\n"
+               "    sin = a.sin().cumprod(1)\n"
+               "    ones = torch.ones([a.size(0), 1, a.size(2)], dtype=a.dtype, device=a.device)\n"
+               "    return torch.cat([cos, ones], 1) * torch.cat([ones, sin], 1)\n");
+  }
+  if (!variational) {
+    // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.
+    MethodWriter w(ctx, top);
+    w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
+                                                                          " channels, time)"));
+    if (s.streaming) w.line(batch_check("x"));
+    w.line("stats = self.encoder.forward(self.pqmf.forward(x))");
+    w.define("encode", "x: Tensor", "Tensor",
+             kind == rave::EncoderKind::kSpherical ? "self.latent_to_angles(stats)" : "stats");
+  }
+  if (!variational) {
+    MethodWriter w(ctx, top);
+    w.line(expect("z.dim() == 3 and z.size(1) == " + str(latent), "decode expects (batch, " + str(latent) +
+                                                                        " latent dimensions, time)"));
+    if (s.streaming) w.line(batch_check("z"));
+    w.line("noise_scale = self.noise_scale[0]");
+    if (kind == rave::EncoderKind::kSpherical) w.line("z = self.angles_to_latent(z)");
+    if (o.noise_augmentation > 0) {
+      // WasserteinScriptedRAVE.pre_process_latent: standard normal channels for the decoder.
+      w.line("fill = torch.zeros([z.size(0), " + str(o.noise_augmentation) +
+             ", z.size(2)], dtype=z.dtype, device=z.device)\nif noise_scale != 0.0:\n    fill = "
+             "torch.randn_like(fill) * noise_scale\nz = torch.cat([z, fill], 1)");
+    }
+    w.define("decode", "z: Tensor", "Tensor", "self.pqmf.inverse(self.decoder.forward(z, noise_scale))");
+  }
+  if (variational) {
     MethodWriter w(ctx, top);
     w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
                                                                           " channels, time)"));
@@ -135,7 +192,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     w.line("z = torch.matmul(self.latent_pca, z - self.latent_mean.unsqueeze(-1))");
     w.define("encode", "x: Tensor", "Tensor", "z[:, :self.latent_size]");
   }
-  {
+  if (variational) {
     MethodWriter w(ctx, top);
     w.line(expect("z.dim() == 3 and z.size(1) <= " + str(full), "decode expects (batch, at most " + str(full) +
                                                                      " latent dimensions, time)"));

@@ -31,6 +31,7 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        the same three steps for `--config v2 --config wasserstein` (MMD, noise
                        channels, RAVE's weights 2) and `--config v2 --config spherical`; every
                        draw RAVE makes (randn_like and randn) is on the tape.
+  rave_angles          the spherical latent's angle conversions of RAVE's export.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
   rave_configs         CONFIG_STACKS at full size (manifest only): every state_dict name and
@@ -506,6 +507,26 @@ def make_augment(out):
     w.save(out, "rave_augment", m)
 
 
+def make_angles(out):
+    """RAVE's spherical latent as its export scripts it (rave/blocks.py
+    unit_norm_vector_to_angles, angles_to_unit_norm_vector; SphericalScriptedRAVE): a latent
+    with components of both signs, its angles, and vectors made from angles beyond [−1, 1]
+    (which wrap)."""
+    import rave.blocks as rb
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(2, 5, 7, generator=g)
+    x[0, -1, :3] = -x[0, -1, :3].abs()
+    angles_in = torch.rand(2, 4, 7, generator=g) * 3.0 - 1.5
+    w = Writer()
+    w.add("input:latent", x)
+    w.add("output:angles", rb.unit_norm_vector_to_angles(x.clone()))
+    w.add("input:angles", angles_in)
+    w.add("output:latent", rb.angles_to_unit_norm_vector(angles_in.clone()))
+    m = {"format": FORMAT, "model": "rave_angles", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED}
+    w.save(out, "rave_angles", m)
+
+
 def make_windows(out):
     """The float32 hann windows RAVE's spectral distances use (torchaudio's Spectrogram buffer,
     torch.hann_window computed by the oracle's PyTorch), for every STFT scale the goldens use. A
@@ -620,6 +641,7 @@ def main():
             "rave_configs": lambda: make_configs(a.out),
             "rave_windows": lambda: make_windows(a.out),
             "rave_augment": lambda: make_augment(a.out),
+            "rave_angles": lambda: make_angles(a.out),
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL)}
     only = [s for s in a.only.split(",") if s]

@@ -1,0 +1,83 @@
+// Export of the wasserstein and spherical encoders (model.encoder), as RAVE's
+// WasserteinScriptedRAVE and SphericalScriptedRAVE (acids-ircam/RAVE 2.3.1 scripts/export.py):
+// no PCA; the wasserstein latent whole, with its noise channels drawn in decode; the spherical
+// latent as angles, converted as RAVE's rave/blocks.py converts them (golden rave_angles).
+#include "export/export_fixtures.h"
+#include "support/golden.h"
+
+namespace rt::exporting::testing {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+rave::RaveOptions options_for(rave::EncoderKind kind) {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.encoder = kind;
+  o.latent_size = 5;
+  o.noise_augmentation = kind == rave::EncoderKind::kWasserstein ? 3 : 0;
+  return o;
+}
+
+TEST(ExportedLatentKinds, WassersteinEncodesTheWholeLatentAndDecodesWithNoiseChannels) {
+  const auto o = options_for(rave::EncoderKind::kWasserstein);
+  auto model = tiny_model(o);
+  model->eval();
+  rt::testing::ScratchDir dir("export_wasserstein");
+  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  EXPECT_EQ(ts.attr("latent_size").toInt(), 5);
+  const int64_t frames = 6, t = frames * o.compression();
+  torch::manual_seed(3);
+  auto x = torch::randn({2, 1, t}) * 0.3;
+  auto z = torch::randn({2, 5, frames});
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(max_diff(call(ts, "encode", x), model->encode_stats(x)), kTolerance);
+  set_noise_scale(ts, 0.0);
+  const auto silent = call(ts, "decode", z);
+  EXPECT_LT(max_diff(silent, model->decode(torch::cat({z, torch::zeros({2, 3, frames})}, 1))), kTolerance);
+  set_noise_scale(ts, 1.0);
+  EXPECT_GT(max_diff(call(ts, "decode", z), silent), 1e-6) << "the noise channels are drawn";
+}
+
+TEST(ExportedLatentKinds, SphericalLatentIsRavesAngles) {
+  const auto g = rt::testing::load_golden("rave_angles");
+  const auto o = options_for(rave::EncoderKind::kSpherical);
+  auto model = tiny_model(o);
+  model->eval();
+  rt::testing::ScratchDir dir("export_spherical");
+  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  EXPECT_EQ(ts.attr("latent_size").toInt(), 4);
+  torch::NoGradGuard no_grad;
+  // RAVE's conversions, both ways, wrap-around included.
+  EXPECT_LT(max_diff(call(ts, "latent_to_angles", g.at("input:latent")), g.at("output:angles")), 1e-6);
+  EXPECT_LT(max_diff(call(ts, "angles_to_latent", g.at("input:angles")), g.at("output:latent")), 1e-6);
+  // encode = angles of the encoder's output; decode = the decoder on the unit vector.
+  const int64_t frames = 6, t = frames * o.compression();
+  torch::manual_seed(4);
+  auto x = torch::randn({2, 1, t}) * 0.3;
+  const auto angles = call(ts, "encode", x);
+  EXPECT_LT(max_diff(angles, call(ts, "latent_to_angles", model->encode_stats(x))), kTolerance);
+  const auto unit = call(ts, "angles_to_latent", angles);
+  EXPECT_LT(max_diff(unit.norm(2, {1}), torch::ones({2, frames})), 1e-5);
+  set_noise_scale(ts, 0.0);
+  EXPECT_LT(max_diff(call(ts, "decode", angles), model->decode(unit)), kTolerance);
+  // The angles carry the direction only: the unit vector of the encoder output comes back.
+  const auto stats = model->encode_stats(x);
+  EXPECT_LT(max_diff(unit, stats / stats.norm(2, {1}, true)), 1e-5);
+}
+
+TEST(ExportedLatentKinds, StreamingExportsBothAndLatentSizeIsRefused) {
+  for (auto kind : {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical}) {
+    auto model = tiny_model(options_for(kind));
+    ScriptOptions s;
+    s.streaming = true;
+    ScriptInfo info;
+    EXPECT_NO_THROW(script_rave(*model, s, &info)) << enum_name(kind);
+    EXPECT_GT(info.encode_latency, 0);
+    ScriptOptions crop;
+    crop.latent_size = 2;
+    EXPECT_THROW(script_rave(*model, crop), Error) << enum_name(kind);
+  }
+}
+
+}  // namespace
+}  // namespace rt::exporting::testing
