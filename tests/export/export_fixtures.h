@@ -23,6 +23,7 @@ struct Variant {
   int64_t channels = 1;
   int64_t noise_bands = 0;  // v2: NoiseGeneratorV2; v1: on (phase 2 only)
   bool warm = false;        // phase 2 (v1: noise synthesis on)
+  bool causal = false;      // model.padding = causal (causal.toml)
 };
 
 inline std::vector<Variant> all_variants() {
@@ -56,6 +57,7 @@ inline rave::RaveOptions tiny_options(const Variant& v) {
   o.noise_bands = v.version == rave::RaveVersion::kV1 ? 3 : v.noise_bands;
   o.noise_ratios = {2, 2};
   o.discriminator = rave::DiscriminatorKind::kNone;
+  if (v.causal) o.padding = models::PaddingMode::kCausal;
   return o;
 }
 
