@@ -68,6 +68,16 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
            .defines_architecture()},
       {&RaveOptions::discriminator,
        Field("model.discriminator", "discriminator (v3: descript)").defines_architecture()},
+      {&RaveOptions::spectral_scales,
+       Field("model.spectral_scales",
+             "STFT sizes of the spectral discriminator (model.discriminator = scale_spectral; "
+             "spectral_discriminator.gin)")
+           .ge(2)
+           .defines_architecture()},
+      {&RaveOptions::spectral_capacity,
+       Field("model.spectral_capacity", "channels of each EncodecConvNet of the spectral discriminator")
+           .ge(1)
+           .defines_architecture()},
       {&RaveOptions::encoder,
        Field("model.encoder",
              "latent regularisation: variational (ELBO), wasserstein (MMD, wasserstein.toml), spherical (unit "

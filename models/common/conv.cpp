@@ -115,7 +115,8 @@ torch::Tensor WNConv2dImpl::forward(const torch::Tensor& x) {
   const auto& o = options;
   const auto s = o.stride();
   const auto p = o.padding();
-  return torch::conv2d(x, weight(), bias, {s[0], s[1]}, {p[0], p[1]});
+  const auto d = o.dilation();
+  return torch::conv2d(x, weight(), bias, {s[0], s[1]}, {p[0], p[1]}, {d[0], d[1]});
 }
 
 }  // namespace rt::models

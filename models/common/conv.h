@@ -85,6 +85,7 @@ struct WNConv2dOptions {
   TORCH_ARG(Size2, kernel_size);
   TORCH_ARG(Size2, stride) = Size2{1, 1};
   TORCH_ARG(Size2, padding) = Size2{0, 0};  // symmetric, as torch Conv2d
+  TORCH_ARG(Size2, dilation) = Size2{1, 1};
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(bool, weight_norm) = true;
 };

@@ -218,12 +218,84 @@ Features DescriptDiscriminatorImpl::forward(const torch::Tensor& x_in) {
   return out;
 }
 
+EncodecConvNetImpl::EncodecConvNetImpl(int64_t capacity, int64_t channels) {
+  net = register_module("net", torch::nn::ModuleList());
+  // rectified_2d_conv_block: padding k//2 without dilation, ((k−1)·d)//2 with.
+  auto block = [&](int64_t in, int64_t out, Size2 k, Size2 stride, Size2 dilation, bool activation) {
+    const Size2 pad{(k[0] - 1) * dilation[0] / 2, (k[1] - 1) * dilation[1] / 2};
+    auto conv = WNConv2d(WNConv2dOptions(in, out, k).stride(stride).padding(pad).dilation(dilation));
+    models::Seq seq;
+    seq->push_back(conv);
+    if (activation) seq->push_back(torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2)));
+    return seq;
+  };
+  blocks = {block(2 * channels, capacity, {9, 3}, {1, 1}, {1, 1}, true),
+            block(capacity, capacity, {9, 3}, {2, 1}, {1, 1}, true),
+            block(capacity, capacity, {9, 3}, {2, 1}, {1, 2}, true),
+            block(capacity, capacity, {9, 3}, {2, 1}, {1, 4}, true),
+            block(capacity, capacity, {3, 3}, {1, 1}, {1, 1}, true),
+            block(capacity, 1, {3, 3}, {1, 1}, {1, 1}, false)};
+  for (auto& b : blocks) {
+    // RAVE's last block is the bare conv (net.5.weight_g); the others a Sequential (net.<i>.0).
+    if (&b == &blocks.back()) {
+      net->push_back(b[0]);
+    } else {
+      net->push_back(b);
+    }
+  }
+}
+
+std::vector<torch::Tensor> EncodecConvNetImpl::forward(torch::Tensor x) {
+  std::vector<torch::Tensor> features;
+  for (auto& b : blocks) {
+    x = b->forward(x);
+    features.push_back(x);
+  }
+  return features;
+}
+
+MultiScaleSpectralDiscriminatorImpl::MultiScaleSpectralDiscriminatorImpl(const RaveOptions& o)
+    : scales(o.spectral_scales) {
+  specs = register_module("specs", torch::nn::ModuleList());
+  nets = register_module("nets", torch::nn::ModuleList());
+  for (int64_t n : scales) {
+    auto holder = WindowHolder(torch::hann_window(n));
+    specs->push_back(holder);
+    windows.push_back(holder->window);
+    convnets.emplace_back(o.spectral_capacity, o.channels);
+    nets->push_back(convnets.back());
+  }
+}
+
+Features MultiScaleSpectralDiscriminatorImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), c = x.size(1);
+  const auto xs = models::fft_input(x);  // float32 under autocast
+  Features out;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const int64_t n = scales[i];
+    const auto& w = windows[i];
+    auto spec = torch::stft(xs.reshape({b * c, xs.size(-1)}), n, n / 4, n, w.to(xs.options()), /*center=*/false,
+                            "reflect", /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
+    // torchaudio's normalized=True ("window"): divided by the window's L2 norm.
+    spec = spec / w.to(xs.options()).pow(2).sum().sqrt();
+    auto ri = torch::view_as_real(spec);  // (B·C, F, frames, 2)
+    ri = ri.reshape({b, c, ri.size(1), ri.size(2), 2});
+    // torch.cat([spec.real, spec.imag], 1) on (B, C, F, frames)
+    auto input = torch::cat({ri.select(-1, 0), ri.select(-1, 1)}, 1);
+    out.push_back(convnets[i]->forward(input));
+  }
+  return out;
+}
+
 std::shared_ptr<DiscriminatorBase> make_discriminator(const RaveOptions& o) {
   switch (o.discriminator) {
     case DiscriminatorKind::kNone:
       return nullptr;
     case DiscriminatorKind::kDescript:
       return std::make_shared<DescriptDiscriminatorImpl>(o);
+    case DiscriminatorKind::kScaleSpectral:
+      return std::make_shared<CombineDiscriminatorsImpl>(std::vector<std::shared_ptr<DiscriminatorBase>>{
+          std::make_shared<MultiScaleDiscriminatorImpl>(o), std::make_shared<MultiScaleSpectralDiscriminatorImpl>(o)});
     case DiscriminatorKind::kPeriodScale: {
       auto scales = std::make_shared<MultiScaleDiscriminatorImpl>(o);
       if (o.periods.empty()) return scales;

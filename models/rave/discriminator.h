@@ -98,8 +98,33 @@ struct DescriptDiscriminatorImpl : DiscriminatorBase {
   std::vector<MRD> mrds;
 };
 
+// EnCodec's STFT discriminator as RAVE's discriminator.EncodecConvNet: on the complex spectrogram
+// (torchaudio Spectrogram: hann, hop n/4, not centred, normalised by the window's L2 norm) as
+// (B, 2C, freq, frames), six weight-normed Conv2d: (9,3) → (9,3) stride (2,1) dilation (1,1),
+// (1,2), (1,4) → (3,3) → (3,3) to one channel, LeakyReLU(0.2) after all but the last; features:
+// every block's output.
+struct EncodecConvNetImpl : torch::nn::Module {
+  EncodecConvNetImpl(int64_t capacity, int64_t channels);
+  std::vector<torch::Tensor> forward(torch::Tensor x);
+  torch::nn::ModuleList net;
+  std::vector<models::Seq> blocks;
+};
+TORCH_MODULE(EncodecConvNet);
+
+// discriminator.MultiScaleSpectralDiscriminator: one EncodecConvNet per STFT size (`specs.<i>`
+// hold the windows, `nets.<i>` the networks).
+struct MultiScaleSpectralDiscriminatorImpl : DiscriminatorBase {
+  explicit MultiScaleSpectralDiscriminatorImpl(const RaveOptions& o);
+  Features forward(const torch::Tensor& x) override;
+  torch::nn::ModuleList specs, nets;
+  std::vector<EncodecConvNet> convnets;
+  std::vector<torch::Tensor> windows;
+  std::vector<int64_t> scales;
+};
+
 // From options.discriminator: kPeriodScale (Combine[MultiPeriod, MultiScale], or the bare
-// MultiScale when periods is empty, as v1), kDescript, or kNone (nullptr).
+// MultiScale when periods is empty, as v1), kDescript, kScaleSpectral (Combine[MultiScale,
+// MultiScaleSpectral]), or kNone (nullptr).
 std::shared_ptr<DiscriminatorBase> make_discriminator(const RaveOptions& o);
 
 }  // namespace rt::rave

@@ -64,6 +64,9 @@ void RaveOptions::validate() const {
   require(noise_augmentation == 0 || encoder == EncoderKind::kWasserstein, "noise_augmentation",
           "noise channels are appended by RAVE's WasserteinEncoder (and DiscreteEncoder) only: set "
           "model.encoder = wasserstein or model.noise_augmentation = 0");
+  if (discriminator == DiscriminatorKind::kScaleSpectral) {
+    require(!spectral_scales.empty(), "spectral_scales", "the spectral discriminator needs at least one STFT size");
+  }
   if (discriminator == DiscriminatorKind::kDescript) {
     require(!periods.empty() || !mrd_n_ffts.empty(), "mrd_n_ffts",
             "the descript discriminator needs periods or mrd_n_ffts");

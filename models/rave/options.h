@@ -18,9 +18,11 @@ constexpr EnumNames<RaveVersion> enum_names(RaveVersion) { return {{"v1", "v2", 
 
 // model.discriminator: none, RAVE's Combine[MultiPeriod, MultiScale] (v1, v2), or the
 // descript discriminator (MPD + MRD, v3).
-enum class DiscriminatorKind { kNone, kPeriodScale, kDescript, kMaxValue = kDescript };
+// scale_spectral: spectral_discriminator.gin's Combine[MultiScale, MultiScaleSpectral] (EnCodec's
+// STFT discriminator, spectral_scales, spectral_capacity).
+enum class DiscriminatorKind { kNone, kPeriodScale, kDescript, kScaleSpectral, kMaxValue = kScaleSpectral };
 constexpr EnumNames<DiscriminatorKind> enum_names(DiscriminatorKind) {
-  return {{"none", "period_scale", "descript"}};
+  return {{"none", "period_scale", "descript", "scale_spectral"}};
 }
 
 // model.encoder: the latent regularisation, RAVE's encoder wrapper (rave/blocks.py):
@@ -61,6 +63,9 @@ struct RaveOptions {
   std::vector<int64_t> periods{2, 3, 5, 7, 11};  // empty: scales only (v1)
   int64_t n_scales = 3;
   std::vector<int64_t> mrd_n_ffts{2048, 1024, 512};
+  // spectral_discriminator.gin: MultiScaleSpectralDiscriminator scales and EncodecConvNet capacity.
+  std::vector<int64_t> spectral_scales{4096, 2048, 1024, 512, 256};
+  int64_t spectral_capacity = 32;
   std::vector<int64_t> stft_scales{2048, 1024, 512, 256, 128};  // spectral distance
 
   // v1 | v2 | v3 as in RAVE's gin configs (configs/v1.toml … v3.toml hold the same values).

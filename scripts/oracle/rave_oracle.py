@@ -27,10 +27,11 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        parameter the stepping optimizer holds, from the same float32 weights.
   rave_augment         RAVE's --normalize, --derivative, --augment compress and normalize_ambient
                        transforms on a stereo half second (SoX through torchaudio, as RAVE runs it).
-  rave_v2_wasserstein_step, rave_v2_spherical_step
+  rave_v2_wasserstein_step, rave_v2_spherical_step, rave_v2_spectral_discriminator_step
                        the same three steps for `--config v2 --config wasserstein` (MMD, noise
                        channels, RAVE's weights 2) and `--config v2 --config spherical`; every
-                       draw RAVE makes (randn_like and randn) is on the tape.
+                       draw RAVE makes (randn_like and randn) is on the tape; and with
+                       spectral_discriminator.gin (EnCodec's STFT discriminator).
   rave_angles          the spherical latent's angle conversions of RAVE's export.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
@@ -88,6 +89,12 @@ TINY_WASSERSTEIN = {
 TINY_SPHERICAL = {
     "bindings": TINY_V2["bindings"],
     "options": dict(TINY_V2["options"], encoder="spherical"),
+}
+TINY_SPECTRAL = {
+    "bindings": TINY_V2["bindings"] + ["discriminator.EncodecConvNet.capacity = 2",
+                                       "discriminator.MultiScaleSpectralDiscriminator.scales = [256, 128]"],
+    "options": dict(TINY_V2["options"], discriminator="scale_spectral", spectral_scales=[256, 128],
+                    spectral_capacity=2),
 }
 STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
@@ -551,7 +558,7 @@ def make_windows(out):
 CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
                  "v2+causal", "v1+causal", "v3+causal", "v2+noise", "v2+snake", "v2+adain",
                  "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
-                 "v2+wasserstein", "v2+spherical")
+                 "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator")
 
 
 def make_configs(out):
@@ -643,7 +650,9 @@ def main():
             "rave_augment": lambda: make_augment(a.out),
             "rave_angles": lambda: make_angles(a.out),
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
-            "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL)}
+            "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
+            "rave_v2_spectral_discriminator_step":
+                lambda: make_step(a.out, "v2+spectral_discriminator", TINY_SPECTRAL)}
     only = [s for s in a.only.split(",") if s]
     for stem, job in jobs.items():
         if not only or stem in only:

@@ -73,6 +73,8 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.encoder = rt::parse_enum<rt::rave::EncoderKind>(o.value("encoder", std::string("variational")),
                                                     "golden options.encoder");
   r.noise_augmentation = o.value("noise_augmentation", int64_t{0});
+  if (o.contains("spectral_scales")) r.spectral_scales = o.at("spectral_scales").get<std::vector<int64_t>>();
+  r.spectral_capacity = o.value("spectral_capacity", r.spectral_capacity);
   return r;
 }
 
@@ -273,7 +275,8 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
 
 
 INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
-                         ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step"));
+                         ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step",
+                                           "rave_v2_spectral_discriminator_step"));
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.

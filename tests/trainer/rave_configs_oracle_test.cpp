@@ -57,7 +57,7 @@ const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",       
                                "onnx",      "raspberry", "v2+causal", "v1+causal",
                                "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
                                "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
-                                             "v2+wasserstein", "v2+spherical"};
+                                             "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator"};
 
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
