@@ -97,6 +97,13 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
                 std::to_string(meta_.channels) + " or 0");
   }
   channels_ = meta_.channels;
+  if (!options_.rand_pitch.empty()) {
+    if (options_.rand_pitch.size() != 2) {
+      throw Error("data.rand_pitch must hold two factors LO, HI (RAVE's --rand_pitch 0.7,1.3), got " +
+                  std::to_string(options_.rand_pitch.size()));
+    }
+    pitch_ = std::make_shared<RandomPitch>(options_.rand_pitch[0], options_.rand_pitch[1], options_.n_signal);
+  }
 }
 
 torch::Tensor AudioDataset::record(size_t index) const {
@@ -111,6 +118,7 @@ Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.slowdown_ms));
   }
   torch::Tensor full = record(index);
+  if (pitch_) full = (*pitch_)(full, rng);  // RAVE: before the crop
   const int64_t length = full.size(1);
   if (length < options_.n_signal) {
     throw Error("record '" + printable(keys_[index]) + "' holds " + std::to_string(length) + " samples per channel, fewer than n_signal = " +

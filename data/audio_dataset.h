@@ -30,6 +30,7 @@ struct AudioDatasetOptions {
   double slowdown_ms = 0.0;  // Artificial per-example delay (bottleneck-report tests).
   // After the dequantisation, in RAVE's order (data/augment.h): --normalize, --derivative, then
   // each augmentation.
+  std::vector<double> rand_pitch;  // --rand_pitch LO,HI before the crop (RandomPitch); empty = off
   bool normalize = false;
   bool derivative = false;
   std::vector<Augmentation> augmentations;
@@ -80,6 +81,7 @@ class AudioDataset : public ExampleSource {
   DbMetadata meta_;
   int channels_ = 0;
   int sampling_rate_ = 0;
+  std::shared_ptr<const RandomPitch> pitch_;
 };
 
 }  // namespace rt

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <numeric>
 
 #include "util/error.h"
 
@@ -173,6 +174,120 @@ torch::Tensor sox_compand(const torch::Tensor& x, int sampling_rate, const std::
   float* dst = y.data_ptr<float>();
   for (size_t i = 0; i < out.size(); ++i) dst[i] = static_cast<float>(out[i]) / 2147483648.0f;
   return y.t().contiguous();
+}
+
+namespace {
+
+// Modified Bessel function of the first kind, order 0 (series; exact to double rounding for the
+// arguments a Kaiser window with beta 5 takes).
+double bessel_i0(double x) {
+  double sum = 1.0, term = 1.0;
+  const double q = x * x / 4.0;
+  for (int k = 1; k < 200; ++k) {
+    term *= q / (static_cast<double>(k) * k);
+    sum += term;
+    if (term < sum * 1e-17) break;
+  }
+  return sum;
+}
+
+// scipy.signal.firwin(numtaps, cutoff, window=('kaiser', 5.0)): lowpass, scaled to unit DC gain.
+std::vector<double> firwin_kaiser(int64_t numtaps, double cutoff, double beta) {
+  std::vector<double> h(static_cast<size_t>(numtaps));
+  const double alpha = 0.5 * static_cast<double>(numtaps - 1);
+  double sum = 0.0;
+  for (int64_t n = 0; n < numtaps; ++n) {
+    const double m = static_cast<double>(n) - alpha;
+    const double arg = cutoff * m;
+    const double sinc = arg == 0.0 ? 1.0 : std::sin(M_PI * arg) / (M_PI * arg);
+    const double r = (static_cast<double>(n) - alpha) / alpha;
+    const double w = bessel_i0(beta * std::sqrt(std::max(0.0, 1.0 - r * r))) / bessel_i0(beta);
+    h[static_cast<size_t>(n)] = cutoff * sinc * w;
+    sum += h[static_cast<size_t>(n)];
+  }
+  for (auto& v : h) v /= sum;
+  return h;
+}
+
+}  // namespace
+
+torch::Tensor resample_poly(const torch::Tensor& x, int64_t up, int64_t down) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "resample_poly: [rows, length] float32");
+  const int64_t g = std::gcd(up, down);
+  up /= g;
+  down /= g;
+  if (up == 1 && down == 1) return x.clone();
+  const int64_t n_in = x.size(1), rows = x.size(0);
+  const int64_t n_out = (n_in * up) / down + ((n_in * up) % down != 0 ? 1 : 0);
+  const int64_t max_rate = std::max(up, down);
+  const int64_t half_len = 10 * max_rate;
+  std::vector<double> h = firwin_kaiser(2 * half_len + 1, 1.0 / static_cast<double>(max_rate), 5.0);
+  for (auto& v : h) v = static_cast<double>(static_cast<float>(v)) * static_cast<double>(up);  // h.astype(x.dtype) * up
+  const int64_t n_pre_pad = down - half_len % down;
+  const int64_t n_pre_remove = (half_len + n_pre_pad) / down;
+  // The padded filter: n_pre_pad zeros first (the zeros after it change nothing kept).
+  const auto taps = static_cast<int64_t>(h.size());
+  const torch::Tensor xc = x.contiguous();
+  torch::Tensor y = torch::empty({rows, n_out}, torch::kFloat32);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = xc.data_ptr<float>() + r * n_in;
+    double mean = 0.0;
+    for (int64_t i = 0; i < n_in; ++i) mean += in[i];
+    mean = static_cast<double>(static_cast<float>(mean / static_cast<double>(n_in)));
+    float* out = y.data_ptr<float>() + r * n_out;
+    for (int64_t k = 0; k < n_out; ++k) {
+      // upfirdn: output sample (k + n_pre_remove)·down of the upsampled signal filtered by the
+      // padded h; input i sits at position i·up, tap j of h at offset n_pre_pad + j.
+      const int64_t pos = (k + n_pre_remove) * down - n_pre_pad;
+      double acc = 0.0;
+      // j ≡ pos (mod up), 0 ≤ j < taps, 0 ≤ (pos − j)/up < n_in
+      int64_t j = ((pos % up) + up) % up;
+      for (; j < taps; j += up) {
+        const int64_t i = (pos - j) / up;
+        if (i < 0) break;
+        if (i < n_in) acc += h[static_cast<size_t>(j)] * (static_cast<double>(in[i]) - mean);
+      }
+      out[k] = static_cast<float>(acc + mean);
+    }
+  }
+  return y;
+}
+
+RandomPitch::RandomPitch(double lo, double hi, int64_t n_signal) : lo_(lo), hi_(hi), n_signal_(n_signal) {
+  if (!(lo > 0 && hi >= lo)) {
+    throw Error("data.rand_pitch = [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "]: expected two factors 0 < LO <= HI (RAVE's --rand_pitch 0.7,1.3)");
+  }
+  for (int64_t a = 1; a < 20; ++a) {
+    for (int64_t b = 1; b < 20; ++b) {
+      if (a == b) continue;
+      const double f = static_cast<double>(a) / static_cast<double>(b);
+      if (f > hi || f < lo) continue;
+      // bisect.insort-left, as RAVE builds the lists
+      const auto at = std::lower_bound(factors_.begin(), factors_.end(), f) - factors_.begin();
+      factors_.insert(factors_.begin() + at, f);
+      ratios_.insert(ratios_.begin() + at, {a, b});
+    }
+  }
+  if (factors_.empty()) {
+    throw Error("data.rand_pitch = [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "] holds no ratio x/y of integers 1…19 (x != y)");
+  }
+}
+
+std::pair<int64_t, int64_t> RandomPitch::ratio_for(double factor) const {
+  auto at = std::lower_bound(factors_.begin(), factors_.end(), factor) - factors_.begin();
+  if (at == static_cast<std::ptrdiff_t>(factors_.size())) --at;
+  return ratios_[static_cast<size_t>(at)];
+}
+
+torch::Tensor RandomPitch::operator()(const torch::Tensor& record, std::mt19937_64& rng) const {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (u(rng) >= 0.5) return record;
+  const double hi = std::min(hi_, static_cast<double>(record.size(-1)) / static_cast<double>(n_signal_));
+  const double factor = u(rng) * (hi - lo_) + lo_;
+  const auto [up, down] = ratio_for(factor);
+  return resample_poly(record, up, down);
 }
 
 void normalize_peak(torch::Tensor& x, double max_gain_db) {

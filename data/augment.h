@@ -40,6 +40,29 @@ void take_derivative(torch::Tensor& x);
 // per row, zero initial state; float64 inside as scipy.
 void integrate_derivative(torch::Tensor& x, int sampling_rate);
 
+// scipy.signal.resample_poly(x, up, down, axis=-1, window=('kaiser', 5.0), padtype='mean') per
+// row of x ([rows, length] float32): a Kaiser-windowed sinc FIR (firwin, 20·max(up, down) + 1
+// taps) applied polyphase to the signal minus its mean, the mean added back. Float64 inside.
+torch::Tensor resample_poly(const torch::Tensor& x, int64_t up, int64_t down);
+
+// RAVE's RandomPitch (--rand_pitch LO,HI; rave/transforms.py), applied to the whole record before
+// the crop: with probability 0.5 a factor uniform in [LO, min(HI, length / n_signal)], rounded up
+// to the nearest ratio x/y of integers 1…19 (x ≠ y) in [LO, HI], resamples the record by x/y.
+class RandomPitch {
+ public:
+  RandomPitch(double lo, double hi, int64_t n_signal);
+  // The record, resampled or not.
+  torch::Tensor operator()(const torch::Tensor& record, std::mt19937_64& rng) const;
+  // The (up, down) pair a factor maps to (bisect_left over the sorted factors, the last one past them).
+  std::pair<int64_t, int64_t> ratio_for(double factor) const;
+
+ private:
+  double lo_, hi_;
+  int64_t n_signal_;
+  std::vector<double> factors_;
+  std::vector<std::pair<int64_t, int64_t>> ratios_;
+};
+
 // SoX's compand effect through libsox (thread-safe: calls are serialised), with sox's own
 // argument strings ("0.1,0.1", "6:-80,-40,-30.5", optionally a gain "0"). Returns a new tensor
 // of x's shape. Throws rt::Error with sox's message for arguments it refuses.

@@ -119,6 +119,10 @@ std::vector<KeySpec> build_common_schema() {
         "train on the signal's derivative (x[n] - x[n-1]) / 2; validation audio is integrated back (RAVE's "
         "--derivative)")
           .cli("derivative"),
+      FL("data.rand_pitch", {},
+         "RAVE's --rand_pitch LO,HI: with probability 0.5 resample each record by a ratio in [LO, HI] before "
+         "the crop (scipy's resample_poly); [] = off")
+          .cli("rand_pitch"),
       S("data.augment", "",
         "augmentations, comma-separated, applied in order: mute, compress, gain (RAVE's --augment files; "
         "`--augment NAME` appends one), normalize_ambient (normalize_ambient.toml); data/augment.h"),

@@ -159,6 +159,7 @@ class RaveFamily final : public ModelFamily {
     train_opts.dequantize = c.get_bool("data.dequantize");
     train_opts.slowdown_ms = c.get_float("data.slowdown_ms");
     train_opts.normalize = c.get_bool("data.normalize");
+    train_opts.rand_pitch = c.get_float_list("data.rand_pitch");
     train_opts.derivative = c.get_bool("data.derivative");
     train_opts.augmentations = parse_augmentations(c.get_string("data.augment"), "data.augment");
     auto train = std::make_shared<AudioDataset>(db, train_opts);
@@ -167,6 +168,7 @@ class RaveFamily final : public ModelFamily {
     val_opts.phase_mangle = false;
     val_opts.dequantize = false;
     val_opts.slowdown_ms = 0.0;
+    val_opts.rand_pitch.clear();
     // … nor random augmentations; the deterministic ones (normalisation, derivative, the
     // ambient compressor) define the signal the model learns, and stay.
     std::vector<Augmentation> fixed;

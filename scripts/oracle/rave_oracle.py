@@ -33,6 +33,7 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        draw RAVE makes (randn_like and randn) is on the tape; and with
                        spectral_discriminator.gin (EnCodec's STFT discriminator).
   rave_angles          the spherical latent's angle conversions of RAVE's export.
+  rave_pitch           RAVE's --rand_pitch (RandomPitch, scipy's resample_poly) on a stereo record.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
   rave_configs         CONFIG_STACKS at full size (manifest only): every state_dict name and
@@ -534,6 +535,39 @@ def make_angles(out):
     w.save(out, "rave_angles", m)
 
 
+def make_pitch(out):
+    """RAVE's RandomPitch (--rand_pitch 0.7,1.3; rave/transforms.py) on a stereo record, forced
+    to run (torch.bernoulli patched to 1) with known uniform draws (transforms.random patched):
+    the factor tables and, per draw, the (up, down) chosen and scipy's resample_poly output."""
+    import rave.transforms as rt_
+    g = torch.Generator().manual_seed(SEED)
+    n_signal = 1000
+    x = (torch.randn(2, 2500, generator=g) * 0.2 + 0.05).numpy().astype(np.float32)
+    pitch = rt_.RandomPitch(n_signal, [0.7, 1.3])
+    w = Writer()
+    w.add("input:x", torch.from_numpy(x))
+    draws, ratios = [0.0, 0.05, 0.5, 0.93, 0.999], []
+    orig_bernoulli, orig_random = torch.bernoulli, rt_.random
+    try:
+        torch.bernoulli = lambda *a, **k: torch.tensor(1.0)
+        for i, r in enumerate(draws):
+            rt_.random = lambda r=r: r
+            y = pitch(x.copy())
+            hi = min(1.3, x.shape[-1] / n_signal)
+            f = r * (hi - 0.7) + 0.7
+            import bisect
+            k = min(bisect.bisect_left(pitch.factor_list, f), len(pitch.factor_list) - 1)
+            ratios.append(list(pitch.ratio_list[k]))
+            w.add(f"output:pitched.{i}", torch.from_numpy(np.asarray(y, dtype=np.float32)))
+    finally:
+        torch.bernoulli, rt_.random = orig_bernoulli, orig_random
+    m = {"format": FORMAT, "model": "rave_pitch", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED,
+         "n_signal": n_signal, "pitch_range": [0.7, 1.3], "draws": draws, "ratios": ratios,
+         "factor_list": list(pitch.factor_list), "ratio_list": [list(v) for v in pitch.ratio_list]}
+    w.save(out, "rave_pitch", m)
+
+
 def make_windows(out):
     """The float32 hann windows RAVE's spectral distances use (torchaudio's Spectrogram buffer,
     torch.hann_window computed by the oracle's PyTorch), for every STFT scale the goldens use. A
@@ -649,6 +683,7 @@ def main():
             "rave_windows": lambda: make_windows(a.out),
             "rave_augment": lambda: make_augment(a.out),
             "rave_angles": lambda: make_angles(a.out),
+            "rave_pitch": lambda: make_pitch(a.out),
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
             "rave_v2_spectral_discriminator_step":

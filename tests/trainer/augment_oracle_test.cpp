@@ -89,6 +89,28 @@ TEST_F(AugmentOracle, RandomAugmentationsDrawAsRavesDo) {
   EXPECT_NEAR(compressed, 80, 5 * std::sqrt(100 * 0.16));
 }
 
+// --rand_pitch: RAVE's factor table and (up, down) choice, and scipy's resample_poly output.
+TEST(PitchOracle, RandomPitchIsRavesAndResamplesAsScipy) {
+  const auto g = testing::load_golden("rave_pitch");
+  const auto range = g.manifest.at("pitch_range").get<std::vector<double>>();
+  const RandomPitch pitch(range.at(0), range.at(1), g.manifest.at("n_signal").get<int64_t>());
+  const auto x = g.at("input:x");
+  const auto draws = g.manifest.at("draws").get<std::vector<double>>();
+  const auto ratios = g.manifest.at("ratios").get<std::vector<std::vector<int64_t>>>();
+  const double hi = std::min(range.at(1), static_cast<double>(x.size(1)) / g.manifest.at("n_signal").get<double>());
+  for (size_t i = 0; i < draws.size(); ++i) {
+    SCOPED_TRACE("draw " + std::to_string(draws[i]));
+    const auto [up, down] = pitch.ratio_for(draws[i] * (hi - range.at(0)) + range.at(0));
+    EXPECT_EQ(up, ratios[i].at(0));
+    EXPECT_EQ(down, ratios[i].at(1));
+    const auto y = resample_poly(x, up, down);
+    const auto& ref = g.at("output:pitched." + std::to_string(i));
+    ASSERT_EQ(y.sizes(), ref.sizes());
+    EXPECT_LE(max_abs_diff(y, ref), 2e-6);
+  }
+  EXPECT_HAS(testing::error_of([] { RandomPitch(1.3, 0.7, 100); }), "expected two factors 0 < LO <= HI");
+}
+
 TEST(AugmentFlags, AugmentAppendsInOrderAndUnknownNamesAreRefused) {
   const TrainArgs a = parse_train_args(std::vector<std::string>{"--config", "tiny_rave", "--augment", "mute",
                                                                 "--augment", "gain", "--normalize", "--derivative"});
