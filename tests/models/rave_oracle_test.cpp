@@ -52,6 +52,15 @@ constexpr double kFloat64LossRel = 1e-9;
 // float64 steps also take RAVE's own PQMF bank (testing::use_raves_pqmf), another float32 cos.
 // With both, every gradient is within 1e-6 against LibTorch 1.13, Debian 13's 2.6 and 2.11.
 constexpr double kFloat64GradRel = 1e-6;
+// A float64 gradient that is exactly zero in exact arithmetic — the bias of the last convolution
+// of EncodecConvNet in a discriminator step, where the hinge loss's real and fake terms, all
+// inside the margin, cancel (−1 + 1) — holds rounding noise (1e-16) on both sides, differently
+// on each LibTorch: compared absolutely, far below any real gradient here (≥ 1e-4).
+constexpr double kFloat64GradZero = 1e-12;
+// The wasserstein regularisation is an MMD: the difference of three kernel means near 0.5 whose
+// result is ~0.06, so float32 rounding weighs ~15 times more in it than in the other terms
+// (float64 checks it to 1e-9 below).
+constexpr double kFloat32MmdRel = 1e-4;
 
 
 rt::rave::RaveOptions options_of(const rt::Json& o) {
@@ -237,7 +246,8 @@ TEST_P(RaveOracleStep, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
     for (const auto& [tag, value] : l.scalars()) {
       const auto& logged = ref.at("logged_float32");
       ASSERT_TRUE(logged.contains(tag)) << "RAVE logs no " << tag;
-      expect_rel(value.item<double>(), logged.at(tag).get<double>(), kFloat32LossRel, tag);
+      const bool mmd = tag == "regularization" && model->options().encoder == rt::rave::EncoderKind::kWasserstein;
+      expect_rel(value.item<double>(), logged.at(tag).get<double>(), mmd ? kFloat32MmdRel : kFloat32LossRel, tag);
     }
   }
 }
@@ -268,7 +278,7 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
     // Every parameter RAVE's optimizer saw a gradient for has one here: gradient_mismatches
     // reports "no gradient computed" otherwise.
     const auto bad = gradient_mismatches(*model, g, kFloat64GradRel, "grad:" + c.name + ".", &names,
-                                         rt::testing::GradMetric::kNorm);
+                                         rt::testing::GradMetric::kNorm, kFloat64GradZero);
     EXPECT_TRUE(bad.empty()) << bad.size() << " gradients differ:\n  " << join(bad);
   }
 }
