@@ -4,8 +4,7 @@
 // One line per unique stack: `frame;frame;…;<op name> <self µs>`, root first, the operator's
 // name as the leaf frame, value = the summed self CPU time of the operators with that stack
 // in whole microseconds; lines whose value is 0 are omitted. Lines are sorted for stable
-// output. When frames stay unresolved (Timeline::unresolved_frames), a last comment line
-// ("# N of M distinct frames unresolved …: <module> (count) …") says how many, per module.
+// output. Nothing else: the format has no comments (flamegraph.pl calls any other line invalid).
 #pragma once
 
 #include <filesystem>
@@ -17,6 +16,11 @@
 namespace rt::prof {
 
 std::string collapsed_stacks(const Timeline& timeline);
+
+// When frames of the written stacks stay unresolved (Timeline::unresolved_frames): "N of M
+// distinct frames unresolved …: <module> (count) …", per module; "" otherwise. The stacks
+// output prints it on the console after the window's line.
+std::string unresolved_frames_note(const Timeline& timeline);
 
 // Writes collapsed_stacks() atomically; throws rt::Error naming the path on failure.
 void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::path& path);

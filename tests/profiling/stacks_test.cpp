@@ -77,14 +77,7 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   std::string line;
   size_t lines = 0, through_user_fn = 0;
   const std::regex format(R"(^[^ ].* [0-9]+$)");
-  bool footer_seen = false;
   while (std::getline(in, line)) {
-    EXPECT_FALSE(footer_seen) << "the unresolved-frames comment is the last line";
-    if (line.rfind("# ", 0) == 0) {  // the unresolved-frames comment: never ends in " <count>"
-      footer_seen = true;
-      EXPECT_FALSE(std::regex_match(line, format)) << line;
-      continue;
-    }
     ++lines;
     EXPECT_TRUE(std::regex_match(line, format)) << line;
     EXPECT_EQ(line.back() == '0' && line[line.rfind(' ') + 1] == '0', false) << "zero-valued line: " << line;
@@ -99,9 +92,9 @@ TEST(StacksTest, CollapsedStacksFileFormat) {
   EXPECT_GT(through_user_fn, 0u) << text;
 }
 
-// Frames no symbol contains are named "<module>+0x<offset>" and counted per module in a last
-// comment line of the stacks file; a file without such frames has no comment.
-TEST(StacksTest, UnresolvedFramesAreListedInTheStacksFile) {
+// Frames no symbol contains are named "<module>+0x<offset>" and counted per module in a note
+// kept out of the stacks file (the folded format has no comments).
+TEST(StacksTest, UnresolvedFramesAreCountedOutsideTheStacksFile) {
   Timeline t;
   Activity a;
   a.name = "aten::add";
@@ -112,15 +105,14 @@ TEST(StacksTest, UnresolvedFramesAreListedInTheStacksFile) {
   finalize_timeline(t);
   const std::string plain = collapsed_stacks(t);
   EXPECT_EQ(plain, "main;rt::train;libfoo.so.1+0x3c4d;libfoo.so.1+0x1a2b;aten::add 5\n");
+  EXPECT_EQ(unresolved_frames_note(t), "");
 
   t.unresolved_frames = {"libfoo.so.1+0x1a2b", "libfoo.so.1+0x3c4d", "libbar.so+0x10"};  // bar: not written
-  const std::string text = collapsed_stacks(t);
-  ASSERT_EQ(text.rfind(plain, 0), 0u) << text;
-  const std::string footer = text.substr(plain.size());
-  EXPECT_EQ(footer.rfind("# 2 of 5 distinct frames unresolved", 0), 0u) << footer;
-  EXPECT_NE(footer.find(" libfoo.so.1 (2)\n"), std::string::npos) << footer;
-  EXPECT_EQ(footer.find("libbar"), std::string::npos) << footer;
-  EXPECT_FALSE(std::regex_search(footer, std::regex(R"( \d+\n$)"))) << "read as a stack line: " << footer;
+  EXPECT_EQ(collapsed_stacks(t), plain) << "the file holds stack lines only";
+  const std::string note = unresolved_frames_note(t);
+  EXPECT_EQ(note.rfind("2 of 5 distinct frames unresolved", 0), 0u) << note;
+  EXPECT_NE(note.find(" libfoo.so.1 (2)"), std::string::npos) << note;
+  EXPECT_EQ(note.find("libbar"), std::string::npos) << note;
 }
 
 // libtorch_cpu ships without debug info or .symtab: an address inside one of its exported
