@@ -18,7 +18,9 @@ while [ $# -gt 0 ]; do
 done
 
 "$ROOT/scripts/setup.sh"
-"$ROOT/scripts/build.sh"
+# Only what the demo runs: the tools, not the test suites (scripts/test.sh builds those), so that
+# a fresh machine reaches the first training step without compiling a test.
+TARGETS="${TARGETS:-train preprocess profile-report export}" "$ROOT/scripts/build.sh"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
 # OpenMP threads that spin while waiting collapse when anything else wants the cores (a busy
 # shared machine: measured 25x slower steps); passive waiting costs little when idle.
