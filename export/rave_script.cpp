@@ -152,13 +152,17 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
                "    ones = torch.ones([a.size(0), 1, a.size(2)], dtype=a.dtype, device=a.device)\n"
                "    return torch.cat([cos, ones], 1) * torch.cat([ones, sin], 1)\n");
   }
-  if (!variational) {
-    // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.
-    MethodWriter w(ctx, top);
+  // encode's first lines, whatever the latent: the input check and the encoder's statistics.
+  auto encode_stats = [&](MethodWriter& w) {
     w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
                                                                           " channels, time)"));
     if (s.streaming) w.line(batch_check("x"));
     w.line("stats = self.encoder.forward(self.pqmf.forward(x))");
+  };
+  if (!variational) {
+    // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.
+    MethodWriter w(ctx, top);
+    encode_stats(w);
     w.define("encode", "x: Tensor", "Tensor",
              kind == rave::EncoderKind::kSpherical ? "self.latent_to_angles(stats)" : "stats");
   }
@@ -179,10 +183,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   }
   if (variational) {
     MethodWriter w(ctx, top);
-    w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
-                                                                          " channels, time)"));
-    if (s.streaming) w.line(batch_check("x"));
-    w.line("stats = self.encoder.forward(self.pqmf.forward(x))");
+    encode_stats(w);
     w.line("halves = stats.chunk(2, 1)");
     w.line("z = halves[0]");
     w.line("noise_scale = self.noise_scale[0]");
