@@ -123,7 +123,9 @@ std::string config_reference_markdown() {
       "order, key by key, a later file winning (trainer/config_stack.h). A base sets the model family; an\n"
       "overlay changes a few keys and needs a base under it. A stack that RAVE could not train, or that\n"
       "would silently lose one file's choice, is refused with both files named. `--print_config` shows\n"
-      "which file set each key, and `--summary` the parameter count (tested against the real RAVE's).\n\n" +
+      "which file set each key, and `--summary` the parameter count (tested against the real RAVE's).\n"
+      "Each one's step time and memory on a CPU, measured: BENCHMARKS.md, \"RAVE's configurations on the\n"
+      "CPU\" (`scripts/bench/rave_configs.sh`).\n\n" +
       rave_configs_markdown() + "\n## Common keys\n";
   std::vector<const KeySpec*> common;
   for (const auto& spec : config_schema()) {
