@@ -339,7 +339,7 @@ TEST(ConfigGetters, EnumKeysReadAsTheirEnums) {
   // The choices of an enum key are its enum's spellings.
   EXPECT_EQ(find_key_spec("model.version")->choices, enum_choices<rave::RaveVersion>());
   EXPECT_EQ(find_key_spec("model.discriminator")->choices,
-            (std::vector<std::string>{"none", "period_scale", "descript"}));
+            (std::vector<std::string>{"none", "period_scale", "descript", "scale_spectral"}));
   // Reading an enum key as an enum whose spellings it does not hold names the key.
   EXPECT_HAS(error_of([&] { c.get_enum<rave::RaveVersion>("model.scan"); }),
              "model.scan = \"fused\" is not allowed; expected one of v1, v2, v3");
