@@ -38,7 +38,7 @@ void check_run_config(const fs::path& run, const RaveCheckpoint& c) {
   const fs::path file = run / "config.toml";
   if (!fs::is_regular_file(file)) return;
   const std::string run_signature = load_config_file(file).architecture_signature();
-  if (run_signature != c.meta.signature) {
+  if (!signatures_match(run_signature, c.meta.signature)) {
     throw Error("checkpoint '" + c.path.string() + "' was made with another config than '" + file.string() +
                 "': the checkpoint holds [" + c.meta.signature + "], the run [" + run_signature + "]");
   }

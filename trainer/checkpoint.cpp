@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "trainer/config.h"
 #include "trainer/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -94,7 +95,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, const Checkpoi
                                const std::function<void(torch::serialize::InputArchive&)>& read_model) {
   auto a = open_archive(path);
   CheckpointMeta m = read_meta(a, path.string());
-  if (m.family != expected.family || m.signature != expected.signature) {
+  if (m.family != expected.family || !signatures_match(m.signature, expected.signature)) {
     throw Error("checkpoint '" + path.string() + "' was made with another config: it holds model '" + m.family +
                 "' [" + m.signature + "], this run builds '" + expected.family + "' [" + expected.signature + "]");
   }

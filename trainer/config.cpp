@@ -355,6 +355,44 @@ std::string Config::architecture_signature() const {
   return s;
 }
 
+namespace {
+
+// "model.capacity = 96; model.ratios = [4, 4]; " → key → value text.
+std::map<std::string, std::string> signature_entries(const std::string& signature) {
+  std::map<std::string, std::string> out;
+  size_t begin = 0;
+  while (begin < signature.size()) {
+    size_t end = signature.find("; ", begin);
+    if (end == std::string::npos) end = signature.size();
+    const std::string entry = signature.substr(begin, end - begin);
+    const size_t eq = entry.find(" = ");
+    if (eq != std::string::npos) out[entry.substr(0, eq)] = entry.substr(eq + 3);
+    begin = end + 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool signatures_match(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  const auto ea = signature_entries(a), eb = signature_entries(b);
+  auto same = [](const std::map<std::string, std::string>& one, const std::map<std::string, std::string>& other) {
+    for (const auto& [key, value] : one) {
+      auto it = other.find(key);
+      if (it != other.end()) {
+        if (it->second != value) return false;
+        continue;
+      }
+      // A key one side does not name (written before the key existed) matches its default.
+      const KeySpec* spec = find_key_spec(key);
+      if (spec == nullptr || value_text(spec->default_value) != value) return false;
+    }
+    return true;
+  };
+  return same(ea, eb) && same(eb, ea);
+}
+
 bool Config::operator==(const Config& other) const {
   if (values_.size() != other.values_.size()) return false;
   for (const auto& [key, e] : values_) {

@@ -108,6 +108,11 @@ class Config {
   std::string stack_name_;
 };
 
+// Whether two architecture signatures describe the same model: equal values for the keys both
+// name, and the default for a key only one names (a checkpoint written before that key existed
+// builds the model the key's default builds).
+bool signatures_match(const std::string& a, const std::string& b);
+
 // Defaults, then the file with its [stack] includes (trainer/config_stack.h; resolved next to it,
 // then in config_search_dirs()), checked and finalized.
 Config load_config_file(const std::filesystem::path& path);

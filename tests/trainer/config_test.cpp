@@ -372,3 +372,35 @@ TEST(ArchitectureSignature, HoldsTheArchitectureKeysOfTheChosenFamilyOnly) {
 
 }  // namespace
 }  // namespace rt
+
+namespace rt {
+namespace {
+
+// A checkpoint written before an architecture key existed (its signature lacks the key) still
+// resumes and exports when this build's value is the key's default; any other value is another
+// model.
+TEST(ArchitectureSignature, KeysAddedLaterMatchAtTheirDefault) {
+  Config c;
+  c.set("model.family", "rave", "test");
+  c.finalize();
+  const std::string now = c.architecture_signature();
+  ASSERT_NE(now.find("model.spectral_capacity = 32; "), std::string::npos) << now;
+  std::string before = now;
+  for (const char* key : {"model.spectral_scales", "model.spectral_capacity", "model.encoder",
+                          "model.noise_augmentation", "model.noise_hidden"}) {
+    const size_t at = before.find(std::string(key) + " = ");
+    ASSERT_NE(at, std::string::npos) << key;
+    before.erase(at, before.find("; ", at) + 2 - at);
+  }
+  EXPECT_TRUE(signatures_match(before, now));
+  EXPECT_TRUE(signatures_match(now, before));
+  Config other = c;
+  other.set("model.spectral_capacity", "16", "test");
+  EXPECT_FALSE(signatures_match(before, other.architecture_signature()));
+  other = c;
+  other.set("model.capacity", "8", "test");
+  EXPECT_FALSE(signatures_match(now, other.architecture_signature()));
+}
+
+}  // namespace
+}  // namespace rt
