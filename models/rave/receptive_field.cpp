@@ -37,17 +37,20 @@ ReceptiveField measure_receptive_field(RaveModelImpl& model) {
   for (int64_t n = int64_t{1} << 15; n <= kMaxLength; n *= 2) {
     auto x = torch::randn({1, model.options().channels, n}, generator, cpu).to(options.device()).requires_grad_(true);
     const auto stats = model.encode_stats(x);
-    // The draws never reach x's gradient; the other encoders' take zeros (no MMD over 2^24 frames).
-    torch::Tensor noise, augmentation;
-    if (model.encoder->kind == EncoderKind::kVariational) {
-      noise = torch::randn(stats.chunk(2, 1)[0].sizes(), generator, cpu).to(options.device());
-    } else if (model.encoder->kind == EncoderKind::kWasserstein) {
-      noise = torch::zeros({1, stats.size(1)}, stats.options());
-      augmentation = torch::zeros({stats.size(0), model.encoder->noise_augmentation, stats.size(2)}, stats.options());
+    // The latent the decoder gets; its draws never reach x's gradient. The wasserstein latent
+    // skips reparametrize (its MMD over every pair of frames is not needed) and takes zero noise
+    // channels.
+    torch::Tensor z;
+    if (model.encoder->kind == EncoderKind::kWasserstein) {
+      z = torch::cat({stats, torch::zeros({stats.size(0), model.encoder->noise_augmentation, stats.size(2)},
+                                          stats.options())},
+                     1);
+    } else if (model.encoder->kind == EncoderKind::kVariational) {
+      const auto noise = torch::randn(stats.chunk(2, 1)[0].sizes(), generator, cpu).to(options.device());
+      z = model.encoder->reparametrize(stats, noise).first;
+    } else {
+      z = model.encoder->reparametrize(stats).first;
     }
-    auto z = model.encoder->kind == EncoderKind::kWasserstein
-                 ? torch::cat({stats, augmentation}, 1)
-                 : model.encoder->reparametrize(stats, noise).first;
     const auto y = model.decode(z);
     const auto grad = torch::autograd::grad({y.select(0, 0).select(0, 0).select(0, n / 2)}, {x})[0].reshape(-1).cpu();
     const auto halves = grad.chunk(2, 0);
