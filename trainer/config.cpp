@@ -8,6 +8,7 @@
 
 #include "trainer/config_lookup.h"
 #include "trainer/config_stack.h"
+#include "trainer/config_toml.h"
 #include "trainer/config_value.h"
 #include "trainer/family_registry.h"
 #include "util/atomic_file.h"
@@ -22,12 +23,8 @@ constexpr const char* kProfileSteps = "profiling.profile_steps";
 
 // The source an origin belongs to: the file of "<file>:<line>", else the command line.
 std::string source_of(const std::string& origin) {
-  const auto colon = origin.rfind(':');
-  if (colon == std::string::npos || colon + 1 == origin.size() ||
-      origin.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-    return "the command line";
-  }
-  return origin.substr(0, colon);
+  const std::string file = origin_file(origin);
+  return file.empty() ? "the command line" : file;
 }
 
 [[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
@@ -146,14 +143,7 @@ void Config::merge_toml_file(const std::filesystem::path& path) {
 }
 
 void Config::merge_toml_string(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw Error(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                ": TOML parse error: " + std::string(e.description()));
-  }
+  const toml::table root = parse_config_toml(text, origin);
   const auto& sections = config_sections();
   for (auto&& [section_key, section_node] : root) {
     const std::string section(section_key.str());
@@ -373,6 +363,15 @@ std::map<std::string, std::string> signature_entries(const std::string& signatur
 }
 
 }  // namespace
+
+std::string origin_file(const std::string& origin) {
+  const auto colon = origin.rfind(':');
+  if (colon == std::string::npos || colon + 1 == origin.size() ||
+      origin.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+    return "";
+  }
+  return origin.substr(0, colon);
+}
 
 bool signatures_match(const std::string& a, const std::string& b) {
   if (a == b) return true;

@@ -74,7 +74,8 @@ class Config {
   std::string text(const std::string& key) const;
   // The TOML files merged (merge_toml_file), in order: the config a run was made from.
   const std::vector<std::filesystem::path>& files() const { return files_; }
-  // The --config stack's name ("v2+causal", ConfigStack::name); "" when none was given.
+  // The --config stack's name ("v2+causal", set by ConfigStack::merge, so also by
+  // load_config_file: "v3"); "" when the config came from no file (a checkpoint's, a string).
   const std::string& stack_name() const { return stack_name_; }
   void set_stack_name(std::string name) { stack_name_ = std::move(name); }
 
@@ -107,6 +108,9 @@ class Config {
   std::vector<std::filesystem::path> files_;
   std::string stack_name_;
 };
+
+// The file of an origin "<file>:<line>" (Config::origin); "" for a flag, an alias or the default.
+std::string origin_file(const std::string& origin);
 
 // Whether two architecture signatures describe the same model: equal values for the keys both
 // name, and the default for a key only one names (a checkpoint written before that key existed

@@ -44,24 +44,16 @@ std::string key_tables(const std::vector<const KeySpec*>& specs) {
 // overlays, each group by name.
 std::vector<std::pair<std::string, ConfigStack::File>> rave_configs() {
   std::vector<std::pair<std::string, ConfigStack::File>> out;
-  for (const auto& dir : config_search_dirs()) {
+  const auto dirs = config_search_dirs();
+  for (const auto& dir : dirs) {
     for (const auto& name : configs_in(dir)) {
-      const ConfigStack::File f = ConfigStack::read_header(dir / (name + ".toml"));
-      if (!f.mirrors.empty()) out.emplace_back(name, f);
+      const auto path = dir / (name + ".toml");
+      ConfigStack::File f = ConfigStack::read_header(path);
+      if (f.mirrors.empty()) continue;
+      f.base = ConfigStack::is_base(path, dirs);  // v3 is a base through v2
+      out.emplace_back(name, f);
     }
-    if (out.empty()) continue;
-    // A base through its includes (v3 includes v2) is a base.
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (auto& [name, f] : out) {
-        for (const auto& inc : f.include) {
-          for (const auto& [other, g] : out) {
-            if (other == inc && g.base && !f.base) f.base = changed = true;
-          }
-        }
-      }
-    }
-    break;
+    if (!out.empty()) break;
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.second.base != b.second.base ? a.second.base : a.first < b.first;

@@ -1,11 +1,10 @@
 #include "trainer/config_stack.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <functional>
 
 #include "trainer/config_lookup.h"
+#include "trainer/config_toml.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -39,29 +38,18 @@ std::vector<std::string> string_array(const toml::node& node, const std::string&
   return out;
 }
 
-struct Header {
-  ConfigStack::File file;
-};
-
-Header parse_header(const fs::path& path) {
+ConfigStack::File parse_header(const fs::path& path) {
   const std::string origin = path.string();
-  toml::table root;
-  try {
-    root = toml::parse(read_file(path), origin);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw Error(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                ": TOML parse error: " + std::string(e.description()));
-  }
-  Header h;
-  h.file.path = path;
+  const toml::table root = parse_config_toml(read_file(path), origin);
+  ConfigStack::File f;
+  f.path = path;
   if (const toml::table* model = root["model"].as_table(); model != nullptr && model->contains("family")) {
-    h.file.base = true;
+    f.base = true;
   }
   const toml::node* stack = root.get("stack");
   if (stack == nullptr) {
-    h.file.base = true;  // a file without [stack] stands alone, whatever it sets
-    return h;
+    f.base = true;  // a file without [stack] stands alone, whatever it sets
+    return f;
   }
   const std::string at = origin + ":" + std::to_string(stack->source().begin.line) + ": [stack]";
   if (!stack->is_table()) throw Error(at + " must be a table");
@@ -70,13 +58,13 @@ Header parse_header(const fs::path& path) {
     const std::string where = at + "." + key;
     if (key == "mirrors" || key == "summary" || key == "rave_gpu_memory") {
       if (!node.is_string()) throw Error(where + " must be a string");
-      (key == "mirrors" ? h.file.mirrors : key == "summary" ? h.file.summary : h.file.rave_gpu_memory) =
+      (key == "mirrors" ? f.mirrors : key == "summary" ? f.summary : f.rave_gpu_memory) =
           std::string(*node.as_string());
     } else if (key == "include") {
-      h.file.include = string_array(node, where);
+      f.include = string_array(node, where);
     } else if (key == "exclusive") {
-      h.file.exclusive = string_array(node, where);
-      for (const auto& x : h.file.exclusive) {
+      f.exclusive = string_array(node, where);
+      for (const auto& x : f.exclusive) {
         if (find_key_spec(x) == nullptr) throw Error(where + ": unknown config key '" + x + "'");
       }
     } else if (key == "requires") {
@@ -84,13 +72,13 @@ Header parse_header(const fs::path& path) {
       for (auto&& [rk, rnode] : *node.as_table()) {
         const std::string req_key(rk.str());
         if (find_key_spec(req_key) == nullptr) throw Error(where + ": unknown config key '" + req_key + "'");
-        h.file.requires.emplace_back(req_key, string_array(rnode, where + "." + req_key));
+        f.requires.emplace_back(req_key, string_array(rnode, where + "." + req_key));
       }
     } else {
       throw Error(where + ": unknown [stack] key (accepted: mirrors, summary, rave_gpu_memory, include, requires, exclusive)");
     }
   }
-  return h;
+  return f;
 }
 
 // An include: next to the including file first, then the config folders.
@@ -117,7 +105,22 @@ std::string bare(std::string text) {
 
 }  // namespace
 
-ConfigStack::File ConfigStack::read_header(const fs::path& path) { return parse_header(path).file; }
+ConfigStack::File ConfigStack::read_header(const fs::path& path) { return parse_header(path); }
+
+bool ConfigStack::is_base(const fs::path& path, const std::vector<fs::path>& dirs) {
+  std::vector<fs::path> seen;
+  std::function<bool(const fs::path&)> base = [&](const fs::path& p) {
+    for (const auto& s : seen)
+      if (same_file(s, p)) return false;  // a cycle (merge reports it): no base through it
+    seen.push_back(p);
+    const File f = parse_header(p);
+    if (f.base) return true;
+    for (const auto& inc : f.include)
+      if (base(resolve_include(inc, p, dirs))) return true;
+    return false;
+  };
+  return base(path);
+}
 
 ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std::vector<fs::path>& dirs,
                                Config& config) {
@@ -136,21 +139,19 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
     for (const auto& f : stack.files_) {
       if (same_file(f.path, path)) return f.base;  // merged already: once, at its first place
     }
-    Header h = parse_header(path);
-    h.file.included_by = by;
+    File f = parse_header(path);
+    f.included_by = by;
     visiting.push_back(path);
-    bool base = h.file.base;
-    for (const auto& inc : h.file.include) base = expand(resolve_include(inc, path, dirs), stem_of(path)) || base;
+    for (const auto& inc : f.include) f.base = expand(resolve_include(inc, path, dirs), stem_of(path)) || f.base;
     visiting.pop_back();
     config.merge_toml_file(path);
-    for (const auto& key : h.file.exclusive) {
-      if (config.origin(key).rfind(path.string() + ":", 0) != 0) {
+    for (const auto& key : f.exclusive) {
+      if (origin_file(config.origin(key)) != path.string()) {
         throw Error(path.string() + ": [stack].exclusive names " + key + ", which this file does not set");
       }
     }
-    h.file.base = base;
-    stack.files_.push_back(std::move(h.file));
-    return base;
+    stack.files_.push_back(std::move(f));
+    return stack.files_.back().base;
   };
 
   for (size_t i = 0; i < names.size(); ++i) {
@@ -164,14 +165,16 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
     }
   }
 
+  config.set_stack_name(stack.name());
+
   // exclusive: the value a file chose must survive the files after it.
   for (size_t i = 0; i < stack.files_.size(); ++i) {
     const File& f = stack.files_[i];
     for (const auto& key : f.exclusive) {
-      const std::string origin = config.origin(key);
-      if (origin.rfind(f.path.string() + ":", 0) == 0) continue;
+      const std::string by = origin_file(config.origin(key));
+      if (by == f.path.string()) continue;
       for (size_t j = i + 1; j < stack.files_.size(); ++j) {
-        if (origin.rfind(stack.files_[j].path.string() + ":", 0) != 0) continue;
+        if (by != stack.files_[j].path.string()) continue;
         throw Error("--config: " + described(stack.files_[j]) + " sets " + key + " = " + config.text(key) +
                     ", but " + described(f) + " chose " + key +
                     " and the two cannot be combined (RAVE would keep one and silently ignore the other); "
@@ -189,7 +192,7 @@ void ConfigStack::check(const Config& config) const {
       if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) continue;
       std::string by = config.origin(key);
       for (const File& g : files_) {
-        if (by.rfind(g.path.string() + ":", 0) == 0) by = described(g);
+        if (origin_file(by) == g.path.string()) by = described(g);
       }
       if (by == "default") by = "the default";
       throw Error("--config: " + described(f) + " needs " + key + " in {" + joined(accepted, ", ") + "}" +

@@ -29,7 +29,8 @@ namespace rt {
 class ConfigStack {
  public:
   // Resolves each name (config_lookup.h's find_config_file, relative to an including file's
-  // folder first), expands includes and merges every file into `config` in order. Throws rt::Error
+  // folder first), expands includes and merges every file into `config` in order, and names
+  // the config after the stack (Config::set_stack_name). Throws rt::Error
   // for a missing file, an include cycle, a bad [stack] table or an overlay without a base.
   static ConfigStack merge(const std::vector<std::string>& names, const std::vector<std::filesystem::path>& dirs,
                            Config& config);
@@ -59,6 +60,8 @@ class ConfigStack {
   // and the docs' table; `base` is false for a file that is a base only through its includes;
   // throws rt::Error on a malformed table).
   static File read_header(const std::filesystem::path& path);
+  // Whether the file is a base itself or through its includes (resolved as merge resolves them).
+  static bool is_base(const std::filesystem::path& path, const std::vector<std::filesystem::path>& dirs);
 
  private:
   std::vector<std::filesystem::path> top_;
