@@ -241,7 +241,6 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
     result.config_path = stack.top_level().back();
     result.config_name = stack.name();
     result.config_files = stack.top_level();
-    config.set_stack_name(stack.name());
   }
   std::map<CLI::Option*, size_t> seen;
   for (CLI::Option* o : p.app.parse_order()) {

@@ -538,8 +538,8 @@ class RaveFamily final : public ModelFamily {
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
   rave::RaveModel model_{nullptr};
-  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;
-  std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (trainer/ema.h)  // rt::FusedAdam unless train.fused_optimizer = false
+  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
+  std::unique_ptr<ParameterEma> ema_;                      // train.ema > 0 (trainer/ema.h)
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
   int64_t channels_ = 1;

@@ -223,9 +223,7 @@ class TrainingJob {
     summary_.set_info("model_family", meta_.family);
     summary_.set_info("model", family_->describe());
     // The config a run was made from (its file's stem) is not the run's name (--name).
-    summary_.set_info("config", !config_.stack_name().empty() ? config_.stack_name()
-                               : config_.files().empty()     ? ""
-                                                             : config_.files().back().stem().string());
+    summary_.set_info("config", config_.stack_name());
     summary_.set_info("run_name", config_.get_string("train.name"));
     summary_.set_info("device", device_.str());
     summary_.set_info("threads", torch::get_num_threads());
