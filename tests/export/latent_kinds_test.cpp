@@ -18,12 +18,23 @@ rave::RaveOptions options_for(rave::EncoderKind kind) {
   return o;
 }
 
+// A tiny model of that encoder, exported offline and loaded back.
+struct Exported {
+  rave::RaveOptions options;
+  rave::RaveModel model{nullptr};
+  torch::jit::Module ts;
+};
+Exported exported(rave::EncoderKind kind, const std::filesystem::path& file) {
+  Exported e;
+  e.options = options_for(kind);
+  e.model = tiny_model(e.options);  // in eval mode
+  e.ts = save_and_load(script_rave(*e.model, ScriptOptions{}), file);
+  return e;
+}
+
 TEST(ExportedLatentKinds, WassersteinEncodesTheWholeLatentAndDecodesWithNoiseChannels) {
-  const auto o = options_for(rave::EncoderKind::kWasserstein);
-  auto model = tiny_model(o);
-  model->eval();
   rt::testing::ScratchDir dir("export_wasserstein");
-  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  auto [o, model, ts] = exported(rave::EncoderKind::kWasserstein, dir / "m.ts");
   EXPECT_EQ(ts.attr("latent_size").toInt(), 5);
   const int64_t frames = 6, t = frames * o.compression();
   torch::manual_seed(3);
@@ -40,11 +51,8 @@ TEST(ExportedLatentKinds, WassersteinEncodesTheWholeLatentAndDecodesWithNoiseCha
 
 TEST(ExportedLatentKinds, SphericalLatentIsRavesAngles) {
   const auto g = rt::testing::load_golden("rave_angles");
-  const auto o = options_for(rave::EncoderKind::kSpherical);
-  auto model = tiny_model(o);
-  model->eval();
   rt::testing::ScratchDir dir("export_spherical");
-  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  auto [o, model, ts] = exported(rave::EncoderKind::kSpherical, dir / "m.ts");
   EXPECT_EQ(ts.attr("latent_size").toInt(), 4);
   torch::NoGradGuard no_grad;
   // RAVE's conversions, both ways, wrap-around included.
