@@ -55,16 +55,27 @@ void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
   r.full_latent_size = full;
   const auto kind = c.model->options().encoder;
   if (kind != rave::EncoderKind::kVariational) {
-    // RAVE's WasserteinScriptedRAVE / SphericalScriptedRAVE: no PCA, the whole latent (the
-    // spherical one as its L − 1 angles).
+    // RAVE's Wasserstein/Spherical/DiscreteScriptedRAVE: no PCA, the whole latent (the
+    // spherical one as its L − 1 angles, the discrete one as code indices).
     if (o.latent_size > 0) {
       throw Error("--latent_size crops the PCA-rotated latent of a variational model; model.encoder = " +
                   std::string(enum_name(kind)) + " exports its whole latent, as RAVE's export does");
     }
-    r.latent_size = kind == rave::EncoderKind::kSpherical ? full - 1 : full;
-    r.latent_rule = kind == rave::EncoderKind::kSpherical
-                        ? "model.encoder = spherical: the latent's " + std::to_string(full - 1) + " angles"
-                        : "model.encoder = wasserstein: the whole latent";
+    const int64_t q = c.model->options().num_quantizers;
+    switch (kind) {
+      case rave::EncoderKind::kSpherical:
+        r.latent_size = full - 1;
+        r.latent_rule = "model.encoder = spherical: the latent's " + std::to_string(full - 1) + " angles";
+        break;
+      case rave::EncoderKind::kDiscrete:
+        // RAVE's DiscreteScriptedRAVE: one code index per codebook.
+        r.latent_size = q;
+        r.latent_rule = "model.encoder = discrete: one code index per codebook (" + std::to_string(q) + ")";
+        break;
+      default:
+        r.latent_size = full;
+        r.latent_rule = "model.encoder = wasserstein: the whole latent";
+    }
     return;
   }
   if (o.latent_size < 0 || o.latent_size > full) {

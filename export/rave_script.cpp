@@ -9,12 +9,21 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// The latent encode returns and decode takes, for the non-variational encoders: the whole latent
+// (wasserstein), its angles (spherical: one fewer), one code index per codebook (discrete).
+int64_t fixed_latent_size(const rave::RaveOptions& o) {
+  switch (o.encoder) {
+    case rave::EncoderKind::kSpherical: return o.latent_size - 1;
+    case rave::EncoderKind::kDiscrete: return o.num_quantizers;
+    default: return o.latent_size;
+  }
+}
+
 void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
   if (o.encoder == rave::EncoderKind::kSpherical && o.latent_size < 2) {
     throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
   }
-  if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 &&
-      s.latent_size != (o.encoder == rave::EncoderKind::kSpherical ? o.latent_size - 1 : o.latent_size)) {
+  if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 && s.latent_size != fixed_latent_size(o)) {
     throw Error("model.encoder = " + std::string(enum_name(o.encoder)) + " exports its whole latent");
   }
   if (o.encoder == rave::EncoderKind::kVariational && (s.latent_size < 0 || s.latent_size > o.latent_size)) {
@@ -57,7 +66,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   const int64_t channels = o.channels, full = o.latent_size, ratio = o.compression();
   // What encode returns and decode takes: the PCA-cropped latent, the whole latent (wasserstein)
   // or its angles (spherical: one fewer).
-  const int64_t latent = s.latent_size > 0 ? s.latent_size : kind == rave::EncoderKind::kSpherical ? full - 1 : full;
+  const int64_t latent = s.latent_size > 0 ? s.latent_size : variational ? full : fixed_latent_size(o);
   const int64_t decoder_in = full + o.noise_augmentation;
 
   TensorLedger ledger(named_tensors(model));
@@ -89,14 +98,19 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     multiband = emit_decoder(w, Signal{"z", decoder_in, ratio, 1, 0}, *model.decoder, "noise_scale");
     w.define("forward", "z: Tensor, noise_scale: float", "Tensor", multiband.var);
   }
-  Signal out;
-  {
+  // A raw decoder (model.output_mode = raw) makes the audio itself: no synthesis bank.
+  const bool raw = o.output_mode == rave::OutputMode::kRaw;
+  Signal out = multiband;
+  if (raw) ledger.drop_prefix("pqmf.inverse_conv", "the PQMF synthesis bank (model.output_mode = raw)");
+  if (!raw) {
     MethodWriter w(ctx, pqmf);
     Signal in = multiband;
     in.var = "x";
     out = emit_pqmf_synthesis(w, in, *model.pqmf, mode);
     w.define("inverse", "x: Tensor", "Tensor", out.var);
   }
+  const std::string synthesize =
+      raw ? "self.decoder.forward(z, noise_scale)" : "self.pqmf.inverse(self.decoder.forward(z, noise_scale))";
   if (stats.hop != ratio || stats.channels != (variational ? 2 : 1) * full || out.hop != 1 || out.channels != channels) {
     throw Error("export: internal error: the emitted model does not have the model's shapes");
   }
@@ -117,6 +131,47 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   top.register_module("encoder", encoder);
   top.register_module("decoder", decoder);
   for (const char* name : {"latent_pca", "latent_mean", "fidelity"}) top.register_buffer(name, ledger.take(name));
+  const bool discrete = kind == rave::EncoderKind::kDiscrete;
+  if (discrete) {
+    // RAVE's DiscreteScriptedRAVE: encode returns the residual quantiser's code indices (as
+    // floats), decode sums the codes they name. The codebooks travel as one (Q, K, D) buffer;
+    // the training statistics stay behind.
+    ledger.take("encoder.enabled");
+    std::vector<torch::Tensor> embeds;
+    for (int64_t i = 0; i < o.num_quantizers; ++i) {
+      const std::string layer = "encoder.rvq.layers." + str(i) + "._codebook.";
+      if (ledger.take(layer + "inited").item<double>() == 0.0) {
+        throw Error("the discrete encoder's codebook " + str(i) +
+                    " was never initialised (its k-means runs at the first training step from train.warmup_quantize "
+                    "on): export a checkpoint trained past train.warmup_quantize");
+      }
+      for (const char* stat : {"cluster_size", "embed_avg"}) {
+        ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
+      }
+      embeds.push_back(ledger.take(layer + "embed"));
+    }
+    top.register_buffer("codebooks", torch::stack(embeds, 0).contiguous());
+    const std::string d = str(full), k_max = str(o.codebook_size - 1), q = str(o.num_quantizers);
+    top.define("def quantize_latent(self, z: Tensor) -> Tensor:\n"
+               "    residual = z.permute(0, 2, 1)\n"
+               "    codes: List[Tensor] = []\n"
+               "    for i in range(" + q + "):\n"
+               "        embed = self.codebooks[i]\n"
+               "        flat = residual.reshape(-1, " + d + ")\n"
+               "        e = embed.t()\n"
+               "        dist = -(flat.pow(2).sum(1, keepdim=True) - 2.0 * torch.matmul(flat, e) + e.pow(2).sum(0, keepdim=True))\n"
+               "        index = torch.max(dist, -1)[1].reshape(residual.size(0), residual.size(1))\n"
+               "        residual = residual - torch.embedding(embed, index)\n"
+               "        codes.append(index)\n"
+               "    return torch.stack(codes, 1).to(z.dtype)\n");
+    top.define("def dequantize_latent(self, codes: Tensor) -> Tensor:\n"
+               "    index = torch.clamp(codes, 0, " + k_max + ").long()\n"
+               "    out = torch.zeros([codes.size(0), " + d + ", codes.size(2)], dtype=self.codebooks.dtype, "
+               "device=codes.device)\n"
+               "    for i in range(" + q + "):\n"
+               "        out = out + torch.embedding(self.codebooks[i], index[:, i]).permute(0, 2, 1)\n"
+               "    return out\n");
+  }
   auto add_int = [&](const std::string& name, int64_t v) { top.register_attribute(name, c10::IntType::get(), v); };
   add_int("sr", s.sampling_rate);
   add_int("sampling_rate", s.sampling_rate);  // the name the RAVE VST reads
@@ -164,7 +219,9 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     MethodWriter w(ctx, top);
     encode_stats(w);
     w.define("encode", "x: Tensor", "Tensor",
-             kind == rave::EncoderKind::kSpherical ? "self.latent_to_angles(stats)" : "stats");
+             kind == rave::EncoderKind::kSpherical ? "self.latent_to_angles(stats)"
+             : discrete                            ? "self.quantize_latent(stats)"
+                                                   : "stats");
   }
   if (!variational) {
     MethodWriter w(ctx, top);
@@ -173,13 +230,14 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     if (s.streaming) w.line(batch_check("z"));
     w.line("noise_scale = self.noise_scale[0]");
     if (kind == rave::EncoderKind::kSpherical) w.line("z = self.angles_to_latent(z)");
+    if (discrete) w.line("z = self.dequantize_latent(z)");
     if (o.noise_augmentation > 0) {
-      // WasserteinScriptedRAVE.pre_process_latent: standard normal channels for the decoder.
+      // Wasserstein/DiscreteScriptedRAVE.pre_process_latent: standard normal channels for the decoder.
       w.line("fill = torch.zeros([z.size(0), " + str(o.noise_augmentation) +
              ", z.size(2)], dtype=z.dtype, device=z.device)\nif noise_scale != 0.0:\n    fill = "
              "torch.randn_like(fill) * noise_scale\nz = torch.cat([z, fill], 1)");
     }
-    w.define("decode", "z: Tensor", "Tensor", "self.pqmf.inverse(self.decoder.forward(z, noise_scale))");
+    w.define("decode", "z: Tensor", "Tensor", synthesize);
   }
   if (variational) {
     MethodWriter w(ctx, top);
@@ -204,7 +262,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
            " - z.size(1), z.size(2)], dtype=z.dtype, device=z.device)\n    if noise_scale != 0.0:\n        fill = "
            "torch.randn_like(fill) * noise_scale\n    z = torch.cat([z, fill], 1)");
     w.line("z = torch.matmul(self.latent_pca.t(), z) + self.latent_mean.unsqueeze(-1)");
-    w.define("decode", "z: Tensor", "Tensor", "self.pqmf.inverse(self.decoder.forward(z, noise_scale))");
+    w.define("decode", "z: Tensor", "Tensor", synthesize);
   }
   top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
 

@@ -42,6 +42,17 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
                                  .ge(1)
                                  .not_empty()
                                  .defines_architecture()},
+      {&RaveOptions::decoder_ratios,
+       Field("model.decoder_ratios",
+             "the generator's upsampling ratios when they differ from model.ratios (v2_nopqmf.gin: 8 8 8 4 for "
+             "raw output); empty: model.ratios")
+           .ge(1)
+           .defines_architecture()},
+      {&RaveOptions::output_mode,
+       Field("model.output_mode",
+             "what the decoder makes: pqmf (bands, then the synthesis filter bank) or raw (the audio itself, "
+             "v2_nopqmf.gin; RAVE's output_mode)")
+           .defines_architecture()},
       {&RaveOptions::dilations, Field("model.dilations", "RAVE residual dilations per block")
                                     .ge(1)
                                     .not_empty()
@@ -81,13 +92,24 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
       {&RaveOptions::encoder,
        Field("model.encoder",
              "latent regularisation: variational (ELBO), wasserstein (MMD, wasserstein.toml), spherical (unit "
-             "sphere, spherical.toml); RAVE's encoder wrappers")
+             "sphere, spherical.toml), discrete (residual vector quantisation, discrete.toml); RAVE's encoder "
+             "wrappers")
            .defines_architecture()},
       {&RaveOptions::noise_augmentation,
        Field("model.noise_augmentation",
              "standard normal channels appended to the latent before the decoder (RAVE's NOISE_AUGMENTATION; "
-             "wasserstein only)")
+             "wasserstein and discrete encoders)")
            .ge(0)
+           .defines_architecture()},
+      {&RaveOptions::num_quantizers,
+       Field("model.num_quantizers",
+             "codebooks of the discrete encoder's residual vector quantisation (discrete.gin NUM_QUANTIZERS); the "
+             "exported latent has one index channel per codebook")
+           .ge(1)
+           .defines_architecture()},
+      {&RaveOptions::codebook_size,
+       Field("model.codebook_size", "codes per codebook of the discrete encoder (discrete.gin CODEBOOK_SIZE)")
+           .ge(2)
            .defines_architecture()},
       {&RaveOptions::discriminator_capacity,
        Field("model.discriminator_capacity", "discriminator base channels (RAVE ties it to capacity)")
@@ -112,6 +134,22 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
 
 rave::RaveOptions rave_options_from(const Config& config) { return rave_model_keys().from(config); }
 
+rave::RaveLossOptions rave_loss_options_from(const Config& config) {
+  const auto version = rave_options_from(config).version;
+  auto lo = rave::RaveLossOptions::preset(version);
+  lo.stft_scales = config.get_int_list("model.stft_scales");
+  lo.log_epsilon = config.get_float("train.log_epsilon");
+  lo.feature_matching_weight = config.get_float("train.feature_matching_weight");
+  lo.feature_matching_weight_twice = config.get_bool("train.feature_matching_weight_twice");
+  lo.valid_signal_crop = config.get_bool("train.valid_signal_crop");
+  lo.fullband_distance_weight = config.get_float("train.fullband_distance_weight");
+  lo.multiband_distance_weight = config.get_float("train.multiband_distance_weight");
+  lo.adversarial_weight = config.get_float("train.adversarial_weight");
+  const int64_t skipped = config.get_int("train.num_skipped_features");
+  if (skipped >= 0) lo.num_skipped_features = skipped;
+  return lo;
+}
+
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps) {
   // BetaWarmupCallback counts the batch before it computes: batch k sees (k + 1) / warmup_len.
   if (warmup_steps <= 0 || step + 1 >= warmup_steps) return beta_end;
@@ -131,14 +169,8 @@ class RaveFamily final : public ModelFamily {
  public:
   explicit RaveFamily(const Config& config)
       : config_(config), options_(rave_options_from(config)), device_(torch::kCPU) {
-    loss_options_ = rave::RaveLossOptions::preset(options_.version);
-    loss_options_.stft_scales = options_.stft_scales;
-    loss_options_.feature_matching_weight = config.get_float("train.feature_matching_weight");
-    loss_options_.feature_matching_weight_twice = config.get_bool("train.feature_matching_weight_twice");
-    loss_options_.valid_signal_crop = config.get_bool("train.valid_signal_crop");
-    loss_options_.fullband_distance_weight = config.get_float("train.fullband_distance_weight");
-    loss_options_.multiband_distance_weight = config.get_float("train.multiband_distance_weight");
-    loss_options_.adversarial_weight = config.get_float("train.adversarial_weight");
+    loss_options_ = rave_loss_options_from(config);
+    warmup_quantize_ = config.get_int("train.warmup_quantize");
     phase_1_duration_ = config.get_int("train.phase_1_duration");
     update_dis_every_ = config.get_int("train.update_discriminator_every");
     n_signal_ = config.get_int("data.n_signal");
@@ -260,6 +292,10 @@ class RaveFamily final : public ModelFamily {
     model_->train();
     const bool warm = step >= phase_1_duration_;
     model_->set_warmed_up(warm);
+    // RAVE's QuantizeCallback: the quantiser from batch warmup_quantize on (see train.warmup_quantize).
+    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_ && !model_->encoder->quantizing()) {
+      model_->encoder->set_quantizing(true);
+    }
     // RAVE: `not batch_idx % update_discriminator_every`, with Lightning's batch_idx counting
     // the batches of the current epoch.
     const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % update_dis_every_ == 0;
@@ -289,8 +325,8 @@ class RaveFamily final : public ModelFamily {
     {
       PhaseScope p(Phase::kOptimizer);
       if (!dis_step) {
-        if (warm && options_.encoder != rave::EncoderKind::kSpherical) {
-          // (RAVE's SphericalEncoder is never frozen: it trains on in phase 2.)
+        if (warm && model_->encoder->frozen_in_phase_2()) {
+          // (RAVE's SphericalEncoder and DiscreteEncoder are never frozen: they train on in phase 2.)
           // Frozen encoder: LibTorch 1.13's zero_grad() leaves zero-filled gradients, on
           // which Adam would keep moving the encoder by its momentum. Undefined gradients are
           // skipped by Adam, so the encoder stays exactly where phase 1 left it.
@@ -304,6 +340,9 @@ class RaveFamily final : public ModelFamily {
       opt.step();
     }
     if (ema_) ema_->update(*model_);  // RAVE's EMA.on_train_batch_end, after every batch
+    // Data parallel: each rank moved its codebooks by its own frames; as DDP's broadcast_buffers
+    // does before RAVE's next forward, rank 0's codebooks become every rank's.
+    if (model_->encoder->rvq && comm_->world_size() > 1) dist::broadcast_buffers(*comm_, *model_->encoder->rvq);
     StepResult r;
     r.loss = loss.detach();
     for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
@@ -541,7 +580,7 @@ class RaveFamily final : public ModelFamily {
   std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
   std::unique_ptr<ParameterEma> ema_;                      // train.ema > 0 (trainer/ema.h)
   double lr_ = 1e-3;
-  int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0;
+  int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0, warmup_quantize_ = 0;
   int64_t channels_ = 1;
   int sampling_rate_ = 44100;
 };
@@ -576,6 +615,19 @@ FamilyRegistration rave_family_registration() {
               F("train.adversarial_weight", 1.0,
                 "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
                 "when train.feature_matching_weight_twice")
+                  .ge(0),
+              F("train.log_epsilon", 1e-7,
+                "RAVE: AudioDistanceV1.log_epsilon, inside the spectral distance's log-magnitude term "
+                "(discrete.gin: 1)")
+                  .gt(0),
+              I("train.num_skipped_features", -1,
+                "RAVE: num_skipped_features, the first feature maps of each discriminator scale left out of "
+                "feature matching (-1: the version's, v1 0, v2/v3 1; discrete.gin: 0)")
+                  .ge(-1),
+              I("train.warmup_quantize", 0,
+                "the discrete encoder quantises from this step on (RAVE's warmup_quantize; discrete.gin's -1 "
+                "means from the first step). RAVE 2.3.1's QuantizeCallback never runs, so RAVE itself never "
+                "quantises: docs/rave_fidelity.md")
                   .ge(0),
               F("train.ema", 0.0,
                 "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "

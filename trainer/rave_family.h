@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "models/rave/options.h"
+#include "models/rave/rave.h"
 #include "trainer/family_registry.h"
 #include "trainer/model_family.h"
 #include "trainer/options_table.h"
@@ -20,6 +21,9 @@ FamilyRegistration rave_family_registration();
 // the model in its checkpoints.
 const OptionsTable<rave::RaveOptions>& rave_model_keys();
 rave::RaveOptions rave_options_from(const Config& config);
+// The loss settings a config describes: the version's (RaveLossOptions::preset) under the
+// [train] keys (weights, crop, log_epsilon, num_skipped_features) and model.stft_scales.
+rave::RaveLossOptions rave_loss_options_from(const Config& config);
 
 // RAVE's β warm-up: log-linear from beta_start to beta_end over beta_warmup_steps.
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps);

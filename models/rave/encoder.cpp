@@ -94,15 +94,32 @@ VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o)
   // SphericalEncoder has no warmed_up buffer (and is never frozen).
   warmed_up_ = torch::zeros({}, torch::kLong);
   if (kind != EncoderKind::kSpherical) warmed_up_ = register_buffer("warmed_up", warmed_up_);
+  if (kind == EncoderKind::kDiscrete) {
+    rvq = register_module("rvq", ResidualVectorQuantization(o.num_quantizers, o.latent_size, o.codebook_size));
+    enabled_ = register_buffer("enabled", torch::zeros({}, torch::kLong));
+  }
 }
 
 torch::Tensor VariationalEncoderImpl::forward(const torch::Tensor& x) {
   auto z = encoder->forward(x);
-  return warmed_up() && kind != EncoderKind::kSpherical ? z.detach() : z;
+  return warmed_up() && frozen_in_phase_2() ? z.detach() : z;
 }
 
 std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
-    const torch::Tensor& stats, const torch::Tensor& noise, const torch::Tensor& augmentation) const {
+    const torch::Tensor& stats, const torch::Tensor& noise, const torch::Tensor& augmentation) {
+  auto append_noise = [&](const torch::Tensor& z) {
+    if (noise_augmentation == 0) return z;
+    auto extra = augmentation.defined()
+                     ? augmentation
+                     : torch::randn({stats.size(0), noise_augmentation, stats.size(2)}, stats.options());
+    return torch::cat({z, extra.to(z.dtype())}, 1);
+  };
+  if (kind == EncoderKind::kDiscrete) {
+    // DiscreteEncoder.reparametrize: the quantiser once enabled, else zeros_like(z).mean().
+    if (!quantizing()) return {append_noise(stats), torch::zeros({}, stats.options())};
+    auto [z, commitment, indices] = rvq->forward(stats);
+    return {append_noise(z), commitment};
+  }
   if (kind == EncoderKind::kSpherical) {
     // z / ‖z‖₂ over the latent channels; the regularisation is zeros_like(z).mean().
     return {stats / stats.norm(2, {1}, /*keepdim=*/true), torch::zeros({}, stats.options())};
@@ -117,14 +134,7 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
       return torch::exp(-(a.unsqueeze(1) - b.unsqueeze(0)).pow(2).mean(2) / static_cast<double>(L)).mean();
     };
     auto mmd = kernel(frames, frames) + kernel(draws, draws) - 2 * kernel(frames, draws);
-    torch::Tensor z = stats;
-    if (noise_augmentation > 0) {
-      auto extra = augmentation.defined()
-                       ? augmentation
-                       : torch::randn({stats.size(0), noise_augmentation, stats.size(2)}, stats.options());
-      z = torch::cat({stats, extra.to(stats.dtype())}, 1);
-    }
-    return {z, mmd};
+    return {append_noise(stats), mmd};
   }
   auto halves = stats.chunk(2, 1);
   const auto& mean = halves[0];
@@ -143,5 +153,14 @@ void VariationalEncoderImpl::set_warmed_up(bool state) {
 }
 
 bool VariationalEncoderImpl::warmed_up() const { return warm_; }
+
+void VariationalEncoderImpl::set_quantizing(bool state) {
+  TORCH_CHECK(kind == EncoderKind::kDiscrete, "set_quantizing: only the discrete encoder quantises");
+  enabled_.fill_(state ? 1 : 0);
+}
+
+bool VariationalEncoderImpl::quantizing() const {
+  return kind == EncoderKind::kDiscrete && enabled_.item<int64_t>() != 0;
+}
 
 }  // namespace rt::rave

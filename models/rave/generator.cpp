@@ -68,15 +68,17 @@ torch::Tensor NoiseGeneratorImpl::forward(const torch::Tensor& x) {
   amp = amp.reshape({amp.size(0), amp.size(1), data_size, -1});
   auto ir = amp_to_impulse_response(amp, hop);
   auto noise = models::batch_rand_like(ir) * 2 - 1;  // split-invariant (batch_slice.h)
+  if (noise_scale != 1.0) noise = noise * noise_scale;
   noise = fft_convolve(noise, ir).permute({0, 2, 1, 3});  // (B, data, T'', hop)
   return noise.reshape({noise.size(0), noise.size(1), -1});
 }
 
 namespace {
 
+// RAVE normalize_dilations, over the generator's own ratios.
 std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
-  if (o.dilations.size() == 1 && o.ratios.size() > 1)
-    return std::vector<std::vector<int64_t>>(o.ratios.size(), o.dilations[0]);
+  const size_t n = o.generator_ratios().size();
+  if (o.dilations.size() == 1 && n > 1) return std::vector<std::vector<int64_t>>(n, o.dilations[0]);
   return o.dilations;
 }
 
@@ -111,9 +113,11 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
   const auto act = o.activation;
   const auto mode = o.padding;
   auto dil = dilations_per_ratio(o);
-  std::vector<int64_t> ratios(o.ratios.rbegin(), o.ratios.rend());
+  const auto& own = o.generator_ratios();
+  std::vector<int64_t> ratios(own.rbegin(), own.rend());
   std::reverse(dil.begin(), dil.end());
-  const int64_t data_size = o.n_band * o.channels;
+  // RAVE's data_size: the bands of every channel, or (raw output) the channels.
+  const int64_t data_size = o.output_mode == OutputMode::kRaw ? o.channels : o.n_band * o.channels;
   int64_t c = (int64_t{1} << ratios.size()) * o.capacity;
   net->push_back(same_conv(o.latent_size + o.noise_augmentation, c, o.kernel_size, mode));
   for (size_t i = 0; i < ratios.size(); ++i) {

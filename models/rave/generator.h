@@ -40,6 +40,9 @@ struct NoiseGeneratorImpl : torch::nn::Module {
   models::Seq net;
   torch::Tensor target_size;
   int64_t data_size, hop;
+  // Scales the uniform noise before filtering (1: RAVE's training; 0: silent, what an export's
+  // noise_scale attribute does, so that a test can compare deterministic outputs).
+  double noise_scale = 1.0;
 };
 TORCH_MODULE(NoiseGenerator);
 

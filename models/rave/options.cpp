@@ -54,6 +54,20 @@ void RaveOptions::validate() const {
             "needs one list per ratio (" + std::to_string(ratios.size()) + ") or a single list, got " +
                 std::to_string(dilations.size()));
   }
+  {
+    // The decoder must give back what the encoder took: per latent frame, hop() band samples
+    // (PQMF output) or compression() audio samples (raw output).
+    int64_t up = 1;
+    for (int64_t r : generator_ratios()) up *= r;
+    const int64_t want = output_mode == OutputMode::kRaw ? compression() : hop();
+    require(up == want, decoder_ratios.empty() ? "ratios" : "decoder_ratios",
+            "the generator's ratios multiply to " + std::to_string(up) + ", but each latent frame stands for " +
+                std::to_string(want) + (output_mode == OutputMode::kRaw ? " audio samples (model.output_mode = raw: "
+                                                                          "n_band × the product of model.ratios)"
+                                                                        : " band samples (the product of model.ratios)"));
+    require(output_mode == OutputMode::kPqmf || version != RaveVersion::kV1, "output_mode",
+            "raw output needs RAVE's GeneratorV2: model.version v2 or v3");
+  }
   if (noise_bands > 0) {
     require(!noise_ratios.empty(), "noise_ratios", "must not be empty when model.noise_bands > 0");
   }
@@ -61,9 +75,14 @@ void RaveOptions::validate() const {
     require(version != RaveVersion::kV1, "encoder",
             std::string(enum_name(encoder)) + " wraps RAVE's EncoderV2: it needs model.version v2 or v3");
   }
-  require(noise_augmentation == 0 || encoder == EncoderKind::kWasserstein, "noise_augmentation",
-          "noise channels are appended by RAVE's WasserteinEncoder (and DiscreteEncoder) only: set "
-          "model.encoder = wasserstein or model.noise_augmentation = 0");
+  require(noise_augmentation == 0 || encoder == EncoderKind::kWasserstein || encoder == EncoderKind::kDiscrete,
+          "noise_augmentation",
+          "noise channels are appended by RAVE's WasserteinEncoder and DiscreteEncoder only: set "
+          "model.encoder = wasserstein or discrete, or model.noise_augmentation = 0");
+  if (encoder == EncoderKind::kDiscrete) {
+    require(num_quantizers >= 1, "num_quantizers", "must be >= 1");
+    require(codebook_size >= 2, "codebook_size", "must be >= 2");
+  }
   if (discriminator == DiscriminatorKind::kScaleSpectral) {
     require(!spectral_scales.empty(), "spectral_scales", "the spectral discriminator needs at least one STFT size");
   }

@@ -28,9 +28,19 @@ constexpr EnumNames<DiscriminatorKind> enum_names(DiscriminatorKind) {
 // model.encoder: the latent regularisation, RAVE's encoder wrapper (rave/blocks.py):
 // VariationalEncoder (ELBO, v1/v2 default), WasserteinEncoder (wasserstein.gin: MMD against a
 // standard normal, optional noise channels for the decoder), SphericalEncoder (spherical.gin: the
-// latent projected on the unit sphere, no regularisation, not frozen in phase 2).
-enum class EncoderKind { kVariational, kWasserstein, kSpherical, kMaxValue = kSpherical };
-constexpr EnumNames<EncoderKind> enum_names(EncoderKind) { return {{"variational", "wasserstein", "spherical"}}; }
+// latent projected on the unit sphere, no regularisation, not frozen in phase 2), DiscreteEncoder
+// (discrete.gin: residual vector quantisation, models/rave/quantization.h; commitment loss, noise
+// channels for the decoder, not frozen in phase 2).
+enum class EncoderKind { kVariational, kWasserstein, kSpherical, kDiscrete, kMaxValue = kDiscrete };
+constexpr EnumNames<EncoderKind> enum_names(EncoderKind) {
+  return {{"variational", "wasserstein", "spherical", "discrete"}};
+}
+
+// model.output_mode: what the decoder makes (RAVE's output_mode): PQMF bands that the synthesis
+// filter bank turns into audio (v1, v2, v3), or the audio itself (v2_nopqmf.gin: "raw"; the
+// multiband distance then analyses the decoder's output).
+enum class OutputMode { kPqmf, kRaw, kMaxValue = kRaw };
+constexpr EnumNames<OutputMode> enum_names(OutputMode) { return {{"pqmf", "raw"}}; }
 
 struct RaveOptions {
   RaveVersion version = RaveVersion::kV2;
@@ -40,6 +50,10 @@ struct RaveOptions {
   int64_t latent_size = 128;
   int64_t n_band = 16;
   std::vector<int64_t> ratios{4, 4, 4, 2};
+  // The generator's own ratios when they differ from the encoder's (v2_nopqmf.gin: 8 8 8 4, the
+  // raw output's whole compression); empty: model.ratios.
+  std::vector<int64_t> decoder_ratios{};
+  OutputMode output_mode = OutputMode::kPqmf;
   std::vector<std::vector<int64_t>> dilations{{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}};
   int64_t kernel_size = 3;
   models::Activation activation = models::Activation::kLeakyRelu;
@@ -49,11 +63,15 @@ struct RaveOptions {
   // > 0 adds blocks.NoiseGeneratorV2 (hidden 128). 0 = off.
   int64_t noise_bands = 0;
   std::vector<int64_t> noise_ratios{4, 4, 4};
-  int64_t noise_hidden = 128;
+  int64_t noise_hidden = 128;  // NoiseGeneratorV2 hidden_size (noise.gin 128, v2_small.gin 64); v2/v3 only
   EncoderKind encoder = EncoderKind::kVariational;
   // Standard normal channels appended to the latent before the decoder (RAVE's
-  // NOISE_AUGMENTATION, get_augmented_latent_size; wasserstein.gin: 128). Wasserstein only here.
-  int64_t noise_augmentation = 0;  // NoiseGeneratorV2 hidden_size (noise.gin 128, v2_small.gin 64); v2/v3 only
+  // NOISE_AUGMENTATION, get_augmented_latent_size; wasserstein.gin and discrete.gin: 128).
+  // Wasserstein and discrete encoders only.
+  int64_t noise_augmentation = 0;
+  // discrete.gin: ResidualVectorQuantization's NUM_QUANTIZERS codebooks of CODEBOOK_SIZE codes.
+  int64_t num_quantizers = 16;
+  int64_t codebook_size = 1024;
   bool adain = false;  // v3 adain.gin: AdaIN before each residual unit (identity in training)
   DiscriminatorKind discriminator = DiscriminatorKind::kPeriodScale;
   // ConvNet width of the period/scale discriminators. RAVE binds it to CAPACITY (96 in v2,
@@ -76,6 +94,8 @@ struct RaveOptions {
   void validate() const;
   // Product of ratios (samples of a band per latent frame), and n_band × that.
   int64_t hop() const;
+  // The generator's ratios (decoder_ratios, else ratios), encoder order.
+  const std::vector<int64_t>& generator_ratios() const { return decoder_ratios.empty() ? ratios : decoder_ratios; }
   int64_t compression() const { return hop() * n_band; }
 };
 

@@ -57,7 +57,7 @@ torch::Tensor RaveModelImpl::decode(const torch::Tensor& z) {
     prof::ModuleScope span("decoder");
     y = decoder->forward(z);
   }
-  return synthesis(y);
+  return options_.output_mode == OutputMode::kRaw ? y : synthesis(y);
 }
 
 torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
@@ -82,7 +82,15 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Te
     prof::ModuleScope span("decoder");
     y_mb = decoder->forward(f.z);
   }
-  // RAVE crops both: transposed convs with odd ratios overshoot by a sample.
+  // RAVE crops both: transposed convs with odd ratios overshoot by a sample. A raw decoder
+  // (model.output_mode = raw) makes the audio; its bands for the multiband distance come from the
+  // analysis filter bank (RAVE: _pqmf_encode(self.pqmf, y)).
+  if (options_.output_mode == OutputMode::kRaw) {
+    f.y = y_mb.narrow(-1, 0, std::min(y_mb.size(-1), x.size(-1)));
+    const auto bands = analysis(y_mb);
+    f.y_multiband = bands.narrow(-1, 0, std::min(bands.size(-1), f.x_multiband.size(-1)));
+    return f;
+  }
   f.y_multiband = y_mb.narrow(-1, 0, std::min(y_mb.size(-1), f.x_multiband.size(-1)));
   auto y = synthesis(y_mb);
   f.y = y.narrow(-1, 0, std::min(y.size(-1), x.size(-1)));
@@ -254,7 +262,11 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     l.fullband_spectral_distance =
         spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, reuse ? &spectra.fullband : nullptr);
     l.regularization = f.kl * beta_factor;
-    l.has_regularization = model.encoder->kind != EncoderKind::kSpherical;
+    // RAVE adds the term only when it is non-zero (`if reg.item()`): never for the spherical
+    // encoder, nor for the discrete one before its quantiser is enabled.
+    const auto kind = model.encoder->kind;
+    l.has_regularization =
+        kind != EncoderKind::kSpherical && (kind != EncoderKind::kDiscrete || model.encoder->quantizing());
   }
   l.y = f.y;
   const auto zero = torch::zeros({}, x.options());

@@ -39,13 +39,15 @@ ReceptiveField measure_receptive_field(RaveModelImpl& model) {
     const auto stats = model.encode_stats(x);
     // The latent the decoder gets; its draws never reach x's gradient. The wasserstein latent
     // skips reparametrize (its MMD over every pair of frames is not needed) and takes zero noise
-    // channels.
+    // channels; so does the discrete one (its quantiser works frame by frame, and in eval mode
+    // passes no gradient: RAVE measures before the quantiser is enabled).
     torch::Tensor z;
-    if (model.encoder->kind == EncoderKind::kWasserstein) {
+    const auto kind = model.encoder->kind;
+    if (kind == EncoderKind::kWasserstein || kind == EncoderKind::kDiscrete) {
       z = torch::cat({stats, torch::zeros({stats.size(0), model.encoder->noise_augmentation, stats.size(2)},
                                           stats.options())},
                      1);
-    } else if (model.encoder->kind == EncoderKind::kVariational) {
+    } else if (kind == EncoderKind::kVariational) {
       const auto noise = torch::randn(stats.chunk(2, 1)[0].sizes(), generator, cpu).to(options.device());
       z = model.encoder->reparametrize(stats, noise).first;
     } else {

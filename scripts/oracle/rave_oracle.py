@@ -33,6 +33,13 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        draw RAVE makes (randn_like and randn) is on the tape; and with
                        spectral_discriminator.gin (EnCodec's STFT discriminator).
   rave_angles          the spherical latent's angle conversions of RAVE's export.
+  rave_rvq             RAVE's residual vector quantiser alone (float64): k-means initialisation,
+                       dead-code replacement, EMA updates, commitment loss and gradients over two
+                       training calls, then encode and decode; every randint/randperm on the tape.
+  rave_v2_nopqmf_step  the three steps for `--config v2_nopqmf` (a generator making raw audio).
+  rave_discrete_step   the three steps for `--config discrete` with the quantiser enabled (RAVE
+                       never enables it: rave_configs' quantize_callback); the quantiser's
+                       randperm draws and the noise channels on the tape.
   rave_pitch           RAVE's --rand_pitch (RandomPitch, scipy's resample_poly) on a stereo record.
   rave_split           RAVE's train/validation split indices for databases of 1 to 60000
                        examples (a manifest without tensors).
@@ -96,6 +103,26 @@ TINY_SPECTRAL = {
                                        "discriminator.MultiScaleSpectralDiscriminator.scales = [256, 128]"],
     "options": dict(TINY_V2["options"], discriminator="scale_spectral", spectral_scales=[256, 128],
                     spectral_capacity=2),
+}
+# discrete.gin (on v2.gin) at the same small sizes: 2 codebooks of 16 codes, 2 noise channels.
+# RAVE never enables the quantiser itself (QUANTIZE_CALLBACK below): the step golden sets the
+# encoder's `enabled` buffer, what its QuantizeCallback means to do from batch warmup_quantize = -1.
+TINY_DISCRETE = {
+    "bindings": TINY_V2["bindings"] + ["NUM_QUANTIZERS = 2", "CODEBOOK_SIZE = 16", "NOISE_AUGMENTATION = 2"],
+    "options": dict(TINY_V2["options"], encoder="discrete", noise_augmentation=2, num_quantizers=2,
+                    codebook_size=16),
+    "enable_quantizer": True,
+}
+# v2_nopqmf.gin (on v1.gin) at small sizes: its encoder and generator ratios are bound literally
+# there, so they are bound here too (4 bands × 2·2 = 16 samples per latent frame, made by the
+# generator's 4·4).
+TINY_NOPQMF = {
+    "bindings": ["N_BAND = 4", "CAPACITY = 4", "LATENT_SIZE = 4", "DILATIONS = [[1, 3], [1]]",
+                 "blocks.EncoderV2.ratios = [2, 2]", "blocks.GeneratorV2.ratios = [4, 4]",
+                 "discriminator.ConvNet.capacity = 2", "discriminator.ConvNet.n_layers = 2",
+                 "discriminator.MultiPeriodDiscriminator.periods = [2, 3, 5]",
+                 "discriminator.MultiScaleDiscriminator.n_discriminators = 2"],
+    "options": dict(TINY_V2["options"], decoder_ratios=[4, 4], output_mode="raw"),
 }
 STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
@@ -168,26 +195,39 @@ def build(config, bindings):
 
 
 class NoiseTape:
-    """Records every torch.randn_like draw (record), or hands them back in order (replay)."""
+    """Records every torch.randn_like, torch.randn, torch.randperm and torch.randint draw
+    (record), or hands them back in order (replay). `kinds` names each draw's function."""
 
     def __init__(self):
         self.draws = []
+        self.kinds = []
         self.replay_at = None
 
     def __enter__(self):
         self._orig = torch.randn_like
         self._orig_randn = torch.randn
+        self._orig_randperm = torch.randperm
+        self._orig_randint = torch.randint
         tape = self
 
-        def take(make, shape, dtype):
+        def take(make, shape, dtype, kind="randn"):
             if tape.replay_at is None:
                 d = make()
                 tape.draws.append(d.detach().clone())
+                tape.kinds.append(kind)
                 return d
             d = tape.draws[tape.replay_at]
+            assert tape.kinds[tape.replay_at] == kind, (tape.kinds[tape.replay_at], kind)
             tape.replay_at += 1
             assert tuple(d.shape) == tuple(shape), (d.shape, shape)
             return d.to(dtype)
+
+        def randperm(n, *a, **k):
+            # The quantiser's sample_vectors (k-means initialisation, dead-code replacement).
+            return take(lambda: tape._orig_randperm(n, *a, **k), (n,), torch.long, "randperm")
+
+        def randint(low, high, size, *a, **k):
+            return take(lambda: tape._orig_randint(low, high, size, *a, **k), tuple(size), torch.long, "randint")
 
         def randn_like(t, *a, **k):
             return take(lambda: tape._orig(t, *a, **k), t.shape, t.dtype)
@@ -201,11 +241,15 @@ class NoiseTape:
 
         torch.randn_like = randn_like
         torch.randn = randn
+        torch.randperm = randperm
+        torch.randint = randint
         return self
 
     def __exit__(self, *exc):
         torch.randn_like = self._orig
         torch.randn = self._orig_randn
+        torch.randperm = self._orig_randperm
+        torch.randint = self._orig_randint
 
     def replay(self):
         self.replay_at = 0
@@ -369,6 +413,8 @@ def make_step(out, config, spec):
     bindings = spec["bindings"] + [f"core.MultiScaleSTFT.scales = {STEP_SCALES}"]
     model = build(config, bindings)
     rf = prepare(model)
+    if spec.get("enable_quantizer"):
+        model.encoder.enabled = torch.tensor(1).type_as(model.encoder.enabled)
     x = test_signal(1, 131072, SEED + 2)
     beta = 0.05
     w = Writer()
@@ -388,6 +434,7 @@ def make_step(out, config, spec):
             else:
                 for i, d in enumerate(tape.draws):
                     w.add(f"input:draw.{i}", d)
+            draw_kinds = list(tape.kinds)
         for k, g in grads.items():
             w.add(f"grad:{name}.{k}", g, "float64")
         cases[name] = {"warmed_up": warmed_up, "batch_idx": batch_idx,
@@ -395,7 +442,9 @@ def make_step(out, config, spec):
                        "params": sorted(grads)}
     m = header(model, config, {
         "options": dict(spec["options"], stft_scales=STEP_SCALES, pqmf_attenuation=100),
-        "n_signal": 131072, "beta": beta, "receptive_field": rf,
+        "n_signal": 131072, "beta": beta, "receptive_field": rf, "draw_kinds": draw_kinds,
+        "log_epsilon": float(model.audio_distance.log_epsilon),
+        "num_skipped_features": int(model.num_skipped_features),
         "weights": dict(model.weights), "update_discriminator_every": model.update_discriminator_every,
         "cases": cases, "derived": derived(model), "buffers": buffers_of(model)})
     w.save(out, f"rave_{config.replace('+', '_')}_step", m)
@@ -440,6 +489,63 @@ def make_trajectory(out, config, spec, steps=12, phase_1=4, beta_warmup=8):
         "weights": dict(model.weights), "steps": record, "derived": derived(model32),
         "buffers": buffers_of(model32)})
     w.save(out, f"rave_{config}_trajectory", m)
+
+
+def make_rvq(out):
+    """RAVE's ResidualVectorQuantization (rave/quantization.py) alone, in float64: 3 codebooks of
+    16 codes over 4 dimensions, fed 10 frames, so that k-means starts from randint draws and dead
+    codes are replaced. Two training calls (k-means, lookup, expiry, EMA; then lookup, expiry, EMA
+    on the moved codes), each with the output, commitment loss, indices, every buffer after it and
+    the float64 gradient of (output·probe).sum() + loss with respect to the input; then, in eval
+    mode, encode and decode of a third input."""
+    from rave.quantization import ResidualVectorQuantization
+    torch.manual_seed(SEED)
+    rvq = ResidualVectorQuantization(num_quantizers=3, dim=4, codebook_size=16).double()
+    rvq.train()
+    w = Writer()
+    tape = NoiseTape()
+    calls = []
+    for call in range(2):
+        z = (torch.randn(2, 4, 5, dtype=torch.float64) * (1.0 + call)).float().double().requires_grad_(True)
+        probe = torch.randn(2, 4, 5, dtype=torch.float64).float().double()
+        w.add(f"input:call{call}.z", z, "float64")
+        w.add(f"input:call{call}.probe", probe, "float64")
+        first = len(tape.draws)
+        with tape:
+            q, loss, indices = rvq(z)
+        ((q * probe).sum() + loss).backward()
+        for i in range(first, len(tape.draws)):
+            w.add(f"input:draw.{i}", tape.draws[i].double(), "float64")
+        w.add(f"output:call{call}.quantized", q, "float64")
+        w.add(f"output:call{call}.indices", indices.double(), "float64")
+        w.add(f"grad:call{call}.z", z.grad, "float64")
+        for k, v in rvq.state_dict().items():
+            w.add(f"buffer:call{call}.{k}", v, "float64")
+        calls.append({"loss": float(loss), "draws": list(range(first, len(tape.draws)))})
+    rvq.eval()
+    z = torch.randn(2, 4, 7, dtype=torch.float64).float().double()
+    w.add("input:encode.z", z, "float64")
+    with torch.no_grad():
+        indices = rvq.encode(z)
+        w.add("output:encode.indices", indices.double(), "float64")
+        w.add("output:decode", rvq.decode(indices), "float64")
+    m = {"format": FORMAT, "model": "rave_rvq", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED,
+         "num_quantizers": 3, "dim": 4, "codebook_size": 16, "calls": calls, "draw_kinds": tape.kinds}
+    w.save(out, "rave_rvq", m)
+
+
+def quantize_callback_facts():
+    """Whether RAVE's QuantizeCallback can ever enable the discrete encoder's quantiser: it
+    defines `on_train_batch_`, which is no Lightning hook, and inherits WarmupCallback's
+    on_train_batch_start (which sets warmed_up, not `enabled`)."""
+    import pytorch_lightning as pl
+    cb = rave.model.QuantizeCallback
+    return {"defines": sorted(k for k in vars(cb) if k.startswith("on_")),
+            "lightning_has_on_train_batch_": hasattr(pl.Callback, "on_train_batch_"),
+            "on_train_batch_start_is_warmup_callbacks":
+                cb.on_train_batch_start is rave.model.WarmupCallback.on_train_batch_start,
+            "pytorch_lightning": pl.__version__}
 
 
 def make_split(out):
@@ -592,7 +698,8 @@ def make_windows(out):
 CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
                  "v2+causal", "v1+causal", "v3+causal", "v2+noise", "v2+snake", "v2+adain",
                  "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
-                 "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator")
+                 "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator",
+                 "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf")
 
 
 def make_configs(out):
@@ -661,7 +768,7 @@ def make_configs(out):
               file=sys.stderr)
     m = {"format": FORMAT, "model": "rave_configs", "generated_by": GENERATED_BY,
          "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED,
-         "configs": configs}
+         "configs": configs, "quantize_callback": quantize_callback_facts()}
     Writer().save(out, "rave_configs", m)
 
 
@@ -686,6 +793,9 @@ def main():
             "rave_pitch": lambda: make_pitch(a.out),
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
+            "rave_rvq": lambda: make_rvq(a.out),
+            "rave_v2_nopqmf_step": lambda: make_step(a.out, "v2_nopqmf", TINY_NOPQMF),
+            "rave_discrete_step": lambda: make_step(a.out, "discrete", TINY_DISCRETE),
             "rave_v2_spectral_discriminator_step":
                 lambda: make_step(a.out, "v2+spectral_discriminator", TINY_SPECTRAL)}
     only = [s for s in a.only.split(",") if s]

@@ -24,6 +24,7 @@ struct Variant {
   int64_t noise_bands = 0;  // v2: NoiseGeneratorV2; v1: on (phase 2 only)
   bool warm = false;        // phase 2 (v1: noise synthesis on)
   bool causal = false;      // model.padding = causal (causal.toml)
+  bool raw = false;         // model.output_mode = raw (v2_nopqmf.toml): the generator makes the audio
 };
 
 inline std::vector<Variant> all_variants() {
@@ -58,6 +59,10 @@ inline rave::RaveOptions tiny_options(const Variant& v) {
   o.noise_ratios = {2, 2};
   o.discriminator = rave::DiscriminatorKind::kNone;
   if (v.causal) o.padding = models::PaddingMode::kCausal;
+  if (v.raw) {
+    o.output_mode = rave::OutputMode::kRaw;
+    o.decoder_ratios = {8, 8};  // 16 bands × 2·2
+  }
   return o;
 }
 

@@ -1,7 +1,8 @@
-// Export of the wasserstein and spherical encoders (model.encoder), as RAVE's
-// WasserteinScriptedRAVE and SphericalScriptedRAVE (acids-ircam/RAVE 2.3.1 scripts/export.py):
-// no PCA; the wasserstein latent whole, with its noise channels drawn in decode; the spherical
-// latent as angles, converted as RAVE's rave/blocks.py converts them (golden rave_angles).
+// Export of the wasserstein, spherical and discrete encoders (model.encoder), as RAVE's
+// WasserteinScriptedRAVE, SphericalScriptedRAVE and DiscreteScriptedRAVE (acids-ircam/RAVE 2.3.1
+// scripts/export.py): no PCA; the wasserstein latent whole, with its noise channels drawn in
+// decode; the spherical latent as angles, converted as RAVE's rave/blocks.py converts them
+// (golden rave_angles); the discrete latent as one code index per codebook.
 #include "export/export_fixtures.h"
 #include "support/golden.h"
 
@@ -14,8 +15,22 @@ rave::RaveOptions options_for(rave::EncoderKind kind) {
   auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
   o.encoder = kind;
   o.latent_size = 5;
-  o.noise_augmentation = kind == rave::EncoderKind::kWasserstein ? 3 : 0;
+  o.noise_augmentation = kind == rave::EncoderKind::kWasserstein || kind == rave::EncoderKind::kDiscrete ? 3 : 0;
+  o.num_quantizers = 3;
+  o.codebook_size = 8;
   return o;
+}
+
+// A tiny model whose discrete codebooks have been through k-means and a few EMA updates, as a
+// trained checkpoint's have.
+rave::RaveModel trained_codebooks(rave::RaveModel model) {
+  if (!model->encoder->rvq) return model;
+  torch::manual_seed(5);
+  model->encoder->rvq->train();
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) model->encoder->rvq->forward(torch::randn({2, model->options().latent_size, 16}));
+  model->encoder->rvq->eval();
+  return model;
 }
 
 // A tiny model of that encoder, exported offline and loaded back.
@@ -27,7 +42,7 @@ struct Exported {
 Exported exported(rave::EncoderKind kind, const std::filesystem::path& file) {
   Exported e;
   e.options = options_for(kind);
-  e.model = tiny_model(e.options);  // in eval mode
+  e.model = trained_codebooks(tiny_model(e.options));  // in eval mode
   e.ts = save_and_load(script_rave(*e.model, ScriptOptions{}), file);
   return e;
 }
@@ -73,9 +88,43 @@ TEST(ExportedLatentKinds, SphericalLatentIsRavesAngles) {
   EXPECT_LT(max_diff(unit, stats / stats.norm(2, {1}, true)), 1e-5);
 }
 
-TEST(ExportedLatentKinds, StreamingExportsBothAndLatentSizeIsRefused) {
-  for (auto kind : {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical}) {
-    auto model = tiny_model(options_for(kind));
+TEST(ExportedLatentKinds, DiscreteLatentIsOneCodeIndexPerCodebook) {
+  rt::testing::ScratchDir dir("export_discrete");
+  auto [o, model, ts] = exported(rave::EncoderKind::kDiscrete, dir / "m.ts");
+  EXPECT_EQ(ts.attr("latent_size").toInt(), 3);
+  const int64_t frames = 6, t = frames * o.compression();
+  torch::manual_seed(6);
+  auto x = torch::randn({2, 1, t}) * 0.3;
+  torch::NoGradGuard no_grad;
+  // encode: RAVE's rvq.encode of the encoder's output, as floats.
+  const auto codes = call(ts, "encode", x);
+  const auto ours = model->encoder->rvq->encode(model->encode_stats(x));
+  ASSERT_EQ(codes.sizes(), (std::vector<int64_t>{2, 3, frames}));
+  EXPECT_TRUE(torch::equal(codes, ours.to(torch::kFloat32)));
+  EXPECT_GT(codes.max().item<double>(), 0.0) << "every frame took code 0: the codebooks are not the trained ones";
+  // decode: the codes' sum plus the noise channels, clamped to the codebook as RAVE's.
+  set_noise_scale(ts, 0.0);
+  const auto silent = call(ts, "decode", codes);
+  const auto latent = model->encoder->rvq->decode(ours);
+  EXPECT_LT(max_diff(silent, model->decode(torch::cat({latent, torch::zeros({2, 3, frames})}, 1))), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "decode", codes + 100.0), call(ts, "decode", torch::full_like(codes, 7.0))), kTolerance);
+  set_noise_scale(ts, 1.0);
+  EXPECT_GT(max_diff(call(ts, "decode", codes), silent), 1e-6) << "the noise channels are drawn";
+}
+
+TEST(ExportedLatentKinds, UntrainedCodebooksAreRefused) {
+  auto model = tiny_model(options_for(rave::EncoderKind::kDiscrete));
+  try {
+    script_rave(*model, ScriptOptions{});
+    FAIL() << "exported codebooks that k-means never initialised";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.warmup_quantize"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExportedLatentKinds, StreamingExportsEachAndLatentSizeIsRefused) {
+  for (auto kind : {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
+    auto model = trained_codebooks(tiny_model(options_for(kind)));
     ScriptOptions s;
     s.streaming = true;
     ScriptInfo info;

@@ -49,6 +49,10 @@ Streams make_streams(const Variant& v, const std::filesystem::path& file) {
   Streams s;
   s.options = tiny_options(v);
   s.model = tiny_model(s.options, v.warm);
+  // The offline reference without its noise, as the stream runs at noise_scale 0.
+  if (auto* g = dynamic_cast<rave::GeneratorV2Impl*>(s.model->decoder.get()); g != nullptr && g->noise_module) {
+    g->noise_module->noise_scale = 0.0;
+  }
   ScriptOptions opts;
   opts.streaming = true;
   s.ts = save_and_load(script_rave(*s.model, opts, &s.info), file);
@@ -106,13 +110,16 @@ TEST_P(Streaming, ForwardInBlocksEqualsOfflineForwardShiftedByTheLatency) {
   EXPECT_EQ(s.ts.attr("forward_latency").toInt(), latency);
 }
 
-// Every version, and the causal models `--config causal` trains. (Not the noise branch: the
-// stream runs at noise_scale 0 and the C++ model has no switch for its noise, so the two
-// differ by the noise itself, about 2e-4 here.)
+// Every version, the causal models `--config causal` (and `--config causal --config noise`)
+// trains, and v2_nopqmf's raw-output generator; the noise branch compared silent on both sides
+// (noise_scale 0), its filters included.
 std::vector<Variant> streaming_variants() {
   auto v = all_variants();
   v.push_back({"v1 causal", rave::RaveVersion::kV1, 1, 0, false, true});
   v.push_back({"v2 causal", rave::RaveVersion::kV2, 1, 0, false, true});
+  v.push_back({"v2 causal noise", rave::RaveVersion::kV2, 1, 5, false, true});
+  v.push_back({"v2 raw output", rave::RaveVersion::kV2, 1, 0, false, false, true});
+  v.push_back({"v2 causal raw output", rave::RaveVersion::kV2, 1, 0, false, true, true});
   v.push_back({"v3 causal stereo", rave::RaveVersion::kV3, 2, 0, false, true});
   return v;
 }

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <deque>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -84,6 +85,11 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.noise_augmentation = o.value("noise_augmentation", int64_t{0});
   if (o.contains("spectral_scales")) r.spectral_scales = o.at("spectral_scales").get<std::vector<int64_t>>();
   r.spectral_capacity = o.value("spectral_capacity", r.spectral_capacity);
+  r.num_quantizers = o.value("num_quantizers", r.num_quantizers);
+  r.decoder_ratios = o.value("decoder_ratios", r.decoder_ratios);
+  r.output_mode = rt::parse_enum<rt::rave::OutputMode>(o.value("output_mode", std::string("pqmf")),
+                                                       "golden options.output_mode");
+  r.codebook_size = o.value("codebook_size", r.codebook_size);
   return r;
 }
 
@@ -96,6 +102,8 @@ rt::rave::RaveModel model_of(const Golden& g, torch::ScalarType dtype = torch::k
   const auto problems = assign_weights(*model, g);
   EXPECT_TRUE(problems.empty()) << join(problems);
   model->to(dtype);
+  // The discrete golden ran with the quantiser enabled (RAVE's own callback never enables it).
+  if (model->options().encoder == rt::rave::EncoderKind::kDiscrete) model->encoder->set_quantizing(true);
   return model;
 }
 
@@ -113,6 +121,9 @@ rt::rave::RaveLossOptions loss_options_of(const rt::rave::RaveModelImpl& model, 
   lo.fullband_distance_weight = w.value("fullband_spectral_distance", 1.0);
   lo.multiband_distance_weight = w.value("multiband_spectral_distance", 1.0);
   lo.adversarial_weight = w.at("adversarial").get<double>();
+  // discrete.gin: log_epsilon 1, no skipped feature map.
+  lo.log_epsilon = g.manifest.value("log_epsilon", lo.log_epsilon);
+  lo.num_skipped_features = g.manifest.value("num_skipped_features", lo.num_skipped_features);
   EXPECT_EQ(w.at("audio_distance").get<double>(), 1.0);
   EXPECT_EQ(w.at("multiband_audio_distance").get<double>(), 1.0);
   return lo;
@@ -208,15 +219,38 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     std::optional<torch::NoGradGuard> no_grad;
     if (c.discriminator) no_grad.emplace();
     // RAVE's draws: the variational encoder's one, or the wasserstein encoder's MMD samples
-    // and noise channels; the spherical encoder draws none.
+    // and noise channels, or the discrete encoder's k-means indices (randperm) and noise
+    // channels; the spherical encoder draws none.
+    std::vector<torch::Tensor> normal;
+    std::deque<torch::Tensor> indices;
+    const auto kinds = g.manifest.value("draw_kinds", rt::Json::array());
+    for (size_t i = 0; g.has("input:draw." + std::to_string(i)); ++i) {
+      const auto d = g.at("input:draw." + std::to_string(i));
+      if (i >= kinds.size() || kinds[i].get<std::string>() == "randn") {
+        normal.push_back(d.to(dtype));
+      } else {
+        indices.push_back(d.to(torch::kLong));
+      }
+    }
+    if (model.encoder->rvq) {
+      model.encoder->rvq->set_sample_indices([&indices](int64_t n, int64_t count) {
+        EXPECT_FALSE(indices.empty()) << "more k-means draws than RAVE's";
+        if (indices.empty()) return rt::rave::rave_sample_indices(n, count);
+        auto d = indices.front();
+        indices.pop_front();
+        return d.narrow(0, 0, count);
+      });
+    }
     if (g.has("input:noise")) {
       f = model.forward_train(x, g.at("input:noise").to(dtype));
-    } else if (g.has("input:draw.0")) {
-      f = model.forward_train(x, g.at("input:draw.0").to(dtype), {},
-                              g.has("input:draw.1") ? g.at("input:draw.1").to(dtype) : torch::Tensor());
+    } else if (model.encoder->kind == rt::rave::EncoderKind::kDiscrete) {
+      f = model.forward_train(x, {}, {}, normal.at(0));
+    } else if (!normal.empty()) {
+      f = model.forward_train(x, normal.at(0), {}, normal.size() > 1 ? normal.at(1) : torch::Tensor());
     } else {
       f = model.forward_train(x);
     }
+    EXPECT_TRUE(indices.empty()) << "fewer k-means draws than RAVE's";
   }
   return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g), g.manifest.at("beta").get<double>(),
                                             kind);
@@ -234,9 +268,10 @@ TEST_P(RaveOracleStep, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
   const auto g = load_golden(GetParam());
   ASSERT_EQ(g.manifest.at("n_signal").get<int64_t>(), 131072);
   ASSERT_EQ(g.manifest.at("weights").at("feature_matching").get<double>(), 20.0);
-  auto model = model_of(g);
   for (const auto& c : kStepCases) {
     SCOPED_TRACE(c.name);
+    // Each case from the initial weights and buffers, as the oracle runs them.
+    auto model = model_of(g);
     const auto& ref = g.manifest.at("cases").at(c.name);
     ASSERT_EQ(ref.at("warmed_up").get<bool>(), c.warmed_up);
     const auto l = step_losses(*model, g, c, torch::kFloat32);
@@ -286,7 +321,8 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
                          ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step",
-                                           "rave_v2_spectral_discriminator_step"));
+                                           "rave_v2_spectral_discriminator_step", "rave_discrete_step",
+                                           "rave_v2_nopqmf_step"));
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.

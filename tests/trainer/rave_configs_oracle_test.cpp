@@ -57,7 +57,8 @@ const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",       
                                "onnx",      "raspberry", "v2+causal", "v1+causal",
                                "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
                                "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
-                                             "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator"};
+                                             "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator",
+                                             "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf"};
 
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
@@ -105,7 +106,7 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   const Json& r = g.manifest.at("configs").at(name);
   const Config c = stacked(name);
   const rave::RaveOptions o = rave_options_from(c);
-  const auto loss = rave::RaveLossOptions::preset(o.version);
+  const auto loss = rave_loss_options_from(c);
 
   EXPECT_EQ(o.n_band, r.at("n_band").get<int64_t>()) << name;
   EXPECT_EQ(o.latent_size, r.at("latent_size").get<int64_t>()) << name;
@@ -188,6 +189,19 @@ INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveConfigs, ::testing::ValuesIn(kStacks),
                            for (auto& ch : n) ch = ch == '+' ? '_' : ch;  // "v2+causal" → "v2_causal"
                            return n;
                          });
+
+// docs/rave_fidelity.md's divergence for discrete models: RAVE 2.3.1's QuantizeCallback defines
+// `on_train_batch_`, which Lightning never calls, so RAVE never enables its quantiser; ours
+// quantises from train.warmup_quantize. Fails when the pinned RAVE's callback changes.
+TEST(RaveConfigFiles, RavesQuantizeCallbackNeverRunsAsDocumented) {
+  const auto g = testing::load_golden("rave_configs");
+  const Json& q = g.manifest.at("quantize_callback");
+  EXPECT_EQ(q.at("defines").get<std::vector<std::string>>(), std::vector<std::string>{"on_train_batch_"});
+  EXPECT_FALSE(q.at("lightning_has_on_train_batch_").get<bool>());
+  EXPECT_TRUE(q.at("on_train_batch_start_is_warmup_callbacks").get<bool>());
+  const Config c = stacked("discrete");
+  EXPECT_EQ(c.get_int("train.warmup_quantize"), 0);
+}
 
 // The oracle's stacks are the ones tested here, and every configs/*.toml that mirrors a RAVE
 // file is in one of them.
