@@ -67,7 +67,7 @@ torch::Tensor NoiseGeneratorImpl::forward(const torch::Tensor& x) {
   auto amp = mod_sigmoid(net->forward(x) - 5).permute({0, 2, 1});  // (B, T'', data·bands)
   amp = amp.reshape({amp.size(0), amp.size(1), data_size, -1});
   auto ir = amp_to_impulse_response(amp, hop);
-  auto noise = models::batch_rand_like(ir) * 2 - 1;  // split-invariant (batch_slice.h)
+  auto noise = (noise_source ? noise_source(ir) : models::batch_rand_like(ir)) * 2 - 1;  // split-invariant (batch_slice.h)
   if (noise_scale != 1.0) noise = noise * noise_scale;
   noise = fft_convolve(noise, ir).permute({0, 2, 1, 3});  // (B, data, T'', hop)
   return noise.reshape({noise.size(0), noise.size(1), -1});

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include <memory>
 
 #include "models/common/blocks.h"
@@ -43,6 +45,10 @@ struct NoiseGeneratorImpl : torch::nn::Module {
   // Scales the uniform noise before filtering (1: RAVE's training; 0: silent, what an export's
   // noise_scale attribute does, so that a test can compare deterministic outputs).
   double noise_scale = 1.0;
+  // Where the uniform noise comes from when set: called with the impulse responses, returns
+  // uniform [0, 1) draws of their shape (a replay of the real RAVE's draws, as the golden step
+  // tests feed them). Unset: models::batch_rand_like.
+  std::function<torch::Tensor(const torch::Tensor& like)> noise_source;
 };
 TORCH_MODULE(NoiseGenerator);
 

@@ -124,6 +124,53 @@ TINY_NOPQMF = {
                  "discriminator.MultiScaleDiscriminator.n_discriminators = 2"],
     "options": dict(TINY_V2["options"], decoder_ratios=[4, 4], output_mode="raw"),
 }
+# v1.gin (and onnx.gin, raspberry.gin on it) at small sizes: v1's encoder and generator with its
+# noise branch (ratios 2·2 to fit the latent frame), v1's three residual dilation pairs, the
+# multi-scale discriminator alone.
+TINY_V1 = {
+    "bindings": ["N_BAND = 4", "CAPACITY = 4", "LATENT_SIZE = 4", "RATIOS = [2, 2]",
+                 "blocks.NoiseGenerator.ratios = [2, 2]",
+                 "discriminator.ConvNet.capacity = 2", "discriminator.ConvNet.n_layers = 2",
+                 "discriminator.MultiScaleDiscriminator.n_discriminators = 2"],
+    "options": {"version": "v1", "capacity": 4, "latent_size": 4, "n_band": 4, "ratios": [2, 2],
+                "dilations": [[1, 1], [3, 1], [5, 1]], "kernel_size": 3, "discriminator": "period_scale",
+                "discriminator_capacity": 2, "discriminator_n_layers": 2, "periods": [], "n_scales": 2,
+                "noise_bands": 5, "noise_ratios": [2, 2]},
+}
+TINY_ONNX = {"bindings": TINY_V1["bindings"], "options": dict(TINY_V1["options"], noise_bands=0)}
+# v2.gin with one overlay, at TINY_V2's sizes.
+TINY_V2_CAUSAL = {"bindings": TINY_V2["bindings"], "options": dict(TINY_V2["options"], padding="causal")}
+TINY_V2_NOISE = {
+    "bindings": TINY_V2["bindings"] + ["blocks.NoiseGeneratorV2.ratios = [2, 2]"],
+    "options": dict(TINY_V2["options"], noise_bands=5, noise_ratios=[2, 2], noise_hidden=128),
+}
+TINY_V2_SNAKE = {"bindings": TINY_V2["bindings"], "options": dict(TINY_V2["options"], activation="snake")}
+TINY_V2_ADAIN = {"bindings": TINY_V2["bindings"], "options": dict(TINY_V2["options"], adain=True)}
+# The descript discriminator's layers have fixed widths (32 … 1024 channels, DAC's): its float64
+# gradients alone take 200 MB per step golden, too much for the repository, so the stacks with it
+# (v3, v2+descript_discriminator, discrete_v3) have no step golden yet; these specs serve a
+# smaller form of one (weights both sides can compute, projected gradients).
+DESCRIPT_BINDINGS = ["descript_discriminator.DescriptDiscriminator.periods = [2, 3]",
+                     "descript_discriminator.DescriptDiscriminator.fft_sizes = [256, 128]"]
+TINY_V2_DESCRIPT = {
+    "bindings": TINY_V2["bindings"] + DESCRIPT_BINDINGS,
+    "options": dict(TINY_V2["options"], discriminator="descript", periods=[2, 3], mrd_n_ffts=[256, 128]),
+}
+TINY_V3 = {
+    "bindings": TINY_V2_DESCRIPT["bindings"],
+    "options": dict(TINY_V2_DESCRIPT["options"], version="v3", activation="snake", adain=True),
+}
+# v2_small.gin (on v1.gin): EncoderV2/GeneratorV2 with NoiseGeneratorV2 (hidden 64, 32 bands).
+TINY_V2_SMALL = {
+    "bindings": TINY_V2["bindings"] + ["blocks.NoiseGeneratorV2.ratios = [2, 2]"],
+    "options": dict(TINY_V2["options"], noise_bands=32, noise_ratios=[2, 2], noise_hidden=64),
+}
+TINY_DISCRETE_V3 = {
+    "bindings": TINY_DISCRETE["bindings"] + DESCRIPT_BINDINGS,
+    "options": dict(TINY_DISCRETE["options"], activation="snake", discriminator="descript", periods=[2, 3],
+                    mrd_n_ffts=[256, 128]),
+    "enable_quantizer": True,
+}
 STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
 
@@ -195,8 +242,9 @@ def build(config, bindings):
 
 
 class NoiseTape:
-    """Records every torch.randn_like, torch.randn, torch.randperm and torch.randint draw
-    (record), or hands them back in order (replay). `kinds` names each draw's function."""
+    """Records every torch.randn_like, torch.rand_like, torch.randn, torch.randperm and
+    torch.randint draw (record), or hands them back in order (replay). `kinds` names each draw's
+    function (randn for randn_like and randn, rand for rand_like)."""
 
     def __init__(self):
         self.draws = []
@@ -208,6 +256,7 @@ class NoiseTape:
         self._orig_randn = torch.randn
         self._orig_randperm = torch.randperm
         self._orig_randint = torch.randint
+        self._orig_rand_like = torch.rand_like
         tape = self
 
         def take(make, shape, dtype, kind="randn"):
@@ -232,6 +281,10 @@ class NoiseTape:
         def randn_like(t, *a, **k):
             return take(lambda: tape._orig(t, *a, **k), t.shape, t.dtype)
 
+        def rand_like(t, *a, **k):
+            # The noise generators' uniform noise (blocks.py NoiseGenerator, NoiseGeneratorV2).
+            return take(lambda: tape._orig_rand_like(t, *a, **k), t.shape, t.dtype, "rand")
+
         def randn(*size, **k):
             # WasserteinEncoder's noise channels: torch.randn(B, A, T).type_as(z).
             if "generator" in k:
@@ -243,6 +296,7 @@ class NoiseTape:
         torch.randn = randn
         torch.randperm = randperm
         torch.randint = randint
+        torch.rand_like = rand_like
         return self
 
     def __exit__(self, *exc):
@@ -250,6 +304,7 @@ class NoiseTape:
         torch.randn = self._orig_randn
         torch.randperm = self._orig_randperm
         torch.randint = self._orig_randint
+        torch.rand_like = self._orig_rand_like
 
     def replay(self):
         self.replay_at = 0
@@ -421,28 +476,24 @@ def make_step(out, config, spec):
     w.add("input:x", x, "pcm16")
     add_weights(w, model)
     cases = {}
-    tape = NoiseTape()
     for name, warmed_up, batch_idx in (("phase1_generator", False, 1),
                                         ("phase2_generator", True, 1),
                                         ("phase2_discriminator", True, 0)):
+        # Each case draws on its own tape (v1's noise generator draws in phase 2 only): numbered
+        # in the order RAVE makes them, e.g. the reparametrisation noise, then the decoder's
+        # uniform noise; wasserstein: the MMD's samples, then the noise channels.
+        tape = NoiseTape()
         l32, g32, l64, g64, grads = run_case(model, x, warmed_up, beta, batch_idx, tape)
-        if name == "phase1_generator":
-            # The variational encoder's one draw keeps its name; the others' draws are numbered
-            # in the order RAVE makes them (wasserstein: the MMD's samples, then the noise channels).
-            if len(tape.draws) == 1 and spec["options"].get("encoder", "variational") == "variational":
-                w.add("input:noise", tape.draws[0])
-            else:
-                for i, d in enumerate(tape.draws):
-                    w.add(f"input:draw.{i}", d)
-            draw_kinds = list(tape.kinds)
+        for i, d in enumerate(tape.draws):
+            w.add(f"input:{name}.draw.{i}", d)
         for k, g in grads.items():
             w.add(f"grad:{name}.{k}", g, "float64")
         cases[name] = {"warmed_up": warmed_up, "batch_idx": batch_idx,
                        "loss_float32": l32, "loss": l64, "logged_float32": g32, "logged": g64,
-                       "params": sorted(grads)}
+                       "params": sorted(grads), "draw_kinds": list(tape.kinds)}
     m = header(model, config, {
         "options": dict(spec["options"], stft_scales=STEP_SCALES, pqmf_attenuation=100),
-        "n_signal": 131072, "beta": beta, "receptive_field": rf, "draw_kinds": draw_kinds,
+        "n_signal": 131072, "beta": beta, "receptive_field": rf,
         "log_epsilon": float(model.audio_distance.log_epsilon),
         "num_skipped_features": int(model.num_skipped_features),
         "weights": dict(model.weights), "update_discriminator_every": model.update_discriminator_every,
@@ -794,6 +845,14 @@ def main():
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
             "rave_rvq": lambda: make_rvq(a.out),
+            "rave_v1_step": lambda: make_step(a.out, "v1", TINY_V1),
+            "rave_onnx_step": lambda: make_step(a.out, "onnx", TINY_ONNX),
+            "rave_raspberry_step": lambda: make_step(a.out, "raspberry", TINY_ONNX),
+            "rave_v2_small_step": lambda: make_step(a.out, "v2_small", TINY_V2_SMALL),
+            "rave_v2_causal_step": lambda: make_step(a.out, "v2+causal", TINY_V2_CAUSAL),
+            "rave_v2_noise_step": lambda: make_step(a.out, "v2+noise", TINY_V2_NOISE),
+            "rave_v2_snake_step": lambda: make_step(a.out, "v2+snake", TINY_V2_SNAKE),
+            "rave_v2_adain_step": lambda: make_step(a.out, "v2+adain", TINY_V2_ADAIN),
             "rave_v2_nopqmf_step": lambda: make_step(a.out, "v2_nopqmf", TINY_NOPQMF),
             "rave_discrete_step": lambda: make_step(a.out, "discrete", TINY_DISCRETE),
             "rave_v2_spectral_discriminator_step":

@@ -85,6 +85,15 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.noise_augmentation = o.value("noise_augmentation", int64_t{0});
   if (o.contains("spectral_scales")) r.spectral_scales = o.at("spectral_scales").get<std::vector<int64_t>>();
   r.spectral_capacity = o.value("spectral_capacity", r.spectral_capacity);
+  r.noise_bands = o.value("noise_bands", int64_t{0});
+  r.noise_ratios = o.value("noise_ratios", r.noise_ratios);
+  r.noise_hidden = o.value("noise_hidden", r.noise_hidden);
+  r.activation = rt::parse_enum<rt::models::Activation>(o.value("activation", std::string("leaky_relu")),
+                                                        "golden options.activation");
+  r.adain = o.value("adain", false);
+  r.padding = rt::parse_enum<rt::models::PaddingMode>(o.value("padding", std::string("centered")),
+                                                      "golden options.padding");
+  r.mrd_n_ffts = o.value("mrd_n_ffts", r.mrd_n_ffts);
   r.num_quantizers = o.value("num_quantizers", r.num_quantizers);
   r.decoder_ratios = o.value("decoder_ratios", r.decoder_ratios);
   r.output_mode = rt::parse_enum<rt::rave::OutputMode>(o.value("output_mode", std::string("pqmf")),
@@ -221,15 +230,32 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     // RAVE's draws: the variational encoder's one, or the wasserstein encoder's MMD samples
     // and noise channels, or the discrete encoder's k-means indices (randperm) and noise
     // channels; the spherical encoder draws none.
+    // Each case's draws, in the order RAVE made them (draw_kinds): randn → the encoder,
+    // rand → the decoder's noise generators, randperm/randint → the quantiser's k-means.
     std::vector<torch::Tensor> normal;
-    std::deque<torch::Tensor> indices;
-    const auto kinds = g.manifest.value("draw_kinds", rt::Json::array());
-    for (size_t i = 0; g.has("input:draw." + std::to_string(i)); ++i) {
-      const auto d = g.at("input:draw." + std::to_string(i));
-      if (i >= kinds.size() || kinds[i].get<std::string>() == "randn") {
+    std::deque<torch::Tensor> indices, uniform;
+    const auto kinds = g.manifest.at("cases").at(c.name).at("draw_kinds");
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const auto d = g.at("input:" + c.name + ".draw." + std::to_string(i));
+      const auto kind = kinds[i].get<std::string>();
+      if (kind == "randn") {
         normal.push_back(d.to(dtype));
+      } else if (kind == "rand") {
+        uniform.push_back(d.to(dtype));
       } else {
         indices.push_back(d.to(torch::kLong));
+      }
+    }
+    for (const auto& m : model.modules()) {
+      if (auto* noise = m->as<rt::rave::NoiseGeneratorImpl>()) {
+        noise->noise_source = [&uniform](const torch::Tensor& like) {
+          EXPECT_FALSE(uniform.empty()) << "more uniform noise draws than RAVE's";
+          if (uniform.empty()) return torch::rand_like(like);
+          auto d = uniform.front();
+          uniform.pop_front();
+          EXPECT_EQ(d.sizes(), like.sizes());
+          return d;
+        };
       }
     }
     if (model.encoder->rvq) {
@@ -241,9 +267,7 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
         return d.narrow(0, 0, count);
       });
     }
-    if (g.has("input:noise")) {
-      f = model.forward_train(x, g.at("input:noise").to(dtype));
-    } else if (model.encoder->kind == rt::rave::EncoderKind::kDiscrete) {
+    if (model.encoder->kind == rt::rave::EncoderKind::kDiscrete) {
       f = model.forward_train(x, {}, {}, normal.at(0));
     } else if (!normal.empty()) {
       f = model.forward_train(x, normal.at(0), {}, normal.size() > 1 ? normal.at(1) : torch::Tensor());
@@ -251,6 +275,7 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
       f = model.forward_train(x);
     }
     EXPECT_TRUE(indices.empty()) << "fewer k-means draws than RAVE's";
+    EXPECT_TRUE(uniform.empty()) << "fewer uniform noise draws than RAVE's";
   }
   return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g), g.manifest.at("beta").get<double>(),
                                             kind);
@@ -267,7 +292,6 @@ TEST_P(RaveOracleStep, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
   const rt::testing::RavesWindows windows;  // the LibTorch's hann rounding out of the comparison
   const auto g = load_golden(GetParam());
   ASSERT_EQ(g.manifest.at("n_signal").get<int64_t>(), 131072);
-  ASSERT_EQ(g.manifest.at("weights").at("feature_matching").get<double>(), 20.0);
   for (const auto& c : kStepCases) {
     SCOPED_TRACE(c.name);
     // Each case from the initial weights and buffers, as the oracle runs them.
@@ -322,7 +346,9 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
 INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
                          ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step",
                                            "rave_v2_spectral_discriminator_step", "rave_discrete_step",
-                                           "rave_v2_nopqmf_step"));
+                                           "rave_v2_nopqmf_step", "rave_v1_step", "rave_onnx_step",
+                                           "rave_raspberry_step", "rave_v2_small_step", "rave_v2_causal_step",
+                                           "rave_v2_noise_step", "rave_v2_snake_step", "rave_v2_adain_step"));
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.
@@ -337,7 +363,8 @@ TEST(RaveOracle, FeatureMatchingAppliedOnceIsNotRaves) {
   auto lo = loss_options_of(*model);
   lo.feature_matching_weight_twice = false;
   model->set_warmed_up(true);
-  const auto f = model->forward_train(g.at("input:x").to(torch::kFloat64), g.at("input:noise").to(torch::kFloat64));
+  const auto f = model->forward_train(g.at("input:x").to(torch::kFloat64),
+                                      g.at("input:phase2_generator.draw.0").to(torch::kFloat64));
   const auto once = rt::rave::rave_losses_from_forward(*model, g.at("input:x").to(torch::kFloat64), f, lo,
                                                        g.manifest.at("beta").get<double>());
   const double fm = ref.at("logged").at("feature_matching").get<double>();  // distance × 20
