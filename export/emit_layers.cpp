@@ -1,5 +1,7 @@
 #include "export/emit_layers.h"
 
+#include "models/rave/generator.h"
+
 #include <algorithm>
 
 #include "distributed/sync_batch_norm.h"
@@ -181,7 +183,32 @@ std::vector<Signal> emit_aligned(MethodWriter& w, std::vector<Signal> outs, cons
   return outs;
 }
 
+// blocks.GRU (hybrid.gin): aten's gru over the frames, from a zero state at every call. Offline
+// only: a stream would have to carry the hidden state of every batch slot from call to call.
+Signal emit_gru(MethodWriter& w, const Signal& x, rave::GruLayerImpl& g, const std::string& key) {
+  if (w.streaming()) {
+    throw Error("--streaming: the generator's GRU (model.gru_layers) runs over the whole signal, and this export "
+                "carries no GRU state from block to block; export without --streaming");
+  }
+  w.ledger().take(key + ".gru_state");  // RAVE's placeholder buffer, never read
+  const int64_t layers = g.gru->options.num_layers(), hidden = g.gru->options.hidden_size();
+  std::string params;
+  for (int64_t k = 0; k < layers; ++k) {
+    for (const char* name : {"weight_ih_l", "weight_hh_l", "bias_ih_l", "bias_hh_l"}) {
+      const std::string full = key + ".gru." + name + std::to_string(k);
+      params += (params.empty() ? "" : ", ") + w.tensor(full, w.ledger().take(full));
+    }
+  }
+  const std::string h0 = w.fresh("h0");
+  w.line(h0 + " = torch.zeros([" + std::to_string(layers) + ", " + x.var + ".size(0), " + std::to_string(hidden) +
+         "], dtype=" + x.var + ".dtype, device=" + x.var + ".device)");
+  // aten::gru.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+  return w.assign(x, "torch.gru(" + x.var + ".permute([0, 2, 1]), " + h0 + ", [" + params + "], True, " +
+                         std::to_string(layers) + ", 0.0, False, False, True)[0].permute([0, 2, 1])");
+}
+
 Signal emit_module(MethodWriter& w, const Signal& x, torch::nn::Module& m, const std::string& key) {
+  if (auto* gru = dynamic_cast<rave::GruLayerImpl*>(&m)) return emit_gru(w, x, *gru, key);
   if (auto* seq = dynamic_cast<models::SeqImpl*>(&m)) return emit_seq(w, x, *seq, key);
   if (auto* r = dynamic_cast<models::ResidualImpl*>(&m)) return emit_residual(w, x, *r, key);
   if (auto* s = dynamic_cast<models::ResidualStackImpl*>(&m)) return emit_residual_stack(w, x, *s, key);

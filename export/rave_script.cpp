@@ -31,6 +31,10 @@ void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
                 " (the model's model.latent_size)");
   }
   if (!s.streaming) return;
+  if (o.input_mode == rave::InputMode::kMel) {
+    throw Error("--streaming: the mel encoder (model.input_mode = mel) frames a centred STFT that needs "
+                "future samples and carries no state between blocks; export without --streaming");
+  }
   if (o.n_band > 1 && o.hop() % 2 != 0) {
     throw Error("--streaming needs an even product of model.ratios with a PQMF (its band signs alternate per "
                 "sample); the model's is " + str(o.hop()));
@@ -84,10 +88,18 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   }
   auto encoder = ctx.new_module("Encoder");
   Signal stats;
+  const bool mel = o.input_mode == rave::InputMode::kMel;
   {
     MethodWriter w(ctx, encoder);
     Signal in = bands;
     in.var = "x";
+    if (mel) {
+      // The log1p mel features (mel_features below): n_mels per channel, one frame per mel_hop.
+      in.channels = o.n_mels * channels;
+      in.hop = o.mel_hop;
+      in.rows = 1;
+      in.delay = 0;
+    }
     stats = emit_encoder(w, in, *model.encoder);
     w.define("forward", "x: Tensor", "Tensor", stats.var);
   }
@@ -131,6 +143,25 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   top.register_module("encoder", encoder);
   top.register_module("decoder", decoder);
   for (const char* name : {"latent_pca", "latent_mean", "fidelity"}) top.register_buffer(name, ledger.take(name));
+  if (mel) {
+    // RAVE's _mel_encode with torchaudio's MelSpectrogram (models/rave/mel.h), written out: the
+    // centred STFT's reflect padding, the window-normalised power, the HTK bank, the last frame
+    // dropped, log1p, the channels folded into the bins.
+    top.register_buffer("mel_window", ledger.take("spectrogram.spectrogram.window"));
+    top.register_buffer("mel_fb", ledger.take("spectrogram.mel_scale.fb"));
+    const std::string n_fft = str(o.mel_n_fft), hop = str(o.mel_hop), pad = str(o.mel_n_fft / 2);
+    top.define("def mel_features(self, x: Tensor) -> Tensor:\n"
+               "    b = x.size(0)\n"
+               "    c = x.size(1)\n"
+               "    flat = torch.reflection_pad1d(x.reshape(b * c, 1, x.size(2)), [" + pad + ", " + pad + "])\n"
+               "    spec = torch.stft(flat.reshape(b * c, -1), " + n_fft + ", " + hop + ", " + n_fft +
+               ", self.mel_window, False, True, True)\n"
+               "    spec = spec / self.mel_window.pow(2.0).sum().sqrt()\n"
+               "    power = spec.abs().pow(2.0)\n"
+               "    mel = torch.matmul(power.transpose(-1, -2), self.mel_fb).transpose(-1, -2)\n"
+               "    mel = mel[:, :, :-1]\n"
+               "    return torch.log1p(mel).reshape(b, c * " + str(o.n_mels) + ", mel.size(-1))\n");
+  }
   const bool discrete = kind == rave::EncoderKind::kDiscrete;
   if (discrete) {
     // RAVE's DiscreteScriptedRAVE: encode returns the residual quantiser's code indices (as
@@ -212,7 +243,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
                                                                           " channels, time)"));
     if (s.streaming) w.line(batch_check("x"));
-    w.line("stats = self.encoder.forward(self.pqmf.forward(x))");
+    w.line(mel ? "stats = self.encoder.forward(self.mel_features(x))" : "stats = self.encoder.forward(self.pqmf.forward(x))");
   };
   if (!variational) {
     // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.

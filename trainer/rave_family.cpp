@@ -53,6 +53,26 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
              "what the decoder makes: pqmf (bands, then the synthesis filter bank) or raw (the audio itself, "
              "v2_nopqmf.gin; RAVE's output_mode)")
            .defines_architecture()},
+      {&RaveOptions::input_mode,
+       Field("model.input_mode",
+             "what the encoder reads: pqmf (the audio's bands) or mel (log1p mel spectrogram, hybrid.gin; RAVE's "
+             "input_mode)")
+           .defines_architecture()},
+      {&RaveOptions::n_mels, Field("model.n_mels", "mel bins of the mel encoder (hybrid.gin N_MELS)").ge(1).defines_architecture()},
+      {&RaveOptions::mel_n_fft,
+       Field("model.mel_n_fft", "FFT size and window of the mel encoder's STFT (hybrid.gin N_FFT)").ge(2).defines_architecture()},
+      {&RaveOptions::mel_hop,
+       Field("model.mel_hop", "hop of the mel encoder's STFT (hybrid.gin HOP_LENGTH)").ge(1).defines_architecture()},
+      {&RaveOptions::encoder_dilations,
+       Field("model.encoder_dilations",
+             "the encoder's own residual dilations per block (hybrid.gin: [[1]]); empty: model.dilations")
+           .ge(1)
+           .defines_architecture()},
+      {&RaveOptions::gru_layers,
+       Field("model.gru_layers",
+             "layers of the GRU before the generator's first convolution (hybrid.gin NUM_GRU_LAYERS: 2); 0 = none")
+           .ge(0)
+           .defines_architecture()},
       {&RaveOptions::dilations, Field("model.dilations", "RAVE residual dilations per block")
                                     .ge(1)
                                     .not_empty()

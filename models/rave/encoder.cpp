@@ -11,10 +11,11 @@ using models::WNConv1dOptions;
 namespace {
 
 std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
-  // RAVE normalize_dilations: a single list applies to every ratio.
-  if (o.dilations.size() == 1 && o.ratios.size() > 1)
-    return std::vector<std::vector<int64_t>>(o.ratios.size(), o.dilations[0]);
-  return o.dilations;
+  // RAVE normalize_dilations: a single list applies to every ratio. The encoder's own
+  // (model.encoder_dilations, hybrid.gin) when set.
+  const auto& d = o.encoder_dilations.empty() ? o.dilations : o.encoder_dilations;
+  if (d.size() == 1 && o.ratios.size() > 1) return std::vector<std::vector<int64_t>>(o.ratios.size(), d[0]);
+  return d;
 }
 
 }  // namespace
@@ -25,7 +26,7 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
   const auto dil = dilations_per_ratio(o);
   const int64_t k_in = 2 * o.kernel_size + 1;
   auto pad = models::get_padding(k_in, 1, mode);
-  net->push_back(WNConv1d(WNConv1dOptions(o.n_band * o.channels, o.capacity, k_in)
+  net->push_back(WNConv1d(WNConv1dOptions(o.encoder_input_size() * o.channels, o.capacity, k_in)
                               .pad_left(pad.first)
                               .pad_right(pad.second)));
   int64_t c = o.capacity;

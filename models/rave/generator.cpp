@@ -109,6 +109,18 @@ TORCH_MODULE(UpsampleLayer);
 
 }  // namespace
 
+GruLayerImpl::GruLayerImpl(int64_t latent_size, int64_t num_layers) {
+  gru = register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(latent_size, latent_size)
+                                                   .num_layers(num_layers)
+                                                   .batch_first(true)));
+  register_buffer("gru_state", torch::zeros({}, torch::kLong));
+}
+
+torch::Tensor GruLayerImpl::forward(const torch::Tensor& x) {
+  if (!enabled) return x;
+  return std::get<0>(gru->forward(x.permute({0, 2, 1}))).permute({0, 2, 1});
+}
+
 GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.amplitude_modulation) {
   const auto act = o.activation;
   const auto mode = o.padding;
@@ -119,6 +131,8 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
   // RAVE's data_size: the bands of every channel, or (raw output) the channels.
   const int64_t data_size = o.output_mode == OutputMode::kRaw ? o.channels : o.n_band * o.channels;
   int64_t c = (int64_t{1} << ratios.size()) * o.capacity;
+  // hybrid.gin: the recurrent layer first (decoder.net.0), over the latent as the decoder gets it.
+  if (o.gru_layers > 0) net->push_back(GruLayer(o.latent_size + o.noise_augmentation, o.gru_layers));
   net->push_back(same_conv(o.latent_size + o.noise_augmentation, c, o.kernel_size, mode));
   for (size_t i = 0; i < ratios.size(); ++i) {
     net->push_back(models::make_activation(act, c));

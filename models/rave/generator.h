@@ -52,6 +52,18 @@ struct NoiseGeneratorImpl : torch::nn::Module {
 };
 TORCH_MODULE(NoiseGenerator);
 
+// blocks.GRU (hybrid.gin's recurrent_layer): a batch-first torch GRU over the latent frames,
+// `gru.weight_ih_l<k>`…, and the buffer `gru_state` (RAVE keeps it, unused). RAVE disables it
+// while it measures the receptive field (core.get_rave_receptive_field); set_enabled does that.
+struct GruLayerImpl : torch::nn::Module {
+  GruLayerImpl(int64_t latent_size, int64_t num_layers);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, L, T) → (B, L, T)
+  void set_enabled(bool state) { enabled = state; }
+  torch::nn::GRU gru{nullptr};
+  bool enabled = true;
+};
+TORCH_MODULE(GruLayer);
+
 // blocks.GeneratorV2: WNConv(latent, 2^n·capacity, kernel) → per reversed ratio r: act,
 // WNConvTranspose(C, C/2, 2r, stride r, padding r/2), [AdaIN] Residual(DilatedUnit(d)) for the
 // reversed dilations → act → WNConv(capacity, n_band·(2 if amplitude modulation), 2·kernel+1).

@@ -42,6 +42,11 @@ constexpr EnumNames<EncoderKind> enum_names(EncoderKind) {
 enum class OutputMode { kPqmf, kRaw, kMaxValue = kRaw };
 constexpr EnumNames<OutputMode> enum_names(OutputMode) { return {{"pqmf", "raw"}}; }
 
+// model.input_mode: what the encoder reads (RAVE's input_mode): the PQMF bands of the audio, or
+// (hybrid.gin: "mel") the log1p of its mel spectrogram (torchaudio's MelSpectrogram, models/rave/mel.h).
+enum class InputMode { kPqmf, kMel, kMaxValue = kMel };
+constexpr EnumNames<InputMode> enum_names(InputMode) { return {{"pqmf", "mel"}}; }
+
 struct RaveOptions {
   RaveVersion version = RaveVersion::kV2;
   int64_t sampling_rate = 44100;
@@ -54,6 +59,15 @@ struct RaveOptions {
   // raw output's whole compression); empty: model.ratios.
   std::vector<int64_t> decoder_ratios{};
   OutputMode output_mode = OutputMode::kPqmf;
+  InputMode input_mode = InputMode::kPqmf;
+  // hybrid.gin's mel front end (N_MELS, N_FFT = window, HOP_LENGTH) and its encoder's own
+  // dilations (blocks.EncoderV2.dilations = [1]; empty: model.dilations).
+  int64_t n_mels = 128;
+  int64_t mel_n_fft = 2048;
+  int64_t mel_hop = 256;
+  std::vector<std::vector<int64_t>> encoder_dilations{};
+  // blocks.GRU layers before the generator's first convolution (hybrid.gin: 2); 0 = none.
+  int64_t gru_layers = 0;
   std::vector<std::vector<int64_t>> dilations{{1, 3, 9}, {1, 3, 9}, {1, 3, 9}, {1, 3}};
   int64_t kernel_size = 3;
   models::Activation activation = models::Activation::kLeakyRelu;
@@ -96,7 +110,10 @@ struct RaveOptions {
   int64_t hop() const;
   // The generator's ratios (decoder_ratios, else ratios), encoder order.
   const std::vector<int64_t>& generator_ratios() const { return decoder_ratios.empty() ? ratios : decoder_ratios; }
-  int64_t compression() const { return hop() * n_band; }
+  // Audio samples per latent frame: the encoder's input rate (n_band, or the mel hop) × hop().
+  int64_t compression() const { return hop() * (input_mode == InputMode::kMel ? mel_hop : n_band); }
+  // The encoder's input channels per audio channel: bands or mel bins.
+  int64_t encoder_input_size() const { return input_mode == InputMode::kMel ? n_mels : n_band; }
 };
 
 }  // namespace rt::rave

@@ -12,6 +12,9 @@ RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options))
   options_.validate();
   const auto& o = options_;
   pqmf = register_module("pqmf", models::Pqmf(o.n_band, 100, o.padding));
+  if (o.input_mode == InputMode::kMel) {
+    spectrogram = register_module("spectrogram", MelSpectrogram(o.sampling_rate, o.mel_n_fft, o.mel_hop, o.n_mels));
+  }
   encoder = register_module("encoder", VariationalEncoder(o));
   if (o.version == RaveVersion::kV1) {
     decoder = register_module("decoder", std::make_shared<GeneratorV1Impl>(o));
@@ -40,10 +43,16 @@ torch::Tensor RaveModelImpl::synthesis(const torch::Tensor& y) {
   return pqmf->inverse(y);
 }
 
+torch::Tensor RaveModelImpl::encoder_input(const torch::Tensor& x) {
+  if (options_.input_mode != InputMode::kMel) return analysis(x);
+  prof::ModuleScope span("spectrogram");
+  return spectrogram->forward(x);
+}
+
 torch::Tensor RaveModelImpl::encode_stats(const torch::Tensor& x) {
-  auto bands = analysis(x);
+  auto in = encoder_input(x);
   prof::ModuleScope span("encoder");
-  return encoder->forward(bands);
+  return encoder->forward(in);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> RaveModelImpl::encode(const torch::Tensor& x) {
@@ -70,11 +79,15 @@ RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Te
   TORCH_CHECK(x.dim() == 3 && x.size(1) == options_.channels, "RAVE expects audio (batch, ",
               options_.channels, ", time), got ", x.sizes());
   RaveForward f;
+  // The multiband distance compares PQMF bands of the audio whatever the encoder reads. (RAVE
+  // 2.3.1 analyses the mel features instead when input_mode is mel, model.py:251-254, which
+  // fails in the distance's STFT: docs/rave_fidelity.md.)
   f.x_multiband = analysis(x);
   if (after_analysis) after_analysis(f.x_multiband);
+  const auto in = options_.input_mode == InputMode::kMel ? encoder_input(x) : f.x_multiband;
   {
     prof::ModuleScope span("encoder");
-    f.stats = encoder->forward(f.x_multiband);
+    f.stats = encoder->forward(in);
     std::tie(f.z, f.kl) = encoder->reparametrize(f.stats, noise, augmentation);
   }
   torch::Tensor y_mb;

@@ -35,6 +35,7 @@
 #include "models/rave/encoder.h"
 #include "models/rave/generator.h"
 #include "models/rave/losses.h"
+#include "models/rave/mel.h"
 #include "models/rave/options.h"
 #include "models/rave/receptive_field.h"
 
@@ -69,6 +70,8 @@ struct RaveModelImpl : torch::nn::Module {
   torch::Tensor analysis(const torch::Tensor& x);   // (B,C,T) → (B, C·M, T/M)
   torch::Tensor synthesis(const torch::Tensor& y);  // (B, C·M, T') → (B, C, T'·M)
   torch::Tensor encode_stats(const torch::Tensor& x);  // RAVE encode(): (B, 2L, T')
+  // What the encoder reads: the PQMF bands, or (model.input_mode = mel) the mel features.
+  torch::Tensor encoder_input(const torch::Tensor& x);
   // Audio (B, C, T) → (sampled z (B, L, T/compression), KL scalar).
   std::tuple<torch::Tensor, torch::Tensor> encode(const torch::Tensor& x);
   torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
@@ -100,6 +103,7 @@ struct RaveModelImpl : torch::nn::Module {
   const RaveOptions& options() const { return options_; }
 
   models::Pqmf pqmf{nullptr};
+  MelSpectrogram spectrogram{nullptr};  // model.input_mode = mel (hybrid.gin) only
   VariationalEncoder encoder{nullptr};
   std::shared_ptr<DecoderBase> decoder;
   std::shared_ptr<DiscriminatorBase> discriminator;  // nullptr when options.discriminator = none

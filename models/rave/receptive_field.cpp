@@ -12,13 +12,25 @@ namespace rt::rave {
 namespace {
 
 // Restores the model's mode and warm-up state however measure_receptive_field leaves.
+// Recurrent layers (hybrid.gin's GRU) are switched off for the measurement, as RAVE's
+// get_rave_receptive_field disables every module with a `gru_state`: a GRU makes every output
+// depend on the whole past.
 struct ModelStateGuard {
   RaveModelImpl& model;
   bool training, warmed_up;
-  explicit ModelStateGuard(RaveModelImpl& m) : model(m), training(m.is_training()), warmed_up(m.warmed_up()) {}
+  std::vector<GruLayerImpl*> grus;
+  explicit ModelStateGuard(RaveModelImpl& m) : model(m), training(m.is_training()), warmed_up(m.warmed_up()) {
+    for (const auto& module : m.modules()) {
+      if (auto* gru = module->as<GruLayerImpl>()) {
+        grus.push_back(gru);
+        gru->set_enabled(false);
+      }
+    }
+  }
   ~ModelStateGuard() {
     model.train(training);
     model.set_warmed_up(warmed_up);
+    for (auto* gru : grus) gru->set_enabled(true);
   }
 };
 

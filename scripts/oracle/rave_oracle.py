@@ -171,6 +171,15 @@ TINY_DISCRETE_V3 = {
                     mrd_n_ffts=[256, 128]),
     "enable_quantizer": True,
 }
+# hybrid.gin (on v2.gin) at small sizes: a 32-point mel STFT with hop 8 and 8 mel bins, one ×2
+# encoder stage (16 samples per latent frame, as the generator's 4 bands × 2·2), a 2-layer GRU.
+TINY_HYBRID = {
+    "bindings": TINY_V2["bindings"] + ["N_MELS = 8", "N_FFT = 32", "HOP_LENGTH = 8", "ENCODER_RATIOS = [2]",
+                                       "NUM_GRU_LAYERS = 2"],
+    "options": dict(TINY_V2["options"], input_mode="mel", n_mels=8, mel_n_fft=32, mel_hop=8, ratios=[2],
+                    encoder_dilations=[[1]], decoder_ratios=[2, 2], gru_layers=2),
+    "mel_multiband_fix": True,
+}
 STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
 
@@ -463,7 +472,30 @@ def run_case(model32, x, warmed_up, beta, batch_idx, tape):
     return l32, g32, l64, g64, grads64
 
 
+def audio_multiband_encode(self, x, return_mb: bool = False):
+    """RAVE.encode with the multiband signal taken from the audio, as for every input mode but
+    mel in RAVE 2.3.1, whose mel branch analyses the mel features instead (model.py:251-254) and
+    then fails in the multiband distance's STFT."""
+    z = ORIGINAL_ENCODE(self, x, return_mb=False)
+    if return_mb:
+        return z, rave.model._pqmf_encode(self.pqmf, x)
+    return z
+
+
+ORIGINAL_ENCODE = rave.RAVE.encode
+
+
 def make_step(out, config, spec):
+    if spec.get("mel_multiband_fix"):
+        rave.RAVE.encode = audio_multiband_encode
+        try:
+            return make_step_(out, config, spec)
+        finally:
+            rave.RAVE.encode = ORIGINAL_ENCODE
+    return make_step_(out, config, spec)
+
+
+def make_step_(out, config, spec):
     torch.manual_seed(SEED)
     bindings = spec["bindings"] + [f"core.MultiScaleSTFT.scales = {STEP_SCALES}"]
     model = build(config, bindings)
@@ -475,6 +507,10 @@ def make_step(out, config, spec):
     w = Writer()
     w.add("input:x", x, "pcm16")
     add_weights(w, model)
+    # The mel front end's float32 window and filter bank, which the float64 runs apply as RAVE's.
+    for k, v in model.state_dict().items():
+        if k.startswith("spectrogram."):
+            w.add("buffer:" + k, v)
     cases = {}
     for name, warmed_up, batch_idx in (("phase1_generator", False, 1),
                                         ("phase2_generator", True, 1),
@@ -584,6 +620,24 @@ def make_rvq(out):
          "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED,
          "num_quantizers": 3, "dim": 4, "codebook_size": 16, "calls": calls, "draw_kinds": tape.kinds}
     w.save(out, "rave_rvq", m)
+
+
+def make_mel(out):
+    """hybrid.gin's mel front end at full size as RAVE builds it: RAVE's _mel_encode of a stereo
+    half second (torchaudio's MelSpectrogram, the last frame dropped, log1p, channels folded),
+    with the module's window and filter bank."""
+    torch.manual_seed(SEED)
+    model = build("hybrid", ["RAVE.n_channels = 2"])
+    x = torch.cat([test_signal(1, 22528, SEED + 5), test_signal(1, 22528, SEED + 6)], 1)
+    w = Writer()
+    w.add("input:x", x, "pcm16")
+    with torch.no_grad():
+        w.add("output:mel", model._mel_encode(x))
+    for k, v in model.state_dict().items():
+        if k.startswith("spectrogram."):
+            w.add("buffer:" + k, v)
+    m = header(model, "hybrid_mel", {"sampling_rate": int(model.sr), "n_mels": 128, "n_fft": 2048, "hop": 256})
+    w.save(out, "rave_hybrid_mel", m)
 
 
 def quantize_callback_facts():
@@ -750,7 +804,7 @@ CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
                  "v2+causal", "v1+causal", "v3+causal", "v2+noise", "v2+snake", "v2+adain",
                  "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
                  "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator",
-                 "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf")
+                 "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf", "hybrid")
 
 
 def make_configs(out):
@@ -846,6 +900,8 @@ def main():
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
             "rave_rvq": lambda: make_rvq(a.out),
             "rave_v1_step": lambda: make_step(a.out, "v1", TINY_V1),
+            "rave_hybrid_step": lambda: make_step(a.out, "hybrid", TINY_HYBRID),
+            "rave_hybrid_mel": lambda: make_mel(a.out),
             "rave_onnx_step": lambda: make_step(a.out, "onnx", TINY_ONNX),
             "rave_raspberry_step": lambda: make_step(a.out, "raspberry", TINY_ONNX),
             "rave_v2_small_step": lambda: make_step(a.out, "v2_small", TINY_V2_SMALL),

@@ -138,3 +138,54 @@ TEST(ExportedLatentKinds, StreamingExportsEachAndLatentSizeIsRefused) {
 
 }  // namespace
 }  // namespace rt::exporting::testing
+
+namespace rt::exporting::testing {
+namespace {
+
+// RAVE's hybrid model (model.input_mode = mel, a GRU before the generator), exported offline: the
+// file's encode (the mel front end written in TorchScript) and decode (aten's GRU) equal the
+// model's; --streaming is refused with the reason.
+rave::RaveOptions hybrid_options() {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.n_band = 4;
+  o.input_mode = rave::InputMode::kMel;
+  o.n_mels = 8;
+  o.mel_n_fft = 32;
+  o.mel_hop = 8;
+  o.ratios = {2};
+  o.encoder_dilations = {{1}};
+  o.decoder_ratios = {2, 2};  // 16 samples per frame: 4 bands × 2·2
+  o.gru_layers = 2;
+  return o;
+}
+
+TEST(ExportedHybrid, MelEncoderAndGruDecoderEqualTheModelOffline) {
+  rt::testing::ScratchDir dir("export_hybrid");
+  const auto o = hybrid_options();
+  auto model = tiny_model(o);
+  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  const int64_t frames = 40, t = frames * o.compression();
+  torch::manual_seed(8);
+  auto x = torch::randn({2, 1, t}) * 0.3;
+  torch::NoGradGuard no_grad;
+  set_noise_scale(ts, 0.0);
+  EXPECT_LT(max_diff(call(ts, "mel_features", x), model->spectrogram->forward(x)), 1e-5);
+  EXPECT_LT(max_diff(call(ts, "encode", x), reference_latent(*model, x, false)), kTolerance);
+  const auto z = torch::randn({2, o.latent_size, frames});
+  EXPECT_LT(max_diff(call(ts, "decode", z), reference_decode(*model, z)), kTolerance);
+}
+
+TEST(ExportedHybrid, StreamingIsRefusedNamingTheMelEncoder) {
+  auto model = tiny_model(hybrid_options());
+  ScriptOptions s;
+  s.streaming = true;
+  try {
+    script_rave(*model, s);
+    FAIL() << "a hybrid model exported for streaming";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.input_mode = mel"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rt::exporting::testing

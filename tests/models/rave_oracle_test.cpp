@@ -94,6 +94,13 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.padding = rt::parse_enum<rt::models::PaddingMode>(o.value("padding", std::string("centered")),
                                                       "golden options.padding");
   r.mrd_n_ffts = o.value("mrd_n_ffts", r.mrd_n_ffts);
+  r.input_mode = rt::parse_enum<rt::rave::InputMode>(o.value("input_mode", std::string("pqmf")),
+                                                     "golden options.input_mode");
+  r.n_mels = o.value("n_mels", r.n_mels);
+  r.mel_n_fft = o.value("mel_n_fft", r.mel_n_fft);
+  r.mel_hop = o.value("mel_hop", r.mel_hop);
+  r.encoder_dilations = o.value("encoder_dilations", r.encoder_dilations);
+  r.gru_layers = o.value("gru_layers", int64_t{0});
   r.num_quantizers = o.value("num_quantizers", r.num_quantizers);
   r.decoder_ratios = o.value("decoder_ratios", r.decoder_ratios);
   r.output_mode = rt::parse_enum<rt::rave::OutputMode>(o.value("output_mode", std::string("pqmf")),
@@ -110,6 +117,14 @@ rt::rave::RaveModel model_of(const Golden& g, torch::ScalarType dtype = torch::k
   model->train();
   const auto problems = assign_weights(*model, g);
   EXPECT_TRUE(problems.empty()) << join(problems);
+  // RAVE's float32 mel window and filter bank (hybrid), as the PQMF bank and STFT windows: the
+  // LibTorch's own cos rounds some values one ulp away.
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& b : model->named_buffers()) {
+      if (g.has("buffer:" + b.key())) b.value().copy_(g.at("buffer:" + b.key()));
+    }
+  }
   model->to(dtype);
   // The discrete golden ran with the quantiser enabled (RAVE's own callback never enables it).
   if (model->options().encoder == rt::rave::EncoderKind::kDiscrete) model->encoder->set_quantizing(true);
@@ -348,7 +363,23 @@ INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
                                            "rave_v2_spectral_discriminator_step", "rave_discrete_step",
                                            "rave_v2_nopqmf_step", "rave_v1_step", "rave_onnx_step",
                                            "rave_raspberry_step", "rave_v2_small_step", "rave_v2_causal_step",
-                                           "rave_v2_noise_step", "rave_v2_snake_step", "rave_v2_adain_step"));
+                                           "rave_v2_noise_step", "rave_v2_snake_step", "rave_v2_adain_step",
+                                           "rave_hybrid_step"));
+
+// hybrid.gin's mel front end at full size against RAVE's own _mel_encode (torchaudio's
+// MelSpectrogram): our filter bank and window against its buffers, and the log1p mel features of
+// a stereo half second.
+TEST(RaveOracle, MelFrontEndIsRaves) {
+  const auto g = load_golden("rave_hybrid_mel");
+  rt::rave::MelSpectrogram mel(g.manifest.at("sampling_rate").get<int64_t>(), g.manifest.at("n_fft").get<int64_t>(),
+                               g.manifest.at("hop").get<int64_t>(), g.manifest.at("n_mels").get<int64_t>());
+  // Both banks are computed in float32, whose rounding alone puts torchaudio's own 1.06e-5 (of
+  // the largest value) away from the exact float64 bank: 5e-5 allows both sides' rounding.
+  expect_close(mel->filter_bank, g.at("buffer:spectrogram.mel_scale.fb"), 5e-5, "filter bank");
+  expect_close(mel->window, g.at("buffer:spectrogram.spectrogram.window"), 1e-6, "window");
+  torch::NoGradGuard no_grad;
+  expect_close(mel->forward(g.at("input:x")), g.at("output:mel"), kFloat32OutputRel, "log1p mel features");
+}
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,
 // and the phase-2 generator loss applied once differs from RAVE's.

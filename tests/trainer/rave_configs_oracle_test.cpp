@@ -58,7 +58,8 @@ const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",       
                                "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
                                "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
                                              "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator",
-                                             "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf"};
+                                             "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf",
+                                             "hybrid"};
 
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
