@@ -146,17 +146,16 @@ TINY_V2_NOISE = {
 }
 TINY_V2_SNAKE = {"bindings": TINY_V2["bindings"], "options": dict(TINY_V2["options"], activation="snake")}
 TINY_V2_ADAIN = {"bindings": TINY_V2["bindings"], "options": dict(TINY_V2["options"], adain=True)}
-# The descript discriminator's layers have fixed widths (32 … 1024 channels, DAC's): its float64
-# gradients alone take 200 MB per step golden, too much for the repository, so the stacks with it
-# (v3, v2+descript_discriminator, discrete_v3) have no step golden yet; these specs serve a
-# smaller form of one (weights both sides can compute, projected gradients).
+# The descript discriminator (fixed widths): its large tensors by formula (FORMULA_MIN below).
 DESCRIPT_BINDINGS = ["descript_discriminator.DescriptDiscriminator.periods = [2, 3]",
                      "descript_discriminator.DescriptDiscriminator.fft_sizes = [256, 128]"]
 TINY_V2_DESCRIPT = {
+    "formula_weights": True,
     "bindings": TINY_V2["bindings"] + DESCRIPT_BINDINGS,
     "options": dict(TINY_V2["options"], discriminator="descript", periods=[2, 3], mrd_n_ffts=[256, 128]),
 }
 TINY_V3 = {
+    "formula_weights": True,
     "bindings": TINY_V2_DESCRIPT["bindings"],
     "options": dict(TINY_V2_DESCRIPT["options"], version="v3", activation="snake", adain=True),
 }
@@ -170,6 +169,7 @@ TINY_DISCRETE_V3 = {
     "options": dict(TINY_DISCRETE["options"], activation="snake", discriminator="descript", periods=[2, 3],
                     mrd_n_ffts=[256, 128]),
     "enable_quantizer": True,
+    "formula_weights": True,
 }
 # hybrid.gin (on v2.gin) at small sizes: a 32-point mel STFT with hop 8 and 8 mel bins, one ×2
 # encoder stage (16 samples per latent frame, as the generator's 4 bands × 2·2), a 2-layer GRU.
@@ -485,6 +485,41 @@ def audio_multiband_encode(self, x, return_mb: bool = False):
 ORIGINAL_ENCODE = rave.RAVE.encode
 
 
+# The descript discriminator's layers have fixed widths (DAC's 32 … 1024 channels): its
+# parameters of FORMULA_MIN elements or more are set by a formula both sides compute exactly
+# (an integer hash scaled by 2/sqrt(fan_in), rounded once to float32) instead of being stored, and
+# their float64 gradients are stored as projections (norm and two dot products with hash
+# patterns) instead of whole: the golden shrinks from 200 MB to a few.
+FORMULA_MIN = 4096
+
+
+def hash_pattern(n, multiplier, offset):
+    i = torch.arange(n, dtype=torch.int64)
+    return ((i * multiplier + offset) % 4294967296).double() / 4294967296.0 - 0.5
+
+
+def formula_tensor(shape, index):
+    n = math.prod(shape)
+    fan_in = n // shape[0]
+    return (hash_pattern(n, 2654435761, (index + 1) * 40503) * (2.0 / math.sqrt(fan_in))).float().view(shape)
+
+
+def gradient_projection(g):
+    g = g.double().reshape(-1)
+    return torch.stack([g.norm(), (g * hash_pattern(g.numel(), 2246822519, 3266489917)).sum(),
+                        (g * hash_pattern(g.numel(), 3266489917, 2246822519)).sum()])
+
+
+def set_formula_weights(model):
+    names = []
+    with torch.no_grad():
+        for k, p in model.named_parameters():
+            if k.startswith("discriminator.") and p.numel() >= FORMULA_MIN:
+                p.copy_(formula_tensor(list(p.shape), len(names)))
+                names.append(k)
+    return names
+
+
 def make_step(out, config, spec):
     if spec.get("mel_multiband_fix"):
         rave.RAVE.encode = audio_multiband_encode
@@ -502,11 +537,14 @@ def make_step_(out, config, spec):
     rf = prepare(model)
     if spec.get("enable_quantizer"):
         model.encoder.enabled = torch.tensor(1).type_as(model.encoder.enabled)
+    formula = set_formula_weights(model) if spec.get("formula_weights") else []
     x = test_signal(1, 131072, SEED + 2)
     beta = 0.05
     w = Writer()
     w.add("input:x", x, "pcm16")
-    add_weights(w, model)
+    for k, p in model.named_parameters():
+        if not k.startswith("pqmf.") and k not in formula:
+            w.add("weight:" + k, p)
     # The mel front end's float32 window and filter bank, which the float64 runs apply as RAVE's.
     for k, v in model.state_dict().items():
         if k.startswith("spectrogram."):
@@ -523,13 +561,16 @@ def make_step_(out, config, spec):
         for i, d in enumerate(tape.draws):
             w.add(f"input:{name}.draw.{i}", d)
         for k, g in grads.items():
-            w.add(f"grad:{name}.{k}", g, "float64")
+            if k in formula:
+                w.add(f"gradproj:{name}.{k}", gradient_projection(g), "float64")
+            else:
+                w.add(f"grad:{name}.{k}", g, "float64")
         cases[name] = {"warmed_up": warmed_up, "batch_idx": batch_idx,
                        "loss_float32": l32, "loss": l64, "logged_float32": g32, "logged": g64,
                        "params": sorted(grads), "draw_kinds": list(tape.kinds)}
     m = header(model, config, {
         "options": dict(spec["options"], stft_scales=STEP_SCALES, pqmf_attenuation=100),
-        "n_signal": 131072, "beta": beta, "receptive_field": rf,
+        "n_signal": 131072, "beta": beta, "receptive_field": rf, "formula_weights": formula,
         "log_epsilon": float(model.audio_distance.log_epsilon),
         "num_skipped_features": int(model.num_skipped_features),
         "weights": dict(model.weights), "update_discriminator_every": model.update_discriminator_every,
@@ -901,6 +942,10 @@ def main():
             "rave_rvq": lambda: make_rvq(a.out),
             "rave_v1_step": lambda: make_step(a.out, "v1", TINY_V1),
             "rave_hybrid_step": lambda: make_step(a.out, "hybrid", TINY_HYBRID),
+            "rave_v3_step": lambda: make_step(a.out, "v3", TINY_V3),
+            "rave_v2_descript_discriminator_step":
+                lambda: make_step(a.out, "v2+descript_discriminator", TINY_V2_DESCRIPT),
+            "rave_discrete_v3_step": lambda: make_step(a.out, "discrete_v3", TINY_DISCRETE_V3),
             "rave_hybrid_mel": lambda: make_mel(a.out),
             "rave_onnx_step": lambda: make_step(a.out, "onnx", TINY_ONNX),
             "rave_raspberry_step": lambda: make_step(a.out, "raspberry", TINY_ONNX),

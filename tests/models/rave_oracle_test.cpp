@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <iostream>
 #include <optional>
@@ -109,12 +110,44 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   return r;
 }
 
+// The oracle's formula weights and gradient projections (rave_oracle.py FORMULA_MIN): the
+// descript discriminator's fixed-width layers are set by an integer hash both sides compute
+// exactly, and their float64 gradients stored as (norm, two dot products with hash patterns).
+torch::Tensor hash_pattern(int64_t n, int64_t multiplier, int64_t offset) {
+  const auto i = torch::arange(n, torch::kLong);
+  return (i * multiplier + offset).remainder(int64_t{4294967296}).to(torch::kFloat64) / 4294967296.0 - 0.5;
+}
+
+torch::Tensor formula_tensor(const std::vector<int64_t>& shape, int64_t index) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  const int64_t fan_in = n / shape.at(0);
+  return (hash_pattern(n, 2654435761LL, (index + 1) * 40503) * (2.0 / std::sqrt(static_cast<double>(fan_in))))
+      .to(torch::kFloat32)
+      .view(shape);
+}
+
+torch::Tensor gradient_projection(const torch::Tensor& g) {
+  const auto flat = g.to(torch::kFloat64).reshape(-1);
+  const int64_t n = flat.numel();
+  return torch::stack({flat.norm(), (flat * hash_pattern(n, 2246822519LL, 3266489917LL)).sum(),
+                       (flat * hash_pattern(n, 3266489917LL, 2246822519LL)).sum()});
+}
+
 // A model holding the golden's weights, in `dtype`.
-rt::rave::RaveModel model_of(const Golden& g, torch::ScalarType dtype = torch::kFloat32) {
-  EXPECT_EQ(g.manifest.at("options").at("pqmf_attenuation").get<double>(), 100.0);
+rt::rave::RaveModel model_of(const Golden& stored, torch::ScalarType dtype = torch::kFloat32) {
+  EXPECT_EQ(stored.manifest.at("options").at("pqmf_attenuation").get<double>(), 100.0);
   torch::manual_seed(0);  // every initial value is overwritten; this only fixes the run
-  rt::rave::RaveModel model(options_of(g.manifest.at("options")));
+  rt::rave::RaveModel model(options_of(stored.manifest.at("options")));
   model->train();
+  Golden g = stored;
+  const auto formula = stored.manifest.value("formula_weights", std::vector<std::string>{});
+  const auto params = model->named_parameters(true);
+  for (size_t i = 0; i < formula.size(); ++i) {
+    const auto* p = params.find(formula[i]);
+    EXPECT_NE(p, nullptr) << "RAVE's " << formula[i] << " is not a parameter here";
+    if (p != nullptr) g.tensors["weight:" + formula[i]] = formula_tensor(p->sizes().vec(), static_cast<int64_t>(i));
+  }
   const auto problems = assign_weights(*model, g);
   EXPECT_TRUE(problems.empty()) << join(problems);
   // RAVE's float32 mel window and filter bank (hybrid), as the PQMF bank and STFT windows: the
@@ -349,6 +382,21 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
       const auto& grad = p.value().grad();
       EXPECT_TRUE(!grad.defined() || grad.abs().max().item<double>() == 0.0) << p.key() << " has a gradient, RAVE's none";
     }
+    // The formula weights' gradients: norm (1e-6 relative) and dot products (1e-6 of the
+    // Cauchy–Schwarz bound ‖g_ref‖·‖pattern‖).
+    for (const auto& name : g.manifest.value("formula_weights", std::vector<std::string>{})) {
+      if (!names.erase(name)) continue;  // (after the check above: RAVE's step gave it a gradient)
+      const auto& grad = model->named_parameters(true)[name].grad();
+      ASSERT_TRUE(grad.defined()) << name << ": no gradient computed";
+      const auto ours = gradient_projection(grad), ref_proj = g.at("gradproj:" + c.name + "." + name);
+      const double norm = ref_proj[0].item<double>();
+      const double bound = norm * std::sqrt(static_cast<double>(grad.numel()) / 12.0);
+      EXPECT_NEAR(ours[0].item<double>(), norm, kFloat64GradRel * norm + kFloat64GradZero) << name << " norm";
+      for (int k = 1; k < 3; ++k) {
+        EXPECT_NEAR(ours[k].item<double>(), ref_proj[k].item<double>(), kFloat64GradRel * bound + kFloat64GradZero)
+            << name << " projection " << k;
+      }
+    }
     // Every parameter RAVE's optimizer saw a gradient for has one here: gradient_mismatches
     // reports "no gradient computed" otherwise.
     const auto bad = gradient_mismatches(*model, g, kFloat64GradRel, "grad:" + c.name + ".", &names,
@@ -364,7 +412,8 @@ INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
                                            "rave_v2_nopqmf_step", "rave_v1_step", "rave_onnx_step",
                                            "rave_raspberry_step", "rave_v2_small_step", "rave_v2_causal_step",
                                            "rave_v2_noise_step", "rave_v2_snake_step", "rave_v2_adain_step",
-                                           "rave_hybrid_step"));
+                                           "rave_hybrid_step", "rave_v3_step",
+                                           "rave_v2_descript_discriminator_step", "rave_discrete_v3_step"));
 
 // hybrid.gin's mel front end at full size against RAVE's own _mel_encode (torchaudio's
 // MelSpectrogram): our filter bank and window against its buffers, and the log1p mel features of
