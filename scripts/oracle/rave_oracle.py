@@ -33,6 +33,7 @@ For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/RE
                        draw RAVE makes (randn_like and randn) is on the tape; and with
                        spectral_discriminator.gin (EnCodec's STFT discriminator).
   rave_angles          the spherical latent's angle conversions of RAVE's export.
+  rave_ema             RAVE's --ema callback (scripts/train.py EMA) over 5 batches and a validation swap.
   rave_rvq             RAVE's residual vector quantiser alone (float64): k-means initialisation,
                        dead-code replacement, EMA updates, commitment loss and gradients over two
                        training calls, then encode and decode; every randint/randperm on the tape.
@@ -681,6 +682,44 @@ def make_mel(out):
     w.save(out, "rave_hybrid_mel", m)
 
 
+def make_ema(out):
+    """RAVE's --ema: scripts/train.py's EMA callback itself, over a small module whose parameters
+    are moved before each of 5 batches (factor 0.9): the averages after each on_train_batch_end,
+    then the module's parameters inside the validation swap (on_validation_epoch_start) and after
+    it (on_validation_epoch_end)."""
+    import sys as _sys
+    argv, _sys.argv = _sys.argv, [_sys.argv[0]]
+    try:
+        from scripts.train import EMA
+    finally:
+        _sys.argv = argv
+    torch.manual_seed(SEED)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Conv1d(2, 2, 3))
+    ema = EMA(0.9)
+    w = Writer()
+    for k, p in module.named_parameters():
+        w.add(f"input:initial.{k}", p)
+    for b in range(5):
+        with torch.no_grad():
+            for k, p in module.named_parameters():
+                step = torch.randn_like(p) * 0.1
+                p.add_(step)
+                w.add(f"input:step{b}.{k}", step)
+        ema.on_train_batch_end(None, module, None, None, b)
+        for k, v in ema.weights.items():
+            w.add(f"output:average{b}.{k}", v)
+    ema.on_validation_epoch_start(None, module)
+    for k, p in module.named_parameters():
+        w.add(f"output:validation.{k}", p)
+    ema.on_validation_epoch_end(None, module)
+    for k, p in module.named_parameters():
+        w.add(f"output:after.{k}", p)
+    m = {"format": FORMAT, "model": "rave_ema", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED, "factor": 0.9,
+         "batches": 5}
+    w.save(out, "rave_ema", m)
+
+
 def quantize_callback_facts():
     """Whether RAVE's QuantizeCallback can ever enable the discrete encoder's quantiser: it
     defines `on_train_batch_`, which is no Lightning hook, and inherits WarmupCallback's
@@ -940,6 +979,7 @@ def main():
             "rave_v2_wasserstein_step": lambda: make_step(a.out, "v2+wasserstein", TINY_WASSERSTEIN),
             "rave_v2_spherical_step": lambda: make_step(a.out, "v2+spherical", TINY_SPHERICAL),
             "rave_rvq": lambda: make_rvq(a.out),
+            "rave_ema": lambda: make_ema(a.out),
             "rave_v1_step": lambda: make_step(a.out, "v1", TINY_V1),
             "rave_hybrid_step": lambda: make_step(a.out, "hybrid", TINY_HYBRID),
             "rave_v3_step": lambda: make_step(a.out, "v3", TINY_V3),

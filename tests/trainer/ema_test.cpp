@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect.h"
+#include "support/golden.h"
 #include "util/error.h"
 
 namespace rt {
@@ -60,6 +61,39 @@ TEST(Ema, SwapForAScopeAndBack) {
   { EmaSwap nothing(&none, m); }  // no averages yet: validation runs on the weights
   EXPECT_TRUE(torch::equal(m.a, torch::tensor({3.0f, 4.0f})));
   EXPECT_HAS(testing::error_of([] { ParameterEma bad(1.0); }), "train.ema = 1");
+}
+
+// Against RAVE's own EMA callback (golden rave_ema, scripts/train.py's EMA through
+// scripts/oracle/rave_oracle.py): the same module moved by the same steps, the averages after
+// each batch, the parameters during the validation swap and after it.
+TEST(Ema, FollowsRavesOwnCallback) {
+  const auto g = testing::load_golden("rave_ema");
+  torch::nn::Sequential m(torch::nn::Linear(3, 2), torch::nn::Conv1d(2, 2, 3));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->named_parameters()) p.value().copy_(g.at("input:initial." + p.key()));
+  }
+  ParameterEma ema(g.manifest.at("factor").get<double>());
+  for (int64_t b = 0; b < g.manifest.at("batches").get<int64_t>(); ++b) {
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : m->named_parameters()) p.value().add_(g.at("input:step" + std::to_string(b) + "." + p.key()));
+    }
+    ema.update(*m);
+    for (const auto& [name, average] : ema.weights()) {
+      EXPECT_TRUE(torch::allclose(average, g.at("output:average" + std::to_string(b) + "." + name), 1e-6, 1e-7))
+          << "batch " << b << ", " << name;
+    }
+  }
+  {
+    EmaSwap validation(&ema, *m);
+    for (const auto& p : m->named_parameters()) {
+      EXPECT_TRUE(torch::allclose(p.value(), g.at("output:validation." + p.key()), 1e-6, 1e-7)) << p.key();
+    }
+  }
+  for (const auto& p : m->named_parameters()) {
+    EXPECT_TRUE(torch::equal(p.value(), g.at("output:after." + p.key()))) << p.key();
+  }
 }
 
 }  // namespace
