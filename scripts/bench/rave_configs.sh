@@ -14,7 +14,7 @@ BATCH=2
 N_SIGNAL=131072
 THREADS=0
 WORK="${TMPDIR:-/tmp}/rave_configs_bench"
-STACKS="v1 v2 v2_small v3 onnx raspberry v2+causal v2+noise v2+wasserstein v2+spherical v2+spectral_discriminator"
+STACKS="v1 v2 v2_small v2_nopqmf v3 discrete discrete_v3 hybrid onnx raspberry v2+causal v2+noise v2+snake v2+adain v2+descript_discriminator v2+wasserstein v2+spherical v2+spectral_discriminator discrete+causal"
 while [ $# -gt 0 ]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
