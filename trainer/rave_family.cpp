@@ -313,9 +313,8 @@ class RaveFamily final : public ModelFamily {
     const bool warm = step >= phase_1_duration_;
     model_->set_warmed_up(warm);
     // RAVE's QuantizeCallback: the quantiser from batch warmup_quantize on (see train.warmup_quantize).
-    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_ && !model_->encoder->quantizing()) {
-      model_->encoder->set_quantizing(true);
-    }
+    // (Setting the buffer needs no host read; quantizing() would sync a device every step.)
+    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_) model_->encoder->set_quantizing(true);
     // RAVE: `not batch_idx % update_discriminator_every`, with Lightning's batch_idx counting
     // the batches of the current epoch.
     const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % update_dis_every_ == 0;

@@ -1,6 +1,6 @@
 // <out_path>/latest: a one-line text file naming the newest run directory (relative to out_path,
 // or absolute when the run lies elsewhere), not a symbolic link. TensorBoard walks every
-// directory under --logdir and follows links (tensorboard/compat/tensorflow_stub/io/gfile.py
+// directory under --logdir and follows links (TensorBoard's compat gfile module, io/gfile.py
 // walk: isdir on each entry), so a `latest` link made every run appear twice, in the Scalars
 // tab and in the PyTorch-profiler plugin; a regular file is not walked into. Our tools take the
 // pointer wherever they take a run directory (train --ckpt last, profile-report, export --run).

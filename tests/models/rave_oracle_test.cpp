@@ -283,9 +283,14 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     std::vector<torch::Tensor> normal;
     std::deque<torch::Tensor> indices, uniform;
     const auto kinds = g.manifest.at("cases").at(c.name).at("draw_kinds");
+    std::deque<int64_t> hashed;  // rand_hash draws: the oracle's hash_uniform, computed here
     for (size_t i = 0; i < kinds.size(); ++i) {
-      const auto d = g.at("input:" + c.name + ".draw." + std::to_string(i));
       const auto kind = kinds[i].get<std::string>();
+      if (kind == "rand_hash") {
+        hashed.push_back(static_cast<int64_t>(i));
+        continue;
+      }
+      const auto d = g.at("input:" + c.name + ".draw." + std::to_string(i));
       if (kind == "randn") {
         normal.push_back(d.to(dtype));
       } else if (kind == "rand") {
@@ -296,7 +301,14 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     }
     for (const auto& m : model.modules()) {
       if (auto* noise = m->as<rt::rave::NoiseGeneratorImpl>()) {
-        noise->noise_source = [&uniform](const torch::Tensor& like) {
+        noise->noise_source = [&uniform, &hashed](const torch::Tensor& like) {
+          if (!hashed.empty()) {
+            const int64_t index = hashed.front();
+            hashed.pop_front();
+            // hash_uniform: the formula weights' pattern, shifted to [0, 1) (exact in float64).
+            const auto u = hash_pattern(like.numel(), 2654435761LL, (index + 1) * 40503) + 0.5;
+            return u.to(torch::kFloat32).view(like.sizes()).to(like.dtype());
+          }
           EXPECT_FALSE(uniform.empty()) << "more uniform noise draws than RAVE's";
           if (uniform.empty()) return torch::rand_like(like);
           auto d = uniform.front();
@@ -323,7 +335,7 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
       f = model.forward_train(x);
     }
     EXPECT_TRUE(indices.empty()) << "fewer k-means draws than RAVE's";
-    EXPECT_TRUE(uniform.empty()) << "fewer uniform noise draws than RAVE's";
+    EXPECT_TRUE(uniform.empty() && hashed.empty()) << "fewer uniform noise draws than RAVE's";
   }
   return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g), g.manifest.at("beta").get<double>(),
                                             kind);
