@@ -94,7 +94,16 @@ Batch collate(std::vector<Example>& examples);
 // The seed of the rng that loads example `index` in `epoch`.
 uint64_t example_seed(uint64_t seed, uint64_t epoch, size_t index);
 
-class Loader {
+// What a training loop pulls its batches from: a Loader, or a stream around one (the tests'
+// fault injection, tests/support/nan_batches.h).
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  // The next batch, or nullopt at the end of a finite stream.
+  virtual std::optional<Batch> next() = 0;
+};
+
+class Loader final : public BatchStream {
  public:
   // Iterates over `indices` (empty: every example of `source`) with the default sampler, or
   // over the plans `sampler` returns when given. Throws rt::Error on invalid options.
@@ -105,7 +114,7 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // The next batch, or nullopt at the end of a finite stream. Rethrows worker errors.
-  std::optional<Batch> next();
+  std::optional<Batch> next() override;
 
   const LoaderOptions& options() const { return options_; }
   // Global batches in epoch 0 (the plan of one epoch).

@@ -40,6 +40,16 @@ std::string source_of(const std::string& origin) {
   throw Error(msg);
 }
 
+// Keys that config.toml files of earlier versions list (every key is written) and that no longer
+// exist: accepted at their old default so that such a file still loads, refused otherwise.
+// train.inject_nan_* were test hooks; tests inject faults with a data source now
+// (tests/support/nan_batches.h).
+bool retired_key_at_default(const std::string& key, const std::string& text, const std::string& origin) {
+  if (key != "train.inject_nan_at_step" && key != "train.inject_nan_rank") return false;
+  if (text == "-1") return true;
+  throw Error(origin + ": " + key + " = " + text + " is no longer a config key (it was a test hook); remove it");
+}
+
 // The spec that checks a value given for `key`: the key's own, a Rename alias's target's, or a
 // derived alias's; calls unknown_key when there is none.
 const KeySpec& value_spec(const std::string& key, const std::string& origin) {
@@ -104,6 +114,7 @@ std::vector<double> Config::get_float_list(const std::string& key) const {
 }
 
 void Config::set(const std::string& key, const std::string& text_value, const std::string& origin) {
+  if (retired_key_at_default(key, text_value, origin)) return;
   const KeySpec& spec = value_spec(key, origin);
   ConfigValue v;
   if (!parse_value_text(text_value, spec.type, &v)) {
@@ -116,6 +127,7 @@ void Config::set(const std::string& key, const std::string& text_value, const st
 }
 
 void Config::set_value(const std::string& key, const ConfigValue& value, const std::string& origin) {
+  if (retired_key_at_default(key, value_text(value), origin)) return;
   const KeySpec& spec = value_spec(key, origin);
   const AliasSpec* alias = find_alias_spec(key);
   ConfigValue v;
@@ -242,17 +254,12 @@ void Config::finalize() {
   // another value is a conflict: one file's keys have no order (toml++ reads them sorted), and
   // one command line asking for both is a mistake either way.
   Entry& shorthand = values_.at(kProfileSteps);
-  const Entry& active = values_.at("profiling.active");
-  // Files written before profile_steps defaulted to 0 record the unused old default 100 beside
-  // the schedule keys (config.toml lists every key): those keys stand.
-  if (std::get<int64_t>(shorthand.value) == 100 && source_of(shorthand.origin) != "the command line" &&
-      active.seq != 0 && source_of(active.origin) == source_of(shorthand.origin)) {
-    shorthand.value = int64_t{0};
-  }
   if (std::get<int64_t>(shorthand.value) > 0) {
     const int64_t n = std::get<int64_t>(shorthand.value);
+    const prof::ProfilerSchedule s = prof::ProfilerSchedule::for_profile_steps(
+        n, std::get<int64_t>(values_.at("profiling.skip_first").value), std::get<int64_t>(values_.at("profiling.warmup").value));
     const std::pair<const char*, int64_t> implied[] = {
-        {"profiling.active", n}, {"profiling.wait", 0}, {"profiling.repeat", 1}};
+        {"profiling.active", s.active}, {"profiling.wait", s.wait}, {"profiling.repeat", s.repeat}};
     for (const auto& [key, value] : implied) {
       Entry& e = values_.at(key);
       if (e.seq != 0 && source_of(e.origin) == source_of(shorthand.origin)) {
@@ -278,6 +285,16 @@ void Config::finalize() {
     }
   }
   if (const FamilyRegistration* f = find_model_family(family); f != nullptr && f->check) f->check(*this);
+}
+
+prof::ProfilerSchedule Config::profiler_schedule() const {
+  prof::ProfilerSchedule s;
+  s.wait = get_int("profiling.wait");
+  s.warmup = get_int("profiling.warmup");
+  s.active = get_int("profiling.active");
+  s.repeat = get_int("profiling.repeat");
+  s.skip_first = get_int("profiling.skip_first");
+  return s;
 }
 
 bool Config::was_set(const std::string& key) const {

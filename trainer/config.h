@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "profiling/trace/schedule.h"
 #include "trainer/config_schema.h"
 #include "util/enum_names.h"
 
@@ -88,6 +89,9 @@ class Config {
   // with their values, "model.capacity = 96; …": a checkpoint with another signature is "of
   // another config".
   std::string architecture_signature() const;
+  // The detailed-profiling schedule the profiling.* keys describe (--profile_steps already
+  // written into them by finalize); the tracer and the trainer's warnings both read it.
+  prof::ProfilerSchedule profiler_schedule() const;
 
   bool operator==(const Config& other) const;
   bool operator!=(const Config& other) const { return !(*this == other); }

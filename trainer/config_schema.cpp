@@ -209,10 +209,6 @@ std::vector<KeySpec> build_common_schema() {
         "data-parallel: bound on the rendezvous, every collective and the wait for a lost rank, in seconds")
           .ge(1)
           .le(86400),
-      I("train.inject_nan_at_step", -1, "test/diagnostic: fill the batch of step N with NaN: its target, or its input when it has none (-1 = off)")
-          .ge(-1),
-      I("train.inject_nan_rank", -1, "test/diagnostic: inject_nan_at_step on this rank only (-1 = every rank)")
-          .ge(-1),
       // [profiling] (seeds: all five guides)
       B("profiling.timing", false, "per-step timing profile (timing_profile.json)")
           .cli("enable_timing_profiling"),

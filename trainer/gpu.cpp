@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "trainer/config.h"
+#include "trainer/phases.h"
 #include "util/error.h"
 
 namespace rt {
@@ -90,6 +91,18 @@ std::string out_of_memory_message(const std::string& allocator_message, const Ou
     m += "\nMemory snapshot: " + c.snapshot + " (open it at https://pytorch.org/memory_viz)";
   }
   return m;
+}
+
+OutOfMemoryContext out_of_memory_context(const Config& config, int64_t step, const torch::Device& device,
+                                         std::string snapshot) {
+  OutOfMemoryContext c;
+  c.step = step;
+  if (const auto phase = unwound_phase()) c.step_phase = phase_name(*phase);
+  c.phase_1_duration = config.get_string("model.family") == "rave" ? config.get_int("train.phase_1_duration") : -1;
+  c.batch = config.get_int("train.batch");
+  c.device = device.str();
+  c.snapshot = std::move(snapshot);
+  return c;
 }
 
 }  // namespace rt

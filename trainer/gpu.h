@@ -50,5 +50,9 @@ struct OutOfMemoryContext {
   std::string snapshot;
 };
 std::string out_of_memory_message(const std::string& allocator_message, const OutOfMemoryContext& context);
+// The context of a step that ran out of memory: the step, the phase it was in (trainer/phases.h),
+// RAVE's phase 1 length, the batch, the device, and `snapshot` (the memory snapshot's path).
+OutOfMemoryContext out_of_memory_context(const Config& config, int64_t step, const torch::Device& device,
+                                         std::string snapshot);
 
 }  // namespace rt

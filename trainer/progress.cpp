@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
 
 #include "util/error.h"
@@ -134,6 +135,20 @@ std::string SmokeTest::report(const std::string& peak_memory) const {
       << (complete ? "" : " (from single steps: give the phases more steps for a steadier figure)")
       << " of steps, validation and checkpoints not counted\n";
   return out.str();
+}
+
+std::string Progress::line(int64_t step, int64_t max_steps, double loss, const std::map<std::string, double>& means,
+                           double steps_per_second, double elapsed_seconds) const {
+  std::ostringstream line;
+  line << "step " << step << "/" << max_steps << (elapsed_seconds < 0 ? "" : percent(step));
+  if (const std::string phase = phase_at(step - 1); !phase.empty()) line << " | " << phase;
+  line << " | loss " << std::setprecision(5) << loss << " |" << std::setprecision(4);
+  for (const auto& [tag, mean] : means) {
+    if (tag.rfind("train/", 0) != 0 || tag == "train/loss") line << " " << tag << "=" << mean;
+  }
+  line << " | " << std::setprecision(3) << steps_per_second << " steps/s";
+  if (elapsed_seconds >= 0) line << " | " << timing(step, elapsed_seconds);
+  return line.str();
 }
 
 }  // namespace rt

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ class Progress {
   // "elapsed 4m52s | ETA 16d 22h" (no ETA before the first interval).
   std::string timing(int64_t step, double elapsed_seconds) const;
   double steps_per_second() const { return rate_; }
+  // The console line of a log interval ending at `step`: "step N/M (x %) | phase | loss L |"
+  // then the model's scalars (every tag outside train/, and train/loss), the interval's steps/s
+  // and the timing. `elapsed_seconds` < 0 (the smoke test) leaves out the percentage and timing.
+  std::string line(int64_t step, int64_t max_steps, double loss, const std::map<std::string, double>& means,
+                   double steps_per_second, double elapsed_seconds) const;
 
  private:
   std::vector<SchedulePhase> phases_;

@@ -131,6 +131,15 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
               "XXXXXX': every name tried exists");
 }
 
+fs::path profile_dir(const Config& config, const fs::path& run_dir, bool writer) {
+  const std::string chosen = config.get_string("profiling.output_dir");
+  const fs::path dir = chosen.empty() ? run_dir : fs::path(chosen);
+  const bool profiles = config.get_bool("profiling.timing") || config.get_bool("profiling.memory") ||
+                        config.get_bool("profiling.enabled");
+  if (profiles || !writer) check_writable_dir(dir, chosen.empty() ? "the run directory" : "profiling.output_dir");
+  return dir;
+}
+
 void check_writable_dir(const fs::path& dir, const std::string& role) {
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -78,6 +78,11 @@ std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesyste
 // folder) before its first step: before, a read-only checkpoints/ was found at the first save.
 void check_writable_dir(const std::filesystem::path& dir, const std::string& role);
 
+// Where this rank writes its profiles: profiling.output_dir, or the run directory. Ranks on
+// other machines write into the same path there, so every rank but rank 0 (`writer`), and any
+// rank when a profile is asked for, proves the folder writable now (check_writable_dir).
+std::filesystem::path profile_dir(const Config& config, const std::filesystem::path& run_dir, bool writer);
+
 // Writes <run_dir>/config.toml (config.to_toml()) with write_file_atomic.
 void write_run_config(const std::filesystem::path& run_dir, const Config& config);
 

@@ -52,12 +52,7 @@ void link_plain_name(const fs::path& dir, const std::string& stem, const std::st
 
 prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
   prof::TraceSessionOptions o;
-  // --profile_steps was written into these keys by Config::finalize.
-  o.schedule.wait = c.get_int("profiling.wait");
-  o.schedule.warmup = c.get_int("profiling.warmup");
-  o.schedule.active = c.get_int("profiling.active");
-  o.schedule.repeat = c.get_int("profiling.repeat");
-  o.schedule.skip_first = c.get_int("profiling.skip_first");
+  o.schedule = c.profiler_schedule();
   o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
   o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
   o.tracer.with_stack = c.get_bool("profiling.with_stack");
@@ -347,6 +342,12 @@ Json RunProfilers::timers_json() const {
     j[name] = {{"avg_time", s.avg_time}, {"total_time", s.total_time}, {"count", s.count}};
   }
   return j;
+}
+
+void RunProfilers::warn_of_missed_trace(const Config& config, int64_t from, const char* when) {
+  if (!config.get_bool("profiling.enabled")) return;
+  const std::string w = config.profiler_schedule().missed_window(from, config.get_int("train.max_steps"));
+  if (!w.empty()) std::cerr << "warning: " << w << " " << when << " written\n";
 }
 
 }  // namespace rt

@@ -52,6 +52,10 @@ class RunProfilers {
                RankInfo rank = {}, int64_t first_step = 0);
   ~RunProfilers();
 
+  // Detailed tracing on, and a run training from step `from` ends before (or resumed after) the
+  // schedule's window: a warning on stderr that no trace `when` ("will be", "was") written.
+  static void warn_of_missed_trace(const Config& config, int64_t from, const char* when);
+
   // Whether `config` asks for memory tracking (profiling.memory, or profile_memory tracing).
   // The trainer opens a MemoryTrackingScope before it builds the model when it does, so that
   // the parameters' blocks are counted ones the memory categories recognise.

@@ -40,6 +40,9 @@ StepLog::Flushed StepLog::flush() {
       break;
     }
     out.steps.push_back({steps_[i], h[i], examples_[i]});
+    interval_steps_ += 1;
+    interval_examples_ += examples_[i];
+    last_loss_ = h[i];
     for (size_t k = scalar_ranges_[i].first; k < scalar_ranges_[i].second; ++k) add_host(tags_[k], h[n_steps + k]);
     for (const auto& [tag, value] : step_host_[i]) add_host(tag, value);
   }
@@ -58,6 +61,15 @@ std::map<std::string, double> StepLog::take_means() {
   for (const auto& [tag, s] : sums_) means[tag] = s.sum / static_cast<double>(s.n);
   sums_.clear();
   return means;
+}
+
+std::map<std::string, double> StepLog::end_interval(double seconds, int64_t samples_per_example) {
+  const double examples_per_s = static_cast<double>(interval_examples_) / seconds;
+  add_host("train/step_time", seconds / static_cast<double>(interval_steps_));
+  add_host("train/samples_per_second", examples_per_s * static_cast<double>(samples_per_example));
+  add_host("train/examples_per_second", examples_per_s);
+  interval_steps_ = interval_examples_ = 0;
+  return take_means();
 }
 
 }  // namespace rt

@@ -41,6 +41,14 @@ class StepLog {
   // Mean of every tag since the last take_means() (over flushed steps and add_host values).
   std::map<std::string, double> take_means();
 
+  // The log interval so far: the steps and examples flushed since the last end_interval().
+  int64_t interval_steps() const { return interval_steps_; }
+  // The loss of the last step flushed (0 before the first).
+  double last_loss() const { return last_loss_; }
+  // Ends the interval, which took `seconds`: adds train/step_time, train/samples_per_second
+  // and train/examples_per_second, then returns take_means(). REQUIRES: interval_steps() > 0.
+  std::map<std::string, double> end_interval(double seconds, int64_t samples_per_example);
+
  private:
   struct Sum {
     double sum = 0.0;
@@ -55,6 +63,8 @@ class StepLog {
   std::vector<torch::Tensor> values_;
   std::vector<std::vector<std::pair<std::string, double>>> step_host_;  // host scalars per step
   std::map<std::string, Sum> sums_;
+  int64_t interval_steps_ = 0, interval_examples_ = 0;
+  double last_loss_ = 0.0;
 };
 
 }  // namespace rt

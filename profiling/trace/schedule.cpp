@@ -56,6 +56,17 @@ ProfilerSchedule ProfilerSchedule::for_profile_steps(int64_t n, int64_t skip_fir
   return s;
 }
 
+std::string ProfilerSchedule::missed_window(int64_t from, int64_t max_steps) const {
+  const int64_t first = first_recorded_step();
+  const int64_t end = first_window_end();
+  // A resumed run past the only window records nothing either.
+  if (first < max_steps && !(repeat == 1 && from >= end)) return "";
+  return "profiling is on, but its first window records steps " + std::to_string(first) + "–" +
+         std::to_string(end - 1) + " (skip_first + wait + warmup, then active) and this run trains steps " +
+         std::to_string(from) + "–" + std::to_string(max_steps - 1) +
+         ": lower profiling.skip_first or raise train.max_steps; no trace";
+}
+
 std::string ProfilerSchedule::to_string() const {
   std::ostringstream out;
   out << "wait=" << wait << " warmup=" << warmup << " active=" << active << " repeat=" << repeat

@@ -37,6 +37,14 @@ struct ProfilerSchedule {
   // `warmup` warm-up steps, record N steps once (wait 0, active N, repeat 1).
   static ProfilerSchedule for_profile_steps(int64_t n, int64_t skip_first = 10, int64_t warmup = 1);
 
+  // The first cycle's first recorded step (skip_first + wait + warmup) and the step after its
+  // last (+ active).
+  int64_t first_recorded_step() const { return skip_first + wait + warmup; }
+  int64_t first_window_end() const { return first_recorded_step() + active; }
+  // "" when a run that trains steps from..max_steps-1 records a window; otherwise which steps
+  // the first window would record and which the run trains, with what to change.
+  std::string missed_window(int64_t from, int64_t max_steps) const;
+
   std::string to_string() const;
 };
 

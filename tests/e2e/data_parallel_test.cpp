@@ -33,10 +33,12 @@ struct TrainRun {
 };
 
 // `train [--nproc_per_node N] <args> --out_path OUT/<name>`; reads the summary and last.ckpt.
-TrainRun train(const fs::path& out, const std::string& name, int nproc, const std::string& args) {
+// `program`: the executable with its environment ("train", or the tests' train_with_faults).
+TrainRun train(const fs::path& out, const std::string& name, int nproc, const std::string& args,
+               const std::string& program = bin_path("train")) {
   TrainRun r;
   const std::string launch = nproc > 0 ? " --nproc_per_node " + std::to_string(nproc) : "";
-  r.result = run_command("timeout -k 10 600 " + bin_path("train") + launch + " " + args + " --out_path " +
+  r.result = run_command("timeout -k 10 600 " + program + launch + " " + args + " --out_path " +
                          q(out / name) + " --name " + name);
   r.dir = run_dir_from_output(r.result.output);
   if (!r.dir.empty() && fs::exists(r.dir / "training_summary.json")) r.summary = read_json(r.dir / "training_summary.json");
@@ -389,8 +391,8 @@ TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
   const fs::path db = make_neural_db(dir.path(), 66, 1);
   TrainRun r = train(dir.path(), "nan", 2,
                      "--config tiny_ssm --db_path " + q(db) +
-                         " --threads 1 --batch 4 --max_steps 40 --log_every 5 --train.inject_nan_at_step 7 "
-                         "--train.inject_nan_rank 1");
+                         " --threads 1 --batch 4 --max_steps 40 --log_every 5",
+                     "env RT_TEST_NAN_AT_STEP=7 RT_TEST_NAN_RANK=1 " + bin_path("train_with_faults"));
   EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
   EXPECT_NE(r.result.output.find("non-finite loss at step 7 on rank 1"), std::string::npos) << r.result.output;
   // Both ranks stopped at the same point (rank 1's lines are prefixed by the launcher).

@@ -53,6 +53,19 @@ TEST(ScheduleTest, ProfileStepsShorthandRecordsNStepsAfterSkipFirst) {
   EXPECT_THROW(ProfilerSchedule::for_profile_steps(0), Error);
 }
 
+TEST(ScheduleTest, MissedWindowAgreesWithTheActions) {
+  // wait 1, warmup 1, active 2, repeat 1, skip_first 3: records steps 5 and 6.
+  const ProfilerSchedule s = make(1, 1, 2, 1, 3);
+  EXPECT_EQ(actions(s, 8), "....wrS.");
+  EXPECT_EQ(s.first_recorded_step(), 5);
+  EXPECT_EQ(s.first_window_end(), 7);
+  EXPECT_EQ(s.missed_window(0, 6), "") << "step 5 is recorded";
+  EXPECT_EQ(s.missed_window(0, 5).rfind("profiling is on, but its first window records steps 5–6", 0), 0u)
+      << s.missed_window(0, 5);
+  EXPECT_NE(s.missed_window(7, 20), "") << "a resume past the only window records nothing";
+  EXPECT_EQ(make(1, 1, 2, 0, 3).missed_window(7, 20), "") << "repeat = 0 cycles on";
+}
+
 TEST(ScheduleTest, ValidateNamesTheKey) {
   try {
     make(0, 0, 0, 1, 0).validate();

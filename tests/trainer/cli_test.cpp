@@ -110,11 +110,11 @@ TEST_F(CliFixture, ProfileStepsBecomesTheScheduleThatConfigTomlRecords) {
   write_file_atomic(dir / "both.toml", "[profiling]\nprofile_steps = 4\nactive = 6\n");
   EXPECT_HAS(error_of([&] { parse({"--config", "both"}); }),
              "both.toml:3: profiling.active = 6 conflicts with profiling.profile_steps = 4");
-  // A config.toml written before profile_steps defaulted to 0 holds the unused 100: its schedule stands.
+  // profile_steps is the schedule's own arithmetic (ProfilerSchedule::for_profile_steps): the
+  // file's profile_steps = 100 beside another active is a conflict like any other.
   write_file_atomic(dir / "old_run.toml", "[profiling]\nactive = 3\nprofile_steps = 100\nwait = 2\n");
-  a = parse({"--config", "old_run"});
-  EXPECT_EQ(a.config.get_int("profiling.active"), 3);
-  EXPECT_EQ(a.config.get_int("profiling.wait"), 2);
+  EXPECT_HAS(error_of([&] { parse({"--config", "old_run"}); }),
+             "old_run.toml:2: profiling.active = 3 conflicts with profiling.profile_steps = 100");
   // The same value twice is no conflict.
   EXPECT_EQ(parse({"--profile_steps", "4", "--profiling.active", "4"}).config.get_int("profiling.active"), 4);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/nan_batches.h"
 #include "support/fake_family.h"
 #include "support/test_support.h"
 #include "tensorboard/tfevents.h"
@@ -104,9 +105,9 @@ TEST_F(LoopTest, ResumeFromLastContinuesExactlyAsAnUninterruptedRun) {
 TEST_F(LoopTest, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   // Losses are read at log cadence (every 10 steps here) or before a checkpoint: the NaN of
   // step 4 is found before step_6.ckpt would be written, and named by its own step.
-  const int code = run_training(fake_run_config(
-      dir.path(), "nan",
-      {{"train.max_steps", "9"}, {"train.save_every", "3"}, {"train.log_every", "10"}, {"train.inject_nan_at_step", "4"}}));
+  const int code = run_training(
+      fake_run_config(dir.path(), "nan", {{"train.max_steps", "9"}, {"train.save_every", "3"}, {"train.log_every", "10"}}),
+      testing::nan_at_step(4));
   EXPECT_EQ(code, 1);
   const fs::path run = latest_run(dir.path());
   const Json summary = read_json(run / "training_summary.json");

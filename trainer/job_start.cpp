@@ -1,0 +1,126 @@
+#include "trainer/job_start.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "distributed/process_group.h"
+#include "trainer/config.h"
+#include "trainer/gpu.h"
+#include "trainer/model_family.h"
+#include "trainer/trainer.h"
+#include "util/error.h"
+
+namespace rt {
+
+JobStart start_job(const Config& config, const dist::LaunchEnv& env) {
+  JobStart job;
+  if (config.get_bool("train.retain_freed_memory")) job.heap = retain_freed_heap_memory();
+  check_thread_limits(config, std::thread::hardware_concurrency());
+  const int64_t threads = config.get_int("train.threads");
+  const int n_threads =
+      threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
+  torch::set_num_threads(std::max(1, n_threads));
+  job.device = resolve_device(config.get_string("train.device"), env.distributed() ? env.local_rank : 0,
+                              env.distributed());
+  if (job.device.is_cuda()) apply_cuda_math_settings(cuda_math_settings(config));
+  job.precision =
+      std::make_unique<MixedPrecision>(parse_precision(config.get_string("train.precision")), job.device);
+  torch::manual_seed(static_cast<uint64_t>(config.get_int("train.seed")));
+
+  dist::ProcessGroupOptions po;
+  po.backend = config.get_enum<dist::Backend>("train.distributed.backend");
+  po.cuda_device = job.device.is_cuda();
+  po.cuda_index = job.device.is_cuda() ? job.device.index() : 0;
+  po.timeout = std::chrono::seconds(config.get_int("train.distributed.timeout_s"));
+  po.wait = config.get_enum<dist::WaitPolicy>("train.distributed.wait");
+  po.busy_threads = torch::get_num_threads();
+  po.gather_sum_bytes = config.get_int("train.distributed.small_all_reduce_kib") * 1024;
+  po.gloo_loop_batch = config.get_string("train.distributed.gloo_loop") == "batch";
+  po.exit_at_deadline = true;  // the rendezvous ends within train.distributed.timeout_s
+  job.comm = dist::join_process_group(env, po);
+  job.distributed = job.comm->world_size() > 1;
+  job.writer = job.comm->rank() == 0;
+  if (job.distributed && env.source == dist::LaunchEnv::Source::kSlurm) {
+    job.error_prefix = "[rank " + std::to_string(job.comm->rank()) + "] ";
+  }
+  if (!job.distributed) return job;
+  dist::check_same_on_all_ranks(*job.comm, "configs (the resolved config.toml)", config.to_toml());
+  auto bytes = [&](const char* key) {
+    return std::max<int64_t>(1, static_cast<int64_t>(config.get_float(key) * 1024.0 * 1024.0));
+  };
+  job.sync = make_gradient_sync(job.comm, bytes("train.distributed.first_bucket_mb"),
+                                bytes("train.distributed.bucket_mb"));
+  return job;
+}
+
+std::ostream& JobStart::console() const {
+  static std::ostream discard(nullptr);
+  return writer ? std::cout : discard;
+}
+
+std::unique_ptr<ModelFamily> build_family(const Config& config, const JobStart& job, TrainData* data) {
+  std::unique_ptr<ModelFamily> family = make_model_family(config);
+  *data = family->make_data(config);
+  FamilyContext context;
+  context.device = job.device;
+  context.comm = job.comm;
+  if (job.sync) context.gradient_sync = job.sync.get();
+  family->build(context, data);
+  return family;
+}
+
+std::unique_ptr<Loader> make_job_loader(const Config& config, const TrainData& data, const JobStart& job,
+                                        bool train, const TrainingState& resumed,
+                                        std::shared_ptr<prof::MemoryReporter> memory) {
+  LoaderOptions o;
+  o.batch = config.get_int("train.batch");
+  o.workers = static_cast<int>(config.get_int("data.workers"));
+  o.prefetch = static_cast<int>(config.get_int("data.prefetch"));
+  o.seed = static_cast<uint64_t>(config.get_int("train.seed"));
+  o.shuffle = o.drop_last = o.infinite = train;
+  o.pin_memory = job.device.is_cuda();
+  if (train || data.shard_validation) {
+    o.rank = job.comm->rank();
+    o.world_size = job.comm->world_size();
+  } else {
+    o.batch *= job.comm->world_size();
+  }
+  if (train && resumed.stream) {
+    o.start = *resumed.stream;
+  } else if (train) {
+    o.start_batch = resumed.step;
+  }
+  o.worker_scope = [memory]() -> std::shared_ptr<void> {
+    // Named so that traces label the loader's rows (/proc/self/task/<tid>/comm).
+    pthread_setname_np(pthread_self(), "rt-loader");
+    if (!memory) return nullptr;
+    return std::make_shared<prof::MemoryTrackingScope>(memory);
+  };
+  BatchSampler sampler;
+  if (auto family_sampler = train ? data.train_sampler : data.val_sampler) {
+    const int64_t global_batch = o.batch * o.world_size;
+    sampler = [family_sampler, global_batch](uint64_t epoch) { return family_sampler(epoch, global_batch); };
+  }
+  return std::make_unique<Loader>(train ? data.train : data.val, o,
+                                  train ? data.train_indices : data.val_indices, sampler);
+}
+
+void check_thread_limits(const Config& config, unsigned cores) {
+  const int64_t n = std::max(1u, cores);
+  const int64_t limit = 4 * n;
+  for (const char* key : {"train.threads", "data.workers"}) {
+    const int64_t v = config.get_int(key);
+    if (v > limit) {
+      throw Error(config.origin(key) + ": " + key + " = " + std::to_string(v) +
+                  " is more than this machine can use: at most " + std::to_string(limit) + " (4 × its " +
+                  std::to_string(n) + " cores)" +
+                  (std::string(key) == "train.threads" ? "; 0 uses every core" : ""));
+    }
+  }
+}
+
+}  // namespace rt

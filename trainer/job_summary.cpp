@@ -1,0 +1,203 @@
+#include "trainer/job_summary.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "profiling/memory.h"
+#include "tensorboard/tensorboard_writer.h"
+#include "trainer/config.h"
+#include "trainer/job_start.h"
+#include "trainer/model_family.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
+
+namespace rt {
+
+void JobSummary::write_running() {
+  if (file_.empty()) return;
+  try {
+    summary_.write(file_, "running");
+  } catch (const std::exception& e) {
+    if (!running_warned_) std::cerr << "warning: could not write training_summary.json: " << e.what() << "\n";
+    running_warned_ = true;
+  }
+}
+
+bool JobSummary::write_final(const std::string& status, const std::string& rank_prefix) {
+  if (file_.empty()) return true;
+  try {
+    summary_.write(file_, status);
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << rank_prefix << "error: could not write " << file_.string() << ": " << e.what() << "\n";
+  }
+  const Json brief{{"status", status + " (training_summary.json could not be written whole)"},
+                   {"total_steps", summary_.total_steps()}};
+  if (overwrite_file_in_place(file_, brief.dump(2) + "\n")) {
+    std::cerr << "error: " << file_.string() << " holds the final status only\n";
+  } else {
+    std::cerr << "error: " << file_.string()
+              << " could not be updated either and may still say \"running\"\n";
+  }
+  return false;
+}
+
+void JobSummary::record_loop(const LoopFigures& loop, dist::Communicator& comm, bool gather,
+                             const std::string& rank_prefix) {
+  summary_.set_info("data_wait_seconds", loop.data_seconds);
+  summary_.set_info("step_examples_per_second", loop.step_examples_per_second());
+  if (comm.world_size() == 1) return;
+  try {
+    record_ranks(comm, gather, loop);
+  } catch (const std::exception& e) {
+    std::cerr << rank_prefix << "warning: could not gather the per-rank figures: " << e.what() << "\n";
+  }
+}
+
+void JobSummary::record_ranks(dist::Communicator& comm, bool gather, const LoopFigures& loop) {
+  const dist::CommStats c = comm.stats();
+  const dist::CommStats& at_start = loop.comm_at_start;
+  auto mine =
+      torch::tensor({static_cast<double>(loop.steps), loop.train_seconds, static_cast<double>(loop.examples),
+                     c.busy_seconds - at_start.busy_seconds, c.wait_seconds - at_start.wait_seconds,
+                     static_cast<double>(c.collectives - at_start.collectives),
+                     static_cast<double>(c.bytes - at_start.bytes), loop.data_seconds},
+                    torch::kDouble);
+  std::vector<torch::Tensor> all{mine};
+  if (gather) all = comm.all_gather(mine);
+  const auto samples = static_cast<double>(loop.samples_per_example);
+  Json per_rank = Json::array();
+  double job_examples_per_s = 0, wait_share_max = 0, step_time_max = 0, step_time_min = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto v = all[r].accessor<double, 1>();
+    const double steps = v[0], seconds = v[1], examples = v[2], busy = v[3], wait = v[4], data = v[7];
+    const double rate = seconds > 0 ? examples / seconds : 0.0;
+    const double step_time = steps > 0 ? seconds / steps : 0.0;
+    const double compute = seconds - data;
+    auto share = [&](double part) { return seconds > 0 ? part / seconds : 0.0; };
+    per_rank.push_back({{"rank", gather ? static_cast<int>(r) : comm.rank()},
+                        {"steps", static_cast<int64_t>(steps)},
+                        {"train_seconds", seconds},
+                        {"step_time", step_time},
+                        {"examples_per_second", rate},
+                        {"samples_per_second", rate * samples},
+                        {"data_wait_seconds", data},
+                        {"data_wait_share", share(data)},
+                        {"step_examples_per_second", compute > 0 ? examples / compute : 0.0},
+                        {"comm_busy_seconds", busy},
+                        {"comm_wait_seconds", wait},
+                        {"comm_busy_share", share(busy)},
+                        {"comm_wait_share", share(wait)},
+                        {"collectives", static_cast<int64_t>(v[5])},
+                        {"collective_bytes", static_cast<int64_t>(v[6])}});
+    job_examples_per_s += rate;
+    wait_share_max = std::max(wait_share_max, share(wait));
+    step_time_max = std::max(step_time_max, step_time);
+    step_time_min = r == 0 ? step_time : std::min(step_time_min, step_time);
+  }
+  summary_.set_info("distributed",
+                    {{"backend", comm.backend()},
+                     {"wait_policy", comm.wait_policy()},
+                     {"event_loop_scheduling", comm.event_loop_scheduling()},
+                     {"world_size", comm.world_size()},
+                     {"ranks_reported", static_cast<int64_t>(all.size())},
+                     {"examples_per_second", job_examples_per_s},
+                     {"samples_per_second", job_examples_per_s * samples},
+                     // The share of step time a rank spent blocked on communication (not
+                     // hidden by backward), worst rank; and the straggler skew (slowest /
+                     // fastest mean step).
+                     {"comm_wait_share", wait_share_max},
+                     {"step_time_skew", step_time_min > 0 ? step_time_max / step_time_min : 1.0},
+                     {"per_rank", per_rank}});
+}
+
+void LostOutputs::guard(const std::string& what, const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const std::exception& e) {
+    std::cerr << rank_prefix_ << "error: could not write " << what << ": " << e.what() << "\n";
+    lost_.push_back(what + ": " + e.what());
+  }
+}
+
+std::string LostOutputs::status(const std::string& status) const {
+  if (lost_.empty() || status.rfind("failed", 0) == 0) return status;
+  return "failed: could not write " + lost_.front() +
+         (lost_.size() > 1 ? " (and " + std::to_string(lost_.size() - 1) + " more, see lost_outputs)" : "");
+}
+
+void report_validation(const ValidationResult& v, int64_t step, TensorBoardWriter* tb,
+                       prof::TrainingSummary& summary, std::ostream& console) {
+  std::ostringstream line;
+  line << "validation @ step " << step << ":";
+  for (const auto& [name, value] : v.metrics) {
+    if (tb) tb->add_scalar(name, static_cast<float>(value), step);
+    summary.set_metric(name, value);
+    line << " " << name << "=" << std::setprecision(5) << value;
+  }
+  console << line.str() << std::endl;
+  if (tb && v.audio.defined() && v.sample_rate > 0) {
+    auto interleaved = v.audio.to(torch::kFloat).t().contiguous();
+    tb->add_audio("audio/original_then_reconstruction", interleaved.data_ptr<float>(), interleaved.size(0),
+                  static_cast<int>(interleaved.size(1)), v.sample_rate, step);
+  }
+  if (tb) tb->flush();
+}
+
+void describe_job(prof::TrainingSummary& summary, const Config& config, const std::string& model,
+                  const JobStart& job, const TrainData& data, const dist::LaunchEnv& env,
+                  int64_t first_step) {
+  summary.set_info("model_family", config.get_string("model.family"));
+  summary.set_info("model", model);
+  // The config a run was made from (its file's stem) is not the run's name (--name).
+  summary.set_info("config", config.stack_name());
+  summary.set_info("run_name", config.get_string("train.name"));
+  summary.set_info("device", job.device.str());
+  summary.set_info("threads", torch::get_num_threads());
+  summary.set_info("heap", job.heap.description.empty()
+                               ? "the C library's malloc defaults (train.retain_freed_memory = false)"
+                               : job.heap.description);
+  summary.set_info("batch", config.get_int("train.batch"));
+  summary.set_info("world_size", job.comm->world_size());
+  if (job.distributed) {
+    summary.set_info("global_batch", config.get_int("train.batch") * job.comm->world_size());
+    summary.set_info("launch", env.describe());
+  }
+  summary.set_info("sample_unit", data.sample_unit);
+  summary.set_info("first_step", first_step);
+}
+
+std::string job_line(const Config& config, const std::string& model, const JobStart& job,
+                     const TrainData& data) {
+  std::ostringstream line;
+  line << model << " on " << job.device.str() << ", " << count_text(torch::get_num_threads(), "thread")
+       << ", " << data.train_indices.size() << " train / " << data.val_indices.size()
+       << " validation examples";
+  if (job.distributed) {
+    line << "; " << job.comm->world_size() << " ranks (" << job.comm->backend() << ", "
+         << job.comm->wait_policy() << " waits), " << config.get_int("train.batch")
+         << " examples per rank per step";
+  }
+  return line.str();
+}
+
+std::string peak_memory_text(const torch::Device& device) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1)
+    << static_cast<double>(prof::read_process_memory().peak_rss_bytes) / (1024.0 * 1024.0)
+    << " MiB resident (host)";
+  if (device.is_cuda()) {
+    const prof::CudaMemory m = prof::read_cuda_memory(device.index() < 0 ? 0 : device.index());
+    if (m.available) {
+      s << ", " << static_cast<double>(m.peak_allocated_bytes) / (1024.0 * 1024.0) << " MiB allocated / "
+        << static_cast<double>(m.peak_reserved_bytes) / (1024.0 * 1024.0) << " MiB reserved on "
+        << device.str();
+    }
+  }
+  return s.str();
+}
+
+}  // namespace rt
