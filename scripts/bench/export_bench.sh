@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 bench_need_bin export_bench
 RAW="$(mktemp /tmp/rt_export_bench.XXXXXX.jsonl)"
-for r in $(seq 1 "$ROUNDS"); do
+for _ in $(seq 1 "$ROUNDS"); do
   for t in $THREADS; do
     for b in $BLOCKS; do
       "$BIN/export_bench" --version v2 --block "$b" --threads "$t" --seconds "$SECONDS_TIMED" >> "$RAW"

@@ -16,12 +16,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 BIN="$BUILD_DIR/bin"
 BENCH_PY="${BENCH_PY:-/usr/bin/python3}"
+# shellcheck disable=SC2034  # used by the scripts that source this file
 RESULTS_DIR="${BENCH_RESULTS_DIR:-$ROOT/scripts/bench/results}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 bench_load() {  # the 1-, 5- and 15-minute load averages, space-separated
   cut -d' ' -f1-3 /proc/loadavg
 }
+# shellcheck disable=SC2034
 BENCH_LOAD_BEFORE="$(bench_load)"
 
 bench_usage() {  # prints the calling script's header comment (after the #! line) and exits 0

@@ -8,7 +8,8 @@
 #                                                      scripts/gpu_check.sh's rave_parity step)
 # On this 2-core CPU RAVE's loop takes about 1 s a step: the figure in BENCHMARKS.md was trained
 # on a GPU machine (docs/gpu_check.md).
-# Writes scripts/bench/rave_parity_results.md, which BENCHMARKS.md folds in.
+# scripts/bench/results/rave_parity.json is the result BENCHMARKS.md shows (see the report for the
+# Markdown rave_parity.py still prints beside it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGETS="train preprocess" "$ROOT/scripts/build.sh"
