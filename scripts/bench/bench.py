@@ -11,6 +11,9 @@ The comparisons with RAVE time the real RAVE (acids-rave 2.3.1): its own `traini
 in the venv scripts/bench/rave_cpu_env.sh makes, on torch 2.11.0's LibTorch; the native side
 is built against that same LibTorch (--cuda_build, scripts/check_cuda_build.sh's build-cuda/,
 which runs on the CPU). The other sections time the main build (Debian's LibTorch 1.13).
+"others" runs the scripts/bench/*.sh benchmarks as the OTHERS table says: each with its own
+quick settings under --quick (or left out where it has none), and left out, with a note, where
+the builds or venvs it needs are missing.
 """
 import argparse
 import datetime
@@ -38,6 +41,34 @@ RAVE_STEP = os.path.join(ROOT, "scripts", "bench", "rave_gpu_step.py")
 RAVE_TRAIN = os.path.join(ROOT, "scripts", "bench", "rave_train.py")
 # scripts/bench/*.sh that set things up rather than measure: run_others skips them.
 NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "rave_gpu_wheels.sh", "lib.sh")
+# The other scripts/bench/*.sh benchmarks, as run_others runs them. Per script: "quick", the
+# arguments (and environment) of --quick, None where the script has no quick mode (then --quick
+# leaves it out, with a note: its figures need the full run); "full", those of a full run; "build"
+# and "cuda_build", the programs it needs in --build's / --cuda_build's bin/ (BUILD_DIR is set to
+# that build for it); "needs", other paths under the repository (venvs); "note", why it is left
+# out when they are missing. A *.sh in neither this table nor NOT_BENCHMARKS is left out, with a
+# note, until it is added here.
+OTHERS = {
+    "ddp.sh": {"quick": (["--quick"], {}), "full": ([], {}), "cuda_build": ("train", "preprocess"),
+               "needs": (".venv-rave-cpu/bin/python",), "env": {"SETUP": "0"},
+               "note": "build-cuda/ and .venv-rave-cpu/ are made by scripts/bench/rave_cpu_env.sh"},
+    "export_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",)},
+    "heap_retention.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    # Its question is a long run's drift: --quick is 20000 steps with 1 MiB parts, enough to see the
+    # profile rotate within its bound, not to judge the RSS slope.
+    "long_run_rss.sh": {"quick": (["20000"], {"PART_MB": "1", "PARTS": "4"}),
+                        "full": (["1000000"], {"PART_MB": "16", "PARTS": "4", "MEMORY": "1"}),
+                        "build": ("train", "preprocess")},
+    "profiling_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    "rave_configs.sh": {"quick": None, "full": ([], {}), "build": ("train", "preprocess"),
+                        "quick_note": "every configuration at full size, minutes each: run it alone"},
+    "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
+                       "note": "the oracle venv .venv-rave/ is made by scripts/oracle/run.sh; the result "
+                               "is trained on a GPU machine (docs/gpu_check.md)"},
+    "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},
+    "step_ab.sh": {"quick": (["--quick"], {}), "full": ([], {})},
+    "tracing_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+}
 CUDA_LIB = os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/lib64"
 
 
@@ -449,19 +480,49 @@ def bench_defaults(runner, quick, build):
     return res
 
 
-def run_others(quick, tmp):
-    """Other engineers' benchmarks: every scripts/bench/*.sh except run.sh and the set-up
-    scripts (NOT_BENCHMARKS), when present."""
-    res = {}
+def others_plan(quick, build, cuda_build):
+    """[(script, argv, env, None)] for each script to run, [(script, None, None, why)] for each
+    left out (OTHERS says how each runs and what it needs)."""
+    plan = []
     for script in sorted(glob.glob(os.path.join(ROOT, "scripts", "bench", "*.sh"))):
-        if os.path.basename(script) in NOT_BENCHMARKS:
+        name = os.path.basename(script)
+        rel = os.path.relpath(script, ROOT)
+        if name in NOT_BENCHMARKS:
             continue
-        argv = ["bash", script] + (["--quick"] if quick else [])
-        log(f"running {os.path.relpath(script, ROOT)}")
+        spec = OTHERS.get(name)
+        if spec is None:
+            plan.append((rel, None, None, "not in bench.py's OTHERS table (say there how it runs)"))
+            continue
+        mode = spec["quick"] if quick else spec["full"]
+        if mode is None:
+            plan.append((rel, None, None, f"no quick mode ({spec.get('quick_note', 'run it alone')})"))
+            continue
+        bin_dir = cuda_build if spec.get("cuda_build") else build
+        missing = [os.path.join(bin_dir, "bin", b) for b in spec.get("build", ()) + spec.get("cuda_build", ())
+                   if not os.path.exists(os.path.join(bin_dir, "bin", b))]
+        missing += [p for p in spec.get("needs", ()) if not os.path.exists(os.path.join(ROOT, p))]
+        if missing:
+            why = f"missing {', '.join(missing)}" + (f"; {spec['note']}" if spec.get("note") else "")
+            plan.append((rel, None, None, why))
+            continue
+        args, extra = mode
+        env = dict(os.environ, BUILD_DIR=bin_dir, **spec.get("env", {}), **extra)
+        plan.append((rel, ["bash", script] + list(args), env, None))
+    return plan
+
+
+def run_others(quick, build, cuda_build):
+    """Other engineers' benchmarks: the scripts/bench/*.sh of OTHERS, each as it says."""
+    res = {}
+    for rel, argv, env, why in others_plan(quick, build, cuda_build):
+        if argv is None:
+            log(f"not run: {rel} ({why})")
+            res[rel] = {"skipped": why}
+            continue
+        log(f"running {rel} {' '.join(argv[2:])}".rstrip())
         t0 = time.time()
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        res[os.path.relpath(script, ROOT)] = {"rc": p.returncode, "seconds": time.time() - t0,
-                                              "tail": (p.stdout + p.stderr)[-1500:]}
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
+        res[rel] = {"rc": p.returncode, "seconds": time.time() - t0, "tail": (p.stdout + p.stderr)[-1500:]}
     return res
 
 
@@ -774,8 +835,9 @@ def main():
         if want("others"):
             # Each writes its own result into the results directory.
             os.environ["BENCH_RESULTS_DIR"] = a.results_dir
-            for script, o in run_others(a.quick, tmp).items():
-                log(f"{script}: exit {o['rc']}, {o['seconds']:.0f} s" + ("" if o["rc"] == 0 else "\n" + o["tail"]))
+            for script, o in run_others(a.quick, a.build, a.cuda_build).items():
+                if "rc" in o:
+                    log(f"{script}: exit {o['rc']}, {o['seconds']:.0f} s" + ("" if o["rc"] == 0 else "\n" + o["tail"]))
     finally:
         env["uptime_end"] = sh("uptime")
         for r in records(R, env_of(env), command):
