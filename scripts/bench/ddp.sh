@@ -47,8 +47,8 @@ RAVE_STEPS="${RAVE_STEPS:-300}"
 SSM_STEPS="${SSM_STEPS:-200}"
 PY_STEPS="${PY_STEPS:-20}"
 # Loader threads per rank. 0: each rank loads on its training thread, so "1 rank × 1 thread"
-# really uses one core (with 1, a single rank's loader already runs on the second core:
-# measured s5_maze 1614 ex/s with workers 1 vs 1057 with 0, one rank).
+# really uses one core (with 1, a single rank's loader already runs on the second core, and the
+# one-rank baseline gains from a core the comparison means to leave idle).
 WORKERS="${WORKERS:-0}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,9 +76,9 @@ native() {
   local cfg="$1" db="$2" steps="$3" nproc="$4" out
   shift 4
   out="$(mktemp -d "$WORK/runs.XXXXXX")"
-  local launch=""
-  [[ "$nproc" -gt 1 ]] && launch="--nproc_per_node $nproc"
-  "$BIN/train" $launch --device cpu --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
+  local launch=()
+  [[ "$nproc" -gt 1 ]] && launch=(--nproc_per_node "$nproc")
+  "$BIN/train" "${launch[@]}" --device cpu --config "$cfg" --db_path "$db" --out_path "$out" --threads 1 --max_steps "$steps" \
     --val_every 1000000 --save_every 1000000 --log_every "$steps" --workers "$WORKERS" "$@" >"$out.log" 2>&1 ||
     { echo "ddp.sh: train --config $cfg ($nproc rank(s)) failed; the end of its output:" >&2; tail -20 "$out.log" >&2; exit 1; }
   "$BENCH_PY" "$SUMMARIZE" run_summary "$out"

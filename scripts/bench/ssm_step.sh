@@ -40,7 +40,8 @@ RESULTS="$OUT/results.jsonl"
 echo "== equivalence check (dropout 0, same weights and batch, 3 AdamW steps)"
 for arm in "fused" "fused --unfused_block" "parallel"; do
   name="${arm// --/_}"
-  "$BENCH" --export "$OUT/check_$name" --scan $arm >/dev/null
+  read -ra arm_args <<< "$arm"
+  "$BENCH" --export "$OUT/check_$name" --scan "${arm_args[@]}" >/dev/null
   echo "-- native scan=$arm vs python"
   "$PY" "$REF" --check "$OUT/check_$name" | tee "$OUT/check_$name.txt"
 done
@@ -48,10 +49,12 @@ done
 echo "== timing: $ROUNDS rounds x $STEPS steps (after 3 warm-up steps), threads: $THREADS"
 for r in $(seq 1 "$ROUNDS"); do
   for t in $THREADS; do
-    "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused | sed 's/"impl":"native"/"impl":"native_fused"/' >> "$RESULTS"
-    "$PY" "$REF" --threads "$t" --steps "$STEPS" --warmup 3 >> "$RESULTS"
-    "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused --unfused_block | sed 's/"impl":"native"/"impl":"native_fused_unfused_block"/' >> "$RESULTS"
-    "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan parallel | sed 's/"impl":"native"/"impl":"native_parallel"/' >> "$RESULTS"
+    {
+      "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused | sed 's/"impl":"native"/"impl":"native_fused"/'
+      "$PY" "$REF" --threads "$t" --steps "$STEPS" --warmup 3
+      "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused --unfused_block | sed 's/"impl":"native"/"impl":"native_fused_unfused_block"/'
+      "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan parallel | sed 's/"impl":"native"/"impl":"native_parallel"/'
+    } >> "$RESULTS"
   done
   echo "round $r done"
 done
