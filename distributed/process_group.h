@@ -88,8 +88,8 @@ struct ProcessGroupOptions {
 // a flood of epoll_wait calls). Under SCHED_BATCH a woken thread does not preempt the running
 // one; it runs at the next switch (a wait, a yield, the end of the running thread's slice), so
 // the worker finishes its write first: fewer epoll_wait calls, more throughput. The figures,
-// with the loop under either policy, are in BENCHMARKS.md, "Data-parallel training: 2 ranks vs 1
-// on this 2-core machine" (not copied here, where a rerun would leave them stale). The worker
+// with the loop under either policy, are in BENCHMARKS.md, "Data-parallel training" (not copied
+// here, where a rerun would leave them stale). The worker
 // keeps the default policy, so that a collective it is given starts at once (under SCHED_BATCH
 // too it measured slower). Moving a thread between the two policies needs no privilege. The loop
 // thread is the thread that creating the device started (/proc/self/task before and after).

@@ -313,7 +313,7 @@ cpu_step() {
   # handler to write the sections it finished.
   BENCH_HOST_LABEL="the GPU machine's idle cores, scripts/gpu_check.sh --only ...,cpu_vs_rave" \
     PYTHONPATH="$SITE_KIT" exec "$PY" "$ROOT/scripts/bench/bench.py" --only rave,whole "${sizing[@]}" --build "$WORK" \
-    --cuda_build "$WORK" --cuda_lib "" --rave_python "$PY" --json "$WORK/cpu_bench.json" --md "$WORK/cpu_bench.md"
+    --cuda_build "$WORK" --cuda_lib "" --rave_python "$PY" --results_dir "$WORK/cpu_bench" --md "$WORK/cpu_bench.md"
 }
 
 # The data-parallel benchmark (scripts/bench/ddp.sh: 2 ranks × 1 thread against 1, native and
@@ -323,8 +323,7 @@ ddp_step() {
   [ $REHEARSE = 1 ] && { sizing=(); quick=(--quick); }
   env "${sizing[@]}" BUILD_DIR="$WORK" RAVE_PYTHON="$PY" HOST_PY="$PY" PYTHONPATH="$SITE_KIT" CUDA_LIB="" SETUP=0 \
     COMMIT="${TREE_COMMIT:-kit of $(sed -n '1s/.* from //p' "$KIT/MANIFEST.txt")}" HOST="the GPU machine's CPU ($(nproc) cores)" \
-    bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}" || return 1
-  cp "$ROOT/scripts/bench/ddp_results.md" "$WORK/ddp_results.md"
+    bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}" --results_dir "$WORK/ddp" || return 1
 }
 
 pack_step() {
@@ -333,8 +332,9 @@ pack_step() {
   cp "$STEPS_JSON" "$OUT/steps.jsonl"
   [ -f "$WORK/ours.jsonl" ] && cp "$WORK/ours.jsonl" "$OUT/ours_step.jsonl"
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"
-  [ -f "$WORK/cpu_bench.json" ] && cp "$WORK/cpu_bench.json" "$WORK/cpu_bench.md" "$OUT/"
-  [ -f "$WORK/ddp_results.md" ] && cp "$WORK/ddp_results.md" "$OUT/"
+  [ -d "$WORK/cpu_bench" ] && cp -r "$WORK/cpu_bench" "$OUT/"
+  [ -f "$WORK/cpu_bench.md" ] && cp "$WORK/cpu_bench.md" "$OUT/"
+  [ -d "$WORK/ddp" ] && cp -r "$WORK/ddp" "$OUT/"
   [ -d "$WORK/runs" ] && tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
   # The parity runs without their database and checkpoints: logs, events, summaries, parity_meta.json.
   [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude=parity/db --exclude=parity/audio --exclude='*.ckpt' \

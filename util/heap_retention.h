@@ -5,9 +5,9 @@
 // STFT buffers) every iteration. glibc's defaults serve blocks over 128 KiB (raised
 // dynamically up to 32 MiB) with mmap and return the top of the heap above 128 KiB (twice the
 // dynamic threshold) with trim: each step then faults its working set in again, page by page,
-// zero-filled by the kernel. Measured on tiny_rave, 1 thread, 150 steps (BENCHMARKS.md
-// "Freed memory kept for reuse"): ~1,740 page faults per step with the defaults, ~190 with
-// retention.
+// zero-filled by the kernel. BENCHMARKS.md, "Freed memory kept for reuse
+// (train.retain_freed_memory)", has the page faults per step with the defaults and with
+// retention (not copied here, where a rerun would leave them stale).
 //
 // retain_freed_heap_memory() sets M_MMAP_THRESHOLD to 32 MiB (glibc's largest) and
 // M_TRIM_THRESHOLD to 1 GiB (mallopt(3)): blocks up to 32 MiB come from the heap and freed

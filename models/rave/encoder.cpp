@@ -133,7 +133,7 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
     const auto draws = noise.defined() ? noise : torch::randn_like(frames);
     // mean_d (a_i − b_j)² as the squared pairwise distance over L, computed without
     // materialising the (N, N, L) differences RAVE's broadcast makes: at 8192 frames that alone
-    // took 2 GB per kernel in float64, 15 GB with autograd's copies. cdist without the matmul
+    // is N·N·L doubles per kernel, and autograd keeps copies of it. cdist without the matmul
     // shortcut sums the same squared differences (no cancellation), so values and gradients
     // agree with RAVE's to rounding (step golden rave_v2_wasserstein_step).
     auto kernel = [L](const torch::Tensor& a, const torch::Tensor& b) {

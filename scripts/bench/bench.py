@@ -1,13 +1,19 @@
 #!/usr/bin/python3
 """Benchmark driver behind scripts/bench/run.sh: runs every benchmark (A/B runs interleaved,
-median and spread), writes bench-results.json and regenerates BENCHMARKS.md. Every figure in
-the Markdown names the command that produced it. Uses only the standard library.
+median and spread), writes each section's result to scripts/bench/results/<name>.json and
+regenerates BENCHMARKS.md from those files (render.py). Uses only the standard library.
+
+  scripts/bench/bench.py [--quick] [--only rave,ops,flops,scaling,data,whole,defaults,others]
+  scripts/bench/bench.py --render_only        BENCHMARKS.md from scripts/bench/results/*.json alone
 
 The comparisons with RAVE time the real RAVE (acids-rave 2.3.1): its own `training_step`
 (scripts/bench/rave_gpu_step.py --device cpu) and its own `rave train` (scripts/bench/rave_train.py),
 in the venv scripts/bench/rave_cpu_env.sh makes, on torch 2.11.0's LibTorch; the native side
 is built against that same LibTorch (--cuda_build, scripts/check_cuda_build.sh's build-cuda/,
 which runs on the CPU). The other sections time the main build (Debian's LibTorch 1.13).
+"others" runs the scripts/bench/*.sh benchmarks as the OTHERS table says: each with its own
+quick settings under --quick (or left out where it has none), and left out, with a note, where
+the builds or venvs it needs are missing.
 """
 import argparse
 import datetime
@@ -25,12 +31,44 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+import render  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = "/usr/bin/python3"  # Debian's python3-torch: the same LibTorch 1.13 as the native build
 RAVE_STEP = os.path.join(ROOT, "scripts", "bench", "rave_gpu_step.py")
 RAVE_TRAIN = os.path.join(ROOT, "scripts", "bench", "rave_train.py")
 # scripts/bench/*.sh that set things up rather than measure: run_others skips them.
-NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "rave_gpu_wheels.sh")
+NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "rave_gpu_wheels.sh", "lib.sh")
+# The other scripts/bench/*.sh benchmarks, as run_others runs them. Per script: "quick", the
+# arguments (and environment) of --quick, None where the script has no quick mode (then --quick
+# leaves it out, with a note: its figures need the full run); "full", those of a full run; "build"
+# and "cuda_build", the programs it needs in --build's / --cuda_build's bin/ (BUILD_DIR is set to
+# that build for it); "needs", other paths under the repository (venvs); "note", why it is left
+# out when they are missing. A *.sh in neither this table nor NOT_BENCHMARKS is left out, with a
+# note, until it is added here.
+OTHERS = {
+    "ddp.sh": {"quick": (["--quick"], {}), "full": ([], {}), "cuda_build": ("train", "preprocess"),
+               "needs": (".venv-rave-cpu/bin/python",), "env": {"SETUP": "0"},
+               "note": "build-cuda/ and .venv-rave-cpu/ are made by scripts/bench/rave_cpu_env.sh"},
+    "export_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",)},
+    "heap_retention.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    # Its question is a long run's drift: --quick is 20000 steps with 1 MiB parts, enough to see the
+    # profile rotate within its bound, not to judge the RSS slope.
+    "long_run_rss.sh": {"quick": (["20000"], {"PART_MB": "1", "PARTS": "4"}),
+                        "full": (["1000000"], {"PART_MB": "16", "PARTS": "4", "MEMORY": "1"}),
+                        "build": ("train", "preprocess")},
+    "profiling_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    "rave_configs.sh": {"quick": None, "full": ([], {}), "build": ("train", "preprocess"),
+                        "quick_note": "every configuration at full size, minutes each: run it alone"},
+    "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
+                       "note": "the oracle venv .venv-rave/ is made by scripts/oracle/run.sh; the result "
+                               "is trained on a GPU machine (docs/gpu_check.md)"},
+    "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},
+    "step_ab.sh": {"quick": (["--quick"], {}), "full": ([], {})},
+    "tracing_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+}
 CUDA_LIB = os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/lib64"
 
 
@@ -442,307 +480,275 @@ def bench_defaults(runner, quick, build):
     return res
 
 
-def run_others(quick, tmp):
-    """Other engineers' benchmarks: every scripts/bench/*.sh except run.sh and the set-up
-    scripts (NOT_BENCHMARKS), when present."""
-    res = {}
+def others_plan(quick, build, cuda_build):
+    """[(script, argv, env, None)] for each script to run, [(script, None, None, why)] for each
+    left out (OTHERS says how each runs and what it needs)."""
+    plan = []
     for script in sorted(glob.glob(os.path.join(ROOT, "scripts", "bench", "*.sh"))):
-        if os.path.basename(script) in NOT_BENCHMARKS:
+        name = os.path.basename(script)
+        rel = os.path.relpath(script, ROOT)
+        if name in NOT_BENCHMARKS:
             continue
-        argv = ["bash", script] + (["--quick"] if quick else [])
-        log(f"running {os.path.relpath(script, ROOT)}")
+        spec = OTHERS.get(name)
+        if spec is None:
+            plan.append((rel, None, None, "not in bench.py's OTHERS table (say there how it runs)"))
+            continue
+        mode = spec["quick"] if quick else spec["full"]
+        if mode is None:
+            plan.append((rel, None, None, f"no quick mode ({spec.get('quick_note', 'run it alone')})"))
+            continue
+        bin_dir = cuda_build if spec.get("cuda_build") else build
+        missing = [os.path.join(bin_dir, "bin", b) for b in spec.get("build", ()) + spec.get("cuda_build", ())
+                   if not os.path.exists(os.path.join(bin_dir, "bin", b))]
+        missing += [p for p in spec.get("needs", ()) if not os.path.exists(os.path.join(ROOT, p))]
+        if missing:
+            why = f"missing {', '.join(missing)}" + (f"; {spec['note']}" if spec.get("note") else "")
+            plan.append((rel, None, None, why))
+            continue
+        args, extra = mode
+        env = dict(os.environ, BUILD_DIR=bin_dir, **spec.get("env", {}), **extra)
+        plan.append((rel, ["bash", script] + list(args), env, None))
+    return plan
+
+
+def run_others(quick, build, cuda_build):
+    """Other engineers' benchmarks: the scripts/bench/*.sh of OTHERS, each as it says."""
+    res = {}
+    for rel, argv, env, why in others_plan(quick, build, cuda_build):
+        if argv is None:
+            log(f"not run: {rel} ({why})")
+            res[rel] = {"skipped": why}
+            continue
+        log(f"running {rel} {' '.join(argv[2:])}".rstrip())
         t0 = time.time()
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        res[os.path.relpath(script, ROOT)] = {"rc": p.returncode, "seconds": time.time() - t0,
-                                              "tail": (p.stdout + p.stderr)[-1500:]}
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
+        res[rel] = {"rc": p.returncode, "seconds": time.time() - t0, "tail": (p.stdout + p.stderr)[-1500:]}
     return res
 
 
-def targets_table(R):
-    """The issue targets with the measured figure and the section that measured it. Figures of the
-    folded script sections are read from their fragments (the bold figures they print)."""
+def per_rep_medians(times, reps):
+    """The median of each repetition's steps (times: every repetition's steps, in order)."""
+    steps = len(times) // reps
+    return [statistics.median(times[i * steps:(i + 1) * steps]) for i in range(reps)]
+
+
+def env_of(env):
+    """The environment of a result, from bench.py's environment()."""
+    out = {k: v for k, v in env.items() if v is not None}
+    if env.get("uptime") and "load average:" in env["uptime"]:
+        out["load_before"] = [float(x) for x in env["uptime"].split("load average:")[1].split(",")]
+    if env.get("uptime_end") and "load average:" in env["uptime_end"]:
+        out["load_after"] = [float(x) for x in env["uptime_end"].split("load average:")[1].split(",")]
+    return out
+
+
+def loads_range(loads):
+    loads = [x for x in loads if x is not None]
+    return f"{min(loads):.1f}–{max(loads):.1f}" if loads else "—"
+
+
+def rec_rave_cpu_step(nvr, env, command):
+    e0 = next(iter(nvr.values()))
+    re_ = e0["rave_env"]
+    b = benchlib.Blocks()
+    b.text("The Python side is RAVE itself: acids-rave " + str(re_.get("acids-rave")) + " with pytorch-lightning "
+           + str(re_.get("pytorch-lightning")) + ", torchaudio " + str(re_.get("torchaudio")) + " and numpy "
+           + str(re_.get("numpy")) + ", its model built from its own gin file, stepped through its own "
+           "`training_step` with Lightning's per-batch callbacks (`scripts/bench/rave_gpu_step.py --device cpu`; "
+           "stand-ins for " + (", ".join(re_.get("replaced_imports") or []) or "nothing") + ", which the step "
+           "never calls; PQMF prototype: " + str(re_.get("pqmf_prototype")) + "). Both sides run torch "
+           + str(re_.get("torch")) + "'s LibTorch on the CPU: the native one is `build-cuda/` "
+           "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries; "
+           "`scripts/bench/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
+           "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).")
+    b.text("Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "
+           "receptive-field crop (at full size it needs more than 32768 samples):")
+    rows, targets, derived = [], [], {}
+    for k, e in nvr.items():
+        ph = e["native_phase_medians"]
+        reps = len(e["native"]["loads"])
+        per_rep = [n / r for n, r in zip(per_rep_medians(e["native"]["times"], reps),
+                                         per_rep_medians(e["rave"]["times"], reps))]
+        derived[k] = {"ratio_native_over_rave": e["ratio_native_over_rave"], "per_repetition": per_rep}
+        rows.append([e["version"], e["threads"], fmt_s(e["native"]["stats"]), fmt_s(e["rave"]["stats"]),
+                     f"**{e['ratio_native_over_rave']:.3f}**",
+                     f"{ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f}",
+                     loads_range(e["native"]["loads"] + e["rave"]["loads"])])
+        if e["version"] == "v2":
+            targets.append(benchlib.target(
+                f"RAVE v2 phase-1 step on the CPU, ours / the real RAVE's training_step, {e['threads']} thread(s)",
+                "≤ 1.0", "<=", 1.0, per_rep, value=e["ratio_native_over_rave"], fmt="{:.3f}", over="repetitions"))
+    b.table(["model", "threads", "native s/step", "RAVE s/step", "native/RAVE",
+             "native phases (fwd / loss / bwd / adam, s)", "load (1-min avg)"], rows)
+    b.text("Commands (per repetition, interleaved): " + "; ".join(
+        f"{k}: `{e['native']['command']}` ↔ `{e['rave']['command']}`" for k, e in nvr.items()) + ".")
+    return benchlib.record("rave_cpu_step", "Native vs the real RAVE: same model, same LibTorch", command,
+                           dict(env, host=e0.get("host")), b, raw=nvr, derived=derived, targets=targets,
+                           analysis="docs/perf/rave_cpu.md",
+                           commands=[c for e in nvr.values() for c in (e["native"]["command"], e["rave"]["command"])])
+
+
+def rec_whole_run(wr, env, command):
+    b = benchlib.Blocks()
+    b.text("Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
+           f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step), on the same "
+           "database (written by our `preprocess`, read by RAVE's own `rave/dataset.py`): native `train` with its "
+           "loader (default 2 worker threads, and 0 workers = loading on the training thread) vs RAVE's own "
+           "`rave train` (its Lightning loop, its DataLoader with `--workers 2` and its augmentations: random "
+           "crop, phase mangle, dequantize; `scripts/bench/rave_train.py --step_times`). Step times include the "
+           "wait for data on both sides: the native one is `data_time` from the timing profile, RAVE's the time "
+           "from `on_train_batch_end` to the next `on_train_batch_start`.")
     rows = []
-    nvr = R.get("native_vs_rave", {})
-    for t in (1, 2):
-        e = nvr.get(f"v2_t{t}")
-        if e:
-            r = e["ratio_native_over_rave"]
-            rows.append((f"RAVE v2 phase-1 step on the CPU, ours / the real RAVE's training_step, {t} thread(s)",
-                         "≤ 1.0", f"{r:.3f}", "met" if r <= 1.0 else "missed", "Native vs the real RAVE"))
-    wr = R.get("whole_run")
-    if wr and "rave" in wr:
-        n, rv = wr["native"]["examples_per_second"], wr["rave"]["examples_per_second"]
-        rows.append(("RAVE v2 whole run on the CPU (data loading included), examples/s: ours vs `rave train`",
-                     "ours higher", f"{n:.2f} vs {rv:.2f}", "met" if n > rv else "missed",
-                     "Native vs the real RAVE (whole run)"))
-    dp = R.get("data")
-    if dp and dp.get("v2_step_examples_per_second_4x32768"):
-        cons = dp["v2_step_examples_per_second_4x32768"]
-        worst = min(run["examples_per_second"] for k in ("loader_4x32768", "loader_8x131072")
-                    for run in dp[k]["runs"])
-        rows.append(("Loader throughput / v2 step consumption", "≥ 20×", f"{worst / cons:.0f}× (slowest loader row)",
-                     "met" if worst / cons >= 20 else "missed", "Data path"))
-
-    def frag(name):
-        path = os.path.join(ROOT, "scripts", "bench", name)
-        return open(path).read() if os.path.exists(path) else ""
-    ssm = frag("ssm_step_results.md")
-    for t in ("1", "2"):
-        m = re.search(r"^\| " + t + r" \| native_fused \|.*\*\*([0-9.]+)\*\*", ssm, re.M)
-        if m:
-            r = float(m.group(1))
-            rows.append((f"s5_maze training step, native/Python, {t} thread(s)", "≤ 0.5", m.group(1),
-                         "met" if r <= 0.5 else "missed", "s5_maze training step, native vs Python"))
-    prof = frag("profiling_results.md")
-    for job in ("tiny_rave", "s5_maze"):
-        m = re.search(r"^\| " + job + r" \| 1 \| [^|]+ \| \*\*([0-9.]+) %\*\*", prof, re.M)
-        if m:
-            v = float(m.group(1))
-            rows.append((f"Timing + memory profiling overhead, {job} (share of CPU samples)", "≤ 1 %", f"{v:.2f} %",
-                         "met" if v <= 1.0 else "missed", "Timing + memory profiling overhead"))
-    tr = frag("tracing_results.md")
-    for arm, label in ((r"traced", "Detailed tracing overhead, tiny_rave (one process, every other step traced)"),
-                       (r"\+ record_shapes", "… with record_shapes")):
-        m = re.search(r"^\| " + arm + r" \| [0-9.]+ \| [0-9.]+ \| [^|]+ \| \*\*([+-][0-9.]+)%\*\*", tr, re.M)
-        if m:
-            v = float(m.group(1))
-            rows.append((label, "≤ 10 %", f"{v:+.1f} %", "met" if v <= 10 else "missed", "Detailed tracing overhead"))
-    ddp = frag("ddp_results.md")
-    # Rows "tiny_rave", "s5_maze (BatchNorm sync)", "s5_maze (BatchNorm local)": the 2/1 ratio,
-    # its paired runs' range, the host's ceiling (two independent one-rank jobs).
-    for model in ("tiny_rave", "s5_maze (BatchNorm sync)", "s5_maze (BatchNorm local)"):
-        m = re.search(r"^\| " + re.escape(model) + r" \| [^|]+ \| [^|]+ \| \*\*([0-9.]+)×\*\* \([0-9.]+×\) \| "
-                      r"([0-9.]+–[0-9.]+)× \| ([0-9.]+)× \(.*\| \*\*([0-9.]+)×\*\* \|$", ddp, re.M)
-        if m:
-            two, spread, ceiling, vs_py = float(m.group(1)), m.group(2), float(m.group(3)), float(m.group(4))
-            # Met when every paired run meets it; a median over the goal with runs under it is
-            # not a robust result on a host whose speed drifts.
-            lowest = float(spread.split("–")[0])
-            verdict = "met" if lowest >= 1.8 else "missed" if two < 1.8 else "borderline: some runs under"
-            rows.append((f"Data parallel, {model}: 2 ranks / 1 rank, 1 thread each (job examples/s)", "≥ 1.8×",
-                         f"{two:.2f}× (runs {spread}×, host ceiling {ceiling:.2f}×)", verdict,
-                         "Data-parallel training"))
-            rows.append((f"Data parallel, {model}: native / Python DDP, 2 ranks (step examples/s)", "≥ 1.0×",
-                         f"{vs_py:.2f}×", "met" if vs_py >= 1.0 else "missed", "Data-parallel training"))
-    exp = frag("export_results.md")
-    m = re.search(r"^\| 1 \| 2048 \| exported, `--streaming`[^|]*\| \*\*([0-9.]+)×\*\*", exp, re.M)
-    if m:
-        v = float(m.group(1))
-        rows.append(("Exported RAVE v2 (streaming), forward on 2048-sample blocks, 1 thread: realtime factor", "≥ 10×",
-                     f"{v:.1f}×", "met" if v >= 10 else "missed (floor below)", "Exported RAVE v2 in realtime"))
-    fz = frag("fuzz_results.md")
-    hours = re.findall(r"^\| (fuzz_\w+) \| 3,600 \|.*\| (\d+) \|$", fz, re.M)
-    if hours:
-        clean = [t for t, crashes in hours if crashes == "0"]
-        met = len(clean) == 5
-        rows.append(("Fuzzing: an hour per decoder target, crashes = 0", "0",
-                     f"0 crashes in 3,600 s for {len(clean)} of 5 targets ({', '.join(t[5:] for t in clean)})",
-                     "met" if met else "missed", "Fuzzing the decoders of outside data"))
-    gpu_json = os.path.join(ROOT, "scripts", "bench", "results", "gpu_check.json")
-    if os.path.exists(gpu_json):  # written by gpu_results.py from a gpu_check.sh run
-        with open(gpu_json) as fh:
-            g = json.load(fh)
-        big = [r["ratio"] for r in g["comparison"] if r["config"].startswith("8x131072") and "ratio" in r]
-        if big:
-            rows.append((f"RAVE v2 GPU step ({g['rave_env']['device_name']}), ours / the real RAVE's training_step, "
-                         "8 × 131072, fp32 and bf16, phases 1 and 2", "≤ 0.9",
-                         f"{min(big):.2f}–{max(big):.2f}", "met" if max(big) <= 0.9 else "missed (parity)",
-                         "GPU: `scripts/gpu_check.sh` on a borrowed GPU machine"))
-    parity_json = os.path.join(ROOT, "scripts", "bench", "results", "rave_parity.json")
-    if os.path.exists(parity_json):  # written by rave_parity.py --collect_only
-        with open(parity_json) as fh:
-            p = json.load(fh)
-        rows.append((f"RAVE training parity, tiny v2, {p['steps']} steps × {p['runs_per_trainer']} runs per trainer "
-                     f"({p['device']}): ours / the real RAVE's `rave train`, mean final validation",
-                     "gap within the seed-to-seed spread",
-                     f"{p['ratio_of_mean_finals']:.3f} (gap {p['gap_of_means']:.3f}; spread {p['rave_spread']:.3f} "
-                     f"RAVE, {p['ours_spread']:.3f} ours)", "met" if p["within_spread"] else "missed",
-                     "RAVE training parity"))
-    if not rows:
-        return []
-    L = ["## Targets: where we stand", "",
-         "Each figure is taken from the section named in the last column, which gives the command and the spread.", "",
-         "| target | goal | measured | | section |", "|---|---|---|---|---|"]
-    L += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
-    return L + [""]
+    for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"),
+                     ("rave", "`rave train`, 2 workers")):
+        e = wr[n]
+        rows.append([label, f"{e['examples_per_second']:.3f}", fmt_s(e["stats"]),
+                     f"{1000 * e['data_stats']['median']:.2f} ms", f"{100 * e['data_fraction']:.2f} %",
+                     loads_range(e["loads"]), f"`{e['command']}`"])
+    b.table(["", "examples/s (4 / median step)", "s/step", "data wait per step (median)", "data wait, % of wall",
+             "load (1-min avg)", "command"], rows)
+    b.text(f"Native / `rave train` whole-run step ratio (medians): **{wr['ratio_native_over_rave']:.3f}**.")
+    # Examples/s ours over RAVE's, repetition by repetition (the same number of steps each).
+    per_rep = [r / n for n, r in zip(per_rep_medians(wr["native"]["times"], wr["reps"]),
+                                     per_rep_medians(wr["rave"]["times"], wr["reps"]))]
+    n_eps, r_eps = wr["native"]["examples_per_second"], wr["rave"]["examples_per_second"]
+    target = benchlib.target("RAVE v2 whole run on the CPU (data loading included), examples/s: ours / `rave train`",
+                             "> 1 (ours higher)", ">", 1.0, per_rep, value=n_eps / r_eps, fmt="{:.2f}",
+                             over="repetitions", note=f"{n_eps:.2f} vs {r_eps:.2f} examples/s")
+    return benchlib.record("rave_cpu_whole_run", "Native vs the real RAVE: whole run", command,
+                           dict(env, host=wr.get("host")), b, raw=wr,
+                           derived={"ours_over_rave_examples_per_second_per_repetition": per_rep},
+                           targets=[target], commands=[wr[n]["command"] for n in ("native", "native_w0", "rave")])
 
 
-# ---------------------------------------------------------------------------------------------
-def host_line(section):
-    h = section.get("host")
-    if not h:
-        return ""
-    return f"Measured on {h['cpu']}, {h['nproc']} cores" + (f" ({h['label']})" if h.get("label") else "") + "."
+def rec_op_counts(oc, env, command):
+    b = benchlib.Blocks()
+    b.text("Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):")
+    b.table(["phase", "calls", "aten::_to_copy", "top operators"],
+            [[ph, n, oc["to_copy"].get(ph, 0), ", ".join(f"{k} {v}" for k, v in oc["top"][ph][:5])]
+             for ph, n in oc["totals"].items()])
+    return benchlib.record("op_counts", "Operator calls per step", command, env, b, raw=oc, commands=[oc["command"]])
 
 
-def write_markdown(R, path, quick):
-    L = []
-    env = R["environment"]
-    L += ["# Benchmarks", "",
-          f"Generated by `scripts/bench/run.sh{' --quick' if quick else ''}` on {env['date']} "
-          f"({env['cpu']}, {env['nproc']} cores; `uptime` at start: `{env['uptime']}`). "
-          "Every figure below names the command that produced it (`$TMP` is the run's scratch "
-          "directory; `build/bin/rave_bench` is scripts/bench/rave_bench.cpp, `build-cuda/` the same "
-          "programs on torch 2.11.0's LibTorch; RAVE is the real acids-rave 2.3.1). Timings are medians with (min–max, n) over "
-          "all timed steps; A/B variants were run interleaved, one process per repetition, and "
-          "the 1-minute load average before each run is listed (a load near 1 is this benchmark "
-          "itself; higher means something else ran). OpenMP wait policy for the sections "
-          f"bench.py runs: `{env.get('omp_wait_policy') or 'unset (libgomp default: spin, then sleep)'}`; "
-          "the folded scripts (profiling, tracing, s5_maze) export `OMP_WAIT_POLICY=PASSIVE` unless it is set. "
-          "Spreads between identical runs are several % on this VM: compare medians."
-          + (f" This run measured only `--only {R['only']}`; the other sections come from the run of "
-             f"{R['environment_previous'].get('date')} ({'--quick' if R.get('quick_previous') else 'full'})."
-             if R.get("only") and R.get("environment_previous") else ""), ""]
-    L += targets_table(R)
-    nvr = R.get("native_vs_rave", {})
-    if nvr:
-        e0 = next(iter(nvr.values()))
-        re_ = e0["rave_env"]
-        L += ["## Native vs the real RAVE: same model, same LibTorch", "",
-              "The Python side is RAVE itself: acids-rave " + str(re_.get("acids-rave")) + " with pytorch-lightning "
-              + str(re_.get("pytorch-lightning")) + ", torchaudio " + str(re_.get("torchaudio")) + " and numpy "
-              + str(re_.get("numpy")) + ", its model built from its own gin file, stepped through its own "
-              "`training_step` with Lightning's per-batch callbacks (`scripts/bench/rave_gpu_step.py --device cpu`; "
-              "stand-ins for " + (", ".join(re_.get("replaced_imports") or []) or "nothing") + ", which the step "
-              "never calls; PQMF prototype: " + str(re_.get("pqmf_prototype")) + "). Both sides run torch "
-              + str(re_.get("torch")) + "'s LibTorch on the CPU: the native one is `build-cuda/` "
-              "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries; "
-              "`scripts/bench/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
-              "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).", "",
-              host_line(e0), "",
-              "Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "
-              "receptive-field crop (at full size it needs more than 32768 samples):", "",
-              "| model | threads | native s/step | RAVE s/step | native/RAVE | native phases (fwd / loss / bwd / adam, s) | load (1-min avg) |",
-              "|---|---|---|---|---|---|---|"]
-        for k, e in nvr.items():
-            ph = e["native_phase_medians"]
-            loads = [x for x in e["native"]["loads"] + e["rave"]["loads"] if x is not None]
-            L.append(f"| {e['version']} | {e['threads']} | {fmt_s(e['native']['stats'])} | {fmt_s(e['rave']['stats'])} "
-                     f"| **{e['ratio_native_over_rave']:.3f}** | {ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f} "
-                     f"| {min(loads):.1f}–{max(loads):.1f} |")
-        L.append("")
-        L.append("Commands (per repetition, interleaved):")
-        for k, e in nvr.items():
-            L.append(f"- {k}: `{e['native']['command']}` ↔ `{e['rave']['command']}`")
-        L.append("")
-    wr = R.get("whole_run")
-    if wr and "rave" in wr:
-        L += [host_line(wr), "", "Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
-              f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step), on the same "
-              "database (written by our `preprocess`, read by RAVE's own `rave/dataset.py`): native `train` with its "
-              "loader (default 2 worker threads, and 0 workers = loading on the training thread) vs RAVE's own "
-              "`rave train` (its Lightning loop, its DataLoader with `--workers 2` and its augmentations: random "
-              "crop, phase mangle, dequantize; `scripts/bench/rave_train.py --step_times`). Step times include the "
-              "wait for data on both sides: the native one is `data_time` from the timing profile, RAVE's the time "
-              "from `on_train_batch_end` to the next `on_train_batch_start`.", "",
-              "| | examples/s (4 / median step) | s/step | data wait per step (median) | data wait, % of wall | load (1-min avg) | command |",
-              "|---|---|---|---|---|---|---|"]
-        for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"), ("rave", "`rave train`, 2 workers")):
-            e = wr[n]
-            loads = [x for x in e["loads"] if x is not None]
-            L.append(f"| {label} | {e['examples_per_second']:.3f} | {fmt_s(e['stats'])} "
-                     f"| {1000 * e['data_stats']['median']:.2f} ms | {100 * e['data_fraction']:.2f} % "
-                     f"| {min(loads):.1f}–{max(loads):.1f} | `{e['command']}` |")
-        L += ["", f"Native / `rave train` whole-run step ratio (medians): **{wr['ratio_native_over_rave']:.3f}**.", ""]
-    oc = R.get("op_counts")
-    if oc:
-        L += ["Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):", "",
-              "| phase | calls | aten::_to_copy | top operators |", "|---|---|---|---|"]
-        for ph, n in oc["totals"].items():
-            top = ", ".join(f"{k} {v}" for k, v in oc["top"][ph][:5])
-            L.append(f"| {ph} | {n} | {oc['to_copy'].get(ph, 0)} | {top} |")
-        L += ["", f"Command: `{oc['command']}`", ""]
-    fl = R.get("flops")
-    if fl:
-        L += ["## Compute efficiency", "",
-              f"Convolution FLOPs of a v2 phase-1 step at 4 × 32768, counted from `aten::convolution` input shapes "
-              f"({fl['v2']['conv_calls']} calls): forward {fl['v2']['forward_conv_flops'] / 1e9:.2f} GFLOP, "
-              f"step ≈ 3 × forward = {fl['v2']['step_conv_flops'] / 1e9:.2f} GFLOP (backward = grad-input + grad-weight; "
-              f"STFTs, element-wise ops and Adam not counted). Command: `{fl['v2']['command']}`.", "",
-              "| threads | sgemm peak (torch::mm 2048², GFLOP/s) | v2 step s (median) | achieved conv GFLOP/s | fraction of peak |",
-              "|---|---|---|---|---|"]
-        for t, p in fl["peak"].items():
-            e = fl["efficiency"].get(t) or fl["efficiency"].get(str(t))
-            if e:
-                L.append(f"| {t} | {p['gflops']:.1f} | {e['step_seconds']:.3f} | {e['achieved_gflops']:.1f} | {100 * e['fraction_of_peak']:.1f} % |")
-            else:
-                L.append(f"| {t} | {p['gflops']:.1f} | – | – | – |")
-        L += ["", "Peak commands: " + ", ".join(f"`{p['command']}`" for p in fl["peak"].values()), ""]
-    sc = R.get("scaling")
-    if sc:
-        L += ["## Scaling", "", f"v2 structure at capacity {sc['capacity']}, phase-1 step, {sc.get('threads', 2)} thread(s).", "",
-              "| batch | n_signal | s/step | s per example·32768 samples | command |", "|---|---|---|---|---|"]
-        for e in sc["batch"] + sc["n_signal"]:
-            per = e["stats"]["median"] / (e["batch"] * e["n_signal"] / 32768)
-            L.append(f"| {e['batch']} | {e['n_signal']} | {fmt_s(e['stats'])} | {per:.4f} | `{e['command']}` |")
-        L += ["", f"n_signal: {sc.get('n_signal_note', '')}.", ""]
-    dp = R.get("data")
-    if dp:
-        L += ["## Data path", "", "| measurement | figure | command |", "|---|---|---|"]
-        for k in ("loader_4x32768", "loader_8x131072"):
-            if k in dp:
-                for run in dp[k]["runs"]:
-                    L.append(f"| loader {k[7:]}, {run['workers']} worker(s) | {run['examples_per_second']:.1f} examples/s | `{dp[k]['command']}` |")
-        if "v2_step_examples_per_second_4x32768" in dp:
-            L.append(f"| v2 phase-1 step consumption, 4 × 32768, {dp.get('v2_step_threads', 2)} thread(s) (fastest native median) | {dp['v2_step_examples_per_second_4x32768']:.2f} examples/s | (native step median above) |")
-        L.append(f"| preprocess ({dp['audio_files']} files, {dp['audio_seconds']:.0f} s of audio) | {dp['preprocess']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['preprocess']['stats'])}) | `{dp['preprocess']['command']}` |")
-        L.append(f"| sox decode of the same files | {dp['sox']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['sox']['stats'])}) | `{dp['sox']['command']}` |")
-        if "stats" in dp["ffmpeg"]:
-            L.append(f"| ffmpeg decode of the same files | {dp['ffmpeg']['audio_s_per_wall_s']:.0f} audio s / wall s | `{dp['ffmpeg']['command']}` |")
-        else:
-            L.append(f"| ffmpeg | skipped: {dp['ffmpeg']['skipped']} | |")
-        L.append("")
-    df = R.get("defaults")
-    if df:
-        L += ["## Defaults", "", f"- BLAS: `update-alternatives` libblas.so.3 → `{env['blas_alternative']}`; "
-              f"`ldd build/bin/train`: `{env['ldd_blas'] or '(no direct BLAS dependency)'}`; libtorch_cpu: `{env['ldd_torch_blas']}`.",
-              f"- Threads: `train --config tiny_rave` used {df['train_default_threads']} thread(s) (its `train.threads = 1`) on this {env['nproc']}-core machine "
-              f"(`{df['train_default_threads_command']}`); `train.threads = 0` (the full-size configs) means all cores; Debian's Python torch starts with `{env['python_torch']}` (version, threads, mkldnn).",
-              f"- Loader workers (resolved v2 config): `{df['print_config_workers']}`."]
-        mk = df["mkldnn"]
-        L.append(f"- oneDNN (mkldnn) for convolutions, v2 step 4 × 32768, 2 threads: on {fmt_s(mk['mkldnn_on']['stats'])}, "
-                 f"off {fmt_s(mk['mkldnn_off']['stats'])} (`{mk['mkldnn_on']['command']}` ↔ `--mkldnn 0`).")
-        vg = df["validation_guard"]
-        L.append(f"- Validation pass (v2, 4 × 32768, 2 threads): NoGradGuard {fmt_s(vg['no_grad'])}, InferenceMode "
-                 f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
-        L += ["- Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D "
-              "convolutions (3-D tensors), so it does not apply to a phase-1 step.", ""]
-    if df and df.get("threads") and "default/1" in next(iter(df["threads"].values())):
-        L += ["Intra-op threads per config under both OpenMP wait policies (steps/s of short `train` runs, median over "
-              "logging intervals after the first, 2 interleaved repetitions): libgomp's default (threads spin a while, "
-              "then sleep) and `OMP_WAIT_POLICY=PASSIVE` (sleep at once; what the scripts export, and what a shared "
-              "machine needs).", "",
-              "| config | default, 1 thread | default, 2 threads | PASSIVE, 1 thread | PASSIVE, 2 threads | config default "
-              "| load (1-min avg) | command (1 thread) |", "|---|---|---|---|---|---|---|---|"]
+def rec_flops(fl, env, command):
+    b = benchlib.Blocks()
+    b.text("Convolution FLOPs of a v2 phase-1 step at 4 × 32768, counted from `aten::convolution` input shapes "
+           f"({fl['v2']['conv_calls']} calls): forward {fl['v2']['forward_conv_flops'] / 1e9:.2f} GFLOP, "
+           f"step ≈ 3 × forward = {fl['v2']['step_conv_flops'] / 1e9:.2f} GFLOP (backward = grad-input + grad-weight; "
+           f"STFTs, element-wise ops and Adam not counted). Command: `{fl['v2']['command']}`.")
+    rows = []
+    for t, p in fl["peak"].items():
+        e = fl["efficiency"].get(t) or fl["efficiency"].get(str(t))
+        rows.append([t, f"{p['gflops']:.1f}"] + ([f"{e['step_seconds']:.3f}", f"{e['achieved_gflops']:.1f}",
+                                                  f"{100 * e['fraction_of_peak']:.1f} %"] if e else ["–", "–", "–"]))
+    b.table(["threads", "sgemm peak (torch::mm 2048², GFLOP/s)", "v2 step s (median)", "achieved conv GFLOP/s",
+             "fraction of peak"], rows)
+    b.text("Peak commands: " + ", ".join(f"`{p['command']}`" for p in fl["peak"].values()) + ".")
+    return benchlib.record("compute_efficiency", "Compute efficiency", command, env, b, raw=fl,
+                           commands=[fl["v2"]["command"]] + [p["command"] for p in fl["peak"].values()])
+
+
+def rec_scaling(sc, env, command):
+    b = benchlib.Blocks()
+    b.text(f"v2 structure at capacity {sc['capacity']}, phase-1 step, {sc.get('threads', 2)} thread(s).")
+    rows = []
+    for e in sc["batch"] + sc["n_signal"]:
+        per = e["stats"]["median"] / (e["batch"] * e["n_signal"] / 32768)
+        rows.append([e["batch"], e["n_signal"], fmt_s(e["stats"]), f"{per:.4f}", f"`{e['command']}`"])
+    b.table(["batch", "n_signal", "s/step", "s per example·32768 samples", "command"], rows)
+    b.text(f"n_signal: {sc.get('n_signal_note', '')}.")
+    return benchlib.record("scaling", "Scaling", command, env, b, raw=sc,
+                           commands=[e["command"] for e in sc["batch"] + sc["n_signal"]])
+
+
+def rec_data(dp, env, command):
+    b = benchlib.Blocks()
+    rows, ratios = [], []
+    cons = dp.get("v2_step_examples_per_second_4x32768")
+    for k in ("loader_4x32768", "loader_8x131072"):
+        for run in dp.get(k, {}).get("runs", []):
+            rows.append([f"loader {k[7:]}, {run['workers']} worker(s)", f"{run['examples_per_second']:.1f} examples/s",
+                         f"`{dp[k]['command']}`"])
+            if cons:
+                ratios.append(run["examples_per_second"] / cons)
+    if cons:
+        rows.append([f"v2 phase-1 step consumption, 4 × 32768, {dp.get('v2_step_threads', 2)} thread(s) (fastest native "
+                     "median)", f"{cons:.2f} examples/s", "(native step median of the RAVE step section)"])
+    rows.append([f"preprocess ({dp['audio_files']} files, {dp['audio_seconds']:.0f} s of audio)",
+                 f"{dp['preprocess']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['preprocess']['stats'])})",
+                 f"`{dp['preprocess']['command']}`"])
+    rows.append(["sox decode of the same files",
+                 f"{dp['sox']['audio_s_per_wall_s']:.0f} audio s / wall s ({fmt_s(dp['sox']['stats'])})",
+                 f"`{dp['sox']['command']}`"])
+    if "stats" in dp["ffmpeg"]:
+        rows.append(["ffmpeg decode of the same files", f"{dp['ffmpeg']['audio_s_per_wall_s']:.0f} audio s / wall s",
+                     f"`{dp['ffmpeg']['command']}`"])
+    else:
+        rows.append(["ffmpeg", f"skipped: {dp['ffmpeg']['skipped']}", ""])
+    b.table(["measurement", "figure", "command"], rows)
+    targets = []
+    if ratios:
+        targets.append(benchlib.target("Loader throughput / v2 step consumption", "≥ 20×", ">=", 20.0, ratios,
+                                       value=min(ratios), fmt="{:.0f}×", over="loader rows",
+                                       note="slowest loader row"))
+    return benchlib.record("data_path", "Data path", command, env, b, raw=dp, targets=targets,
+                           derived={"loader_over_consumption": ratios})
+
+
+def rec_defaults(df, env, command):
+    b = benchlib.Blocks()
+    b.text(f"BLAS: `update-alternatives` libblas.so.3 → `{env.get('blas_alternative')}`; `ldd build/bin/train`: "
+           f"`{(env.get('ldd_blas') or '(no direct BLAS dependency)').replace(chr(10), ' ').replace(chr(9), '')}`; "
+           f"libtorch_cpu: `{(env.get('ldd_torch_blas') or '').replace(chr(10), ' ').replace(chr(9), '')}`.")
+    b.text(f"Threads: `train --config tiny_rave` used {df['train_default_threads']} thread(s) (its `train.threads = 1`) "
+           f"on this {env.get('nproc')}-core machine (`{df['train_default_threads_command']}`); `train.threads = 0` (the "
+           "full-size configs) means all cores; Debian's Python torch starts with "
+           f"`{env.get('python_torch')}` (version, threads, mkldnn).")
+    b.text("Loader workers (resolved v2 config): `" + " / ".join(
+        line.split("#")[0].strip() for line in df["print_config_workers"].splitlines()) + "`.")
+    mk = df["mkldnn"]
+    b.text(f"oneDNN (mkldnn) for convolutions, v2 step 4 × 32768, 2 threads: on {fmt_s(mk['mkldnn_on']['stats'])}, "
+           f"off {fmt_s(mk['mkldnn_off']['stats'])} (`{mk['mkldnn_on']['command']}` ↔ `--mkldnn 0`).")
+    vg = df["validation_guard"]
+    b.text(f"Validation pass (v2, 4 × 32768, 2 threads): NoGradGuard {fmt_s(vg['no_grad'])}, InferenceMode "
+           f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
+    b.text("Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D convolutions "
+           "(3-D tensors), so it does not apply to a phase-1 step.")
+    if df.get("threads") and "default/1" in next(iter(df["threads"].values())):
+        b.text("Intra-op threads per config under both OpenMP wait policies (steps/s of short `train` runs, median "
+               "over logging intervals after the first, 2 interleaved repetitions): libgomp's default (threads spin "
+               "a while, then sleep) and `OMP_WAIT_POLICY=PASSIVE` (sleep at once; what the scripts export, and what "
+               "a shared machine needs).")
         defaults = {"tiny_rave": "1", "s5_maze": "1", "foundational": "0 (all cores)"}
+        rows = []
         for cfg, v in df["threads"].items():
             med = {k: statistics.median(e["rates"]) for k, e in v.items()}
             best = max(med.values())
             cell = lambda k: (f"**{med[k]:.1f}**" if med[k] == best else f"{med[k]:.1f}") if k in med else "—"  # noqa: E731
-            loads = [x for e in v.values() for x in e["loads"] if x is not None]
-            L.append(f"| {cfg} | {cell('default/1')} | {cell('default/2')} | {cell('PASSIVE/1')} | {cell('PASSIVE/2')} "
-                     f"| {defaults.get(cfg, '?')} | {min(loads):.1f}–{max(loads):.1f} | `{v['default/1']['command']}` |")
-        L.append("")
-    if R.get("defaults_notes"):
-        L += ([] if df else ["## Defaults", ""]) + R["defaults_notes"] + [""]
-    others = R.get("others")
-    frags = sorted(set(glob.glob(os.path.join(ROOT, "scripts", "bench", "*_results.md")) +
-                       glob.glob(os.path.join(ROOT, "*_results.md"))))
-    if others or frags:
-        L += ["## Other benchmarks", ""]
-        for s, o in (others or {}).items():
-            L.append(f"- `{s}{' --quick' if quick else ''}`: exit {o['rc']}, {o['seconds']:.0f} s.")
-        L.append("")
-        for f in frags:
-            L += [f"<!-- folded from {os.path.relpath(f, ROOT)} -->", open(f).read().rstrip(), ""]
-    if R.get("notes"):
-        L += ["## Notes", ""] + [f"- {n}" for n in R["notes"]] + [""]
-    with open(path, "w") as fh:
-        fh.write("\n".join(L))
+            rows.append([cfg, cell("default/1"), cell("default/2"), cell("PASSIVE/1"), cell("PASSIVE/2"),
+                         defaults.get(cfg, "?"), loads_range([x for e in v.values() for x in e["loads"]]),
+                         f"`{v['default/1']['command']}`"])
+        b.table(["config", "default, 1 thread", "default, 2 threads", "PASSIVE, 1 thread", "PASSIVE, 2 threads",
+                 "config default", "load (1-min avg)", "command (1 thread)"], rows)
+    return benchlib.record("defaults", "Defaults", command, env, b, raw=df, analysis="docs/perf/defaults.md")
+
+
+# The result each section of bench.py's measurements becomes: (key in R, builder).
+BUILDERS = (("native_vs_rave", rec_rave_cpu_step), ("whole_run", rec_whole_run), ("op_counts", rec_op_counts),
+            ("flops", rec_flops), ("scaling", rec_scaling), ("data", rec_data), ("defaults", rec_defaults))
+
+
+def records(R, env, command):
+    """bench.py's measurements (R, keyed as BUILDERS says) -> the results they make."""
+    out = []
+    for key, build in BUILDERS:
+        if R.get(key) and not (key == "whole_run" and "rave" not in R[key]):
+            out.append(build(R[key], env, command))
+    return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--cuda_build", default=os.path.join(ROOT, "build-cuda"),
                     help="the build against torch 2.11.0's LibTorch (scripts/check_cuda_build.sh), for the "
@@ -757,25 +763,19 @@ def main():
     ap.add_argument("--rave_python", default=os.path.join(ROOT, ".venv-rave-cpu", "bin", "python"),
                     help="the Python with the real RAVE on that same torch (scripts/bench/rave_cpu_env.sh)")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default=os.path.join(ROOT, "bench-results.json"))
+    ap.add_argument("--results_dir", default=benchlib.RESULTS_DIR,
+                    help="where each section's result JSON is written (and read by the rendering)")
     ap.add_argument("--md", default=os.path.join(ROOT, "BENCHMARKS.md"))
-    ap.add_argument("--only", default="", help="comma list of sections (debugging)")
-    ap.add_argument("--notes", default=os.path.join(ROOT, "scripts", "bench", "notes.json"),
-                    help="hand-written findings (JSON list of strings) appended to BENCHMARKS.md")
+    ap.add_argument("--only", default="", help="comma list of sections: rave,ops,flops,scaling,data,whole,defaults,"
+                    "others (the results of the others stay as they are)")
     ap.add_argument("--render_only", action="store_true",
-                    help="rewrite BENCHMARKS.md from the results JSON, the fragments and the notes (no measurement)")
+                    help="rewrite BENCHMARKS.md from the results JSON alone (no measurement)")
     a = ap.parse_args()
+    if a.render_only:
+        render.main(["--results_dir", a.results_dir, "--md", a.md])
+        return
     # A run cut by `timeout` (gpu_check.sh's step limit) still writes the sections it finished.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if a.render_only:
-        R = json.load(open(a.json))
-        notes = json.load(open(a.notes)) if os.path.exists(a.notes) else {}
-        runtime = [n for n in R.get("notes", []) if n.startswith("Not run:")]  # added by the run itself
-        R["notes"] = notes.get("notes", []) + runtime
-        R["defaults_notes"] = notes.get("defaults", [])
-        write_markdown(R, a.md, R.get("quick", a.quick))
-        log(f"rendered {a.md} from {a.json}")
-        return
     only = set(filter(None, a.only.split(",")))
     want = lambda s: not only or s in only  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="rt_bench_")
@@ -783,23 +783,10 @@ def main():
     crunner = Runner(a.cuda_build, tmp)  # its binaries load the CUDA toolkit's libraries, even on the CPU
     if a.cuda_lib:
         os.environ["LD_LIBRARY_PATH"] = a.cuda_lib + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
-    R = {"quick": a.quick, "environment": bench_environment(runner, a.build), "notes": []}
-    if only and os.path.exists(a.json):
-        # Partial re-run: keep the other sections of the previous results.
-        prev = json.load(open(a.json))
-        for k, v in prev.items():
-            # equivalence and native_vs_python: the sections that timed the Python port of RAVE,
-            # retired for the real RAVE (native_vs_rave).
-            if k not in ("environment", "notes", "defaults_notes", "quick", "elapsed_seconds",
-                         "equivalence", "native_vs_python"):
-                R[k] = v
-        R["environment_previous"] = prev.get("environment")
-        R["quick_previous"] = prev.get("quick_previous", prev.get("quick")) if prev.get("only") else prev.get("quick")
-        R["only"] = ",".join(sorted(only))
-    if os.path.exists(a.notes):
-        notes = json.load(open(a.notes))
-        R["notes"] = notes.get("notes", [])
-        R["defaults_notes"] = notes.get("defaults", [])
+    env = bench_environment(runner, a.build)
+    env["git"] = benchlib.git_describe()
+    command = "scripts/bench/bench.py" + "".join(f" {x}" for x in sys.argv[1:] if not x.startswith("/"))
+    R = {}
     t_start = time.time()
     # --quick: v2 only, one timed step per process (a full-size v2 step is ~12 s of CPU here).
     versions = ["v2"] if a.quick else ["v2", "v3"]
@@ -810,8 +797,8 @@ def main():
         rave_ready = (os.path.exists(os.path.join(a.cuda_build, "bin", "rave_bench"))
                       and os.path.exists(os.path.join(a.cuda_build, "bin", "train")) and os.path.exists(a.rave_python))
         if not rave_ready and (want("rave") or want("whole") or want("flops")):
-            R["notes"].append(f"Not run: rave, flops, whole ({a.cuda_build}/bin/rave_bench and train, or "
-                              f"{a.rave_python}, are missing: scripts/bench/rave_cpu_env.sh makes them).")
+            log(f"not run: rave, flops, whole ({a.cuda_build}/bin/rave_bench and train, or {a.rave_python}, are "
+                "missing: scripts/bench/rave_cpu_env.sh makes them)")
             only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
                     if s not in ("rave", "whole", "flops")}
         if want("rave"):
@@ -823,7 +810,7 @@ def main():
             e = R.get("native_vs_rave", {}).get(f"v2_t{t}")
             if e:
                 medians[t] = e["native"]["stats"]["median"]
-        if want("flops"):  # the same build as the step medians it divides
+        if want("flops") and medians:  # the same build as the step medians it divides
             R["flops"] = bench_flops(crunner, a.quick, medians)
         if want("scaling"):
             R["scaling"] = bench_scaling(runner, a.quick)
@@ -835,26 +822,29 @@ def main():
             skip |= {"whole", "defaults"}
         skip = {s for s in skip if want(s)}
         if skip:
-            R["notes"].append(f"Not run: {', '.join(sorted(skip))} (their programs are not built in {a.build}).")
+            log(f"not run: {', '.join(sorted(skip))} (their programs are not built in {a.build})")
             only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
                     if s not in skip}
         if want("data"):
             R["data"] = bench_data(runner, a.quick, a.build, min(medians.items(), key=lambda kv: kv[1]) if medians else None)
         if want("whole"):
             R["whole_run"] = bench_whole_run(crunner, a.rave_python, a.quick, a.build, a.cuda_build, a.reps,
-                                         a.whole_steps)
+                                             a.whole_steps)
         if want("defaults"):
             R["defaults"] = bench_defaults(runner, a.quick, a.build)
         if want("others"):
-            R["others"] = run_others(a.quick, tmp)
+            # Each writes its own result into the results directory.
+            os.environ["BENCH_RESULTS_DIR"] = a.results_dir
+            for script, o in run_others(a.quick, a.build, a.cuda_build).items():
+                if "rc" in o:
+                    log(f"{script}: exit {o['rc']}, {o['seconds']:.0f} s" + ("" if o["rc"] == 0 else "\n" + o["tail"]))
     finally:
-        R["environment"]["uptime_end"] = sh("uptime")
-        R["elapsed_seconds"] = time.time() - t_start
-        with open(a.json, "w") as fh:
-            json.dump(R, fh, indent=1, default=str)
-        write_markdown(R, a.md, a.quick)
+        env["uptime_end"] = sh("uptime")
+        for r in records(R, env_of(env), command):
+            log(f"wrote {benchlib.write_result(r, a.results_dir)}")
         shutil.rmtree(tmp, ignore_errors=True)
-    log(f"done in {R['elapsed_seconds']:.0f} s: {a.json}, {a.md}")
+    render.main(["--results_dir", a.results_dir, "--md", a.md])
+    log(f"done in {time.time() - t_start:.0f} s: {a.results_dir}, {a.md}")
 
 
 if __name__ == "__main__":

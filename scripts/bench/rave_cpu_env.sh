@@ -8,7 +8,12 @@
 #     very libraries the native programs load.
 #   scripts/bench/rave_cpu_env.sh        VENV overrides the venv's place
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case "${1:-}" in
+  -h|--help) bench_usage ;;
+  "") ;;
+  *) bench_bad_arg "$1" "no arguments" ;;
+esac
 HERE="$ROOT/scripts/bench"
 VENV="${VENV:-$ROOT/.venv-rave-cpu}"
 TORCH_VENV="${TORCH_VENV:-$ROOT/.venv-cuda}"
@@ -24,11 +29,4 @@ if ! cmp -s "$HERE/rave_cpu_requirements.txt" "$VENV/requirements.txt" \
   cp "$HERE/rave_cpu_requirements.txt" "$VENV/requirements.txt"
 fi
 # RAVE imports GPUtil and librosa at module level; the benchmarks stand in for them (rave_gpu_step.py).
-PYTHONPATH="$HERE" "$VENV/bin/python" -W ignore - <<'PY'
-import torch
-from rave_gpu_step import replace_unused_imports
-replaced = replace_unused_imports()
-import rave  # noqa: E402,F401
-print("rave_cpu_env: acids-rave imports on torch", torch.__version__, "from", torch.__file__,
-      "; stand-ins for", ", ".join(replaced) or "nothing")
-PY
+"$VENV/bin/python" -W ignore "$HERE/rave_import_check.py"

@@ -65,10 +65,12 @@ get() {
 }
 get -d "$DEST" "${WHEELS[@]}" "${TRAIN[@]}"
 get -d "$DEST/extra" "${EXTRA[@]}"
+# shellcheck disable=SC2010  # pip's wheel names are plain file names
 if ls "$DEST" "$DEST/extra" | grep -qi '^torch-'; then
   echo "rave_gpu_wheels.sh: a torch wheel is in $DEST; the device has its own" >&2
   exit 1
 fi
+# shellcheck disable=SC2012  # the same plain names; ls -l gives the sizes
 ls -l "$DEST"/*.whl "$DEST"/extra/*.whl |
   awk '{printf "%10d  %s\n", $5, $NF; t += $5}
        END {printf "%10d  total (%.2f MiB)\n", t, t / 1048576}'

@@ -2,17 +2,21 @@
 # Training parity with the real RAVE (scripts/bench/rave_parity.py says what and how): builds
 # train and preprocess, makes the oracle venv (scripts/oracle/run.sh's), trains the same small v2
 # with `rave train` and with `train`, two runs each, and writes
-# scripts/bench/results/rave_parity.{json,png}.
-#   scripts/bench/rave_parity.sh [--steps N] [--runs N] [--quick]   (2000 steps, 2 runs; --quick 400)
+# scripts/bench/results/rave_parity.{json,png} (bench.py --render_only shows the result).
+#   scripts/bench/rave_parity.sh [--steps N] [--runs N] [--quick] [--results_dir DIR]
+#                                (2000 steps, 2 runs; --quick 400)
 #   WORK=DIR scripts/bench/rave_parity.sh --collect_only   the runs already under DIR (e.g. those of
 #                                                      scripts/gpu_check.sh's rave_parity step)
-# On this 2-core CPU RAVE's loop takes about 1 s a step: the figure in BENCHMARKS.md was trained
+# RAVE's Lightning loop is slow on a 2-core CPU: the result in scripts/bench/results was trained
 # on a GPU machine (docs/gpu_check.md).
-# Writes scripts/bench/rave_parity_results.md, which BENCHMARKS.md folds in.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+for arg in "$@"; do
+  [[ "$arg" == -h || "$arg" == --help ]] && bench_usage
+done
 TARGETS="train preprocess" "$ROOT/scripts/build.sh"
 "$ROOT/scripts/oracle/run.sh" --only none  # makes the venv if needed, writes nothing
 VENV="${VENV:-$ROOT/.venv-rave}"
-exec "$VENV/bin/python" -W ignore "$ROOT/scripts/bench/rave_parity.py" --bin "${BUILD_DIR:-$ROOT/build}/bin" \
-  --work "${WORK:-$ROOT/runs/rave_parity}" --out "$ROOT/scripts/bench/results" "$@"
+# --results_dir among "$@" comes later and wins.
+exec "$VENV/bin/python" -W ignore "$ROOT/scripts/bench/rave_parity.py" --bin "$BIN" \
+  --work "${WORK:-$ROOT/runs/rave_parity}" --results_dir "$RESULTS_DIR" "$@"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs every benchmark and regenerates BENCHMARKS.md + bench-results.json (repository root).
+# Runs every benchmark: each writes scripts/bench/results/<name>.json, and BENCHMARKS.md is
+# rendered from those files (scripts/bench/bench.py --render_only renders it alone).
 #   scripts/bench/run.sh [--quick]
 # Builds Release (JOBS=1 by default: the machine is shared), then hands over to scripts/bench/bench.py, which interleaves A/B runs and records the load
 # before each. --quick uses fewer repetitions/steps and finishes in under 15 minutes on 2 cores.
-# Other engineers' benchmarks (every other scripts/bench/*.sh) run when present, and their
-# *_results.md fragments are folded into BENCHMARKS.md.
+# The other scripts/bench/*.sh benchmarks run too, each writing its own result file (bench.py's
+# OTHERS table says with which arguments, and which are left out when their builds or venvs are missing).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 QUICK=()

@@ -1,0 +1,192 @@
+"""Shared pieces of the benchmark programs under scripts/bench/ (standard library only).
+
+Every benchmark ends in one result file, scripts/bench/results/<name>.json, which
+scripts/bench/bench.py --render_only turns into its BENCHMARKS.md section. A result is a JSON
+object:
+
+  schema        RESULT_SCHEMA
+  name          the file's stem; bench.py's TOPICS fixes where its section goes
+  title         the section's heading
+  date          when it was measured (ISO 8601, local time of the machine that measured it)
+  command       what was run to produce it (the script and its arguments)
+  environment   date, git describe, cpu, nproc, load before/after, OMP_WAIT_POLICY, ...
+  commands      the programs that script ran, exactly (optional)
+  raw           every run's figures as measured (per round, per step), free-form per benchmark
+  derived       figures computed from raw (medians, ratios), free-form per benchmark
+  blocks        what the section shows, in order: {"text": "..."}, {"heading": "..."},
+                {"table": {"columns": [...], "rows": [[...], ...]}}
+  targets       goals this benchmark answers: see target()
+  analysis      a docs/perf/*.md page with the hand-written reading of these figures (optional)
+  migrated_from where the figures were copied from, for results measured before this format
+"""
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+
+RESULT_SCHEMA = 1
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RESULTS_DIR = os.path.join(HERE, "results")
+
+
+def load_avg():
+    """The 1-, 5- and 15-minute load averages, or None."""
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(v) for v in f.read().split()[:3]]
+    except OSError:
+        return None
+
+
+def parse_load(text):
+    """'0.75 0.99 1.22' (as lib.sh's bench_load prints it) -> [0.75, 0.99, 1.22]; None if empty."""
+    if not text:
+        return None
+    return [float(v) for v in text.split()[:3]]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_describe(root=ROOT):
+    try:
+        return subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--abbrev=7"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def now():
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def environment(load_before=None, git=None, **extra):
+    """The machine and tree a result comes from. load_before: the load when the benchmark
+    started (a list, or the text of /proc/loadavg's first three fields); the load now is taken
+    as load_after."""
+    if isinstance(load_before, str):
+        load_before = parse_load(load_before)
+    env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
+           "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def summary(values):
+    """Median, min, max and n of a list of numbers (None for an empty list)."""
+    v = sorted(values)
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)}
+
+
+def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, section=None):
+    """One goal the targets table shows. runs: the figure of every run (or round, or repetition,
+    as `over` says); the goal is met only when every run meets it (op: "<=", ">=", "<", ">",
+    "=="). value: the headline figure, when it is not the median of runs (e.g. a ratio of medians);
+    fmt formats value and runs. section: the topic whose section holds the figure (default: the
+    result's own)."""
+    t = {"target": label, "goal": goal, "op": op, "threshold": threshold, "runs": list(runs),
+         "format": fmt, "over": over}
+    if value is not None:
+        t["value"] = value
+    if note:
+        t["note"] = note
+    if section:
+        t["section"] = section
+    return t
+
+
+def meets(op, value, threshold):
+    return {"<=": value <= threshold, ">=": value >= threshold, "<": value < threshold,
+            ">": value > threshold, "==": value == threshold}[op]
+
+
+class Blocks(list):
+    """The section's content in order (see the module docstring)."""
+
+    def text(self, *parts):
+        self.append({"text": " ".join(p for p in parts if p)})
+        return self
+
+    def heading(self, title):
+        self.append({"heading": title})
+        return self
+
+    def table(self, columns, rows, title=None):
+        t = {"columns": list(columns), "rows": [list(r) for r in rows]}
+        if title:
+            t["title"] = title
+        self.append({"table": t})
+        return self
+
+
+def record(name, title, command, env, blocks, raw=None, derived=None, targets=None, commands=None,
+           analysis=None, **extra):
+    """A result object (see the module docstring); write it with write_result."""
+    r = {"schema": RESULT_SCHEMA, "name": name, "title": title, "date": env.get("date") or now(),
+         "command": command, "environment": env}
+    if commands:
+        r["commands"] = list(commands)
+    r["raw"] = raw if raw is not None else {}
+    r["derived"] = derived if derived is not None else {}
+    r["blocks"] = list(blocks)
+    r["targets"] = list(targets or [])
+    if analysis:
+        r["analysis"] = analysis
+    r.update(extra)
+    return r
+
+
+def check(r):
+    """Raises ValueError when r is not a result bench.py can render."""
+    for key in ("schema", "name", "title", "date", "command", "blocks", "targets"):
+        if key not in r:
+            raise ValueError(f"result {r.get('name', '?')}: no '{key}'")
+    if r["schema"] != RESULT_SCHEMA:
+        raise ValueError(f"result {r['name']}: schema {r['schema']}, expected {RESULT_SCHEMA}")
+    for b in r["blocks"]:
+        if len(b) != 1 or next(iter(b)) not in ("text", "heading", "table"):
+            raise ValueError(f"result {r['name']}: block {str(b)[:80]} is none of text, heading, table")
+        if "table" in b:
+            width = len(b["table"]["columns"])
+            for row in b["table"]["rows"]:
+                if len(row) != width:
+                    raise ValueError(f"result {r['name']}: row {row} has {len(row)} cells, not {width}")
+    for t in r["targets"]:
+        if t["op"] not in ("<=", ">=", "<", ">", "==") or not t["runs"]:
+            raise ValueError(f"result {r['name']}: target {t['target']!r} needs an op and at least one run")
+
+
+def results_dir(path=None):
+    """--results_dir, else $BENCH_RESULTS_DIR, else scripts/bench/results."""
+    return path or os.environ.get("BENCH_RESULTS_DIR") or RESULTS_DIR
+
+
+def write_result(r, directory=None):
+    """Writes r to <directory>/<name>.json (see results_dir) and returns the path."""
+    check(r)
+    directory = results_dir(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, r["name"] + ".json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(r, f, indent=1, ensure_ascii=False, default=str)
+        f.write("\n")
+    return path
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

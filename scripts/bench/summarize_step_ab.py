@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""step_ab.sh's runs -> scripts/bench/results/step_ab.json: each repetition's rave_bench step
+times of the old and the new build (WORK/{old,new}.REP.json, the load before each in .load), the
+median of each run, new/old, and the host-sync counts of rave_bench syncs (WORK/syncs.*.json)."""
+import argparse
+import json
+import os
+import statistics
+
+import benchlib
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--reps", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--warmup", type=int, required=True)
+    ap.add_argument("--old", required=True, help="the old build's commit")
+    ap.add_argument("--new", required=True, help="the new build's commit")
+    ap.add_argument("--command", required=True)
+    ap.add_argument("--load_before")
+    ap.add_argument("--results_dir")
+    a = ap.parse_args()
+    raw = {"old": [], "new": []}
+    for rep in range(1, a.reps + 1):
+        for arm in ("old", "new"):
+            with open(os.path.join(a.work, f"{arm}.{rep}.json")) as f:
+                data = json.load(f)
+            with open(os.path.join(a.work, f"{arm}.{rep}.load")) as f:
+                load = benchlib.parse_load(f.read())
+            raw[arm].append({"rep": rep, "step_seconds": data["step_seconds"], "load_before": load,
+                             "run_median": statistics.median(data["step_seconds"])})
+    syncs = {}
+    for cfg in ("tiny_rave", "tiny_ssm"):
+        with open(os.path.join(a.work, f"syncs.{cfg}.json")) as f:
+            syncs[cfg] = json.loads(f.read())
+    med = {arm: [r["run_median"] for r in raw[arm]] for arm in raw}
+    mo, mn = statistics.median(med["old"]), statistics.median(med["new"])
+    b = benchlib.Blocks()
+    step = (f"rave_bench step --version v2 --batch 4 --n_signal 32768 --threads 1 --warmup {a.warmup} "
+            f"--steps {a.steps}")
+    b.text(f"`{step}` (phase-1 forward, losses, backward, Adam), one process per repetition, old and new "
+           f"alternating, {a.reps} repetitions each.")
+    rows = []
+    for arm, sha in (("old", a.old), ("new", a.new)):
+        v = med[arm]
+        loads = " ".join(f"{r['load_before'][0]:.2f}" for r in raw[arm] if r["load_before"])
+        rows.append([f"{arm} `{sha}`", f"**{statistics.median(v):.3f}** ({min(v):.3f}–{max(v):.3f})", loads])
+    b.table(["build", "median s/step (min–max over repetitions)", "load before each run"], rows)
+    b.text(f"new/old = **{mn / mo:.3f}**.")
+    b.heading("Host synchronisations of the training loop")
+    b.text("`rave_bench syncs` counts `aten::item` and `aten::_local_scalar_dense` on every thread while "
+           "`rt::run_training` runs in process. Runs of N and 2N steps with logging only at the end differ "
+           "by the syncs of N plain steps; the same pair with `train.log_every = 10` adds N/10 log flushes "
+           "(the loop reads the logged 0-d tensors with one host copy per flush, not with `item`).")
+    b.table(["config", "N", "syncs in N steps between log steps", "syncs in N steps with N/10 log flushes"],
+            [[cfg, s["n"], f"**{s['syncs_in_n_steps_between_log_steps']}**", s["syncs_in_n_steps_with_logging"]]
+             for cfg, s in syncs.items()])
+    env = benchlib.environment(a.load_before, old=a.old, new=a.new)
+    rec = benchlib.record("step_ab", "Refactor guard: RAVE v2 step, old build vs new build", a.command, env, b,
+                          raw={"runs": raw, "syncs": syncs},
+                          derived={"old": benchlib.summary(med["old"]), "new": benchlib.summary(med["new"]),
+                                   "new_over_old": mn / mo},
+                          commands=[f"OLD/bin/{step}", f"build/bin/{step}",
+                                    "build/bin/rave_bench syncs --config CONFIG --db DB --steps 20 --log_every 10"])
+    print(benchlib.write_result(rec, a.results_dir))
+
+
+if __name__ == "__main__":
+    main()
