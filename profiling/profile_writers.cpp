@@ -12,11 +12,12 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/profile_files.h"
+#include "util/profile_schema.h"
 
 namespace rt::prof {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+namespace schema = profile_schema;
 
 std::string dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -105,7 +106,7 @@ int64_t JsonListFile::continue_from(int64_t first_step) {
   std::error_code ec;
   if (entries_ > 0) return 0;
   auto keeps = [first_step](const Json& e) {
-    const auto step = e.is_object() ? e.find("step") : e.end();
+    const auto step = e.is_object() ? e.find(schema::entry::kStep) : e.end();
     return step != e.end() && step->is_number_integer() && step->get<int64_t>() < first_step;
   };
   auto lines_of = [&](const Json& list, int64_t* count) {
@@ -252,15 +253,16 @@ void JsonListFile::close() {
 
 // ---------------------------------------------------------------------------------------------
 Json to_json(const TimingEntry& e) {
-  Json j = {{"step", e.step},
-            {"batch_idx", e.batch_idx},
-            {"total_batch_time", e.total_batch_time},
-            {"samples_per_second", e.samples_per_second},
-            {"examples_per_second", e.examples_per_second},
-            {"data_time", e.data_time},
-            {"forward_time", e.forward_time},
-            {"backward_time", e.backward_time},
-            {"optimizer_time", e.optimizer_time}};
+  namespace key = schema::timing;
+  Json j = {{key::kStep, e.step},
+            {key::kBatchIdx, e.batch_idx},
+            {key::kTotalBatchTime, e.total_batch_time},
+            {key::kSamplesPerSecond, e.samples_per_second},
+            {key::kExamplesPerSecond, e.examples_per_second},
+            {key::kDataTime, e.data_time},
+            {key::kForwardTime, e.forward_time},
+            {key::kBackwardTime, e.backward_time},
+            {key::kOptimizerTime, e.optimizer_time}};
   for (const auto& [key, value] : e.extra) j[key] = value;
   return j;
 }
@@ -281,31 +283,48 @@ bool TimingProfileWriter::record(const TimingEntry& entry) {
 
 // ---------------------------------------------------------------------------------------------
 Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& s) {
-  const double gpu_alloc_gb = s.cuda.available ? static_cast<double>(s.cuda.allocated_bytes) / kGiB : 0.0;
-  const double gpu_reserved_gb = s.cuda.available ? static_cast<double>(s.cuda.reserved_bytes) / kGiB : 0.0;
+  namespace key = schema::memory;
+  const double per_gb = schema::kBytesPerGb;
+  const double gpu_alloc_gb = s.cuda.available ? static_cast<double>(s.cuda.allocated_bytes) / per_gb : 0.0;
+  const double gpu_reserved_gb = s.cuda.available ? static_cast<double>(s.cuda.reserved_bytes) / per_gb : 0.0;
   Json memory = Json::object();
   if (s.cpu_tracked) {
-    memory["cpu"] = {{"bytes_in_use", s.cpu_bytes_in_use}, {"peak_bytes_in_use", s.cpu_peak_bytes_in_use}};
+    memory[key::kDeviceCpu] = {{key::kBytesInUse, s.cpu_bytes_in_use},
+                               {key::kPeakBytesInUse, s.cpu_peak_bytes_in_use}};
   }
   if (s.cuda.available) {
-    memory["cuda:" + std::to_string(s.cuda.device)] = {{"bytes_in_use", s.cuda.allocated_bytes},
-                                                       {"peak_bytes_in_use", s.cuda.peak_allocated_bytes},
-                                                       {"reserved_bytes", s.cuda.reserved_bytes},
-                                                       {"peak_reserved_bytes", s.cuda.peak_reserved_bytes}};
+    memory[key::kDeviceCudaPrefix + std::to_string(s.cuda.device)] = {
+        {key::kBytesInUse, s.cuda.allocated_bytes},
+        {key::kPeakBytesInUse, s.cuda.peak_allocated_bytes},
+        {key::kReservedBytes, s.cuda.reserved_bytes},
+        {key::kPeakReservedBytes, s.cuda.peak_reserved_bytes}};
   }
-  return Json{{"step", step},
-              {"batch_idx", batch_idx},
-              {"cpu_memory_percent", s.system.used_percent},
-              {"gpu_memory_allocated_gb", gpu_alloc_gb},
-              {"gpu_memory_reserved_gb", gpu_reserved_gb},
-              {"memory", std::move(memory)},
-              {"rss_bytes", s.process.rss_bytes},
-              {"peak_rss_bytes", s.process.peak_rss_bytes},
-              {"rss_anon_bytes", s.process.rss_anon_bytes},
-              {"rss_file_bytes", s.process.rss_file_bytes},
-              {"system_memory_total_bytes", s.system.total_bytes},
-              {"system_memory_available_bytes", s.system.available_bytes},
-              {"timestamp", s.timestamp}};
+  return Json{{key::kStep, step},
+              {key::kBatchIdx, batch_idx},
+              {key::kCpuMemoryPercent, s.system.used_percent},
+              {key::kGpuMemoryAllocatedGb, gpu_alloc_gb},
+              {key::kGpuMemoryReservedGb, gpu_reserved_gb},
+              {key::kMemory, std::move(memory)},
+              {key::kRssBytes, s.process.rss_bytes},
+              {key::kPeakRssBytes, s.process.peak_rss_bytes},
+              {key::kRssAnonBytes, s.process.rss_anon_bytes},
+              {key::kRssFileBytes, s.process.rss_file_bytes},
+              {key::kSystemMemoryTotalBytes, s.system.total_bytes},
+              {key::kSystemMemoryAvailableBytes, s.system.available_bytes},
+              {key::kTimestamp, s.timestamp}};
+}
+
+Json memory_category_fields(const MemoryMeasurement& m) {
+  namespace key = schema::memory;
+  Json j = Json::object();
+  if (!m.split) return j;
+  j[key::kCategories] = category_bytes_json(m.split->bytes);
+  j[key::kCategoriesUntrackedBytes] = m.split->untracked_bytes;
+  if (m.interval_peak) {
+    j[key::kIntervalPeak] = {{key::kBytesInUse, m.interval_peak->bytes_in_use},
+                             {key::kCategories, category_bytes_json(m.interval_peak->categories)}};
+  }
+  return j;
 }
 
 Json category_bytes_json(const CategoryBytes& bytes) {
@@ -335,6 +354,10 @@ bool MemoryProfileWriter::record(int64_t step, int64_t batch_idx, const MemorySa
   return true;
 }
 
+bool MemoryProfileWriter::record(int64_t step, int64_t batch_idx, const MemoryMeasurement& m) {
+  return record(step, batch_idx, m.sample, memory_category_fields(m));
+}
+
 // ---------------------------------------------------------------------------------------------
 void TrainingSummary::start() {
   started_ = true;
@@ -359,20 +382,21 @@ Json TrainingSummary::to_json(const std::string& status) const {
   const double end_unix = unix_time_seconds();
   const double total = started_ ? seconds_since(start_mono_) : 0.0;
   const auto steps = static_cast<double>(total_steps_);
-  Json j = {{"total_training_time_seconds", total},
-            {"total_steps", total_steps_},
-            {"average_time_per_step", total_steps_ > 0 ? total / steps : 0.0},
-            {"steps_per_second", total > 0.0 ? steps / total : 0.0},
-            {"training_start_time", started_ ? start_unix_ : end_unix},
-            {"training_end_time", end_unix},
-            {"status", status},
-            {"metrics", Json(metrics_)},
-            {"first_step_loss", has_loss_ ? Json(first_loss_) : Json(nullptr)},
-            {"last_step_loss", has_loss_ ? Json(last_loss_) : Json(nullptr)},
-            {"last_step", last_step_ >= 0 ? Json(last_step_) : Json(nullptr)},
-            {"total_samples", total_samples_},
-            {"samples_per_second", total > 0.0 ? static_cast<double>(total_samples_) / total : 0.0},
-            {"peak_rss_bytes", read_process_memory().peak_rss_bytes}};
+  namespace key = schema::summary;
+  Json j = {{key::kTotalTrainingTimeSeconds, total},
+            {key::kTotalSteps, total_steps_},
+            {key::kAverageTimePerStep, total_steps_ > 0 ? total / steps : 0.0},
+            {key::kStepsPerSecond, total > 0.0 ? steps / total : 0.0},
+            {key::kTrainingStartTime, started_ ? start_unix_ : end_unix},
+            {key::kTrainingEndTime, end_unix},
+            {key::kStatus, status},
+            {key::kMetrics, Json(metrics_)},
+            {key::kFirstStepLoss, has_loss_ ? Json(first_loss_) : Json(nullptr)},
+            {key::kLastStepLoss, has_loss_ ? Json(last_loss_) : Json(nullptr)},
+            {key::kLastStep, last_step_ >= 0 ? Json(last_step_) : Json(nullptr)},
+            {key::kTotalSamples, total_samples_},
+            {key::kSamplesPerSecond, total > 0.0 ? static_cast<double>(total_samples_) / total : 0.0},
+            {key::kPeakRssBytes, read_process_memory().peak_rss_bytes}};
   for (auto it = info_.begin(); it != info_.end(); ++it) {
     if (!j.contains(it.key())) j[it.key()] = it.value();
   }

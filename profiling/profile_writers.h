@@ -1,5 +1,6 @@
 // The run directory's JSON profiles (field names from the RAVE v3 and JAX profiling guides;
 // docs/cli.md "Run directory"): timing_profile.json, memory_profile.json and training_summary.json.
+// Their keys, for writers and readers alike: util/profile_schema.h.
 //
 // Streaming, bounded. A profile is a JSON list with one entry per line ("[", "  {…},", …, "]"),
 // kept on disk, not in memory: the writer holds only the entries recorded since its last
@@ -33,6 +34,7 @@
 
 #include "util/json.h"
 #include "profiling/memory.h"
+#include "profiling/memory_metrics.h"
 
 namespace rt::prof {
 
@@ -148,6 +150,9 @@ class MemoryProfileWriter {
   // `extra` (an object) is merged into the entry, e.g. memory categories. Returns whether the
   // step was recorded.
   bool record(int64_t step, int64_t batch_idx, const MemorySample& sample, const Json& extra = Json());
+  // The trainer's measurement: its sample, with its categories (memory_category_fields) when
+  // it has a split.
+  bool record(int64_t step, int64_t batch_idx, const MemoryMeasurement& m);
   void flush() { file_.flush(); }
   void close() { file_.close(); }
   int64_t continue_from(int64_t first_step) { return file_.continue_from(first_step); }
@@ -162,6 +167,10 @@ Json memory_entry_json(int64_t step, int64_t batch_idx, const MemorySample& samp
 //  "activations_and_temporaries": …} in bytes: a memory entry's "categories", and its
 // "interval_peak"'s.
 Json category_bytes_json(const CategoryBytes& bytes);
+// A measurement's category fields of its memory entry: {"categories": …,
+// "categories_untracked_bytes": …} with a split, and "interval_peak": {"bytes_in_use": …,
+// "categories": …} with an interval peak; an empty object without a split.
+Json memory_category_fields(const MemoryMeasurement& m);
 
 // training_summary.json (the RAVE guide's fields plus status, metrics and losses). The trainer calls start() once,
 // record_step() per optimisation step, and write() on every exit path (it may be called

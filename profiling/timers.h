@@ -26,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "profiling/scalar_sink.h"
+#include "util/profile_schema.h"
+
 namespace rt::prof {
 
 // Index of an interned timer name. Cheap to copy; valid for the life of the process.
@@ -36,17 +39,9 @@ struct TimerId {
 };
 
 // Built-in names (the trainer's phases), pre-registered in this order, so their ids are constants.
-namespace timer_names {
-inline constexpr const char* kDataBatchProduction = "data_batch_production";
-inline constexpr const char* kForward = "forward";
-inline constexpr const char* kLossFnComputation = "loss_fn_computation";
-inline constexpr const char* kBackward = "backward";
-inline constexpr const char* kOptimizerStep = "optimizer_step";
-inline constexpr const char* kMakeStepTotal = "make_step_total";
-inline constexpr const char* kTrainingStep = "training_step";
-inline constexpr const char* kValidation = "validation";
-inline constexpr const char* kCheckpoint = "checkpoint";
-}  // namespace timer_names
+// Named in util/profile_schema.h: they are training_summary.json's "timers" keys, which
+// profile-report reads.
+namespace timer_names = profile_schema::timer_names;
 
 inline constexpr TimerId kDataBatchProductionTimer{0};
 inline constexpr TimerId kForwardTimer{1};
@@ -69,13 +64,6 @@ struct TimerStats {
   double avg_time = 0.0;    // seconds
   double total_time = 0.0;  // seconds
   int64_t count = 0;
-};
-
-// Where log_metrics() sends scalars; the trainer adapts its TensorBoard writer to this, so
-// profiling does not depend on it.
-struct ScalarSink {
-  virtual ~ScalarSink() = default;
-  virtual void add_scalar(const std::string& tag, double value, int64_t step) = 0;
 };
 
 // A monotonic clock in nanoseconds. Replaceable for tests (set_clock).

@@ -1,7 +1,6 @@
 #include "trainer/run_profilers.h"
 
 #include <iostream>
-#include <optional>
 
 #include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
@@ -11,6 +10,7 @@
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 #include "util/error.h"
+#include "util/profile_schema.h"
 
 #ifdef RT_HAS_CUPTI
 #include "profiling/cupti/cupti_collector.h"
@@ -21,7 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Adapts the TensorBoard writer to the profiling library's ScalarSink.
+// Adapts the TensorBoard writer to the profiling library's ScalarSink, which the timers and the
+// memory scalars are logged through (their tags are the profiling library's).
 class TensorBoardSink final : public prof::ScalarSink {
  public:
   explicit TensorBoardSink(TensorBoardWriter& tb) : tb_(tb) {}
@@ -74,13 +75,13 @@ std::string rank_file_name(const std::string& stem, const std::string& extension
 
 RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter* tb,
                            RankInfo rank, int64_t first_step)
-    : device_(device), tb_(tb), rank_(std::move(rank)) {
+    : device_(device), rank_(std::move(rank)) {
   const bool timing = c.get_bool("profiling.timing");
   const bool memory = c.get_bool("profiling.memory");
   const bool detailed = c.get_bool("profiling.enabled");
   const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
   log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
-  if (tb_ != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb_);
+  if (tb != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb);
   // The bound of each per-step profile (profiling/profile_writers.h: rotation).
   prof::RotationPolicy rotation;
   rotation.part_bytes = c.get_int("profiling.profile_part_mb") * (int64_t{1} << 20);
@@ -227,48 +228,21 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
     e.forward_time = t[Phase::kForward];
     e.backward_time = t[Phase::kBackward];
     e.optimizer_time = t[Phase::kOptimizer];
-    e.extra["loss_time"] = t[Phase::kLoss];
-    e.extra["make_step_time"] = t[Phase::kMakeStep];
+    e.extra[profile_schema::timing::kLossTime] = t[Phase::kLoss];
+    e.extra[profile_schema::timing::kMakeStepTime] = t[Phase::kMakeStep];
     pending_timing_.push_back(std::move(e));
   }
   if (memory_ && memory_->wants(step)) {
-    const auto sample = prof::sample_memory(reporter_.get(), device_.is_cuda() ? device_.index() : -1);
-    Json extra = Json::object();
-    std::optional<prof::CategorySplit> split;
-    prof::PeakComposition peak;
+    prof::MemoryMeasurement m;
+    m.cuda_device = device_.is_cuda();
+    m.sample = prof::sample_memory(reporter_.get(), m.cuda_device ? device_.index() : -1);
     if (categories_) {
-      split = categories_->measure(device_.is_cuda() ? sample.cuda.allocated_bytes : sample.cpu_bytes_in_use);
-      extra["categories"] = prof::category_bytes_json(split->bytes);
-      extra["categories_untracked_bytes"] = split->untracked_bytes;
-      if (!device_.is_cuda()) {
-        // CPU only: the CUDA allocator's peaks come without a composition.
-        peak = reporter_->take_interval_peak();
-        extra["interval_peak"] = {{"bytes_in_use", peak.bytes_in_use},
-                                  {"categories", prof::category_bytes_json(peak.categories)}};
-      }
+      m.split = categories_->measure(m.cuda_device ? m.sample.cuda.allocated_bytes : m.sample.cpu_bytes_in_use);
+      // CPU only: the CUDA allocator's peaks come without a composition.
+      if (!m.cuda_device) m.interval_peak = reporter_->take_interval_peak();
     }
-    memory_->record(step, batch_idx, sample, extra);
-    if (tb_ == nullptr) return;
-    for (int c = 0; split && c < prof::kMemoryCategoryCount; ++c) {
-      const auto category = static_cast<prof::MemoryCategory>(c);
-      const std::string name = prof::memory_category_name(category);
-      tb_->add_scalar("memory/" + name + "_bytes", static_cast<float>(split->bytes[category]), step);
-      if (!device_.is_cuda()) {
-        tb_->add_scalar("memory/interval_peak/" + name + "_bytes",
-                        static_cast<float>(peak.categories[category]), step);
-      }
-    }
-    if (split && !device_.is_cuda()) {
-      tb_->add_scalar("memory/interval_peak/bytes_in_use", static_cast<float>(peak.bytes_in_use), step);
-    }
-    tb_->add_scalar("memory/cpu_bytes_in_use", static_cast<float>(sample.cpu_bytes_in_use), step);
-    tb_->add_scalar("memory/cpu_peak_bytes_in_use", static_cast<float>(sample.cpu_peak_bytes_in_use), step);
-    tb_->add_scalar("memory/rss_bytes", static_cast<float>(sample.process.rss_bytes), step);
-    tb_->add_scalar("memory/cpu_memory_percent", static_cast<float>(sample.system.used_percent), step);
-    if (device_.is_cuda()) {
-      tb_->add_scalar("memory/gpu_memory_allocated_gb", static_cast<float>(sample.cuda.allocated_bytes / 1073741824.0), step);
-      tb_->add_scalar("memory/gpu_memory_reserved_gb", static_cast<float>(sample.cuda.reserved_bytes / 1073741824.0), step);
-    }
+    memory_->record(step, batch_idx, m);
+    if (sink_) prof::log_memory_metrics(m, *sink_, step);
   }
 }
 
@@ -279,7 +253,7 @@ void RunProfilers::resolve_losses(const std::vector<std::pair<int64_t, double>>&
   for (auto& e : pending_timing_) {
     if (first_nonfinite_step >= 0 && e.step >= first_nonfinite_step) break;
     while (l != losses.end() && l->first < e.step) ++l;
-    if (l != losses.end() && l->first == e.step) e.extra["loss"] = l->second;
+    if (l != losses.end() && l->first == e.step) e.extra[profile_schema::timing::kLoss] = l->second;
     timing_->record(e);
   }
   pending_timing_.clear();
@@ -339,7 +313,8 @@ Json RunProfilers::timers_json() const {
   if (!prof::timers().enabled()) return Json();
   Json j = Json::object();
   for (const auto& [name, s] : prof::timers().get_summary()) {
-    j[name] = {{"avg_time", s.avg_time}, {"total_time", s.total_time}, {"count", s.count}};
+    namespace key = profile_schema::summary;
+    j[name] = {{key::kAvgTime, s.avg_time}, {key::kTotalTime, s.total_time}, {key::kCount, s.count}};
   }
   return j;
 }

@@ -103,7 +103,6 @@ class RunProfilers {
   void start_memory_history(const Config& config, const std::filesystem::path& dir);
 
   torch::Device device_;
-  TensorBoardWriter* tb_;
   RankInfo rank_;
   int64_t log_every_ = 100;
   std::shared_ptr<prof::MemoryReporter> reporter_;
@@ -112,7 +111,7 @@ class RunProfilers {
   std::unique_ptr<prof::MemoryProfileWriter> memory_;
   std::unique_ptr<prof::MemoryCategories> categories_;
   std::unique_ptr<prof::TraceSession> trace_;
-  std::unique_ptr<prof::ScalarSink> sink_;
+  std::unique_ptr<prof::ScalarSink> sink_;  // the TensorBoard writer's; null without one
   std::vector<prof::TimingEntry> pending_timing_;
   bool finished_ = false;
   std::vector<std::string> lost_;  // failures of finish()

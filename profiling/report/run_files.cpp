@@ -13,13 +13,14 @@
 #include "util/error.h"
 #include "util/parse.h"
 #include "util/profile_files.h"
+#include "util/profile_schema.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+namespace schema = profile_schema;
 
 double num(const Json& j, const char* key, double fallback = 0.0) {
   auto it = j.find(key);
@@ -94,47 +95,50 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
     a.warnings.push_back(e.what());
     return;
   }
-  a.model = str(s, "model");
-  a.model_family = str(s, "model_family");
-  a.config = str(s, "config");
-  a.run_name = str(s, "run_name");
-  a.device = str(s, "device");
-  a.status = str(s, "status");
-  a.sample_unit = str(s, "sample_unit");
-  a.threads = static_cast<int64_t>(num(s, "threads"));
-  a.batch = static_cast<int64_t>(num(s, "batch"));
-  a.total_steps = static_cast<int64_t>(num(s, "total_steps"));
-  a.first_step = static_cast<int64_t>(num(s, "first_step"));
-  a.last_step = static_cast<int64_t>(num(s, "last_step", -1));
-  a.total_time_s = num(s, "total_training_time_seconds");
-  a.steps_per_second = num(s, "steps_per_second");
-  a.samples_per_second = num(s, "samples_per_second");
-  raise_peak(a, "rss", num(s, "peak_rss_bytes"), "VmHWM, peak_rss_bytes");
-  a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, "world_size", 1)));
-  if (auto d = s.find("distributed"); d != s.end() && d->is_object()) {
-    a.backend = str(*d, "backend");
-    a.wait_policy = str(*d, "wait_policy");
-    a.step_time_skew = num(*d, "step_time_skew", 1.0);
-    if (auto per = d->find("per_rank"); per != d->end() && per->is_array() && per->size() > 1) {
+  namespace key = schema::summary;
+  a.model = str(s, key::kModel);
+  a.model_family = str(s, key::kModelFamily);
+  a.config = str(s, key::kConfig);
+  a.run_name = str(s, key::kRunName);
+  a.device = str(s, key::kDevice);
+  a.status = str(s, key::kStatus);
+  a.sample_unit = str(s, key::kSampleUnit);
+  a.threads = static_cast<int64_t>(num(s, key::kThreads));
+  a.batch = static_cast<int64_t>(num(s, key::kBatch));
+  a.total_steps = static_cast<int64_t>(num(s, key::kTotalSteps));
+  a.first_step = static_cast<int64_t>(num(s, key::kFirstStep));
+  a.last_step = static_cast<int64_t>(num(s, key::kLastStep, -1));
+  a.total_time_s = num(s, key::kTotalTrainingTimeSeconds);
+  a.steps_per_second = num(s, key::kStepsPerSecond);
+  a.samples_per_second = num(s, key::kSamplesPerSecond);
+  raise_peak(a, "rss", num(s, key::kPeakRssBytes), std::string("VmHWM, ") + key::kPeakRssBytes);
+  a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, key::kWorldSize, 1)));
+  if (auto d = s.find(key::kDistributed); d != s.end() && d->is_object()) {
+    a.backend = str(*d, key::kBackend);
+    a.wait_policy = str(*d, key::kWaitPolicy);
+    a.step_time_skew = num(*d, key::kStepTimeSkew, 1.0);
+    if (auto per = d->find(key::kPerRank); per != d->end() && per->is_array() && per->size() > 1) {
       for (const auto& r : *per) {
-        a.ranks.push_back({static_cast<int>(num(r, "rank")), static_cast<int64_t>(num(r, "steps")), num(r, "step_time"),
-                           num(r, "examples_per_second"), num(r, "comm_busy_share"), num(r, "comm_wait_share")});
+        a.ranks.push_back({static_cast<int>(num(r, key::kRank)), static_cast<int64_t>(num(r, key::kRankSteps)),
+                           num(r, key::kRankStepTime), num(r, key::kExamplesPerSecond), num(r, key::kCommBusyShare),
+                           num(r, key::kCommWaitShare)});
       }
     }
   }
 
   // Fallback breakdown from the accumulated timers (SSM guide names).
-  auto t = s.find("timers");
+  auto t = s.find(key::kTimers);
   if (t == s.end() || !t->is_object()) return;
-  auto total = [&](const char* name) { return t->contains(name) ? num((*t)[name], "total_time") : 0.0; };
-  const double steps = t->contains("training_step") ? num((*t)["training_step"], "count") : 0.0;
-  const double step_total = total("training_step");
+  auto total = [&](const char* name) { return t->contains(name) ? num((*t)[name], key::kTotalTime) : 0.0; };
+  namespace timer = schema::timer_names;
+  const double steps = t->contains(timer::kTrainingStep) ? num((*t)[timer::kTrainingStep], key::kCount) : 0.0;
+  const double step_total = total(timer::kTrainingStep);
   if (steps <= 0 || step_total <= 0 || !a.phases.empty()) return;
-  const std::vector<std::pair<std::string, const char*>> names = {{"data", "data_batch_production"},
-                                                                  {"forward", "forward"},
-                                                                  {"loss", "loss_fn_computation"},
-                                                                  {"backward", "backward"},
-                                                                  {"optimizer", "optimizer_step"}};
+  const std::vector<std::pair<std::string, const char*>> names = {{"data", timer::kDataBatchProduction},
+                                                                  {"forward", timer::kForward},
+                                                                  {"loss", timer::kLossFnComputation},
+                                                                  {"backward", timer::kBackward},
+                                                                  {"optimizer", timer::kOptimizerStep}};
   double covered = 0;
   for (const auto& [key, timer] : names) {
     const double sec = total(timer) / steps;
@@ -153,16 +157,17 @@ void load_timing(const fs::path& path, RunAnalysis& a) {
     double data, forward, loss, backward, optimizer, total;
   };
   std::vector<Row> rows;
+  namespace key = schema::timing;
   for (const Json& e : list) {
     if (!e.is_object()) continue;
-    const double total = num(e, "total_batch_time");
-    a.steps.push_back(num(e, "step"));
+    const double total = num(e, key::kTotalBatchTime);
+    a.steps.push_back(num(e, key::kStep));
     a.step_times.push_back(total);
-    a.data_times.push_back(num(e, "data_time"));
-    examples.push_back(num(e, "examples_per_second"));
-    samples.push_back(num(e, "samples_per_second"));
-    rows.push_back({num(e, "data_time"), num(e, "forward_time"), num(e, "loss_time"), num(e, "backward_time"),
-                    num(e, "optimizer_time"), total});
+    a.data_times.push_back(num(e, key::kDataTime));
+    examples.push_back(num(e, key::kExamplesPerSecond));
+    samples.push_back(num(e, key::kSamplesPerSecond));
+    rows.push_back({num(e, key::kDataTime), num(e, key::kForwardTime), num(e, key::kLossTime),
+                    num(e, key::kBackwardTime), num(e, key::kOptimizerTime), total});
   }
   if (rows.empty()) return;
   a.step_time_source = "timing_profile.json";
@@ -196,32 +201,34 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
   const Json list = read_json_list(path, a);
   std::map<std::string, std::vector<double>> series;
   size_t i = 0;
+  namespace key = schema::memory;
   for (const Json& e : list) {
     if (!e.is_object()) continue;
-    a.memory_steps.push_back(num(e, "step"));
+    a.memory_steps.push_back(num(e, key::kStep));
     auto put = [&](const std::string& name, double v) {
       auto& s = series[name];
       s.resize(i, v);  // a series that starts late is back-filled with its first value
       s.push_back(v);
     };
-    if (e.contains("rss_bytes")) put("rss", num(e, "rss_bytes"));
-    if (e.contains("rss_anon_bytes")) put("rss anon", num(e, "rss_anon_bytes"));
-    if (e.contains("rss_file_bytes")) put("rss file", num(e, "rss_file_bytes"));
-    raise_peak(a, "rss", num(e, "peak_rss_bytes"), "VmHWM, peak_rss_bytes");
-    auto m = e.find("memory");
+    if (e.contains(key::kRssBytes)) put("rss", num(e, key::kRssBytes));
+    if (e.contains(key::kRssAnonBytes)) put("rss anon", num(e, key::kRssAnonBytes));
+    if (e.contains(key::kRssFileBytes)) put("rss file", num(e, key::kRssFileBytes));
+    raise_peak(a, "rss", num(e, key::kPeakRssBytes), std::string("VmHWM, ") + key::kPeakRssBytes);
+    auto m = e.find(key::kMemory);
     if (m != e.end() && m->is_object()) {
       for (auto d = m->begin(); d != m->end(); ++d) {
         if (!d->is_object()) continue;
-        if (d->contains("bytes_in_use")) put(d.key() + " bytes_in_use", num(*d, "bytes_in_use"));
-        if (d->contains("peak_bytes_in_use")) put(d.key() + " peak", num(*d, "peak_bytes_in_use"));
-        if (d->contains("reserved_bytes")) put(d.key() + " reserved", num(*d, "reserved_bytes"));
-        raise_peak(a, d.key() + " bytes_in_use", num(*d, "peak_bytes_in_use"),
-                   "allocator's peak_bytes_in_use");
-        raise_peak(a, d.key() + " reserved", num(*d, "peak_reserved_bytes"),
-                   "allocator's peak_reserved_bytes");
+        // Series names: "<device> bytes_in_use", "<device> peak", "<device> reserved".
+        if (d->contains(key::kBytesInUse)) put(d.key() + " bytes_in_use", num(*d, key::kBytesInUse));
+        if (d->contains(key::kPeakBytesInUse)) put(d.key() + " peak", num(*d, key::kPeakBytesInUse));
+        if (d->contains(key::kReservedBytes)) put(d.key() + " reserved", num(*d, key::kReservedBytes));
+        raise_peak(a, d.key() + " bytes_in_use", num(*d, key::kPeakBytesInUse),
+                   std::string("allocator's ") + key::kPeakBytesInUse);
+        raise_peak(a, d.key() + " reserved", num(*d, key::kPeakReservedBytes),
+                   std::string("allocator's ") + key::kPeakReservedBytes);
       }
     }
-    if (auto c = e.find("categories"); c != e.end() && c->is_object()) {
+    if (auto c = e.find(key::kCategories); c != e.end() && c->is_object()) {
       for (auto k = c->begin(); k != c->end(); ++k) {
         if (!k->is_number()) continue;
         auto& s = a.category_series[k.key()];
@@ -229,20 +236,20 @@ void load_memory(const fs::path& path, RunAnalysis& a) {
         s.push_back(k->get<double>());
       }
     }
-    if (auto p = e.find("interval_peak");
-        p != e.end() && p->is_object() && num(*p, "bytes_in_use") > a.category_peak_bytes) {
-      a.category_peak_bytes = num(*p, "bytes_in_use");
-      a.category_peak_step = num(e, "step");
+    if (auto p = e.find(key::kIntervalPeak);
+        p != e.end() && p->is_object() && num(*p, key::kBytesInUse) > a.category_peak_bytes) {
+      a.category_peak_bytes = num(*p, key::kBytesInUse);
+      a.category_peak_step = num(e, key::kStep);
       a.category_peak.clear();
-      if (auto c = p->find("categories"); c != p->end() && c->is_object()) {
+      if (auto c = p->find(key::kCategories); c != p->end() && c->is_object()) {
         for (auto k = c->begin(); k != c->end(); ++k) {
           if (k->is_number()) a.category_peak[k.key()] = k->get<double>();
         }
       }
     }
-    a.peak_cpu_memory_percent = std::max(a.peak_cpu_memory_percent, num(e, "cpu_memory_percent"));
-    const double alloc = num(e, "gpu_memory_allocated_gb") * kGiB,
-                 reserved = num(e, "gpu_memory_reserved_gb") * kGiB;
+    a.peak_cpu_memory_percent = std::max(a.peak_cpu_memory_percent, num(e, key::kCpuMemoryPercent));
+    const double alloc = num(e, key::kGpuMemoryAllocatedGb) * schema::kBytesPerGb,
+                 reserved = num(e, key::kGpuMemoryReservedGb) * schema::kBytesPerGb;
     a.gpu_allocated_peak_bytes = std::max(a.gpu_allocated_peak_bytes, alloc);
     a.gpu_reserved_peak_bytes = std::max(a.gpu_reserved_peak_bytes, reserved);
     a.gpu_fragmentation_bytes = std::max(a.gpu_fragmentation_bytes, reserved - alloc);

@@ -4,19 +4,20 @@
 //
 // --export DIR writes what the twin needs to check it computes the same thing: every named
 // parameter and buffer after initialisation, the batch, and the losses of the first
-// --check_steps steps (dropout forced to 0 so both sides are deterministic), as DIR/manifest.json
-// + DIR/tensors.bin (little-endian float32, offsets in the manifest), plus the parameters after
-// those steps.
+// --check_steps steps (dropout forced to 0 so both sides are deterministic), plus the parameters
+// after those steps, as DIR/ssm_step.json + DIR/ssm_step.bin in the tests' golden format
+// (rt-golden/1, util/tensor_manifest.h; its keys and tensor names: tests/assets/README.md).
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
+#include "util/enum_names.h"
 #include "util/json.h"
+#include "util/tensor_manifest.h"
 #include "models/ssm/decoders.h"
 #include "trainer/fused_adam.h"
 
@@ -46,37 +47,50 @@ Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_bl
   return s;
 }
 
+// The file --export writes in its directory: <dir>/ssm_step.{json,bin}.
+constexpr const char* kExportStem = "ssm_step";
+
 void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& base, const torch::Tensor& x,
                   const torch::Tensor& y, int check_steps, double lr, double wd, bool fused_block,
-                  bool fused_optimizer) {
+                  bool fused_optimizer, uint64_t seed) {
   auto o = base;
   o.dropout = 0.0;
   torch::manual_seed(1234);
   Step s = make_step(o, lr, wd, fused_block, fused_optimizer);
-  std::filesystem::create_directories(dir);
-  std::ofstream bin(dir / "tensors.bin", std::ios::binary);
-  rt::Json manifest;
-  int64_t offset = 0;
+  rt::tensor_manifest::TensorFileWriter file;
   auto put = [&](const std::string& name, const torch::Tensor& t) {
-    auto c = t.detach().to(torch::kFloat32).contiguous();
-    bin.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * 4));
-    manifest["tensors"][name] = {{"shape", c.sizes().vec()}, {"offset", offset}};
-    offset += c.numel() * 4;
+    const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    file.add(name, c.sizes().vec(), rt::tensor_manifest::Dtype::kFloat32, c.data_ptr<float>());
   };
-  for (const auto& p : s.model->named_parameters()) put("param:" + p.key(), p.value());
+  put("input:x", x);
+  put("input:target", y);
+  for (const auto& p : s.model->named_parameters()) put("weight:" + p.key(), p.value());
   for (const auto& b : s.model->named_buffers()) put("buffer:" + b.key(), b.value());
-  put("batch:x", x);
-  put("batch:y", y);
-  std::vector<double> losses;
-  for (int i = 0; i < check_steps; ++i) losses.push_back(s.run(x, y));
-  manifest["losses"] = losses;
+  rt::Json steps = rt::Json::array();
+  for (int i = 0; i < check_steps; ++i) steps.push_back({{"step", i}, {"loss", s.run(x, y)}});
   // The parameters after those steps: a stricter check than the losses (gradients, AdamW and
   // its weight-decay groups all show up here).
   for (const auto& p : s.model->named_parameters()) put("final:" + p.key(), p.value());
-  manifest["lr"] = lr;
-  manifest["weight_decay"] = wd;
-  bin.close();
-  rt::write_json_atomic(dir / "manifest.json", manifest);
+  const rt::Json manifest = {
+      {"model", "s5"},
+      {"generated_by", "scripts/bench/ssm_step_bench.cpp --export"},
+      {"torch", TORCH_VERSION},
+      {"seed", seed},
+      {"options",
+       {{"variant", rt::enum_name(o.variant)},
+        {"input_dim", o.input_dim},
+        {"output_dim", o.output_dim},
+        {"d_model", o.d_model},
+        {"state_dim", o.state_dim},
+        {"n_layers", o.n_layers},
+        {"dropout", o.dropout},
+        {"scan", rt::enum_name(o.scan)}}},
+      {"derived", rt::Json::array()},
+      {"lr", lr},
+      {"weight_decay", wd},
+      {"steps", steps}};
+  std::filesystem::create_directories(dir);
+  file.write(dir / kExportStem, manifest);
 }
 
 }  // namespace
@@ -107,7 +121,8 @@ int main(int argc, char** argv) {
   app.add_option("--fused_optimizer", fused_optimizer,
                  "1: rt::FusedAdamW + set-to-none gradients (train's default); 0: torch::optim::AdamW, zero_grad()")
       ->capture_default_str();
-  app.add_option("--export", export_dir, "write weights, batch and reference losses to DIR and exit");
+  app.add_option("--export", export_dir,
+                 "write weights, batch and reference losses to DIR/ssm_step.{json,bin} (rt-golden/1) and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(threads);
@@ -125,7 +140,7 @@ int main(int argc, char** argv) {
   auto y = torch::randn({batch, bins, o.output_dim});
   try {
     if (!export_dir.empty()) {
-      export_check(export_dir, o, x, y, check_steps, lr, wd, !unfused_block, fused_optimizer != 0);
+      export_check(export_dir, o, x, y, check_steps, lr, wd, !unfused_block, fused_optimizer != 0, seed);
       std::cout << "wrote " << export_dir << "\n";
       return 0;
     }

@@ -16,7 +16,8 @@ Randomness is taken out of the comparison with a tape: every `torch.randn_like` 
 step (the reparametrisation noise) is recorded and stored, and replayed in the float64 runs; the
 C++ side feeds the same draws.
 
-For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/README.md):
+For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/README.md,
+written through scripts/rt_golden.py):
   rave_<v>_modules     per-module float32 outputs for one input: PQMF analysis, encoder
                        statistics, decoder output, PQMF synthesis, every discriminator feature
                        map, and both spectral distances (v2 only).
@@ -65,12 +66,15 @@ import gin
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
+import rt_golden  # noqa: E402
+
 warnings.filterwarnings("ignore")
 import rave  # noqa: E402
 import rave.core  # noqa: E402
 import rave.model  # noqa: E402
 
-FORMAT = "rt-golden/1"
+FORMAT = rt_golden.FORMAT
 GENERATED_BY = "scripts/oracle/rave_oracle.py"
 SEED = 11
 
@@ -185,40 +189,13 @@ STEP_SCALES = [2048, 1024, 512, 256, 128]   # v2.gin's, at n_signal 131072
 TRAJECTORY_SCALES = [256, 128, 64]
 
 
-class Writer:
-    """Named tensors into one raw blob and its manifest entries (float32 unless told)."""
-
-    def __init__(self):
-        self.blob = bytearray()
-        self.entries = []
-
-    def add(self, name, t, dtype="float32"):
-        t = t.detach().cpu().contiguous()
-        if dtype == "float32":
-            a = t.to(torch.float32).numpy().astype("<f4")
-        elif dtype == "float64":
-            a = t.to(torch.float64).numpy().astype("<f8")
-        elif dtype == "pcm16":
-            q = torch.round(t.to(torch.float64) * 32768.0)
-            assert torch.equal(q / 32768.0, t.to(torch.float64)), f"{name}: not 16-bit PCM values"
-            a = q.numpy().astype("<i2")
-        else:
-            raise ValueError(dtype)
-        e = {"name": name, "shape": list(t.shape), "offset": len(self.blob)}
-        if dtype != "float32":
-            e["dtype"] = dtype
-        self.entries.append(e)
-        self.blob += a.tobytes()
+class Writer(rt_golden.Writer):
+    """scripts/rt_golden.py's writer, naming each file it saves on stderr."""
 
     def save(self, out, stem, manifest):
-        manifest = dict(manifest, tensors=self.entries)
-        with open(os.path.join(out, stem + ".bin"), "wb") as f:
-            f.write(bytes(self.blob))
-        head = json.dumps({k: v for k, v in manifest.items() if k != "tensors"}, indent=1)
-        rows = ",\n".join("  " + json.dumps(e) for e in self.entries)
-        with open(os.path.join(out, stem + ".json"), "w") as f:
-            f.write(head[:-2] + ',\n "tensors": [\n' + rows + "\n ]\n}\n")
+        written = super().save(out, stem, manifest)
         print(f"{stem}: {len(self.entries)} tensors, {len(self.blob)} bytes", file=sys.stderr)
+        return written
 
 
 def header(model, config, extra):

@@ -318,6 +318,42 @@ TEST(MemoryProfileWriter, CpuOnlySampleHasZeroGpuFieldsAndNoCudaKey) {
   EXPECT_GT(e["cpu_memory_percent"].get<double>(), 0.0);
 }
 
+TEST(MemoryProfileWriter, AMeasurementAddsItsSplitAndPeakCompositionOnlyWhenItHasThem) {
+  testing::ScratchDir dir;
+  const fs::path path = dir / "memory_profile.json";
+  MemoryMeasurement plain;
+  plain.sample = sample_memory(nullptr);
+  MemoryMeasurement cpu = plain;
+  cpu.split = CategorySplit{};
+  cpu.split->bytes[MemoryCategory::kParameters] = 400;
+  cpu.split->bytes[MemoryCategory::kOther] = 600;
+  cpu.split->untracked_bytes = 8;
+  cpu.interval_peak = PeakComposition{};
+  cpu.interval_peak->bytes_in_use = 1500;
+  cpu.interval_peak->categories[MemoryCategory::kGradients] = 500;
+  MemoryMeasurement cuda = cpu;
+  cuda.interval_peak.reset();
+  {
+    MemoryProfileWriter writer(path, 1, every_entry());
+    writer.record(0, 0, plain);
+    writer.record(1, 1, cpu);
+    writer.record(2, 2, cuda);
+  }
+  const Json j = read_json(path);
+  ASSERT_EQ(j.size(), 3u);
+  for (const char* key : {"categories", "categories_untracked_bytes", "interval_peak"})
+    EXPECT_FALSE(j[0].contains(key)) << key;
+  EXPECT_EQ(j[1]["categories"]["parameters"], 400);
+  EXPECT_EQ(j[1]["categories"]["activations_and_temporaries"], 600);
+  EXPECT_EQ(j[1]["categories"]["optimizer_state"], 0);
+  EXPECT_EQ(j[1]["categories_untracked_bytes"], 8);
+  EXPECT_EQ(j[1]["interval_peak"]["bytes_in_use"], 1500);
+  EXPECT_EQ(j[1]["interval_peak"]["categories"]["gradients"], 500);
+  EXPECT_EQ(j[2]["categories"]["parameters"], 400);
+  EXPECT_FALSE(j[2].contains("interval_peak"));
+  EXPECT_TRUE(j[2].contains("rss_bytes"));
+}
+
 TEST(TrainingSummary, HasEveryGuideFieldAndStatus) {
   testing::ScratchDir dir;
   const fs::path path = dir / "training_summary.json";

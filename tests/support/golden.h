@@ -1,6 +1,7 @@
-// Golden tensors (tests/assets/golden/<stem>.{json,bin}, format rt-golden/1 in
-// tests/assets/README.md): loading them, assigning their weights to a module by name, and
-// comparing gradients and outputs. Header-only: the models and trainer suites both use it.
+// Golden tensors (tests/assets/golden/<stem>.{json,bin}, format rt-golden/1: util/tensor_manifest.h
+// reads it, tests/assets/README.md describes it): loading them as tensors, assigning their
+// weights to a module by name, and comparing gradients and outputs. Header-only: the models and
+// trainer suites both use it.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,9 +18,9 @@
 #include "models/common/pqmf.h"
 #include "models/rave/losses.h"
 #include "support/test_support.h"
-#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/tensor_manifest.h"
 
 namespace rt::testing {
 
@@ -37,51 +38,25 @@ struct Golden {
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
 };
 
-// Reads tests/assets/golden/<stem>.{json,bin}. Every byte of the .bin must belong to exactly
-// one tensor, in manifest order.
+// One tensor of a rt-golden/1 file as a tensor of its dtype (pcm16: float32 values / 32768).
+inline torch::Tensor golden_tensor(const rt::tensor_manifest::TensorFile& file,
+                                   const rt::tensor_manifest::TensorEntry& e) {
+  using rt::tensor_manifest::Dtype;
+  const torch::ScalarType type = e.dtype == Dtype::kFloat64 ? torch::kFloat64
+                                 : e.dtype == Dtype::kPcm16 ? torch::kInt16
+                                                            : torch::kFloat32;
+  auto t = torch::empty(e.shape, type);
+  std::memcpy(t.data_ptr(), file.values(e), e.bytes);
+  return e.dtype == Dtype::kPcm16 ? t.to(torch::kFloat32) / 32768.0 : t;
+}
+
+// Reads tests/assets/golden/<stem>.{json,bin} (rt::tensor_manifest::read_tensor_file checks
+// that every byte of the .bin belongs to exactly one tensor, in manifest order).
 inline Golden load_golden(const std::string& stem) {
-  const auto dir = source_path("tests/assets/golden");
+  const auto file = rt::tensor_manifest::read_tensor_file(source_path("tests/assets/golden") / stem);
   Golden g;
-  g.manifest = rt::read_json(dir / (stem + ".json"));
-  if (g.manifest.value("format", "") != "rt-golden/1")
-    throw rt::Error("golden: " + stem + ".json is not format rt-golden/1");
-  const uint32_t probe = 1;
-  char first = 0;
-  std::memcpy(&first, &probe, 1);
-  if (first != 1) throw rt::Error("golden: the .bin files are little-endian; this host is not");
-  const std::string raw = rt::read_file(dir / (stem + ".bin"));
-  size_t expected_offset = 0;
-  for (const auto& e : g.manifest.at("tensors")) {
-    const auto name = e.at("name").get<std::string>();
-    const auto shape = e.at("shape").get<std::vector<int64_t>>();
-    const auto offset = e.at("offset").get<size_t>();
-    const auto dtype = e.value("dtype", std::string("float32"));
-    int64_t numel = 1;
-    for (auto d : shape) numel *= d;
-    size_t width = 0;
-    torch::ScalarType type = torch::kFloat32;
-    if (dtype == "float32") {
-      width = 4;
-    } else if (dtype == "float64") {
-      width = 8;
-      type = torch::kFloat64;
-    } else if (dtype == "pcm16") {
-      width = 2;
-      type = torch::kInt16;
-    } else {
-      throw rt::Error("golden: " + stem + ".json: tensor '" + name + "' has dtype '" + dtype +
-                      "' (accepted: float32, float64, pcm16)");
-    }
-    const size_t bytes = static_cast<size_t>(numel) * width;
-    if (offset != expected_offset || offset + bytes > raw.size())
-      throw rt::Error("golden: " + stem + ".bin: tensor '" + name + "' at a bad offset");
-    auto t = torch::empty(shape, type);
-    std::memcpy(t.data_ptr(), raw.data() + offset, bytes);
-    if (type == torch::kInt16) t = t.to(torch::kFloat32) / 32768.0;
-    g.tensors[name] = t;
-    expected_offset = offset + bytes;
-  }
-  if (expected_offset != raw.size()) throw rt::Error("golden: " + stem + ".bin has trailing bytes");
+  g.manifest = file.manifest;
+  for (const auto& e : file.tensors) g.tensors[e.name] = golden_tensor(file, e);
   return g;
 }
 

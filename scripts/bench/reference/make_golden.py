@@ -6,7 +6,7 @@
 
 Run once with Debian's /usr/bin/python3 (apt-get install python3-torch python3-scipy); its output is
 committed. It writes <name>.json (manifest) and <name>.bin (the tensors, raw little-endian
-float32), in the format tests/assets/README.md describes:
+float32) through scripts/rt_golden.py, in the format tests/assets/README.md describes:
 
   s5_tiny       the s5_maze decoder (s5_maze.py) around one S5 block: 6 units → d_model 8
                 (state 8) → 2 outputs, batch 2 × 16 bins, dropout 0, MSE to a stored target.
@@ -30,35 +30,15 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..")))
+import rt_golden  # noqa: E402
 import s5_maze  # noqa: E402
 
 SEED = 7
-FORMAT = "rt-golden/1"
+FORMAT = rt_golden.FORMAT
 GENERATED_BY = "scripts/bench/reference/make_golden.py"
-
-
-class Writer:
-    """Collects named float32 tensors into one raw blob and its manifest entries."""
-
-    def __init__(self):
-        self.blob = bytearray()
-        self.entries = []
-
-    def add(self, name, t):
-        a = t.detach().to(torch.float32).contiguous().numpy().astype("<f4")
-        self.entries.append({"name": name, "shape": list(a.shape), "offset": len(self.blob)})
-        self.blob += a.tobytes()
-
-    def save(self, out, stem, manifest):
-        manifest["tensors"] = self.entries
-        with open(os.path.join(out, stem + ".bin"), "wb") as f:
-            f.write(bytes(self.blob))
-        head = json.dumps({k: v for k, v in manifest.items() if k != "tensors"}, indent=1)
-        rows = ",\n".join("  " + json.dumps(e) for e in self.entries)  # one line per tensor
-        with open(os.path.join(out, stem + ".json"), "w") as f:
-            f.write(head[:-2] + ',\n "tensors": [\n' + rows + "\n ]\n}\n")
-        return len(self.blob)
 
 
 def trainable(model):
@@ -87,7 +67,7 @@ def write_step(out, stem, model, build, step, inputs, output, manifest):
     losses32, _ = step(model, *inputs.values())
     losses64, out64 = step(model64, *(t.double() for t in inputs.values()))
 
-    w = Writer()
+    w = rt_golden.Writer()
     for k, t in inputs.items():
         w.add("input:" + k, t)
     for k, p in trainable(model).items():
@@ -100,7 +80,8 @@ def write_step(out, stem, model, build, step, inputs, output, manifest):
     manifest["losses"] = {k: float(v) for k, v in losses64.items()}
     manifest["derived"] = sorted(k for k, p in model.named_parameters() if not p.requires_grad)
     manifest["float32_vs_float64"] = deviation(losses32, losses64, model, model64)
-    return w.save(out, stem, manifest), manifest
+    written = w.save(out, stem, manifest)
+    return len(w.blob), written
 
 
 def step_s5(model, x, target):

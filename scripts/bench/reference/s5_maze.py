@@ -11,7 +11,8 @@ tensors. AdamW lr 1e-3, wd 0.01; Lambda and log-step without weight decay.
 
   s5_maze.py [--threads N] [--steps 30] [--warmup 5]     prints one JSON line of step times
   s5_maze.py --check DIR                                  loads ssm_step_bench --export DIR
-                                                          (weights by name + batch), replays the
+                                                          (DIR/ssm_step.{json,bin}, rt-golden/1:
+                                                          weights by name + batch), replays the
                                                           recorded steps, compares the losses
                                                           and the parameters after them
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13).
@@ -23,10 +24,15 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")))
+import rt_golden  # noqa: E402
+
+# The file ssm_step_bench --export DIR writes in DIR.
+EXPORT_STEM = "ssm_step"
 
 
 def make_dplr_hippo(n):
@@ -146,20 +152,12 @@ def train_step(model, opt, x, y):
 
 
 def check(directory):
-    manifest = json.load(open(os.path.join(directory, "manifest.json")))
-    raw = np.fromfile(os.path.join(directory, "tensors.bin"), dtype="<f4")
-    tensors = {}
-    for name, t in manifest["tensors"].items():
-        n = int(np.prod(t["shape"])) if t["shape"] else 1
-        off = t["offset"] // 4
-        tensors[name] = torch.from_numpy(raw[off : off + n].copy()).reshape(t["shape"])
-    x, y = tensors.pop("batch:x"), tensors.pop("batch:y")
+    manifest, arrays = rt_golden.read(os.path.join(directory, EXPORT_STEM))
+    tensors = {name: torch.from_numpy(a) for name, a in arrays.items()}
+    x, y = tensors.pop("input:x"), tensors.pop("input:target")
     final = {k.split(":", 1)[1]: tensors.pop(k) for k in list(tensors) if k.startswith("final:")}
-    H = tensors["param:encoder.weight"].shape[0]
-    units = tensors["param:encoder.weight"].shape[1]
-    N = 2 * tensors["param:blocks.0.ssm.Lambda_re"].shape[0]
-    layers = len({k.split(".")[1] for k in tensors if k.startswith("param:blocks.")})
-    model = S5Decoder(units, H, N, tensors["param:decoder.weight"].shape[0], layers, dropout=0.0)
+    o = manifest["options"]
+    model = S5Decoder(o["input_dim"], o["d_model"], o["state_dim"], o["output_dim"], o["n_layers"], dropout=0.0)
     ours = dict(model.named_parameters())
     ours.update(dict(model.named_buffers()))
     loaded = set()
@@ -175,7 +173,8 @@ def check(directory):
         sys.exit(f"check: Python parameters not in the export: {sorted(missing)}")
     opt = make_optimizer(model, manifest["lr"], manifest["weight_decay"])
     ok = True
-    for i, native in enumerate(manifest["losses"]):
+    losses = [s["loss"] for s in manifest["steps"]]
+    for i, native in enumerate(losses):
         ours_loss = train_step(model, opt, x, y)
         diff = abs(ours_loss - native)
         ok = ok and diff <= 1e-4
@@ -188,7 +187,7 @@ def check(directory):
         if d > worst:
             worst, worst_name = d, name
     params_ok = worst <= 1e-5
-    print(f"parameters after {len(manifest['losses'])} AdamW steps: max |diff| {worst:.2e} ({worst_name})")
+    print(f"parameters after {len(losses)} AdamW steps: max |diff| {worst:.2e} ({worst_name})")
     ok = ok and params_ok
     print("check: " + ("PASS (loss |diff| <= 1e-4 at every step, parameters within 1e-5)" if ok else "FAIL"))
     return 0 if ok else 1
