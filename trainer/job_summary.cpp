@@ -13,8 +13,10 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/profile_schema.h"
 
 namespace rt {
+namespace S = profile_schema::summary;
 
 void JobSummary::write_running() {
   if (file_.empty()) return;
@@ -34,8 +36,8 @@ bool JobSummary::write_final(const std::string& status, const std::string& rank_
   } catch (const std::exception& e) {
     std::cerr << rank_prefix << "error: could not write " << file_.string() << ": " << e.what() << "\n";
   }
-  const Json brief{{"status", status + " (training_summary.json could not be written whole)"},
-                   {"total_steps", summary_.total_steps()}};
+  const Json brief{{S::kStatus, status + " (training_summary.json could not be written whole)"},
+                   {S::kTotalSteps, summary_.total_steps()}};
   if (overwrite_file_in_place(file_, brief.dump(2) + "\n")) {
     std::cerr << "error: " << file_.string() << " holds the final status only\n";
   } else {
@@ -47,8 +49,8 @@ bool JobSummary::write_final(const std::string& status, const std::string& rank_
 
 void JobSummary::record_loop(const LoopFigures& loop, dist::Communicator& comm, bool gather,
                              const std::string& rank_prefix) {
-  summary_.set_info("data_wait_seconds", loop.data_seconds);
-  summary_.set_info("step_examples_per_second", loop.step_examples_per_second());
+  summary_.set_info(S::kDataWaitSeconds, loop.data_seconds);
+  summary_.set_info(S::kStepExamplesPerSecond, loop.step_examples_per_second());
   if (comm.world_size() == 1) return;
   try {
     record_ranks(comm, gather, loop);
@@ -78,40 +80,40 @@ void JobSummary::record_ranks(dist::Communicator& comm, bool gather, const LoopF
     const double step_time = steps > 0 ? seconds / steps : 0.0;
     const double compute = seconds - data;
     auto share = [&](double part) { return seconds > 0 ? part / seconds : 0.0; };
-    per_rank.push_back({{"rank", gather ? static_cast<int>(r) : comm.rank()},
-                        {"steps", static_cast<int64_t>(steps)},
-                        {"train_seconds", seconds},
-                        {"step_time", step_time},
-                        {"examples_per_second", rate},
-                        {"samples_per_second", rate * samples},
-                        {"data_wait_seconds", data},
-                        {"data_wait_share", share(data)},
-                        {"step_examples_per_second", compute > 0 ? examples / compute : 0.0},
-                        {"comm_busy_seconds", busy},
-                        {"comm_wait_seconds", wait},
-                        {"comm_busy_share", share(busy)},
-                        {"comm_wait_share", share(wait)},
-                        {"collectives", static_cast<int64_t>(v[5])},
-                        {"collective_bytes", static_cast<int64_t>(v[6])}});
+    per_rank.push_back({{S::kRank, gather ? static_cast<int>(r) : comm.rank()},
+                        {S::kRankSteps, static_cast<int64_t>(steps)},
+                        {S::kRankTrainSeconds, seconds},
+                        {S::kRankStepTime, step_time},
+                        {S::kExamplesPerSecond, rate},
+                        {S::kSamplesPerSecond, rate * samples},
+                        {S::kDataWaitSeconds, data},
+                        {S::kDataWaitShare, share(data)},
+                        {S::kStepExamplesPerSecond, compute > 0 ? examples / compute : 0.0},
+                        {S::kCommBusySeconds, busy},
+                        {S::kCommWaitSeconds, wait},
+                        {S::kCommBusyShare, share(busy)},
+                        {S::kCommWaitShare, share(wait)},
+                        {S::kCollectives, static_cast<int64_t>(v[5])},
+                        {S::kCollectiveBytes, static_cast<int64_t>(v[6])}});
     job_examples_per_s += rate;
     wait_share_max = std::max(wait_share_max, share(wait));
     step_time_max = std::max(step_time_max, step_time);
     step_time_min = r == 0 ? step_time : std::min(step_time_min, step_time);
   }
-  summary_.set_info("distributed",
-                    {{"backend", comm.backend()},
-                     {"wait_policy", comm.wait_policy()},
-                     {"event_loop_scheduling", comm.event_loop_scheduling()},
-                     {"world_size", comm.world_size()},
-                     {"ranks_reported", static_cast<int64_t>(all.size())},
-                     {"examples_per_second", job_examples_per_s},
-                     {"samples_per_second", job_examples_per_s * samples},
+  summary_.set_info(S::kDistributed,
+                    {{S::kBackend, comm.backend()},
+                     {S::kWaitPolicy, comm.wait_policy()},
+                     {S::kEventLoopScheduling, comm.event_loop_scheduling()},
+                     {S::kWorldSize, comm.world_size()},
+                     {S::kRanksReported, static_cast<int64_t>(all.size())},
+                     {S::kExamplesPerSecond, job_examples_per_s},
+                     {S::kSamplesPerSecond, job_examples_per_s * samples},
                      // The share of step time a rank spent blocked on communication (not
                      // hidden by backward), worst rank; and the straggler skew (slowest /
                      // fastest mean step).
-                     {"comm_wait_share", wait_share_max},
-                     {"step_time_skew", step_time_min > 0 ? step_time_max / step_time_min : 1.0},
-                     {"per_rank", per_rank}});
+                     {S::kCommWaitShare, wait_share_max},
+                     {S::kStepTimeSkew, step_time_min > 0 ? step_time_max / step_time_min : 1.0},
+                     {S::kPerRank, per_rank}});
 }
 
 void LostOutputs::guard(const std::string& what, const std::function<void()>& write) {
@@ -150,24 +152,24 @@ void report_validation(const ValidationResult& v, int64_t step, TensorBoardWrite
 void describe_job(prof::TrainingSummary& summary, const Config& config, const std::string& model,
                   const JobStart& job, const TrainData& data, const dist::LaunchEnv& env,
                   int64_t first_step) {
-  summary.set_info("model_family", config.get_string("model.family"));
-  summary.set_info("model", model);
+  summary.set_info(S::kModelFamily, config.get_string("model.family"));
+  summary.set_info(S::kModel, model);
   // The config a run was made from (its file's stem) is not the run's name (--name).
-  summary.set_info("config", config.stack_name());
-  summary.set_info("run_name", config.get_string("train.name"));
-  summary.set_info("device", job.device.str());
-  summary.set_info("threads", torch::get_num_threads());
-  summary.set_info("heap", job.heap.description.empty()
-                               ? "the C library's malloc defaults (train.retain_freed_memory = false)"
-                               : job.heap.description);
-  summary.set_info("batch", config.get_int("train.batch"));
-  summary.set_info("world_size", job.comm->world_size());
+  summary.set_info(S::kConfig, config.stack_name());
+  summary.set_info(S::kRunName, config.get_string("train.name"));
+  summary.set_info(S::kDevice, job.device.str());
+  summary.set_info(S::kThreads, torch::get_num_threads());
+  summary.set_info(S::kHeap, job.heap.description.empty()
+                                 ? "the C library's malloc defaults (train.retain_freed_memory = false)"
+                                 : job.heap.description);
+  summary.set_info(S::kBatch, config.get_int("train.batch"));
+  summary.set_info(S::kWorldSize, job.comm->world_size());
   if (job.distributed) {
-    summary.set_info("global_batch", config.get_int("train.batch") * job.comm->world_size());
-    summary.set_info("launch", env.describe());
+    summary.set_info(S::kGlobalBatch, config.get_int("train.batch") * job.comm->world_size());
+    summary.set_info(S::kLaunch, env.describe());
   }
-  summary.set_info("sample_unit", data.sample_unit);
-  summary.set_info("first_step", first_step);
+  summary.set_info(S::kSampleUnit, data.sample_unit);
+  summary.set_info(S::kFirstStep, first_step);
 }
 
 std::string job_line(const Config& config, const std::string& model, const JobStart& job,

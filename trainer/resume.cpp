@@ -13,8 +13,10 @@
 #include "trainer/job_summary.h"
 #include "trainer/model_family.h"
 #include "util/error.h"
+#include "util/profile_schema.h"
 
 namespace rt {
+namespace S = profile_schema::summary;
 namespace {
 
 constexpr const char* kRngKey = "trainer_cpu_rng_state";
@@ -107,13 +109,13 @@ OpenedRun open_run(const Config& config, const JobStart& job, ModelFamily& famil
     opened.state = r.state;
     const ConfigChangeReport changes = report_config_changes(r.config_toml, config);
     job.console() << changes.text << std::flush;
-    if (!changes.text.empty()) summary.summary().set_info("config_changes", changes.recorded);
+    if (!changes.text.empty()) summary.summary().set_info(S::kConfigChanges, changes.recorded);
   }
   RunDir& run = opened.run;
   if (job.writer) run = prepare_run_dir(config, checkpoint, checkpoint.empty() ? -1 : opened.state.step);
   if (!run.previous_config.empty()) {
     job.console() << "the run's earlier config.toml is kept as " << run.previous_config.string() << std::endl;
-    summary.summary().set_info("previous_config", run.previous_config.filename().string());
+    summary.summary().set_info(S::kPreviousConfig, run.previous_config.filename().string());
   }
   if (job.distributed) run.path = dist::broadcast_text(*job.comm, run.path.string());
   run.checkpoint = checkpoint;

@@ -22,9 +22,11 @@
 #include "trainer/run_profilers.h"
 #include "trainer/step_log.h"
 #include "util/error.h"
+#include "util/profile_schema.h"
 #include "util/signals.h"
 
 namespace rt {
+namespace S = profile_schema::summary;
 namespace {
 
 namespace fs = std::filesystem;
@@ -294,9 +296,9 @@ class TrainingJob {
     if (!job_.writer) return ok;
     if (profilers_) {
       if (Json timers = profilers_->timers_json(); !timers.is_null())
-        summary_.summary().set_info("timers", timers);
+        summary_.summary().set_info(S::kTimers, timers);
     }
-    if (!lost.empty()) summary_.summary().set_info("lost_outputs", lost.all());
+    if (!lost.empty()) summary_.summary().set_info(S::kLostOutputs, lost.all());
     if (!run_.path.empty() && !summary_.write_final(status, job_.error_prefix)) ok = false;
     std::cout << "training " << status << " after " << summary_.summary().total_steps() << " steps"
               << std::endl;
