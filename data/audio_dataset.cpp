@@ -29,8 +29,8 @@ void allpass_filter(torch::Tensor& x, double omega, double amplitude) {
   }
 }
 
-void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& rng, double min_f, double max_f,
-                         double amplitude) {
+void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& rng, double min_f,
+                         double max_f, double amplitude) {
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   const double f = std::exp(u * (std::log(max_f) - std::log(min_f)) + std::log(min_f));
   allpass_filter(x, 2.0 * M_PI * f / sampling_rate, amplitude);
@@ -54,10 +54,12 @@ Waveform decode_database_waveform(std::string_view bytes, const std::string& key
                   " bytes, but it holds " + std::to_string(b.data().size()));
     }
     if (b.shape_size() == 2 && b.shape(0) > 0 &&
-        static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(std::max(b.shape(1), 0)) == b.data().size() &&
+        static_cast<uint64_t>(b.shape(0)) * static_cast<uint64_t>(std::max(b.shape(1), 0)) ==
+            b.data().size() &&
         b.shape(0) != meta.channels) {
-      throw Error("record '" + printable(key) + "' holds " + std::to_string(b.shape(0)) + "-channel audio (its shape field " +
-                  shape_text({b.shape(0), b.shape(1)}) + " is RAVE's (channels, bytes per channel)), but metadata.yaml " +
+      throw Error("record '" + printable(key) + "' holds " + std::to_string(b.shape(0)) +
+                  "-channel audio (its shape field " + shape_text({b.shape(0), b.shape(1)}) +
+                  " is RAVE's (channels, bytes per channel)), but metadata.yaml " +
                   "says channels: " + std::to_string(meta.channels));
     }
   }
@@ -70,10 +72,10 @@ Waveform decode_database_waveform(std::string_view bytes, const std::string& key
   return w;
 }
 
-AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options)
-    : options_(options) {
+AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options) : options_(options) {
   if (options_.n_signal < 1) throw Error("n_signal must be >= 1, got " + std::to_string(options_.n_signal));
-  if (options_.channels < 0) throw Error("channels must be >= 0 (0 = from the database), got " + std::to_string(options_.channels));
+  if (options_.channels < 0)
+    throw Error("channels must be >= 0 (0 = from the database), got " + std::to_string(options_.channels));
   if (options_.phase_mangle_p < 0 || options_.phase_mangle_p > 1) {
     throw Error("phase_mangle_p must be in [0, 1], got " + std::to_string(options_.phase_mangle_p));
   }
@@ -92,9 +94,10 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
   }
   sampling_rate_ = meta_.sr;
   if (options_.channels != 0 && options_.channels != meta_.channels) {
-    throw Error("channels = " + std::to_string(options_.channels) + " was requested, but database '" + db.string() +
-                "' holds " + std::to_string(meta_.channels) + "-channel audio (metadata.yaml); set channels to " +
-                std::to_string(meta_.channels) + " or 0");
+    throw Error("channels = " + std::to_string(options_.channels) + " was requested, but database '" +
+                db.string() + "' holds " + std::to_string(meta_.channels) +
+                "-channel audio (metadata.yaml); set channels to " + std::to_string(meta_.channels) +
+                " or 0");
   }
   channels_ = meta_.channels;
   if (!options_.rand_pitch.empty()) {
@@ -109,7 +112,8 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
 torch::Tensor AudioDataset::record(size_t index) const {
   const std::string& k = keys_.at(index);
   const auto bytes = store_->get(k);
-  if (!bytes) throw Error("record '" + printable(k) + "' vanished from database '" + store_->path().string() + "'");
+  if (!bytes)
+    throw Error("record '" + printable(k) + "' vanished from database '" + store_->path().string() + "'");
   return waveform_to_tensor(decode_database_waveform(*bytes, k, meta_));
 }
 
@@ -121,13 +125,15 @@ Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {
   if (pitch_) full = (*pitch_)(full, rng);  // RAVE: before the crop
   const int64_t length = full.size(1);
   if (length < options_.n_signal) {
-    throw Error("record '" + printable(keys_[index]) + "' holds " + std::to_string(length) + " samples per channel, fewer than n_signal = " +
-                std::to_string(options_.n_signal) + " (preprocess with --num_signal >= " + std::to_string(options_.n_signal / 2) + ")");
+    throw Error("record '" + printable(keys_[index]) + "' holds " + std::to_string(length) +
+                " samples per channel, fewer than n_signal = " + std::to_string(options_.n_signal) +
+                " (preprocess with --num_signal >= " + std::to_string(options_.n_signal / 2) + ")");
   }
   // RandomCrop: randint(0, length - n_signal) inclusive.
   const int64_t start = std::uniform_int_distribution<int64_t>(0, length - options_.n_signal)(rng);
   torch::Tensor x = full.narrow(1, start, options_.n_signal).contiguous();
-  if (options_.phase_mangle && std::uniform_real_distribution<double>(0.0, 1.0)(rng) < options_.phase_mangle_p) {
+  if (options_.phase_mangle &&
+      std::uniform_real_distribution<double>(0.0, 1.0)(rng) < options_.phase_mangle_p) {
     random_phase_mangle(x, sampling_rate_, rng);
   }
   if (options_.dequantize) {

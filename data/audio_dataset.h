@@ -39,8 +39,8 @@ struct AudioDatasetOptions {
 // RAVE's random phase mangle (rave/core.py): one 2nd-order allpass with a pole at
 // r·e^{iω}, r = 0.99, ω = 2πf/sr, f log-uniform in [20, 2000] Hz, applied to every channel of
 // x ([channels, length], contiguous float32) in place.
-void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& rng,
-                         double min_f = 20.0, double max_f = 2000.0, double amplitude = 0.99);
+void random_phase_mangle(torch::Tensor& x, int sampling_rate, std::mt19937_64& rng, double min_f = 20.0,
+                         double max_f = 2000.0, double amplitude = 0.99);
 
 // The allpass itself (scipy.signal.lfilter(b, a, x) with b = [r², −2Re z0, 1],
 // a = [1, −2Re z0, r²]), zero initial state, per row of x.
@@ -49,8 +49,9 @@ void allpass_filter(torch::Tensor& x, double omega, double amplitude);
 // Decodes one record of an audio database and checks it against the database's metadata.yaml:
 // a waveform (decode_waveform's checks), not truncated (its RAVE shape field (channels, bytes
 // per channel) promising more bytes than it holds), of meta.channels channels where that field
-// says otherwise, at meta.sr where the record carries a rate. Throws rt::Error naming the key and both values. The one validation of an audio
-// record: the loader and `preprocess --inspect` both decode through it.
+// says otherwise, at meta.sr where the record carries a rate. Throws rt::Error naming the key and both
+// values. The one validation of an audio record: the loader and `preprocess --inspect` both decode through
+// it.
 Waveform decode_database_waveform(std::string_view bytes, const std::string& key, const DbMetadata& meta);
 
 class AudioDataset : public ExampleSource {

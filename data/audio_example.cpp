@@ -45,8 +45,8 @@ const AudioExample::AudioBuffer& find_buffer(const AudioExample& example, const 
   if (it == example.buffers().end()) {
     std::string found;
     for (const auto& [n, _] : example.buffers()) found += (found.empty() ? "" : ", ") + printable(n);
-    throw Error("record '" + printable(key) + "' has no buffer '" + printable(name) + "' (buffers: " +
-                (found.empty() ? "none" : found) + ")");
+    throw Error("record '" + printable(key) + "' has no buffer '" + printable(name) +
+                "' (buffers: " + (found.empty() ? "none" : found) + ")");
   }
   return it->second;
 }
@@ -132,13 +132,15 @@ torch::Tensor waveform_to_tensor(const Waveform& waveform) {
   auto out = torch::empty({waveform.channels, waveform.length}, torch::kFloat32);
   float* dst = out.data_ptr<float>();
   constexpr float kScale = 1.0f / 32767.0f;  // RAVE dataset.py: x / (2**15 - 1)
-  for (size_t i = 0; i < waveform.samples.size(); ++i) dst[i] = static_cast<float>(waveform.samples[i]) * kScale;
+  for (size_t i = 0; i < waveform.samples.size(); ++i)
+    dst[i] = static_cast<float>(waveform.samples[i]) * kScale;
   return out;
 }
 
 void put_float_buffer(AudioExample& example, const std::string& name, const torch::Tensor& values) {
   if (values.scalar_type() != torch::kFloat32) {
-    throw Error("buffer '" + name + "' must be float32, got " + std::string(c10::toString(values.scalar_type())));
+    throw Error("buffer '" + name + "' must be float32, got " +
+                std::string(c10::toString(values.scalar_type())));
   }
   auto t = values.to(torch::kCPU).contiguous();
   auto& buffer = (*example.mutable_buffers())[name];
@@ -177,9 +179,9 @@ uint64_t checked_float_count(const AudioExample::AudioBuffer& buffer, const std:
   }
   if (over || buffer.data().size() != numel * sizeof(float)) {
     throw Error(field + " holds " + std::to_string(buffer.data().size()) + " bytes, " +
-                (over || buffer.data().size() < numel * sizeof(float) ? "fewer than its shape needs (truncated)"
-                                                                       : "more than its shape needs (" +
-                                                                             std::to_string(numel * sizeof(float)) + ")"));
+                (over || buffer.data().size() < numel * sizeof(float)
+                     ? "fewer than its shape needs (truncated)"
+                     : "more than its shape needs (" + std::to_string(numel * sizeof(float)) + ")"));
   }
   return numel;
 }

@@ -74,8 +74,7 @@ void put_float_buffer(AudioExample& example, const std::string& name, const torc
 
 // Reads a FLOAT32 buffer back as a tensor of its stored shape. Throws rt::Error naming `key`
 // and `name` when it is missing, not FLOAT32, or its byte count does not match its shape.
-torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name,
-                               const std::string& key);
+torch::Tensor get_float_buffer(const AudioExample& example, const std::string& name, const std::string& key);
 
 // Checks every FLOAT32 buffer other than the waveform as get_float_buffer does (its shape fits
 // its bytes, without overflow) without copying it: training and `preprocess --inspect` refuse

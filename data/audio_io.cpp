@@ -40,7 +40,8 @@ std::string container_truncation(const std::filesystem::path& path) {
   const uint64_t size = std::filesystem::file_size(path, ec);
   // One byte short is a chunk's pad byte that some writers count but never write.
   if (ec || declared + 8 <= size + 1) return "";
-  return "its header promises " + std::to_string(declared + 8) + " bytes but the file holds " + std::to_string(size);
+  return "its header promises " + std::to_string(declared + 8) + " bytes but the file holds " +
+         std::to_string(size);
 }
 
 }  // namespace
@@ -74,11 +75,13 @@ AudioData decode_audio_file(const std::filesystem::path& path) {
     if (got <= 0) break;
     throw_if_stop_requested("while decoding " + path.string());
     if ((audio.frames() + got) * nc > kMaxDecodedSamples) {
-      throw Error("cannot decode '" + path.string() + "': it holds more than " + std::to_string(kMaxDecodedSamples) +
+      throw Error("cannot decode '" + path.string() + "': it holds more than " +
+                  std::to_string(kMaxDecodedSamples) +
                   " samples, the most one file may decode to in memory; split it into shorter files");
     }
     for (sf_count_t t = 0; t < got; ++t) {
-      for (int c = 0; c < nc; ++c) audio.channels[static_cast<size_t>(c)].push_back(block[static_cast<size_t>(t * nc + c)]);
+      for (int c = 0; c < nc; ++c)
+        audio.channels[static_cast<size_t>(c)].push_back(block[static_cast<size_t>(t * nc + c)]);
     }
   }
   audio.truncated = container_truncation(path);
@@ -90,13 +93,14 @@ AudioData decode_audio_file(const std::filesystem::path& path) {
 
 std::vector<float> resample_channel(const std::vector<float>& in, double in_rate, double out_rate) {
   if (in_rate == out_rate || in.empty()) return in;
-  const size_t out_len = static_cast<size_t>(std::llround(static_cast<double>(in.size()) * out_rate / in_rate));
+  const size_t out_len =
+      static_cast<size_t>(std::llround(static_cast<double>(in.size()) * out_rate / in_rate));
   std::vector<float> out(out_len);
   size_t done = 0;
   soxr_quality_spec_t quality = soxr_quality_spec(SOXR_VHQ, 0);
   soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
-  soxr_error_t err = soxr_oneshot(in_rate, out_rate, 1, in.data(), in.size(), nullptr, out.data(),
-                                  out.size(), &done, &io, &quality, nullptr);
+  soxr_error_t err = soxr_oneshot(in_rate, out_rate, 1, in.data(), in.size(), nullptr, out.data(), out.size(),
+                                  &done, &io, &quality, nullptr);
   if (err != nullptr) {
     throw Error("soxr resampling " + std::to_string(in_rate) + " Hz -> " + std::to_string(out_rate) +
                 " Hz failed: " + err);
@@ -107,15 +111,18 @@ std::vector<float> resample_channel(const std::vector<float>& in, double in_rate
 
 AudioData resample(const AudioData& audio, int out_rate) {
   if (audio.sample_rate == out_rate) return audio;
-  const double out_samples = static_cast<double>(audio.frames()) * audio.num_channels() * out_rate / audio.sample_rate;
+  const double out_samples =
+      static_cast<double>(audio.frames()) * audio.num_channels() * out_rate / audio.sample_rate;
   if (out_samples > static_cast<double>(kMaxDecodedSamples)) {
-    throw Error("resampling " + std::to_string(audio.frames()) + " frames from " + std::to_string(audio.sample_rate) +
-                " Hz to " + std::to_string(out_rate) + " Hz gives more than " + std::to_string(kMaxDecodedSamples) +
+    throw Error("resampling " + std::to_string(audio.frames()) + " frames from " +
+                std::to_string(audio.sample_rate) + " Hz to " + std::to_string(out_rate) +
+                " Hz gives more than " + std::to_string(kMaxDecodedSamples) +
                 " samples, the most one file may hold in memory; split it into shorter files");
   }
   AudioData out;
   out.sample_rate = out_rate;
-  for (const auto& c : audio.channels) out.channels.push_back(resample_channel(c, audio.sample_rate, out_rate));
+  for (const auto& c : audio.channels)
+    out.channels.push_back(resample_channel(c, audio.sample_rate, out_rate));
   return out;
 }
 
@@ -140,7 +147,8 @@ AudioData map_channels(const AudioData& audio, int channels) {
       for (auto& v : dst) v *= inv;
     }
   } else {
-    for (int c = 0; c < channels; ++c) out.channels[static_cast<size_t>(c)] = audio.channels[static_cast<size_t>(c % in)];
+    for (int c = 0; c < channels; ++c)
+      out.channels[static_cast<size_t>(c)] = audio.channels[static_cast<size_t>(c % in)];
   }
   return out;
 }
@@ -162,11 +170,11 @@ int16_t float_to_int16(float x) {
 
 int audio_format_from_name(const std::string& name) {
   static const std::vector<std::pair<std::string, int>> kFormats = {
-      {"wav16", SF_FORMAT_WAV | SF_FORMAT_PCM_16},    {"wav24", SF_FORMAT_WAV | SF_FORMAT_PCM_24},
-      {"wavf32", SF_FORMAT_WAV | SF_FORMAT_FLOAT},    {"flac16", SF_FORMAT_FLAC | SF_FORMAT_PCM_16},
-      {"flac24", SF_FORMAT_FLAC | SF_FORMAT_PCM_24},  {"ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS},
-      {"aiff16", SF_FORMAT_AIFF | SF_FORMAT_PCM_16},  {"aiff24", SF_FORMAT_AIFF | SF_FORMAT_PCM_24},
-      {"opus", SF_FORMAT_OGG | SF_FORMAT_OPUS},       {"mp3", SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III},
+      {"wav16", SF_FORMAT_WAV | SF_FORMAT_PCM_16},   {"wav24", SF_FORMAT_WAV | SF_FORMAT_PCM_24},
+      {"wavf32", SF_FORMAT_WAV | SF_FORMAT_FLOAT},   {"flac16", SF_FORMAT_FLAC | SF_FORMAT_PCM_16},
+      {"flac24", SF_FORMAT_FLAC | SF_FORMAT_PCM_24}, {"ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS},
+      {"aiff16", SF_FORMAT_AIFF | SF_FORMAT_PCM_16}, {"aiff24", SF_FORMAT_AIFF | SF_FORMAT_PCM_24},
+      {"opus", SF_FORMAT_OGG | SF_FORMAT_OPUS},      {"mp3", SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III},
   };
   std::string names;
   for (const auto& [n, f] : kFormats) {
@@ -183,11 +191,13 @@ void write_audio_file(const std::filesystem::path& path, const AudioData& audio,
   info.format = sf_format;
   if (info.channels < 1) throw Error("cannot write '" + path.string() + "': no channels");
   if (!sf_format_check(&info)) {
-    throw Error("cannot write '" + path.string() + "': format 0x" + [&] {
-      char buf[16];
-      std::snprintf(buf, sizeof(buf), "%x", sf_format);
-      return std::string(buf);
-    }() + " with " + std::to_string(info.channels) + " channels at " + std::to_string(info.samplerate) +
+    throw Error("cannot write '" + path.string() + "': format 0x" +
+                [&] {
+                  char buf[16];
+                  std::snprintf(buf, sizeof(buf), "%x", sf_format);
+                  return std::string(buf);
+                }() +
+                " with " + std::to_string(info.channels) + " channels at " + std::to_string(info.samplerate) +
                 " Hz is not supported by this libsndfile");
   }
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -200,7 +210,9 @@ void write_audio_file(const std::filesystem::path& path, const AudioData& audio,
   for (int64_t start = 0; start < frames; start += kBlock) {
     const int64_t n = std::min(kBlock, frames - start);
     for (int64_t t = 0; t < n; ++t) {
-      for (int c = 0; c < nc; ++c) block[static_cast<size_t>(t * nc + c)] = audio.channels[static_cast<size_t>(c)][static_cast<size_t>(start + t)];
+      for (int c = 0; c < nc; ++c)
+        block[static_cast<size_t>(t * nc + c)] =
+            audio.channels[static_cast<size_t>(c)][static_cast<size_t>(start + t)];
     }
     if (sf_writef_float(file.get(), block.data(), n) != n) {
       throw Error("cannot write '" + path.string() + "': " + sf_strerror(file.get()));

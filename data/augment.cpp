@@ -59,13 +59,13 @@ int output_flow(sox_effect_t* effp, const sox_sample_t* ibuf, sox_sample_t* /*ob
 }
 
 sox_effect_handler_t* input_handler() {
-  static sox_effect_handler_t h{"rt_input", nullptr, SOX_EFF_MCHAN, nullptr, nullptr, nullptr,
-                                input_drain, nullptr, nullptr, sizeof(InputPriv)};
+  static sox_effect_handler_t h{"rt_input", nullptr,     SOX_EFF_MCHAN, nullptr, nullptr,
+                                nullptr,    input_drain, nullptr,       nullptr, sizeof(InputPriv)};
   return &h;
 }
 sox_effect_handler_t* output_handler() {
-  static sox_effect_handler_t h{"rt_output", nullptr, SOX_EFF_MCHAN, nullptr, nullptr, output_flow,
-                                nullptr, nullptr, nullptr, sizeof(OutputPriv)};
+  static sox_effect_handler_t h{"rt_output", nullptr, SOX_EFF_MCHAN, nullptr, nullptr,
+                                output_flow, nullptr, nullptr,       nullptr, sizeof(OutputPriv)};
   return &h;
 }
 
@@ -130,7 +130,7 @@ torch::Tensor sox_compand(const torch::Tensor& x, int sampling_rate, const std::
     init_sox();
     sox_signalinfo_t signal{static_cast<sox_rate_t>(sampling_rate), static_cast<unsigned>(channels), 32,
                             static_cast<sox_uint64_t>(in.size()), nullptr};
-    sox_encodinginfo_t encoding{SOX_ENCODING_SIGN2, 32, 0, sox_option_default, sox_option_default,
+    sox_encodinginfo_t encoding{SOX_ENCODING_SIGN2, 32,       0, sox_option_default, sox_option_default,
                                 sox_option_default, sox_false};
     sox_effects_chain_t* chain = sox_create_effects_chain(&encoding, &encoding);
     if (chain == nullptr) throw Error("libsox: could not create an effects chain");
@@ -161,14 +161,16 @@ torch::Tensor sox_compand(const torch::Tensor& x, int sampling_rate, const std::
     e = sox_create_effect(output_handler());
     *static_cast<OutputPriv*>(e->priv) = OutputPriv{&out};
     add(e, "the output");
-    if (failure.empty() && sox_flow_effects(chain, nullptr, nullptr) != SOX_SUCCESS && out.size() != in.size()) {
+    if (failure.empty() && sox_flow_effects(chain, nullptr, nullptr) != SOX_SUCCESS &&
+        out.size() != in.size()) {
       failure = "the flow";
     }
     sox_delete_effects_chain(chain);
     if (!failure.empty()) throw Error("sox compand " + joined(args) + ": " + failure + " failed");
   }
   if (out.size() != in.size()) {
-    throw Error("sox compand returned " + std::to_string(out.size()) + " samples for " + std::to_string(in.size()));
+    throw Error("sox compand returned " + std::to_string(out.size()) + " samples for " +
+                std::to_string(in.size()));
   }
   torch::Tensor y = torch::empty({length, channels}, torch::kFloat32);
   float* dst = y.data_ptr<float>();
@@ -222,7 +224,8 @@ torch::Tensor resample_poly(const torch::Tensor& x, int64_t up, int64_t down) {
   const int64_t max_rate = std::max(up, down);
   const int64_t half_len = 10 * max_rate;
   std::vector<double> h = firwin_kaiser(2 * half_len + 1, 1.0 / static_cast<double>(max_rate), 5.0);
-  for (auto& v : h) v = static_cast<double>(static_cast<float>(v)) * static_cast<double>(up);  // h.astype(x.dtype) * up
+  for (auto& v : h)
+    v = static_cast<double>(static_cast<float>(v)) * static_cast<double>(up);  // h.astype(x.dtype) * up
   const int64_t n_pre_pad = down - half_len % down;
   const int64_t n_pre_remove = (half_len + n_pre_pad) / down;
   // The padded filter: n_pre_pad zeros first (the zeros after it change nothing kept).

@@ -56,8 +56,8 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
     auto integer = [&](int64_t lo, int64_t hi, const std::string& unit) {
       const auto v = parse_int64(value);
       if (!v || *v < lo || *v > hi) {
-        throw Error(at + ": " + key + ": " + value + " is not accepted; an integer in [" + std::to_string(lo) + ", " +
-                    std::to_string(hi) + "]" + unit);
+        throw Error(at + ": " + key + ": " + value + " is not accepted; an integer in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "]" + unit);
       }
       return static_cast<int>(*v);
     };
@@ -67,8 +67,8 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
       // RAVE writes sr as an int; a float spelling of a whole number ("44100.0") is the same rate.
       const auto v = parse_finite(value);
       if (!v || *v < kMinSampleRate || *v > kMaxSampleRate || *v != std::floor(*v)) {
-        throw Error(at + ": sr: " + value + " is not accepted; a sampling rate in [" + std::to_string(kMinSampleRate) +
-                    ", " + std::to_string(kMaxSampleRate) + "] Hz");
+        throw Error(at + ": sr: " + value + " is not accepted; a sampling rate in [" +
+                    std::to_string(kMinSampleRate) + ", " + std::to_string(kMaxSampleRate) + "] Hz");
       }
       meta.sr = static_cast<int>(*v);
     } else if (key == "n_seconds") {
@@ -77,10 +77,12 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
       meta.n_seconds = *v;
     } else if (key == "lazy") {
       if (value == "true" || value == "True") {
-        throw Error(at + ": lazy: " + value + ": a lazy RAVE database holds file paths, not audio, which this trainer "
+        throw Error(at + ": lazy: " + value +
+                    ": a lazy RAVE database holds file paths, not audio, which this trainer "
                     "does not read; build the database without --lazy");
       }
-      if (value != "false" && value != "False") throw Error(at + ": lazy: " + value + " is not accepted; true or false");
+      if (value != "false" && value != "False")
+        throw Error(at + ": lazy: " + value + " is not accepted; true or false");
     }  // Other keys (written by newer RAVE versions) carry nothing we need.
   }
   return meta;
@@ -89,9 +91,11 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
 DbMetadata require_db_metadata(const std::filesystem::path& db) {
   auto meta = read_db_metadata(db);
   if (!meta) {
-    throw Error("database '" + db.string() + "' has no metadata.yaml: it was not finished (preprocess writes it last, "
-                "so it was interrupted; RAVE's preprocess also leaves none when its map fills). Build it again, or "
-                "write metadata.yaml with the records' channels and sr (keys: channels, lazy, n_seconds, sr)");
+    throw Error(
+        "database '" + db.string() +
+        "' has no metadata.yaml: it was not finished (preprocess writes it last, "
+        "so it was interrupted; RAVE's preprocess also leaves none when its map fills). Build it again, or "
+        "write metadata.yaml with the records' channels and sr (keys: channels, lazy, n_seconds, sr)");
   }
   return *meta;
 }

@@ -115,7 +115,8 @@ struct Recipe {
 
 }  // namespace
 
-std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file, uint64_t seed) {
+std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file,
+                                          uint64_t seed) {
   // Every file is synthesised in memory: an hour of 48 kHz stereo is 1.4 GB of floats.
   if (!(seconds_per_file > 0 && seconds_per_file <= kMaxDemoSeconds)) {
     throw Error("--demo_seconds " + std::to_string(seconds_per_file) + ": must be in (0, " +
@@ -142,7 +143,8 @@ std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, doub
     audio.channels.assign(static_cast<size_t>(r.channels), std::vector<float>(frames, 0.0f));
     r.synth(audio, rng);
     write_audio_file(dir / r.path, audio, audio_format_from_name(r.format));
-    written.push_back({r.path, r.format, r.sample_rate, r.channels, static_cast<double>(frames) / r.sample_rate});
+    written.push_back(
+        {r.path, r.format, r.sample_rate, r.channels, static_cast<double>(frames) / r.sample_rate});
   }
   return written;
 }

@@ -47,7 +47,8 @@ LmdbStore::LmdbStore(const std::filesystem::path& path, Mode mode, uint64_t map_
     mdb_env_stat(env_, &stat);
     used_bytes_ = (static_cast<uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
     data_fd_ = ::open((path / "data.mdb").c_str(), O_RDONLY | O_CLOEXEC);
-    if (data_fd_ < 0) throw Error("cannot open '" + (path / "data.mdb").string() + "': " + std::strerror(errno));
+    if (data_fd_ < 0)
+      throw Error("cannot open '" + (path / "data.mdb").string() + "': " + std::strerror(errno));
     check_not_shrunk();
   }
 }
@@ -64,10 +65,11 @@ void LmdbStore::check_not_shrunk() const {
     throw Error("cannot stat '" + (path_ / "data.mdb").string() + "': " + std::strerror(errno));
   }
   if (static_cast<uint64_t>(st.st_size) >= used_bytes_) return;
-  throw Error("LMDB database '" + path_.string() + "' changed under the reader: data.mdb is now " +
-              std::to_string(st.st_size) + " bytes, but the database uses " + std::to_string(used_bytes_) +
-              " (truncated, or being rewritten, while it was open); restore the database (or rerun preprocess) "
-              "and resume with --ckpt last");
+  throw Error(
+      "LMDB database '" + path_.string() + "' changed under the reader: data.mdb is now " +
+      std::to_string(st.st_size) + " bytes, but the database uses " + std::to_string(used_bytes_) +
+      " (truncated, or being rewritten, while it was open); restore the database (or rerun preprocess) "
+      "and resume with --ckpt last");
 }
 
 void LmdbStore::check(int rc, const std::string& what) const {
@@ -123,7 +125,9 @@ void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_
   MDB_val k{}, v{};
   try {
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-      if (!fn({static_cast<const char*>(k.mv_data), k.mv_size}, {static_cast<const char*>(v.mv_data), v.mv_size})) break;
+      if (!fn({static_cast<const char*>(k.mv_data), k.mv_size},
+              {static_cast<const char*>(v.mv_data), v.mv_size}))
+        break;
       check_not_shrunk();  // before the cursor reads its next page
     }
   } catch (...) {
@@ -151,7 +155,8 @@ LmdbStore::Writer::~Writer() {
 }
 
 void LmdbStore::Writer::put(std::string_view key, std::string_view value) {
-  if (txn_ == nullptr) throw Error("write to '" + store_.path_.string() + "' after a failed or committed transaction");
+  if (txn_ == nullptr)
+    throw Error("write to '" + store_.path_.string() + "' after a failed or committed transaction");
   MDB_val k{key.size(), const_cast<char*>(key.data())};
   MDB_val v{value.size(), const_cast<char*>(value.data())};
   int rc = mdb_put(txn_, store_.dbi_, &k, &v, 0);
@@ -163,7 +168,8 @@ void LmdbStore::Writer::put(std::string_view key, std::string_view value) {
 }
 
 void LmdbStore::Writer::commit() {
-  if (txn_ == nullptr) throw Error("commit to '" + store_.path_.string() + "' after a failed or committed transaction");
+  if (txn_ == nullptr)
+    throw Error("commit to '" + store_.path_.string() + "' after a failed or committed transaction");
   int rc = mdb_txn_commit(txn_);
   txn_ = nullptr;  // mdb_txn_commit frees the transaction even on failure.
   store_.check(rc, "commit");

@@ -80,8 +80,8 @@ class LmdbStore {
   Mode mode_;
   MDB_env* env_ = nullptr;
   MDB_dbi dbi_ = 0;
-  int data_fd_ = -1;           // data.mdb, read-only stores: its size is checked before reads
-  uint64_t used_bytes_ = 0;    // the pages the database used when opened: (last page + 1) × page size
+  int data_fd_ = -1;         // data.mdb, read-only stores: its size is checked before reads
+  uint64_t used_bytes_ = 0;  // the pages the database used when opened: (last page + 1) × page size
 };
 
 }  // namespace rt

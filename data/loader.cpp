@@ -45,7 +45,8 @@ std::vector<std::vector<size_t>> default_batches(const std::vector<size_t>& indi
   for (size_t start = 0; start < order.size(); start += b) {
     const size_t end = std::min(order.size(), start + b);
     if (end - start < b && options.drop_last) break;
-    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(end));
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start),
+                         order.begin() + static_cast<std::ptrdiff_t>(end));
   }
   return batches;
 }
@@ -66,7 +67,8 @@ Batch collate(std::vector<Example>& examples) {
   }
   batch.input = torch::stack(inputs);
   if (!targets.empty()) {
-    if (targets.size() != examples.size()) throw Error("collate: some examples have a target and others do not");
+    if (targets.size() != examples.size())
+      throw Error("collate: some examples have a target and others do not");
     batch.target = torch::stack(targets);
   }
   batch.group = examples.front().group;
@@ -80,7 +82,8 @@ Loader::Loader(std::shared_ptr<const ExampleSource> source, LoaderOptions option
   if (options_.batch < 1) throw Error("batch must be >= 1, got " + std::to_string(options_.batch));
   if (options_.workers < 0) throw Error("workers must be >= 0, got " + std::to_string(options_.workers));
   if (options_.prefetch < 1) throw Error("prefetch must be >= 1, got " + std::to_string(options_.prefetch));
-  if (options_.start_batch < 0) throw Error("start_batch must be >= 0, got " + std::to_string(options_.start_batch));
+  if (options_.start_batch < 0)
+    throw Error("start_batch must be >= 0, got " + std::to_string(options_.start_batch));
   if (options_.start.example < 0) {
     throw Error("start.example must be >= 0, got " + std::to_string(options_.start.example));
   }
@@ -157,8 +160,9 @@ bool Loader::plan_until(int64_t seq) {
     if (batches.empty() && skip > 0) continue;  // resumed at the end of an epoch
     const std::string shape =
         std::to_string(split_examples_) + " examples" +
-        (split_examples_ != source_->size() ? " in this split (of " + std::to_string(source_->size()) + " in the database)"
-                                            : std::string()) +
+        (split_examples_ != source_->size()
+             ? " in this split (of " + std::to_string(source_->size()) + " in the database)"
+             : std::string()) +
         ", batch " + std::to_string(options_.batch) +
         (sharded ? " per rank × " + std::to_string(options_.world_size) + " ranks" : "") +
         (options_.drop_last ? ", drop_last" : "");
@@ -173,7 +177,8 @@ bool Loader::plan_until(int64_t seq) {
     StreamPosition position{epoch, static_cast<int64_t>(skip)};
     const int64_t planned_before = planned_until_;
     for (auto& b : batches) {
-      if (b.empty()) throw Error("Loader: the batch sampler returned an empty batch in epoch " + std::to_string(epoch));
+      if (b.empty())
+        throw Error("Loader: the batch sampler returned an empty batch in epoch " + std::to_string(epoch));
       position.example += static_cast<int64_t>(b.size());
       const int64_t global_index = next_global_++;
       if (global_index < options_.start_batch) continue;  // Before the resume position: never loaded.
@@ -186,7 +191,8 @@ bool Loader::plan_until(int64_t seq) {
                                      : 0;
       auto slice = sharded ? rank_slice(b, options_.rank, options_.world_size) : std::move(b);
       if (slice.empty()) continue;
-      plan_.push_back(Job{planned_until_++, epoch, global_index, position, std::move(slice), global_size, offset});
+      plan_.push_back(
+          Job{planned_until_++, epoch, global_index, position, std::move(slice), global_size, offset});
     }
     if (options_.infinite && skip == 0 && planned_until_ == planned_before &&
         next_global_ > options_.start_batch) {
@@ -237,7 +243,8 @@ void Loader::worker_loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // At most `prefetch` finished batches wait, plus one in flight per worker.
-      cv_.wait(lock, [&] { return stop_ || next_claim_ < next_deliver_ + options_.prefetch + options_.workers; });
+      cv_.wait(lock,
+               [&] { return stop_ || next_claim_ < next_deliver_ + options_.prefetch + options_.workers; });
       if (stop_) return;
       try {
         if (!plan_until(next_claim_)) {

@@ -31,8 +31,8 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -48,13 +48,13 @@ namespace rt {
 
 struct LoaderOptions {
   int64_t batch = 8;
-  int workers = 2;      // 0 = load on the caller's thread inside next().
-  int prefetch = 4;     // Finished batches queued ahead of the consumer (>= 1), plus one in
-                        // flight per worker.
+  int workers = 2;   // 0 = load on the caller's thread inside next().
+  int prefetch = 4;  // Finished batches queued ahead of the consumer (>= 1), plus one in
+                     // flight per worker.
   uint64_t seed = 0;
-  bool shuffle = true;  // Default sampler only.
-  bool drop_last = true;  // Default sampler only: drop the last incomplete batch.
-  bool infinite = true;   // false: the stream ends after one epoch (next() returns nullopt).
+  bool shuffle = true;      // Default sampler only.
+  bool drop_last = true;    // Default sampler only: drop the last incomplete batch.
+  bool infinite = true;     // false: the stream ends after one epoch (next() returns nullopt).
   bool pin_memory = false;  // Honoured only when CUDA is available.
   // Data parallelism: this process is rank `rank` of `world_size`; `batch` is the per-rank
   // batch (see the top of this file).
@@ -150,7 +150,7 @@ class Loader final : public BatchStream {
   int64_t next_global_ = 0;    // Global index of the next global batch to plan.
   uint64_t next_epoch_ = 0;
   uint64_t epochs_planned_ = 0;
-  bool exhausted_ = false;     // Finite stream fully planned.
+  bool exhausted_ = false;  // Finite stream fully planned.
   int64_t next_claim_ = 0;
   int64_t next_deliver_ = 0;
   std::map<int64_t, Batch> ready_;

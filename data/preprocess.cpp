@@ -62,8 +62,10 @@ FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
   const int64_t n_chunks = frames / chunk;
   if (n_chunks == 0) {
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "too short: %.2f s after resampling, one chunk needs %.2f s (2 * num_signal = %lld samples)",
-                  audio.seconds(), static_cast<double>(chunk) / opt.sampling_rate, static_cast<long long>(chunk));
+    std::snprintf(
+        buf, sizeof(buf),
+        "too short: %.2f s after resampling, one chunk needs %.2f s (2 * num_signal = %lld samples)",
+        audio.seconds(), static_cast<double>(chunk) / opt.sampling_rate, static_cast<long long>(chunk));
     result.skip_reason = buf;
     return result;
   }
@@ -97,18 +99,20 @@ void validate(const PreprocessOptions& o) {
   if (o.input_paths.empty()) throw Error("--input_path: give at least one file or folder");
   if (o.output_path.empty()) throw Error("--output_path: required");
   if (o.sampling_rate < kMinSampleRate || o.sampling_rate > kMaxSampleRate) {
-    throw Error("--sampling_rate " + std::to_string(o.sampling_rate) + ": must be in [" + std::to_string(kMinSampleRate) +
-                ", " + std::to_string(kMaxSampleRate) + "] Hz");
+    throw Error("--sampling_rate " + std::to_string(o.sampling_rate) + ": must be in [" +
+                std::to_string(kMinSampleRate) + ", " + std::to_string(kMaxSampleRate) + "] Hz");
   }
   if (o.channels < 1 || o.channels > kMaxChannels) {
-    throw Error("--channels " + std::to_string(o.channels) + ": must be in [1, " + std::to_string(kMaxChannels) + "]");
+    throw Error("--channels " + std::to_string(o.channels) + ": must be in [1, " +
+                std::to_string(kMaxChannels) + "]");
   }
   if (o.num_signal < 1 || o.num_signal > kMaxDecodedSamples / 2 / o.channels) {
     throw Error("--num_signal " + std::to_string(o.num_signal) + ": must be in [1, " +
                 std::to_string(kMaxDecodedSamples / 2 / o.channels) + "] at " + std::to_string(o.channels) +
                 " channel(s)");
   }
-  if (!(o.max_db_size_gb > 0)) throw Error("--max_db_size must be > 0 (GB), got " + std::to_string(o.max_db_size_gb));
+  if (!(o.max_db_size_gb > 0))
+    throw Error("--max_db_size must be > 0 (GB), got " + std::to_string(o.max_db_size_gb));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.workers < 0 || o.workers > 4 * cores) {
     throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " + std::to_string(4 * cores) +
@@ -118,7 +122,8 @@ void validate(const PreprocessOptions& o) {
 
 }  // namespace
 
-std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs, std::vector<SkippedFile>& missing) {
+std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
+                                          std::vector<SkippedFile>& missing) {
   std::set<fs::path> files;
   for (const auto& in : inputs) {
     std::error_code ec;
@@ -146,15 +151,17 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   // LMDB wants a page-multiple map size.
   const double requested = opt.max_db_size_gb * 1024.0 * 1024.0 * 1024.0;
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t map_size = std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
+  const uint64_t map_size =
+      std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
   LmdbStore store(opt.output_path, LmdbStore::Mode::kReadWrite, map_size);
   if (store.count() > 0) {
-    throw Error("--output_path '" + opt.output_path.string() + "' already holds " + std::to_string(store.count()) +
-                " entries; choose a new folder or delete it");
+    throw Error("--output_path '" + opt.output_path.string() + "' already holds " +
+                std::to_string(store.count()) + " entries; choose a new folder or delete it");
   }
 
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int n_workers = std::max(1, std::min<int>(opt.workers > 0 ? opt.workers : hw, static_cast<int>(std::max<size_t>(files.size(), 1))));
+  const int n_workers = std::max(1, std::min<int>(opt.workers > 0 ? opt.workers : hw,
+                                                  static_cast<int>(std::max<size_t>(files.size(), 1))));
   // Decoded-but-unwritten files are bounded so memory stays flat on large folders.
   const size_t window = static_cast<size_t>(n_workers) * 2;
 
@@ -199,7 +206,8 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
     last_reported = done;
     char buf[256];
     std::snprintf(buf, sizeof(buf), "files %zu/%zu, chunks %llu, audio %s (%.1f s)", done, files.size(),
-                  static_cast<unsigned long long>(result.chunks), hms(result.seconds).c_str(), result.seconds);
+                  static_cast<unsigned long long>(result.chunks), hms(result.seconds).c_str(),
+                  result.seconds);
     log << (tty ? "\r" : "") << "preprocess: " << buf << (tty && !final_line ? "" : "\n") << std::flush;
   };
 
@@ -214,7 +222,8 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
         // Woken every 100 ms to notice SIGINT/SIGTERM while a worker decodes a long file.
         while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return ready.count(i) > 0; })) {
           throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
-                                  std::to_string(result.files_used) + " files; the database is unfinished (no metadata.yaml)");
+                                  std::to_string(result.files_used) +
+                                  " files; the database is unfinished (no metadata.yaml)");
         }
         r = std::move(ready[i]);
         ready.erase(i);
@@ -223,7 +232,8 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
       cv.notify_all();
       // A worker stopped by the signal leaves a failure, not a file to skip.
       throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
-                              std::to_string(result.files_used) + " files; the database is unfinished (no metadata.yaml)");
+                              std::to_string(result.files_used) +
+                              " files; the database is unfinished (no metadata.yaml)");
       if (!r.skip_reason.empty()) {
         result.skipped.push_back({files[i], r.skip_reason});
       } else {
@@ -232,12 +242,14 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
           for (size_t start = 0; start < r.records.size(); start += kChunksPerCommit) {
             LmdbStore::Writer writer(store);
             const size_t end = std::min(r.records.size(), start + kChunksPerCommit);
-            for (size_t k = start; k < end; ++k) writer.put(LmdbStore::key_for_index(key_index + (k - start)), r.records[k]);
+            for (size_t k = start; k < end; ++k)
+              writer.put(LmdbStore::key_for_index(key_index + (k - start)), r.records[k]);
             writer.commit();
             key_index += end - start;
             file_chunks += end - start;
             result.chunks += end - start;
-            result.seconds += static_cast<double>(end - start) * 2.0 * static_cast<double>(opt.num_signal) / opt.sampling_rate;
+            result.seconds += static_cast<double>(end - start) * 2.0 * static_cast<double>(opt.num_signal) /
+                              opt.sampling_rate;
           }
         } catch (const MapFullError&) {
           if (file_chunks > 0) ++result.files_used;
@@ -369,7 +381,8 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
     out << "  " << printable(name) << ": " << info.precision << ", shape [";
     for (size_t i = 0; i < info.first_shape.size(); ++i) out << (i ? ", " : "") << info.first_shape[i];
     out << "]" << (info.shape_varies ? " (varies)" : "") << ", in " << info.records << " records";
-    if (name == kWaveformBuffer) out << " (shape field is RAVE's (channels, bytes/channels); lengths come from the data)";
+    if (name == kWaveformBuffer)
+      out << " (shape field is RAVE's (channels, bytes/channels); lengths come from the data)";
     out << "\n";
   }
   if (bad.empty() && entries > 0) {

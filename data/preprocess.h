@@ -17,9 +17,9 @@ struct PreprocessOptions {
   std::filesystem::path output_path;
   int sampling_rate = 44100;
   int channels = 1;
-  int64_t num_signal = 131072;  // A stored chunk holds 2 * num_signal samples per channel.
+  int64_t num_signal = 131072;    // A stored chunk holds 2 * num_signal samples per channel.
   double max_db_size_gb = 100.0;  // LMDB map size (a limit; the file grows as needed).
-  int workers = 0;  // Decoding threads; 0 = all cores.
+  int workers = 0;                // Decoding threads; 0 = all cores.
 };
 
 struct SkippedFile {

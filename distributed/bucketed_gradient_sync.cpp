@@ -1,8 +1,8 @@
 #include "distributed/bucketed_gradient_sync.h"
 
+#include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <c10/util/strides.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
@@ -162,7 +162,8 @@ void BucketedGradientSync::launch(Plan& plan, size_t index) {
     int64_t total = 1;  // room for a carried count
     for (size_t i : bucket.params) total += plan.params[i].numel();
     const auto& first = plan.params[bucket.params.front()];
-    bucket.buffer = torch::empty({total}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device()));
+    bucket.buffer =
+        torch::empty({total}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device()));
   }
   bucket.flat = bucket.buffer.narrow(0, 0, numel + (bucket.carries ? 1 : 0));
   // A gradient may already live in this buffer (finish() left it there; the stock optimizers'
@@ -204,7 +205,8 @@ void BucketedGradientSync::set_batch_share(int64_t local, int64_t global) {
   if (local < 0 || global <= 0 || local > global) {
     throw Error("gradient sync: batch share " + std::to_string(local) + " of " + std::to_string(global));
   }
-  scale_ = static_cast<double>(comm_->world_size()) * static_cast<double>(local) / static_cast<double>(global);
+  scale_ =
+      static_cast<double>(comm_->world_size()) * static_cast<double>(local) / static_cast<double>(global);
 }
 
 void BucketedGradientSync::finish() {

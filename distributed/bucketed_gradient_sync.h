@@ -87,7 +87,7 @@ class BucketedGradientSync final : public GradientSync {
   std::mutex mu_;  // hooks may run on autograd device threads
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* active_ = nullptr;
-  double scale_ = 1.0;  // loss_scale(): world · local / global (1 for even slices)
+  double scale_ = 1.0;             // loss_scale(): world · local / global (1 for even slices)
   std::optional<double> carry_;    // carry(): to go into the next last bucket
   std::optional<double> carried_;  // its sum over ranks, once a finish() read it
   Report report_;

@@ -78,7 +78,8 @@ struct C10dCommunicator::Collective {
 C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<C10dBackend> group, std::string backend, int rank,
                                    int world_size, std::chrono::milliseconds timeout,
                                    std::vector<PeerInfo> peers, c10::optional<torch::Device> staging,
-                                   bool active_wait, int64_t gather_sum_bytes, std::string event_loop_scheduling)
+                                   bool active_wait, int64_t gather_sum_bytes,
+                                   std::string event_loop_scheduling)
     : group_(std::move(group)),
       backend_(std::move(backend)),
       rank_(rank),
@@ -114,7 +115,8 @@ c10::intrusive_ptr<c10d::Work> C10dCommunicator::launch(const char* op, const ch
   } catch (const std::exception& e) {
     fail(name, e);
   }
-  const int64_t in_bytes = tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0;
+  const int64_t in_bytes =
+      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0;
   totals_->collectives += 1;
   totals_->bytes += in_bytes;
   // The span (and the busy time) runs from when the collective starts executing to its
@@ -271,7 +273,8 @@ PendingCollective C10dCommunicator::all_reduce_sum_async(const torch::Tensor& te
   }
   class Pending final : public PendingCollective::Impl {
    public:
-    Pending(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work, torch::Tensor target, torch::Tensor staged)
+    Pending(C10dCommunicator* comm, c10::intrusive_ptr<c10d::Work> work, torch::Tensor target,
+            torch::Tensor staged)
         : comm_(comm), work_(std::move(work)), target_(std::move(target)), staged_(std::move(staged)) {}
     void wait() override {
       if (done_) return;

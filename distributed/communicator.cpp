@@ -63,8 +63,9 @@ void check_same_on_all_ranks(Communicator& comm, const std::string& what, const 
   const std::string other = broadcast_text(comm, value, differ[0]);
   std::string ranks = differ.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < differ.size(); ++i) ranks += (i ? ", " : "") + std::to_string(differ[i]);
-  throw Error("mismatched " + what + " across ranks: " + ranks + (differ.size() == 1 ? " differs" : " differ") +
-              " from rank 0; " + first_difference(base, other, differ[0]) +
+  throw Error("mismatched " + what + " across ranks: " + ranks +
+              (differ.size() == 1 ? " differs" : " differ") + " from rank 0; " +
+              first_difference(base, other, differ[0]) +
               "; every rank must be started with the same settings");
 }
 

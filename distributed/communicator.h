@@ -46,9 +46,9 @@ class PendingCollective {
 // Where a job's communication time went, since the communicator was made.
 struct CommStats {
   int64_t collectives = 0;
-  int64_t bytes = 0;            // input bytes of every collective
-  double busy_seconds = 0.0;    // collectives executing on the backend (may overlap compute)
-  double wait_seconds = 0.0;    // the calling thread blocked in wait(): communication not hidden
+  int64_t bytes = 0;          // input bytes of every collective
+  double busy_seconds = 0.0;  // collectives executing on the backend (may overlap compute)
+  double wait_seconds = 0.0;  // the calling thread blocked in wait(): communication not hidden
 };
 
 class Communicator {

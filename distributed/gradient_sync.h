@@ -88,7 +88,8 @@ class BackwardHooksScope {
 
 // `sync.begin(params); loss.backward(); sync.finish();` — the bracket every family uses (with
 // this thread's BackwardHooks around backward, when installed).
-void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params, GradientSync& sync);
+void backward_with_sync(const torch::Tensor& loss, const std::vector<torch::Tensor>& params,
+                        GradientSync& sync);
 
 // The process-wide single-process instance (what the trainer hands out without a process group).
 GradientSync& single_process_sync();

@@ -72,7 +72,8 @@ std::vector<int> expand_slurm_tasks_per_node(const std::string& value,
                                              const std::string& variable = "SLURM_TASKS_PER_NODE");
 
 // `value` as a whole decimal integer in [lo, hi] (an optional sign and digits only: no spaces,
-// trailing characters or overflow), or nullopt. Shared by the environment parser and `train --nproc_per_node`.
+// trailing characters or overflow), or nullopt. Shared by the environment parser and `train
+// --nproc_per_node`.
 std::optional<long> parse_whole_number(const std::string& value, long lo, long hi);
 
 }  // namespace rt::dist

@@ -273,7 +273,8 @@ int take_nproc_per_node(std::vector<std::string>& args) {
     }
     if (erase == 0) continue;
     const auto v = parse_whole_number(value, 1, 1024);
-    if (!v) throw Error("--nproc_per_node " + value + ": expected the number of ranks, an integer in 1..1024");
+    if (!v)
+      throw Error("--nproc_per_node " + value + ": expected the number of ranks, an integer in 1..1024");
     n = static_cast<int>(*v);
     args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
                args.begin() + static_cast<std::ptrdiff_t>(i + erase));

@@ -10,23 +10,21 @@
 #error "ProcessGroupGloo needs USE_C10D_GLOO (set by torch's CMake targets)"
 #endif
 #include <arpa/inet.h>
-#include <sched.h>
-#include <netdb.h>
-#include <unistd.h>
-
 #include <dirent.h>
-
+#include <netdb.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -59,11 +57,12 @@ std::string elapsed_text(Clock::time_point since) {
 std::string not_formed(const LaunchEnv& env, std::chrono::milliseconds timeout, Clock::time_point start,
                        const std::string& stage) {
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  return "rank " + std::to_string(env.rank) + ": the process group did not form within train.distributed.timeout_s = " +
-         seconds(timeout) + " (gave up after " + elapsed_text(start) + ", " + stage + "; " +
-         std::to_string(env.world_size) + " ranks expected at " + env.master_addr + ":" +
-         std::to_string(env.master_port) +
-         "): did every rank start, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and is the link up?" +
+  return "rank " + std::to_string(env.rank) +
+         ": the process group did not form within train.distributed.timeout_s = " + seconds(timeout) +
+         " (gave up after " + elapsed_text(start) + ", " + stage + "; " + std::to_string(env.world_size) +
+         " ranks expected at " + env.master_addr + ":" + std::to_string(env.master_port) +
+         "): did every rank start, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and is the link "
+         "up?" +
          (ifname == nullptr || *ifname == '\0'
               ? " On several hosts, GLOO_SOCKET_IFNAME names the interface each rank advertises (e.g. eth0)"
               : "");
@@ -71,9 +70,9 @@ std::string not_formed(const LaunchEnv& env, std::chrono::milliseconds timeout, 
 
 // The whole rendezvous (the store, Gloo's mesh, the peers' exchange) within
 // train.distributed.timeout_s: each stage's own timeout restarts its clock, so three stages
-// once took several times the setting (docs/regression_tests.md, item 11). At the deadline this prints what it was waiting for and how
-// long it waited, then ends the process (exit 2: nothing has been written yet; the library
-// calls that wait cannot be interrupted).
+// once took several times the setting (docs/regression_tests.md, item 11). At the deadline this prints what
+// it was waiting for and how long it waited, then ends the process (exit 2: nothing has been written yet; the
+// library calls that wait cannot be interrupted).
 class RendezvousDeadline {
  public:
   RendezvousDeadline(const LaunchEnv& env, std::chrono::milliseconds timeout, bool exit_at_deadline)
@@ -135,7 +134,8 @@ std::vector<std::string> host_addresses(std::string* name) {
   if (getaddrinfo(host, nullptr, &hints, &res) != 0) return out;
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
     char buf[INET6_ADDRSTRLEN] = {0};
-    if (getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) out.push_back(buf);
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0)
+      out.push_back(buf);
   }
   freeaddrinfo(res);
   return out;
@@ -158,7 +158,8 @@ std::string source_address_towards(const std::string& addr, int port) {
     char buf[INET6_ADDRSTRLEN] = {0};
     if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        getnameinfo(reinterpret_cast<sockaddr*>(&local), len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) {
+        getnameinfo(reinterpret_cast<sockaddr*>(&local), len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) ==
+            0) {
       out = buf;
     }
     ::close(fd);
@@ -213,11 +214,12 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, std::chrono:
     if (host && !mentions(why, "imeout") && !mentions(why, "imed out")) {
       throw Error("rank 0 cannot host the rendezvous store on " + where + ": " + why);
     }
-    throw Error(not_formed(env, timeout, started,
-                           host ? "waiting for every rank at the rendezvous store it hosts"
-                                : "reaching the rendezvous store at MASTER_ADDR:MASTER_PORT (is rank 0, or the "
-                                  "launcher, running there?)") +
-                " (" + why + ")");
+    throw Error(
+        not_formed(env, timeout, started,
+                   host ? "waiting for every rank at the rendezvous store it hosts"
+                        : "reaching the rendezvous store at MASTER_ADDR:MASTER_PORT (is rank 0, or the "
+                          "launcher, running there?)") +
+        " (" + why + ")");
   }
   // torchelastic prefixes its workers' keys per restart (torch/distributed/rendezvous.py).
   return c10::make_intrusive<c10d::PrefixStore>("rt/attempt_" + std::to_string(env.restart_count), store);
@@ -246,21 +248,23 @@ std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices(const LaunchE
       // and say so; refuse when there is none.
       std::string host;
       const std::vector<std::string> own = host_addresses(&host);
-      const bool own_loopback =
-          !own.empty() && std::all_of(own.begin(), own.end(), [](const std::string& a) { return is_loopback(a); });
+      const bool own_loopback = !own.empty() && std::all_of(own.begin(), own.end(), [](const std::string& a) {
+        return is_loopback(a);
+      });
       const bool across_hosts = env.world_size > env.local_world_size;
       if (own_loopback && across_hosts) {
         const std::string route = source_address_towards(env.master_addr, env.master_port);
         if (route.empty() || is_loopback(route)) {
           throw Error("rank " + std::to_string(env.rank) + ": this host's name '" + host + "' resolves to " +
-                      own.front() + " (loopback), the address Gloo would advertise to ranks on other hosts, " +
+                      own.front() +
+                      " (loopback), the address Gloo would advertise to ranks on other hosts, " +
                       "which cannot reach it, and no other address reaches MASTER_ADDR = " + env.master_addr +
-                      "; set GLOO_SOCKET_IFNAME to the interface that does (`ip route get " + env.master_addr +
-                      "` names it)");
+                      "; set GLOO_SOCKET_IFNAME to the interface that does (`ip route get " +
+                      env.master_addr + "` names it)");
         }
-        std::cerr << "note: rank " << env.rank << ": this host's name '" << host << "' resolves to " << own.front()
-                  << " (loopback), which ranks on other hosts cannot reach; advertising " << route
-                  << ", the address that reaches MASTER_ADDR = " << env.master_addr
+        std::cerr << "note: rank " << env.rank << ": this host's name '" << host << "' resolves to "
+                  << own.front() << " (loopback), which ranks on other hosts cannot reach; advertising "
+                  << route << ", the address that reaches MASTER_ADDR = " << env.master_addr
                   << " (GLOO_SOCKET_IFNAME chooses the interface)\n";
         devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(route));
       } else {
@@ -289,7 +293,8 @@ std::set<pid_t> process_threads() {
 
 // Gloo's devices, and the policy their event-loop threads (the threads that creating them
 // started) run under: SCHED_BATCH when `batch` (process_group.h), read back from the kernel.
-std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices_with_loops(const LaunchEnv& env, bool batch,
+std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices_with_loops(const LaunchEnv& env,
+                                                                              bool batch,
                                                                               std::string* loop_policy) {
   const std::set<pid_t> before = process_threads();
   auto devices = gloo_devices(env);
@@ -298,8 +303,9 @@ std::vector<std::shared_ptr<gloo::transport::Device>> gloo_devices_with_loops(co
     if (batch) {
       sched_param param{};
       if (sched_setscheduler(tid, SCHED_BATCH, &param) != 0) {
-        std::cerr << "warning: rank " << env.rank << ": could not run Gloo's event-loop thread under SCHED_BATCH ("
-                  << std::strerror(errno) << "); it keeps the default policy (train.distributed.gloo_loop)\n";
+        std::cerr << "warning: rank " << env.rank
+                  << ": could not run Gloo's event-loop thread under SCHED_BATCH (" << std::strerror(errno)
+                  << "); it keeps the default policy (train.distributed.gloo_loop)\n";
       }
     }
     *loop_policy = scheduling_policy_name(sched_getscheduler(tid));
@@ -348,12 +354,18 @@ std::string to_string(Backend backend) { return enum_name(backend); }
 
 std::string scheduling_policy_name(int policy) {
   switch (policy) {
-    case SCHED_OTHER: return "SCHED_OTHER";
-    case SCHED_BATCH: return "SCHED_BATCH";
-    case SCHED_IDLE: return "SCHED_IDLE";
-    case SCHED_FIFO: return "SCHED_FIFO";
-    case SCHED_RR: return "SCHED_RR";
-    default: return "policy " + std::to_string(policy);
+    case SCHED_OTHER:
+      return "SCHED_OTHER";
+    case SCHED_BATCH:
+      return "SCHED_BATCH";
+    case SCHED_IDLE:
+      return "SCHED_IDLE";
+    case SCHED_FIFO:
+      return "SCHED_FIFO";
+    case SCHED_RR:
+      return "SCHED_RR";
+    default:
+      return "policy " + std::to_string(policy);
   }
 }
 
@@ -382,7 +394,8 @@ Backend resolve_backend(Backend backend, bool cuda_device) {
 bool resolve_active_wait(WaitPolicy policy, Backend backend, int local_ranks, int busy_threads, int cores) {
   if (backend == Backend::kNccl) return false;
   if (policy != WaitPolicy::kAuto) return policy == WaitPolicy::kActive;
-  return static_cast<int64_t>(std::max(1, local_ranks)) * std::max(1, busy_threads) <= static_cast<int64_t>(cores);
+  return static_cast<int64_t>(std::max(1, local_ranks)) * std::max(1, busy_threads) <=
+         static_cast<int64_t>(cores);
 }
 
 int usable_cores() {
@@ -423,7 +436,8 @@ std::shared_ptr<Communicator> join_process_group(const LaunchEnv& env, const Pro
   // NCCL reduces CUDA tensors only: the trainer's own CPU tensors (log means,
   // validation sums) go through the rank's device.
   c10::optional<torch::Device> staging;
-  if (backend == Backend::kNccl) staging = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_index));
+  if (backend == Backend::kNccl)
+    staging = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_index));
   const bool active_wait =
       resolve_active_wait(options.wait, backend, env.local_world_size, options.busy_threads, usable_cores());
   return std::make_shared<C10dCommunicator>(std::move(group), to_string(backend), env.rank, env.world_size,

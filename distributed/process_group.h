@@ -36,8 +36,8 @@ bool nccl_available();
 // train.distributed.wait: how a rank waits for a collective (C10dCommunicator::wait).
 //  - active: polls the collective, yielding its core between polls (sched_yield), for up to
 //    kActiveWaitLimit (c10d_communicator.h), then sleeps, as MPI's progress loops and
-//    OMP_WAIT_POLICY=active do. The rank sees the completion at its next poll. A passive rank sleeps on the work's condition
-//    variable and must be woken by the backend's thread and scheduled again; its core falls
+//    OMP_WAIT_POLICY=active do. The rank sees the completion at its next poll. A passive rank sleeps on the
+//    work's condition variable and must be woken by the backend's thread and scheduled again; its core falls
 //    idle meanwhile (on a virtual machine the idle vCPU halts, and waking it goes through the
 //    hypervisor). BENCHMARKS.md "Data-parallel training" measures both policies.
 //  - passive: sleeps at once (c10d's Work::wait), leaving the core to other processes.

@@ -123,8 +123,8 @@ Tensor SyncableBatchNorm1dImpl::forward(const Tensor& x) {
 
 void SyncableBatchNorm1dImpl::pretty_print(std::ostream& stream) const {
   stream << "torch::nn::BatchNorm1d(" << options.num_features() << ", eps=" << options.eps()
-         << ", momentum=" << options.momentum().value_or(0.0) << ", affine=" << std::boolalpha << options.affine()
-         << ", track_running_stats=" << options.track_running_stats() << ")";
+         << ", momentum=" << options.momentum().value_or(0.0) << ", affine=" << std::boolalpha
+         << options.affine() << ", track_running_stats=" << options.track_running_stats() << ")";
 }
 
 void set_batch_norm_sync(torch::nn::Module& module, const std::shared_ptr<Communicator>& comm) {

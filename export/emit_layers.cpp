@@ -1,11 +1,10 @@
 #include "export/emit_layers.h"
 
-#include "models/rave/generator.h"
-
 #include <algorithm>
 
 #include "distributed/sync_batch_norm.h"
 #include "models/common/blocks.h"
+#include "models/rave/generator.h"
 #include "util/error.h"
 
 namespace rt::exporting {
@@ -25,7 +24,8 @@ void require(bool ok, const std::string& key, const std::string& what) {
 
 Signal emit_seq(MethodWriter& w, const Signal& x, models::SeqImpl& seq, const std::string& key) {
   Signal y = x;
-  for (const auto& child : seq.named_children()) y = emit_module(w, y, *child.value(), key + "." + child.key());
+  for (const auto& child : seq.named_children())
+    y = emit_module(w, y, *child.value(), key + "." + child.key());
   return y;
 }
 
@@ -39,7 +39,8 @@ Signal emit_residual(MethodWriter& w, const Signal& x, models::ResidualImpl& r, 
 }
 
 // RAVE blocks.ResidualStack: one ResidualBlock per kernel size, summed.
-Signal emit_residual_stack(MethodWriter& w, const Signal& x, models::ResidualStackImpl& s, const std::string& key) {
+Signal emit_residual_stack(MethodWriter& w, const Signal& x, models::ResidualStackImpl& s,
+                           const std::string& key) {
   std::vector<Signal> outs;
   size_t i = 0;
   for (const auto& block : *s.net->branches) {
@@ -55,7 +56,7 @@ Signal emit_snake(MethodWriter& w, const Signal& x, const std::string& key) {
   const std::string a = w.tensor(key + ".alpha", w.ledger().take(key + ".alpha"));
   // Written as models::SnakeImpl::forward computes it, so both round alike.
   return w.assign(x, x.var + " + (" + a + " + " + num(1e-9) + ").reciprocal() * (" + a + " * " + x.var +
-                          ").sin().pow(2)");
+                         ").sin().pow(2)");
 }
 
 // AdaIN (RAVE blocks.AdaptiveInstanceNormalization) is the identity in evaluation until
@@ -75,15 +76,15 @@ Signal emit_batch_norm(MethodWriter& w, const Signal& x, const torch::nn::BatchN
                        const std::string& key) {
   auto& l = w.ledger();
   const auto& o = bn.options;
-  require(o.affine() && o.track_running_stats(), key, "BatchNorm1d needs affine parameters and running statistics");
+  require(o.affine() && o.track_running_stats(), key,
+          "BatchNorm1d needs affine parameters and running statistics");
   const std::string weight = w.tensor(key + ".weight", l.take(key + ".weight"));
   const std::string bias = w.tensor(key + ".bias", l.take(key + ".bias"));
   const std::string mean = w.tensor(key + ".running_mean", l.take(key + ".running_mean"), /*is_buffer=*/true);
   const std::string var = w.tensor(key + ".running_var", l.take(key + ".running_var"), /*is_buffer=*/true);
   l.take(key + ".num_batches_tracked");  // a training counter
-  return w.assign(x,
-                "torch.batch_norm(" + x.var + ", " + weight + ", " + bias + ", " + mean + ", " + var + ", False, " +
-                    num(o.momentum().value_or(0.1)) + ", " + num(o.eps()) + ", False)");
+  return w.assign(x, "torch.batch_norm(" + x.var + ", " + weight + ", " + bias + ", " + mean + ", " + var +
+                         ", False, " + num(o.momentum().value_or(0.1)) + ", " + num(o.eps()) + ", False)");
 }
 
 }  // namespace
@@ -98,8 +99,9 @@ Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y) {
 
 Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, const std::string& key) {
   const auto& o = conv.options;
-  require(x.channels == o.in_channels(), key,
-          "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
+  require(
+      x.channels == o.in_channels(), key,
+      "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
   const std::string weight = w.tensor(key + ".weight", w.ledger().take_kernel(key));
   const torch::Tensor b = w.ledger().take_bias(key);
   const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
@@ -113,16 +115,18 @@ Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, con
     const int64_t s = o.stride(), right = o.pad_right(), cumulative = x.delay / x.hop;
     const int64_t stride_delay = (s - (right + cumulative) % s) % s;
     if (stride_delay > 0) in.var = w.cached_pad(in, key + ".downsampling_delay", stride_delay, /*crop=*/true);
-    if (o.pad_left() + right > 0) in.var = w.cached_pad(in, key + ".cache", o.pad_left() + right, /*crop=*/false);
+    if (o.pad_left() + right > 0)
+      in.var = w.cached_pad(in, key + ".cache", o.pad_left() + right, /*crop=*/false);
     in.delay = x.delay + (right + stride_delay) * x.hop;
   } else if (o.pad_left() == o.pad_right()) {
     padding = o.pad_left();  // as WNConv1dImpl::forward: the convolution pads
   } else {
-    in = w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
+    in =
+        w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
   }
-  Signal y = w.assign(in,
-                    "torch.conv1d(" + in.var + ", " + weight + ", " + bias + ", " + ints({o.stride()}) + ", " +
-                        ints({padding}) + ", " + ints({o.dilation()}) + ", " + std::to_string(o.groups()) + ")");
+  Signal y = w.assign(in, "torch.conv1d(" + in.var + ", " + weight + ", " + bias + ", " + ints({o.stride()}) +
+                              ", " + ints({padding}) + ", " + ints({o.dilation()}) + ", " +
+                              std::to_string(o.groups()) + ")");
   y.channels = o.out_channels();
   y.hop = x.hop * o.stride();
   return y;
@@ -138,8 +142,8 @@ Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNCon
   const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
   const std::string stride = ints({o.stride()});
   if (!w.streaming()) {
-    Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride + ", " +
-                                ints({o.padding()}) + ")");
+    Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride +
+                               ", " + ints({o.padding()}) + ")");
     y.channels = o.out_channels();
     y.hop = x.hop / o.stride();
     return y;
@@ -148,11 +152,13 @@ Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNCon
   // added to the start of the next; the bias comes after, so it is added once.
   const int64_t overlap = o.kernel_size() - o.stride();
   require(overlap <= o.stride(), key, "streaming needs kernel_size <= 2 * stride");
-  Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", None, " + stride + ", [0], [0], 1, [1])");
+  Signal y = w.assign(
+      x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", None, " + stride + ", [0], [0], 1, [1])");
   y.channels = o.out_channels();
   y.hop = x.hop / o.stride();
   if (overlap > 0) {
-    const std::string rows = w.state(key + ".cache", y.rows, y.channels, overlap) + "[:" + y.var + ".size(0)]";
+    const std::string rows =
+        w.state(key + ".cache", y.rows, y.channels, overlap) + "[:" + y.var + ".size(0)]";
     const std::string n = std::to_string(overlap);
     w.line(y.var + "[:, :, :" + n + "].add_(" + rows + ")");
     w.line(rows + ".copy_(" + y.var + "[:, :, -" + n + ":])");
@@ -187,8 +193,9 @@ std::vector<Signal> emit_aligned(MethodWriter& w, std::vector<Signal> outs, cons
 // only: a stream would have to carry the hidden state of every batch slot from call to call.
 Signal emit_gru(MethodWriter& w, const Signal& x, rave::GruLayerImpl& g, const std::string& key) {
   if (w.streaming()) {
-    throw Error("--streaming: the generator's GRU (model.gru_layers) runs over the whole signal, and this export "
-                "carries no GRU state from block to block; export without --streaming");
+    throw Error(
+        "--streaming: the generator's GRU (model.gru_layers) runs over the whole signal, and this export "
+        "carries no GRU state from block to block; export without --streaming");
   }
   w.ledger().take(key + ".gru_state");  // RAVE's placeholder buffer, never read
   const int64_t layers = g.gru->options.num_layers(), hidden = g.gru->options.hidden_size();
@@ -200,8 +207,8 @@ Signal emit_gru(MethodWriter& w, const Signal& x, rave::GruLayerImpl& g, const s
     }
   }
   const std::string h0 = w.fresh("h0");
-  w.line(h0 + " = torch.zeros([" + std::to_string(layers) + ", " + x.var + ".size(0), " + std::to_string(hidden) +
-         "], dtype=" + x.var + ".dtype, device=" + x.var + ".device)");
+  w.line(h0 + " = torch.zeros([" + std::to_string(layers) + ", " + x.var + ".size(0), " +
+         std::to_string(hidden) + "], dtype=" + x.var + ".dtype, device=" + x.var + ".device)");
   // aten::gru.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
   return w.assign(x, "torch.gru(" + x.var + ".permute([0, 2, 1]), " + h0 + ", [" + params + "], True, " +
                          std::to_string(layers) + ", 0.0, False, False, True)[0].permute([0, 2, 1])");
@@ -220,7 +227,8 @@ Signal emit_module(MethodWriter& w, const Signal& x, torch::nn::Module& m, const
   if (dynamic_cast<models::SnakeImpl*>(&m)) return emit_snake(w, x, key);
   if (dynamic_cast<models::AdaINImpl*>(&m)) return emit_adain(w, x, key);
   if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m)) return emit_batch_norm(w, x, *bn, key);
-  if (auto* bn = dynamic_cast<dist::SyncableBatchNorm1dImpl*>(&m)) return emit_batch_norm(w, x, *bn->norm, key);
+  if (auto* bn = dynamic_cast<dist::SyncableBatchNorm1dImpl*>(&m))
+    return emit_batch_norm(w, x, *bn->norm, key);
   if (dynamic_cast<torch::nn::IdentityImpl*>(&m)) return x;
   // Wrappers whose forward is their `net` (DilatedUnit, ResidualLayer, and blocks.cpp's /
   // generator.cpp's ResidualBlock and UpsampleLayer): no tensors of their own, one child.

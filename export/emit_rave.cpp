@@ -19,8 +19,8 @@ std::string mod_sigmoid(const std::string& x) {
 // band samples: the pattern follows the offline time index.
 Signal reverse_half(MethodWriter& w, const Signal& x, int64_t n_band, int64_t offset) {
   const std::string mask = w.fresh("mask");
-  w.line(mask + " = torch.ones([" + str(n_band) + ", " + x.var + ".size(-1)], dtype=" + x.var + ".dtype, device=" +
-         x.var + ".device)");
+  w.line(mask + " = torch.ones([" + str(n_band) + ", " + x.var + ".size(-1)], dtype=" + x.var +
+         ".dtype, device=" + x.var + ".device)");
   w.line(mask + "[1::2, " + str(offset % 2) + "::2] = -1.0");
   return w.assign(x, x.var + " * " + mask);
 }
@@ -47,7 +47,8 @@ Signal emit_noise(MethodWriter& w, const Signal& x, rave::NoiseGeneratorImpl& n,
   const int64_t bins = h.channels / n.data_size, filter = 2 * (bins - 1), hop = n.hop;
   const std::string amp = w.fresh("amp"), ir = w.fresh("ir"), noise = w.fresh("noise"), out = w.fresh("conv");
   w.line(amp + " = " + mod_sigmoid(h.var + " - 5.0") + ".permute([0, 2, 1])");
-  w.line(amp + " = " + amp + ".reshape([" + amp + ".size(0), " + amp + ".size(1), " + str(n.data_size) + ", -1])");
+  w.line(amp + " = " + amp + ".reshape([" + amp + ".size(0), " + amp + ".size(1), " + str(n.data_size) +
+         ", -1])");
   w.line(ir + " = torch.fft_irfft(torch.complex(" + amp + ", torch.zeros_like(" + amp + ")))");
   w.line(ir + " = torch.roll(" + ir + ", [" + str(filter / 2) + "], [-1])");
   w.line(ir + " = " + ir + " * torch.hann_window(" + str(filter) + ", dtype=" + ir + ".dtype, device=" + ir +
@@ -65,7 +66,8 @@ Signal emit_noise(MethodWriter& w, const Signal& x, rave::NoiseGeneratorImpl& n,
   return w.assign(y, out + ".reshape([" + out + ".size(0), " + out + ".size(1), -1])");
 }
 
-Signal emit_generator_v2(MethodWriter& w, const Signal& z, rave::GeneratorV2Impl& g, const std::string& noise_scale) {
+Signal emit_generator_v2(MethodWriter& w, const Signal& z, rave::GeneratorV2Impl& g,
+                         const std::string& noise_scale) {
   Signal x = emit_module(w, z, *g.net, "decoder.net");
   Signal noise;
   if (g.noise_module) {
@@ -84,7 +86,8 @@ Signal emit_generator_v2(MethodWriter& w, const Signal& z, rave::GeneratorV2Impl
   return w.assign(x, "torch.tanh(" + x.var + ")");
 }
 
-Signal emit_generator_v1(MethodWriter& w, const Signal& z, rave::GeneratorV1Impl& g, const std::string& noise_scale) {
+Signal emit_generator_v1(MethodWriter& w, const Signal& z, rave::GeneratorV1Impl& g,
+                         const std::string& noise_scale) {
   const Signal x = emit_module(w, z, *g.net, "decoder.net");
   w.ledger().take("decoder.warmed_up");  // the phase flag; g.warm_ mirrors it
   const std::string branches = "decoder.synth.branches.";
@@ -106,7 +109,8 @@ Signal emit_generator_v1(MethodWriter& w, const Signal& z, rave::GeneratorV1Impl
 
 }  // namespace
 
-Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf, models::PaddingMode mode) {
+Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf,
+                          models::PaddingMode mode) {
   const int64_t m = pqmf.n_band();
   if (m == 1) return x;
   auto& l = w.ledger();
@@ -124,7 +128,8 @@ Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pq
   return y;
 }
 
-Signal emit_pqmf_synthesis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf, models::PaddingMode mode) {
+Signal emit_pqmf_synthesis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf,
+                           models::PaddingMode mode) {
   const int64_t m = pqmf.n_band();
   if (m == 1) return x;
   const int64_t channels = x.channels / m;
@@ -153,9 +158,12 @@ Signal emit_encoder(MethodWriter& w, const Signal& bands, rave::VariationalEncod
   throw Error("export: unknown RAVE encoder type");
 }
 
-Signal emit_decoder(MethodWriter& w, const Signal& z, rave::DecoderBase& decoder, const std::string& noise_scale) {
-  if (auto* v2 = dynamic_cast<rave::GeneratorV2Impl*>(&decoder)) return emit_generator_v2(w, z, *v2, noise_scale);
-  if (auto* v1 = dynamic_cast<rave::GeneratorV1Impl*>(&decoder)) return emit_generator_v1(w, z, *v1, noise_scale);
+Signal emit_decoder(MethodWriter& w, const Signal& z, rave::DecoderBase& decoder,
+                    const std::string& noise_scale) {
+  if (auto* v2 = dynamic_cast<rave::GeneratorV2Impl*>(&decoder))
+    return emit_generator_v2(w, z, *v2, noise_scale);
+  if (auto* v1 = dynamic_cast<rave::GeneratorV1Impl*>(&decoder))
+    return emit_generator_v1(w, z, *v1, noise_scale);
   throw Error("export: unknown RAVE decoder type");
 }
 

@@ -15,13 +15,15 @@ namespace rt::exporting {
 Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf, models::PaddingMode mode);
 // (B, C·M, T') bands → (B, C, T'·M) audio, as PqmfImpl::inverse. Streaming: the sign pattern of
 // the odd bands (RAVE reverse_half) follows the offline sample index, behind by x.delay.
-Signal emit_pqmf_synthesis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf, models::PaddingMode mode);
+Signal emit_pqmf_synthesis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf,
+                           models::PaddingMode mode);
 
 // Bands → raw posterior statistics (B, 2L, T/ratio): the network of the variational encoder.
 Signal emit_encoder(MethodWriter& w, const Signal& bands, rave::VariationalEncoderImpl& encoder);
 
 // Latent (B, L, T) → bands: GeneratorV2 or the v1 Generator. `noise_scale` names a float
 // variable of the method that scales the noise synthesis (1: the model as trained).
-Signal emit_decoder(MethodWriter& w, const Signal& z, rave::DecoderBase& decoder, const std::string& noise_scale);
+Signal emit_decoder(MethodWriter& w, const Signal& z, rave::DecoderBase& decoder,
+                    const std::string& noise_scale);
 
 }  // namespace rt::exporting

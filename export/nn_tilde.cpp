@@ -28,10 +28,12 @@ void register_nn_method(torch::jit::Module& m, const NnMethod& method) {
 }
 
 void register_nn_float_attribute(torch::jit::Module& m, const std::string& name, double value) {
-  m.register_attribute(name, c10::TupleType::create({c10::FloatType::get()}), c10::ivalue::Tuple::create({value}));
+  m.register_attribute(name, c10::TupleType::create({c10::FloatType::get()}),
+                       c10::ivalue::Tuple::create({value}));
   m.register_buffer(name + "_params", torch::tensor({int64_t{2}}, torch::kLong));
   m.define("def get_" + name + "(self) -> Tuple[float]:\n    return self." + name + "\n");
-  m.define("def set_" + name + "(self, value: float) -> int:\n    self." + name + " = (value,)\n    return 0\n");
+  m.define("def set_" + name + "(self, value: float) -> int:\n    self." + name +
+           " = (value,)\n    return 0\n");
 }
 
 void register_nn_lists(torch::jit::Module& m, const std::vector<std::string>& methods,

@@ -55,11 +55,14 @@ void load_strict(rave::RaveModelImpl& model, const TensorMap& saved, const std::
     if (own.count(key) == 0) extra.push_back(key);
   }
   if (!missing.empty() || !extra.empty() || !shape.empty()) {
-    std::string msg = "checkpoint '" + file + "' does not fit the RAVE model its config describes (a checkpoint of "
+    std::string msg = "checkpoint '" + file +
+                      "' does not fit the RAVE model its config describes (a checkpoint of "
                       "another config?):";
-    if (!missing.empty()) msg += "\n" + std::to_string(missing.size()) + " tensor(s) missing:" + listed(missing);
+    if (!missing.empty())
+      msg += "\n" + std::to_string(missing.size()) + " tensor(s) missing:" + listed(missing);
     if (!extra.empty()) msg += "\n" + std::to_string(extra.size()) + " unexpected tensor(s):" + listed(extra);
-    if (!shape.empty()) msg += "\n" + std::to_string(shape.size()) + " tensor(s) of another shape:" + listed(shape);
+    if (!shape.empty())
+      msg += "\n" + std::to_string(shape.size()) + " tensor(s) of another shape:" + listed(shape);
     throw Error(msg);
   }
   torch::NoGradGuard no_grad;
@@ -75,7 +78,8 @@ int64_t int_attribute(const torch::jit::Module& m, const std::string& name, int6
 int64_t channels_from_tensors(const TensorMap& saved, const rave::RaveOptions& o) {
   for (const char* key : {"encoder.encoder.net.0.weight_v", "encoder.encoder.net.0.weight"}) {
     auto it = saved.find(key);
-    if (it != saved.end() && it->second.dim() == 3) return std::max<int64_t>(1, it->second.size(1) / o.n_band);
+    if (it != saved.end() && it->second.dim() == 3)
+      return std::max<int64_t>(1, it->second.size(1) / o.n_band);
   }
   return 1;
 }
@@ -112,7 +116,8 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
   } catch (const c10::Error& e) {
     throw Error("cannot read the model of checkpoint '" + path.string() + "': " + e.what_without_backtrace());
   }
-  if (!archive.hasattr("rave")) throw Error("checkpoint '" + path.string() + "' holds no RAVE model (model/rave)");
+  if (!archive.hasattr("rave"))
+    throw Error("checkpoint '" + path.string() + "' holds no RAVE model (model/rave)");
   if (ema_weights && !archive.hasattr("rave_ema")) {
     throw Error("--ema_weights: checkpoint '" + path.string() +
                 "' holds no moving averages (train with --ema FACTOR, e.g. --ema 0.999)");
@@ -121,8 +126,9 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
   options.channels = int_attribute(archive, "channels", channels_from_tensors(saved, options));
   c.sampling_rate = int_attribute(archive, "sampling_rate", 0);
   if (c.sampling_rate == 0) {
-    c.sampling_rate = open_database(c.config, "checkpoint '" + path.string() + "' does not record its sampling rate")
-                          .sampling_rate();
+    c.sampling_rate =
+        open_database(c.config, "checkpoint '" + path.string() + "' does not record its sampling rate")
+            .sampling_rate();
   }
   options.sampling_rate = c.sampling_rate;
   c.model = rave::RaveModel(options);

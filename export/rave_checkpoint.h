@@ -18,7 +18,7 @@ namespace rt::exporting {
 struct RaveCheckpoint {
   std::filesystem::path path;
   CheckpointMeta meta;
-  Config config;                  // the checkpoint's resolved config
+  Config config;                   // the checkpoint's resolved config
   rave::RaveModel model{nullptr};  // in eval mode, phase flag as saved
   int64_t sampling_rate = 0;
 };

@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "export/rave_checkpoint.h"
-#include "trainer/run_dir.h"
-#include "util/run_pointer.h"
 #include "trainer/config.h"
+#include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/run_pointer.h"
 
 namespace rt::exporting {
 namespace {
@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 fs::path find_checkpoint(const ExportOptions& o) {
   if (!o.run.empty() && !o.checkpoint.empty()) throw Error("pass either --run or --ckpt, not both");
   if (!o.checkpoint.empty()) {
-    if (!fs::is_regular_file(o.checkpoint)) throw Error("--ckpt '" + o.checkpoint.string() + "': no such file");
+    if (!fs::is_regular_file(o.checkpoint))
+      throw Error("--ckpt '" + o.checkpoint.string() + "': no such file");
     return o.checkpoint;
   }
   if (o.run.empty()) throw Error("nothing to export: pass --run RUN_DIR or --ckpt PATH");
@@ -29,7 +30,8 @@ fs::path find_checkpoint(const ExportOptions& o) {
     const fs::path p = o.run / "checkpoints" / name;
     if (fs::is_regular_file(p)) return p;
   }
-  throw Error("run '" + o.run.string() + "' has no checkpoint (expected checkpoints/best.ckpt or last.ckpt): train "
+  throw Error("run '" + o.run.string() +
+              "' has no checkpoint (expected checkpoints/best.ckpt or last.ckpt): train "
               "it first, or pass --ckpt PATH");
 }
 
@@ -89,11 +91,13 @@ void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
   if (!rave::has_latent_pca(pca.fidelity) && o.latent_size != full) {
     rave::store_latent_pca(*c.model, fit_latent_pca_on_database(c));
     r.pca_fitted_now = true;
-    r.warnings.push_back("the checkpoint holds no latent PCA (no validation ran in phase 1): fitted now on '" +
-                         c.config.get_string("data.db_path") + "'");
+    r.warnings.push_back(
+        "the checkpoint holds no latent PCA (no validation ran in phase 1): fitted now on '" +
+        c.config.get_string("data.db_path") + "'");
   }
   if (!rave::has_latent_pca(pca.fidelity)) {
-    r.warnings.push_back("the checkpoint holds no latent PCA: the latent is exported as the encoder makes it");
+    r.warnings.push_back(
+        "the checkpoint holds no latent PCA: the latent is exported as the encoder makes it");
   }
   r.fidelity = to_vector(pca.fidelity);
   if (o.latent_size > 0) {
@@ -107,8 +111,8 @@ void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
   r.latent_rule = rule.str();
   if (r.latent_size == 1) {
     std::ostringstream w;
-    w << "the latent is cropped to 1 dimension: the first PCA dimension alone explains " << std::setprecision(3)
-      << r.fidelity[0] << " of the variance (>= --fidelity " << o.fidelity
+    w << "the latent is cropped to 1 dimension: the first PCA dimension alone explains "
+      << std::setprecision(3) << r.fidelity[0] << " of the variance (>= --fidelity " << o.fidelity
       << "); pass a higher --fidelity or --latent_size N to keep more";
     r.warnings.push_back(w.str());
   }
@@ -188,13 +192,17 @@ std::string format_report(const ExportReport& r) {
     s << "\n";
   }
   if (r.streaming) {
-    auto ms = [&](int64_t samples) { return 1000.0 * static_cast<double>(samples) / static_cast<double>(r.sampling_rate); };
+    auto ms = [&](int64_t samples) {
+      return 1000.0 * static_cast<double>(samples) / static_cast<double>(r.sampling_rate);
+    };
     s << std::fixed << std::setprecision(1) << "  latency: encode " << r.script.encode_latency << " samples ("
-      << ms(r.script.encode_latency) << " ms, " << r.script.encode_latency / r.script.ratio << " latent frames), decode "
-      << r.script.decode_latency << " (" << ms(r.script.decode_latency) << " ms), forward "
-      << r.script.forward_latency() << " (" << ms(r.script.forward_latency()) << " ms), plus nn~'s buffering\n";
+      << ms(r.script.encode_latency) << " ms, " << r.script.encode_latency / r.script.ratio
+      << " latent frames), decode " << r.script.decode_latency << " (" << ms(r.script.decode_latency)
+      << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency())
+      << " ms), plus nn~'s buffering\n";
   }
-  for (const auto& [why, keys] : r.script.dropped) s << "  not exported: " << keys.size() << " tensor(s), " << why << "\n";
+  for (const auto& [why, keys] : r.script.dropped)
+    s << "  not exported: " << keys.size() << " tensor(s), " << why << "\n";
   for (const auto& w : r.warnings) s << "warning: " << w << "\n";
   return s.str();
 }

@@ -22,7 +22,7 @@ struct ExportOptions {
   std::filesystem::path output;      // default <run>/export/<train.name>[_streaming].ts
   bool streaming = false;
   double fidelity = 0.95;
-  int64_t latent_size = 0;  // 0 = from fidelity
+  int64_t latent_size = 0;   // 0 = from fidelity
   bool ema_weights = false;  // the parameters' moving averages (train.ema), as RAVE's --ema_weights
 };
 

@@ -13,9 +13,12 @@ std::string str(int64_t v) { return std::to_string(v); }
 // (wasserstein), its angles (spherical: one fewer), one code index per codebook (discrete).
 int64_t fixed_latent_size(const rave::RaveOptions& o) {
   switch (o.encoder) {
-    case rave::EncoderKind::kSpherical: return o.latent_size - 1;
-    case rave::EncoderKind::kDiscrete: return o.num_quantizers;
-    default: return o.latent_size;
+    case rave::EncoderKind::kSpherical:
+      return o.latent_size - 1;
+    case rave::EncoderKind::kDiscrete:
+      return o.num_quantizers;
+    default:
+      return o.latent_size;
   }
 }
 
@@ -23,7 +26,8 @@ void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
   if (o.encoder == rave::EncoderKind::kSpherical && o.latent_size < 2) {
     throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
   }
-  if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 && s.latent_size != fixed_latent_size(o)) {
+  if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 &&
+      s.latent_size != fixed_latent_size(o)) {
     throw Error("model.encoder = " + std::string(enum_name(o.encoder)) + " exports its whole latent");
   }
   if (o.encoder == rave::EncoderKind::kVariational && (s.latent_size < 0 || s.latent_size > o.latent_size)) {
@@ -32,12 +36,15 @@ void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
   }
   if (!s.streaming) return;
   if (o.input_mode == rave::InputMode::kMel) {
-    throw Error("--streaming: the mel encoder (model.input_mode = mel) frames a centred STFT that needs "
-                "future samples and carries no state between blocks; export without --streaming");
+    throw Error(
+        "--streaming: the mel encoder (model.input_mode = mel) frames a centred STFT that needs "
+        "future samples and carries no state between blocks; export without --streaming");
   }
   if (o.n_band > 1 && o.hop() % 2 != 0) {
-    throw Error("--streaming needs an even product of model.ratios with a PQMF (its band signs alternate per "
-                "sample); the model's is " + str(o.hop()));
+    throw Error(
+        "--streaming needs an even product of model.ratios with a PQMF (its band signs alternate per "
+        "sample); the model's is " +
+        str(o.hop()));
   }
   int64_t noise_hop = 1;
   for (auto r : o.noise_ratios) noise_hop *= r;
@@ -121,9 +128,10 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     out = emit_pqmf_synthesis(w, in, *model.pqmf, mode);
     w.define("inverse", "x: Tensor", "Tensor", out.var);
   }
-  const std::string synthesize =
-      raw ? "self.decoder.forward(z, noise_scale)" : "self.pqmf.inverse(self.decoder.forward(z, noise_scale))";
-  if (stats.hop != ratio || stats.channels != (variational ? 2 : 1) * full || out.hop != 1 || out.channels != channels) {
+  const std::string synthesize = raw ? "self.decoder.forward(z, noise_scale)"
+                                     : "self.pqmf.inverse(self.decoder.forward(z, noise_scale))";
+  if (stats.hop != ratio || stats.channels != (variational ? 2 : 1) * full || out.hop != 1 ||
+      out.channels != channels) {
     throw Error("export: internal error: the emitted model does not have the model's shapes");
   }
 
@@ -132,8 +140,8 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   // Strided convolutions count the delay their input carries (emit_conv), so the encoder's
   // delay is whole latent frames.
   if (s.streaming && stats.delay % ratio != 0) {
-    throw Error("export: internal error: the streaming encoder's delay " + str(stats.delay) + " is not whole frames of " +
-                str(ratio));
+    throw Error("export: internal error: the streaming encoder's delay " + str(stats.delay) +
+                " is not whole frames of " + str(ratio));
   }
   result.encode_latency = s.streaming ? stats.delay : 0;
   result.decode_latency = s.streaming ? out.delay : 0;
@@ -142,7 +150,8 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   top.register_module("pqmf", pqmf);
   top.register_module("encoder", encoder);
   top.register_module("decoder", decoder);
-  for (const char* name : {"latent_pca", "latent_mean", "fidelity"}) top.register_buffer(name, ledger.take(name));
+  for (const char* name : {"latent_pca", "latent_mean", "fidelity"})
+    top.register_buffer(name, ledger.take(name));
   if (mel) {
     // RAVE's _mel_encode with torchaudio's MelSpectrogram (models/rave/mel.h), written out: the
     // centred STFT's reflect padding, the window-normalised power, the HTK bank, the last frame
@@ -150,17 +159,22 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     top.register_buffer("mel_window", ledger.take("spectrogram.spectrogram.window"));
     top.register_buffer("mel_fb", ledger.take("spectrogram.mel_scale.fb"));
     const std::string n_fft = str(o.mel_n_fft), hop = str(o.mel_hop), pad = str(o.mel_n_fft / 2);
-    top.define("def mel_features(self, x: Tensor) -> Tensor:\n"
-               "    b = x.size(0)\n"
-               "    c = x.size(1)\n"
-               "    flat = torch.reflection_pad1d(x.reshape(b * c, 1, x.size(2)), [" + pad + ", " + pad + "])\n"
-               "    spec = torch.stft(flat.reshape(b * c, -1), " + n_fft + ", " + hop + ", " + n_fft +
-               ", self.mel_window, False, True, True)\n"
-               "    spec = spec / self.mel_window.pow(2.0).sum().sqrt()\n"
-               "    power = spec.abs().pow(2.0)\n"
-               "    mel = torch.matmul(power.transpose(-1, -2), self.mel_fb).transpose(-1, -2)\n"
-               "    mel = mel[:, :, :-1]\n"
-               "    return torch.log1p(mel).reshape(b, c * " + str(o.n_mels) + ", mel.size(-1))\n");
+    top.define(
+        "def mel_features(self, x: Tensor) -> Tensor:\n"
+        "    b = x.size(0)\n"
+        "    c = x.size(1)\n"
+        "    flat = torch.reflection_pad1d(x.reshape(b * c, 1, x.size(2)), [" +
+        pad + ", " + pad +
+        "])\n"
+        "    spec = torch.stft(flat.reshape(b * c, -1), " +
+        n_fft + ", " + hop + ", " + n_fft +
+        ", self.mel_window, False, True, True)\n"
+        "    spec = spec / self.mel_window.pow(2.0).sum().sqrt()\n"
+        "    power = spec.abs().pow(2.0)\n"
+        "    mel = torch.matmul(power.transpose(-1, -2), self.mel_fb).transpose(-1, -2)\n"
+        "    mel = mel[:, :, :-1]\n"
+        "    return torch.log1p(mel).reshape(b, c * " +
+        str(o.n_mels) + ", mel.size(-1))\n");
   }
   const bool discrete = kind == rave::EncoderKind::kDiscrete;
   if (discrete) {
@@ -172,9 +186,10 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     for (int64_t i = 0; i < o.num_quantizers; ++i) {
       const std::string layer = "encoder.rvq.layers." + str(i) + "._codebook.";
       if (ledger.take(layer + "inited").item<double>() == 0.0) {
-        throw Error("the discrete encoder's codebook " + str(i) +
-                    " was never initialised (its k-means runs at the first training step from train.warmup_quantize "
-                    "on): export a checkpoint trained past train.warmup_quantize");
+        throw Error(
+            "the discrete encoder's codebook " + str(i) +
+            " was never initialised (its k-means runs at the first training step from train.warmup_quantize "
+            "on): export a checkpoint trained past train.warmup_quantize");
       }
       for (const char* stat : {"cluster_size", "embed_avg"}) {
         ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
@@ -183,27 +198,42 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     }
     top.register_buffer("codebooks", torch::stack(embeds, 0).contiguous());
     const std::string d = str(full), k_max = str(o.codebook_size - 1), q = str(o.num_quantizers);
-    top.define("def quantize_latent(self, z: Tensor) -> Tensor:\n"
-               "    residual = z.permute(0, 2, 1)\n"
-               "    codes: List[Tensor] = []\n"
-               "    for i in range(" + q + "):\n"
-               "        embed = self.codebooks[i]\n"
-               "        flat = residual.reshape(-1, " + d + ")\n"
-               "        e = embed.t()\n"
-               "        dist = -(flat.pow(2).sum(1, keepdim=True) - 2.0 * torch.matmul(flat, e) + e.pow(2).sum(0, keepdim=True))\n"
-               "        index = torch.max(dist, -1)[1].reshape(residual.size(0), residual.size(1))\n"
-               "        residual = residual - torch.embedding(embed, index)\n"
-               "        codes.append(index)\n"
-               "    return torch.stack(codes, 1).to(z.dtype)\n");
-    top.define("def dequantize_latent(self, codes: Tensor) -> Tensor:\n"
-               "    index = torch.clamp(codes, 0, " + k_max + ").long()\n"
-               "    out = torch.zeros([codes.size(0), " + d + ", codes.size(2)], dtype=self.codebooks.dtype, "
-               "device=codes.device)\n"
-               "    for i in range(" + q + "):\n"
-               "        out = out + torch.embedding(self.codebooks[i], index[:, i]).permute(0, 2, 1)\n"
-               "    return out\n");
+    top.define(
+        "def quantize_latent(self, z: Tensor) -> Tensor:\n"
+        "    residual = z.permute(0, 2, 1)\n"
+        "    codes: List[Tensor] = []\n"
+        "    for i in range(" +
+        q +
+        "):\n"
+        "        embed = self.codebooks[i]\n"
+        "        flat = residual.reshape(-1, " +
+        d +
+        ")\n"
+        "        e = embed.t()\n"
+        "        dist = -(flat.pow(2).sum(1, keepdim=True) - 2.0 * torch.matmul(flat, e) + e.pow(2).sum(0, "
+        "keepdim=True))\n"
+        "        index = torch.max(dist, -1)[1].reshape(residual.size(0), residual.size(1))\n"
+        "        residual = residual - torch.embedding(embed, index)\n"
+        "        codes.append(index)\n"
+        "    return torch.stack(codes, 1).to(z.dtype)\n");
+    top.define(
+        "def dequantize_latent(self, codes: Tensor) -> Tensor:\n"
+        "    index = torch.clamp(codes, 0, " +
+        k_max +
+        ").long()\n"
+        "    out = torch.zeros([codes.size(0), " +
+        d +
+        ", codes.size(2)], dtype=self.codebooks.dtype, "
+        "device=codes.device)\n"
+        "    for i in range(" +
+        q +
+        "):\n"
+        "        out = out + torch.embedding(self.codebooks[i], index[:, i]).permute(0, 2, 1)\n"
+        "    return out\n");
   }
-  auto add_int = [&](const std::string& name, int64_t v) { top.register_attribute(name, c10::IntType::get(), v); };
+  auto add_int = [&](const std::string& name, int64_t v) {
+    top.register_attribute(name, c10::IntType::get(), v);
+  };
   add_int("sr", s.sampling_rate);
   add_int("sampling_rate", s.sampling_rate);  // the name the RAVE VST reads
   add_int("n_channels", channels);
@@ -216,34 +246,44 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   register_nn_float_attribute(top, "noise_scale", s.noise_scale);
 
   auto batch_check = [&](const std::string& var) {
-    return expect(var + ".size(0) <= " + str(kMaxBatch), "streaming state holds " + str(kMaxBatch) + " batch slots");
+    return expect(var + ".size(0) <= " + str(kMaxBatch),
+                  "streaming state holds " + str(kMaxBatch) + " batch slots");
   };
   if (kind == rave::EncoderKind::kSpherical) {
     // RAVE's unit_norm_vector_to_angles and angles_to_unit_norm_vector (rave/blocks.py): the
     // L-dimensional latent as L − 1 angles scaled to [−1, 1], and back to a unit vector.
     const std::string pi = num(M_PI);
-    top.define("def latent_to_angles(self, x: Tensor) -> Tensor:\n"
-               "    norms = x.flip([1]).pow(2)\n"
-               "    norms = torch.cat([norms[:, 1:2] + norms[:, 0:1], norms[:, 2:]], 1)\n"
-               "    norms = norms.cumsum(1).flip([1]).sqrt()\n"
-               "    angles = torch.arccos(x[:, :-1] / norms)\n"
-               "    last = torch.where(x[:, -1:] >= 0, angles[:, -1:], 2.0 * " + pi + " - angles[:, -1:])\n"
-               "    angles = torch.cat([angles[:, :-1] / " + pi + ", last / (2.0 * " + pi + ")], 1)\n"
-               "    return 2.0 * (angles - 0.5)\n");
-    top.define("def angles_to_latent(self, angles: Tensor) -> Tensor:\n"
-               "    a = torch.remainder(angles / 2.0 + 0.5, 1.0)\n"
-               "    a = torch.cat([a[:, :-1] * " + pi + ", a[:, -1:] * (2.0 * " + pi + ")], 1)\n"
-               "    cos = a.cos()\n"
-               "    sin = a.sin().cumprod(1)\n"
-               "    ones = torch.ones([a.size(0), 1, a.size(2)], dtype=a.dtype, device=a.device)\n"
-               "    return torch.cat([cos, ones], 1) * torch.cat([ones, sin], 1)\n");
+    top.define(
+        "def latent_to_angles(self, x: Tensor) -> Tensor:\n"
+        "    norms = x.flip([1]).pow(2)\n"
+        "    norms = torch.cat([norms[:, 1:2] + norms[:, 0:1], norms[:, 2:]], 1)\n"
+        "    norms = norms.cumsum(1).flip([1]).sqrt()\n"
+        "    angles = torch.arccos(x[:, :-1] / norms)\n"
+        "    last = torch.where(x[:, -1:] >= 0, angles[:, -1:], 2.0 * " +
+        pi +
+        " - angles[:, -1:])\n"
+        "    angles = torch.cat([angles[:, :-1] / " +
+        pi + ", last / (2.0 * " + pi +
+        ")], 1)\n"
+        "    return 2.0 * (angles - 0.5)\n");
+    top.define(
+        "def angles_to_latent(self, angles: Tensor) -> Tensor:\n"
+        "    a = torch.remainder(angles / 2.0 + 0.5, 1.0)\n"
+        "    a = torch.cat([a[:, :-1] * " +
+        pi + ", a[:, -1:] * (2.0 * " + pi +
+        ")], 1)\n"
+        "    cos = a.cos()\n"
+        "    sin = a.sin().cumprod(1)\n"
+        "    ones = torch.ones([a.size(0), 1, a.size(2)], dtype=a.dtype, device=a.device)\n"
+        "    return torch.cat([cos, ones], 1) * torch.cat([ones, sin], 1)\n");
   }
   // encode's first lines, whatever the latent: the input check and the encoder's statistics.
   auto encode_stats = [&](MethodWriter& w) {
-    w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels), "encode expects (batch, " + str(channels) +
-                                                                          " channels, time)"));
+    w.line(expect("x.dim() == 3 and x.size(1) == " + str(channels),
+                  "encode expects (batch, " + str(channels) + " channels, time)"));
     if (s.streaming) w.line(batch_check("x"));
-    w.line(mel ? "stats = self.encoder.forward(self.mel_features(x))" : "stats = self.encoder.forward(self.pqmf.forward(x))");
+    w.line(mel ? "stats = self.encoder.forward(self.mel_features(x))"
+               : "stats = self.encoder.forward(self.pqmf.forward(x))");
   };
   if (!variational) {
     // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.
@@ -256,8 +296,8 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   }
   if (!variational) {
     MethodWriter w(ctx, top);
-    w.line(expect("z.dim() == 3 and z.size(1) == " + str(latent), "decode expects (batch, " + str(latent) +
-                                                                        " latent dimensions, time)"));
+    w.line(expect("z.dim() == 3 and z.size(1) == " + str(latent),
+                  "decode expects (batch, " + str(latent) + " latent dimensions, time)"));
     if (s.streaming) w.line(batch_check("z"));
     w.line("noise_scale = self.noise_scale[0]");
     if (kind == rave::EncoderKind::kSpherical) w.line("z = self.angles_to_latent(z)");
@@ -277,28 +317,31 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     w.line("z = halves[0]");
     w.line("noise_scale = self.noise_scale[0]");
     // As VariationalEncoderImpl::reparametrize: z = ε·(softplus(scale) + 1e-4) + mean.
-    w.line("if noise_scale != 0.0:\n    z = torch.randn_like(z) * (torch.softplus(halves[1], 1.0, 20.0) + " + num(1e-4) +
-           ") * noise_scale + z");
+    w.line("if noise_scale != 0.0:\n    z = torch.randn_like(z) * (torch.softplus(halves[1], 1.0, 20.0) + " +
+           num(1e-4) + ") * noise_scale + z");
     w.line("z = torch.matmul(self.latent_pca, z - self.latent_mean.unsqueeze(-1))");
     w.define("encode", "x: Tensor", "Tensor", "z[:, :self.latent_size]");
   }
   if (variational) {
     MethodWriter w(ctx, top);
-    w.line(expect("z.dim() == 3 and z.size(1) <= " + str(full), "decode expects (batch, at most " + str(full) +
-                                                                     " latent dimensions, time)"));
+    w.line(expect("z.dim() == 3 and z.size(1) <= " + str(full),
+                  "decode expects (batch, at most " + str(full) + " latent dimensions, time)"));
     if (s.streaming) w.line(batch_check("z"));
     w.line("noise_scale = self.noise_scale[0]");
     // RAVE pre_process_latent: the cropped dimensions are drawn from a unit Gaussian.
     w.line("if z.size(1) < " + str(full) + ":\n    fill = torch.zeros([z.size(0), " + str(full) +
-           " - z.size(1), z.size(2)], dtype=z.dtype, device=z.device)\n    if noise_scale != 0.0:\n        fill = "
+           " - z.size(1), z.size(2)], dtype=z.dtype, device=z.device)\n    if noise_scale != 0.0:\n        "
+           "fill = "
            "torch.randn_like(fill) * noise_scale\n    z = torch.cat([z, fill], 1)");
     w.line("z = torch.matmul(self.latent_pca.t(), z) + self.latent_mean.unsqueeze(-1)");
     w.define("decode", "z: Tensor", "Tensor", synthesize);
   }
   top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
 
-  register_nn_method(top, {"encode", channels, 1, latent, ratio, "(signal) Channel", "(signal) Latent dimension"});
-  register_nn_method(top, {"decode", latent, ratio, channels, 1, "(signal) Latent dimension", "(signal) Channel"});
+  register_nn_method(top,
+                     {"encode", channels, 1, latent, ratio, "(signal) Channel", "(signal) Latent dimension"});
+  register_nn_method(top,
+                     {"decode", latent, ratio, channels, 1, "(signal) Latent dimension", "(signal) Channel"});
   register_nn_method(top, {"forward", channels, 1, channels, 1, "(signal) Channel", "(signal) Channel"});
   register_nn_lists(top, {"encode", "decode", "forward"}, {"noise_scale"});
 

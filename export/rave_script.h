@@ -14,8 +14,8 @@
 //     pre_process_latent), and the noise synthesis. 0 makes every method deterministic.
 // Streaming (cached_conv semantics, export/emit_layers.h): state per batch slot, up to 64;
 // every call's length must be a multiple of the ratio. Strided convolutions count the delay
-// their input carries, so the encoder's latency is a whole number of latent frames: streaming encode then equals offline encode
-// shifted by encode_latency / ratio frames, and forward the offline forward shifted by
+// their input carries, so the encoder's latency is a whole number of latent frames: streaming encode then
+// equals offline encode shifted by encode_latency / ratio frames, and forward the offline forward shifted by
 // forward_latency samples.
 #pragma once
 
@@ -48,6 +48,7 @@ struct ScriptInfo {
 // Builds the module from the model's options and tensors. Every tensor of the model is used
 // or dropped with a reason, else rt::Error names the ones left. Throws rt::Error when the
 // options cannot be exported (e.g. streaming with an odd product of ratios and a PQMF).
-torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& options, ScriptInfo* info = nullptr);
+torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& options,
+                               ScriptInfo* info = nullptr);
 
 }  // namespace rt::exporting

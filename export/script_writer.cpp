@@ -82,8 +82,8 @@ void MethodWriter::define(const std::string& name, const std::string& args, cons
   try {
     module_.define(src);
   } catch (const std::exception& e) {  // torch::jit::ErrorReport is no c10::Error
-    throw Error("export: TorchScript rejected the generated method " + module_.type()->name()->qualifiedName() +
-                "." + name + ": " + e.what() + "\n" + src);
+    throw Error("export: TorchScript rejected the generated method " +
+                module_.type()->name()->qualifiedName() + "." + name + ": " + e.what() + "\n" + src);
   }
   lines_.clear();
   counter_ = 0;

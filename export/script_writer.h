@@ -77,7 +77,8 @@ class MethodWriter {
   std::string cached_pad(const Signal& x, const std::string& key, int64_t n, bool crop);
   // Compiles "def <name>(self, <args>) -> <ret>:" with the statements written, then
   // "return <result>". Throws rt::Error with the source when TorchScript rejects it.
-  void define(const std::string& name, const std::string& args, const std::string& ret, const std::string& result);
+  void define(const std::string& name, const std::string& args, const std::string& ret,
+              const std::string& result);
 
  private:
   ScriptContext& ctx_;

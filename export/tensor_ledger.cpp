@@ -48,8 +48,8 @@ void TensorLedger::finish() const {
     left += (n++ ? ", " : "") + key;
   }
   if (n > 0) {
-    throw Error("export: " + std::to_string(n) + " tensor(s) of the model have no place in the exported module: " +
-                left);
+    throw Error("export: " + std::to_string(n) +
+                " tensor(s) of the model have no place in the exported module: " + left);
   }
 }
 

@@ -30,8 +30,8 @@ class ScopedAnnotation {
 };
 
 namespace detail {
-extern std::atomic<bool> g_recording;      // set while a tracer window is open
-extern std::atomic<bool> g_module_spans;   // set while a tracer with with_modules is open
+extern std::atomic<bool> g_recording;     // set while a tracer window is open
+extern std::atomic<bool> g_module_spans;  // set while a tracer with with_modules is open
 }  // namespace detail
 
 // True while a detailed-profiling window is open (one relaxed atomic load): lets a caller

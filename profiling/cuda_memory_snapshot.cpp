@@ -59,7 +59,8 @@ void stop_cuda_memory_history() {
 #if defined(RT_CUDA_MEMORY_HISTORY)
   if (g_recording.exchange(false)) {
     // enabled = None stops recording (torch.cuda.memory._record_memory_history(enabled=None)).
-    torch::cuda::_record_memory_history(std::optional<std::string>(), std::optional<std::string>("all"), "all", 0);
+    torch::cuda::_record_memory_history(std::optional<std::string>(), std::optional<std::string>("all"),
+                                        "all", 0);
   }
 #endif
 }

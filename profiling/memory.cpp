@@ -26,7 +26,7 @@ constexpr uint64_t kBlockMagic = 0x72742d636f756e74ULL;  // "rt-count"
 struct BlockHeader {
   uint64_t magic;
   int64_t bytes;
-  MemoryReporter* reporter;  // null when no scope counted the block; kept alive (kept_alive)
+  MemoryReporter* reporter;       // null when no scope counted the block; kept alive (kept_alive)
   std::atomic<uint8_t> category;  // MemoryCategory, set by MemoryReporter::tag_storage
 };
 static_assert(sizeof(BlockHeader) <= kHeaderBytes, "block header must fit its 64 bytes");
@@ -178,8 +178,8 @@ PeakComposition MemoryReporter::take_interval_peak() {
   return p;
 }
 
-void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                                      c10::Device device, MemoryCategory category) {
+void MemoryReporter::count_and_notify(void* ptr, int64_t bytes, int64_t total_allocated,
+                                      int64_t total_reserved, c10::Device device, MemoryCategory category) {
   (bytes >= 0 ? allocations_ : frees_).fetch_add(1, std::memory_order_relaxed);
   if (has_listener_.load(std::memory_order_acquire)) {
     auto listener = std::atomic_load(&listener_);
@@ -201,15 +201,14 @@ bool MemoryReporter::memoryProfilingEnabled() const {
 #endif
 }
 
-void MemoryReporter::reportMemoryUsage(void* ptr, int64_t alloc_size,
-                                       compat::memory_total_t total_allocated,
+void MemoryReporter::reportMemoryUsage(void* ptr, int64_t alloc_size, compat::memory_total_t total_allocated,
                                        compat::memory_total_t total_reserved, c10::Device device) {
   if (device.is_cpu()) {
     if (counting_cpu_allocator_installed()) return;  // counted by the counting allocator
     add_cpu_bytes(alloc_size);
   }
-  count_and_notify(ptr, alloc_size, static_cast<int64_t>(total_allocated), static_cast<int64_t>(total_reserved),
-                   device);
+  count_and_notify(ptr, alloc_size, static_cast<int64_t>(total_allocated),
+                   static_cast<int64_t>(total_reserved), device);
 }
 
 void MemoryReporter::set_listener(AllocationListener listener) {
@@ -312,8 +311,8 @@ SystemMemory read_system_memory() {
   }
   m.available_bytes = available;
   if (m.total_bytes > 0) {
-    m.used_percent = 100.0 * static_cast<double>(m.total_bytes - m.available_bytes) /
-                     static_cast<double>(m.total_bytes);
+    m.used_percent =
+        100.0 * static_cast<double>(m.total_bytes - m.available_bytes) / static_cast<double>(m.total_bytes);
   }
   return m;
 }

@@ -13,10 +13,12 @@ void log_memory_metrics(const MemoryMeasurement& m, ScalarSink& sink, int64_t st
     const std::string name = memory_category_name(category);
     if (m.split) sink.add_scalar("memory/" + name + "_bytes", bytes(m.split->bytes[category]), step);
     if (m.interval_peak) {
-      sink.add_scalar("memory/interval_peak/" + name + "_bytes", bytes(m.interval_peak->categories[category]), step);
+      sink.add_scalar("memory/interval_peak/" + name + "_bytes", bytes(m.interval_peak->categories[category]),
+                      step);
     }
   }
-  if (m.interval_peak) sink.add_scalar("memory/interval_peak/bytes_in_use", bytes(m.interval_peak->bytes_in_use), step);
+  if (m.interval_peak)
+    sink.add_scalar("memory/interval_peak/bytes_in_use", bytes(m.interval_peak->bytes_in_use), step);
   const MemorySample& s = m.sample;
   sink.add_scalar("memory/cpu_bytes_in_use", bytes(s.cpu_bytes_in_use), step);
   sink.add_scalar("memory/cpu_peak_bytes_in_use", bytes(s.cpu_peak_bytes_in_use), step);

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "util/atomic_file.h"
@@ -61,14 +61,18 @@ int write_at(int fd, const std::string& text, off_t offset) {
 std::string write_failure_text(const fs::path& path, int err) {
   const std::string why = std::strerror(err);
   if (err == ENOSPC || err == EDQUOT) return "disk full while writing '" + path.string() + "' (" + why + ")";
-  if (err == EFBIG) return "file size limit reached while writing '" + path.string() + "' (" + why + "; see ulimit -f)";
+  if (err == EFBIG)
+    return "file size limit reached while writing '" + path.string() + "' (" + why + "; see ulimit -f)";
   return "cannot write '" + path.string() + "': " + why;
 }
 
 }  // namespace
 
 JsonListFile::JsonListFile(std::filesystem::path path, FlushPolicy policy, RotationPolicy rotation)
-    : path_(std::move(path)), policy_(policy), rotation_(rotation), last_flush_at_(std::chrono::steady_clock::now()) {
+    : path_(std::move(path)),
+      policy_(policy),
+      rotation_(rotation),
+      last_flush_at_(std::chrono::steady_clock::now()) {
   if (rotation_.part_bytes > 0 && rotation_.parts < 2) {
     throw Error("profiling.profile_parts must be >= 2 (the current file and one part), got " +
                 std::to_string(rotation_.parts));
@@ -125,7 +129,8 @@ int64_t JsonListFile::continue_from(int64_t first_step) {
     try {
       list = read_profile_list_file(part, nullptr);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "warning: cannot continue %s (%s); it is left as it is\n", part.string().c_str(), e.what());
+      std::fprintf(stderr, "warning: cannot continue %s (%s); it is left as it is\n", part.string().c_str(),
+                   e.what());
       continue;
     }
     int64_t count = 0;
@@ -170,8 +175,8 @@ void JsonListFile::append(const Json& entry) {
   ++entries_;
   ++pending_;
   const double since = seconds_since(last_flush_at_);
-  const bool due = policy_.flush_interval_s <= 0.0 || pending_ >= policy_.flush_every ||
-                   since >= policy_.flush_interval_s;
+  const bool due =
+      policy_.flush_interval_s <= 0.0 || pending_ >= policy_.flush_every || since >= policy_.flush_interval_s;
   // Keep flushing ≤ 1% of wall time however large the file grows.
   const bool cheap_enough = policy_.flush_interval_s <= 0.0 || since >= 100.0 * last_flush_s_;
   if (due && cheap_enough) flush();
@@ -234,11 +239,12 @@ void JsonListFile::rotate() {
   while (static_cast<int64_t>(parts.size()) + 1 > rotation_.parts) {
     fs::remove(parts.front().second, ec);
     if (parts_removed_++ == 0) {
-      std::fprintf(stderr,
-                   "note: %s reached its bound (profiling.profile_parts = %lld files of profiling.profile_part_mb = "
-                   "%.0f MiB): its oldest part, %s, is removed, and each later rotation removes the next oldest\n",
-                   path_.string().c_str(), static_cast<long long>(rotation_.parts),
-                   static_cast<double>(rotation_.part_bytes) / 1048576.0, parts.front().second.filename().c_str());
+      std::fprintf(
+          stderr,
+          "note: %s reached its bound (profiling.profile_parts = %lld files of profiling.profile_part_mb = "
+          "%.0f MiB): its oldest part, %s, is removed, and each later rotation removes the next oldest\n",
+          path_.string().c_str(), static_cast<long long>(rotation_.parts),
+          static_cast<double>(rotation_.part_bytes) / 1048576.0, parts.front().second.filename().c_str());
     }
     parts.erase(parts.begin());
   }

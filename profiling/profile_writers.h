@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "util/json.h"
 #include "profiling/memory.h"
 #include "profiling/memory_metrics.h"
+#include "util/json.h"
 
 namespace rt::prof {
 
@@ -172,9 +172,9 @@ Json category_bytes_json(const CategoryBytes& bytes);
 // "categories": …} with an interval peak; an empty object without a split.
 Json memory_category_fields(const MemoryMeasurement& m);
 
-// training_summary.json (the RAVE guide's fields plus status, metrics and losses). The trainer calls start() once,
-// record_step() per optimisation step, and write() on every exit path (it may be called
-// repeatedly; each call rewrites the file atomically with the current end time).
+// training_summary.json (the RAVE guide's fields plus status, metrics and losses). The trainer calls start()
+// once, record_step() per optimisation step, and write() on every exit path (it may be called repeatedly;
+// each call rewrites the file atomically with the current end time).
 class TrainingSummary {
  public:
   void start();  // records training_start_time (Unix seconds) and the monotonic start

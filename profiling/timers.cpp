@@ -10,9 +10,11 @@ namespace rt::prof {
 namespace {
 
 constexpr const char* kBuiltinNames[] = {
-    timer_names::kDataBatchProduction, timer_names::kForward,     timer_names::kLossFnComputation,
-    timer_names::kBackward,            timer_names::kOptimizerStep, timer_names::kMakeStepTotal,
-    timer_names::kTrainingStep,        timer_names::kValidation,  timer_names::kCheckpoint,
+    timer_names::kDataBatchProduction, timer_names::kForward,
+    timer_names::kLossFnComputation,   timer_names::kBackward,
+    timer_names::kOptimizerStep,       timer_names::kMakeStepTotal,
+    timer_names::kTrainingStep,        timer_names::kValidation,
+    timer_names::kCheckpoint,
 };
 static_assert(sizeof(kBuiltinNames) / sizeof(kBuiltinNames[0]) == kCheckpointTimer.index + 1,
               "every built-in timer id needs its name, in id order");
@@ -138,8 +140,8 @@ std::string TimerRegistry::format_metrics(int64_t step) const {
   // Layout of foundational_ssm's log_profiling_metrics (SSM guide): 4 decimals avg, 2 total.
   std::string out = "--- Profiling Metrics (Step " + std::to_string(step) + ") ---\n";
   for (const auto& [name, s] : ordered_stats()) {
-    out += name + ": avg=" + format_double("%.4f", s.avg_time) + "s, total=" +
-           format_double("%.2f", s.total_time) + "s, count=" + std::to_string(s.count) + "\n";
+    out += name + ": avg=" + format_double("%.4f", s.avg_time) +
+           "s, total=" + format_double("%.2f", s.total_time) + "s, count=" + std::to_string(s.count) + "\n";
   }
   return out;
 }

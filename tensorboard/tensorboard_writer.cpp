@@ -11,9 +11,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "util/error.h"
-#include "tensorboard_event.pb.h"
 #include "tensorboard/tfevents.h"
+#include "tensorboard_event.pb.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include "tensorboard_event.pb.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "tensorboard_event.pb.h"
 
 namespace rt {
 namespace {

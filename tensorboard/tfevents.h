@@ -1,5 +1,6 @@
 // TensorBoard event files: TFRecord framing with CRC-32C, and a verifying reader
-// (tensorflow/tensorboard: tensorboard/summary/writer/record_writer.py, crc32c.py). The writer is tensorboard_writer.h.
+// (tensorflow/tensorboard: tensorboard/summary/writer/record_writer.py, crc32c.py). The writer is
+// tensorboard_writer.h.
 //
 // Record layout: uint64 length (LE) | uint32 masked CRC-32C of the 8 length bytes | data |
 // uint32 masked CRC-32C of data; mask(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8.

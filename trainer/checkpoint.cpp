@@ -49,7 +49,8 @@ torch::serialize::InputArchive open_archive(const std::filesystem::path& path) {
     a.load_from(path.string());
   } catch (const c10::Error& e) {
     throw Error("cannot read checkpoint '" + path.string() + "': " + e.what_without_backtrace());
-  } catch (const std::exception& e) {  // torch's archive reader also throws plain runtime_errors (found by fuzz_checkpoint)
+  } catch (const std::exception&
+               e) {  // torch's archive reader also throws plain runtime_errors (found by fuzz_checkpoint)
     throw Error("cannot read checkpoint '" + path.string() + "': " + first_line(e.what()));
   }
   return a;
@@ -96,8 +97,9 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, const Checkpoi
   auto a = open_archive(path);
   CheckpointMeta m = read_meta(a, path.string());
   if (m.family != expected.family || !signatures_match(m.signature, expected.signature)) {
-    throw Error("checkpoint '" + path.string() + "' was made with another config: it holds model '" + m.family +
-                "' [" + m.signature + "], this run builds '" + expected.family + "' [" + expected.signature + "]");
+    throw Error("checkpoint '" + path.string() + "' was made with another config: it holds model '" +
+                m.family + "' [" + m.signature + "], this run builds '" + expected.family + "' [" +
+                expected.signature + "]");
   }
   torch::serialize::InputArchive model;
   a.read("model", model);

@@ -50,12 +50,13 @@ struct Parser {
   Parser() {
     app.set_help_flag("-h,--help", "Print this help and exit");
     app.footer(std::string(kFooter) + rave_configs_help() + family_keys_help());
-    config = app.add_option("--config",
-                            "Config file path, or a name (v3, v3.toml) looked up in configs/; repeatable: later "
-                            "files overlay earlier ones key by key, as RAVE stacks gin files (--config v2 "
-                            "--config causal)")
-                 ->type_name("PATH|NAME")
-                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    config =
+        app.add_option("--config",
+                       "Config file path, or a name (v3, v3.toml) looked up in configs/; repeatable: later "
+                       "files overlay earlier ones key by key, as RAVE stacks gin files (--config v2 "
+                       "--config causal)")
+            ->type_name("PATH|NAME")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--config");
     for (const auto& spec : config_schema()) {
       if (spec.flag.empty()) continue;
@@ -73,21 +74,24 @@ struct Parser {
                        ->type_name("KEY=VALUE")
                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--override");
-    gpu = app.add_option("--gpu",
-                         "RAVE's flag: train on GPU N (train.device = cuda:N); -1 = on the CPU (train.device = cpu)")
+    gpu = app.add_option(
+                 "--gpu",
+                 "RAVE's flag: train on GPU N (train.device = cuda:N); -1 = on the CPU (train.device = cpu)")
               ->type_name("N")
               ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--gpu");
-    augment = app.add_option("--augment",
-                             "RAVE's --augment: append an augmentation to data.augment (mute, compress, gain; "
-                             "repeatable, applied in order)")
-                  ->type_name("NAME")
-                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    augment =
+        app.add_option("--augment",
+                       "RAVE's --augment: append an augmentation to data.augment (mute, compress, gain; "
+                       "repeatable, applied in order)")
+            ->type_name("NAME")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--augment");
     // Taken out by main() before parsing (distributed/local_launcher.h); listed for --help.
-    app.add_option("--nproc_per_node",
-                   "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
-                   "train.distributed.* keys; docs/distributed.md)")
+    app.add_option(
+           "--nproc_per_node",
+           "Data-parallel: start N ranks of this training on this machine (as torchrun --nproc_per_node N; "
+           "train.distributed.* keys; docs/distributed.md)")
         ->type_name("N");
     value_flags.insert("--nproc_per_node");
     summary = app.add_flag("--summary", "Print the model's modules with parameter counts and exit");
@@ -272,9 +276,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
                   config.get_string("train.ckpt") + "'; drop one of the two");
     }
     config.set("train.name", config.get_string("train.name") + "_smoke", "--smoke_test");
-    config.set("data.val_max", std::to_string(std::min<int64_t>(config.get_int("data.val_max"),
-                                                                2 * config.get_int("train.batch"))),
-               "--smoke_test");
+    config.set(
+        "data.val_max",
+        std::to_string(std::min<int64_t>(config.get_int("data.val_max"), 2 * config.get_int("train.batch"))),
+        "--smoke_test");
   }
   stack.check(config);
   config.finalize();

@@ -26,10 +26,10 @@ struct TrainArgs {
   Config config;                      // resolved and finalized
   std::filesystem::path config_path;  // the last file --config resolved to; empty without --config
   std::vector<std::filesystem::path> config_files;  // every --config, resolved, in order
-  std::string config_name;  // the stems joined ("v3", "v2+causal"); empty without --config
-  bool summary = false;               // --summary: print the model summary and exit
-  bool print_config = false;          // --print_config: print config.to_toml(true) and exit
-  bool help = false;                  // --help / -h: print help_text and exit (nothing resolved)
+  std::string config_name;    // the stems joined ("v3", "v2+causal"); empty without --config
+  bool summary = false;       // --summary: print the model summary and exit
+  bool print_config = false;  // --print_config: print config.to_toml(true) and exit
+  bool help = false;          // --help / -h: print help_text and exit (nothing resolved)
   std::string help_text;
   // --config_reference: print config_reference_markdown() (config_reference.h) and exit
   // (nothing resolved).

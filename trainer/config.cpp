@@ -47,7 +47,8 @@ std::string source_of(const std::string& origin) {
 bool retired_key_at_default(const std::string& key, const std::string& text, const std::string& origin) {
   if (key != "train.inject_nan_at_step" && key != "train.inject_nan_rank") return false;
   if (text == "-1") return true;
-  throw Error(origin + ": " + key + " = " + text + " is no longer a config key (it was a test hook); remove it");
+  throw Error(origin + ": " + key + " = " + text +
+              " is no longer a config key (it was a test hook); remove it");
 }
 
 // The spec that checks a value given for `key`: the key's own, a Rename alias's target's, or a
@@ -257,16 +258,18 @@ void Config::finalize() {
   if (std::get<int64_t>(shorthand.value) > 0) {
     const int64_t n = std::get<int64_t>(shorthand.value);
     const prof::ProfilerSchedule s = prof::ProfilerSchedule::for_profile_steps(
-        n, std::get<int64_t>(values_.at("profiling.skip_first").value), std::get<int64_t>(values_.at("profiling.warmup").value));
+        n, std::get<int64_t>(values_.at("profiling.skip_first").value),
+        std::get<int64_t>(values_.at("profiling.warmup").value));
     const std::pair<const char*, int64_t> implied[] = {
         {"profiling.active", s.active}, {"profiling.wait", s.wait}, {"profiling.repeat", s.repeat}};
     for (const auto& [key, value] : implied) {
       Entry& e = values_.at(key);
       if (e.seq != 0 && source_of(e.origin) == source_of(shorthand.origin)) {
         if (std::get<int64_t>(e.value) == value) continue;
-        throw Error(e.origin + ": " + key + " = " + value_text(e.value) + " conflicts with profiling.profile_steps = " +
-                    std::to_string(n) + " (" + shorthand.origin + "), which sets " + key + " = " +
-                    std::to_string(value) + " (active = N, wait = 0, repeat = 1); keep one of the two");
+        throw Error(e.origin + ": " + key + " = " + value_text(e.value) +
+                    " conflicts with profiling.profile_steps = " + std::to_string(n) + " (" +
+                    shorthand.origin + "), which sets " + key + " = " + std::to_string(value) +
+                    " (active = N, wait = 0, repeat = 1); keep one of the two");
       }
       if (e.seq > shorthand.seq) continue;
       e = Entry{value, "profiling.profile_steps (" + shorthand.origin + ")", shorthand.seq};
@@ -393,7 +396,8 @@ std::string origin_file(const std::string& origin) {
 bool signatures_match(const std::string& a, const std::string& b) {
   if (a == b) return true;
   const auto ea = signature_entries(a), eb = signature_entries(b);
-  auto same = [](const std::map<std::string, std::string>& one, const std::map<std::string, std::string>& other) {
+  auto same = [](const std::map<std::string, std::string>& one,
+                 const std::map<std::string, std::string>& other) {
     for (const auto& [key, value] : one) {
       auto it = other.find(key);
       if (it != other.end()) {
@@ -420,7 +424,8 @@ bool Config::operator==(const Config& other) const {
 
 Config load_config_file(const std::filesystem::path& path) {
   Config c;
-  if (!std::filesystem::is_regular_file(path)) throw Error("config file '" + path.string() + "' does not exist");
+  if (!std::filesystem::is_regular_file(path))
+    throw Error("config file '" + path.string() + "' does not exist");
   const ConfigStack stack = ConfigStack::merge({path.string()}, config_search_dirs(), c);
   stack.check(c);
   c.finalize();

@@ -136,16 +136,20 @@ std::vector<KeySpec> build_common_schema() {
       I("train.save_every", 500000, "save step_<N>.ckpt every N steps").ge(1).cli("save_every"),
       S("train.ckpt", "", "resume from a checkpoint path, or \"last\" (<out_path>/latest)").cli("ckpt"),
       E("train.device", "auto", {"auto", "cpu", "cuda", "cuda:N"},
-        "compute device: cuda = a rank's own GPU (LOCAL_RANK), cuda:N = GPU N (one process; --gpu N sets it, as "
+        "compute device: cuda = a rank's own GPU (LOCAL_RANK), cuda:N = GPU N (one process; --gpu N sets it, "
+        "as "
         "RAVE's --gpu)")
           .cli("device"),
       E("train.precision", "fp32", {"fp32", "bf16", "fp16"},
-        "training precision, as torch.autocast: bf16 / fp16 run each step's forward pass and loss under autocast "
-        "(parameters, gradients, optimizer state and checkpoints stay float32); fp16 (CUDA only) scales the loss "
+        "training precision, as torch.autocast: bf16 / fp16 run each step's forward pass and loss under "
+        "autocast "
+        "(parameters, gradients, optimizer state and checkpoints stay float32); fp16 (CUDA only) scales the "
+        "loss "
         "as torch.cuda.amp.GradScaler and skips a step whose gradients overflow")
           .cli("precision"),
       B("train.tf32", true,
-        "CUDA: float32 matmuls and convolutions may use TF32 tensor cores (torch.set_float32_matmul_precision("
+        "CUDA: float32 matmuls and convolutions may use TF32 tensor cores "
+        "(torch.set_float32_matmul_precision("
         "'high'), as RAVE's train.py); false: 'highest'"),
       B("train.cudnn_benchmark", true,
         "CUDA: cuDNN times its convolution algorithms for each new input shape and keeps the fastest "
@@ -154,7 +158,8 @@ std::vector<KeySpec> build_common_schema() {
       I("train.seed", 0, "random seed").cli("seed"),
       I("train.log_every", 100, "log losses every N steps").ge(1).cli("log_every"),
       B("train.progress", true,
-        "print the step line every train.log_every steps, with phase, elapsed time and ETA (RAVE's --progress; "
+        "print the step line every train.log_every steps, with phase, elapsed time and ETA (RAVE's "
+        "--progress; "
         "false: TensorBoard and the summary only)")
           .cli("progress"),
       B("train.smoke_test", false,
@@ -164,8 +169,10 @@ std::vector<KeySpec> build_common_schema() {
           .cli("smoke_test"),
       F("train.lr", 1e-3, "learning rate").gt(0),
       B("train.retain_freed_memory", true,
-        "keep the memory a step frees for the next step (glibc malloc: M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD "
-        "1 GiB) instead of returning it to the system and faulting it in again; false: the C library's defaults. "
+        "keep the memory a step frees for the next step (glibc malloc: M_MMAP_THRESHOLD 32 MiB, "
+        "M_TRIM_THRESHOLD "
+        "1 GiB) instead of returning it to the system and faulting it in again; false: the C library's "
+        "defaults. "
         "GLIBC_TUNABLES with glibc.malloc.* wins"),
       B("train.fused_optimizer", true,
         "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock "
@@ -176,9 +183,11 @@ std::vector<KeySpec> build_common_schema() {
       E("train.distributed.batch_norm", "sync", {"sync", "local"},
         "data-parallel BatchNorm (SSM blocks, RAVE v1 encoder): sync = statistics over every rank's batch "
         "(SyncBatchNorm: N ranks x B train as 1 x N*B); local = each rank's own batch (DDP's default: "
-        "no collective in forward or backward; rank 0's running statistics are broadcast before each validation)"),
+        "no collective in forward or backward; rank 0's running statistics are broadcast before each "
+        "validation)"),
       F("train.distributed.bucket_mb", 25.0,
-        "data-parallel: cap of a gradient bucket (one all-reduce) in MiB, DDP's bucket_cap_mb; smaller buckets "
+        "data-parallel: cap of a gradient bucket (one all-reduce) in MiB, DDP's bucket_cap_mb; smaller "
+        "buckets "
         "start their all-reduce earlier in backward, at one more collective each")
           .gt(0)
           .le(4096),
@@ -189,8 +198,10 @@ std::vector<KeySpec> build_common_schema() {
           .gt(0)
           .le(4096),
       I("train.distributed.small_all_reduce_kib", 1024,
-        "data-parallel, Gloo: an all-reduce whose other ranks' data come to at most this many KiB ((world - 1) x "
-        "the tensor's size) runs as one all-gather and a sum in rank order on every rank: world - 1 transfers "
+        "data-parallel, Gloo: an all-reduce whose other ranks' data come to at most this many KiB ((world - "
+        "1) x "
+        "the tensor's size) runs as one all-gather and a sum in rank order on every rank: world - 1 "
+        "transfers "
         "instead of the ring's 4 x (world - 1), the same sum on every rank (for 2 ranks, the ring's sum and "
         "bytes); larger ones keep Gloo's ring. 0 = always the ring. Unused with NCCL")
           .ge(0)
@@ -200,10 +211,12 @@ std::vector<KeySpec> build_common_schema() {
         "that arrives does not preempt the thread running on that core (which may be Gloo's own worker, "
         "holding the connection's lock that the loop then spins on); normal = the default policy"),
       E("train.distributed.wait", dist::WaitPolicy::kAuto,
-        "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 ms "
+        "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 "
+        "ms "
         "before sleeping (it sees the completion at once instead of being woken, as MPI and "
         "OMP_WAIT_POLICY=active do); passive = sleeps at "
-        "once; auto = active with Gloo when this host's ranks x intra-op threads fit its cores (loader workers, "
+        "once; auto = active with Gloo when this host's ranks x intra-op threads fit its cores (loader "
+        "workers, "
         "which active waits yield to, not counted), else passive (NCCL: always passive)"),
       I("train.distributed.timeout_s", 300,
         "data-parallel: bound on the rendezvous, every collective and the wait for a lost rank, in seconds")
@@ -215,7 +228,8 @@ std::vector<KeySpec> build_common_schema() {
       B("profiling.memory", false, "memory profile (memory_profile.json)").cli("enable_memory_profiling"),
       B("profiling.enabled", false, "detailed operator tracing (Chrome trace)").cli("enable_profiling"),
       I("profiling.profile_steps", 0,
-        "traced steps: sets active = N, wait = 0, repeat = 1 (config.toml records those; 0 = the schedule keys decide)")
+        "traced steps: sets active = N, wait = 0, repeat = 1 (config.toml records those; 0 = the schedule "
+        "keys decide)")
           .ge(0)
           .cli("profile_steps"),
       S("profiling.output_dir", "", "profiling output folder (\"\" = the run directory)"),
@@ -223,7 +237,8 @@ std::vector<KeySpec> build_common_schema() {
       I("profiling.timing_every", 1, "record timing every N steps").ge(1),
       I("profiling.memory_every", 10, "record memory every N steps").ge(1),
       I("profiling.profile_part_mb", 64,
-        "timing/memory profile: rotate the file into <name>.part<K>.json at this size in MiB (0 = one file, unbounded)")
+        "timing/memory profile: rotate the file into <name>.part<K>.json at this size in MiB (0 = one file, "
+        "unbounded)")
           .ge(0),
       I("profiling.profile_parts", 8,
         "timing/memory profile: files kept, the current one included; the oldest part goes first "

@@ -58,8 +58,9 @@ ConfigStack::File parse_header(const fs::path& path) {
     const std::string where = at + "." + key;
     if (key == "mirrors" || key == "summary" || key == "rave_gpu_memory") {
       if (!node.is_string()) throw Error(where + " must be a string");
-      (key == "mirrors" ? f.mirrors : key == "summary" ? f.summary : f.rave_gpu_memory) =
-          std::string(*node.as_string());
+      (key == "mirrors"   ? f.mirrors
+       : key == "summary" ? f.summary
+                          : f.rave_gpu_memory) = std::string(*node.as_string());
     } else if (key == "include") {
       f.include = string_array(node, where);
     } else if (key == "exclusive") {
@@ -75,7 +76,9 @@ ConfigStack::File parse_header(const fs::path& path) {
         f.requires.emplace_back(req_key, string_array(rnode, where + "." + req_key));
       }
     } else {
-      throw Error(where + ": unknown [stack] key (accepted: mirrors, summary, rave_gpu_memory, include, requires, exclusive)");
+      throw Error(where +
+                  ": unknown [stack] key (accepted: mirrors, summary, rave_gpu_memory, include, requires, "
+                  "exclusive)");
     }
   }
   return f;
@@ -133,7 +136,8 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
       if (same_file(v, path)) {
         std::vector<std::string> chain;
         for (const auto& c : visiting) chain.push_back(shown(c));
-        throw Error(path.string() + ": include cycle: " + joined(chain, " includes ") + " includes " + shown(path));
+        throw Error(path.string() + ": include cycle: " + joined(chain, " includes ") + " includes " +
+                    shown(path));
       }
     }
     for (const auto& f : stack.files_) {
@@ -142,7 +146,8 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
     File f = parse_header(path);
     f.included_by = by;
     visiting.push_back(path);
-    for (const auto& inc : f.include) f.base = expand(resolve_include(inc, path, dirs), stem_of(path)) || f.base;
+    for (const auto& inc : f.include)
+      f.base = expand(resolve_include(inc, path, dirs), stem_of(path)) || f.base;
     visiting.pop_back();
     config.merge_toml_file(path);
     for (const auto& key : f.exclusive) {
@@ -161,7 +166,8 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
     if (i == 0 && !base) {
       throw Error("--config " + names[i] + ": " + shown(path) +
                   " is an overlay (it does not set model.family); put a base config under it, as RAVE's gin "
-                  "overlays need one: --config v2 --config " + names[i]);
+                  "overlays need one: --config v2 --config " +
+                  names[i]);
     }
   }
 
@@ -196,8 +202,8 @@ void ConfigStack::check(const Config& config) const {
       }
       if (by == "default") by = "the default";
       throw Error("--config: " + described(f) + " needs " + key + " in {" + joined(accepted, ", ") + "}" +
-                  (f.mirrors.empty() ? "" : " (as RAVE's " + f.mirrors + ")") + ", but " + by + " sets " + key +
-                  " = " + value);
+                  (f.mirrors.empty() ? "" : " (as RAVE's " + f.mirrors + ")") + ", but " + by + " sets " +
+                  key + " = " + value);
     }
   }
 }

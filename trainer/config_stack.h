@@ -32,8 +32,8 @@ class ConfigStack {
   // folder first), expands includes and merges every file into `config` in order, and names
   // the config after the stack (Config::set_stack_name). Throws rt::Error
   // for a missing file, an include cycle, a bad [stack] table or an overlay without a base.
-  static ConfigStack merge(const std::vector<std::string>& names, const std::vector<std::filesystem::path>& dirs,
-                           Config& config);
+  static ConfigStack merge(const std::vector<std::string>& names,
+                           const std::vector<std::filesystem::path>& dirs, Config& config);
 
   // The checks on the resolved values (call after the command line's settings, before
   // Config::finalize): every file's `requires`, and every `exclusive` key that a later file of
@@ -49,10 +49,11 @@ class ConfigStack {
     std::filesystem::path path;
     std::string included_by;  // the stem of the file whose include reached it; "" at top level
     std::string mirrors, summary, rave_gpu_memory;
-    std::vector<std::pair<std::string, std::vector<std::string>>> requires;
+    std::vector<std::pair<std::string, std::vector<std::string>>>
+    requires;
     std::vector<std::string> exclusive;
     std::vector<std::string> include;  // as written
-    bool base = false;  // sets model.family, or has no [stack] table
+    bool base = false;                 // sets model.family, or has no [stack] table
   };
   const std::vector<File>& files() const { return files_; }  // every file merged, in order
 

@@ -5,7 +5,8 @@
 namespace rt {
 
 ParameterEma::ParameterEma(double factor) : factor_(factor) {
-  if (!(factor > 0.0 && factor < 1.0)) throw Error("train.ema = " + std::to_string(factor) + ": expected a factor in (0, 1)");
+  if (!(factor > 0.0 && factor < 1.0))
+    throw Error("train.ema = " + std::to_string(factor) + ": expected a factor in (0, 1)");
 }
 
 void ParameterEma::update(torch::nn::Module& module) {
@@ -41,7 +42,8 @@ void save_tree(const torch::nn::Module& m, torch::serialize::OutputArchive& a, c
     if (it == weights.end()) throw Error("EMA: no average for parameter '" + prefix + p.key() + "'");
     a.write(p.key(), it->second.clone());
   }
-  for (const auto& b : m.named_buffers(/*recurse=*/false)) a.write(b.key(), b.value().clone(), /*is_buffer=*/true);
+  for (const auto& b : m.named_buffers(/*recurse=*/false))
+    a.write(b.key(), b.value().clone(), /*is_buffer=*/true);
   for (const auto& c : m.named_children()) {
     torch::serialize::OutputArchive child(a.compilation_unit());
     save_tree(*c.value(), child, prefix + c.key() + ".", weights);
@@ -51,7 +53,8 @@ void save_tree(const torch::nn::Module& m, torch::serialize::OutputArchive& a, c
 
 }  // namespace
 
-void ParameterEma::save_as_module(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) const {
+void ParameterEma::save_as_module(const torch::nn::Module& module,
+                                  torch::serialize::OutputArchive& archive) const {
   save_tree(module, archive, "", weights_);
 }
 

@@ -22,8 +22,8 @@ namespace {
 // parameter's dtype where ATen would round them (Scalar → scalar_t inside each kernel).
 struct AdamScalars {
   double beta1, beta2, eps, step_size, bias_correction2_sqrt;
-  double l2 = 0;         // Adam: grad += l2 · p
-  double decay = 1;      // AdamW: p *= decay (1 − lr · weight_decay)
+  double l2 = 0;     // Adam: grad += l2 · p
+  double decay = 1;  // AdamW: p *= decay (1 − lr · weight_decay)
   bool decoupled = false;
 };
 
@@ -39,7 +39,7 @@ void adam_pass(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s) {
   c.neg_step = static_cast<T>(-s.step_size);
   c.l2 = static_cast<T>(s.l2);
   c.decay = static_cast<T>(s.decay);
-  const auto mode = s.l2 != 0      ? detail::AdamMode::kL2
+  const auto mode = s.l2 != 0     ? detail::AdamMode::kL2
                     : s.decoupled ? detail::AdamMode::kDecoupled
                                   : detail::AdamMode::kPlain;
   // Elements are independent and the kernel rounds identically everywhere: any split gives
@@ -98,7 +98,8 @@ void multi_tensor_update(MultiTensorBucket& b) {
 }
 
 template <typename Options, typename State>
-torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups, compat::OptimizerStateMap& states,
+torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
+                         compat::OptimizerStateMap& states,
                          const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -165,27 +166,31 @@ torch::Tensor fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
 }  // namespace
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
-  return fused_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, closure, /*decoupled=*/false);
+  return fused_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, closure,
+                                                                             /*decoupled=*/false);
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  return fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, closure, /*decoupled=*/true);
+  return fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, closure,
+                                                                               /*decoupled=*/true);
 }
 
-std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params, const torch::optim::AdamOptions& options,
-                                              bool fused) {
+std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params,
+                                              const torch::optim::AdamOptions& options, bool fused) {
   if (fused) return std::make_unique<FusedAdam>(std::move(params), options);
   return std::make_unique<torch::optim::Adam>(std::move(params), options);
 }
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups, bool fused) {
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                bool fused) {
   if (fused) return std::make_unique<FusedAdamW>(std::move(groups));
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
 }
 
 std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> params;
-  for (const auto& group : opt.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  for (const auto& group : opt.param_groups())
+    params.insert(params.end(), group.params().begin(), group.params().end());
   return params;
 }
 

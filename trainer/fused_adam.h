@@ -38,9 +38,10 @@ class FusedAdamW : public torch::optim::AdamW {
 
 // The Adam / AdamW `train` builds: rt::FusedAdam(W) when `fused` (train.fused_optimizer), else
 // LibTorch's stock optimizer.
-std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params, const torch::optim::AdamOptions& options,
-                                              bool fused);
-std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups, bool fused);
+std::unique_ptr<torch::optim::Adam> make_adam(std::vector<torch::Tensor> params,
+                                              const torch::optim::AdamOptions& options, bool fused);
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                bool fused);
 
 // Clears the gradients before a backward as the optimizer kind expects: set to none for
 // FusedAdam / FusedAdamW (zero_grad_to_none), LibTorch's zero_grad() for any other optimizer.

@@ -32,21 +32,24 @@ template <typename T>
 inline __attribute__((always_inline)) void dispatch(T* p, const T* g, T* m, T* v, int64_t n,
                                                     const AdamConsts<T>& c, AdamMode mode) {
   switch (mode) {
-    case AdamMode::kL2: return adam_loop<T, true, false>(p, g, m, v, n, c);
-    case AdamMode::kDecoupled: return adam_loop<T, false, true>(p, g, m, v, n, c);
-    case AdamMode::kPlain: return adam_loop<T, false, false>(p, g, m, v, n, c);
+    case AdamMode::kL2:
+      return adam_loop<T, true, false>(p, g, m, v, n, c);
+    case AdamMode::kDecoupled:
+      return adam_loop<T, false, true>(p, g, m, v, n, c);
+    case AdamMode::kPlain:
+      return adam_loop<T, false, false>(p, g, m, v, n, c);
   }
 }
 
 }  // namespace
 
 RT_SIMD_CLONES void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
-                                  const AdamConsts<float>& c, AdamMode mode) {
+                                const AdamConsts<float>& c, AdamMode mode) {
   dispatch(p, g, m, v, n, c, mode);
 }
 
 RT_SIMD_CLONES void adam_update(double* p, const double* g, double* m, double* v, int64_t n,
-                                  const AdamConsts<double>& c, AdamMode mode) {
+                                const AdamConsts<double>& c, AdamMode mode) {
   dispatch(p, g, m, v, n, c, mode);
 }
 

@@ -22,7 +22,8 @@ enum class AdamMode { kPlain, kL2, kDecoupled };
 //   p = p + neg_step·m / (√v / bc2 + eps)
 // Only correctly rounded IEEE operations, so the result of an element does not depend on
 // whether it falls in the vector loop or its scalar remainder (thread-count independence).
-void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamConsts<float>& c, AdamMode mode);
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamConsts<float>& c,
+                 AdamMode mode);
 void adam_update(double* p, const double* g, double* m, double* v, int64_t n, const AdamConsts<double>& c,
                  AdamMode mode);
 

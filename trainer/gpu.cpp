@@ -14,7 +14,8 @@ std::optional<int> cuda_index_of(const std::string& device) {
   const std::string prefix = "cuda:";
   if (device.size() <= prefix.size() || device.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
   const std::string digits = device.substr(prefix.size());
-  if (digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+  if (digits.size() > 4 ||
+      !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
     return std::nullopt;
   return std::stoi(digits);
 }
@@ -77,7 +78,8 @@ std::string out_of_memory_message(const std::string& allocator_message, const Ou
          "held (RAVE issue #59): a batch that fit phase 1 may not fit phase 2. Resume from the last "
          "checkpoint (--ckpt last) with a smaller batch";
   } else if (rave) {
-    m += "\n  - phase 2 (train.phase_1_duration) needs more memory than phase 1: the discriminator joins then";
+    m +=
+        "\n  - phase 2 (train.phase_1_duration) needs more memory than phase 1: the discriminator joins then";
   }
   m += "\n  - a smaller batch: --batch " + std::to_string(std::max<int64_t>(1, c.batch / 2)) +
        " (or shorter examples: --n_signal)";
@@ -98,7 +100,8 @@ OutOfMemoryContext out_of_memory_context(const Config& config, int64_t step, con
   OutOfMemoryContext c;
   c.step = step;
   if (const auto phase = unwound_phase()) c.step_phase = phase_name(*phase);
-  c.phase_1_duration = config.get_string("model.family") == "rave" ? config.get_int("train.phase_1_duration") : -1;
+  c.phase_1_duration =
+      config.get_string("model.family") == "rave" ? config.get_int("train.phase_1_duration") : -1;
   c.batch = config.get_int("train.batch");
   c.device = device.str();
   c.snapshot = std::move(snapshot);

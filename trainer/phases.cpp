@@ -19,7 +19,9 @@ void reset_step_phase_times() {
 std::optional<Phase> unwound_phase() { return t_unwound_phase; }
 
 PhaseScope::PhaseScope(Phase phase)
-    : phase_(phase), token_(prof::timers().start_timer(phase_timer(phase))), uncaught_at_start_(std::uncaught_exceptions()) {
+    : phase_(phase),
+      token_(prof::timers().start_timer(phase_timer(phase))),
+      uncaught_at_start_(std::uncaught_exceptions()) {
   if (prof::annotations_recording()) {
     annotation_.emplace(phase_name(phase));
     if (phase == Phase::kData) loader_annotation_.emplace(prof::kDataLoaderNextSpan);

@@ -10,23 +10,22 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-
 #include <optional>
 
-#include "profiling/timers.h"
 #include "profiling/annotation.h"
+#include "profiling/timers.h"
 
 namespace rt {
 
 // The phases are the built-in timers ; their ids are the registry's constant ids.
 enum class Phase : int {
-  kData = 0,      // data_batch_production
-  kForward = 1,   // forward
-  kLoss = 2,      // loss_fn_computation
-  kBackward = 3,  // backward
-  kOptimizer = 4, // optimizer_step
-  kMakeStep = 5,  // make_step_total: forward + loss + backward + optimizer
-  kStep = 6,      // training_step: the whole step, data included
+  kData = 0,       // data_batch_production
+  kForward = 1,    // forward
+  kLoss = 2,       // loss_fn_computation
+  kBackward = 3,   // backward
+  kOptimizer = 4,  // optimizer_step
+  kMakeStep = 5,   // make_step_total: forward + loss + backward + optimizer
+  kStep = 6,       // training_step: the whole step, data included
   kValidation = 7,
   kCheckpoint = 8,
 };

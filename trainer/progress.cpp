@@ -21,7 +21,8 @@ std::string format_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
                   static_cast<long long>(s % 3600 / 60));
   } else if (s >= 60) {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
   } else {
     std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
   }
@@ -32,8 +33,9 @@ namespace {
 
 std::vector<SchedulePhase> sorted(std::vector<SchedulePhase> phases) {
   if (phases.empty()) phases.push_back({0, "", 2});
-  std::stable_sort(phases.begin(), phases.end(),
-                   [](const SchedulePhase& a, const SchedulePhase& b) { return a.first_step < b.first_step; });
+  std::stable_sort(phases.begin(), phases.end(), [](const SchedulePhase& a, const SchedulePhase& b) {
+    return a.first_step < b.first_step;
+  });
   return phases;
 }
 
@@ -91,7 +93,8 @@ SmokeTest::SmokeTest(std::vector<SchedulePhase> phases, int64_t max_steps) : max
     p.last_step = next;
     plan_.push_back(p);
   }
-  if (plan_.empty()) throw Error("--smoke_test: train.max_steps = " + std::to_string(max_steps) + " leaves no step to run");
+  if (plan_.empty())
+    throw Error("--smoke_test: train.max_steps = " + std::to_string(max_steps) + " leaves no step to run");
 }
 
 int64_t SmokeTest::first_step() const { return plan_.front().phase.first_step; }
@@ -123,12 +126,13 @@ std::string SmokeTest::report(const std::string& peak_memory) const {
     total += t * static_cast<double>(steps);
     complete = complete && !p.times.empty();
     char line[256];
-    std::snprintf(line, sizeof line, "  %-24s steps %lld..%lld: first %.3f s, then median %.3f s/step over %zu steps\n",
+    std::snprintf(line, sizeof line,
+                  "  %-24s steps %lld..%lld: first %.3f s, then median %.3f s/step over %zu steps\n",
                   (p.phase.name.empty() ? std::string("training") : p.phase.name).c_str(),
-                  static_cast<long long>(p.phase.first_step), static_cast<long long>(p.end_step - 1), p.warmup, t,
-                  p.times.size());
-    out << line << "  " << std::string(24, ' ') << " → " << steps << " steps of it: " << format_duration(t * steps)
-        << "\n";
+                  static_cast<long long>(p.phase.first_step), static_cast<long long>(p.end_step - 1),
+                  p.warmup, t, p.times.size());
+    out << line << "  " << std::string(24, ' ') << " → " << steps
+        << " steps of it: " << format_duration(t * steps) << "\n";
   }
   out << "  peak memory: " << peak_memory << "\n";
   out << "  the whole run (train.max_steps = " << max_steps_ << ") at these rates: " << format_duration(total)
@@ -137,8 +141,9 @@ std::string SmokeTest::report(const std::string& peak_memory) const {
   return out.str();
 }
 
-std::string Progress::line(int64_t step, int64_t max_steps, double loss, const std::map<std::string, double>& means,
-                           double steps_per_second, double elapsed_seconds) const {
+std::string Progress::line(int64_t step, int64_t max_steps, double loss,
+                           const std::map<std::string, double>& means, double steps_per_second,
+                           double elapsed_seconds) const {
   std::ostringstream line;
   line << "step " << step << "/" << max_steps << (elapsed_seconds < 0 ? "" : percent(step));
   if (const std::string phase = phase_at(step - 1); !phase.empty()) line << " | " << phase;

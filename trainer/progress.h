@@ -23,8 +23,8 @@ namespace rt {
 
 struct SchedulePhase {
   int64_t first_step = 0;
-  std::string name;           // "phase 1", "phase 2 (adversarial)"; "" for a one-phase schedule
-  int64_t smoke_steps = 2;    // steps the smoke test times in this phase (after one warm-up step)
+  std::string name;         // "phase 1", "phase 2 (adversarial)"; "" for a one-phase schedule
+  int64_t smoke_steps = 2;  // steps the smoke test times in this phase (after one warm-up step)
 };
 
 // "3d 04h", "2h05m", "4m52s", "12s".
@@ -71,8 +71,8 @@ class SmokeTest {
  private:
   struct Planned {
     SchedulePhase phase;
-    int64_t end_step = 0;   // first_step + 1 warm-up + smoke_steps, capped at the next phase / max
-    int64_t last_step = 0;  // the projection's end of this phase
+    int64_t end_step = 0;       // first_step + 1 warm-up + smoke_steps, capped at the next phase / max
+    int64_t last_step = 0;      // the projection's end of this phase
     std::vector<double> times;  // timed steps (the warm-up excluded)
     double warmup = 0.0;
   };

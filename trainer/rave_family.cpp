@@ -43,9 +43,10 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
                                  .not_empty()
                                  .defines_architecture()},
       {&RaveOptions::decoder_ratios,
-       Field("model.decoder_ratios",
-             "the generator's upsampling ratios when they differ from model.ratios (v2_nopqmf.gin: 8 8 8 4 for "
-             "raw output); empty: model.ratios")
+       Field(
+           "model.decoder_ratios",
+           "the generator's upsampling ratios when they differ from model.ratios (v2_nopqmf.gin: 8 8 8 4 for "
+           "raw output); empty: model.ratios")
            .ge(1)
            .defines_architecture()},
       {&RaveOptions::output_mode,
@@ -53,26 +54,30 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
              "what the decoder makes: pqmf (bands, then the synthesis filter bank) or raw (the audio itself, "
              "v2_nopqmf.gin; RAVE's output_mode)")
            .defines_architecture()},
-      {&RaveOptions::input_mode,
-       Field("model.input_mode",
-             "what the encoder reads: pqmf (the audio's bands) or mel (log1p mel spectrogram, hybrid.gin; RAVE's "
-             "input_mode)")
-           .defines_architecture()},
-      {&RaveOptions::n_mels, Field("model.n_mels", "mel bins of the mel encoder (hybrid.gin N_MELS)").ge(1).defines_architecture()},
+      {&RaveOptions::input_mode, Field("model.input_mode",
+                                       "what the encoder reads: pqmf (the audio's bands) or mel (log1p mel "
+                                       "spectrogram, hybrid.gin; RAVE's "
+                                       "input_mode)")
+                                     .defines_architecture()},
+      {&RaveOptions::n_mels,
+       Field("model.n_mels", "mel bins of the mel encoder (hybrid.gin N_MELS)").ge(1).defines_architecture()},
       {&RaveOptions::mel_n_fft,
-       Field("model.mel_n_fft", "FFT size and window of the mel encoder's STFT (hybrid.gin N_FFT)").ge(2).defines_architecture()},
-      {&RaveOptions::mel_hop,
-       Field("model.mel_hop", "hop of the mel encoder's STFT (hybrid.gin HOP_LENGTH)").ge(1).defines_architecture()},
+       Field("model.mel_n_fft", "FFT size and window of the mel encoder's STFT (hybrid.gin N_FFT)")
+           .ge(2)
+           .defines_architecture()},
+      {&RaveOptions::mel_hop, Field("model.mel_hop", "hop of the mel encoder's STFT (hybrid.gin HOP_LENGTH)")
+                                  .ge(1)
+                                  .defines_architecture()},
       {&RaveOptions::encoder_dilations,
        Field("model.encoder_dilations",
              "the encoder's own residual dilations per block (hybrid.gin: [[1]]); empty: model.dilations")
            .ge(1)
            .defines_architecture()},
-      {&RaveOptions::gru_layers,
-       Field("model.gru_layers",
-             "layers of the GRU before the generator's first convolution (hybrid.gin NUM_GRU_LAYERS: 2); 0 = none")
-           .ge(0)
-           .defines_architecture()},
+      {&RaveOptions::gru_layers, Field("model.gru_layers",
+                                       "layers of the GRU before the generator's first convolution "
+                                       "(hybrid.gin NUM_GRU_LAYERS: 2); 0 = none")
+                                     .ge(0)
+                                     .defines_architecture()},
       {&RaveOptions::dilations, Field("model.dilations", "RAVE residual dilations per block")
                                     .ge(1)
                                     .not_empty()
@@ -80,8 +85,9 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
       {&RaveOptions::kernel_size,
        Field("model.kernel_size", "RAVE convolution kernel size").ge(1).is_odd().defines_architecture()},
       {&RaveOptions::activation,
-       Field("model.activation",
-             "RAVE activation between stages (v3: snake); the dilated units keep LeakyReLU(0.2), as RAVE's do")
+       Field(
+           "model.activation",
+           "RAVE activation between stages (v3: snake); the dilated units keep LeakyReLU(0.2), as RAVE's do")
            .defines_architecture()},
       {&RaveOptions::padding, Field("model.padding", "convolution padding mode").defines_architecture()},
       {&RaveOptions::amplitude_modulation,
@@ -90,7 +96,10 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
        Field("model.adain", "AdaIN after encoder convs (v3; identity in training, shifts layer names)")
            .defines_architecture()},
       {&RaveOptions::noise_bands,
-       Field("model.noise_bands", "noise generator bands: v1's NoiseGenerator, or for v2/v3 NoiseGeneratorV2 (0 = off; v1: 5)").ge(0).defines_architecture()},
+       Field("model.noise_bands",
+             "noise generator bands: v1's NoiseGenerator, or for v2/v3 NoiseGeneratorV2 (0 = off; v1: 5)")
+           .ge(0)
+           .defines_architecture()},
       {&RaveOptions::noise_ratios,
        Field("model.noise_ratios", "noise generator downsampling ratios").ge(1).defines_architecture()},
       {&RaveOptions::noise_hidden,
@@ -110,10 +119,11 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
            .ge(1)
            .defines_architecture()},
       {&RaveOptions::encoder,
-       Field("model.encoder",
-             "latent regularisation: variational (ELBO), wasserstein (MMD, wasserstein.toml), spherical (unit "
-             "sphere, spherical.toml), discrete (residual vector quantisation, discrete.toml); RAVE's encoder "
-             "wrappers")
+       Field(
+           "model.encoder",
+           "latent regularisation: variational (ELBO), wasserstein (MMD, wasserstein.toml), spherical (unit "
+           "sphere, spherical.toml), discrete (residual vector quantisation, discrete.toml); RAVE's encoder "
+           "wrappers")
            .defines_architecture()},
       {&RaveOptions::noise_augmentation,
        Field("model.noise_augmentation",
@@ -121,12 +131,12 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
              "wasserstein and discrete encoders)")
            .ge(0)
            .defines_architecture()},
-      {&RaveOptions::num_quantizers,
-       Field("model.num_quantizers",
-             "codebooks of the discrete encoder's residual vector quantisation (discrete.gin NUM_QUANTIZERS); the "
-             "exported latent has one index channel per codebook")
-           .ge(1)
-           .defines_architecture()},
+      {&RaveOptions::num_quantizers, Field("model.num_quantizers",
+                                           "codebooks of the discrete encoder's residual vector quantisation "
+                                           "(discrete.gin NUM_QUANTIZERS); the "
+                                           "exported latent has one index channel per codebook")
+                                         .ge(1)
+                                         .defines_architecture()},
       {&RaveOptions::codebook_size,
        Field("model.codebook_size", "codes per codebook of the discrete encoder (discrete.gin CODEBOOK_SIZE)")
            .ge(2)
@@ -200,8 +210,8 @@ class RaveFamily final : public ModelFamily {
     const std::string db = c.get_string("data.db_path");
     if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
     if (c.get_enum<DataKind>("data.kind") != DataKind::kAudio) {
-      throw Error("model.family = 'rave' trains on audio databases, but data.kind = '" + c.get_string("data.kind") +
-                  "' (accepted: audio)");
+      throw Error("model.family = 'rave' trains on audio databases, but data.kind = '" +
+                  c.get_string("data.kind") + "' (accepted: audio)");
     }
     AudioDatasetOptions train_opts;
     train_opts.n_signal = n_signal_;
@@ -232,8 +242,9 @@ class RaveFamily final : public ModelFamily {
     if (want_channels != 0 && want_channels != train->channels()) {
       throw Error("data.channels = " + std::to_string(want_channels) + ", but database '" + db + "' holds " +
                   std::to_string(train->channels()) + "-channel audio: set data.channels to " +
-                  std::to_string(train->channels()) + " (or 0 = from the database), or rebuild the database with " +
-                  "preprocess --channels " + std::to_string(want_channels));
+                  std::to_string(train->channels()) +
+                  " (or 0 = from the database), or rebuild the database with " + "preprocess --channels " +
+                  std::to_string(want_channels));
     }
 
     const int64_t length = train->record(0).size(1);
@@ -245,16 +256,17 @@ class RaveFamily final : public ModelFamily {
     }
     const int64_t compression = options_.compression();
     if (n_signal_ % compression != 0) {
-      throw Error("data.n_signal = " + std::to_string(n_signal_) + " must be a multiple of the model's compression " +
-                  std::to_string(compression) + " (n_band × product of ratios)");
+      throw Error("data.n_signal = " + std::to_string(n_signal_) +
+                  " must be a multiple of the model's compression " + std::to_string(compression) +
+                  " (n_band × product of ratios)");
     }
     const int64_t band_length = n_signal_ / options_.n_band;
     for (int64_t scale : options_.stft_scales) {
       if (scale / 2 >= band_length) {
         throw Error("model.stft_scales holds " + std::to_string(scale) + ", too large for data.n_signal = " +
                     std::to_string(n_signal_) + " split in " + std::to_string(options_.n_band) +
-                    " bands (band signals of " + std::to_string(band_length) +
-                    " samples need scales below " + std::to_string(2 * band_length) + ")");
+                    " bands (band signals of " + std::to_string(band_length) + " samples need scales below " +
+                    std::to_string(2 * band_length) + ")");
       }
     }
     channels_ = train->channels();
@@ -286,7 +298,8 @@ class RaveFamily final : public ModelFamily {
     options_.validate();
     model_ = rave::RaveModel(options_);
     model_->to(device_);
-    if (config_.get_float("train.ema") > 0) ema_ = std::make_unique<ParameterEma>(config_.get_float("train.ema"));
+    if (config_.get_float("train.ema") > 0)
+      ema_ = std::make_unique<ParameterEma>(config_.get_float("train.ema"));
     // RAVE measures its receptive field in Lightning's sanity validation, before step 0; the
     // multiband distance is cropped to it from the first step on (a resumed run keeps the one
     // its checkpoint holds, see load()).
@@ -298,10 +311,12 @@ class RaveFamily final : public ModelFamily {
     const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
     lr_ = config_.get_float("train.lr");
     const bool fused = config_.get_bool("train.fused_optimizer");
-    gen_opt_ = make_adam(model_->generator_parameters(), torch::optim::AdamOptions(lr_).betas({b1, b2}), fused);
+    gen_opt_ =
+        make_adam(model_->generator_parameters(), torch::optim::AdamOptions(lr_).betas({b1, b2}), fused);
     if (model_->discriminator) {
-      dis_opt_ = make_adam(model_->discriminator_parameters(),
-                           torch::optim::AdamOptions(config_.get_float("train.discriminator_lr")).betas({b1, b2}), fused);
+      dis_opt_ = make_adam(
+          model_->discriminator_parameters(),
+          torch::optim::AdamOptions(config_.get_float("train.discriminator_lr")).betas({b1, b2}), fused);
     }
   }
 
@@ -314,13 +329,15 @@ class RaveFamily final : public ModelFamily {
     model_->set_warmed_up(warm);
     // RAVE's QuantizeCallback: the quantiser from batch warmup_quantize on (see train.warmup_quantize).
     // (Setting the buffer needs no host read; quantizing() would sync a device every step.)
-    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_) model_->encoder->set_quantizing(true);
+    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_)
+      model_->encoder->set_quantizing(true);
     // RAVE: `not batch_idx % update_discriminator_every`, with Lightning's batch_idx counting
     // the batches of the current epoch.
     const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % update_dis_every_ == 0;
     const auto kind = dis_step ? rave::RaveStep::kDiscriminator : rave::RaveStep::kGenerator;
-    const double beta = rave_beta_at(step, config_.get_float("train.beta_start"), config_.get_float("train.beta_end"),
-                                     config_.get_int("train.beta_warmup_steps"));
+    const double beta =
+        rave_beta_at(step, config_.get_float("train.beta_start"), config_.get_float("train.beta_end"),
+                     config_.get_int("train.beta_warmup_steps"));
     torch::Tensor x = batch.input.to(device_, /*non_blocking=*/true);
 
     rave::RaveForward fwd;
@@ -351,7 +368,8 @@ class RaveFamily final : public ModelFamily {
           // skipped by Adam, so the encoder stays exactly where phase 1 left it.
           for (auto& p : model_->encoder_parameters()) p.mutable_grad() = torch::Tensor();
         }
-        const double factor = rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_);
+        const double factor =
+            rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_);
         for (auto& group : gen_opt_->param_groups()) {
           static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr_ * factor);
         }
@@ -361,12 +379,14 @@ class RaveFamily final : public ModelFamily {
     if (ema_) ema_->update(*model_);  // RAVE's EMA.on_train_batch_end, after every batch
     // Data parallel: each rank moved its codebooks by its own frames; as DDP's broadcast_buffers
     // does before RAVE's next forward, rank 0's codebooks become every rank's.
-    if (model_->encoder->rvq && comm_->world_size() > 1) dist::broadcast_buffers(*comm_, *model_->encoder->rvq);
+    if (model_->encoder->rvq && comm_->world_size() > 1)
+      dist::broadcast_buffers(*comm_, *model_->encoder->rvq);
     StepResult r;
     r.loss = loss.detach();
     for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
     r.scalars.add("beta_factor", beta);
-    r.scalars.add("train/lr", lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_));
+    r.scalars.add("train/lr",
+                  lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_));
     r.examples = batch.input.size(0);
     return r;
   }
@@ -454,13 +474,16 @@ class RaveFamily final : public ModelFamily {
   void load(torch::serialize::InputArchive& a) override {
     torch::serialize::InputArchive m, g;
     c10::IValue model_revision;
-    if (!a.try_read("rave_model_revision", model_revision) && options_.activation == models::Activation::kSnake) {
+    if (!a.try_read("rave_model_revision", model_revision) &&
+        options_.activation == models::Activation::kSnake) {
       // Written when the dilated units had Snake too: their `alpha` would be dropped unread.
       throw Error(
           "this checkpoint was written by a trainer that put Snake activations inside the dilated units "
           "(model.activation = snake, as v3); RAVE builds those units with LeakyReLU(0.2) and so does this "
-          "trainer (docs/rave_fidelity.md, \"v3 activations\"), so the checkpoint's unit parameters have no place "
-          "in the model and its function would change: resume or export it with the trainer version that wrote "
+          "trainer (docs/rave_fidelity.md, \"v3 activations\"), so the checkpoint's unit parameters have no "
+          "place "
+          "in the model and its function would change: resume or export it with the trainer version that "
+          "wrote "
           "it, or start a new run");
     }
     torch::serialize::InputArchive e;
@@ -478,7 +501,9 @@ class RaveFamily final : public ModelFamily {
                    "this one's: no receptive-field crop of the multiband distance and the feature-matching "
                    "weight applied once. Resuming, the losses follow RAVE's from here on"
                 << (loss_options_.valid_signal_crop ? " (train.valid_signal_crop = true)" : "")
-                << (loss_options_.feature_matching_weight_twice ? " (train.feature_matching_weight_twice = true)" : "")
+                << (loss_options_.feature_matching_weight_twice
+                        ? " (train.feature_matching_weight_twice = true)"
+                        : "")
                 << "; to keep the run's earlier losses, resume with --override train.valid_signal_crop=false "
                    "--override train.feature_matching_weight_twice=false\n";
     }
@@ -516,12 +541,14 @@ class RaveFamily final : public ModelFamily {
   // Phase 1 (reconstruction and KL) from step 0, phase 2 (encoder frozen, adversarial) from
   // train.phase_1_duration; the smoke test runs phase 2 long enough to update the discriminator.
   std::vector<SchedulePhase> schedule_phases() const override {
-    return {{0, "phase 1", 2}, {phase_1_duration_, "phase 2 (adversarial)", std::max<int64_t>(2, update_dis_every_)}};
+    return {{0, "phase 1", 2},
+            {phase_1_duration_, "phase 2 (adversarial)", std::max<int64_t>(2, update_dis_every_)}};
   }
 
   std::string describe() const override {
-    std::string d = "RAVE " + std::string(enum_name(options_.version)) + " (" + std::to_string(options_.channels) +
-                    " ch, " + std::to_string(options_.sampling_rate) + " Hz";
+    std::string d = "RAVE " + std::string(enum_name(options_.version)) + " (" +
+                    std::to_string(options_.channels) + " ch, " + std::to_string(options_.sampling_rate) +
+                    " Hz";
     if (model_ && !model_->receptive_field().empty()) d += ", receptive field " + describe_receptive_field();
     return d + ")";
   }
@@ -576,14 +603,16 @@ class RaveFamily final : public ModelFamily {
     const auto field = model_->receptive_field();
     const int64_t dim = options_.n_band * options_.channels;
     const int64_t kept = rave::valid_signal_length(n_signal_ / options_.n_band, dim, field);
-    const int64_t largest = *std::max_element(loss_options_.stft_scales.begin(), loss_options_.stft_scales.end());
+    const int64_t largest =
+        *std::max_element(loss_options_.stft_scales.begin(), loss_options_.stft_scales.end());
     if (largest / 2 >= kept) {
-      throw Error("data.n_signal = " + std::to_string(n_signal_) + " leaves " + std::to_string(kept) +
-                  " samples per band after RAVE's receptive-field crop (" + std::to_string(field.left) + " / " +
-                  std::to_string(field.right) + " samples cut left / right, over " + std::to_string(dim) +
-                  " bands × channels), too few for model.stft_scales' " + std::to_string(largest) +
-                  " (needs more than " + std::to_string(largest / 2) +
-                  "): raise --n_signal, lower the largest STFT scale, or set train.valid_signal_crop = false");
+      throw Error(
+          "data.n_signal = " + std::to_string(n_signal_) + " leaves " + std::to_string(kept) +
+          " samples per band after RAVE's receptive-field crop (" + std::to_string(field.left) + " / " +
+          std::to_string(field.right) + " samples cut left / right, over " + std::to_string(dim) +
+          " bands × channels), too few for model.stft_scales' " + std::to_string(largest) +
+          " (needs more than " + std::to_string(largest / 2) +
+          "): raise --n_signal, lower the largest STFT scale, or set train.valid_signal_crop = false");
     }
     if (comm_->rank() == 0) std::cout << "receptive field: " << describe_receptive_field() << "\n";
   }
@@ -596,8 +625,9 @@ class RaveFamily final : public ModelFamily {
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
   rave::RaveModel model_{nullptr};
-  std::unique_ptr<torch::optim::Adam> gen_opt_, dis_opt_;  // rt::FusedAdam unless train.fused_optimizer = false
-  std::unique_ptr<ParameterEma> ema_;                      // train.ema > 0 (trainer/ema.h)
+  std::unique_ptr<torch::optim::Adam> gen_opt_,
+      dis_opt_;                        // rt::FusedAdam unless train.fused_optimizer = false
+  std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (trainer/ema.h)
   double lr_ = 1e-3;
   int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0, warmup_quantize_ = 0;
   int64_t channels_ = 1;
@@ -608,54 +638,59 @@ class RaveFamily final : public ModelFamily {
 
 FamilyRegistration rave_family_registration() {
   using namespace keys;
-  return {"rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
-          family_factory<RaveFamily>(),
-          rave_model_keys().specs({
-              I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
-              I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),
-              F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
-              F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
-              I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
-              F("train.feature_matching_weight", 20.0, "RAVE: feature matching loss weight (weights['feature_matching'])").ge(0),
-              B("train.feature_matching_weight_twice", true,
-                "RAVE: apply the feature matching weight twice, as RAVE's training_step does (effective weight²: "
-                "400 for v2's 20); false applies it once"),
-              B("train.valid_signal_crop", true,
-                "RAVE: crop both multiband signals to the receptive field before the multiband distance "
-                "(v2/v3 valid_signal_crop; v1: false)"),
-              F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
-              F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
-              F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
-              F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
-              F("train.fullband_distance_weight", 1.0,
-                "RAVE: weights['fullband_spectral_distance'] (wasserstein.gin: 2)").ge(0),
-              F("train.multiband_distance_weight", 1.0,
-                "RAVE: weights['multiband_spectral_distance'] (wasserstein.gin: 2)").ge(0),
-              F("train.adversarial_weight", 1.0,
-                "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
-                "when train.feature_matching_weight_twice")
-                  .ge(0),
-              F("train.log_epsilon", 1e-7,
-                "RAVE: AudioDistanceV1.log_epsilon, inside the spectral distance's log-magnitude term "
-                "(discrete.gin: 1)")
-                  .gt(0),
-              I("train.num_skipped_features", -1,
-                "RAVE: num_skipped_features, the first feature maps of each discriminator scale left out of "
-                "feature matching (-1: the version's, v1 0, v2/v3 1; discrete.gin: 0)")
-                  .ge(-1),
-              I("train.warmup_quantize", 0,
-                "the discrete encoder quantises from this step on (RAVE's warmup_quantize; discrete.gin's -1 "
-                "means from the first step). RAVE 2.3.1's QuantizeCallback never runs, so RAVE itself never "
-                "quantises: docs/rave_fidelity.md")
-                  .ge(0),
-              F("train.ema", 0.0,
-                "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "
-                "used for validation, kept in checkpoints, exported by export --ema_weights; 0 = off")
-                  .ge(0)
-                  .lt(1)
-                  .cli("ema"),
-          }),
-          [](const Config& config) { rave_options_from(config).validate(); }};
+  return {
+      "rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
+      family_factory<RaveFamily>(),
+      rave_model_keys().specs({
+          I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
+          I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),
+          F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
+          F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
+          I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
+          F("train.feature_matching_weight", 20.0,
+            "RAVE: feature matching loss weight (weights['feature_matching'])")
+              .ge(0),
+          B("train.feature_matching_weight_twice", true,
+            "RAVE: apply the feature matching weight twice, as RAVE's training_step does (effective weight²: "
+            "400 for v2's 20); false applies it once"),
+          B("train.valid_signal_crop", true,
+            "RAVE: crop both multiband signals to the receptive field before the multiband distance "
+            "(v2/v3 valid_signal_crop; v1: false)"),
+          F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
+          F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
+          F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
+          F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
+          F("train.fullband_distance_weight", 1.0,
+            "RAVE: weights['fullband_spectral_distance'] (wasserstein.gin: 2)")
+              .ge(0),
+          F("train.multiband_distance_weight", 1.0,
+            "RAVE: weights['multiband_spectral_distance'] (wasserstein.gin: 2)")
+              .ge(0),
+          F("train.adversarial_weight", 1.0,
+            "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
+            "when train.feature_matching_weight_twice")
+              .ge(0),
+          F("train.log_epsilon", 1e-7,
+            "RAVE: AudioDistanceV1.log_epsilon, inside the spectral distance's log-magnitude term "
+            "(discrete.gin: 1)")
+              .gt(0),
+          I("train.num_skipped_features", -1,
+            "RAVE: num_skipped_features, the first feature maps of each discriminator scale left out of "
+            "feature matching (-1: the version's, v1 0, v2/v3 1; discrete.gin: 0)")
+              .ge(-1),
+          I("train.warmup_quantize", 0,
+            "the discrete encoder quantises from this step on (RAVE's warmup_quantize; discrete.gin's -1 "
+            "means from the first step). RAVE 2.3.1's QuantizeCallback never runs, so RAVE itself never "
+            "quantises: docs/rave_fidelity.md")
+              .ge(0),
+          F("train.ema", 0.0,
+            "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "
+            "used for validation, kept in checkpoints, exported by export --ema_weights; 0 = off")
+              .ge(0)
+              .lt(1)
+              .cli("ema"),
+      }),
+      [](const Config& config) { rave_options_from(config).validate(); }};
 }
 
 }  // namespace rt

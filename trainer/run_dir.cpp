@@ -43,7 +43,8 @@ uint32_t random_u32() {
 RunDirLock::RunDirLock(const fs::path& run_dir) {
   const fs::path file = run_dir / "train.lock";
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error("cannot open the run directory's lock '" + file.string() + "': " + std::strerror(errno));
+  if (fd_ < 0)
+    throw Error("cannot open the run directory's lock '" + file.string() + "': " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char buf[32] = {};
@@ -58,8 +59,10 @@ RunDirLock::RunDirLock(const fs::path& run_dir) {
                 "'); two writers would mix their checkpoints and profiles: wait for it to end, or stop it");
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    std::cerr << "warning: could not write the pid into '" << file.string() << "': " << std::strerror(errno) << "\n";
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    std::cerr << "warning: could not write the pid into '" << file.string() << "': " << std::strerror(errno)
+              << "\n";
   }
 }
 
@@ -78,7 +81,8 @@ std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
     const size_t at = name.rfind(".tmp.");
     if (at == std::string::npos || at == 0) continue;
     const std::string digits = name.substr(at + 5);
-    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
     // A live process (or one we may not signal) may still be writing it.
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM) continue;
@@ -136,7 +140,8 @@ fs::path profile_dir(const Config& config, const fs::path& run_dir, bool writer)
   const fs::path dir = chosen.empty() ? run_dir : fs::path(chosen);
   const bool profiles = config.get_bool("profiling.timing") || config.get_bool("profiling.memory") ||
                         config.get_bool("profiling.enabled");
-  if (profiles || !writer) check_writable_dir(dir, chosen.empty() ? "the run directory" : "profiling.output_dir");
+  if (profiles || !writer)
+    check_writable_dir(dir, chosen.empty() ? "the run directory" : "profiling.output_dir");
   return dir;
 }
 
@@ -178,8 +183,9 @@ fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
   if (ckpt == "last") {
     const fs::path p = resolve_run_pointer(out_path / "latest") / "checkpoints" / "last.ckpt";
     if (!fs::is_regular_file(p, ec)) {
-      throw Error("train.ckpt = \"last\": no checkpoint at '" + p.string() +
-                  "' (expected checkpoints/last.ckpt in the run <train.out_path>/latest names, from an earlier run)");
+      throw Error(
+          "train.ckpt = \"last\": no checkpoint at '" + p.string() +
+          "' (expected checkpoints/last.ckpt in the run <train.out_path>/latest names, from an earlier run)");
     }
     return fs::canonical(p);  // fixed now: the new run re-points `latest`
   }
@@ -200,10 +206,13 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
 }
 
 RunDir prepare_run_dir(const Config& config) {
-  return prepare_run_dir(config, resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path")));
+  return prepare_run_dir(
+      config, resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path")));
 }
 
-RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) { return prepare_run_dir(config, ckpt, -1); }
+RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) {
+  return prepare_run_dir(config, ckpt, -1);
+}
 
 RunDir prepare_run_dir(const Config& config, const fs::path& ckpt, int64_t resume_step) {
   const fs::path out_path = config.get_string("train.out_path");

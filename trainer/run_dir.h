@@ -29,10 +29,10 @@ class RunDirLock {
 };
 
 struct RunDir {
-  std::filesystem::path path;        // the run directory
-  std::filesystem::path checkpoint;  // checkpoint to resume from; empty for a fresh run
-  bool resumed = false;              // true when `path` is an existing run reopened for resuming
-  std::shared_ptr<RunDirLock> lock;  // held by the writer for the whole run
+  std::filesystem::path path;             // the run directory
+  std::filesystem::path checkpoint;       // checkpoint to resume from; empty for a fresh run
+  bool resumed = false;                   // true when `path` is an existing run reopened for resuming
+  std::shared_ptr<RunDirLock> lock;       // held by the writer for the whole run
   std::filesystem::path previous_config;  // config.<step>.toml kept by this resume; empty if none
 };
 

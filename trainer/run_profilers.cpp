@@ -80,7 +80,8 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   const bool memory = c.get_bool("profiling.memory");
   const bool detailed = c.get_bool("profiling.enabled");
   const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
-  log_every_ = c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
+  log_every_ =
+      c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
   if (tb != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb);
   // The bound of each per-step profile (profiling/profile_writers.h: rotation).
   prof::RotationPolicy rotation;
@@ -92,9 +93,9 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
   prof::timers().set_enabled(timing);
   if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
   if (timing) {
-    timing_ = std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
-                                                          c.get_int("profiling.timing_every"), prof::FlushPolicy{},
-                                                          rotation);
+    timing_ = std::make_unique<prof::TimingProfileWriter>(
+        dir / rank_file_name("timing_profile", ".json", rank_), c.get_int("profiling.timing_every"),
+        prof::FlushPolicy{}, rotation);
     timing_->continue_from(first_step);
     link_plain_name(dir, "timing_profile", ".json", rank_);
   }
@@ -103,9 +104,9 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
     tracking_ = std::make_unique<prof::MemoryTrackingScope>(reporter_);
   }
   if (memory) {
-    memory_ = std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
-                                                          c.get_int("profiling.memory_every"), prof::FlushPolicy{},
-                                                          rotation);
+    memory_ = std::make_unique<prof::MemoryProfileWriter>(
+        dir / rank_file_name("memory_profile", ".json", rank_), c.get_int("profiling.memory_every"),
+        prof::FlushPolicy{}, rotation);
     memory_->continue_from(first_step);
     link_plain_name(dir, "memory_profile", ".json", rank_);
   }
@@ -135,7 +136,8 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
     reporter_->set_listener([tagged](void* ptr, int64_t bytes, int64_t total_alloc, int64_t total_reserved,
                                      c10::Device d, prof::MemoryCategory category) {
       if (auto* t = prof::OpTracer::current()) {
-        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0, d.has_index() ? d.index() : 0,
+        t->record_memory(ptr, bytes, total_alloc, total_reserved, d.is_cuda() ? 1 : 0,
+                         d.has_index() ? d.index() : 0,
                          tagged && d.is_cpu() && bytes < 0 ? prof::memory_category_name(category) : nullptr);
       }
     });
@@ -154,7 +156,8 @@ void RunProfilers::start_memory_history(const Config& c, const fs::path& dir) {
                               : std::string("profiling.memory_snapshot_on_oom = true");
   if (!device_.is_cuda()) {
     throw Error(key + " needs a CUDA device, but this run trains on " + device_.str() +
-                ": a memory snapshot is the CUDA caching allocator's history (unset it, or train with --device cuda)");
+                ": a memory snapshot is the CUDA caching allocator's history (unset it, or train with "
+                "--device cuda)");
   }
   if (const auto why = prof::cuda_memory_history_unavailable_reason(); !why.empty()) {
     throw Error(key + ": " + why);
@@ -169,7 +172,8 @@ std::string RunProfilers::write_oom_snapshot() {
   try {
     prof::write_cuda_memory_snapshot(path);
   } catch (const std::exception& e) {
-    std::cerr << "warning: could not write the out-of-memory snapshot " << path.string() << ": " << e.what() << "\n";
+    std::cerr << "warning: could not write the out-of-memory snapshot " << path.string() << ": " << e.what()
+              << "\n";
     return "";
   }
   return path.string();
@@ -213,7 +217,8 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
         snapshot_dir_ / rank_file_name("memory_snapshot_step" + std::to_string(step), ".pickle", rank_);
     guarded("the memory snapshot", [&] {
       prof::write_cuda_memory_snapshot(path);
-      if (rank_.rank == 0) std::cout << "memory snapshot: " << path.string() << " (https://pytorch.org/memory_viz)\n";
+      if (rank_.rank == 0)
+        std::cout << "memory snapshot: " << path.string() << " (https://pytorch.org/memory_viz)\n";
     });
   }
   if (timing_ && timing_->wants(step)) {
@@ -237,7 +242,8 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
     m.cuda_device = device_.is_cuda();
     m.sample = prof::sample_memory(reporter_.get(), m.cuda_device ? device_.index() : -1);
     if (categories_) {
-      m.split = categories_->measure(m.cuda_device ? m.sample.cuda.allocated_bytes : m.sample.cpu_bytes_in_use);
+      m.split =
+          categories_->measure(m.cuda_device ? m.sample.cuda.allocated_bytes : m.sample.cpu_bytes_in_use);
       // CPU only: the CUDA allocator's peaks come without a composition.
       if (!m.cuda_device) m.interval_peak = reporter_->take_interval_peak();
     }

@@ -48,8 +48,8 @@ class RunProfilers {
   // memory profile and traces (traces carry distributedInfo with `rank`). `first_step`: the
   // step the run starts at; a resumed run continues the profiles already in `dir`, keeping
   // their entries of earlier steps (JsonListFile::continue_from).
-  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir, TensorBoardWriter* tb,
-               RankInfo rank = {}, int64_t first_step = 0);
+  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir,
+               TensorBoardWriter* tb, RankInfo rank = {}, int64_t first_step = 0);
   ~RunProfilers();
 
   // Detailed tracing on, and a run training from step `from` ends before (or resumed after) the
@@ -79,7 +79,8 @@ class RunProfilers {
                   double step_seconds);
   // Completes queued timing entries with their losses ((step, loss), in order) and writes them.
   // Entries of steps from `first_nonfinite_step` on (>= 0) are dropped: the run failed there.
-  void resolve_losses(const std::vector<std::pair<int64_t, double>>& losses, int64_t first_nonfinite_step = -1);
+  void resolve_losses(const std::vector<std::pair<int64_t, double>>& losses,
+                      int64_t first_nonfinite_step = -1);
   // Prints and logs the timers when profiling.log_every says so (or `force`).
   void log_timers(int64_t step, bool force);
 

@@ -82,14 +82,15 @@ torch::Tensor r2_from_sums(const R2Sums& s) {
 
 class SsmFamily final : public ModelFamily {
  public:
-  explicit SsmFamily(const Config& config) : config_(config), options_(ssm_options_from(config)), device_(torch::kCPU) {}
+  explicit SsmFamily(const Config& config)
+      : config_(config), options_(ssm_options_from(config)), device_(torch::kCPU) {}
 
   TrainData make_data(const Config& c) override {
     const std::string db = c.get_string("data.db_path");
     if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
     if (c.get_enum<DataKind>("data.kind") != DataKind::kNeural) {
-      throw Error("model.family = 'ssm' trains on neural databases, but data.kind = '" + c.get_string("data.kind") +
-                  "' (accepted: neural)");
+      throw Error("model.family = 'ssm' trains on neural databases, but data.kind = '" +
+                  c.get_string("data.kind") + "' (accepted: neural)");
     }
     neural::NeuralDatasetOptions o;
     o.smoothing_sigma_ms = c.get_float("data.smoothing_sigma_ms");
@@ -97,12 +98,13 @@ class SsmFamily final : public ModelFamily {
     dataset_ = std::make_shared<neural::NeuralDataset>(db, o);
     if (c.was_set("model.input_dim") && options_.variant == ssm::SsmVariant::kS5Maze &&
         options_.input_dim != dataset_->max_units()) {
-      throw Error("model.input_dim = " + std::to_string(options_.input_dim) + " but database '" + db + "' has " +
-                  std::to_string(dataset_->max_units()) + " units; remove the key to take it from the data");
+      throw Error("model.input_dim = " + std::to_string(options_.input_dim) + " but database '" + db +
+                  "' has " + std::to_string(dataset_->max_units()) +
+                  " units; remove the key to take it from the data");
     }
     if (c.was_set("model.output_dim") && options_.output_dim != dataset_->behavior_dims()) {
-      throw Error("model.output_dim = " + std::to_string(options_.output_dim) + " but database '" + db + "' has " +
-                  std::to_string(dataset_->behavior_dims()) + " behaviour dimensions");
+      throw Error("model.output_dim = " + std::to_string(options_.output_dim) + " but database '" + db +
+                  "' has " + std::to_string(dataset_->behavior_dims()) + " behaviour dimensions");
     }
     options_.input_dim = dataset_->max_units();
     options_.output_dim = dataset_->behavior_dims();
@@ -151,8 +153,9 @@ class SsmFamily final : public ModelFamily {
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
+    groups.emplace_back(
+        decay, std::make_unique<torch::optim::AdamWOptions>(
+                   torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(lr_).weight_decay(0.0)));
     opt_ = make_adamw(std::move(groups), config_.get_bool("train.fused_optimizer"));
@@ -211,7 +214,8 @@ class SsmFamily final : public ModelFamily {
       g.narrow(0, D, D) += (y2 * y2).sum(0);
       g.narrow(0, 2 * D, D) += (y2 - p2).pow(2).sum(0);
       g[3 * D] += static_cast<double>(y2.size(0));
-      sums[G * per_group] += torch::mse_loss(p, y).to(torch::kCPU, torch::kDouble) * static_cast<double>(x.size(0));
+      sums[G * per_group] +=
+          torch::mse_loss(p, y).to(torch::kCPU, torch::kDouble) * static_cast<double>(x.size(0));
       sums[G * per_group + 1] += static_cast<double>(x.size(0));
     }
     model_->train();
@@ -318,8 +322,8 @@ void check_ssm_config(const Config& c) {
   // Keys of audio data mean nothing to a decoder trained on whole trials of a neural database:
   // set to another value than their default, they are refused, on a fresh run and on a resume
   // alike (a config.toml written by a run holds them at their defaults and stays accepted).
-  for (const char* key : {"data.n_signal", "data.channels", "data.phase_mangle", "data.phase_mangle_p",
-                          "data.dequantize"}) {
+  for (const char* key :
+       {"data.n_signal", "data.channels", "data.phase_mangle", "data.phase_mangle_p", "data.dequantize"}) {
     const KeySpec* spec = find_key_spec(key);
     if (spec == nullptr || !c.was_set(key)) continue;
     const bool is_default = std::visit(
@@ -332,8 +336,9 @@ void check_ssm_config(const Config& c) {
         },
         spec->default_value);
     if (is_default) continue;
-    throw Error(c.origin(key) + ": " + key + " does not apply to model.family = ssm: an SSM decoder trains on " +
-                "whole trials of a neural database, and " + key + " is a setting of audio data (RAVE); remove it");
+    throw Error(
+        c.origin(key) + ": " + key + " does not apply to model.family = ssm: an SSM decoder trains on " +
+        "whole trials of a neural database, and " + key + " is a setting of audio data (RAVE); remove it");
   }
   const double dt_min = c.get_float("model.dt_min"), dt_max = c.get_float("model.dt_max");
   if (!(dt_max > dt_min)) {

@@ -43,7 +43,8 @@ StepLog::Flushed StepLog::flush() {
     interval_steps_ += 1;
     interval_examples_ += examples_[i];
     last_loss_ = h[i];
-    for (size_t k = scalar_ranges_[i].first; k < scalar_ranges_[i].second; ++k) add_host(tags_[k], h[n_steps + k]);
+    for (size_t k = scalar_ranges_[i].first; k < scalar_ranges_[i].second; ++k)
+      add_host(tags_[k], h[n_steps + k]);
     for (const auto& [tag, value] : step_host_[i]) add_host(tag, value);
   }
   steps_.clear();

@@ -32,7 +32,7 @@ class StepLog {
     int64_t examples = 0;
   };
   struct Flushed {
-    std::vector<Step> steps;  // in order; steps from the first non-finite loss on are left out
+    std::vector<Step> steps;            // in order; steps from the first non-finite loss on are left out
     int64_t first_nonfinite_step = -1;  // -1: every loss was finite
   };
   // Reads every step recorded since the last flush on the host (one device→host copy), adds

@@ -15,7 +15,8 @@ class Config;
 // What only a test changes in a job: a stream around the training loader, given this process's
 // rank (tests/support/nan_batches.h corrupts one step's batch to test the non-finite-loss path).
 struct TrainingJobOptions {
-  std::function<std::unique_ptr<BatchStream>(std::unique_ptr<BatchStream> loader, int rank)> wrap_train_batches;
+  std::function<std::unique_ptr<BatchStream>(std::unique_ptr<BatchStream> loader, int rank)>
+      wrap_train_batches;
 };
 
 // Runs a whole job described by `config` and returns the process exit code:

@@ -43,8 +43,9 @@ class ZipFile {
   }
 
   [[noreturn]] void damaged(const std::string& what) const {
-    throw Error("checkpoint '" + path_.string() + "' is damaged (" + what +
-                "); it cannot be loaded: use another checkpoint of the run (checkpoints/step_<N>.ckpt, best.ckpt)");
+    throw Error(
+        "checkpoint '" + path_.string() + "' is damaged (" + what +
+        "); it cannot be loaded: use another checkpoint of the run (checkpoints/step_<N>.ckpt, best.ckpt)");
   }
 
   std::vector<unsigned char> read(uint64_t offset, uint64_t n, const char* what) {
@@ -95,7 +96,8 @@ class ZipFile {
       if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
     }
     inflateEnd(&z);
-    if (rc != Z_STREAM_END || total != uncompressed) damaged("entry '" + entry + "' does not inflate to its size");
+    if (rc != Z_STREAM_END || total != uncompressed)
+      damaged("entry '" + entry + "' does not inflate to its size");
     return static_cast<uint32_t>(c);
   }
 
@@ -193,7 +195,8 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
     if (n == 0) {
       const size_t slash = name.find('/');
       if (slash == std::string::npos || slash == 0)
-        zip.damaged("entry '" + name + "' is not inside the archive's folder (torch's layout: <name>/data.pkl …)");
+        zip.damaged("entry '" + name +
+                    "' is not inside the archive's folder (torch's layout: <name>/data.pkl …)");
       folder = name.substr(0, slash + 1);
     } else if (name.compare(0, folder.size(), folder) != 0) {
       zip.damaged("entry '" + name + "' lies outside the archive's folder '" + folder + "'");
@@ -218,23 +221,26 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
       zip.damaged("entry '" + name + "' uses compression method " + std::to_string(method) +
                   " (expected 0, stored, or 8, deflate)");
     }
-    if (method == 0 && compressed != uncompressed) zip.damaged("entry '" + name + "' has two different sizes");
+    if (method == 0 && compressed != uncompressed)
+      zip.damaged("entry '" + name + "' has two different sizes");
     const auto lh = zip.read(local, kLocalSize, ("the local header of entry '" + name + "'").c_str());
-    if (le(lh.data(), 4) != kLocalSig) zip.damaged("entry '" + name + "' has no local header where it should");
+    if (le(lh.data(), 4) != kLocalSig)
+      zip.damaged("entry '" + name + "' has no local header where it should");
     const size_t local_name_len = le(lh.data() + 26, 2), local_extra_len = le(lh.data() + 28, 2);
     const auto local_name = zip.read(local + kLocalSize, local_name_len, "a local file name");
     if (std::string(local_name.begin(), local_name.end()) != name)
       zip.damaged("entry '" + name + "' has another name in its local header");
     const uint64_t data = local + kLocalSize + local_name_len + local_extra_len;
-    const uint32_t actual =
-        method == 0 ? zip.crc(data, compressed, name) : zip.inflated_crc(data, compressed, uncompressed, name);
+    const uint32_t actual = method == 0 ? zip.crc(data, compressed, name)
+                                        : zip.inflated_crc(data, compressed, uncompressed, name);
     if (actual != stored_crc) {
       zip.damaged("entry '" + name + "' fails its CRC-32 check: stored " + hex32(stored_crc) + ", computed " +
                   hex32(actual) + "; the file changed after it was written");
     }
     if (is_version) {
       // torch stores this record, a few digits; it is read below as torch's reader does.
-      if (method != 0 || compressed > 32) zip.damaged("entry '" + name + "' is not a stored file format version");
+      if (method != 0 || compressed > 32)
+        zip.damaged("entry '" + name + "' is not a stored file format version");
       const auto v = zip.read(data, compressed, "the file format version");
       (name == folder + "version" ? version_text : data_version_text).assign(v.begin(), v.end());
     }
@@ -247,7 +253,8 @@ size_t verify_zip_entries(const std::filesystem::path& path) {
   size_t i = text.find_first_not_of(" \t\n\r\f\v");
   uint64_t version = 0;
   bool digits = false;
-  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && version < 1000; ++i, digits = true)
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && version < 1000;
+       ++i, digits = true)
     version = version * 10 + static_cast<uint64_t>(text[i] - '0');
   if (!digits || version < caffe2::serialize::kMinSupportedFileFormatVersion ||
       version > caffe2::serialize::kMaxSupportedFileFormatVersion) {

@@ -91,7 +91,8 @@ void link_file_atomic(const std::filesystem::path& target, const std::filesystem
   if (::link(target.c_str(), tmp.c_str()) != 0) {
     const std::string hard_why = errno_text();
     std::error_code ec;
-    const fs::path relative = fs::relative(target, path.parent_path().empty() ? fs::path(".") : path.parent_path(), ec);
+    const fs::path relative =
+        fs::relative(target, path.parent_path().empty() ? fs::path(".") : path.parent_path(), ec);
     if (ec || ::symlink((relative.empty() ? target : relative).c_str(), tmp.c_str()) != 0) {
       throw Error("cannot link '" + path.string() + "' to '" + target.string() + "': " + hard_why +
                   " (hard link), " + errno_text() + " (symbolic link)");

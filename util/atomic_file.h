@@ -1,4 +1,5 @@
-// Atomic file replacement: the one way this project writes result files: a crash leaves the old file or the new one, never a torn one.
+// Atomic file replacement: the one way this project writes result files: a crash leaves the old file or the
+// new one, never a torn one.
 //
 // write_file_atomic() writes to "<path>.tmp.<pid>" in the same directory, fsyncs it, renames it
 // over <path> and fsyncs the directory, so a reader (or a crash, or kill -9) only ever sees the

@@ -28,7 +28,8 @@ HeapRetention apply() {
     return r;
   }
   r.applied = true;
-  r.description = "glibc malloc, freed memory kept for reuse (M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 1 GiB)";
+  r.description =
+      "glibc malloc, freed memory kept for reuse (M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 1 GiB)";
 #else
   r.description = "the C library's malloc defaults (not glibc)";
 #endif

@@ -1,4 +1,5 @@
-// The project's one JSON helper: nlohmann::json plus atomic writing: result files are valid JSON whenever no write is in progress.
+// The project's one JSON helper: nlohmann::json plus atomic writing: result files are valid JSON whenever no
+// write is in progress.
 #pragma once
 
 #include <filesystem>

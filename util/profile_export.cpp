@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 // the destructor when not committed.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(fs::path out) : out_(std::move(out)), tmp_(out_.string() + ".tmp." + std::to_string(::getpid())) {
+  explicit TemporaryFile(fs::path out)
+      : out_(std::move(out)), tmp_(out_.string() + ".tmp." + std::to_string(::getpid())) {
     std::error_code ec;
     if (!out_.parent_path().empty()) fs::create_directories(out_.parent_path(), ec);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -46,7 +47,8 @@ class TemporaryFile {
   int64_t size() const { return size_; }
   void rewind(int64_t size) {
     write_buffer();
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 || ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 ||
+        ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
       throw Error(write_failure_message(out_, "truncate", errno));
     }
     size_ = size;
@@ -121,7 +123,8 @@ bool copy_entry_lines(const fs::path& file, ListWriter& list) {
     const size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     const size_t last = line.find_last_not_of(" \t\r,");
-    const std::string_view entry(line.data() + first, last == std::string::npos || last < first ? 0 : last - first + 1);
+    const std::string_view entry(line.data() + first,
+                                 last == std::string::npos || last < first ? 0 : last - first + 1);
     if (entry == "[" || entry == "]" || entry == "[]") continue;
     try {
       if (entry.empty() || entry.front() != '{' || !Json::parse(entry).is_object()) return false;
@@ -136,7 +139,8 @@ bool copy_entry_lines(const fs::path& file, ListWriter& list) {
 
 }  // namespace
 
-ProfileListExport export_profile_list(const fs::path& profile, const fs::path& out, std::vector<std::string>* notes) {
+ProfileListExport export_profile_list(const fs::path& profile, const fs::path& out,
+                                      std::vector<std::string>* notes) {
   std::vector<fs::path> files = profile_parts(profile);
   std::error_code ec;
   if (fs::exists(profile, ec)) files.push_back(profile);
@@ -144,7 +148,8 @@ ProfileListExport export_profile_list(const fs::path& profile, const fs::path& o
   for (const auto& f : files) {
     if (!fs::is_regular_file(f, ec)) throw Error("cannot read '" + f.string() + "': not a file");
     if (fs::equivalent(f, out, ec)) {
-      throw Error("cannot export '" + profile.string() + "' to '" + out.string() + "': it is one of the profile's own files");
+      throw Error("cannot export '" + profile.string() + "' to '" + out.string() +
+                  "': it is one of the profile's own files");
     }
   }
   ProfileListExport done;

@@ -19,7 +19,8 @@ int64_t part_index(const fs::path& path, const std::string& name) {
     return -1;
   }
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
-  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
   return std::stoll(digits);
 }
 
@@ -44,7 +45,8 @@ Json read_profile_list_file(const fs::path& file, std::vector<std::string>* note
     const size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     line = line.substr(first);
-    while (!line.empty() && (line.back() == ',' || line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    while (!line.empty() && (line.back() == ',' || line.back() == ' ' || line.back() == '\r'))
+      line.pop_back();
     if (line == "[" || line == "]" || line == "[]") continue;
     try {
       Json e = Json::parse(line);
@@ -56,7 +58,8 @@ Json read_profile_list_file(const fs::path& file, std::vector<std::string>* note
     }
     ++skipped;
   }
-  if (out.empty() && skipped > 0) throw Error("'" + file.string() + "' is not a JSON list, nor one entry per line");
+  if (out.empty() && skipped > 0)
+    throw Error("'" + file.string() + "' is not a JSON list, nor one entry per line");
   if (notes != nullptr) {
     notes->push_back("'" + file.string() + "' was cut short while being written (a killed process?): its " +
                      std::to_string(out.size()) + " complete entries are read" +
@@ -66,7 +69,8 @@ Json read_profile_list_file(const fs::path& file, std::vector<std::string>* note
 }
 
 fs::path profile_part_path(const fs::path& path, int64_t k) {
-  return path.parent_path() / (path.stem().string() + ".part" + std::to_string(k) + path.extension().string());
+  return path.parent_path() /
+         (path.stem().string() + ".part" + std::to_string(k) + path.extension().string());
 }
 
 std::vector<std::pair<int64_t, fs::path>> indexed_profile_parts(const fs::path& path) {

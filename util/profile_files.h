@@ -19,7 +19,8 @@ namespace rt {
 std::filesystem::path profile_part_path(const std::filesystem::path& path, int64_t k);
 
 // The parts of the profile at `path` as (K, file), K ascending (oldest first).
-std::vector<std::pair<int64_t, std::filesystem::path>> indexed_profile_parts(const std::filesystem::path& path);
+std::vector<std::pair<int64_t, std::filesystem::path>> indexed_profile_parts(
+    const std::filesystem::path& path);
 
 // The same, files only; `path` may be the plain-name link rank 0 keeps to its rank file
 // (timing_profile.json → timing_profile.rank0.json): the parts are the rank file's.

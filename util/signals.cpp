@@ -57,8 +57,8 @@ extern "C" void rt_record_exec_signal_dispositions(int, char**, char**) {
   g_sighup_ignored_at_exec = sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
 }
 
-__attribute__((section(".preinit_array"), used)) void (*const rt_preinit_signal_dispositions)(int, char**, char**) =
-    &rt_record_exec_signal_dispositions;
+__attribute__((section(".preinit_array"), used)) void (*const rt_preinit_signal_dispositions)(
+    int, char**, char**) = &rt_record_exec_signal_dispositions;
 
 }  // namespace
 
@@ -73,8 +73,8 @@ void install_stop_signal_handlers() {
     // `nohup train …` ignores SIGHUP on purpose: it stays ignored, even where a library's
     // initialiser has put a handler in its place since exec.
     struct sigaction old {};
-    if (sig == SIGHUP && (g_sighup_ignored_at_exec ||
-                          (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN))) {
+    if (sig == SIGHUP &&
+        (g_sighup_ignored_at_exec || (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN))) {
       std::signal(SIGHUP, SIG_IGN);
       continue;
     }
@@ -98,12 +98,18 @@ bool take_checkpoint_request() { return g_checkpoint.exchange(false); }
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "a signal";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "a signal";
   }
 }
 

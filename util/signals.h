@@ -26,7 +26,7 @@ bool stop_requested();
 bool take_checkpoint_request();
 // "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", else "a signal".
 const char* signal_name(int sig);
-int stop_signal();  // 0 when none was received.
+int stop_signal();          // 0 when none was received.
 void clear_stop_request();  // For tests.
 
 }  // namespace rt

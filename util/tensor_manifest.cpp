@@ -38,18 +38,24 @@ bool has_negative(const std::vector<int64_t>& shape) {
 
 const char* dtype_name(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kFloat32: return "float32";
-    case Dtype::kFloat64: return "float64";
-    case Dtype::kPcm16: return "pcm16";
+    case Dtype::kFloat32:
+      return "float32";
+    case Dtype::kFloat64:
+      return "float64";
+    case Dtype::kPcm16:
+      return "pcm16";
   }
   return "?";
 }
 
 size_t dtype_width(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kFloat32: return 4;
-    case Dtype::kFloat64: return 8;
-    case Dtype::kPcm16: return 2;
+    case Dtype::kFloat32:
+      return 4;
+    case Dtype::kFloat64:
+      return 8;
+    case Dtype::kPcm16:
+      return 2;
   }
   return 0;
 }
@@ -72,9 +78,11 @@ TensorFile read_tensor_file(const fs::path& stem) {
   f.manifest = read_json(json_path);
   const std::string where = json_path.string();
   if (!f.manifest.is_object() || f.manifest.value(kFormatKey, "") != kFormat) {
-    throw Error(where + " is not format " + kFormat + " (its \"" + kFormatKey + "\" must be \"" + kFormat + "\")");
+    throw Error(where + " is not format " + kFormat + " (its \"" + kFormatKey + "\" must be \"" + kFormat +
+                "\")");
   }
-  if (!little_endian_host()) throw Error(where + ": " + kFormat + " files are little-endian; this host is not");
+  if (!little_endian_host())
+    throw Error(where + ": " + kFormat + " files are little-endian; this host is not");
   f.data = read_file(bin_path);
   const auto list = f.manifest.find(kTensorsKey);
   if (list == f.manifest.end() || !list->is_array()) {
@@ -99,13 +107,15 @@ TensorFile read_tensor_file(const fs::path& stem) {
       if (dtype == dtype_name(d)) e.dtype = d, known = true;
     }
     if (!known) {
-      throw Error(where + ": tensor '" + e.name + "' has dtype '" + dtype + "' (accepted: float32, float64, pcm16)");
+      throw Error(where + ": tensor '" + e.name + "' has dtype '" + dtype +
+                  "' (accepted: float32, float64, pcm16)");
     }
     e.bytes = static_cast<size_t>(e.numel()) * dtype_width(e.dtype);
     if (e.offset != expected_offset || e.offset + e.bytes > f.data.size()) {
-      throw Error(bin_path.string() + ": tensor '" + e.name + "' at offset " + std::to_string(e.offset) + " (" +
-                  std::to_string(e.bytes) + " bytes): expected offset " + std::to_string(expected_offset) +
-                  " in a file of " + std::to_string(f.data.size()) + " bytes");
+      throw Error(bin_path.string() + ": tensor '" + e.name + "' at offset " + std::to_string(e.offset) +
+                  " (" + std::to_string(e.bytes) + " bytes): expected offset " +
+                  std::to_string(expected_offset) + " in a file of " + std::to_string(f.data.size()) +
+                  " bytes");
     }
     expected_offset = e.offset + e.bytes;
     f.tensors.push_back(std::move(e));

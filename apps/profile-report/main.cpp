@@ -1,33 +1,35 @@
 // profile-report: bottleneck analysis of a run directory. Parse, analyse, print, plot.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
 
-#include <CLI/CLI.hpp>
-
-#include "util/error.h"
 #include "profiling/report/export_lists.h"
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"
+#include "util/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"profile-report: time breakdown, bottleneck, memory growth and top operators of a training run",
-               "profile-report"};
+  CLI::App app{
+      "profile-report: time breakdown, bottleneck, memory growth and top operators of a training run",
+      "profile-report"};
   std::string run_dir, other_dir, plots_dir, export_dir;
   bool json = false;
   int top = 10;
   app.add_option("RUN_DIR", run_dir, "run directory written by train (or <out_path>/latest)")->required();
   app.add_option("--compare", other_dir, "second run directory: both side by side with ratios (B/A)");
   app.add_flag("--json", json, "print the analysis as JSON instead of text");
-  auto* plots = app.add_option("--plots", plots_dir,
-                               "write memory_plot.png and step_time_plot.png (gnuplot) into DIR (default: RUN_DIR)")
-                    ->expected(0, 1);
+  auto* plots =
+      app.add_option("--plots", plots_dir,
+                     "write memory_plot.png and step_time_plot.png (gnuplot) into DIR (default: RUN_DIR)")
+          ->expected(0, 1);
   app.add_option("--top", top, "operators listed from the trace(s)")->check(CLI::PositiveNumber);
   auto* export_list =
-      app.add_option("--export_list", export_dir,
-                     "instead of the report: write timing_profile.json and memory_profile.json (and each rank's) "
-                     "into DIR as one JSON list each, every rotated part in order, the list format the profiling "
-                     "guides read whole")
+      app.add_option(
+             "--export_list", export_dir,
+             "instead of the report: write timing_profile.json and memory_profile.json (and each rank's) "
+             "into DIR as one JSON list each, every rotated part in order, the list format the profiling "
+             "guides read whole")
           ->type_name("DIR");
   export_list->excludes("--compare")->excludes("--json")->excludes(plots);
   try {
@@ -61,7 +63,8 @@ int main(int argc, char** argv) {
       std::vector<const rt::report::RunAnalysis*> runs{&a};
       if (b) runs.push_back(&*b);
       std::vector<std::string> notes;
-      const auto written = rt::report::write_plots(runs, plots_dir.empty() ? a.run_dir : std::filesystem::path(plots_dir), &notes);
+      const auto written = rt::report::write_plots(
+          runs, plots_dir.empty() ? a.run_dir : std::filesystem::path(plots_dir), &notes);
       // With --json, stdout stays pure JSON: plot messages go to stderr.
       std::ostream& msg = json ? std::cerr : std::cout;
       for (const auto& p : written) msg << "plot: " << p.string() << "\n";

@@ -75,7 +75,8 @@ H5Array H5File::read_float(const std::string& key, int rank, uint64_t max_elemen
   for (auto d : dims) out.shape.push_back(static_cast<int64_t>(d));
   if (ndims != rank) {
     throw Error(where + " has shape " + shape_text(out.shape) + "; expected " + std::to_string(rank) +
-                " dims [trials, time bins, " + (key.find("behavior") != std::string::npos ? "dims" : "units") + "]");
+                " dims [trials, time bins, " +
+                (key.find("behavior") != std::string::npos ? "dims" : "units") + "]");
   }
   // The shape is the file's word, not its size: a few bytes can declare petabytes.
   uint64_t n = 1;
@@ -87,8 +88,8 @@ H5Array H5File::read_float(const std::string& key, int rank, uint64_t max_elemen
     n *= d;
   }
   if (n > max_elements) {
-    throw Error(where + " has shape " + shape_text(out.shape) + ": more than " + std::to_string(max_elements) +
-                " values, the most one import reads at once; split the file");
+    throw Error(where + " has shape " + shape_text(out.shape) + ": more than " +
+                std::to_string(max_elements) + " values, the most one import reads at once; split the file");
   }
   out.data.resize(static_cast<size_t>(n));
   if (n > 0 && H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0) {
@@ -117,7 +118,8 @@ void H5File::write(const std::string& key, const std::vector<int64_t>& shape, hi
                    const void* data) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-  Handle ds{H5Dcreate2(id_, key.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
+  Handle ds{H5Dcreate2(id_, key.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose};
   if (space.id < 0 || ds.id < 0 || H5Dwrite(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
     throw Error("cannot write dataset '" + key + "' to " + path_.string());
   }

@@ -56,12 +56,14 @@ Split read_split(const H5File& f, const std::string& prefix) {
   // Every dimension is held to the range a decoded record is (neural_record.h), so what the
   // import writes, training reads.
   auto check_dims = [&](const std::string& key, const H5Array& a, int64_t max_cols, const char* cols) {
-    const std::string where = "dataset '" + key + "' in " + f.path().string() + " has shape " + shape_text(a.shape);
+    const std::string where =
+        "dataset '" + key + "' in " + f.path().string() + " has shape " + shape_text(a.shape);
     if (a.shape[0] > kMaxTrials) throw Error(where + ": at most " + std::to_string(kMaxTrials) + " trials");
     if (a.shape[1] < 1 || a.shape[1] > kMaxBins) {
       throw Error(where + ": time bins must be in [1, " + std::to_string(kMaxBins) + "]");
     }
-    if (a.shape[2] > max_cols) throw Error(where + ": " + cols + " must be at most " + std::to_string(max_cols));
+    if (a.shape[2] > max_cols)
+      throw Error(where + ": " + cols + " must be at most " + std::to_string(max_cols));
   };
   s.heldin = f.read_float(in_key, 3);
   check_dims(in_key, s.heldin, kMaxUnits, "units");
@@ -77,16 +79,18 @@ Split read_split(const H5File& f, const std::string& prefix) {
   s.behavior = f.read_float(beh_key, 3);
   check_dims(beh_key, s.behavior, kMaxBehaviorDims, "behaviour dims");
   if (s.units() < 1 || s.units() > kMaxUnits) {
-    throw Error("dataset '" + in_key + "' in " + f.path().string() + " has shape " + shape_text(s.heldin.shape) + ": " +
-                std::to_string(s.units()) + " units with the held-out ones; accepted: 1 to " + std::to_string(kMaxUnits));
+    throw Error("dataset '" + in_key + "' in " + f.path().string() + " has shape " +
+                shape_text(s.heldin.shape) + ": " + std::to_string(s.units()) +
+                " units with the held-out ones; accepted: 1 to " + std::to_string(kMaxUnits));
   }
   if (s.behavior.shape[2] < 1) {
-    throw Error("dataset '" + beh_key + "' in " + f.path().string() + " has shape " + shape_text(s.behavior.shape) +
-                ": no behaviour dims to decode");
+    throw Error("dataset '" + beh_key + "' in " + f.path().string() + " has shape " +
+                shape_text(s.behavior.shape) + ": no behaviour dims to decode");
   }
   if (s.behavior.shape[0] != s.heldin.shape[0] || s.behavior.shape[1] != s.heldin.shape[1]) {
-    throw Error("shape mismatch in " + f.path().string() + ": '" + beh_key + "' is " + shape_text(s.behavior.shape) +
-                " but '" + in_key + "' is " + shape_text(s.heldin.shape) + " (trials and time bins must agree)");
+    throw Error("shape mismatch in " + f.path().string() + ": '" + beh_key + "' is " +
+                shape_text(s.behavior.shape) + " but '" + in_key + "' is " + shape_text(s.heldin.shape) +
+                " (trials and time bins must agree)");
   }
   return s;
 }
@@ -123,20 +127,21 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
                 std::to_string(kMaxSigmaMs) + "] ms");
   }
   if (!(options.bin_ms == 0 || (options.bin_ms >= kMinBinMs && options.bin_ms <= kMaxBinMs))) {
-    throw Error("--bin_ms " + std::to_string(options.bin_ms) + ": must be in [" + std::to_string(kMinBinMs) + ", " +
-                std::to_string(kMaxBinMs) + "] ms (or 0 = from the file)");
+    throw Error("--bin_ms " + std::to_string(options.bin_ms) + ": must be in [" + std::to_string(kMinBinMs) +
+                ", " + std::to_string(kMaxBinMs) + "] ms (or 0 = from the file)");
   }
   const auto files = expand_inputs(options.inputs);
   if (files.empty()) throw Error("no input files given for the neural import");
   if (!options.groups.empty() && options.groups.size() != files.size()) {
-    throw Error("got " + std::to_string(options.groups.size()) + " group names for " + std::to_string(files.size()) +
+    throw Error("got " + std::to_string(options.groups.size()) + " group names for " +
+                std::to_string(files.size()) +
                 " input files; give one per file or none (file stems are used)");
   }
 
   LmdbStore store(options.output, LmdbStore::Mode::kReadWrite, options.max_db_size_bytes);
   if (store.count() != 0) {
-    throw Error("output database " + options.output.string() + " already holds " + std::to_string(store.count()) +
-                " entries; choose a new --output_path");
+    throw Error("output database " + options.output.string() + " already holds " +
+                std::to_string(store.count()) + " entries; choose a new --output_path");
   }
 
   NeuralImportReport report;
@@ -157,7 +162,8 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
   try {
     for (size_t fi = 0; fi < files.size(); ++fi) {
       const auto& path = files[fi];
-      throw_if_stop_requested("before reading " + path.string() + "; the database is unfinished (no metadata.yaml)");
+      throw_if_stop_requested("before reading " + path.string() +
+                              "; the database is unfinished (no metadata.yaml)");
       auto file = H5File::open_read(path);
       const std::string group = options.groups.empty() ? path.stem().string() : options.groups[fi];
       double bin_ms = options.bin_ms;
@@ -165,8 +171,9 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
         auto attr = file.read_root_attribute("bin_size_ms");
         bin_ms = attr ? *attr : kDefaultBinMs;
         if (!(bin_ms >= kMinBinMs && bin_ms <= kMaxBinMs)) {
-          throw Error("attribute 'bin_size_ms' in " + path.string() + " = " + std::to_string(bin_ms) + ": must be in [" +
-                      std::to_string(kMinBinMs) + ", " + std::to_string(kMaxBinMs) + "] ms");
+          throw Error("attribute 'bin_size_ms' in " + path.string() + " = " + std::to_string(bin_ms) +
+                      ": must be in [" + std::to_string(kMinBinMs) + ", " + std::to_string(kMaxBinMs) +
+                      "] ms");
         }
       }
       std::vector<Split> splits;
@@ -177,9 +184,10 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
         } else {
           auto eval = read_split(file, "eval");
           if (eval.units() != splits[0].units() || eval.dims() != splits[0].dims()) {
-            report.notes.push_back(path.string() + ": eval_* trials skipped: " + std::to_string(eval.units()) +
-                                   " units / " + std::to_string(eval.dims()) + " behaviour dims differ from train_* (" +
-                                   std::to_string(splits[0].units()) + " / " + std::to_string(splits[0].dims()) + ")");
+            report.notes.push_back(
+                path.string() + ": eval_* trials skipped: " + std::to_string(eval.units()) + " units / " +
+                std::to_string(eval.dims()) + " behaviour dims differ from train_* (" +
+                std::to_string(splits[0].units()) + " / " + std::to_string(splits[0].dims()) + ")");
           } else {
             splits.push_back(std::move(eval));
           }
@@ -191,9 +199,11 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
         report.groups.push_back({group, splits[0].units(), splits[0].dims(), 0, bin_ms});
       }
       auto& info = report.groups[it->second];
-      if (info.units != splits[0].units() || info.behavior_dims != splits[0].dims() || info.bin_ms != bin_ms) {
-        throw Error("group \"" + group + "\": " + path.string() + " has " + std::to_string(splits[0].units()) +
-                    " units, " + std::to_string(splits[0].dims()) + " behaviour dims, bin " + std::to_string(bin_ms) +
+      if (info.units != splits[0].units() || info.behavior_dims != splits[0].dims() ||
+          info.bin_ms != bin_ms) {
+        throw Error("group \"" + group + "\": " + path.string() + " has " +
+                    std::to_string(splits[0].units()) + " units, " + std::to_string(splits[0].dims()) +
+                    " behaviour dims, bin " + std::to_string(bin_ms) +
                     " ms, but earlier files of that group have " + std::to_string(info.units) + ", " +
                     std::to_string(info.behavior_dims) + ", " + std::to_string(info.bin_ms) + " ms");
       }
@@ -201,7 +211,8 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
       for (const auto& split : splits) {
         int64_t skipped = 0;
         for (int64_t n = 0; n < split.trials(); ++n) {
-          throw_if_stop_requested("while importing " + path.string() + "; the database is unfinished (no metadata.yaml)");
+          throw_if_stop_requested("while importing " + path.string() +
+                                  "; the database is unfinished (no metadata.yaml)");
           auto tensors = trial_tensors(split, n);
           if (!tensors) {
             ++skipped;
@@ -233,10 +244,11 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
   } catch (const MapFullError& e) {
     writer.reset();
     write_neural_metadata(options.output, committed, options.smoothing_sigma_ms, committed_groups);
-    throw MapFullError("neural database " + options.output.string() + " is full after " + std::to_string(committed) +
-                       " trials (max_db_size = " + std::to_string(options.max_db_size_bytes) +
-                       " bytes); those trials are committed and usable — raise --max_db_size to import the rest (" +
-                       e.what() + ")");
+    throw MapFullError(
+        "neural database " + options.output.string() + " is full after " + std::to_string(committed) +
+        " trials (max_db_size = " + std::to_string(options.max_db_size_bytes) +
+        " bytes); those trials are committed and usable — raise --max_db_size to import the rest (" +
+        e.what() + ")");
   } catch (const StopRequested&) {
     // A stopped import is unfinished: without metadata.yaml, training and inspect say so.
     throw;

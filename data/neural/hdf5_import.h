@@ -28,10 +28,10 @@ namespace rt::neural {
 struct NeuralImportOptions {
   // .h5/.hdf5 files; a directory stands for every *.h5 / *.hdf5 file in it (sorted by name).
   std::vector<std::filesystem::path> inputs;
-  std::filesystem::path output;      // the LMDB directory (created; must not hold entries yet)
-  std::vector<std::string> groups;   // group name per input file; empty: file stems
-  double smoothing_sigma_ms = 0.0;   // 0: store raw counts (the dataset smooths)
-  double bin_ms = 0.0;               // 0: the file's bin_size_ms attribute, else 5
+  std::filesystem::path output;     // the LMDB directory (created; must not hold entries yet)
+  std::vector<std::string> groups;  // group name per input file; empty: file stems
+  double smoothing_sigma_ms = 0.0;  // 0: store raw counts (the dataset smooths)
+  double bin_ms = 0.0;              // 0: the file's bin_size_ms attribute, else 5
   uint64_t max_db_size_bytes = uint64_t{1} << 30;
   bool include_eval = true;
 };
@@ -39,7 +39,7 @@ struct NeuralImportOptions {
 struct NeuralImportReport {
   uint64_t trials_written = 0;
   std::vector<NeuralGroupInfo> groups;  // in import order (= group index order of the dataset)
-  std::vector<std::string> notes;      // skipped splits/trials and why
+  std::vector<std::string> notes;       // skipped splits/trials and why
 };
 
 // Throws rt::Error naming the file and the key for: a missing or unreadable file, a missing

@@ -14,11 +14,12 @@ namespace rt::neural {
 NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatasetOptions& options)
     : options_(options) {
   if (options_.smoothing_sigma_ms < 0) {
-    throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) + ": must be >= 0");
+    throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) +
+                ": must be >= 0");
   }
   if (options_.smoothing_sigma_ms > kMaxSigmaMs) {
-    throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) + ": must be <= " +
-                std::to_string(kMaxSigmaMs));
+    throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) +
+                ": must be <= " + std::to_string(kMaxSigmaMs));
   }
   if (!std::filesystem::is_directory(db)) throw Error("neural database " + db.string() + " does not exist");
   store_ = std::make_unique<LmdbStore>(db, LmdbStore::Mode::kReadOnly);
@@ -26,7 +27,8 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
   store_->for_each([&](std::string_view key, std::string_view value) {
     // Scanning a large database takes a while: a Ctrl-C or SIGTERM stops it here.
     throw_if_stop_requested("while reading neural database " + db.string());
-    const auto r = check.add(groups_.size(), key, value, "neural database " + db.string() + " key " + printable(key));
+    const auto r =
+        check.add(groups_.size(), key, value, "neural database " + db.string() + " key " + printable(key));
     groups_.push_back(check.group_index(r.group));
     return true;
   });
@@ -39,7 +41,8 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
   stored_smoothed_ = stored_sigma > 0;
   if (stored_smoothed_ && options_.smoothing_sigma_ms > 0 &&
       std::abs(stored_sigma - options_.smoothing_sigma_ms) > 1e-9) {
-    throw Error("neural database " + db.string() + " was smoothed at import with sigma " + std::to_string(stored_sigma) +
+    throw Error("neural database " + db.string() + " was smoothed at import with sigma " +
+                std::to_string(stored_sigma) +
                 " ms; data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) +
                 " would smooth it again. Set data.smoothing_sigma_ms to " + std::to_string(stored_sigma) +
                 " (or 0), or re-import raw counts");
@@ -62,8 +65,9 @@ Example NeuralDataset::get(size_t index, std::mt19937_64& /*rng*/) const {
   return ex;
 }
 
-std::vector<std::vector<size_t>> group_batches(const ExampleSource& dataset, const std::vector<size_t>& indices,
-                                               size_t batch, uint64_t epoch, uint64_t seed, bool drop_last) {
+std::vector<std::vector<size_t>> group_batches(const ExampleSource& dataset,
+                                               const std::vector<size_t>& indices, size_t batch,
+                                               uint64_t epoch, uint64_t seed, bool drop_last) {
   if (batch < 1) throw Error("train.batch = " + std::to_string(batch) + ": must be >= 1");
   std::seed_seq seq{seed, epoch, uint64_t{0x9a7c4}};
   std::mt19937_64 rng(seq);

@@ -65,7 +65,8 @@ class NeuralDataset : public ExampleSource {
 // together. Deterministic in (seed, epoch). Data parallelism: pass the global batch
 // (per-rank batch × world size); the loader splits every batch by rank, so all ranks of a step
 // train on one group. Throws rt::Error when batch < 1.
-std::vector<std::vector<size_t>> group_batches(const ExampleSource& dataset, const std::vector<size_t>& indices,
-                                               size_t batch, uint64_t epoch, uint64_t seed, bool drop_last = false);
+std::vector<std::vector<size_t>> group_batches(const ExampleSource& dataset,
+                                               const std::vector<size_t>& indices, size_t batch,
+                                               uint64_t epoch, uint64_t seed, bool drop_last = false);
 
 }  // namespace rt::neural

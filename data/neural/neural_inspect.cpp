@@ -11,8 +11,8 @@
 #include "data/neural/neural_record.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "util/printable.h"
 #include "util/json.h"
+#include "util/printable.h"
 #include "util/signals.h"
 
 namespace rt::neural {
@@ -38,7 +38,8 @@ bool is_neural_database(const std::filesystem::path& db) {
   bool neural = false;
   store.for_each([&](std::string_view, std::string_view value) {
     audio_example::AudioExample ex;
-    neural = ex.ParseFromArray(value.data(), static_cast<int>(value.size())) && ex.buffers().count("spikes") > 0;
+    neural =
+        ex.ParseFromArray(value.data(), static_cast<int>(value.size())) && ex.buffers().count("spikes") > 0;
     return false;
   });
   return neural;

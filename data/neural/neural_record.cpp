@@ -12,9 +12,9 @@
 #include "data/lmdb_store.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "util/printable.h"
 #include "util/json.h"
 #include "util/parse.h"
+#include "util/printable.h"
 
 namespace rt::neural {
 namespace {
@@ -29,30 +29,33 @@ void put_buffer(AudioExample& ex, const std::string& name, const torch::Tensor& 
   buf.set_data(c.data_ptr(), static_cast<size_t>(c.numel()) * sizeof(float));
 }
 
-torch::Tensor get_buffer(const AudioExample& ex, const std::string& name, const std::string& what, int64_t max_cols,
-                         const char* cols_name) {
+torch::Tensor get_buffer(const AudioExample& ex, const std::string& name, const std::string& what,
+                         int64_t max_cols, const char* cols_name) {
   auto it = ex.buffers().find(name);
   if (it == ex.buffers().end()) throw Error(what + ": no buffers[\"" + name + "\"] (not a neural record)");
   const auto& buf = it->second;
   const std::string field = what + ": buffers[\"" + name + "\"]";
   if (buf.precision() != AudioExample::FLOAT32) {
-    throw Error(field + " has precision " + std::to_string(buf.precision()) + "; neural records are FLOAT32 (1)");
+    throw Error(field + " has precision " + std::to_string(buf.precision()) +
+                "; neural records are FLOAT32 (1)");
   }
-  if (buf.shape_size() != 2) throw Error(field + " must have a 2-D shape [T, n], not " + std::to_string(buf.shape_size()) + "-D");
+  if (buf.shape_size() != 2)
+    throw Error(field + " must have a 2-D shape [T, n], not " + std::to_string(buf.shape_size()) + "-D");
   const int64_t rows = buf.shape(0), cols = buf.shape(1);
   const std::string shape = shape_text({rows, cols});
   if (rows < 1 || rows > kMaxBins) {
-    throw Error(field + " has shape " + shape + ": its time bins must be in [1, " + std::to_string(kMaxBins) + "]" +
-                (rows == 0 ? " (a zero-length trial)" : ""));
+    throw Error(field + " has shape " + shape + ": its time bins must be in [1, " + std::to_string(kMaxBins) +
+                "]" + (rows == 0 ? " (a zero-length trial)" : ""));
   }
   if (cols < 1 || cols > max_cols) {
-    throw Error(field + " has shape " + shape + ": its " + cols_name + " must be in [1, " + std::to_string(max_cols) + "]");
+    throw Error(field + " has shape " + shape + ": its " + cols_name + " must be in [1, " +
+                std::to_string(max_cols) + "]");
   }
   // Both factors are bounded above, so the product cannot overflow.
   const auto need = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * sizeof(float);
   if (buf.data().size() != need) {
-    throw Error(field + " holds " + std::to_string(buf.data().size()) + " bytes, but its shape " + shape + " needs " +
-                std::to_string(need) + (buf.data().size() < need ? " (truncated)" : ""));
+    throw Error(field + " holds " + std::to_string(buf.data().size()) + " bytes, but its shape " + shape +
+                " needs " + std::to_string(need) + (buf.data().size() < need ? " (truncated)" : ""));
   }
   auto t = torch::empty({rows, cols}, torch::kFloat32);
   std::memcpy(t.data_ptr(), buf.data().data(), buf.data().size());
@@ -89,8 +92,8 @@ std::string shown(double v) {
 
 std::string encode_neural_record(const NeuralRecord& r) {
   TORCH_CHECK(r.spikes.dim() == 2 && r.behavior.dim() == 2 && r.spikes.size(0) == r.behavior.size(0),
-              "encode_neural_record: spikes [T, units] and behavior [T, dims] must share T; got ", r.spikes.sizes(),
-              " and ", r.behavior.sizes());
+              "encode_neural_record: spikes [T, units] and behavior [T, dims] must share T; got ",
+              r.spikes.sizes(), " and ", r.behavior.sizes());
   AudioExample ex;
   put_buffer(ex, "spikes", r.spikes);
   put_buffer(ex, "behavior", r.behavior);
@@ -131,8 +134,8 @@ NeuralRecord decode_neural_record(std::string_view bytes, const std::string& wha
     }
     const auto v = parse_finite(it->second);
     if (!v || *v < lo || *v > hi) {
-      throw Error(what + ": metadata " + key + " = \"" + printable(it->second) + "\": must be a number in [" + shown(lo) + ", " +
-                  shown(hi) + "] ms");
+      throw Error(what + ": metadata " + key + " = \"" + printable(it->second) + "\": must be a number in [" +
+                  shown(lo) + ", " + shown(hi) + "] ms");
     }
     return *v;
   };
@@ -143,7 +146,8 @@ NeuralRecord decode_neural_record(std::string_view bytes, const std::string& wha
   if (const auto it = ex.metadata().find("trial"); it != ex.metadata().end()) {
     const auto trial = parse_int64(it->second);
     if (!trial || *trial < 0) {
-      throw Error(what + ": metadata trial = \"" + printable(it->second) + "\": must be an integer >= 0 (the trial's index in its source)");
+      throw Error(what + ": metadata trial = \"" + printable(it->second) +
+                  "\": must be an integer >= 0 (the trial's index in its source)");
     }
     r.trial = *trial;
   }
@@ -151,9 +155,11 @@ NeuralRecord decode_neural_record(std::string_view bytes, const std::string& wha
 }
 
 torch::Tensor gaussian_smooth(const torch::Tensor& counts, double sigma_ms, double bin_ms) {
-  if (counts.dim() != 2) throw Error("gaussian_smooth: spikes must be [T, units], not " + shape_text(counts.sizes().vec()));
+  if (counts.dim() != 2)
+    throw Error("gaussian_smooth: spikes must be [T, units], not " + shape_text(counts.sizes().vec()));
   if (!(bin_ms >= kMinBinMs && bin_ms <= kMaxBinMs)) {
-    throw Error("bin width " + shown(bin_ms) + " ms: must be in [" + shown(kMinBinMs) + ", " + shown(kMaxBinMs) + "] ms");
+    throw Error("bin width " + shown(bin_ms) + " ms: must be in [" + shown(kMinBinMs) + ", " +
+                shown(kMaxBinMs) + "] ms");
   }
   if (!(sigma_ms >= 0 && sigma_ms <= kMaxSigmaMs)) {
     throw Error("smoothing sigma " + shown(sigma_ms) + " ms: must be in [0, " + shown(kMaxSigmaMs) + "] ms");
@@ -237,7 +243,8 @@ NeuralYaml read_neural_yaml(const std::filesystem::path& path) {
     std::string key = trim(line.substr(0, colon));
     const std::string value = trim(line.substr(colon + 1));
     if (key.rfind("- ", 0) == 0) key = trim(key.substr(2));
-    const std::string at = path.string() + " line " + std::to_string(line_no) + ": " + key + " = '" + value + "'";
+    const std::string at =
+        path.string() + " line " + std::to_string(line_no) + ": " + key + " = '" + value + "'";
     if (key == "kind") {
       y.neural = value == "neural";
     } else if (key == "name") {
@@ -247,11 +254,14 @@ NeuralYaml read_neural_yaml(const std::filesystem::path& path) {
         throw Error(at + ": not a group name (a quoted string)");
       }
       y.groups[group];
-    } else if (key == "count" || ((key == "units" || key == "behavior_dims" || key == "trials") && !group.empty())) {
+    } else if (key == "count" ||
+               ((key == "units" || key == "behavior_dims" || key == "trials") && !group.empty())) {
       const auto v = parse_int64(value);
       if (!v || *v < 0) throw Error(at + ": must be an integer >= 0");
-      if (key == "count") y.count = *v;
-      else y.groups[group][key] = *v;
+      if (key == "count")
+        y.count = *v;
+      else
+        y.groups[group][key] = *v;
     }
   }
   return y;
@@ -280,16 +290,17 @@ NeuralRecord NeuralDatabaseCheck::add(size_t index, std::string_view key, std::s
   }
   int64_t g = group_index(r.group);
   if (g >= 0 && (group_units_[g] != units || group_dims_[g] != dims)) {
-    throw Error(where + ": group \"" + printable(r.group) + "\" has " + std::to_string(units) + " units / " + std::to_string(dims) +
-                " dims here but " + std::to_string(group_units_[g]) + " / " + std::to_string(group_dims_[g]) +
-                " in its first record");
+    throw Error(where + ": group \"" + printable(r.group) + "\" has " + std::to_string(units) + " units / " +
+                std::to_string(dims) + " dims here but " + std::to_string(group_units_[g]) + " / " +
+                std::to_string(group_dims_[g]) + " in its first record");
   }
   if (dims != behavior_dims_) {
     throw Error(where + ": behaviour has " + std::to_string(dims) + " dims, other records " +
                 std::to_string(behavior_dims_) + "; one model decodes one behaviour space");
   }
   if (r.smoothing_sigma_ms != sigma_ms_) {
-    throw Error(where + ": records mix smoothing_sigma_ms " + number(r.smoothing_sigma_ms) + " and " + number(sigma_ms_));
+    throw Error(where + ": records mix smoothing_sigma_ms " + number(r.smoothing_sigma_ms) + " and " +
+                number(sigma_ms_));
   }
   if (g < 0) {
     g = static_cast<int64_t>(group_names_.size());
@@ -314,20 +325,22 @@ void NeuralDatabaseCheck::finish(size_t entries) const {
   const NeuralYaml y = read_neural_yaml(path);
   if (!y.neural) throw Error(path.string() + " does not say 'kind: neural'");
   if (!y.count || static_cast<uint64_t>(*y.count) != entries) {
-    throw Error(path.string() + " says count " + (y.count ? std::to_string(*y.count) : std::string("(none)")) +
-                " but the database holds " + std::to_string(entries) + " records; import it again");
+    throw Error(path.string() + " says count " +
+                (y.count ? std::to_string(*y.count) : std::string("(none)")) + " but the database holds " +
+                std::to_string(entries) + " records; import it again");
   }
   // Per-group figures only when every record was read (inspect goes on past bad ones).
   for (size_t g = 0; records_ == entries && g < group_names_.size(); ++g) {
     const auto it = y.groups.find(group_names_[g]);
-    if (it == y.groups.end()) throw Error(path.string() + " says nothing of group \"" + group_names_[g] + "\"");
+    if (it == y.groups.end())
+      throw Error(path.string() + " says nothing of group \"" + group_names_[g] + "\"");
     const std::pair<const char*, int64_t> fields[] = {
         {"units", group_units_[g]}, {"behavior_dims", group_dims_[g]}, {"trials", group_records_[g]}};
     for (const auto& [field, actual] : fields) {
       const auto f = it->second.find(field);
       if (f != it->second.end() && f->second != actual) {
-        throw Error(path.string() + ": group \"" + group_names_[g] + "\" " + field + ": " + std::to_string(f->second) +
-                    ", but its records hold " + std::to_string(actual));
+        throw Error(path.string() + ": group \"" + group_names_[g] + "\" " + field + ": " +
+                    std::to_string(f->second) + ", but its records hold " + std::to_string(actual));
       }
     }
   }

@@ -42,11 +42,11 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
   if (!(o.base_rate_hz > 0)) fail("base_rate_hz must be > 0");
   // Each split is built in memory whole; the importer reads at most kMaxH5Values per dataset.
   for (auto u : o.units) {
-    const double values = static_cast<double>(std::max(o.trials, o.eval_trials)) * static_cast<double>(o.bins) *
-                          static_cast<double>(u);
+    const double values = static_cast<double>(std::max(o.trials, o.eval_trials)) *
+                          static_cast<double>(o.bins) * static_cast<double>(u);
     if (values > static_cast<double>(kMaxH5Values)) {
-      fail(std::to_string(std::max(o.trials, o.eval_trials)) + " trials × " + std::to_string(o.bins) + " bins × " +
-           std::to_string(u) + " units is more than " + std::to_string(kMaxH5Values) +
+      fail(std::to_string(std::max(o.trials, o.eval_trials)) + " trials × " + std::to_string(o.bins) +
+           " bins × " + std::to_string(u) + " units is more than " + std::to_string(kMaxH5Values) +
            " values, the most the importer reads from one dataset; write fewer trials or bins");
     }
   }
@@ -62,7 +62,8 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
   }
   auto rotation = [](double period) {
     const double w = 2 * kPi / period, decay = 0.97;
-    return std::array<double, 4>{decay * std::cos(w), -decay * std::sin(w), decay * std::sin(w), decay * std::cos(w)};
+    return std::array<double, 4>{decay * std::cos(w), -decay * std::sin(w), decay * std::sin(w),
+                                 decay * std::cos(w)};
   };
   const auto R1 = rotation(80.0), R2 = rotation(45.0);
 

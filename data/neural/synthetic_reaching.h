@@ -27,7 +27,7 @@ struct SyntheticOptions {
   double heldout_fraction = 0.25;             // last units go to *_spikes_heldout
   double base_rate_hz = 20.0;
   uint64_t seed = 0;
-  std::string prefix = "synthetic_reach";     // files <prefix>_<g>.h5; group = stem
+  std::string prefix = "synthetic_reach";  // files <prefix>_<g>.h5; group = stem
 };
 
 // Writes one HDF5 file per group into `dir` (created if needed) and returns their paths.

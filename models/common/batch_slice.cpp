@@ -9,7 +9,8 @@ namespace {
 thread_local BatchSlice t_slice;
 
 bool slices(const torch::Tensor& like) {
-  return t_slice.global > 0 && like.dim() > 0 && like.size(0) == t_slice.local && t_slice.local < t_slice.global;
+  return t_slice.global > 0 && like.dim() > 0 && like.size(0) == t_slice.local &&
+         t_slice.local < t_slice.global;
 }
 
 // The global batch's shape: `like` with dim 0 = global.
@@ -59,7 +60,7 @@ struct PendingGlobalMeans::State {
   torch::Tensor local_means;  // shape and dtype of the result
   torch::Tensor weighted;     // [Σ n_r·mean_r (K), Σ n_r]: the all-reduce's buffer
   dist::PendingCollective work;
-  torch::Tensor result;       // once read
+  torch::Tensor result;  // once read
 };
 
 PendingGlobalMeans batch_global_means_async(const torch::Tensor& local_means) {
@@ -73,8 +74,9 @@ PendingGlobalMeans batch_global_means_async(const torch::Tensor& local_means) {
   torch::NoGradGuard no_grad;
   // Weighted by this rank's examples: Σ_r n_r·mean_r / Σ_r n_r.
   p.state_->weighted =
-      torch::cat({local_means.reshape({-1}).to(torch::kDouble) * static_cast<double>(t_slice.local),
-                  torch::full({1}, static_cast<double>(t_slice.local), torch::kDouble).to(local_means.device())})
+      torch::cat(
+          {local_means.reshape({-1}).to(torch::kDouble) * static_cast<double>(t_slice.local),
+           torch::full({1}, static_cast<double>(t_slice.local), torch::kDouble).to(local_means.device())})
           .contiguous();
   p.state_->work = t_slice.comm->all_reduce_sum_async(p.state_->weighted);
   return p;
@@ -87,7 +89,8 @@ torch::Tensor PendingGlobalMeans::get() const {
     s.work.wait();
     torch::NoGradGuard no_grad;
     const int64_t k = s.local_means.numel();
-    s.result = (s.weighted.narrow(0, 0, k) / s.weighted[k]).to(s.local_means.scalar_type()).view_as(s.local_means);
+    s.result =
+        (s.weighted.narrow(0, 0, k) / s.weighted[k]).to(s.local_means.scalar_type()).view_as(s.local_means);
   }
   return s.result;
 }

@@ -27,8 +27,7 @@ torch::Tensor SnakeImpl::forward(const torch::Tensor& x) {
 
 torch::nn::AnyModule make_activation(Activation kind, int64_t dim) {
   if (kind == Activation::kSnake) return torch::nn::AnyModule(Snake(dim));
-  return torch::nn::AnyModule(
-      torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2)));
+  return torch::nn::AnyModule(torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2)));
 }
 
 namespace {
@@ -73,8 +72,7 @@ torch::Tensor AdaINImpl::forward(const torch::Tensor& x) {
   return x;
 }
 
-BranchesImpl::BranchesImpl(std::vector<torch::nn::AnyModule> modules_)
-    : modules(std::move(modules_)) {
+BranchesImpl::BranchesImpl(std::vector<torch::nn::AnyModule> modules_) : modules(std::move(modules_)) {
   branches = register_module("branches", torch::nn::ModuleList());
   for (auto& m : modules) branches->push_back(m.ptr());
 }
@@ -87,30 +85,24 @@ std::vector<torch::Tensor> BranchesImpl::forward(const torch::Tensor& x) {
 }
 
 ResidualImpl::ResidualImpl(torch::nn::AnyModule inner_) : inner(std::move(inner_)) {
-  aligned = register_module(
-      "aligned", Branches(std::vector<torch::nn::AnyModule>{
-                     inner, torch::nn::AnyModule(torch::nn::Identity())}));
+  aligned = register_module("aligned", Branches(std::vector<torch::nn::AnyModule>{
+                                           inner, torch::nn::AnyModule(torch::nn::Identity())}));
 }
 
-torch::Tensor ResidualImpl::forward(const torch::Tensor& x) {
-  return inner.forward<torch::Tensor>(x) + x;
-}
+torch::Tensor ResidualImpl::forward(const torch::Tensor& x) { return inner.forward<torch::Tensor>(x) + x; }
 
 namespace {
 
 WNConv1d make_same_conv(int64_t dim, int64_t kernel_size, int64_t dilation, PaddingMode mode) {
   const auto pad = get_padding(kernel_size, dilation, mode);
-  return WNConv1d(WNConv1dOptions(dim, dim, kernel_size)
-                      .dilation(dilation)
-                      .pad_left(pad.first)
-                      .pad_right(pad.second));
+  return WNConv1d(
+      WNConv1dOptions(dim, dim, kernel_size).dilation(dilation).pad_left(pad.first).pad_right(pad.second));
 }
 
 // RAVE blocks.ResidualBlock: `net` = Sequential of ResidualLayers.
 struct ResidualBlockImpl : torch::nn::Module {
-  ResidualBlockImpl(int64_t dim, int64_t kernel_size,
-                    const std::vector<std::vector<int64_t>>& dilations_list, Activation act,
-                    PaddingMode mode) {
+  ResidualBlockImpl(int64_t dim, int64_t kernel_size, const std::vector<std::vector<int64_t>>& dilations_list,
+                    Activation act, PaddingMode mode) {
     for (const auto& d : dilations_list) net->push_back(ResidualLayer(dim, kernel_size, d, act, mode));
     register_module("net", net);
   }
@@ -121,8 +113,8 @@ TORCH_MODULE(ResidualBlock);
 
 }  // namespace
 
-DilatedUnitImpl::DilatedUnitImpl(int64_t dim, int64_t kernel_size, int64_t dilation,
-                                 Activation act, PaddingMode mode) {
+DilatedUnitImpl::DilatedUnitImpl(int64_t dim, int64_t kernel_size, int64_t dilation, Activation act,
+                                 PaddingMode mode) {
   net->push_back(make_activation(act, dim));
   net->push_back(make_same_conv(dim, kernel_size, dilation, mode));
   net->push_back(make_activation(act, dim));
@@ -132,9 +124,8 @@ DilatedUnitImpl::DilatedUnitImpl(int64_t dim, int64_t kernel_size, int64_t dilat
 
 torch::Tensor DilatedUnitImpl::forward(const torch::Tensor& x) { return net->forward(x); }
 
-ResidualLayerImpl::ResidualLayerImpl(int64_t dim, int64_t kernel_size,
-                                     const std::vector<int64_t>& dilations, Activation act,
-                                     PaddingMode mode) {
+ResidualLayerImpl::ResidualLayerImpl(int64_t dim, int64_t kernel_size, const std::vector<int64_t>& dilations,
+                                     Activation act, PaddingMode mode) {
   Seq seq;
   for (int64_t d : dilations) {
     seq->push_back(make_activation(act, dim));
@@ -146,11 +137,10 @@ ResidualLayerImpl::ResidualLayerImpl(int64_t dim, int64_t kernel_size,
 torch::Tensor ResidualLayerImpl::forward(const torch::Tensor& x) { return net->forward(x); }
 
 ResidualStackImpl::ResidualStackImpl(int64_t dim, const std::vector<int64_t>& kernel_sizes,
-                                     const std::vector<std::vector<int64_t>>& dilations_list,
-                                     Activation act, PaddingMode mode) {
+                                     const std::vector<std::vector<int64_t>>& dilations_list, Activation act,
+                                     PaddingMode mode) {
   std::vector<torch::nn::AnyModule> blocks;
-  for (int64_t k : kernel_sizes)
-    blocks.emplace_back(ResidualBlock(dim, k, dilations_list, act, mode));
+  for (int64_t k : kernel_sizes) blocks.emplace_back(ResidualBlock(dim, k, dilations_list, act, mode));
   net = register_module("net", Branches(std::move(blocks)));
 }
 

@@ -87,8 +87,7 @@ TORCH_MODULE(Residual);
 // RAVE blocks.DilatedUnit: act → WNConv(dim, dim, k, dilation d) → act → WNConv(dim, dim, 1),
 // as `net` = [act, conv, act, conv]. Convs without bias (v1.gin cc.Conv1d.bias = False).
 struct DilatedUnitImpl : torch::nn::Module {
-  DilatedUnitImpl(int64_t dim, int64_t kernel_size, int64_t dilation, Activation act,
-                  PaddingMode mode);
+  DilatedUnitImpl(int64_t dim, int64_t kernel_size, int64_t dilation, Activation act, PaddingMode mode);
   torch::Tensor forward(const torch::Tensor& x);
   Seq net;
 };
@@ -96,8 +95,8 @@ TORCH_MODULE(DilatedUnit);
 
 // RAVE blocks.ResidualLayer (v1 generator): Residual([act, WNConv(dim,dim,k,dil d)] per d).
 struct ResidualLayerImpl : torch::nn::Module {
-  ResidualLayerImpl(int64_t dim, int64_t kernel_size, const std::vector<int64_t>& dilations,
-                    Activation act, PaddingMode mode);
+  ResidualLayerImpl(int64_t dim, int64_t kernel_size, const std::vector<int64_t>& dilations, Activation act,
+                    PaddingMode mode);
   torch::Tensor forward(const torch::Tensor& x);
   Residual net{nullptr};
 };

@@ -51,9 +51,8 @@ void WNConv1dImpl::reset() {
   TORCH_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
               "WNConv1d: channels must be divisible by groups");
   const int64_t fan_in = o.in_channels() / o.groups() * o.kernel_size();
-  register_weight(*this, o.weight_norm(),
-                  {o.out_channels(), o.in_channels() / o.groups(), o.kernel_size()}, fan_in,
-                  weight_g, weight_v, weight_);
+  register_weight(*this, o.weight_norm(), {o.out_channels(), o.in_channels() / o.groups(), o.kernel_size()},
+                  fan_in, weight_g, weight_v, weight_);
   bias = register_bias(*this, o.bias(), o.out_channels(), fan_in);
 }
 
@@ -82,8 +81,8 @@ void WNConvTranspose1dImpl::reset() {
   const auto& o = options;
   // torch computes fan_in of a transposed conv from weight.size(1) (= out channels) × kernel.
   const int64_t fan_in = o.out_channels() * o.kernel_size();
-  register_weight(*this, o.weight_norm(), {o.in_channels(), o.out_channels(), o.kernel_size()},
-                  fan_in, weight_g, weight_v, weight_);
+  register_weight(*this, o.weight_norm(), {o.in_channels(), o.out_channels(), o.kernel_size()}, fan_in,
+                  weight_g, weight_v, weight_);
   bias = register_bias(*this, o.bias(), o.out_channels(), fan_in);
 }
 
@@ -102,8 +101,8 @@ void WNConv2dImpl::reset() {
   const auto& o = options;
   const auto k = o.kernel_size();
   const int64_t fan_in = o.in_channels() * k[0] * k[1];
-  register_weight(*this, o.weight_norm(), {o.out_channels(), o.in_channels(), k[0], k[1]}, fan_in,
-                  weight_g, weight_v, weight_);
+  register_weight(*this, o.weight_norm(), {o.out_channels(), o.in_channels(), k[0], k[1]}, fan_in, weight_g,
+                  weight_v, weight_);
   bias = register_bias(*this, o.bias(), o.out_channels(), fan_in);
 }
 

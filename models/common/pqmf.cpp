@@ -153,8 +153,8 @@ FixedConvImpl::FixedConvImpl(torch::Tensor w) {
 }
 
 PqmfImpl::PqmfImpl(int64_t n_band, double attenuation, PaddingMode mode) : n_band_(n_band) {
-  TORCH_CHECK(n_band >= 1 && (n_band & (n_band - 1)) == 0,
-              "PQMF: n_band must be a power of two, got ", n_band);
+  TORCH_CHECK(n_band >= 1 && (n_band & (n_band - 1)) == 0, "PQMF: n_band must be a power of two, got ",
+              n_band);
   if (n_band == 1) return;
   prototype_ = pqmf_prototype(attenuation, n_band);
   const int64_t n = static_cast<int64_t>(prototype_.h.size());
@@ -200,7 +200,8 @@ std::pair<torch::Tensor, torch::Tensor> PqmfImpl::kernels_of(const torch::Tensor
 void PqmfImpl::set_filters(const torch::Tensor& prototype, const torch::Tensor& bank) {
   TORCH_CHECK(n_band_ > 1, "PQMF: a single band has no filters");
   TORCH_CHECK(prototype.sizes() == h.sizes() && bank.sizes() == hk.sizes(), "PQMF: filters of shapes ",
-              prototype.sizes(), " and ", bank.sizes(), " for a PQMF holding ", h.sizes(), " and ", hk.sizes());
+              prototype.sizes(), " and ", bank.sizes(), " for a PQMF holding ", h.sizes(), " and ",
+              hk.sizes());
   torch::NoGradGuard no_grad;
   h.copy_(prototype);
   hk.copy_(bank);
@@ -222,16 +223,16 @@ torch::Tensor PqmfImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == 3, "PQMF analysis expects (batch, channels, time), got ", x.sizes());
   if (n_band_ == 1) return x;
   const int64_t b = x.size(0), c = x.size(1);
-  auto y = torch::constant_pad_nd(x.reshape({b * c, 1, x.size(2)}),
-                                  {forward_pad_.first, forward_pad_.second}, 0);
+  auto y =
+      torch::constant_pad_nd(x.reshape({b * c, 1, x.size(2)}), {forward_pad_.first, forward_pad_.second}, 0);
   y = torch::conv1d(y, forward_conv->weight, {}, n_band_);
   y = reverse_half(y);
   return y.reshape({b, c * n_band_, y.size(-1)});
 }
 
 torch::Tensor PqmfImpl::inverse(const torch::Tensor& x) {
-  TORCH_CHECK(x.dim() == 3 && x.size(1) % n_band_ == 0,
-              "PQMF synthesis expects (batch, channels·", n_band_, ", time), got ", x.sizes());
+  TORCH_CHECK(x.dim() == 3 && x.size(1) % n_band_ == 0, "PQMF synthesis expects (batch, channels·", n_band_,
+              ", time), got ", x.sizes());
   if (n_band_ == 1) return x;
   const int64_t b = x.size(0), c = x.size(1) / n_band_, t = x.size(2);
   auto y = reverse_half(x.reshape({b * c, n_band_, t}));

@@ -54,8 +54,7 @@ TORCH_MODULE(FixedConv);
 // `inverse_conv.weight` (M, M, 2^⌈log2 N⌉/M + 1): 16,656 values for M = 16.
 // REQUIRES: n_band a power of two (polyphase). n_band == 1 is the identity.
 struct PqmfImpl : torch::nn::Module {
-  explicit PqmfImpl(int64_t n_band = 16, double attenuation = 100,
-                    PaddingMode mode = PaddingMode::kCentered);
+  explicit PqmfImpl(int64_t n_band = 16, double attenuation = 100, PaddingMode mode = PaddingMode::kCentered);
   // Analysis: (B, C, T) → (B, C·M, ⌈T/M⌉), channel c's bands at [c·M, (c+1)·M).
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor analysis(const torch::Tensor& x) { return forward(x); }

@@ -40,10 +40,10 @@ std::string short_type(const torch::nn::Module& m) {
   return name;
 }
 
-void print_tree(std::ostringstream& os, const torch::nn::Module& m, const std::string& name,
-                int depth, int max_depth) {
-  os << std::string(static_cast<size_t>(2 * depth), ' ') << name << " (" << short_type(m)
-     << ")  params " << format_count(count_parameters(m));
+void print_tree(std::ostringstream& os, const torch::nn::Module& m, const std::string& name, int depth,
+                int max_depth) {
+  os << std::string(static_cast<size_t>(2 * depth), ' ') << name << " (" << short_type(m) << ")  params "
+     << format_count(count_parameters(m));
   const int64_t buffers = count_buffers(m);
   if (buffers > 0) os << "  [buffers " << format_count(buffers) << "]";
   os << '\n';
@@ -54,15 +54,13 @@ void print_tree(std::ostringstream& os, const torch::nn::Module& m, const std::s
 
 }  // namespace
 
-std::string module_summary(const torch::nn::Module& module, const std::string& root_name,
-                           int max_depth) {
+std::string module_summary(const torch::nn::Module& module, const std::string& root_name, int max_depth) {
   std::ostringstream os;
   print_tree(os, module, root_name, 0, max_depth);
   const int64_t total = count_parameters(module);
   const int64_t trainable = count_parameters(module, true);
-  os << "total params " << format_count(total) << " (trainable " << format_count(trainable)
-     << ", fixed " << format_count(total - trainable) << "), buffers "
-     << format_count(count_buffers(module)) << '\n';
+  os << "total params " << format_count(total) << " (trainable " << format_count(trainable) << ", fixed "
+     << format_count(total - trainable) << "), buffers " << format_count(count_buffers(module)) << '\n';
   return os.str();
 }
 

@@ -18,9 +18,8 @@ ConvNetImpl::ConvNetImpl(int64_t in_size, int64_t capacity, int64_t n_layers, bo
     const auto in = channels[static_cast<size_t>(i)], out = channels[static_cast<size_t>(i + 1)];
     if (two_d) {
       const int64_t pad = models::get_padding(5).first;
-      net->push_back(WNConv2d(WNConv2dOptions(in, out, Size2{5, 1})
-                                  .stride(Size2{stride, 1})
-                                  .padding(Size2{pad, 0})));
+      net->push_back(
+          WNConv2d(WNConv2dOptions(in, out, Size2{5, 1}).stride(Size2{stride, 1}).padding(Size2{pad, 0})));
     } else {
       const int64_t pad = models::get_padding(15).first;
       net->push_back(
@@ -49,8 +48,7 @@ std::vector<torch::Tensor> ConvNetImpl::forward(torch::Tensor x) {
   return features;
 }
 
-MultiPeriodDiscriminatorImpl::MultiPeriodDiscriminatorImpl(const RaveOptions& o)
-    : periods(o.periods) {
+MultiPeriodDiscriminatorImpl::MultiPeriodDiscriminatorImpl(const RaveOptions& o) : periods(o.periods) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (size_t i = 0; i < periods.size(); ++i) {
     nets.emplace_back(o.channels, o.discriminator_capacity, o.discriminator_n_layers, true);
@@ -88,8 +86,7 @@ Features MultiScaleDiscriminatorImpl::forward(const torch::Tensor& x_in) {
   return out;
 }
 
-CombineDiscriminatorsImpl::CombineDiscriminatorsImpl(
-    std::vector<std::shared_ptr<DiscriminatorBase>> discs_)
+CombineDiscriminatorsImpl::CombineDiscriminatorsImpl(std::vector<std::shared_ptr<DiscriminatorBase>> discs_)
     : discs(std::move(discs_)) {
   discriminators = register_module("discriminators", torch::nn::ModuleList());
   for (auto& d : discs) discriminators->push_back(d);
@@ -131,15 +128,15 @@ MPDImpl::MPDImpl(int64_t period_, int64_t channels) : period(period_) {
     conv_seq.push_back(wn_conv2d_act(ch[i], ch[i + 1], Size2{5, 1}, Size2{s, 1}, Size2{2, 0}));
     convs->push_back(conv_seq.back());
   }
-  conv_post = register_module(
-      "conv_post", WNConv2d(WNConv2dOptions(1024, 1, Size2{3, 1}).padding(Size2{1, 0})));
+  conv_post =
+      register_module("conv_post", WNConv2d(WNConv2dOptions(1024, 1, Size2{3, 1}).padding(Size2{1, 0})));
 }
 
 std::vector<torch::Tensor> MPDImpl::forward(const torch::Tensor& x_in) {
   // DAC pads by period − T mod period (a whole period when T is already a multiple).
   auto x = torch::nn::functional::pad(
-      x_in, torch::nn::functional::PadFuncOptions({0, period - x_in.size(-1) % period})
-                .mode(torch::kReflect));
+      x_in,
+      torch::nn::functional::PadFuncOptions({0, period - x_in.size(-1) % period}).mode(torch::kReflect));
   x = x.reshape({x.size(0), x.size(1), -1, period});
   std::vector<torch::Tensor> fmap;
   for (auto& layer : conv_seq) {
@@ -158,19 +155,18 @@ MRDImpl::MRDImpl(int64_t n_fft_, int64_t channels) : n_fft(n_fft_) {
   band_convs = register_module("band_convs", torch::nn::ModuleList());
   const int64_t ch = 32;
   for (size_t b = 0; b < bands.size(); ++b) {
-    std::vector<models::Seq> stack{
-        wn_conv2d_act(2 * channels, ch, Size2{3, 9}, Size2{1, 1}, Size2{1, 4}),
-        wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
-        wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
-        wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
-        wn_conv2d_act(ch, ch, Size2{3, 3}, Size2{1, 1}, Size2{1, 1})};
+    std::vector<models::Seq> stack{wn_conv2d_act(2 * channels, ch, Size2{3, 9}, Size2{1, 1}, Size2{1, 4}),
+                                   wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
+                                   wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
+                                   wn_conv2d_act(ch, ch, Size2{3, 9}, Size2{1, 2}, Size2{1, 4}),
+                                   wn_conv2d_act(ch, ch, Size2{3, 3}, Size2{1, 1}, Size2{1, 1})};
     torch::nn::ModuleList list;
     for (auto& s : stack) list->push_back(s);
     band_convs->push_back(list);
     band_seq.push_back(std::move(stack));
   }
-  conv_post = register_module(
-      "conv_post", WNConv2d(WNConv2dOptions(ch, 1, Size2{3, 3}).padding(Size2{1, 1})));
+  conv_post =
+      register_module("conv_post", WNConv2d(WNConv2dOptions(ch, 1, Size2{3, 3}).padding(Size2{1, 1})));
   auto holder = register_module("stft", WindowHolder(torch::hann_window(n_fft)));
   window = holder->window;
 }
@@ -178,8 +174,8 @@ MRDImpl::MRDImpl(int64_t n_fft_, int64_t channels) : n_fft(n_fft_) {
 std::vector<torch::Tensor> MRDImpl::forward(const torch::Tensor& x) {
   const int64_t b = x.size(0), c = x.size(1);
   const auto xs = models::fft_input(x);  // float32 under autocast
-  auto spec = torch::stft(xs.reshape({b * c, xs.size(-1)}), n_fft, n_fft / 4, n_fft,
-                          window.to(xs.options()), /*center=*/true, "reflect",
+  auto spec = torch::stft(xs.reshape({b * c, xs.size(-1)}), n_fft, n_fft / 4, n_fft, window.to(xs.options()),
+                          /*center=*/true, "reflect",
                           /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
   auto ri = torch::view_as_real(spec);  // (B·C, F, frames, 2)
   ri = ri.reshape({b, c, ri.size(1), ri.size(2), 2}).permute({0, 1, 4, 3, 2});
@@ -274,8 +270,9 @@ Features MultiScaleSpectralDiscriminatorImpl::forward(const torch::Tensor& x) {
   for (size_t i = 0; i < scales.size(); ++i) {
     const int64_t n = scales[i];
     const auto& w = windows[i];
-    auto spec = torch::stft(xs.reshape({b * c, xs.size(-1)}), n, n / 4, n, w.to(xs.options()), /*center=*/false,
-                            "reflect", /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
+    auto spec =
+        torch::stft(xs.reshape({b * c, xs.size(-1)}), n, n / 4, n, w.to(xs.options()), /*center=*/false,
+                    "reflect", /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
     // torchaudio's normalized=True ("window"): divided by the window's L2 norm.
     spec = spec / w.to(xs.options()).pow(2).sum().sqrt();
     auto ri = torch::view_as_real(spec);  // (B·C, F, frames, 2)
@@ -295,7 +292,8 @@ std::shared_ptr<DiscriminatorBase> make_discriminator(const RaveOptions& o) {
       return std::make_shared<DescriptDiscriminatorImpl>(o);
     case DiscriminatorKind::kScaleSpectral:
       return std::make_shared<CombineDiscriminatorsImpl>(std::vector<std::shared_ptr<DiscriminatorBase>>{
-          std::make_shared<MultiScaleDiscriminatorImpl>(o), std::make_shared<MultiScaleSpectralDiscriminatorImpl>(o)});
+          std::make_shared<MultiScaleDiscriminatorImpl>(o),
+          std::make_shared<MultiScaleSpectralDiscriminatorImpl>(o)});
     case DiscriminatorKind::kPeriodScale: {
       auto scales = std::make_shared<MultiScaleDiscriminatorImpl>(o);
       if (o.periods.empty()) return scales;

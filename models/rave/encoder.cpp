@@ -1,7 +1,7 @@
 #include "models/rave/encoder.h"
 
-#include "models/common/batch_slice.h"
 #include "distributed/sync_batch_norm.h"
+#include "models/common/batch_slice.h"
 
 namespace rt::rave {
 
@@ -39,10 +39,8 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
     }
     net->push_back(models::make_activation(act, c));
     pad = models::get_padding(2 * r, 1, mode);
-    net->push_back(WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r)
-                                .stride(r)
-                                .pad_left(pad.first)
-                                .pad_right(pad.second)));
+    net->push_back(
+        WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r).stride(r).pad_left(pad.first).pad_right(pad.second)));
     c *= 2;
   }
   net->push_back(models::make_activation(act, c));
@@ -50,9 +48,8 @@ EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
   // n_out: 2 (mean and scale) for the variational encoder, 1 for the others (spherical.gin,
   // wasserstein.gin: blocks.EncoderV2.n_out = 1).
   const int64_t n_out = o.encoder == EncoderKind::kVariational ? 2 : 1;
-  net->push_back(WNConv1d(WNConv1dOptions(c, n_out * o.latent_size, o.kernel_size)
-                              .pad_left(pad.first)
-                              .pad_right(pad.second)));
+  net->push_back(WNConv1d(
+      WNConv1dOptions(c, n_out * o.latent_size, o.kernel_size).pad_left(pad.first).pad_right(pad.second)));
   register_module("net", net);
 }
 
@@ -65,7 +62,8 @@ EncoderV1Impl::EncoderV1Impl(const RaveOptions& o) {
                               .pad_right(pad.second)));
   int64_t c = o.capacity;
   for (int64_t r : o.ratios) {
-    net->push_back(dist::SyncableBatchNorm1d(c));  // synchronised in data-parallel training (train.distributed.batch_norm)
+    net->push_back(dist::SyncableBatchNorm1d(
+        c));  // synchronised in data-parallel training (train.distributed.batch_norm)
     net->push_back(models::make_activation(models::Activation::kLeakyRelu, c));
     pad = models::get_padding(2 * r + 1, 1, mode);
     net->push_back(WNConv1d(WNConv1dOptions(c, 2 * c, 2 * r + 1)
@@ -96,7 +94,8 @@ VariationalEncoderImpl::VariationalEncoderImpl(const RaveOptions& o)
   warmed_up_ = torch::zeros({}, torch::kLong);
   if (kind != EncoderKind::kSpherical) warmed_up_ = register_buffer("warmed_up", warmed_up_);
   if (kind == EncoderKind::kDiscrete) {
-    rvq = register_module("rvq", ResidualVectorQuantization(o.num_quantizers, o.latent_size, o.codebook_size));
+    rvq =
+        register_module("rvq", ResidualVectorQuantization(o.num_quantizers, o.latent_size, o.codebook_size));
     enabled_ = register_buffer("enabled", torch::zeros({}, torch::kLong));
   }
 }
@@ -148,7 +147,9 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
   auto std = torch::softplus(halves[1]) + 1e-4;
   auto var = std * std;
   // Split-invariant noise (batch_slice.h) unless given or replayed.
-  const auto draws = noise.defined() ? noise : noise_source ? noise_source(mean) : models::batch_randn_like(mean);
+  const auto draws = noise.defined() ? noise
+                     : noise_source  ? noise_source(mean)
+                                     : models::batch_randn_like(mean);
   auto z = draws * std + mean;
   auto kl = (mean * mean + var - var.log() - 1).sum(1).mean();
   return {z, kl};

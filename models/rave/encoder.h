@@ -57,14 +57,17 @@ struct VariationalEncoderImpl : torch::nn::Module {
   //                the statistics, 0. Then `augmentation`'s noise channels, as wasserstein's.
   // Undefined draws come from torch's generator (given draws make a step independent of RNG
   // streams, as the golden tests need). REQUIRES (variational): stats.size(1) even.
-  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats, const torch::Tensor& noise = {},
+  std::pair<torch::Tensor, torch::Tensor> reparametrize(const torch::Tensor& stats,
+                                                        const torch::Tensor& noise = {},
                                                         const torch::Tensor& augmentation = {});
   EncoderKind kind = EncoderKind::kVariational;
   int64_t noise_augmentation = 0;
   void set_warmed_up(bool state);
   bool warmed_up() const;
   // Whether the encoder is frozen in phase 2 (variational, wasserstein).
-  bool frozen_in_phase_2() const { return kind == EncoderKind::kVariational || kind == EncoderKind::kWasserstein; }
+  bool frozen_in_phase_2() const {
+    return kind == EncoderKind::kVariational || kind == EncoderKind::kWasserstein;
+  }
   // The discrete encoder's `enabled` buffer: RAVE's QuantizeCallback sets it from batch
   // warmup_quantize on (discrete.gin: -1, the first). Reads the buffer (a checkpoint's value).
   void set_quantizing(bool state);

@@ -12,9 +12,7 @@ using models::WNConv1dOptions;
 using models::WNConvTranspose1d;
 using models::WNConvTranspose1dOptions;
 
-torch::Tensor mod_sigmoid(const torch::Tensor& x) {
-  return 2 * torch::sigmoid(x).pow(2.3) + 1e-7;
-}
+torch::Tensor mod_sigmoid(const torch::Tensor& x) { return 2 * torch::sigmoid(x).pow(2.3) + 1e-7; }
 
 torch::Tensor amp_to_impulse_response(const torch::Tensor& amplitude, int64_t target_size) {
   const auto amp = models::fft_input(amplitude);  // float32 under autocast
@@ -36,8 +34,8 @@ torch::Tensor fft_convolve(const torch::Tensor& signal, const torch::Tensor& ker
 }
 
 NoiseGeneratorImpl::NoiseGeneratorImpl(int64_t in_size, int64_t hidden_size, int64_t data_size_,
-                                       const std::vector<int64_t>& ratios, int64_t noise_bands,
-                                       bool v2, models::Activation act, models::PaddingMode mode)
+                                       const std::vector<int64_t>& ratios, int64_t noise_bands, bool v2,
+                                       models::Activation act, models::PaddingMode mode)
     : data_size(data_size_) {
   const size_t n = ratios.size();
   std::vector<int64_t> channels{in_size};
@@ -45,9 +43,7 @@ NoiseGeneratorImpl::NoiseGeneratorImpl(int64_t in_size, int64_t hidden_size, int
   channels.push_back(data_size * noise_bands);
   for (size_t i = 0; i < n; ++i) {
     const int64_t r = ratios[i];
-    auto opts = WNConv1dOptions(channels[i], channels[i + 1], v2 ? 2 * r : 3)
-                    .stride(r)
-                    .weight_norm(false);
+    auto opts = WNConv1dOptions(channels[i], channels[i + 1], v2 ? 2 * r : 3).stride(r).weight_norm(false);
     if (v2) {
       opts.pad_left(r).pad_right(0);  // NoiseGeneratorV2: padding=(r, 0) whatever the mode
     } else {
@@ -55,8 +51,8 @@ NoiseGeneratorImpl::NoiseGeneratorImpl(int64_t in_size, int64_t hidden_size, int
       opts.pad_left(pad.first).pad_right(pad.second);
     }
     net->push_back(WNConv1d(opts));
-    if (i + 1 != n) net->push_back(models::make_activation(v2 ? act : models::Activation::kLeakyRelu,
-                                                           channels[i + 1]));
+    if (i + 1 != n)
+      net->push_back(models::make_activation(v2 ? act : models::Activation::kLeakyRelu, channels[i + 1]));
   }
   register_module("net", net);
   hop = std::accumulate(ratios.begin(), ratios.end(), int64_t{1}, std::multiplies<>());
@@ -67,7 +63,8 @@ torch::Tensor NoiseGeneratorImpl::forward(const torch::Tensor& x) {
   auto amp = mod_sigmoid(net->forward(x) - 5).permute({0, 2, 1});  // (B, T'', data·bands)
   amp = amp.reshape({amp.size(0), amp.size(1), data_size, -1});
   auto ir = amp_to_impulse_response(amp, hop);
-  auto noise = (noise_source ? noise_source(ir) : models::batch_rand_like(ir)) * 2 - 1;  // split-invariant (batch_slice.h)
+  auto noise = (noise_source ? noise_source(ir) : models::batch_rand_like(ir)) * 2 -
+               1;  // split-invariant (batch_slice.h)
   if (noise_scale != 1.0) noise = noise * noise_scale;
   noise = fft_convolve(noise, ir).permute({0, 2, 1, 3});  // (B, data, T'', hop)
   return noise.reshape({noise.size(0), noise.size(1), -1});
@@ -110,9 +107,9 @@ TORCH_MODULE(UpsampleLayer);
 }  // namespace
 
 GruLayerImpl::GruLayerImpl(int64_t latent_size, int64_t num_layers) {
-  gru = register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(latent_size, latent_size)
-                                                   .num_layers(num_layers)
-                                                   .batch_first(true)));
+  gru = register_module(
+      "gru", torch::nn::GRU(
+                 torch::nn::GRUOptions(latent_size, latent_size).num_layers(num_layers).batch_first(true)));
   register_buffer("gru_state", torch::zeros({}, torch::kLong));
 }
 
@@ -145,13 +142,12 @@ GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.
     }
   }
   net->push_back(models::make_activation(act, c));
-  auto waveform = same_conv(c, amplitude_modulation ? 2 * data_size : data_size,
-                            2 * o.kernel_size + 1, mode);
+  auto waveform = same_conv(c, amplitude_modulation ? 2 * data_size : data_size, 2 * o.kernel_size + 1, mode);
   if (o.noise_bands > 0) {
     waveform_module = register_module("waveform_module", waveform);
-    noise_module = register_module(
-        "noise_module", NoiseGenerator(c, o.noise_hidden, data_size, o.noise_ratios, o.noise_bands,
-                                       /*v2=*/true, act, mode));
+    noise_module = register_module("noise_module",
+                                   NoiseGenerator(c, o.noise_hidden, data_size, o.noise_ratios, o.noise_bands,
+                                                  /*v2=*/true, act, mode));
   } else {
     net->push_back(waveform);
   }
@@ -185,16 +181,16 @@ GeneratorV1Impl::GeneratorV1Impl(const RaveOptions& o) : use_noise(o.noise_bands
     net->push_back(UpsampleLayer(in_dim, out_dim, o.ratios[static_cast<size_t>(i)], mode));
     // v1.gin blocks.ResidualStack: kernel_sizes [3], dilations_list [[1,1],[3,1],[5,1]]
     // (the v1 preset's kernel_size and dilations).
-    net->push_back(models::ResidualStack(out_dim, std::vector<int64_t>{o.kernel_size}, o.dilations, act, mode));
+    net->push_back(
+        models::ResidualStack(out_dim, std::vector<int64_t>{o.kernel_size}, o.dilations, act, mode));
   }
   register_module("net", net);
   const int64_t data_size = o.n_band * o.channels;
-  std::vector<torch::nn::AnyModule> branches{
-      torch::nn::AnyModule(same_conv(out_dim, data_size, 7, mode)),
-      torch::nn::AnyModule(same_conv(out_dim, 1, 3, mode))};
+  std::vector<torch::nn::AnyModule> branches{torch::nn::AnyModule(same_conv(out_dim, data_size, 7, mode)),
+                                             torch::nn::AnyModule(same_conv(out_dim, 1, 3, mode))};
   if (use_noise) {
-    branches.emplace_back(NoiseGenerator(out_dim, out_dim, data_size, o.noise_ratios,
-                                         o.noise_bands, /*v2=*/false, act, mode));
+    branches.emplace_back(
+        NoiseGenerator(out_dim, out_dim, data_size, o.noise_ratios, o.noise_bands, /*v2=*/false, act, mode));
   }
   synth = register_module("synth", models::Branches(std::move(branches)));
   warmed_up_ = register_buffer("warmed_up", torch::zeros({}, torch::kLong));

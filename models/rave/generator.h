@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <functional>
-
 #include <memory>
 
 #include "models/common/blocks.h"
@@ -36,8 +35,8 @@ torch::Tensor fft_convolve(const torch::Tensor& signal, const torch::Tensor& ker
 // (B, data_size, T). Convs without weight norm or bias. `net.<i>.weight`, buffer `target_size`.
 struct NoiseGeneratorImpl : torch::nn::Module {
   NoiseGeneratorImpl(int64_t in_size, int64_t hidden_size, int64_t data_size,
-                     const std::vector<int64_t>& ratios, int64_t noise_bands, bool v2,
-                     models::Activation act, models::PaddingMode mode);
+                     const std::vector<int64_t>& ratios, int64_t noise_bands, bool v2, models::Activation act,
+                     models::PaddingMode mode);
   torch::Tensor forward(const torch::Tensor& x);
   models::Seq net;
   torch::Tensor target_size;
@@ -80,8 +79,8 @@ struct GeneratorV2Impl : DecoderBase {
 };
 
 // blocks.Generator (v1.gin): WNConv(latent, 2^n·capacity, 7) → per ratio: UpsampleLayer
-// (`net` = [act, WNConvTranspose]) and ResidualStack (kernel_size, `dilations` as the ResidualLayers' lists: v1 [[1,1],[3,1],[5,1]])
-// → synth branches [waveform WNConv k7, loudness WNConv k3, noise]. Output
+// (`net` = [act, WNConvTranspose]) and ResidualStack (kernel_size, `dilations` as the ResidualLayers' lists:
+// v1 [[1,1],[3,1],[5,1]]) → synth branches [waveform WNConv k7, loudness WNConv k3, noise]. Output
 // tanh(wave)·mod_sigmoid(loudness) (+ noise once warmed up).
 struct GeneratorV1Impl : DecoderBase {
   explicit GeneratorV1Impl(const RaveOptions& o);

@@ -24,11 +24,14 @@ void LatentPcaAccumulator::add(const torch::Tensor& means) {
 }
 
 void LatentPcaAccumulator::reduce(const std::function<void(torch::Tensor&)>& all_reduce_sum) {
-  auto packed = torch::cat({torch::full({1}, static_cast<double>(count_), torch::kFloat64), sum_, outer_.reshape({-1})});
+  auto packed = torch::cat(
+      {torch::full({1}, static_cast<double>(count_), torch::kFloat64), sum_, outer_.reshape({-1})});
   all_reduce_sum(packed);
   count_ = static_cast<int64_t>(packed[0].item<double>());
   sum_ = packed.narrow(0, 1, latent_size_).clone();
-  outer_ = packed.narrow(0, 1 + latent_size_, latent_size_ * latent_size_).reshape({latent_size_, latent_size_}).clone();
+  outer_ = packed.narrow(0, 1 + latent_size_, latent_size_ * latent_size_)
+               .reshape({latent_size_, latent_size_})
+               .clone();
 }
 
 LatentPca LatentPcaAccumulator::fit() const {
@@ -40,7 +43,8 @@ LatentPca LatentPcaAccumulator::fit() const {
   // Unbiased covariance, as sklearn's explained_variance_ (the ratio is the same either way).
   auto cov = (outer_ - n * mean.outer(mean)) / (n - 1.0);
   cov = (cov + cov.t()) / 2.0;
-  auto [values, vectors] = torch::linalg_eigh(cov, "L");  // ascending (torch::linalg:: is not in torch/torch.h since 2.x)
+  auto [values, vectors] =
+      torch::linalg_eigh(cov, "L");  // ascending (torch::linalg:: is not in torch/torch.h since 2.x)
   values = values.flip(0).clamp_min(0.0);
   auto components = vectors.flip(1).t().contiguous();  // rows, by decreasing variance
   // Sign: the largest-magnitude entry of each component positive.

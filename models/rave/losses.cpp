@@ -17,7 +17,8 @@ torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
   // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
   // dtype with the module: a float64 run uses the float32-rounded hann window, and so do we.
   const auto& source = window_source();
-  auto window = (source ? source(n).to(s.device(), torch::kFloat32) : torch::hann_window(n, s.options().dtype(torch::kFloat32)))
+  auto window = (source ? source(n).to(s.device(), torch::kFloat32)
+                        : torch::hann_window(n, s.options().dtype(torch::kFloat32)))
                     .to(s.scalar_type());
   return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
                      /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true)
@@ -29,21 +30,21 @@ torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
 void set_stft_window_source(StftWindowSource source) { window_source() = std::move(source); }
 
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
-                                const std::vector<int64_t>& scales, double log_epsilon, const torch::Tensor& energy,
-                                const std::vector<torch::Tensor>* x_magnitudes) {
-  TORCH_CHECK(x.sizes() == y.sizes(), "spectral_distance: shapes differ: ", x.sizes(), " vs ",
-              y.sizes());
+                                const std::vector<int64_t>& scales, double log_epsilon,
+                                const torch::Tensor& energy, const std::vector<torch::Tensor>* x_magnitudes) {
+  TORCH_CHECK(x.sizes() == y.sizes(), "spectral_distance: shapes differ: ", x.sizes(), " vs ", y.sizes());
   TORCH_CHECK(!energy.defined() || energy.numel() == static_cast<int64_t>(scales.size()),
               "spectral_distance: ", scales.size(), " scales but ", energy.numel(), " energies");
-  TORCH_CHECK(x_magnitudes == nullptr || x_magnitudes->size() == scales.size(), "spectral_distance: ",
-              scales.size(), " scales but ", x_magnitudes ? x_magnitudes->size() : 0, " precomputed magnitudes");
+  TORCH_CHECK(x_magnitudes == nullptr || x_magnitudes->size() == scales.size(),
+              "spectral_distance: ", scales.size(), " scales but ", x_magnitudes ? x_magnitudes->size() : 0,
+              " precomputed magnitudes");
   auto xf = x.reshape({-1, x.size(-1)});
   auto yf = y.reshape({-1, y.size(-1)});
   torch::Tensor total = torch::zeros({}, x.options());
   for (size_t i = 0; i < scales.size(); ++i) {
     const int64_t n = scales[i];
-    TORCH_CHECK(n / 2 < x.size(-1), "spectral_distance: STFT scale ", n,
-                " too large for signals of ", x.size(-1), " samples (need scale/2 < length)");
+    TORCH_CHECK(n / 2 < x.size(-1), "spectral_distance: STFT scale ", n, " too large for signals of ",
+                x.size(-1), " samples (need scale/2 < length)");
     auto sx = x_magnitudes != nullptr ? (*x_magnitudes)[i] : stft_magnitude(xf, n);
     auto sy = stft_magnitude(yf, n);
     // The denominator over the global batch in a data-parallel job (batch_slice.h).

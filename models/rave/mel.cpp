@@ -38,8 +38,9 @@ MelSpectrogramImpl::MelSpectrogramImpl(int64_t sample_rate, int64_t n_fft_, int6
 torch::Tensor MelSpectrogramImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == 3, "mel spectrogram: expected audio (batch, channels, time), got ", x.sizes());
   const int64_t b = x.size(0), c = x.size(1);
-  auto spec = torch::stft(x.reshape({b * c, x.size(2)}), n_fft, hop, n_fft, window, /*center=*/true, "reflect",
-                          /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
+  auto spec =
+      torch::stft(x.reshape({b * c, x.size(2)}), n_fft, hop, n_fft, window, /*center=*/true, "reflect",
+                  /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
   spec = spec / window.pow(2.0).sum().sqrt();  // normalized = True: the window's L2 energy
   auto power = spec.abs().pow(2.0);            // (B·C, freq, frames)
   auto mel = torch::matmul(power.transpose(-1, -2), filter_bank).transpose(-1, -2);

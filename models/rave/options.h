@@ -50,7 +50,7 @@ constexpr EnumNames<InputMode> enum_names(InputMode) { return {{"pqmf", "mel"}};
 struct RaveOptions {
   RaveVersion version = RaveVersion::kV2;
   int64_t sampling_rate = 44100;
-  int64_t channels = 1;        // audio channels (RAVE n_channels); folded into the batch by PQMF
+  int64_t channels = 1;  // audio channels (RAVE n_channels); folded into the batch by PQMF
   int64_t capacity = 96;
   int64_t latent_size = 128;
   int64_t n_band = 16;
@@ -109,7 +109,9 @@ struct RaveOptions {
   // Product of ratios (samples of a band per latent frame), and n_band × that.
   int64_t hop() const;
   // The generator's ratios (decoder_ratios, else ratios), encoder order.
-  const std::vector<int64_t>& generator_ratios() const { return decoder_ratios.empty() ? ratios : decoder_ratios; }
+  const std::vector<int64_t>& generator_ratios() const {
+    return decoder_ratios.empty() ? ratios : decoder_ratios;
+  }
   // Audio samples per latent frame: the encoder's input rate (n_band, or the mel hop) × hop().
   int64_t compression() const { return hop() * (input_mode == InputMode::kMel ? mel_hop : n_band); }
   // The encoder's input channels per audio channel: bands or mel bins.

@@ -39,15 +39,16 @@ EuclideanCodebookImpl::EuclideanCodebookImpl(int64_t dim_, int64_t codebook_size
 
 torch::Tensor EuclideanCodebookImpl::sample_vectors(const torch::Tensor& samples, int64_t count) const {
   auto indices = (sample_indices ? sample_indices : rave_sample_indices)(samples.size(0), count);
-  TORCH_CHECK(indices.dim() == 1 && indices.size(0) == count, "sample_vectors: ", count, " indices expected, got ",
-              indices.sizes());
+  TORCH_CHECK(indices.dim() == 1 && indices.size(0) == count, "sample_vectors: ", count,
+              " indices expected, got ", indices.sizes());
   return samples.index_select(0, indices.to(samples.device(), torch::kLong));
 }
 
 torch::Tensor EuclideanCodebookImpl::nearest(const torch::Tensor& flat) const {
   // RAVE's quantize: the largest −‖x − e‖², expanded as −(‖x‖² − 2 x·e + ‖e‖²).
   const auto e = embed.t();
-  const auto dist = -(flat.pow(2).sum(1, /*keepdim=*/true) - 2 * flat.matmul(e) + e.pow(2).sum(0, /*keepdim=*/true));
+  const auto dist =
+      -(flat.pow(2).sum(1, /*keepdim=*/true) - 2 * flat.matmul(e) + e.pow(2).sum(0, /*keepdim=*/true));
   return std::get<1>(dist.max(-1));
 }
 
@@ -81,7 +82,8 @@ void EuclideanCodebookImpl::expire_codes(const torch::Tensor& flat) {
 }
 
 std::tuple<torch::Tensor, torch::Tensor> EuclideanCodebookImpl::forward(const torch::Tensor& x) {
-  TORCH_CHECK(x.dim() == 3 && x.size(2) == dim, "codebook: expected (batch, frames, ", dim, "), got ", x.sizes());
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == dim, "codebook: expected (batch, frames, ", dim, "), got ",
+              x.sizes());
   const auto flat = x.reshape({-1, dim});
   torch::Tensor indices;
   {
@@ -99,8 +101,9 @@ std::tuple<torch::Tensor, torch::Tensor> EuclideanCodebookImpl::forward(const to
     const auto onehot = F::one_hot(indices, codebook_size).to(data.dtype());
     ema_inplace(cluster_size, onehot.sum(0), decay);
     ema_inplace(embed_avg, data.t().matmul(onehot).t(), decay);
-    const auto smoothed =
-        (cluster_size + epsilon) / (cluster_size.sum() + static_cast<double>(codebook_size) * epsilon) * cluster_size.sum();
+    const auto smoothed = (cluster_size + epsilon) /
+                          (cluster_size.sum() + static_cast<double>(codebook_size) * epsilon) *
+                          cluster_size.sum();
     embed.copy_(embed_avg / smoothed.unsqueeze(1));
   }
   return {quantized, indices.view({x.size(0), x.size(1)})};
@@ -110,7 +113,9 @@ torch::Tensor EuclideanCodebookImpl::encode(const torch::Tensor& x) const {
   return nearest(x.reshape({-1, dim})).view({x.size(0), x.size(1)});
 }
 
-torch::Tensor EuclideanCodebookImpl::decode(const torch::Tensor& indices) const { return F::embedding(indices, embed); }
+torch::Tensor EuclideanCodebookImpl::decode(const torch::Tensor& indices) const {
+  return F::embedding(indices, embed);
+}
 
 ResidualVectorQuantizationImpl::ResidualVectorQuantizationImpl(int64_t num_quantizers, int64_t dim,
                                                                int64_t codebook_size) {
@@ -126,7 +131,8 @@ void ResidualVectorQuantizationImpl::set_sample_indices(const IndexSource& sourc
   for (auto& c : codebooks) c->sample_indices = source;
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> ResidualVectorQuantizationImpl::forward(const torch::Tensor& z) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> ResidualVectorQuantizationImpl::forward(
+    const torch::Tensor& z) {
   TORCH_CHECK(z.dim() == 3, "residual vector quantisation: expected (batch, dim, frames), got ", z.sizes());
   torch::Tensor out, residual = z;
   std::vector<torch::Tensor> losses, indices;
@@ -138,7 +144,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> ResidualVectorQuantizati
     // keeps the sum float32 (type promotion) — RAVE's float64 runs round the loss to float32.
     torch::Tensor loss = torch::zeros({1}, torch::TensorOptions().device(z.device()).dtype(torch::kFloat32));
     if (is_training()) {
-      q = x + (q - x).detach();  // straight-through
+      q = x + (q - x).detach();                        // straight-through
       loss = loss + F::mse_loss(q.detach(), x) * 1.0;  // commitment_weight 1
     }
     const auto quantized = q.permute({0, 2, 1});

@@ -1,7 +1,6 @@
 #include "models/rave/rave.h"
 
 #include "models/common/batch_slice.h"
-
 #include "models/common/module_path.h"
 #include "profiling/annotation.h"
 #include "util/torch_compat.h"
@@ -13,7 +12,8 @@ RaveModelImpl::RaveModelImpl(RaveOptions options) : options_(std::move(options))
   const auto& o = options_;
   pqmf = register_module("pqmf", models::Pqmf(o.n_band, 100, o.padding));
   if (o.input_mode == InputMode::kMel) {
-    spectrogram = register_module("spectrogram", MelSpectrogram(o.sampling_rate, o.mel_n_fft, o.mel_hop, o.n_mels));
+    spectrogram =
+        register_module("spectrogram", MelSpectrogram(o.sampling_rate, o.mel_n_fft, o.mel_hop, o.n_mels));
   }
   encoder = register_module("encoder", VariationalEncoder(o));
   if (o.version == RaveVersion::kV1) {
@@ -69,9 +69,7 @@ torch::Tensor RaveModelImpl::decode(const torch::Tensor& z) {
   return options_.output_mode == OutputMode::kRaw ? y : synthesis(y);
 }
 
-torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) {
-  return decode(std::get<0>(encode(x)));
-}
+torch::Tensor RaveModelImpl::forward(const torch::Tensor& x) { return decode(std::get<0>(encode(x))); }
 
 RaveForward RaveModelImpl::forward_train(const torch::Tensor& x, const torch::Tensor& noise,
                                          const std::function<void(const torch::Tensor&)>& after_analysis,
@@ -128,13 +126,9 @@ void RaveModelImpl::set_warmed_up(bool state) {
   decoder->set_warmed_up(state);
 }
 
-std::vector<torch::Tensor> RaveModelImpl::encoder_parameters() const {
-  return encoder->parameters();
-}
+std::vector<torch::Tensor> RaveModelImpl::encoder_parameters() const { return encoder->parameters(); }
 
-std::vector<torch::Tensor> RaveModelImpl::decoder_parameters() const {
-  return decoder->parameters();
-}
+std::vector<torch::Tensor> RaveModelImpl::decoder_parameters() const { return decoder->parameters(); }
 
 std::vector<torch::Tensor> RaveModelImpl::generator_parameters() const {
   auto p = encoder_parameters();
@@ -168,11 +162,12 @@ std::vector<std::pair<std::string, torch::Tensor>> RaveLosses::scalars() const {
   // spherical encoder.
   if (has_regularization) s.emplace_back("regularization", regularization.detach());
   if (adversarial_active) {
-    for (const auto& [tag, t] : {std::pair<const char*, const torch::Tensor*>{"feature_matching", &feature_matching},
-                                 {"adversarial", &adversarial},
-                                 {"loss_dis", &loss_dis},
-                                 {"pred_real", &pred_real},
-                                 {"pred_fake", &pred_fake}}) {
+    for (const auto& [tag, t] :
+         {std::pair<const char*, const torch::Tensor*>{"feature_matching", &feature_matching},
+          {"adversarial", &adversarial},
+          {"loss_dis", &loss_dis},
+          {"pred_real", &pred_real},
+          {"pred_fake", &pred_fake}}) {
       s.emplace_back(tag, t->detach());
     }
   }
@@ -183,23 +178,26 @@ namespace {
 
 // The multiband signal the multiband distance compares: cut to the receptive field when the
 // loss options crop and the field is known (RAVE: `valid_signal_crop and receptive_field.sum()`).
-torch::Tensor distance_multiband(const RaveModelImpl& model, const RaveLossOptions& opts, const torch::Tensor& t) {
+torch::Tensor distance_multiband(const RaveModelImpl& model, const RaveLossOptions& opts,
+                                 const torch::Tensor& t) {
   if (!opts.valid_signal_crop || model.receptive_field().empty()) return t;
   return valid_signal_crop(t, model.receptive_field());
 }
 
-RealSpectra start_real_spectra(const RaveModelImpl& model, const torch::Tensor& x_multiband, const torch::Tensor& x,
-                               const RaveLossOptions& opts) {
+RealSpectra start_real_spectra(const RaveModelImpl& model, const torch::Tensor& x_multiband,
+                               const torch::Tensor& x, const RaveLossOptions& opts) {
   RealSpectra s;
   s.multiband = stft_magnitudes(distance_multiband(model, opts, x_multiband), opts.stft_scales);
   s.fullband = stft_magnitudes(x, opts.stft_scales);
-  s.energies = models::batch_global_means_async(torch::cat({spectral_energy(s.multiband), spectral_energy(s.fullband)}));
+  s.energies = models::batch_global_means_async(
+      torch::cat({spectral_energy(s.multiband), spectral_energy(s.fullband)}));
   return s;
 }
 
 }  // namespace
 
-RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step, const RaveLossOptions* opts) {
+RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep step,
+                         const RaveLossOptions* opts) {
   const bool dis_step = step == RaveStep::kDiscriminator;
   TORCH_CHECK(!dis_step || (model.warmed_up() && model.discriminator),
               "rave_forward: a discriminator step needs phase 2 (set_warmed_up) and a discriminator");
@@ -209,8 +207,9 @@ RaveForward rave_forward(RaveModelImpl& model, const torch::Tensor& x, RaveStep 
   if (opts == nullptr || !models::batch_slice_distributed()) return model.forward_train(x);
   // The denominators depend on the input alone: their all-reduce starts before the encoder.
   RealSpectra spectra;
-  RaveForward f = model.forward_train(
-      x, {}, [&](const torch::Tensor& x_multiband) { spectra = start_real_spectra(model, x_multiband, x, *opts); });
+  RaveForward f = model.forward_train(x, {}, [&](const torch::Tensor& x_multiband) {
+    spectra = start_real_spectra(model, x_multiband, x, *opts);
+  });
   f.real_spectra = std::move(spectra);
   return f;
 }
@@ -232,7 +231,8 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
   // after the spectral distances, the numerators mean|real − fake| and the hinge terms, none of
   // which needs it: the wait for the other ranks hides behind them.
   Features features;
-  const bool global_scales = adversarial && opts.relative_feature_matching && models::batch_slice_distributed();
+  const bool global_scales =
+      adversarial && opts.relative_feature_matching && models::batch_slice_distributed();
   models::PendingGlobalMeans pending_scales;
   if (adversarial) {
     auto y = dis_step ? f.y.detach() : f.y;
@@ -245,7 +245,8 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       torch::NoGradGuard no_grad;
       std::vector<torch::Tensor> means;
       for (const auto& scale : features) {
-        for (size_t i = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features)); i < scale.size(); ++i) {
+        for (size_t i = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
+             i < scale.size(); ++i) {
           means.push_back(scale[i].narrow(0, 0, b).abs().mean());
         }
       }
@@ -261,19 +262,19 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
     torch::Tensor mb_energy, fb_energy;
     RealSpectra spectra;
     if (models::batch_slice_distributed()) {
-      spectra =
-          f.real_spectra.energies.started() ? f.real_spectra : start_real_spectra(model, f.x_multiband, x, opts);
+      spectra = f.real_spectra.energies.started() ? f.real_spectra
+                                                  : start_real_spectra(model, f.x_multiband, x, opts);
       const auto s = static_cast<int64_t>(opts.stft_scales.size());
       auto both = spectra.energies.get();
       mb_energy = both.narrow(0, 0, s);
       fb_energy = both.narrow(0, s, s);
     }
     const bool reuse = spectra.energies.started();
-    l.multiband_spectral_distance =
-        spectral_distance(distance_multiband(model, opts, f.x_multiband), distance_multiband(model, opts, f.y_multiband),
-                          opts.stft_scales, opts.log_epsilon, mb_energy, reuse ? &spectra.multiband : nullptr);
-    l.fullband_spectral_distance =
-        spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy, reuse ? &spectra.fullband : nullptr);
+    l.multiband_spectral_distance = spectral_distance(
+        distance_multiband(model, opts, f.x_multiband), distance_multiband(model, opts, f.y_multiband),
+        opts.stft_scales, opts.log_epsilon, mb_energy, reuse ? &spectra.multiband : nullptr);
+    l.fullband_spectral_distance = spectral_distance(x, f.y, opts.stft_scales, opts.log_epsilon, fb_energy,
+                                                     reuse ? &spectra.fullband : nullptr);
     l.regularization = f.kl * beta_factor;
     // RAVE adds the term only when it is non-zero (`if reg.item()`): never for the spherical
     // encoder, nor for the discrete one before its quantiser is enabled.
@@ -298,7 +299,8 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
       const size_t skip = std::min(scale.size(), static_cast<size_t>(opts.num_skipped_features));
       for (size_t i = skip; i < scale.size(); ++i) {
         const auto real = scale[i].narrow(0, 0, b), fake = scale[i].narrow(0, b, b);
-        differences.back().push_back(mean_difference(real, fake, opts.relative_feature_matching && !global_scales));
+        differences.back().push_back(
+            mean_difference(real, fake, opts.relative_feature_matching && !global_scales));
       }
       const auto real = scale.back().narrow(0, 0, b), fake = scale.back().narrow(0, b, b);
       auto [d, a] = hinge_gan(real, fake);

@@ -67,15 +67,15 @@ struct RaveModelImpl : torch::nn::Module {
   // Throws rt::Error (naming the model.<key>) when the options are invalid.
   explicit RaveModelImpl(RaveOptions options);
 
-  torch::Tensor analysis(const torch::Tensor& x);   // (B,C,T) → (B, C·M, T/M)
-  torch::Tensor synthesis(const torch::Tensor& y);  // (B, C·M, T') → (B, C, T'·M)
+  torch::Tensor analysis(const torch::Tensor& x);      // (B,C,T) → (B, C·M, T/M)
+  torch::Tensor synthesis(const torch::Tensor& y);     // (B, C·M, T') → (B, C, T'·M)
   torch::Tensor encode_stats(const torch::Tensor& x);  // RAVE encode(): (B, 2L, T')
   // What the encoder reads: the PQMF bands, or (model.input_mode = mel) the mel features.
   torch::Tensor encoder_input(const torch::Tensor& x);
   // Audio (B, C, T) → (sampled z (B, L, T/compression), KL scalar).
   std::tuple<torch::Tensor, torch::Tensor> encode(const torch::Tensor& x);
-  torch::Tensor decode(const torch::Tensor& z);     // z → audio (B, C, T'·compression)
-  torch::Tensor forward(const torch::Tensor& x);    // analysis→encode→sample→decode→synthesis
+  torch::Tensor decode(const torch::Tensor& z);   // z → audio (B, C, T'·compression)
+  torch::Tensor forward(const torch::Tensor& x);  // analysis→encode→sample→decode→synthesis
   // `noise`: the reparametrisation draws (see VariationalEncoderImpl::reparametrize).
   // `after_analysis`, when set, is called with the multiband input as soon as the analysis has
   // made it, before the encoder runs.
@@ -136,7 +136,7 @@ struct RaveLossOptions {
   double fullband_distance_weight = 1.0;
   double multiband_distance_weight = 1.0;
   double adversarial_weight = 1.0;
-  int64_t num_skipped_features = 1;       // v2.gin; v1: 0
+  int64_t num_skipped_features = 1;  // v2.gin; v1: 0
   // v1 | v2 | v3 RAVE values (v1: weight 10, not relative, no skipped features, no crop).
   static RaveLossOptions preset(RaveVersion version);
 };
@@ -180,7 +180,6 @@ RaveLosses rave_losses_from_forward(RaveModelImpl& model, const torch::Tensor& x
                                     RaveStep step = RaveStep::kGenerator);
 
 // RAVE validation_step's `validation`: fullband spectral distance of forward(x) to x (no grad).
-torch::Tensor rave_validation_loss(RaveModelImpl& model, const torch::Tensor& x,
-                                   const RaveLossOptions& opts);
+torch::Tensor rave_validation_loss(RaveModelImpl& model, const torch::Tensor& x, const RaveLossOptions& opts);
 
 }  // namespace rt::rave

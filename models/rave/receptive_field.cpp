@@ -47,7 +47,9 @@ ReceptiveField measure_receptive_field(RaveModelImpl& model) {
   const auto cpu = options.device(torch::kCPU).requires_grad(false);
   constexpr int64_t kMaxLength = int64_t{1} << 24;
   for (int64_t n = int64_t{1} << 15; n <= kMaxLength; n *= 2) {
-    auto x = torch::randn({1, model.options().channels, n}, generator, cpu).to(options.device()).requires_grad_(true);
+    auto x = torch::randn({1, model.options().channels, n}, generator, cpu)
+                 .to(options.device())
+                 .requires_grad_(true);
     const auto stats = model.encode_stats(x);
     // The latent the decoder gets; its draws never reach x's gradient. The wasserstein latent
     // skips reparametrize (its MMD over every pair of frames is not needed) and takes zero noise
@@ -66,7 +68,8 @@ ReceptiveField measure_receptive_field(RaveModelImpl& model) {
       z = model.encoder->reparametrize(stats).first;
     }
     const auto y = model.decode(z);
-    const auto grad = torch::autograd::grad({y.select(0, 0).select(0, 0).select(0, n / 2)}, {x})[0].reshape(-1).cpu();
+    const auto grad =
+        torch::autograd::grad({y.select(0, 0).select(0, 0).select(0, n / 2)}, {x})[0].reshape(-1).cpu();
     const auto halves = grad.chunk(2, 0);
     if (halves[0][0].item<double>() == 0.0 && halves[1][-1].item<double>() == 0.0) {
       return {halves[0].ne(0).sum().item<int64_t>(), halves[1].ne(0).sum().item<int64_t>()};

@@ -45,7 +45,9 @@ S5LayerOptions SsmOptions::layer_options() const {
 S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval) {
   const int64_t H = layer.d_model;
   // foundational_ssm: eqx.nn.BatchNorm(channelwise_affine=False).
-  norm = register_module("norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false).track_running_stats(!batch_statistics_in_eval)));
+  norm = register_module(
+      "norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false).track_running_stats(
+                  !batch_statistics_in_eval)));
   ssm = register_module("ssm", S5Layer(layer));
   glu_w1 = register_module("glu_w1", torch::nn::Linear(H, H));
   glu_w2 = register_module("glu_w2", torch::nn::Linear(H, H));
@@ -174,12 +176,13 @@ FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int6
 torch::Tensor FoundationalDecoderImpl::forward(const torch::Tensor& x, int64_t group) {
   TORCH_CHECK(group >= 0 && group < n_groups(), "FoundationalDecoder: group ", group, " out of range [0, ",
               n_groups(), ")");
-  TORCH_CHECK(x.dim() == 3 && x.size(2) <= input_dim_, "FoundationalDecoder: expected input [B, T, <= ",
-              input_dim_, "], got ", x.sizes());
+  TORCH_CHECK(x.dim() == 3 && x.size(2) <= input_dim_,
+              "FoundationalDecoder: expected input [B, T, <= ", input_dim_, "], got ", x.sizes());
   auto padded = x.size(2) < input_dim_ ? torch::constant_pad_nd(x, {0, input_dim_ - x.size(2)}) : x;
   torch::Tensor h;
   {
-    prof::ModuleScope span(prof::module_spans_enabled() ? "encoders." + std::to_string(group) : std::string());
+    prof::ModuleScope span(prof::module_spans_enabled() ? "encoders." + std::to_string(group)
+                                                        : std::string());
     h = models::batch_dropout(encoders[static_cast<size_t>(group)](padded), encoder_drop->options.p(),
                               encoder_drop->is_training());
   }
@@ -210,7 +213,8 @@ std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> split_weight_d
 }
 
 torch::Tensor r2_score(const torch::Tensor& pred, const torch::Tensor& target) {
-  TORCH_CHECK(pred.sizes() == target.sizes(), "r2_score: shapes differ: ", pred.sizes(), " vs ", target.sizes());
+  TORCH_CHECK(pred.sizes() == target.sizes(), "r2_score: shapes differ: ", pred.sizes(), " vs ",
+              target.sizes());
   auto p = pred.reshape({-1, pred.size(-1)}).to(torch::kFloat64);
   auto t = target.reshape({-1, target.size(-1)}).to(torch::kFloat64);
   auto ss_res = (t - p).pow(2).sum(0);

@@ -131,7 +131,7 @@ class FoundationalDecoderImpl : public SsmModelImpl {
   int64_t n_groups() const { return static_cast<int64_t>(encoders.size()); }
 
   std::vector<torch::nn::Linear> encoders;  // registered as "encoders.<g>"
-  torch::nn::Embedding context{nullptr};  // absent when context_dim == 0
+  torch::nn::Embedding context{nullptr};    // absent when context_dim == 0
   torch::nn::Dropout encoder_drop{nullptr};
   torch::nn::Linear decoder{nullptr};
 

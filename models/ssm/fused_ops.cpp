@@ -100,7 +100,8 @@ inline void row_mask(const DropoutSpec& s, int64_t row, scalar_t* mask, int64_t 
     std::fill(mask, mask + H, static_cast<scalar_t>(1));
     return;
   }
-  fill_row_mask<scalar_t>(mask, H, row_key(s.seed, s.row_base + row), s.threshold, static_cast<scalar_t>(s.scale));
+  fill_row_mask<scalar_t>(mask, H, row_key(s.seed, s.row_base + row), s.threshold,
+                          static_cast<scalar_t>(s.scale));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -129,8 +129,8 @@ class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
     auto x = torch::empty_like(b);
     const int64_t B = b.size(0), T = b.size(1), P = b.size(2) / 2;
     AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "complex_recurrence_forward", [&] {
-      recurrence_forward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-                                       x.data_ptr<scalar_t>(), B, T, P);
+      recurrence_forward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
+                                       b.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), B, T, P);
     });
     ctx->save_for_backward({ar, ai, x});
     return x;
@@ -145,9 +145,9 @@ class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
     auto h = torch::empty_like(x);
     auto ga_rows = torch::empty({B, 2 * P}, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "complex_recurrence_backward", [&] {
-      recurrence_backward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
-                                        g.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), ga_rows.data_ptr<scalar_t>(),
-                                        B, T, P);
+      recurrence_backward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
+                                        x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+                                        h.data_ptr<scalar_t>(), ga_rows.data_ptr<scalar_t>(), B, T, P);
     });
     auto ga = ga_rows.sum(0);
     return {ga.narrow(0, 0, P), ga.narrow(0, P, P), h};
@@ -156,11 +156,14 @@ class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
 
 }  // namespace
 
-torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im, const torch::Tensor& bu) {
-  TORCH_CHECK(bu.dim() == 3 && bu.size(2) % 2 == 0, "complex_recurrence: bu must be [B, T, 2P], got ", bu.sizes());
+torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im,
+                                 const torch::Tensor& bu) {
+  TORCH_CHECK(bu.dim() == 3 && bu.size(2) % 2 == 0, "complex_recurrence: bu must be [B, T, 2P], got ",
+              bu.sizes());
   const int64_t P = bu.size(2) / 2;
   TORCH_CHECK(a_re.dim() == 1 && a_re.size(0) == P && a_im.sizes() == a_re.sizes(),
-              "complex_recurrence: a_re and a_im must be [", P, "], got ", a_re.sizes(), " and ", a_im.sizes());
+              "complex_recurrence: a_re and a_im must be [", P, "], got ", a_re.sizes(), " and ",
+              a_im.sizes());
   TORCH_CHECK(a_re.scalar_type() == bu.scalar_type() && a_im.scalar_type() == bu.scalar_type(),
               "complex_recurrence: a and bu must share a dtype");
   if (!bu.device().is_cpu()) {
@@ -221,9 +224,9 @@ S5LayerImpl::S5LayerImpl(const S5LayerOptions& options) : options_(options) {
 
   // Under conjugate symmetry keep one eigenvalue of each pair (eigh sorts ω ascending).
   auto lambda_block = hippo.lambda.narrow(0, 0, block_kept);
-  auto V_block = hippo.V.narrow(1, 0, block_kept);                 // [block_n, block_kept]
-  auto lambda = lambda_block.repeat({options_.ssm_blocks});         // [P']
-  auto V = block_diag_repeat(V_block, options_.ssm_blocks);         // [N, P']
+  auto V_block = hippo.V.narrow(1, 0, block_kept);                         // [block_n, block_kept]
+  auto lambda = lambda_block.repeat({options_.ssm_blocks});                // [P']
+  auto V = block_diag_repeat(V_block, options_.ssm_blocks);                // [N, P']
   auto Vinv = block_diag_repeat(V_block.conj().t(), options_.ssm_blocks);  // [P', N]
 
   auto B_real = lecun_truncated_normal({N, H}, N);
@@ -282,18 +285,18 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
   const auto state_dtype = torch::real(B_bar).scalar_type();
   auto Bu = torch::complex(torch::matmul(u, torch::real(B_bar).t()).to(state_dtype),
                            torch::matmul(u, torch::imag(B_bar).t()).to(state_dtype));  // [B, T, P]
-  auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});     // [T, P]
+  auto a = lambda_bar.unsqueeze(0).expand({T, stored_states_});                        // [T, P]
   auto x = options_.scan == ScanKind::kParallel ? scan_parallel(a, Bu) : scan_sequential(a, Bu);
-  auto C_tilde = torch::view_as_complex(C);                          // [H, P]
-  auto y = torch::real(torch::matmul(x, C_tilde.t()));              // [B, T, H]
+  auto C_tilde = torch::view_as_complex(C);             // [H, P]
+  auto y = torch::real(torch::matmul(x, C_tilde.t()));  // [B, T, H]
   if (options_.conj_sym) y = 2.0 * y;
   return y + D * u;
 }
 
 torch::Tensor S5LayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t batch) {
   TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
-              "S5Layer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch, ", got ",
-              u2.sizes());
+              "S5Layer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch,
+              ", got ", u2.sizes());
   auto [lambda_bar, B_bar] = discretize();
   const int64_t N = u2.size(0), P = stored_states_;
   // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.

@@ -60,7 +60,8 @@ torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b);
 // On CPU a fused kernel (parallel over batch) computes forward and backward (reverse-time
 // adjoint recurrence; gradients for a_re, a_im and bu); elsewhere it falls back to
 // scan_parallel on complex tensors.
-torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im, const torch::Tensor& bu);
+torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im,
+                                 const torch::Tensor& bu);
 
 struct S5LayerOptions {
   int64_t d_model = 64;    // H: input/output features.

@@ -21,7 +21,8 @@ namespace {
 constexpr size_t kAlign = 8;  // CUPTI requires 8-byte aligned activity buffers
 
 int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -31,7 +32,9 @@ const char* cupti_error(CUptiResult r) {
   return s != nullptr ? s : "unknown CUPTI error";
 }
 
-void push_correlation(uint64_t id) { cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id); }
+void push_correlation(uint64_t id) {
+  cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+}
 void pop_correlation(uint64_t) {
   uint64_t last = 0;
   cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
@@ -44,7 +47,9 @@ std::string api_name(bool driver, uint32_t cbid) {
   std::string s = name;
   // "cudaLaunchKernel_v7000" → "cudaLaunchKernel", as Kineto shows it.
   const size_t v = s.rfind("_v");
-  if (v != std::string::npos && v + 2 < s.size() && s.find_first_not_of("0123456789", v + 2) == std::string::npos) s.resize(v);
+  if (v != std::string::npos && v + 2 < s.size() &&
+      s.find_first_not_of("0123456789", v + 2) == std::string::npos)
+    s.resize(v);
   return s;
 }
 
@@ -93,7 +98,8 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_r
   *size = *buffer != nullptr ? s->options.buffer_bytes : 0;  // size 0: CUPTI drops and counts
 }
 
-void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid_size) {
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t,
+                               size_t valid_size) {
   CuptiCollector::State* s = g_state.load();
   if (s == nullptr) {
     std::free(buffer);

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <memory>
 #include <limits>
+#include <memory>
 
 namespace rt::prof {
 
@@ -37,9 +37,11 @@ double estimated_occupancy_percent(const GpuDeviceInfo& d, int64_t grid_blocks, 
   if (max_warps_per_sm <= 0) return 0.0;
   int64_t blocks = std::min<int64_t>(d.max_blocks_per_sm, max_warps_per_sm / warps_per_block);
   if (registers_per_thread > 0) {
-    blocks = std::min<int64_t>(blocks, d.regs_per_sm / (int64_t{registers_per_thread} * d.warp_size * warps_per_block));
+    blocks = std::min<int64_t>(
+        blocks, d.regs_per_sm / (int64_t{registers_per_thread} * d.warp_size * warps_per_block));
   }
-  if (shared_memory_per_block > 0) blocks = std::min<int64_t>(blocks, d.shared_mem_per_sm / shared_memory_per_block);
+  if (shared_memory_per_block > 0)
+    blocks = std::min<int64_t>(blocks, d.shared_mem_per_sm / shared_memory_per_block);
   const double theoretical_warps = static_cast<double>(std::max<int64_t>(blocks, 0) * warps_per_block);
   const double launched_warps = static_cast<double>(grid_blocks) / d.num_sms * warps_per_block;
   return 100.0 * std::min(theoretical_warps, launched_warps) / static_cast<double>(max_warps_per_sm);
@@ -47,34 +49,54 @@ double estimated_occupancy_percent(const GpuDeviceInfo& d, int64_t grid_blocks, 
 
 const char* memcpy_kind_name(uint8_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+      return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "PtoP";
+    default:
+      return "Unknown";
   }
 }
 
 const char* memory_kind_name(uint8_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+      return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+      return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return "Managed Static";
+    default:
+      return "Unknown";
   }
 }
 
-CuptiConverter::CuptiConverter(ClockSync clock, std::vector<GpuDeviceInfo> devices, ApiNamer api_name, int64_t pid)
+CuptiConverter::CuptiConverter(ClockSync clock, std::vector<GpuDeviceInfo> devices, ApiNamer api_name,
+                               int64_t pid)
     : clock_(clock), devices_(std::move(devices)), api_name_(std::move(api_name)), pid_(pid) {}
 
 const GpuDeviceInfo* CuptiConverter::device(uint32_t id) const {
@@ -144,8 +166,8 @@ void CuptiConverter::add_kernel(const CUpti_ActivityKernel10& r) {
     const double blocks_per_sm = static_cast<double>(grid) / std::max(d->num_sms, 1);
     args["blocks per SM"] = blocks_per_sm;
     args["warps per SM"] = blocks_per_sm * ((threads + d->warp_size - 1) / d->warp_size);
-    args["est. achieved occupancy %"] =
-        static_cast<int64_t>(estimated_occupancy_percent(*d, grid, threads, r.registersPerThread, shared) + 0.5);
+    args["est. achieved occupancy %"] = static_cast<int64_t>(
+        estimated_occupancy_percent(*d, grid, threads, r.registersPerThread, shared) + 0.5);
   }
   args["grid"] = {r.gridX, r.gridY, r.gridZ};
   args["block"] = {r.blockX, r.blockY, r.blockZ};
@@ -164,9 +186,10 @@ void fill_transfer(Activity& a, const Record& r, const Clock& clock) {
   a.tid = r.streamId;
   a.correlation = r.correlationId;
   const double seconds = (r.end > r.start ? r.end - r.start : 1) * 1e-9;
-  a.args = {{"device", r.deviceId}, {"context", r.contextId}, {"stream", r.streamId},
-            {"correlation", r.correlationId}, {"bytes", r.bytes},
-            {"memory bandwidth (GB/s)", static_cast<double>(r.bytes) / seconds / 1e9}};
+  a.args = {
+      {"device", r.deviceId}, {"context", r.contextId},
+      {"stream", r.streamId}, {"correlation", r.correlationId},
+      {"bytes", r.bytes},     {"memory bandwidth (GB/s)", static_cast<double>(r.bytes) / seconds / 1e9}};
 }
 
 }  // namespace
@@ -174,8 +197,8 @@ void fill_transfer(Activity& a, const Record& r, const Clock& clock) {
 void CuptiConverter::add_memcpy(const CUpti_ActivityMemcpy6& r) {
   Activity& a = activities_.emplace_back();
   a.kind = ActivityKind::kGpuMemcpy;
-  a.name = std::string("Memcpy ") + memcpy_kind_name(r.copyKind) + " (" + memory_kind_name(r.srcKind) + " -> " +
-           memory_kind_name(r.dstKind) + ")";
+  a.name = std::string("Memcpy ") + memcpy_kind_name(r.copyKind) + " (" + memory_kind_name(r.srcKind) +
+           " -> " + memory_kind_name(r.dstKind) + ")";
   fill_transfer(a, r, clock_);
 }
 
@@ -200,7 +223,8 @@ void CuptiConverter::add_api(const CUpti_ActivityAPI& r, bool driver) {
 }
 
 void CuptiConverter::add_external_correlation(const CUpti_ActivityExternalCorrelation& r) {
-  if (r.externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) correlation_to_rf_[r.correlationId] = r.externalId;
+  if (r.externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+    correlation_to_rf_[r.correlationId] = r.externalId;
 }
 
 void CuptiConverter::append_to(Timeline& t) {

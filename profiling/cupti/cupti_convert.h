@@ -47,16 +47,15 @@ Json device_properties_json(const GpuDeviceInfo& device);
 // Estimated achieved occupancy in percent: the smaller of the launch's warps per SM and the
 // theoretical limit from threads, registers, shared memory and blocks per SM, over the SM's
 // maximum warps. 0 when the launch is empty.
-double estimated_occupancy_percent(const GpuDeviceInfo& device, int64_t grid_blocks, int64_t threads_per_block,
-                                   int registers_per_thread, int64_t shared_memory_per_block);
+double estimated_occupancy_percent(const GpuDeviceInfo& device, int64_t grid_blocks,
+                                   int64_t threads_per_block, int registers_per_thread,
+                                   int64_t shared_memory_per_block);
 
 // GPU timestamp (cuptiGetTimestamp domain) ↔ steady clock, sampled together.
 struct ClockSync {
   int64_t gpu_ns = 0;
   int64_t steady_ns = 0;
-  int64_t to_steady(uint64_t gpu_time) const {
-    return steady_ns + (static_cast<int64_t>(gpu_time) - gpu_ns);
-  }
+  int64_t to_steady(uint64_t gpu_time) const { return steady_ns + (static_cast<int64_t>(gpu_time) - gpu_ns); }
 };
 
 // A kernel's name as Kineto writes it: demangled when it is a C++ name, else as given ("kernel"

@@ -32,12 +32,14 @@ std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_give
   std::error_code ec;
   const fs::path run_dir = resolve_run_pointer(run_dir_given);
   if (!fs::is_directory(run_dir, ec)) {
-    throw Error("profile-report: " + run_dir.string() + " is not a directory (expected a run directory such as "
+    throw Error("profile-report: " + run_dir.string() +
+                " is not a directory (expected a run directory such as "
                 "runs/<name>_<date>_<hex> or runs/latest)");
   }
   const fs::path prof_dir = profile_dir_of(run_dir);
   if (fs::equivalent(prof_dir, out_dir, ec)) {
-    throw Error("profile-report --export_list: '" + out_dir.string() + "' is the folder the run's profiles are in; "
+    throw Error("profile-report --export_list: '" + out_dir.string() +
+                "' is the folder the run's profiles are in; "
                 "the lists would replace the files the trainer streams into (choose another folder)");
   }
   // The profiles, not their parts (<stem>.part<K>.json), temporaries or set-aside files.
@@ -62,7 +64,8 @@ std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_give
   }
   std::sort(names.begin(), names.end());
   std::vector<ProfileListExport> written;
-  for (const auto& name : names) written.push_back(export_profile_list(prof_dir / name, out_dir / name, notes));
+  for (const auto& name : names)
+    written.push_back(export_profile_list(prof_dir / name, out_dir / name, notes));
   return written;
 }
 

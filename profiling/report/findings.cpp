@@ -86,30 +86,35 @@ void add_findings(RunAnalysis& a) {
   };
 
   if (!a.ranks.empty()) {
-    const auto waits = std::max_element(a.ranks.begin(), a.ranks.end(), [](const RankFigures& x, const RankFigures& y) {
-      return x.comm_wait_share < y.comm_wait_share;
-    });
+    const auto waits = std::max_element(
+        a.ranks.begin(), a.ranks.end(),
+        [](const RankFigures& x, const RankFigures& y) { return x.comm_wait_share < y.comm_wait_share; });
     if (waits->comm_wait_share >= kCommExposedShare) {
       add("comm_exposed", "warning",
-          "communication not hidden by backward: rank " + std::to_string(waits->rank) + " waits on collectives " +
-              pct(waits->comm_wait_share) + " of its step time (" + std::to_string(a.world_size) + " ranks, " +
-              a.backend + ")",
+          "communication not hidden by backward: rank " + std::to_string(waits->rank) +
+              " waits on collectives " + pct(waits->comm_wait_share) + " of its step time (" +
+              std::to_string(a.world_size) + " ranks, " + a.backend + ")",
           std::string(a.backend == "gloo" && a.wait_policy == "passive"
-                          ? "the ranks slept in their waits: train.distributed.wait = \"active\" polls instead (worth it "
+                          ? "the ranks slept in their waits: train.distributed.wait = \"active\" polls "
+                            "instead (worth it "
                             "while ranks × train.threads fit the cores); "
                           : "") +
-              "a larger per-rank batch (train.batch) spreads each step's collectives over more work; on one machine "
-              "keep ranks × train.threads (+ data.workers) within the cores; across machines set GLOO_SOCKET_IFNAME to "
+              "a larger per-rank batch (train.batch) spreads each step's collectives over more work; on one "
+              "machine "
+              "keep ranks × train.threads (+ data.workers) within the cores; across machines set "
+              "GLOO_SOCKET_IFNAME to "
               "the fastest interface; the trace's gloo:/nccl: spans show which collectives wait");
     }
     const auto [fastest, slowest] = std::minmax_element(
-        a.ranks.begin(), a.ranks.end(), [](const RankFigures& x, const RankFigures& y) { return x.step_time < y.step_time; });
+        a.ranks.begin(), a.ranks.end(),
+        [](const RankFigures& x, const RankFigures& y) { return x.step_time < y.step_time; });
     if (a.step_time_skew >= kStragglerSkew) {
       add("straggler", "warning",
-          "straggler: rank " + std::to_string(slowest->rank) + "'s mean step (" + ms(slowest->step_time) + ") is " +
-              fmt(a.step_time_skew, 2) + "× rank " + std::to_string(fastest->rank) + "'s (" + ms(fastest->step_time) +
-              "); every rank waits for it at each collective",
-          "compare the ranks' timing_profile.rank<R>.json (data_time, forward_time): a slower loader, host or "
+          "straggler: rank " + std::to_string(slowest->rank) + "'s mean step (" + ms(slowest->step_time) +
+              ") is " + fmt(a.step_time_skew, 2) + "× rank " + std::to_string(fastest->rank) + "'s (" +
+              ms(fastest->step_time) + "); every rank waits for it at each collective",
+          "compare the ranks' timing_profile.rank<R>.json (data_time, forward_time): a slower loader, host "
+          "or "
           "device on that rank; balance threads per rank");
     }
   }
@@ -117,7 +122,8 @@ void add_findings(RunAnalysis& a) {
     add("status", "warning",
         "the run did not finish: training_summary.json still says 'running'" +
             (a.last_step >= 0 ? ", written after step " + std::to_string(a.last_step) : std::string()) +
-            " (the process was killed, e.g. kill -9 or out of memory, or is still training); figures cover the steps "
+            " (the process was killed, e.g. kill -9 or out of memory, or is still training); figures cover "
+            "the steps "
             "up to there",
         "resume it with --ckpt last (or the run's checkpoints/last.ckpt)");
   } else if (!a.status.empty() && a.status != "completed") {

@@ -25,7 +25,8 @@ std::string quote(const std::string& s) {
 }
 
 // Distinct colours that stay distinct for colour-blind readers (Okabe–Ito).
-const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"};
+const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                          "#E69F00", "#56B4E9", "#000000", "#F0E442"};
 
 const char* kPreamble =
     "set terminal pngcairo size 1280,720 enhanced font 'DejaVu Sans,13' linewidth 1.5\n"
@@ -65,7 +66,8 @@ void run_gnuplot(const std::string& gnuplot, const fs::path& script) {
 std::string legend_name(const std::string& series) {
   if (series == "rss") return "process RSS";
   const auto space = series.find(' ');
-  const std::string device = series.substr(0, space), what = space == std::string::npos ? "" : series.substr(space + 1);
+  const std::string device = series.substr(0, space),
+                    what = space == std::string::npos ? "" : series.substr(space + 1);
   const std::string dev = device == "cpu" ? "CPU allocator" : device;
   if (what == "bytes_in_use") return dev + (device == "cpu" ? ": bytes in use" : ": allocated");
   if (what == "peak") return dev + ": peak bytes in use";
@@ -107,8 +109,9 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
   const fs::path dir = fs::absolute(dir_in);
   const std::string gnuplot = find_gnuplot();
   if (gnuplot.empty()) {
-    throw Error("profile-report --plots needs gnuplot with the pngcairo terminal, which was not found on PATH "
-                "(install the Debian package gnuplot-nox: scripts/setup.sh does, or set RT_GNUPLOT)");
+    throw Error(
+        "profile-report --plots needs gnuplot with the pngcairo terminal, which was not found on PATH "
+        "(install the Debian package gnuplot-nox: scripts/setup.sh does, or set RT_GNUPLOT)");
   }
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -151,7 +154,10 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
       write_file_atomic(dir / "memory_plot.dat", data.str());
       std::ostringstream gp;
       gp << kPreamble << "set output " << quote((dir / "memory_plot.png").string()) << "\n"
-         << "set title " << quote(title_of("Memory over steps", runs, [](const RunAnalysis& r) { return !r.memory_series.empty(); })) << " noenhanced\n"
+         << "set title "
+         << quote(title_of("Memory over steps", runs,
+                           [](const RunAnalysis& r) { return !r.memory_series.empty(); }))
+         << " noenhanced\n"
          << "set ylabel 'Memory (" << (gib ? "GiB" : "MiB") << ")'\nset yrange [0:*]\n"
          << "cd " << quote(dir.string()) << "\n"
          << plot.str() << "\n";
@@ -163,7 +169,8 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
 
   // Step time over steps: per-step time and data-loading time (ms), steady median dashed.
   {
-    const bool any = std::any_of(runs.begin(), runs.end(), [](const RunAnalysis* r) { return !r->step_times.empty(); });
+    const bool any =
+        std::any_of(runs.begin(), runs.end(), [](const RunAnalysis* r) { return !r->step_times.empty(); });
     if (!any) {
       note("step_time_plot.png not written: no timing_profile.json (run with --enable_timing_profiling)");
     } else {
@@ -180,7 +187,8 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
                << (k < r.data_times.size() ? r.data_times[k] * 1e3 : 0.0) << "\n";
         }
         data << "\n\n";
-        const std::string what = r.step_time_source == "timing_profile.json" ? "step time" : "step time (mean per log interval)";
+        const std::string what =
+            r.step_time_source == "timing_profile.json" ? "step time" : "step time (mean per log interval)";
         plot << (block ? ", \\\n     " : "plot ") << "'step_time_plot.dat' index " << block
              << " using 1:2 with linespoints pt 7 ps 0.5 lw 2 lc rgb '" << colour << "' title "
              << quote(run_label(runs, i) + what);
@@ -191,15 +199,18 @@ std::vector<fs::path> write_plots(const std::vector<const RunAnalysis*>& runs, c
         if (r.steady_step_time.n > 0) {
           std::ostringstream median;
           median << std::fixed << std::setprecision(2) << r.steady_step_time.median * 1e3;
-          plot << ", \\\n     " << r.steady_step_time.median * 1e3 << " with lines dt 2 lw 2 lc rgb '" << colour
-               << "' title " << quote(run_label(runs, i) + "steady median " + median.str() + " ms");
+          plot << ", \\\n     " << r.steady_step_time.median * 1e3 << " with lines dt 2 lw 2 lc rgb '"
+               << colour << "' title " << quote(run_label(runs, i) + "steady median " + median.str() + " ms");
         }
         ++block;
       }
       write_file_atomic(dir / "step_time_plot.dat", data.str());
       std::ostringstream gp;
       gp << kPreamble << "set output " << quote((dir / "step_time_plot.png").string()) << "\n"
-         << "set title " << quote(title_of("Step time over steps", runs, [](const RunAnalysis& r) { return !r.step_times.empty(); })) << " noenhanced\n"
+         << "set title "
+         << quote(title_of("Step time over steps", runs,
+                           [](const RunAnalysis& r) { return !r.step_times.empty(); }))
+         << " noenhanced\n"
          << "set ylabel 'Time per step (ms)'\nset yrange [0:*]\nset samples 2\n"
          << "cd " << quote(dir.string()) << "\n"
          << plot.str() << "\n";

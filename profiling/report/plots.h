@@ -22,6 +22,7 @@ std::string find_gnuplot();
 // Throws rt::Error when gnuplot is missing (naming the package to install), fails (with its
 // message), or a file cannot be written.
 std::vector<std::filesystem::path> write_plots(const std::vector<const RunAnalysis*>& runs,
-                                               const std::filesystem::path& dir, std::vector<std::string>* notes);
+                                               const std::filesystem::path& dir,
+                                               std::vector<std::string>* notes);
 
 }  // namespace rt::report

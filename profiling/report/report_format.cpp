@@ -127,7 +127,9 @@ std::string format_report(const RunAnalysis& a) {
   o << "\n  device     " << (a.device.empty() ? "?" : a.device) << ", " << count_text(a.threads, "thread")
     << ", batch " << a.batch << "\n";
   o << "  status     "
-    << (a.status.empty() ? "?" : a.status == "running" ? "did not finish (summary written while running)" : a.status)
+    << (a.status.empty()        ? "?"
+        : a.status == "running" ? "did not finish (summary written while running)"
+                                : a.status)
     << ", " << a.total_steps << " steps";
   if (a.last_step >= 0) o << " (" << a.first_step << ".." << a.last_step << ")";
   o << " in " << format_seconds(a.total_time_s) << "\n";
@@ -142,8 +144,9 @@ std::string format_report(const RunAnalysis& a) {
   o << "\n";
 
   if (!a.step_times.empty()) {
-    o << "\nStep time (" << a.step_time_source << ")\n  " << pad("", 14) << pad("n", 6, true) << pad("median", 11, true)
-      << pad("p90", 11, true) << pad("max", 11, true) << pad("mean", 11, true) << "\n";
+    o << "\nStep time (" << a.step_time_source << ")\n  " << pad("", 14) << pad("n", 6, true)
+      << pad("median", 11, true) << pad("p90", 11, true) << pad("max", 11, true) << pad("mean", 11, true)
+      << "\n";
     o << dist_row("all", a.step_time);
     if (a.warmup_steps > 0) {
       o << dist_row("first " + std::to_string(a.warmup_steps), a.warmup_step_time);
@@ -156,24 +159,27 @@ std::string format_report(const RunAnalysis& a) {
       << " per step)\n";
     for (const auto& p : a.phases) {
       const int bar = static_cast<int>(std::lround(p.share * 40));
-      o << "  " << pad(p.label, 17) << pad(format_seconds(p.seconds), 10, true) << pad(fixed(100 * p.share, 1) + "%", 8, true)
-        << "  " << std::string(static_cast<size_t>(std::max(0, bar)), '#') << "\n";
+      o << "  " << pad(p.label, 17) << pad(format_seconds(p.seconds), 10, true)
+        << pad(fixed(100 * p.share, 1) + "%", 8, true) << "  "
+        << std::string(static_cast<size_t>(std::max(0, bar)), '#') << "\n";
     }
     if (!a.bottleneck.empty()) {
       const PhaseTime* b = find_phase(a, a.bottleneck);
-      o << "  Bottleneck: " << phase_label(a.bottleneck) << " (" << fixed(100 * b->share, 1) << "% of step time)\n";
+      o << "  Bottleneck: " << phase_label(a.bottleneck) << " (" << fixed(100 * b->share, 1)
+        << "% of step time)\n";
     }
   }
 
   if (!a.ranks.empty()) {
     o << "\nData parallel: " << a.world_size << " ranks (" << (a.backend.empty() ? "?" : a.backend)
-      << (a.wait_policy.empty() ? "" : ", " + a.wait_policy + " waits") << "), training_summary.json\n  " << pad("rank", 6) << pad("steps", 8, true) << pad("step time", 12, true)
-      << pad("examples/s", 12, true) << pad("comm running", 14, true) << pad("comm waiting", 14, true) << "\n";
+      << (a.wait_policy.empty() ? "" : ", " + a.wait_policy + " waits") << "), training_summary.json\n  "
+      << pad("rank", 6) << pad("steps", 8, true) << pad("step time", 12, true) << pad("examples/s", 12, true)
+      << pad("comm running", 14, true) << pad("comm waiting", 14, true) << "\n";
     for (const auto& r : a.ranks) {
       o << "  " << pad(std::to_string(r.rank), 6) << pad(std::to_string(r.steps), 8, true)
         << pad(format_seconds(r.step_time), 12, true) << pad(rate(r.examples_per_second), 12, true)
-        << pad(fixed(100 * r.comm_busy_share, 1) + "%", 14, true) << pad(fixed(100 * r.comm_wait_share, 1) + "%", 14, true)
-        << "\n";
+        << pad(fixed(100 * r.comm_busy_share, 1) + "%", 14, true)
+        << pad(fixed(100 * r.comm_wait_share, 1) + "%", 14, true) << "\n";
     }
     o << "  straggler skew (slowest / fastest mean step): " << fixed(a.step_time_skew, 2)
       << "; per-rank profiles: timing_profile.rank<R>.json\n";
@@ -243,14 +249,16 @@ std::string format_report(const RunAnalysis& a) {
 
   if (!a.ops.cpu_ops.empty()) {
     o << "\nTop operators by CPU self time (" << a.ops.files.size() << " trace file(s)"
-      << (a.world_size > 1 ? " of rank 0" : "") << ", " << a.ops.profiler_steps
-      << " profiled steps)\n  " << pad("name", 42) << pad("self", 11, true) << pad("self %", 8, true)
-      << pad("total", 11, true) << pad("calls", 8, true) << "\n";
+      << (a.world_size > 1 ? " of rank 0" : "") << ", " << a.ops.profiler_steps << " profiled steps)\n  "
+      << pad("name", 42) << pad("self", 11, true) << pad("self %", 8, true) << pad("total", 11, true)
+      << pad("calls", 8, true) << "\n";
     for (const auto& op : a.ops.cpu_ops) {
       o << "  " << pad(op.name.size() > 41 ? op.name.substr(0, 38) + "..." : op.name, 42)
         << pad(format_seconds(op.self_us * 1e-6), 11, true)
-        << pad(fixed(a.ops.cpu_self_total_us > 0 ? 100 * op.self_us / a.ops.cpu_self_total_us : 0, 1) + "%", 8, true)
-        << pad(format_seconds(op.total_us * 1e-6), 11, true) << pad(std::to_string(op.count), 8, true) << "\n";
+        << pad(fixed(a.ops.cpu_self_total_us > 0 ? 100 * op.self_us / a.ops.cpu_self_total_us : 0, 1) + "%",
+               8, true)
+        << pad(format_seconds(op.total_us * 1e-6), 11, true) << pad(std::to_string(op.count), 8, true)
+        << "\n";
     }
   }
   if (!a.ops.device_ops.empty()) {
@@ -360,7 +368,8 @@ Json to_json(const RunAnalysis& a) {
   auto ops_json = [](const std::vector<OpTotal>& ops) {
     Json out = Json::array();
     for (const auto& op : ops) {
-      out.push_back({{"name", op.name}, {"count", op.count}, {"self_us", op.self_us}, {"total_us", op.total_us}});
+      out.push_back(
+          {{"name", op.name}, {"count", op.count}, {"self_us", op.self_us}, {"total_us", op.total_us}});
     }
     return out;
   };
@@ -373,7 +382,8 @@ Json to_json(const RunAnalysis& a) {
                         {"device", ops_json(a.ops.device_ops)}};
   Json findings = Json::array();
   for (const auto& f : a.findings) {
-    findings.push_back({{"code", f.code}, {"severity", f.severity}, {"message", f.message}, {"advice", f.advice}});
+    findings.push_back(
+        {{"code", f.code}, {"severity", f.severity}, {"message", f.message}, {"advice", f.advice}});
   }
   j["findings"] = findings;
   j["warnings"] = a.warnings;
@@ -406,7 +416,8 @@ std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   text_row("bottleneck", a.bottleneck.empty() ? "-" : phase_label(a.bottleneck),
            b.bottleneck.empty() ? "-" : phase_label(b.bottleneck));
   auto leak = [](const RunAnalysis& r) {
-    return std::any_of(r.memory_trends.begin(), r.memory_trends.end(), [](const MemoryTrend& t) { return t.leak_suspected; })
+    return std::any_of(r.memory_trends.begin(), r.memory_trends.end(),
+                       [](const MemoryTrend& t) { return t.leak_suspected; })
                ? "suspected"
                : "no";
   };

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "util/json.h"
 #include "profiling/report/run_report.h"
+#include "util/json.h"
 
 namespace rt::report {
 

@@ -119,8 +119,9 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
     a.step_time_skew = num(*d, key::kStepTimeSkew, 1.0);
     if (auto per = d->find(key::kPerRank); per != d->end() && per->is_array() && per->size() > 1) {
       for (const auto& r : *per) {
-        a.ranks.push_back({static_cast<int>(num(r, key::kRank)), static_cast<int64_t>(num(r, key::kRankSteps)),
-                           num(r, key::kRankStepTime), num(r, key::kExamplesPerSecond), num(r, key::kCommBusyShare),
+        a.ranks.push_back({static_cast<int>(num(r, key::kRank)),
+                           static_cast<int64_t>(num(r, key::kRankSteps)), num(r, key::kRankStepTime),
+                           num(r, key::kExamplesPerSecond), num(r, key::kCommBusyShare),
                            num(r, key::kCommWaitShare)});
       }
     }

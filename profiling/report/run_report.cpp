@@ -9,10 +9,9 @@ namespace rt::report {
 namespace fs = std::filesystem;
 
 std::string phase_label(const std::string& key) {
-  static const std::map<std::string, std::string> labels = {{"data", "data loading"},   {"forward", "forward"},
-                                                            {"loss", "loss"},           {"backward", "backward"},
-                                                            {"optimizer", "optimizer step"},
-                                                            {"other", "other (untimed)"}};
+  static const std::map<std::string, std::string> labels = {
+      {"data", "data loading"}, {"forward", "forward"},          {"loss", "loss"},
+      {"backward", "backward"}, {"optimizer", "optimizer step"}, {"other", "other (untimed)"}};
   auto it = labels.find(key);
   return it == labels.end() ? key : it->second;
 }
@@ -30,7 +29,8 @@ RunAnalysis analyse_run(const fs::path& run_dir_given, const ReportOptions& opti
   std::error_code ec;
   const fs::path run_dir_in = resolve_run_pointer(run_dir_given);  // runs/latest
   if (!fs::is_directory(run_dir_in, ec)) {
-    throw Error("profile-report: " + run_dir_in.string() + " is not a directory (expected a run directory such as "
+    throw Error("profile-report: " + run_dir_in.string() +
+                " is not a directory (expected a run directory such as "
                 "runs/<name>_<date>_<hex> or runs/latest)");
   }
   RunAnalysis a;
@@ -40,7 +40,8 @@ RunAnalysis analyse_run(const fs::path& run_dir_given, const ReportOptions& opti
   load_run_files(a);
   judge_memory(a, options.leak);
   find_bottleneck(a);
-  if (static_cast<int>(a.ops.cpu_ops.size()) > options.top_ops) a.ops.cpu_ops.resize(static_cast<size_t>(options.top_ops));
+  if (static_cast<int>(a.ops.cpu_ops.size()) > options.top_ops)
+    a.ops.cpu_ops.resize(static_cast<size_t>(options.top_ops));
   if (static_cast<int>(a.ops.device_ops.size()) > options.top_ops) {
     a.ops.device_ops.resize(static_cast<size_t>(options.top_ops));
   }

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "util/json.h"
 #include "profiling/report/series_stats.h"
 #include "profiling/report/trace_ops.h"
+#include "util/json.h"
 
 namespace rt::report {
 
@@ -77,7 +77,8 @@ struct RunAnalysis {
   std::vector<std::string> files;               // the files found, relative to run_dir
 
   // Step times (seconds) per recorded step.
-  std::string step_time_source;  // "timing_profile.json", "tfevents train/step_time, means per log interval" or ""
+  std::string
+      step_time_source;  // "timing_profile.json", "tfevents train/step_time, means per log interval" or ""
   std::vector<double> steps, step_times, data_times;
   int64_t warmup_steps = 0;  // leading entries counted as warm-up
   Distribution step_time, warmup_step_time, steady_step_time;
@@ -91,7 +92,8 @@ struct RunAnalysis {
 
   // Memory (bytes), sampled every profiling.memory_every steps.
   std::vector<double> memory_steps;
-  std::map<std::string, std::vector<double>> memory_series;  // "rss", "cpu bytes_in_use", "cuda:0 reserved", ...
+  std::map<std::string, std::vector<double>>
+      memory_series;  // "rss", "cpu bytes_in_use", "cuda:0 reserved", ...
   std::vector<MemoryTrend> memory_trends;
   std::vector<MemoryPeak> memory_peaks;  // true peaks, in the order first found
   double peak_cpu_memory_percent = 0;

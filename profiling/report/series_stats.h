@@ -47,9 +47,9 @@ struct MemoryTrend {
   std::string name;  // e.g. "rss_bytes", "cpu bytes_in_use", "cuda:0 bytes_in_use"
   int64_t samples = 0;
   double first = 0, last = 0, peak = 0;
-  double slope_per_step = 0;    // over the last half, value units per step
-  double last_half_growth = 0;  // slope × the last half's step span
-  double rising_fraction = 0;   // share of non-zero changes in the last half that are increases
+  double slope_per_step = 0;          // over the last half, value units per step
+  double last_half_growth = 0;        // slope × the last half's step span
+  double rising_fraction = 0;         // share of non-zero changes in the last half that are increases
   double quarter_growth[2] = {0, 0};  // least-squares growth of the last half's two halves
   bool enough_samples = false;
   bool leak_suspected = false;

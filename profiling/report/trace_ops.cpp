@@ -35,7 +35,8 @@ void add(std::unordered_map<std::string, OpTotal>& into, const std::string& name
   t.total_us += total;
 }
 
-std::vector<OpTotal> merge_sorted(std::vector<OpTotal> existing, const std::unordered_map<std::string, OpTotal>& add_in) {
+std::vector<OpTotal> merge_sorted(std::vector<OpTotal> existing,
+                                  const std::unordered_map<std::string, OpTotal>& add_in) {
   std::map<std::string, OpTotal> all;
   for (auto& op : existing) all[op.name] = op;
   for (const auto& [name, op] : add_in) {
@@ -47,7 +48,8 @@ std::vector<OpTotal> merge_sorted(std::vector<OpTotal> existing, const std::unor
   }
   std::vector<OpTotal> out;
   for (auto& [name, op] : all) out.push_back(op);
-  std::stable_sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.self_us > b.self_us; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpTotal& a, const OpTotal& b) { return a.self_us > b.self_us; });
   return out;
 }
 

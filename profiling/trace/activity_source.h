@@ -1,5 +1,6 @@
 // An extra event source for the detailed profiler (e.g. the CUPTI GPU collector), behind an
-// interface a test can replace (as libkineto's CuptiActivityApi, replaced by MockCuptiActivities in its tests).
+// interface a test can replace (as libkineto's CuptiActivityApi, replaced by MockCuptiActivities in its
+// tests).
 #pragma once
 
 #include "profiling/trace/timeline.h"

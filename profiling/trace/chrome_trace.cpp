@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "profiling/trace/whole_us_times.h"
@@ -80,7 +80,8 @@ class EventWriter {
   bool first_ = true;
 };
 
-void metadata_event(EventWriter& w, const char* name, int64_t pid, int64_t tid, int64_t ts, const Json& args) {
+void metadata_event(EventWriter& w, const char* name, int64_t pid, int64_t tid, int64_t ts,
+                    const Json& args) {
   w.begin("M", nullptr, name, pid, tid, ts);
   w.raw(", \"args\": " + args.dump());
   w.end();
@@ -139,7 +140,8 @@ std::vector<ModuleArgs> module_args(const Timeline& t) {
     if (acts[i].kind != ActivityKind::kPythonFunction) continue;
     out[i].python_id = next_python_id++;
     out[i].parent_id = around;
-    out[i].module_id = module_ids.emplace(acts[i].name, static_cast<int64_t>(module_ids.size()) + 1).first->second;
+    out[i].module_id =
+        module_ids.emplace(acts[i].name, static_cast<int64_t>(module_ids.size()) + 1).first->second;
   }
   return out;
 }
@@ -185,16 +187,22 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
   // Every time as written: whole µs laid out to keep the nesting, or ns (3 decimals).
   WholeUsTimes us;
   if (options.whole_us) us = whole_us_times(t, base);
-  const auto start_of = [&](size_t i) { return options.whole_us ? us.start_us[i] : t.activities[i].start_ns - base; };
-  const auto end_of = [&](size_t i) { return options.whole_us ? us.end_us[i] : t.activities[i].end_ns - base; };
+  const auto start_of = [&](size_t i) {
+    return options.whole_us ? us.start_us[i] : t.activities[i].start_ns - base;
+  };
+  const auto end_of = [&](size_t i) {
+    return options.whole_us ? us.end_us[i] : t.activities[i].end_ns - base;
+  };
 
   std::string out;
   out.reserve(256 + t.activities.size() * 256);
   out += "{\n  \"schemaVersion\": " + std::to_string(kSchemaVersion) + ",\n";
-  out += "  \"deviceProperties\": " + (t.device_properties.is_array() ? t.device_properties : Json::array()).dump() + ",\n";
+  out += "  \"deviceProperties\": " +
+         (t.device_properties.is_array() ? t.device_properties : Json::array()).dump() + ",\n";
   // Written by hand: HTA needs a space after the colon of "rank".
-  out += "  \"distributedInfo\": {\"backend\": " + quote(options.backend) + ", \"rank\": " +
-         std::to_string(options.rank) + ", \"world_size\": " + std::to_string(options.world_size) + "},\n";
+  out += "  \"distributedInfo\": {\"backend\": " + quote(options.backend) +
+         ", \"rank\": " + std::to_string(options.rank) +
+         ", \"world_size\": " + std::to_string(options.world_size) + "},\n";
   if (t.metadata.is_object()) {
     for (auto it = t.metadata.begin(); it != t.metadata.end(); ++it) {
       if (it.key() == "traceName" || it.key() == "traceEvents") continue;
@@ -229,7 +237,8 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
     metadata_event(w, "process_sort_index", pid, 0, 0, {{"sort_index", pid}});
   }
   for (const auto& th : t.threads) {
-    const std::string label = "thread " + std::to_string(th.tid) + (th.name.empty() ? "" : " (" + th.name + ")");
+    const std::string label =
+        "thread " + std::to_string(th.tid) + (th.name.empty() ? "" : " (" + th.name + ")");
     metadata_event(w, "thread_name", th.pid, th.tid, 0, {{"name", label}});
     metadata_event(w, "thread_sort_index", th.pid, th.tid, 0, {{"sort_index", th.sort_index}});
   }
@@ -261,9 +270,13 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
   const std::vector<const char*> categories = memory_categories(t.memory);
   for (size_t i = 0; i < t.memory.size(); ++i) {
     const MemoryEvent& m = t.memory[i];
-    w.begin("i", "cpu_instant_event", "[memory]", m.pid, m.tid, options.whole_us ? us.memory_us[i] : m.time_ns - base);
-    Json args = {{"Total Reserved", m.total_reserved}, {"Total Allocated", m.total_allocated},
-                 {"Bytes", m.bytes}, {"Addr", m.addr}, {"Device Id", m.device_id},
+    w.begin("i", "cpu_instant_event", "[memory]", m.pid, m.tid,
+            options.whole_us ? us.memory_us[i] : m.time_ns - base);
+    Json args = {{"Total Reserved", m.total_reserved},
+                 {"Total Allocated", m.total_allocated},
+                 {"Bytes", m.bytes},
+                 {"Addr", m.addr},
+                 {"Device Id", m.device_id},
                  {"Device Type", m.device_type}};
     if (categories[i] != nullptr) args["Category"] = categories[i];
     w.raw(", \"s\": \"t\", \"args\": " + args.dump());

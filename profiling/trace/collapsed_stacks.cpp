@@ -78,12 +78,14 @@ void write_collapsed_stacks(const Timeline& timeline, const std::filesystem::pat
 
 void CollapsedStacksOutput::write(const Timeline& timeline, const WindowContext& window,
                                   OutputResult& result) {
-  const std::filesystem::path path = window.output_dir / (profile_step_stem(timeline, window.file_tag) + "_stacks.txt");
+  const std::filesystem::path path =
+      window.output_dir / (profile_step_stem(timeline, window.file_tag) + "_stacks.txt");
   write_collapsed_stacks(timeline, path);
   result.files.push_back(path);
   // The folded format has no comments (flamegraph.pl reports any other line as invalid): the
   // note goes to the console, after the window's line.
-  if (const std::string note = unresolved_frames_note(timeline); !note.empty()) result.text = "stacks: " + note;
+  if (const std::string note = unresolved_frames_note(timeline); !note.empty())
+    result.text = "stacks: " + note;
 }
 
 }  // namespace rt::prof

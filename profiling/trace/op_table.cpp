@@ -140,8 +140,8 @@ std::vector<OpStats> key_averages(const Timeline& t, bool group_by_input_shape) 
 
 const std::vector<std::string>& op_table_sort_keys() {
   static const std::vector<std::string> keys = {
-      "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
-      "count", "self_cpu_memory_usage", "cpu_memory_usage"};
+      "self_cpu_time_total",   "cpu_time_total",  "self_cuda_time_total", "cuda_time_total", "count",
+      "self_cpu_memory_usage", "cpu_memory_usage"};
   return keys;
 }
 
@@ -161,18 +161,20 @@ std::string op_table(const std::vector<OpStats>& input, const OpTableOptions& op
     std::string accepted;
     for (const auto& k : op_table_sort_keys()) accepted += (accepted.empty() ? "" : ", ") + k;
     const std::string hint = closest_match(options.sort_by, op_table_sort_keys());
-    throw Error("profiling.sort_by = \"" + options.sort_by + "\" is not a known sort key; accepted: " + accepted +
-                (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+    throw Error("profiling.sort_by = \"" + options.sort_by + "\" is not a known sort key; accepted: " +
+                accepted + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
   }
   if (input.empty()) return "";
   std::vector<OpStats> events = input;
-  std::stable_sort(events.begin(), events.end(), [&](const OpStats& a, const OpStats& b) {
-    return key_it->second(a) > key_it->second(b);
-  });
+  std::stable_sort(events.begin(), events.end(),
+                   [&](const OpStats& a, const OpStats& b) { return key_it->second(a) > key_it->second(b); });
 
-  const bool has_device_time = std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.self_device_ns > 0; });
-  const bool has_device_mem = std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.self_device_memory > 0; });
-  const bool has_input_shapes = std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.input_shapes.size() > 2; });
+  const bool has_device_time =
+      std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.self_device_ns > 0; });
+  const bool has_device_mem =
+      std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.self_device_memory > 0; });
+  const bool has_input_shapes =
+      std::any_of(events.begin(), events.end(), [](const OpStats& s) { return s.input_shapes.size() > 2; });
 
   constexpr size_t kMaxName = 55, kMaxShapes = 80, kDefault = 12;
   size_t name_width = 0, shapes_width = 0;
@@ -184,9 +186,11 @@ std::string op_table(const std::vector<OpStats>& input, const OpTableOptions& op
   shapes_width = std::min(shapes_width, kMaxShapes);
 
   const std::string& dev = options.device_name;
-  std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
+  std::vector<std::string> headers = {"Name",        "Self CPU %", "Self CPU",
+                                      "CPU total %", "CPU total",  "CPU time avg"};
   if (has_device_time) {
-    for (const auto& h : {"Self " + dev, "Self " + dev + " %", dev + " total", dev + " time avg"}) headers.push_back(h);
+    for (const auto& h : {"Self " + dev, "Self " + dev + " %", dev + " total", dev + " time avg"})
+      headers.push_back(h);
   }
   if (options.profile_memory) {
     headers.push_back("CPU Mem");

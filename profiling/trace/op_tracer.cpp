@@ -105,7 +105,8 @@ void record_inputs(ThreadBuffer* b, const at::RecordFunction& fn, RawEvent& e) {
       if (t.defined()) {
         const auto st = static_cast<int>(t.scalar_type());
         uint32_t& type = b->dtype_names[st];
-        if (type == 0) type = b->names.intern(std::string_view(t.dtype().name().data(), t.dtype().name().size())) + 1;
+        if (type == 0)
+          type = b->names.intern(std::string_view(t.dtype().name().data(), t.dtype().name().size())) + 1;
         const auto sizes = t.sizes();
         out.push_back(type - 1);
         out.push_back(static_cast<int64_t>(sizes.size()));
@@ -294,8 +295,9 @@ ScopedAnnotation::ScopedAnnotation(std::string_view name, bool module_scope) {
   if (tracer == nullptr) return;
   if (module_scope && !tracer->options().with_modules) return;
   ThreadBuffer* b = this_thread_buffer();
-  const uint32_t index = b->open_span(
-      this, module_scope ? ActivityKind::kPythonFunction : ActivityKind::kUserAnnotation, b->names.intern(name));
+  const uint32_t index =
+      b->open_span(this, module_scope ? ActivityKind::kPythonFunction : ActivityKind::kUserAnnotation,
+                   b->names.intern(name));
   b->events[index].start_ns = steady_ns();
   buffer_ = b;
   generation_ = b->generation;

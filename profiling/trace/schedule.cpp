@@ -8,10 +8,14 @@ namespace rt::prof {
 
 const char* action_name(ProfilerAction action) {
   switch (action) {
-    case ProfilerAction::kNone: return "NONE";
-    case ProfilerAction::kWarmup: return "WARMUP";
-    case ProfilerAction::kRecord: return "RECORD";
-    case ProfilerAction::kRecordAndSave: return "RECORD_AND_SAVE";
+    case ProfilerAction::kNone:
+      return "NONE";
+    case ProfilerAction::kWarmup:
+      return "WARMUP";
+    case ProfilerAction::kRecord:
+      return "RECORD";
+    case ProfilerAction::kRecordAndSave:
+      return "RECORD_AND_SAVE";
   }
   return "?";
 }
@@ -103,10 +107,15 @@ Transition transition(ProfilerAction from, ProfilerAction to) {
 Transition transition_at_exit(ProfilerAction last) {
   Transition t;
   switch (last) {
-    case ProfilerAction::kNone: break;
-    case ProfilerAction::kWarmup: t.stop = true; break;
+    case ProfilerAction::kNone:
+      break;
+    case ProfilerAction::kWarmup:
+      t.stop = true;
+      break;
     case ProfilerAction::kRecord:
-    case ProfilerAction::kRecordAndSave: t.stop = t.save = true; break;
+    case ProfilerAction::kRecordAndSave:
+      t.stop = t.save = true;
+      break;
   }
   return t;
 }

@@ -9,11 +9,10 @@ namespace rt::prof {
 namespace {
 // Indexed by ActivityKind; names from libkineto's ActivityType.cpp.
 constexpr const char* kCategoryNames[] = {
-    "cpu_op", "user_annotation", "gpu_user_annotation", "kernel",
-    "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "python_function",
+    "cpu_op",     "user_annotation", "gpu_user_annotation", "kernel",          "gpu_memcpy",
+    "gpu_memset", "cuda_runtime",    "cuda_driver",         "python_function",
 };
-static_assert(sizeof(kCategoryNames) / sizeof(kCategoryNames[0]) ==
-                  static_cast<size_t>(ActivityKind::kCount),
+static_assert(sizeof(kCategoryNames) / sizeof(kCategoryNames[0]) == static_cast<size_t>(ActivityKind::kCount),
               "one category name per ActivityKind");
 }  // namespace
 
@@ -24,7 +23,8 @@ const char* category_name(ActivityKind kind) {
 
 bool is_cpu_kind(ActivityKind kind) {
   return kind == ActivityKind::kCpuOp || kind == ActivityKind::kUserAnnotation ||
-         kind == ActivityKind::kPythonFunction || kind == ActivityKind::kCudaRuntime || kind == ActivityKind::kCudaDriver;
+         kind == ActivityKind::kPythonFunction || kind == ActivityKind::kCudaRuntime ||
+         kind == ActivityKind::kCudaDriver;
 }
 
 void finalize_timeline(Timeline& t) {

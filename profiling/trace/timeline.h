@@ -48,8 +48,8 @@ struct Activity {
   int64_t record_function_id = -1;
   int64_t linked_record_function_id = -1;
   int64_t external_id = -1;
-  int64_t correlation = -1;  // CUPTI correlation id (runtime call ↔ GPU activity)
-  int64_t sequence_nr = -1;  // autograd sequence number (forward op ↔ its backward node)
+  int64_t correlation = -1;    // CUPTI correlation id (runtime call ↔ GPU activity)
+  int64_t sequence_nr = -1;    // autograd sequence number (forward op ↔ its backward node)
   int64_t fwd_thread_id = -1;  // backward nodes: RecordFunction thread id of the forward op
   int64_t rf_thread_id = -1;   // RecordFunction's small per-thread id of the recording thread
   int64_t parent = -1;         // index of the enclosing activity on the same thread, or -1
@@ -103,7 +103,7 @@ struct Timeline {
   std::vector<Activity> activities;
   std::vector<MemoryEvent> memory;
   std::vector<Flow> flows;
-  std::vector<ThreadInfo> threads;  // CPU threads seen
+  std::vector<ThreadInfo> threads;         // CPU threads seen
   Json device_properties = Json::array();  // Kineto deviceProperties entries
   Json metadata = Json::object();          // free top-level metadata (record_shapes, …)
   int64_t dropped_records = 0;             // GPU records lost by the source

@@ -42,7 +42,9 @@ TraceSession::~TraceSession() {
   }
 }
 
-void TraceSession::add_source(std::unique_ptr<ActivitySource> source) { sources_.push_back(std::move(source)); }
+void TraceSession::add_source(std::unique_ptr<ActivitySource> source) {
+  sources_.push_back(std::move(source));
+}
 
 void TraceSession::add_output(std::unique_ptr<TraceOutput> output) {
   for (const auto& o : outputs_) {
@@ -135,7 +137,8 @@ void TraceSession::save_window() {
 // "--- Profiler window: steps F-L (N CPU ops) → <main file> ---", then each output's text.
 void TraceSession::print_window(const WindowResult& r) const {
   std::ostream& out = options_.table_out != nullptr ? *options_.table_out : std::cout;
-  out << "--- Profiler window: steps " << r.first_step << "-" << r.last_step << " (" << r.cpu_ops << " CPU ops";
+  out << "--- Profiler window: steps " << r.first_step << "-" << r.last_step << " (" << r.cpu_ops
+      << " CPU ops";
   if (r.gpu_activities > 0) out << ", " << r.gpu_activities << " GPU activities";
   if (r.dropped_records > 0) out << ", " << r.dropped_records << " GPU records dropped";
   out << ")";

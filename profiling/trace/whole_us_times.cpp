@@ -83,7 +83,8 @@ WholeUsTimes whole_us_times(const Timeline& t, int64_t base_ns) {
   // opens, the spans that are not its ancestors close.
   std::vector<size_t> open;
   for (size_t i = 0; i <= acts.size(); ++i) {
-    const bool thread_ends = i == acts.size() || (i > 0 && (acts[i].pid != acts[i - 1].pid || acts[i].tid != acts[i - 1].tid));
+    const bool thread_ends =
+        i == acts.size() || (i > 0 && (acts[i].pid != acts[i - 1].pid || acts[i].tid != acts[i - 1].tid));
     if (thread_ends) {
       while (!open.empty()) {
         layout.close(open.back());

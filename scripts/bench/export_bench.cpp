@@ -14,15 +14,15 @@
 // weight once (a block of 2048 samples is 1 latent frame, so the large top-level convolutions
 // are matrix-vector products), so `weights_read_ms` times one pass over the exported module's
 // weights (a sum of each, median of 9) and `parameter_bytes` counts them.
-#include <CLI/CLI.hpp>
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <unistd.h>
 #include <vector>
 
 #include "export/rave_script.h"
@@ -99,26 +99,28 @@ int main(int argc, char** argv) {
   const double weights_read_ms = read_once_ms(tensors);
 
   torch::manual_seed(1);
-  const int64_t total = (static_cast<int64_t>(seconds * static_cast<double>(o.sampling_rate)) / block + 5) * block;
+  const int64_t total =
+      (static_cast<int64_t>(seconds * static_cast<double>(o.sampling_rate)) / block + 5) * block;
   auto audio = (torch::rand({1, o.channels, total}) * 2 - 1) * 0.5;
   const double rtf_streaming = realtime_factor(
       [&](const torch::Tensor& x) { streaming.get_method("forward")({x}); }, audio, block, o.sampling_rate);
-  const double rtf_module = realtime_factor([&](const torch::Tensor& x) { model->forward(x); }, audio, block,
-                                            o.sampling_rate);
+  const double rtf_module =
+      realtime_factor([&](const torch::Tensor& x) { model->forward(x); }, audio, block, o.sampling_rate);
   const double rtf_offline = realtime_factor(
       [&](const torch::Tensor& x) { offline.get_method("forward")({x}); }, audio, block, o.sampling_rate);
-  rt::Json j = {{"version", version},
-                {"capacity", o.capacity},
-                {"block", block},
-                {"threads", torch::get_num_threads()},
-                {"seconds", seconds},
-                {"forward_latency_samples", info.forward_latency()},
-                {"parameter_bytes", parameter_bytes},
-                {"weights_read_ms", weights_read_ms},
-                {"block_ms_at_10x", 1000.0 * static_cast<double>(block) / static_cast<double>(o.sampling_rate) / 10.0},
-                {"rtf_export_streaming", rtf_streaming},
-                {"rtf_cpp_module", rtf_module},
-                {"rtf_export_offline", rtf_offline}};
+  rt::Json j = {
+      {"version", version},
+      {"capacity", o.capacity},
+      {"block", block},
+      {"threads", torch::get_num_threads()},
+      {"seconds", seconds},
+      {"forward_latency_samples", info.forward_latency()},
+      {"parameter_bytes", parameter_bytes},
+      {"weights_read_ms", weights_read_ms},
+      {"block_ms_at_10x", 1000.0 * static_cast<double>(block) / static_cast<double>(o.sampling_rate) / 10.0},
+      {"rtf_export_streaming", rtf_streaming},
+      {"rtf_cpp_module", rtf_module},
+      {"rtf_export_offline", rtf_offline}};
   std::cout << j.dump() << std::endl;
   return 0;
 }

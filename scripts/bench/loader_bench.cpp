@@ -1,9 +1,9 @@
 // loader_bench: builds a temporary LMDB from the generated demo audio, then measures how many
 // examples per second the Loader delivers at RAVE v2 settings (n_signal 131072, batch 8, phase
 // mangle p=0.8, dequantize) for each worker count. Prints one JSON object on stdout.
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   int64_t batch = 8;
   double demo_seconds = 30.0;
   app.add_option("--workers", workers, "worker counts to measure")->capture_default_str();
-  app.add_option("--batches", batches, "batches timed per worker count (after 2 warm-up batches)")->capture_default_str();
+  app.add_option("--batches", batches, "batches timed per worker count (after 2 warm-up batches)")
+      ->capture_default_str();
   app.add_option("--n_signal", n_signal)->capture_default_str();
   app.add_option("--batch", batch)->capture_default_str();
   app.add_option("--demo_seconds", demo_seconds, "length of each generated demo file")->capture_default_str();
@@ -49,8 +50,12 @@ int main(int argc, char** argv) {
     rt::AudioDatasetOptions opt;  // Defaults are v2's: phase mangle p=0.8, dequantize.
     opt.n_signal = n_signal;
     auto ds = std::make_shared<rt::AudioDataset>(dir / "db", opt);
-    result["dataset"] = {{"records", ds->size()}, {"seconds", built.seconds}, {"n_signal", n_signal},
-                         {"batch", batch}, {"phase_mangle_p", opt.phase_mangle_p}, {"dequantize", opt.dequantize}};
+    result["dataset"] = {{"records", ds->size()},
+                         {"seconds", built.seconds},
+                         {"n_signal", n_signal},
+                         {"batch", batch},
+                         {"phase_mangle_p", opt.phase_mangle_p},
+                         {"dequantize", opt.dequantize}};
     result["hardware_concurrency"] = std::thread::hardware_concurrency();
     for (int w : workers) {
       rt::LoaderOptions lo;
@@ -64,8 +69,11 @@ int main(int argc, char** argv) {
       int64_t examples = 0;
       for (int i = 0; i < batches; ++i) examples += loader.next()->input.size(0);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      result["runs"].push_back({{"workers", w}, {"examples", examples}, {"seconds", s},
-                                {"examples_per_second", examples / s}, {"batches_per_second", batches / s},
+      result["runs"].push_back({{"workers", w},
+                                {"examples", examples},
+                                {"seconds", s},
+                                {"examples_per_second", examples / s},
+                                {"batches_per_second", batches / s},
                                 {"ms_per_example", 1000.0 * s / static_cast<double>(examples)}});
     }
   } catch (const std::exception& e) {

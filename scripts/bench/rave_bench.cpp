@@ -17,11 +17,11 @@
 //       train.max_steps (N and 2N), so the difference is what N more steps and their N/log_every
 //       log reads cost. Validation and setup are the same in both runs.
 // Every subcommand prints one JSON object on stdout.
-#include <CLI/CLI.hpp>
-#include <unistd.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,14 +31,14 @@
 #include <string_view>
 #include <thread>
 
-#include "util/error.h"
-#include "util/json.h"
 #include "models/common/onednn_check.h"
 #include "models/rave/rave.h"
 #include "trainer/config.h"
 #include "trainer/config_lookup.h"
 #include "trainer/fused_adam.h"
 #include "trainer/trainer.h"
+#include "util/error.h"
+#include "util/json.h"
 
 namespace {
 
@@ -54,8 +54,8 @@ struct ModelArgs {
   int64_t batch = 4;
   int64_t n_signal = 32768;
   uint64_t seed = 1;
-  int threads = 0;  // 0: all cores
-  int mkldnn = -1;  // -1: leave LibTorch's default
+  int threads = 0;          // 0: all cores
+  int mkldnn = -1;          // -1: leave LibTorch's default
   int fused_optimizer = 1;  // 1: rt::FusedAdam + set-to-none gradients (train's default); 0: stock
 };
 
@@ -69,7 +69,8 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
   c->add_option("--threads", a.threads, "intra-op threads (0 = all cores)")->capture_default_str();
   c->add_option("--mkldnn", a.mkldnn, "1/0: enable/disable oneDNN (mkldnn) kernels; -1 = default");
   c->add_option("--fused_optimizer", a.fused_optimizer,
-                "1: rt::FusedAdam and set-to-none gradients (train.fused_optimizer's default); 0: torch::optim::Adam, zero_grad()")
+                "1: rt::FusedAdam and set-to-none gradients (train.fused_optimizer's default); 0: "
+                "torch::optim::Adam, zero_grad()")
       ->capture_default_str();
 }
 
@@ -123,8 +124,8 @@ struct StepTimes {
   double forward = 0, loss = 0, backward = 0, optimizer = 0, total = 0, value = 0;
 };
 
-StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt,
-                   const torch::Tensor& x, const rt::rave::RaveLossOptions& lo) {
+StepTimes one_step(rt::rave::RaveModelImpl& model, torch::optim::Adam& opt, const torch::Tensor& x,
+                   const rt::rave::RaveLossOptions& lo) {
   StepTimes s;
   const auto t0 = Clock::now();
   g_phase = "forward";
@@ -158,7 +159,8 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   auto lo = rt::rave::RaveLossOptions::preset(rt::parse_enum<rt::rave::RaveVersion>(a.version, "--version"));
   lo.stft_scales = model->options().stft_scales;
   const bool fused = a.fused_optimizer != 0;
-  auto opt_ptr = rt::make_adam(model->generator_parameters(), torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), fused);
+  auto opt_ptr =
+      rt::make_adam(model->generator_parameters(), torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), fused);
   torch::optim::Adam& opt = *opt_ptr;
   const auto x = make_input(a);
   for (int i = 0; i < warmup; ++i) one_step(*model, opt, x, lo);
@@ -173,16 +175,16 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   for (int i = 0; i < steps; ++i) {
     const auto s = one_step(*model, opt, x, lo);
     total.push_back(s.total);
-    out["phases"].push_back({{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward},
-                             {"optimizer", s.optimizer}});
+    out["phases"].push_back(
+        {{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward}, {"optimizer", s.optimizer}});
     out["loss"] = s.value;
   }
   out["step_seconds"] = total;
   if (count_ops) {
     std::map<std::string, std::map<std::string, int64_t>> counts;
     g_counts = &counts;
-    auto handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(&count_op).scopes({at::RecordScope::FUNCTION}));
+    auto handle =
+        at::addGlobalCallback(at::RecordFunctionCallback(&count_op).scopes({at::RecordScope::FUNCTION}));
     one_step(*model, opt, x, lo);
     at::removeCallback(handle);
     g_counts = nullptr;
@@ -331,7 +333,8 @@ std::atomic<int64_t> g_syncs{0};
 
 std::unique_ptr<at::ObserverContext> count_sync(const at::RecordFunction& fn) {
   const std::string_view name = fn.name();
-  if (name == "aten::item" || name == "aten::_local_scalar_dense") g_syncs.fetch_add(1, std::memory_order_relaxed);
+  if (name == "aten::item" || name == "aten::_local_scalar_dense")
+    g_syncs.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
 }
 
@@ -340,7 +343,8 @@ std::unique_ptr<at::ObserverContext> count_sync(const at::RecordFunction& fn) {
 // themselves: their difference is the count in N plain steps, which must be 0. Two more runs with
 // log_every = L give the cost of one log flush.
 int cmd_syncs(const std::string& config_name, const std::string& db, int64_t steps, int64_t log_every) {
-  const auto out_dir = std::filesystem::temp_directory_path() / ("rave_bench_syncs_" + std::to_string(::getpid()));
+  const auto out_dir =
+      std::filesystem::temp_directory_path() / ("rave_bench_syncs_" + std::to_string(::getpid()));
   // Once per process, before counting: the oneDNN check reads its errors with item().
   rt::models::ensure_correct_cpu_convolutions();
   auto run = [&](int64_t max_steps, int64_t every) {
@@ -354,8 +358,10 @@ int cmd_syncs(const std::string& config_name, const std::string& db, int64_t ste
     c.set("train.save_every", "1000000000", "rave_bench");
     c.finalize();
     g_syncs = 0;
-    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&count_sync).scopes(
-        {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+    auto handle =
+        at::addGlobalCallback(at::RecordFunctionCallback(&count_sync)
+                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                                           at::RecordScope::USER_SCOPE}));
     const int code = rt::run_training(c);
     at::removeCallback(handle);
     if (code != 0) throw rt::Error("the training run of " + std::to_string(max_steps) + " steps failed");
@@ -372,8 +378,8 @@ int cmd_syncs(const std::string& config_name, const std::string& db, int64_t ste
   out["log_every"] = log_every;
   out["log_flushes_in_n_steps"] = steps / log_every;
   out["syncs_in_n_steps_with_logging"] = logged_2n - logged_n;
-  out["syncs_per_log_flush"] =
-      static_cast<double>(logged_2n - logged_n) / static_cast<double>(std::max<int64_t>(1, steps / log_every));
+  out["syncs_per_log_flush"] = static_cast<double>(logged_2n - logged_n) /
+                               static_cast<double>(std::max<int64_t>(1, steps / log_every));
   std::cout << out.dump() << "\n";
   return 0;
 }

@@ -7,19 +7,19 @@
 // --check_steps steps (dropout forced to 0 so both sides are deterministic), plus the parameters
 // after those steps, as DIR/ssm_step.json + DIR/ssm_step.bin in the tests' golden format
 // (rt-golden/1, util/tensor_manifest.h; its keys and tensor names: tests/assets/README.md).
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 
+#include "models/ssm/decoders.h"
+#include "trainer/fused_adam.h"
 #include "util/enum_names.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"
-#include "models/ssm/decoders.h"
-#include "trainer/fused_adam.h"
 
 namespace {
 
@@ -41,8 +41,10 @@ Step make_step(const rt::ssm::SsmOptions& o, double lr, double wd, bool fused_bl
   s.model->set_fused_kernels(fused_block);
   auto [decay, no_decay] = rt::ssm::split_weight_decay_parameters(*s.model);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(0.0)));
+  groups.emplace_back(
+      decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(wd)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(lr).weight_decay(0.0)));
   s.opt = rt::make_adamw(std::move(groups), fused_optimizer);
   return s;
 }
@@ -71,24 +73,23 @@ void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& b
   // The parameters after those steps: a stricter check than the losses (gradients, AdamW and
   // its weight-decay groups all show up here).
   for (const auto& p : s.model->named_parameters()) put("final:" + p.key(), p.value());
-  const rt::Json manifest = {
-      {"model", "s5"},
-      {"generated_by", "scripts/bench/ssm_step_bench.cpp --export"},
-      {"torch", TORCH_VERSION},
-      {"seed", seed},
-      {"options",
-       {{"variant", rt::enum_name(o.variant)},
-        {"input_dim", o.input_dim},
-        {"output_dim", o.output_dim},
-        {"d_model", o.d_model},
-        {"state_dim", o.state_dim},
-        {"n_layers", o.n_layers},
-        {"dropout", o.dropout},
-        {"scan", rt::enum_name(o.scan)}}},
-      {"derived", rt::Json::array()},
-      {"lr", lr},
-      {"weight_decay", wd},
-      {"steps", steps}};
+  const rt::Json manifest = {{"model", "s5"},
+                             {"generated_by", "scripts/bench/ssm_step_bench.cpp --export"},
+                             {"torch", TORCH_VERSION},
+                             {"seed", seed},
+                             {"options",
+                              {{"variant", rt::enum_name(o.variant)},
+                               {"input_dim", o.input_dim},
+                               {"output_dim", o.output_dim},
+                               {"d_model", o.d_model},
+                               {"state_dim", o.state_dim},
+                               {"n_layers", o.n_layers},
+                               {"dropout", o.dropout},
+                               {"scan", rt::enum_name(o.scan)}}},
+                             {"derived", rt::Json::array()},
+                             {"lr", lr},
+                             {"weight_decay", wd},
+                             {"steps", steps}};
   std::filesystem::create_directories(dir);
   file.write(dir / kExportStem, manifest);
 }
@@ -118,11 +119,13 @@ int main(int argc, char** argv) {
   app.add_flag("--unfused_block", unfused_block,
                "op-by-op S5 block even with --scan fused (A/B against the fused block kernels)");
   int fused_optimizer = 1;
-  app.add_option("--fused_optimizer", fused_optimizer,
-                 "1: rt::FusedAdamW + set-to-none gradients (train's default); 0: torch::optim::AdamW, zero_grad()")
+  app.add_option(
+         "--fused_optimizer", fused_optimizer,
+         "1: rt::FusedAdamW + set-to-none gradients (train's default); 0: torch::optim::AdamW, zero_grad()")
       ->capture_default_str();
-  app.add_option("--export", export_dir,
-                 "write weights, batch and reference losses to DIR/ssm_step.{json,bin} (rt-golden/1) and exit");
+  app.add_option(
+      "--export", export_dir,
+      "write weights, batch and reference losses to DIR/ssm_step.{json,bin} (rt-golden/1) and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(threads);
@@ -154,13 +157,22 @@ int main(int argc, char** argv) {
     }
     auto sorted = ms;
     std::sort(sorted.begin(), sorted.end());
-    rt::Json r = {{"impl", "native"},      {"torch", TORCH_VERSION},     {"threads", threads},
-                  {"batch", batch},        {"bins", bins},               {"units", units},
-                  {"d_model", d_model},    {"state", state},             {"scan", scan},
+    rt::Json r = {{"impl", "native"},
+                  {"torch", TORCH_VERSION},
+                  {"threads", threads},
+                  {"batch", batch},
+                  {"bins", bins},
+                  {"units", units},
+                  {"d_model", d_model},
+                  {"state", state},
+                  {"scan", scan},
                   {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
                   {"fused_optimizer", fused_optimizer != 0},
-                  {"steps", steps},        {"median_ms", sorted[sorted.size() / 2]},
-                  {"min_ms", sorted.front()}, {"max_ms", sorted.back()}, {"step_ms", ms}};
+                  {"steps", steps},
+                  {"median_ms", sorted[sorted.size() / 2]},
+                  {"min_ms", sorted.front()},
+                  {"max_ms", sorted.back()},
+                  {"step_ms", ms}};
     std::cout << r.dump() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "ssm_step_bench: " << e.what() << "\n";

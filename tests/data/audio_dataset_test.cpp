@@ -45,7 +45,8 @@ TEST(AudioDataset, WithoutMetadataTheDatabaseIsRefusedAsUnfinished) {
     AudioDataset ds(dir / "db", plain(100));
     FAIL() << "opened a database without metadata.yaml";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("has no metadata.yaml: it was not finished"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has no metadata.yaml: it was not finished"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -193,7 +194,9 @@ TEST(Split, IsRavesOwnSplit) {
     EXPECT_EQ(s.val, ref.at("val").get<std::vector<size_t>>());
     ASSERT_EQ(s.train.size(), ref.at("train_count").get<size_t>());
     const auto head = ref.at("train_head").get<std::vector<size_t>>();
-    EXPECT_EQ(std::vector<size_t>(s.train.begin(), s.train.begin() + static_cast<std::ptrdiff_t>(head.size())), head);
+    EXPECT_EQ(
+        std::vector<size_t>(s.train.begin(), s.train.begin() + static_cast<std::ptrdiff_t>(head.size())),
+        head);
     EXPECT_EQ(std::accumulate(s.train.begin(), s.train.end(), size_t{0}), ref.at("train_sum").get<size_t>());
   }
 }

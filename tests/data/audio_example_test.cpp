@@ -10,7 +10,8 @@ namespace {
 
 std::vector<int16_t> ramp(int channels, int64_t length) {
   std::vector<int16_t> v(static_cast<size_t>(channels * length));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int16_t>((static_cast<int>(i) * 397) % 65536 - 32768);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<int16_t>((static_cast<int>(i) * 397) % 65536 - 32768);
   return v;
 }
 

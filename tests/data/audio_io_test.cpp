@@ -103,9 +103,9 @@ bool pick_format(int major, int& format, int& sr, bool& lossy) {
     lossy = true;
     return true;
   }
-  const int subtypes[] = {SF_FORMAT_PCM_16, SF_FORMAT_PCM_24, SF_FORMAT_FLOAT, SF_FORMAT_PCM_S8, SF_FORMAT_PCM_U8,
-                          SF_FORMAT_VORBIS, SF_FORMAT_OPUS, SF_FORMAT_MPEG_LAYER_III, SF_FORMAT_GSM610,
-                          SF_FORMAT_IMA_ADPCM, SF_FORMAT_ULAW, SF_FORMAT_ALAW};
+  const int subtypes[] = {SF_FORMAT_PCM_16, SF_FORMAT_PCM_24,    SF_FORMAT_FLOAT, SF_FORMAT_PCM_S8,
+                          SF_FORMAT_PCM_U8, SF_FORMAT_VORBIS,    SF_FORMAT_OPUS,  SF_FORMAT_MPEG_LAYER_III,
+                          SF_FORMAT_GSM610, SF_FORMAT_IMA_ADPCM, SF_FORMAT_ULAW,  SF_FORMAT_ALAW};
   for (int rate : {44100, 48000, 8000}) {
     for (int sub : subtypes) {
       SF_INFO info{};
@@ -141,7 +141,9 @@ TEST(AudioIo, EveryMajorFormatOfThisLibsndfileRoundTrips) {
     int format = 0, sr = 0;
     bool lossy = false;
     if (!pick_format(fi.format, format, sr, lossy)) {
-      skipped.push_back(name + ": needs a special subtype/rate (none of PCM/float/Vorbis/Opus/MP3/GSM/ADPCM/law at 8-48 kHz mono)");
+      skipped.push_back(name +
+                        ": needs a special subtype/rate (none of PCM/float/Vorbis/Opus/MP3/GSM/ADPCM/law at "
+                        "8-48 kHz mono)");
       continue;
     }
     const auto path = dir / ("probe_" + std::to_string(i) + "." + fi.extension);
@@ -158,7 +160,8 @@ TEST(AudioIo, EveryMajorFormatOfThisLibsndfileRoundTrips) {
     if (!lossy) {
       ASSERT_EQ(out.frames(), in.frames());
       float max_err = 0;
-      for (int64_t t = 0; t < in.frames(); ++t) max_err = std::max(max_err, std::fabs(in.channels[0][t] - out.channels[0][t]));
+      for (int64_t t = 0; t < in.frames(); ++t)
+        max_err = std::max(max_err, std::fabs(in.channels[0][t] - out.channels[0][t]));
       EXPECT_LT(max_err, 1.0f / 16000) << name;
     } else {
       EXPECT_NEAR(static_cast<double>(out.frames()), static_cast<double>(in.frames()), 0.1 * in.frames());
@@ -172,9 +175,10 @@ TEST(AudioIo, EveryMajorFormatOfThisLibsndfileRoundTrips) {
   std::cout << "\n[ formats ] skipped " << skipped.size() << ":\n";
   for (const auto& s : skipped) std::cout << "   " << s << "\n";
   auto has = [&](const std::string& s) {
-    return std::any_of(tested.begin(), tested.end(), [&](const std::string& t) { return t.find(s) != std::string::npos; });
+    return std::any_of(tested.begin(), tested.end(),
+                       [&](const std::string& t) { return t.find(s) != std::string::npos; });
   };
-  EXPECT_TRUE(has("WAV")) ;
+  EXPECT_TRUE(has("WAV"));
   EXPECT_TRUE(has("AIFF"));
   EXPECT_TRUE(has("FLAC"));
   EXPECT_TRUE(has("OGG"));

@@ -7,8 +7,8 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "audio_example.pb.h"
 #include "data/audio_dataset.h"
@@ -48,7 +48,8 @@ neural::NeuralRecord good_record(int64_t T = 6, int64_t units = 3) {
 }
 
 // `record` encoded, then one metadata field set to `value` (as a crafted file would hold it).
-std::string with_metadata(const neural::NeuralRecord& record, const std::string& key, const std::string& value) {
+std::string with_metadata(const neural::NeuralRecord& record, const std::string& key,
+                          const std::string& value) {
   audio_example::AudioExample ex;
   EXPECT_TRUE(ex.ParseFromString(neural::encode_neural_record(record)));
   (*ex.mutable_metadata())[key] = value;
@@ -59,23 +60,29 @@ TEST(NeuralRecordRanges, CraftedFieldsAreRefusedNamingTheKeyAndField) {
   const auto good = good_record();
   // 1e-7 once made the smoothing window 6·σ/bin_ms taps long: 18 GB, minutes deaf to SIGTERM.
   for (const std::string bad : {"1e-07", "-5", "nan", "inf", "5abc", ""}) {
-    const auto msg = error_of([&] { neural::decode_neural_record(with_metadata(good, "bin_ms", bad), "db key 00000007"); });
+    const auto msg = error_of(
+        [&] { neural::decode_neural_record(with_metadata(good, "bin_ms", bad), "db key 00000007"); });
     EXPECT_HAS(msg, "db key 00000007");
     EXPECT_HAS(msg, "bin_ms = \"" + bad + "\"");
     EXPECT_HAS(msg, "must be a number in [0.1, 10000] ms");
   }
-  EXPECT_HAS(error_of([&] { neural::decode_neural_record(with_metadata(good, "smoothing_sigma_ms", "1e9"), "k"); }),
-             "smoothing_sigma_ms = \"1e9\"");
+  EXPECT_HAS(
+      error_of([&] { neural::decode_neural_record(with_metadata(good, "smoothing_sigma_ms", "1e9"), "k"); }),
+      "smoothing_sigma_ms = \"1e9\"");
   // std::stoll once answered "error: stoll".
-  const auto trial = error_of([&] { neural::decode_neural_record(with_metadata(good, "trial", "seven"), "db key 00000002"); });
+  const auto trial = error_of(
+      [&] { neural::decode_neural_record(with_metadata(good, "trial", "seven"), "db key 00000002"); });
   EXPECT_HAS(trial, "db key 00000002: metadata trial = \"seven\": must be an integer >= 0");
-  EXPECT_HAS(error_of([&] { neural::decode_neural_record(with_metadata(good, "trial", "-3"), "k"); }), "trial = \"-3\"");
+  EXPECT_HAS(error_of([&] { neural::decode_neural_record(with_metadata(good, "trial", "-3"), "k"); }),
+             "trial = \"-3\"");
 
   // Zero-length trials, no units, non-finite values.
-  EXPECT_HAS(error_of([&] { neural::decode_neural_record(neural::encode_neural_record(good_record(0)), "k"); }),
-             "zero-length trial");
-  EXPECT_HAS(error_of([&] { neural::decode_neural_record(neural::encode_neural_record(good_record(4, 0)), "k"); }),
-             "buffers[\"spikes\"] has shape [4, 0]: its units must be in [1, 100000]");
+  EXPECT_HAS(
+      error_of([&] { neural::decode_neural_record(neural::encode_neural_record(good_record(0)), "k"); }),
+      "zero-length trial");
+  EXPECT_HAS(
+      error_of([&] { neural::decode_neural_record(neural::encode_neural_record(good_record(4, 0)), "k"); }),
+      "buffers[\"spikes\"] has shape [4, 0]: its units must be in [1, 100000]");
   auto nan = good_record();
   nan.behavior[2][1] = std::nanf("");
   EXPECT_HAS(error_of([&] { neural::decode_neural_record(neural::encode_neural_record(nan), "k"); }),
@@ -100,7 +107,8 @@ TEST(NeuralRecordRanges, CraftedFieldsAreRefusedNamingTheKeyAndField) {
 // threw a raw c10::Error ("bin_ms must be > 0"); "1e-07" passed both and asked for 18 GB.
 TEST(NeuralRecordRanges, EveryAcceptedRecordSmoothsAtTheFuzzersSigma) {
   const auto good = good_record();
-  for (const std::string bad : {"0", "-0", "-5", "1e-07", "1e-300", "0.0999", "10000.5", "nan", "-inf", "0x"}) {
+  for (const std::string bad :
+       {"0", "-0", "-5", "1e-07", "1e-300", "0.0999", "10000.5", "nan", "-inf", "0x"}) {
     SCOPED_TRACE("bin_ms = " + bad);
     try {
       const auto r = neural::decode_neural_record(with_metadata(good, "bin_ms", bad), "db key 00000000");
@@ -121,13 +129,15 @@ TEST(NeuralRecordRanges, EveryAcceptedRecordSmoothsAtTheFuzzersSigma) {
     EXPECT_TRUE(torch::isfinite(y).all().item<bool>());
   }
   // Anything but [T, units] is an rt::Error too, not a torch check.
-  EXPECT_HAS(error_of([&] { neural::gaussian_smooth(torch::ones({4}), 20.0, 5.0); }), "spikes must be [T, units], not [4]");
+  EXPECT_HAS(error_of([&] { neural::gaussian_smooth(torch::ones({4}), 20.0, 5.0); }),
+             "spikes must be [T, units], not [4]");
 }
 
 TEST(NeuralRecordRanges, SmoothingRefusesWindowsBeyondTheBounds) {
   const auto x = torch::ones({8, 2});
   EXPECT_HAS(error_of([&] { neural::gaussian_smooth(x, 40, 1e-7); }), "bin width 1e-07 ms: must be in [0.1");
-  EXPECT_HAS(error_of([&] { neural::gaussian_smooth(x, 1e12, 5); }), "smoothing sigma 1e+12 ms: must be in [0, 10000]");
+  EXPECT_HAS(error_of([&] { neural::gaussian_smooth(x, 1e12, 5); }),
+             "smoothing sigma 1e+12 ms: must be in [0, 10000]");
   // The widest accepted window (6·10^5 taps) over a short trial costs T·T, not T·window.
   const auto y = neural::gaussian_smooth(x, neural::kMaxSigmaMs, neural::kMinBinMs);
   EXPECT_EQ(y.sizes(), x.sizes());
@@ -231,7 +241,8 @@ TEST(NeuralImportRanges, BinWidthAndShapesOutsideTheRangesAreRefusedByName) {
   o.trials = 2;
   o.bins = 10;
   o.bin_ms = 1e-7;
-  EXPECT_HAS(error_of([&] { neural::write_synthetic_reaching(dir / "h5", o); }), "bin_ms = 0.000000: must be in");
+  EXPECT_HAS(error_of([&] { neural::write_synthetic_reaching(dir / "h5", o); }),
+             "bin_ms = 0.000000: must be in");
   // A file whose bin_size_ms attribute is 1e-7.
   const auto file = dir / "tiny_bins.h5";
   {
@@ -245,10 +256,12 @@ TEST(NeuralImportRanges, BinWidthAndShapesOutsideTheRangesAreRefusedByName) {
   neural::NeuralImportOptions io;
   io.inputs = {file};
   io.output = dir / "db";
-  EXPECT_HAS(error_of([&] { neural::import_neural_hdf5(io); }),
-             "attribute 'bin_size_ms' in " + file.string() + " = 0.000000: must be in [0.100000, 10000.000000] ms");
+  EXPECT_HAS(
+      error_of([&] { neural::import_neural_hdf5(io); }),
+      "attribute 'bin_size_ms' in " + file.string() + " = 0.000000: must be in [0.100000, 10000.000000] ms");
   io.bin_ms = 1e-7;
-  EXPECT_HAS(error_of([&] { neural::import_neural_hdf5(io); }), "--bin_ms 0.000000: must be in [0.100000, 10000");
+  EXPECT_HAS(error_of([&] { neural::import_neural_hdf5(io); }),
+             "--bin_ms 0.000000: must be in [0.100000, 10000");
   io.bin_ms = 0;
   io.smoothing_sigma_ms = 1e9;
   EXPECT_HAS(error_of([&] { neural::import_neural_hdf5(io); }), "--smoothing_sigma_ms");
@@ -256,7 +269,9 @@ TEST(NeuralImportRanges, BinWidthAndShapesOutsideTheRangesAreRefusedByName) {
 
 // --- Audio databases -------------------------------------------------------------------------
 
-void write_yaml(const fs::path& db, const std::string& text) { write_file_atomic(db / "metadata.yaml", text); }
+void write_yaml(const fs::path& db, const std::string& text) {
+  write_file_atomic(db / "metadata.yaml", text);
+}
 
 Verdicts audio_verdicts(const fs::path& db) {
   Verdicts v;
@@ -353,7 +368,8 @@ TEST(AudioRecordRanges, AnOverflowingShapeIsAnErrorNamingTheBuffer) {
   buf.clear_shape();
   for (int i = 0; i < 4; ++i) buf.add_shape(2000000000);  // 1.6e37 values
   const auto msg = error_of([&] { get_float_buffer(ex, "feature", "00000003"); });
-  EXPECT_HAS(msg, "record '00000003': buffer 'feature' of shape [2000000000, 2000000000, 2000000000, 2000000000]");
+  EXPECT_HAS(msg,
+             "record '00000003': buffer 'feature' of shape [2000000000, 2000000000, 2000000000, 2000000000]");
   EXPECT_HAS(msg, "holds 16 bytes, fewer than its shape needs (truncated)");
 }
 
@@ -409,7 +425,8 @@ TEST(AudioRecordRanges, RecordBytesInMessagesAreEscaped) {
   EXPECT_HAS(v.inspect_output, "0000\\x1b]0;x\\x07");
   for (const std::string& text : {v.loader, v.inspect_output}) {
     for (const char* raw : {"\x1b", "\x7f", "\x07", "\xc2\x9b"}) {
-      EXPECT_EQ(text.find(raw), std::string::npos) << "a raw byte of the record reached the message:\n" << text;
+      EXPECT_EQ(text.find(raw), std::string::npos) << "a raw byte of the record reached the message:\n"
+                                                   << text;
     }
   }
 }
@@ -430,7 +447,8 @@ TEST(AudioRecordRanges, ATruncatedRecordIsReportedAsTruncatedNotTooShort) {
   const auto bad = inspect_database(dir / "db", out);
   ASSERT_EQ(bad, std::vector<std::string>{"00000001"}) << out.str();
   const std::string expected =
-      "record '00000001': buffer 'waveform' is truncated: its shape field [1, 800] (RAVE's (channels, bytes per "
+      "record '00000001': buffer 'waveform' is truncated: its shape field [1, 800] (RAVE's (channels, bytes "
+      "per "
       "channel)) promises 800 bytes, but it holds 200";
   EXPECT_HAS(out.str(), expected);
   AudioDatasetOptions o;
@@ -460,7 +478,8 @@ TEST(AudioFiles, ATruncatedFileIsReportedAsTruncatedNotTooShort) {
   std::ostringstream log;
   const auto result = preprocess_audio(o, log);
   EXPECT_EQ(result.chunks, 0u);
-  EXPECT_HAS(log.str(), "cut.wav: truncated: its header promises " + std::to_string(bytes.size()) + " bytes but the file holds");
+  EXPECT_HAS(log.str(), "cut.wav: truncated: its header promises " + std::to_string(bytes.size()) +
+                            " bytes but the file holds");
   EXPECT_EQ(log.str().find("too short"), std::string::npos) << log.str();
   // One byte short is a pad byte some writers count but never write: the file is whole.
   fs::create_directories(dir / "in2");
@@ -483,13 +502,15 @@ TEST(PreparationLimits, SizesTheFilesOrFlagsWouldAllocateAreRefusedByName) {
              "--workers 100000: must be in [0, " + std::to_string(4 * cores) + "]");
   o.workers = 0;
   o.sampling_rate = 0;
-  EXPECT_HAS(error_of([&] { preprocess_audio(o, std::cerr); }), "--sampling_rate 0: must be in [1000, 768000] Hz");
+  EXPECT_HAS(error_of([&] { preprocess_audio(o, std::cerr); }),
+             "--sampling_rate 0: must be in [1000, 768000] Hz");
   o.sampling_rate = 16000;
   o.channels = 100000;
   EXPECT_HAS(error_of([&] { preprocess_audio(o, std::cerr); }), "--channels 100000: must be in [1, 256]");
   o.channels = 1;
   o.num_signal = int64_t{1} << 40;
-  EXPECT_HAS(error_of([&] { preprocess_audio(o, std::cerr); }), "--num_signal 1099511627776: must be in [1, ");
+  EXPECT_HAS(error_of([&] { preprocess_audio(o, std::cerr); }),
+             "--num_signal 1099511627776: must be in [1, ");
   EXPECT_FALSE(fs::exists(o.output_path));
   // Resampling whose result would outgrow the in-memory limit is refused before it allocates.
   AudioData a;
@@ -535,7 +556,8 @@ TEST(DataSignals, LongPreparationsStopOnSigterm) {
   testing::write_rave_style_db(dir / "audio_db", 2, 1, 400, 16000);
   generate_demo_audio(dir / "demo", 0.3, 1);
   PendingSigterm sigterm;
-  EXPECT_HAS(stop_of([&] { generate_demo_audio(dir / "demo2", 0.3, 1); }), "stopped by SIGTERM while writing demo audio");
+  EXPECT_HAS(stop_of([&] { generate_demo_audio(dir / "demo2", 0.3, 1); }),
+             "stopped by SIGTERM while writing demo audio");
   EXPECT_HAS(stop_of([&] { neural::write_synthetic_reaching(dir / "h5b"); }), "stopped by SIGTERM");
   EXPECT_HAS(stop_of([&] { neural::NeuralDataset ds(neural_db); }), "while reading neural database");
   EXPECT_HAS(stop_of([&] { AudioDataset ds(dir / "audio_db", {}); }), "while listing database");
@@ -551,7 +573,8 @@ TEST(DataSignals, LongPreparationsStopOnSigterm) {
   neural::NeuralImportOptions io;
   io.inputs = {dir / "h5"};
   io.output = dir / "stopped_neural";
-  EXPECT_HAS(stop_of([&] { neural::import_neural_hdf5(io); }), "the database is unfinished (no metadata.yaml)");
+  EXPECT_HAS(stop_of([&] { neural::import_neural_hdf5(io); }),
+             "the database is unfinished (no metadata.yaml)");
   EXPECT_FALSE(fs::exists(dir / "stopped_neural" / "metadata.yaml"));
 }
 

@@ -42,7 +42,8 @@ inline void write_rave_style_db(const std::filesystem::path& db, int records, in
   std::vector<int16_t> samples(static_cast<size_t>(channels * length));
   for (int r = 0; r < records; ++r) {
     for (int c = 0; c < channels; ++c) {
-      for (int64_t t = 0; t < length; ++t) samples[static_cast<size_t>(c * length + t)] = fixture_sample(r, c, t);
+      for (int64_t t = 0; t < length; ++t)
+        samples[static_cast<size_t>(c * length + t)] = fixture_sample(r, c, t);
     }
     AudioExample ex;
     auto& buf = (*ex.mutable_buffers())["waveform"];

@@ -100,7 +100,8 @@ TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
       ADD_FAILURE() << "a read of the truncated database went through";
     } catch (const Error& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos) << what;
+      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos)
+          << what;
       EXPECT_NE(what.find("data.mdb is now 0 bytes"), std::string::npos) << what;
     }
   }

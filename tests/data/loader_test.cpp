@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "data/audio_dataset.h"
-#include "util/error.h"
 #include "data_fixtures.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {
@@ -176,7 +176,8 @@ TEST(Loader, AnEmptyEpochCountsTheSplitNotTheWholeDatabase) {
   } catch (const Error& e) {
     msg = e.what();
   }
-  EXPECT_NE(msg.find("has no batches (3 examples in this split (of 100 in the database), batch 8"), std::string::npos)
+  EXPECT_NE(msg.find("has no batches (3 examples in this split (of 100 in the database), batch 8"),
+            std::string::npos)
       << msg;
 }
 

@@ -144,7 +144,9 @@ TEST(NeuralSynthetic, IsDeterministicBySeed) {
   auto b = write_synthetic_reaching(dir / "b", o);
   o.seed = 1;
   auto c = write_synthetic_reaching(dir / "c", o);
-  auto read = [](const std::filesystem::path& p) { return H5File::open_read(p).read_float("train_spikes_heldin", 3).data; };
+  auto read = [](const std::filesystem::path& p) {
+    return H5File::open_read(p).read_float("train_spikes_heldin", 3).data;
+  };
   EXPECT_EQ(read(a[0]), read(b[0]));
   EXPECT_NE(read(a[0]), read(c[0]));
   auto f = H5File::open_read(a[0]);
@@ -197,7 +199,9 @@ TEST(NeuralImport, SyntheticFilesRoundTripIntoTheDataset) {
   auto f0 = H5File::open_read(files[0]);
   auto in = f0.read_float("train_spikes_heldin", 3), out = f0.read_float("train_spikes_heldout", 3);
   auto beh = f0.read_float("train_behavior", 3);
-  auto raw = torch::cat({torch::from_blob(in.data.data(), {40, 9}).clone(), torch::from_blob(out.data.data(), {40, 3}).clone()}, 1);
+  auto raw = torch::cat(
+      {torch::from_blob(in.data.data(), {40, 9}).clone(), torch::from_blob(out.data.data(), {40, 3}).clone()},
+      1);
   auto ex0 = ds.get(0, rng);
   EXPECT_EQ(ex0.input.sizes(), torch::IntArrayRef({40, 12}));
   EXPECT_TRUE(torch::allclose(ex0.input, gaussian_smooth(raw, 40, 5), 1e-6, 1e-6));
@@ -241,7 +245,8 @@ TEST(NeuralImport, SmoothingAtImportIsRecordedAndNotAppliedTwice) {
   auto f = H5File::open_read(files[0]);
   auto in = f.read_float("train_spikes_heldin", 3), out = f.read_float("train_spikes_heldout", 3);
   auto raw = torch::cat({torch::from_blob(in.data.data(), {3, 30, 5}).select(0, 1),
-                         torch::from_blob(out.data.data(), {3, 30, 1}).select(0, 1)}, 1);
+                         torch::from_blob(out.data.data(), {3, 30, 1}).select(0, 1)},
+                        1);
   EXPECT_TRUE(torch::allclose(ds.get(1, rng).input, gaussian_smooth(raw, 20, 5), 1e-6, 1e-6));
   auto msg = error_of([&] { NeuralDataset other(dir / "db"); });  // default 40 ms
   EXPECT_HAS(msg, "data.smoothing_sigma_ms");

@@ -26,7 +26,8 @@ std::string q(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
 double inspected_seconds(const std::string& output) {
   std::smatch m;
-  if (!std::regex_search(output, m, std::regex(R"(total duration: \d+:\d\d:\d\d \(([0-9.]+) s\))"))) return -1;
+  if (!std::regex_search(output, m, std::regex(R"(total duration: \d+:\d\d:\d\d \(([0-9.]+) s\))")))
+    return -1;
   return std::stod(m[1]);
 }
 
@@ -94,7 +95,8 @@ TEST(Preprocess, KeysDoNotDependOnTheNumberOfWorkers) {
   MixedFolder f;
   for (const char* w : {"1", "3"}) {
     auto r = run_command(bin_path("preprocess") + " --input_path " + q(f.dir / "in") + " --output_path " +
-                         q(f.dir / (std::string("db") + w)) + " --num_signal 4096 --channels 2 --sampling_rate 22050 --workers " + w);
+                         q(f.dir / (std::string("db") + w)) +
+                         " --num_signal 4096 --channels 2 --sampling_rate 22050 --workers " + w);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   LmdbStore a(f.dir / "db1", LmdbStore::Mode::kReadOnly), b(f.dir / "db3", LmdbStore::Mode::kReadOnly);
@@ -112,8 +114,8 @@ TEST(Preprocess, KeysDoNotDependOnTheNumberOfWorkers) {
 TEST(Preprocess, MapFullStopsWithAConsistentDatabaseAndMetadata) {
   MixedFolder f;
   // ~1.2 MB holds a few 32 KB chunks but far from all of them.
-  auto r = run_command(bin_path("preprocess") + " --input_path " + q(f.dir / "in") + " --output_path " + q(f.dir / "db") +
-                       " --num_signal 8192 --max_db_size 0.0004 --workers 2");
+  auto r = run_command(bin_path("preprocess") + " --input_path " + q(f.dir / "in") + " --output_path " +
+                       q(f.dir / "db") + " --num_signal 8192 --max_db_size 0.0004 --workers 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--max_db_size"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("reached"), std::string::npos) << r.output;
@@ -123,7 +125,8 @@ TEST(Preprocess, MapFullStopsWithAConsistentDatabaseAndMetadata) {
   ASSERT_GT(store.count(), 0u);
   EXPECT_NEAR(meta->n_seconds, static_cast<double>(store.count()) * 16384 / 44100.0, 1e-6);
   // Keys are contiguous from 0.
-  for (size_t i = 0; i < store.count(); ++i) EXPECT_TRUE(store.get(LmdbStore::key_for_index(i)).has_value()) << i;
+  for (size_t i = 0; i < store.count(); ++i)
+    EXPECT_TRUE(store.get(LmdbStore::key_for_index(i)).has_value()) << i;
   auto ins = run_command(bin_path("preprocess") + " --inspect " + q(f.dir / "db"));
   EXPECT_EQ(ins.exit_code, 0) << ins.output;
   // And the full-size run stores more.
@@ -137,12 +140,13 @@ TEST(Preprocess, NothingWrittenExitsOneAndKindIsRestricted) {
   testing::ScratchDir dir;
   std::filesystem::create_directories(dir / "in");
   { std::ofstream(dir / "in" / "a.txt") << "text"; }
-  auto r = run_command(bin_path("preprocess") + " --input_path " + q(dir / "in") + " " + q(dir / "missing.wav") +
-                       " --output_path " + q(dir / "db"));
+  auto r = run_command(bin_path("preprocess") + " --input_path " + q(dir / "in") + " " +
+                       q(dir / "missing.wav") + " --output_path " + q(dir / "db"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("a.txt"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("missing.wav: does not exist"), std::string::npos) << r.output;
-  auto k = run_command(bin_path("preprocess") + " --kind video --input_path " + q(dir / "in") + " --output_path " + q(dir / "db2"));
+  auto k = run_command(bin_path("preprocess") + " --kind video --input_path " + q(dir / "in") +
+                       " --output_path " + q(dir / "db2"));
   EXPECT_NE(k.exit_code, 0);
   EXPECT_NE(k.output.find("--kind"), std::string::npos) << k.output;
 }
@@ -174,7 +178,8 @@ TEST(Preprocess, RaveStyleDatabaseInspectsCorrectly) {
 
 TEST(Preprocess, GenerateDemoWritesADeterministicMixedFolder) {
   testing::ScratchDir dir;
-  auto r = run_command(bin_path("preprocess") + " --generate_demo " + q(dir / "a") + " --demo_seconds 0.5 --seed 3");
+  auto r = run_command(bin_path("preprocess") + " --generate_demo " + q(dir / "a") +
+                       " --demo_seconds 0.5 --seed 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   generate_demo_audio(dir / "b", 0.5, 3);
   generate_demo_audio(dir / "c", 0.5, 4);
@@ -184,7 +189,8 @@ TEST(Preprocess, GenerateDemoWritesADeterministicMixedFolder) {
     if (!e.is_regular_file()) continue;
     const auto rel = std::filesystem::relative(e.path(), dir / "a");
     exts.insert(e.path().extension().string());
-    AudioData x = decode_audio_file(e.path()), y = decode_audio_file(dir / "b" / rel), z = decode_audio_file(dir / "c" / rel);
+    AudioData x = decode_audio_file(e.path()), y = decode_audio_file(dir / "b" / rel),
+              z = decode_audio_file(dir / "c" / rel);
     EXPECT_EQ(x.channels, y.channels) << rel;
     EXPECT_NE(x.channels, z.channels) << rel;
     stereo += x.num_channels() == 2;

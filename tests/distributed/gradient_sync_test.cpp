@@ -113,7 +113,8 @@ TEST(GradientSync, GradientsLeftInTheBucketAndZeroedInPlaceStayCorrect) {
       for (size_t i = expected.size(); i < expected.size() + 2; ++i) {
         const auto g = load_result(out.path(), tag + std::to_string(i), r);
         if (step == 0) {
-          EXPECT_TRUE(torch::equal(g, load_result(out.path(), tag + std::to_string(i), 1 - r))) << "synchronised";
+          EXPECT_TRUE(torch::equal(g, load_result(out.path(), tag + std::to_string(i), 1 - r)))
+              << "synchronised";
         } else {
           EXPECT_TRUE(is_undefined_marker(g)) << tag << " extra parameter " << i;
         }
@@ -149,10 +150,12 @@ TEST(GradientSync, ACarriedCountIsSummedInTheLastBucketWithoutACollectiveOfItsOw
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(load_result(out.path(), "before_any", r).item<int64_t>(), 0) << "nothing carried yet";
-    EXPECT_EQ(load_result(out.path(), "step0_carried", r).item<double>(), 1.0) << "rank 1's count, on rank " << r;
+    EXPECT_EQ(load_result(out.path(), "step0_carried", r).item<double>(), 1.0)
+        << "rank 1's count, on rank " << r;
     EXPECT_EQ(load_result(out.path(), "step1_carried", r).item<double>(), 2.0)
         << "both ranks' counts, in a last bucket without gradients";
-    EXPECT_EQ(load_result(out.path(), "step2_carried", r).item<double>(), -1.0) << "a step that carried nothing";
+    EXPECT_EQ(load_result(out.path(), "step2_carried", r).item<double>(), -1.0)
+        << "a step that carried nothing";
     for (int step = 0; step < 3; ++step) {
       const std::string tag = "step" + std::to_string(step) + "_";
       const int64_t buckets = load_result(out.path(), tag + "buckets", r).item<int64_t>();
@@ -161,7 +164,8 @@ TEST(GradientSync, ACarriedCountIsSummedInTheLastBucketWithoutACollectiveOfItsOw
       // carry a count (step 1).
       ASSERT_EQ(buckets, step == 0 ? 3 : 4) << tag;
       const int64_t expected = step == 2 ? 3 : buckets;
-      EXPECT_EQ(load_result(out.path(), tag + "collectives", r).item<int64_t>(), expected) << tag << "rank " << r;
+      EXPECT_EQ(load_result(out.path(), tag + "collectives", r).item<int64_t>(), expected)
+          << tag << "rank " << r;
       const auto expected_grads = reference_grads(step);
       for (size_t i = 0; i < expected_grads.size(); ++i) {
         expect_close(load_result(out.path(), tag + "grad" + std::to_string(i), r), expected_grads[i],

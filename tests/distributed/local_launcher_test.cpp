@@ -53,9 +53,9 @@ std::string wait_ready(const testing::ScratchDir& dir) {
 TEST(LocalLauncher, AFailingRankStopsTheOthersAndSetsTheExitCode) {
   testing::ScratchDir dir("launcher_fail");
   const auto t0 = Clock::now();
-  const auto r = testing::run_command(launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; sleep 60 & " +
-                                             ready(dir) + "; if [ $RANK = 1 ]; then " + wait_ready(dir) +
-                                             "; kill $!; exit 3; fi; wait"));
+  const auto r = testing::run_command(
+      launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; sleep 60 & " + ready(dir) +
+             "; if [ $RANK = 1 ]; then " + wait_ready(dir) + "; kill $!; exit 3; fi; wait"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("rank0 got SIGTERM"), std::string::npos) << r.output;
   EXPECT_LT(seconds_since(t0), 20.0);

@@ -13,8 +13,8 @@
 #include <regex>
 
 #include "dist_fixtures.h"
-#include "support/expect.h"
 #include "distributed/c10d_communicator.h"
+#include "support/expect.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -162,8 +162,10 @@ TEST(ProcessGroup, AnUnreachableStoreIsNamedAfterTheTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string what = join_error(env, std::chrono::seconds(2));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
-  EXPECT_NE(what.find("rank 1: the process group did not form within train.distributed.timeout_s = 2 s (gave up after "),
-            std::string::npos)
+  EXPECT_NE(
+      what.find(
+          "rank 1: the process group did not form within train.distributed.timeout_s = 2 s (gave up after "),
+      std::string::npos)
       << what;
   EXPECT_NE(what.find("reaching the rendezvous store at MASTER_ADDR:MASTER_PORT"), std::string::npos) << what;
   EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
@@ -249,12 +251,13 @@ TEST(ProcessGroup, CollectivesAreTracedWithPyTorchNamesAndCommArgs) {
 TEST(ProcessGroup, AKilledRankIsNamedBySurvivorsWithinSeconds) {
   for (const std::string kib : {"0", "1024"}) {
     ScratchDir out("pg_lost");
-    const auto run =
-        run_ranks(2, "lost_rank", out.path(), "RT_TEST_PG_TIMEOUT_S=20 RT_TEST_SMALL_ALL_REDUCE_KIB=" + kib + " ");
+    const auto run = run_ranks(2, "lost_rank", out.path(),
+                               "RT_TEST_PG_TIMEOUT_S=20 RT_TEST_SMALL_ALL_REDUCE_KIB=" + kib + " ");
     EXPECT_NE(run.exit_code, 0) << run.output;
     const std::string lost = read_text(out / "lost_rank0.txt");
     const std::string op = kib == "0" ? "gloo:all_reduce" : "gloo:all_gather";
-    EXPECT_TRUE(std::regex_search(lost, std::regex("^rank 1 stopped answering during " + op + " \\(.+\\); stopping")))
+    EXPECT_TRUE(
+        std::regex_search(lost, std::regex("^rank 1 stopped answering during " + op + " \\(.+\\); stopping")))
         << lost << "\n"
         << run.output;
     const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
@@ -315,7 +318,8 @@ TEST(ProcessGroup, SmallAllReducesGatherAndSumInRankOrder) {
       EXPECT_EQ(first["args"]["Out msg nelems"], world);
       EXPECT_EQ(spans["gloo:all_gather"].back()["args"]["dtype"], "Double");
       EXPECT_EQ(spans["gloo:all_reduce"].back()["args"]["In msg nelems"], 70000);
-      EXPECT_EQ(gloo_spans(ring / ("trace_rank" + std::to_string(r) + ".json"))["gloo:all_reduce"].size(), 6u);
+      EXPECT_EQ(gloo_spans(ring / ("trace_rank" + std::to_string(r) + ".json"))["gloo:all_reduce"].size(),
+                6u);
     }
   }
 }

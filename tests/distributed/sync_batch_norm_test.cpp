@@ -114,7 +114,8 @@ TEST(SyncableBatchNorm1d, WithoutSyncIsBatchNorm1dUnderItsNames) {
   EXPECT_TRUE(torch::equal(ours->forward(x * 2), theirs->forward(x * 2))) << "train again: batch statistics";
   std::ostringstream printed;
   ours->pretty_print(printed);
-  EXPECT_EQ(printed.str(), "torch::nn::BatchNorm1d(3, eps=1e-05, momentum=0.2, affine=true, track_running_stats=true)");
+  EXPECT_EQ(printed.str(),
+            "torch::nn::BatchNorm1d(3, eps=1e-05, momentum=0.2, affine=true, track_running_stats=true)");
 }
 
 // 2 ranks × 4 examples of [N, 3, 5]: the output, input gradient and running statistics of one
@@ -138,8 +139,8 @@ TEST(SyncableBatchNorm1d, TwoRanksNormaliseOverEveryRanksExamplesAndTime) {
     const std::string rank = " (rank " + std::to_string(r) + ")";
     expect_close(load_result(out.path(), "syncable_y", r), rows_of_rank(y.detach(), r, 2), "y" + rank);
     expect_close(load_result(out.path(), "syncable_dx", r), rows_of_rank(x.grad(), r, 2), "dx" + rank);
-    expect_close(load_result(out.path(), "syncable_running", r), torch::cat({norm->running_mean, norm->running_var}),
-                 "running statistics" + rank);
+    expect_close(load_result(out.path(), "syncable_running", r),
+                 torch::cat({norm->running_mean, norm->running_var}), "running statistics" + rank);
   }
 }
 

@@ -1,17 +1,18 @@
 // Crafted and damaged databases through the real binaries (#15 items 2, 4, 12, 13, 14):
 // `preprocess --inspect` exits 1 on what `train` refuses, both name the key and field in a
 // line or two (no C++ backtrace), and long preparations stop on SIGTERM with 143.
-#include "e2e/e2e_fixtures.h"
-
 #include "audio_example.pb.h"
 #include "data/lmdb_store.h"
 #include "data/neural/neural_record.h"
+#include "e2e/e2e_fixtures.h"
 #include "util/atomic_file.h"
 
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // torch's what() carries its backtrace after this line.
 void expect_no_backtrace(const CommandResult& r) {
@@ -30,8 +31,8 @@ std::string get_record(const fs::path& db, const std::string& key) {
 }
 
 // Writes `original` under `key` of `db` with one metadata field replaced.
-void put_with_metadata(const fs::path& db, const std::string& key, const std::string& original, const std::string& field,
-                       const std::string& value) {
+void put_with_metadata(const fs::path& db, const std::string& key, const std::string& original,
+                       const std::string& field, const std::string& value) {
   audio_example::AudioExample ex;
   ASSERT_TRUE(ex.ParseFromString(original));
   (*ex.mutable_metadata())[field] = value;
@@ -57,7 +58,9 @@ TEST(DataBadInput, CraftedNeuralRecordsAreRefusedByInspectAndTrainNamingKeyAndFi
     put_with_metadata(db, "00000002", original, field, value);
     auto ins = run_command(bin_path("preprocess") + " --inspect " + quote(db.string()));
     EXPECT_EQ(ins.exit_code, 1) << ins.output;
-    EXPECT_TRUE(contains(ins.output, "00000002: record '00000002': metadata " + field + " = \"" + value + "\"")) << ins.output;
+    EXPECT_TRUE(
+        contains(ins.output, "00000002: record '00000002': metadata " + field + " = \"" + value + "\""))
+        << ins.output;
     auto tr = run_command(ssm_train(db, dir.path() / "runs"));
     EXPECT_EQ(tr.exit_code, 2) << tr.output;
     EXPECT_TRUE(contains(tr.output, "key 00000002: metadata " + field + " = \"" + value + "\"")) << tr.output;
@@ -81,7 +84,8 @@ TEST(DataBadInput, UnfinishedAndEmptyDatabasesFailInspect) {
   write_file_atomic(audio / "metadata.yaml", "channels: 1\nlazy: false\nn_seconds: 1.0\nsr: 0\n");
   ins = run_command(bin_path("preprocess") + " --inspect " + quote(audio.string()));
   EXPECT_EQ(ins.exit_code, 1) << ins.output;
-  EXPECT_TRUE(contains(ins.output, "sr: 0 is not accepted; a sampling rate in [1000, 768000] Hz")) << ins.output;
+  EXPECT_TRUE(contains(ins.output, "sr: 0 is not accepted; a sampling rate in [1000, 768000] Hz"))
+      << ins.output;
   tr = run_command(tiny_train_command(audio, dir.path() / "runs", "--max_steps 1"));
   EXPECT_EQ(tr.exit_code, 2) << tr.output;
   EXPECT_TRUE(contains(tr.output, "metadata.yaml' line 4: sr: 0 is not accepted")) << tr.output;
@@ -95,14 +99,16 @@ TEST(DataBadInput, UnfinishedAndEmptyDatabasesFailInspect) {
 TEST(DataBadInput, SigtermStopsNeuralDemoGenerationWithAMessage) {
   ScratchDir dir("e2e_data_bad");
   // Tens of seconds of work: 20,000 trials of 200 bins of 64 units.
-  BackgroundProcess p(bin_path("preprocess") + " --generate_neural_demo " + quote((dir.path() / "h5").string()) +
+  BackgroundProcess p(bin_path("preprocess") + " --generate_neural_demo " +
+                          quote((dir.path() / "h5").string()) +
                           " --groups 1 --units 64 --trials 20000 --bins 200",
                       dir.path() / "log");
   // The output folder appears once the options are checked (the handlers are installed first).
   ASSERT_TRUE(p.wait_until([&] { return fs::exists(dir.path() / "h5"); }, 120)) << p.log();
   p.signal(SIGTERM);
   EXPECT_EQ(p.wait_exit(120), 143) << p.log();
-  EXPECT_TRUE(contains(p.log(), "preprocess: stopped by SIGTERM while writing synthetic reaching data")) << p.log();
+  EXPECT_TRUE(contains(p.log(), "preprocess: stopped by SIGTERM while writing synthetic reaching data"))
+      << p.log();
 }
 
 }  // namespace

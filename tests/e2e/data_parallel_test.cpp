@@ -3,16 +3,16 @@
 //
 // Equivalence: N ranks × B examples train as one process × N·B — the loader gives each rank its
 // slice of the same global batches, gradients are averaged over ranks (weighted by slice size),
-// BatchNorm statistics are global (SyncBatchNorm, train.distributed.batch_norm = sync), a model's noise is the global batch's
-// (models/common/batch_slice.h) and validation sums sufficient statistics over ranks.
+// BatchNorm statistics are global (SyncBatchNorm, train.distributed.batch_norm = sync), a model's noise is
+// the global batch's (models/common/batch_slice.h) and validation sums sufficient statistics over ranks.
 #include <limits>
-#include <set>
 #include <regex>
+#include <set>
 
 #include "distributed/process_group.h"
 #include "e2e/e2e_fixtures.h"
-#include "util/atomic_file.h"
 #include "support/trace_checks.h"
+#include "util/atomic_file.h"
 
 namespace rt::e2e {
 namespace {
@@ -41,7 +41,8 @@ TrainRun train(const fs::path& out, const std::string& name, int nproc, const st
   r.result = run_command("timeout -k 10 600 " + program + launch + " " + args + " --out_path " +
                          q(out / name) + " --name " + name);
   r.dir = run_dir_from_output(r.result.output);
-  if (!r.dir.empty() && fs::exists(r.dir / "training_summary.json")) r.summary = read_json(r.dir / "training_summary.json");
+  if (!r.dir.empty() && fs::exists(r.dir / "training_summary.json"))
+    r.summary = read_json(r.dir / "training_summary.json");
   if (!r.dir.empty() && fs::exists(r.dir / "checkpoints" / "last.ckpt")) {
     r.tensors = checkpoint_tensors(r.dir / "checkpoints" / "last.ckpt");
   }
@@ -64,7 +65,8 @@ double max_difference(const TrainRun& a, const TrainRun& b) {
       if (!torch::equal(t, it->second)) worst = std::numeric_limits<double>::infinity();
       continue;
     }
-    worst = std::max(worst, (t.to(torch::kDouble) - it->second.to(torch::kDouble)).abs().max().item<double>());
+    worst =
+        std::max(worst, (t.to(torch::kDouble) - it->second.to(torch::kDouble)).abs().max().item<double>());
   }
   return worst;
 }
@@ -124,7 +126,8 @@ std::pair<TrainRun, TrainRun> one_rank_and_two(const fs::path& dir, const std::s
 TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
   ScratchDir dir("rt_dp_ssm");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --max_steps 20 --val_every 10";
+  const std::string common =
+      "--config tiny_ssm --db_path " + q(db) + " --threads 1 --max_steps 20 --val_every 10";
   auto [one, two] = one_rank_and_two(dir.path(), common);
   EXPECT_EQ(two.summary["world_size"], 2);
   EXPECT_EQ(two.summary["distributed"]["backend"], "gloo");
@@ -157,8 +160,9 @@ TEST(DataParallel, ResumingWithOneRankContinuesTheGlobalStream) {
   TrainRun first = train(dir.path(), "first", 2, common + " --batch 4 --max_steps 11 --save_every 11");
   ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
   ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
-  TrainRun resumed = train(dir.path(), "resumed", 0,
-                      common + " --batch 8 --max_steps 18 --ckpt " + q(first.dir / "checkpoints" / "last.ckpt"));
+  TrainRun resumed =
+      train(dir.path(), "resumed", 0,
+            common + " --batch 8 --max_steps 18 --ckpt " + q(first.dir / "checkpoints" / "last.ckpt"));
   ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
   EXPECT_NE(resumed.result.output.find("at step 11"), std::string::npos) << resumed.result.output;
   EXPECT_LT(max_difference(straight, resumed), 1e-5);
@@ -183,25 +187,27 @@ TEST(DataParallel, RaveTwoRanksTrackOneRankAcrossThePhaseSwitch) {
     for (const TrainRun* r : {&one, &two, &half}) ASSERT_EQ(r->result.exit_code, 0) << r->result.output;
     const double ranks = share_moved_apart(one, two, "model.rave.", 5e-4);
     const double control = share_moved_apart(one, half, "model.rave.", 5e-4);
-    std::cout << "coordinates apart after one step: 2 ranks × 4 " << ranks << ", 1 rank × 4 " << control << "\n";
+    std::cout << "coordinates apart after one step: 2 ranks × 4 " << ranks << ", 1 rank × 4 " << control
+              << "\n";
     EXPECT_LT(ranks, 0.05 * control) << "ranks " << ranks << ", control " << control;
   }
-  const std::string common = base + "--max_steps 6 --train.phase_1_duration 3 --train.update_discriminator_every 2";
+  const std::string common =
+      base + "--max_steps 6 --train.phase_1_duration 3 --train.update_discriminator_every 2";
   TrainRun one = train(dir.path(), "one", 0, common + " --threads 1 --batch 8");
   TrainRun two = train(dir.path(), "two", 2, common + " --threads 1 --batch 4");
   TrainRun threads = train(dir.path(), "threads", 0, common + " --threads 2 --batch 8");
   for (const TrainRun* r : {&one, &two, &threads}) ASSERT_EQ(r->result.exit_code, 0) << r->result.output;
   const double ranks = relative_distance(one, two, "model.rave.");
   const double noise = relative_distance(one, threads, "model.rave.");
-  std::cout << "relative parameter distance to 1 rank × 8 after 6 steps: 2 ranks × 4 " << ranks << ", 2 threads "
-            << noise << "\n";
+  std::cout << "relative parameter distance to 1 rank × 8 after 6 steps: 2 ranks × 4 " << ranks
+            << ", 2 threads " << noise << "\n";
   EXPECT_GT(noise, 0.0);
   EXPECT_LT(ranks, 3 * noise) << "ranks " << ranks << ", noise floor " << noise;
   ASSERT_TRUE(two.summary["metrics"].contains("validation"));
-  EXPECT_NEAR(one.summary["metrics"]["validation"].get<double>(), two.summary["metrics"]["validation"].get<double>(),
+  EXPECT_NEAR(one.summary["metrics"]["validation"].get<double>(),
+              two.summary["metrics"]["validation"].get<double>(),
               0.02 * one.summary["metrics"]["validation"].get<double>());
 }
-
 
 // RAVE v1's encoder normalises with BatchNorm: its statistics are every rank's batch
 // (train.distributed.batch_norm = sync, the default), so after one step 2 ranks × 4 hold the
@@ -275,10 +281,12 @@ TEST(DataParallel, LocalSsmBatchNormDropsItsCollectivesAndBroadcastsRankZerosSta
 TEST(DataParallel, BucketCapsSplitTheGradientAllReduceWithoutChangingTheTraining) {
   ScratchDir dir("rt_dp_buckets");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 10 --val_every 100";
+  const std::string common =
+      "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 10 --val_every 100";
   TrainRun one_bucket = train(dir.path(), "default", 2, common);
-  TrainRun split = train(dir.path(), "split", 2,
-                         common + " --train.distributed.first_bucket_mb 1e-6 --train.distributed.bucket_mb 1e-6");
+  TrainRun split =
+      train(dir.path(), "split", 2,
+            common + " --train.distributed.first_bucket_mb 1e-6 --train.distributed.bucket_mb 1e-6");
   ASSERT_EQ(one_bucket.result.exit_code, 0) << one_bucket.result.output;
   ASSERT_EQ(split.result.exit_code, 0) << split.result.output;
   EXPECT_EQ(max_difference(one_bucket, split), 0.0);
@@ -294,7 +302,8 @@ TEST(DataParallel, BucketCapsSplitTheGradientAllReduceWithoutChangingTheTraining
   const auto collectives = [](const TrainRun& r) {
     return r.summary["distributed"]["per_rank"][0]["collectives"].get<int64_t>();
   };
-  EXPECT_EQ(collectives(split) - collectives(one_bucket), (tensors - 1) * 10) << tensors << " parameter tensors";
+  EXPECT_EQ(collectives(split) - collectives(one_bucket), (tensors - 1) * 10)
+      << tensors << " parameter tensors";
 }
 
 // The ranks of a job launched by `train --nproc_per_node 2` or by torchrun (when python3-torch
@@ -349,7 +358,8 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
   EXPECT_EQ(summary["world_size"], 2);
   ASSERT_EQ(summary["distributed"]["per_rank"].size(), 2u);
   // train.distributed.wait = auto: 2 ranks × 1 thread poll when this host has 2 cores.
-  EXPECT_EQ(summary["distributed"]["wait_policy"], rt::dist::usable_cores() >= 2 ? "active" : "passive") << launcher;
+  EXPECT_EQ(summary["distributed"]["wait_policy"], rt::dist::usable_cores() >= 2 ? "active" : "passive")
+      << launcher;
   // train.distributed.gloo_loop = "batch" (default): Gloo's event loop under SCHED_BATCH.
   EXPECT_EQ(summary["distributed"]["event_loop_scheduling"], "SCHED_BATCH") << launcher;
   // profile-report: every rank's figures, and rank 0's operators only.
@@ -373,11 +383,12 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
 TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
   ScratchDir dir("rt_dp_profiles");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  const std::string args = "--config tiny_ssm --db_path " + q(db) +
-                           " --threads 1 --batch 4 --max_steps 16 --val_every 8 --enable_timing_profiling "
-                           "--enable_profiling --profile_steps 3 --profiling.skip_first 10 --profiling.warmup 1";
-  check_per_rank_outputs("--nproc_per_node",
-                         bin_path("train") + " --nproc_per_node 2 " + args + " --out_path " + q(dir.path() / "local"));
+  const std::string args =
+      "--config tiny_ssm --db_path " + q(db) +
+      " --threads 1 --batch 4 --max_steps 16 --val_every 8 --enable_timing_profiling "
+      "--enable_profiling --profile_steps 3 --profiling.skip_first 10 --profiling.warmup 1";
+  check_per_rank_outputs("--nproc_per_node", bin_path("train") + " --nproc_per_node 2 " + args +
+                                                 " --out_path " + q(dir.path() / "local"));
   if (const auto why = testing::torchrun_unusable_reason(); !why.empty()) GTEST_SKIP() << why;
   // Debian 12's torchrun needs --redirects/--tee (docs/distributed.md, "Starting the ranks").
   check_per_rank_outputs("torchrun",
@@ -389,17 +400,20 @@ TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
 TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
   ScratchDir dir("rt_dp_nan");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  TrainRun r = train(dir.path(), "nan", 2,
-                     "--config tiny_ssm --db_path " + q(db) +
-                         " --threads 1 --batch 4 --max_steps 40 --log_every 5",
-                     "env RT_TEST_NAN_AT_STEP=7 RT_TEST_NAN_RANK=1 " + bin_path("train_with_faults"));
+  TrainRun r =
+      train(dir.path(), "nan", 2,
+            "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 40 --log_every 5",
+            "env RT_TEST_NAN_AT_STEP=7 RT_TEST_NAN_RANK=1 " + bin_path("train_with_faults"));
   EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
-  EXPECT_NE(r.result.output.find("non-finite loss at step 7 on rank 1"), std::string::npos) << r.result.output;
+  EXPECT_NE(r.result.output.find("non-finite loss at step 7 on rank 1"), std::string::npos)
+      << r.result.output;
   // Both ranks stopped at the same point (rank 1's lines are prefixed by the launcher).
-  EXPECT_NE(r.result.output.find("[rank 1] error: failed: non-finite loss at step 7 on rank 1"), std::string::npos)
+  EXPECT_NE(r.result.output.find("[rank 1] error: failed: non-finite loss at step 7 on rank 1"),
+            std::string::npos)
       << r.result.output;
   ASSERT_FALSE(r.summary.is_null()) << r.result.output;
-  EXPECT_EQ(r.summary["status"].get<std::string>().rfind("failed: non-finite loss at step 7 on rank 1", 0), 0u);
+  EXPECT_EQ(r.summary["status"].get<std::string>().rfind("failed: non-finite loss at step 7 on rank 1", 0),
+            0u);
 }
 
 // Two ranks started by hand (the launcher variables torchrun sets) with different seeds: both
@@ -407,20 +421,22 @@ TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
 TEST(DataParallel, MismatchedConfigsStopEveryRankNamingTheDifference) {
   ScratchDir dir("rt_dp_mismatch");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  const std::string train_cmd = "timeout -k 10 300 " + bin_path("train") + " --config tiny_ssm --db_path " + q(db) +
-                                " --out_path " + q(dir.path() / "runs") +
+  const std::string train_cmd = "timeout -k 10 300 " + bin_path("train") + " --config tiny_ssm --db_path " +
+                                q(db) + " --out_path " + q(dir.path() / "runs") +
                                 " --threads 1 --batch 4 --max_steps 4 --train.distributed.timeout_s 60";
   const fs::path log0 = dir.path() / "rank0.log", log1 = dir.path() / "rank1.log";
   auto r = run_command(
       "port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
       "print(s.getsockname()[1])'); export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port; "
-      "RANK=0 " + train_cmd + " --seed 1 > " + q(log0) + " 2>&1 & RANK=1 " + train_cmd + " --seed 2 > " + q(log1) +
+      "RANK=0 " +
+      train_cmd + " --seed 1 > " + q(log0) + " 2>&1 & RANK=1 " + train_cmd + " --seed 2 > " + q(log1) +
       " 2>&1; code1=$?; wait $!; code0=$?; echo \"exit codes $code0 $code1\"");
   const std::string out0 = rt::read_file(log0), out1 = rt::read_file(log1);
   // Exit code 2: a setting to change, as for any rejected config.
   EXPECT_NE(r.output.find("exit codes 2 2"), std::string::npos) << r.output << out0 << out1;
   const std::string expected =
-      "mismatched configs (the resolved config.toml) across ranks: rank 1 differs from rank 0; first difference at "
+      "mismatched configs (the resolved config.toml) across ranks: rank 1 differs from rank 0; first "
+      "difference at "
       "line ";
   for (const std::string* out : {&out0, &out1}) {
     EXPECT_NE(out->find(expected), std::string::npos) << *out;
@@ -430,8 +446,8 @@ TEST(DataParallel, MismatchedConfigsStopEveryRankNamingTheDifference) {
 
 // A 2-rank tiny_ssm run that trains until it is stopped (the fault tests), logging every 5 steps.
 std::string endless_two_rank_command(const fs::path& db, const fs::path& out, const std::string& extra) {
-  return bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) + " --out_path " + q(out) +
-         " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 " + extra;
+  return bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + q(db) + " --out_path " +
+         q(out) + " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 " + extra;
 }
 
 // kill -9 of rank 1: rank 0 stops with an error naming the lost rank well within
@@ -439,8 +455,9 @@ std::string endless_two_rank_command(const fs::path& db, const fs::path& out, co
 TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
   ScratchDir dir("rt_dp_kill");
   const fs::path db = make_neural_db(dir.path(), 66, 1);
-  BackgroundProcess p(endless_two_rank_command(db, dir.path() / "runs", "--save_every 10 --train.distributed.timeout_s 60"),
-                      dir.path() / "log.txt");
+  BackgroundProcess p(
+      endless_two_rank_command(db, dir.path() / "runs", "--save_every 10 --train.distributed.timeout_s 60"),
+      dir.path() / "log.txt");
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 30; }, 120)) << p.log();
   // Rank 1: the launcher's child whose environment says RANK=1.
   pid_t rank1 = -1;
@@ -459,7 +476,8 @@ TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
     if (ppid != p.pid()) continue;
     std::ifstream env(e.path() / "environ");
     const std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    if (vars.find(std::string("RANK=1") + '\0') != std::string::npos && vars.find("LOCAL_RANK=1") != std::string::npos) {
+    if (vars.find(std::string("RANK=1") + '\0') != std::string::npos &&
+        vars.find("LOCAL_RANK=1") != std::string::npos) {
       rank1 = static_cast<pid_t>(std::stol(name));
     }
   }

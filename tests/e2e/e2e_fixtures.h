@@ -2,12 +2,11 @@
 // on a demo database made inside the test's scratch directory, then read what the run wrote.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
 #include <torch/script.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "util/json.h"
 #include "support/test_support.h"
 #include "tensorboard/tfevents.h"
+#include "util/json.h"
 
 namespace rt::e2e {
 
@@ -40,8 +39,8 @@ inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 // 2 × num_signal samples. Fails the test when either command fails.
 inline fs::path make_demo_db(const fs::path& dir, double seconds_per_file = 3.0, int64_t num_signal = 8192) {
   const fs::path audio = dir / "audio", db = dir / "db";
-  auto g = run_command(bin_path("preprocess") + " --generate_demo " + quote(audio.string()) + " --demo_seconds " +
-                       std::to_string(seconds_per_file) + " --seed 1");
+  auto g = run_command(bin_path("preprocess") + " --generate_demo " + quote(audio.string()) +
+                       " --demo_seconds " + std::to_string(seconds_per_file) + " --seed 1");
   EXPECT_EQ(g.exit_code, 0) << g.output;
   auto p = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
                        quote(db.string()) + " --num_signal " + std::to_string(num_signal));
@@ -54,7 +53,8 @@ inline fs::path make_demo_db(const fs::path& dir, double seconds_per_file = 3.0,
 // test when either command fails.
 inline fs::path make_neural_db(const fs::path& dir, const std::string& demo_args) {
   const fs::path h5 = dir / "h5", db = dir / "db";
-  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) + " " + demo_args);
+  auto g =
+      run_command(bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) + " " + demo_args);
   EXPECT_EQ(g.exit_code, 0) << g.output;
   auto i = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote(h5.string()) +
                        " --output_path " + quote(db.string()));
@@ -74,7 +74,8 @@ inline fs::path run_dir_from_output(const std::string& output) {
   auto pos = output.rfind(marker);
   if (pos == std::string::npos) return {};
   auto end = output.find('\n', pos);
-  return fs::path(output.substr(pos + marker.size(), end == std::string::npos ? std::string::npos : end - pos - marker.size()));
+  return fs::path(output.substr(pos + marker.size(),
+                                end == std::string::npos ? std::string::npos : end - pos - marker.size()));
 }
 
 // Every scalar of every events file in `run_dir`: tag → [(step, value)] in file order.

@@ -7,7 +7,9 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 class LostOutputs : public ::testing::Test {
  protected:
@@ -31,7 +33,8 @@ uintmax_t pages(uintmax_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 TEST_F(LostOutputs, AFinalLastCkptThatCannotBeWrittenFailsTheRun) {
   const fs::path disk = dir_->path() / "small_disk";
   fs::create_directories(disk);
-  auto probe = run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
+  auto probe =
+      run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
   if (probe.exit_code != 0) GTEST_SKIP() << "cannot mount a small tmpfs here (unshare -rm): " << probe.output;
   // No periodic checkpoint; the validation at the last step writes best.ckpt, then last.ckpt
   // is due. The disk holds everything the sizing run wrote but half of last.ckpt.
@@ -54,10 +57,10 @@ TEST_F(LostOutputs, AFinalLastCkptThatCannotBeWrittenFailsTheRun) {
   const uintmax_t kib = (before + last / 2) / 1024;
   const fs::path out = disk / "runs";
   write_file_atomic(dir_->path() / "last_ckpt.sh",
-                    "mount -t tmpfs -o size=" + std::to_string(kib) + "k none " + quote(disk.string()) + " || exit 3\n" +
-                        tiny_train_command(db_, out, flags) + "\nrc=$?\necho '--- summary'\ncat " +
-                        quote(out.string()) + "/*/training_summary.json\nls -laR " +
-                        quote(disk.string()) + "\nexit $rc\n");
+                    "mount -t tmpfs -o size=" + std::to_string(kib) + "k none " + quote(disk.string()) +
+                        " || exit 3\n" + tiny_train_command(db_, out, flags) +
+                        "\nrc=$?\necho '--- summary'\ncat " + quote(out.string()) +
+                        "/*/training_summary.json\nls -laR " + quote(disk.string()) + "\nexit $rc\n");
   auto r = run_command("unshare -rm sh " + quote((dir_->path() / "last_ckpt.sh").string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "error: could not write last.ckpt: disk full while writing")) << r.output;
@@ -77,20 +80,22 @@ TEST_F(LostOutputs, AFinalLastCkptThatCannotBeWrittenFailsTheRun) {
 TEST_F(LostOutputs, ASummaryThatCannotBeWrittenWholeDoesNotStayRunning) {
   const fs::path disk = dir_->path() / "full_disk";
   fs::create_directories(disk);
-  auto probe = run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
+  auto probe =
+      run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
   if (probe.exit_code != 0) GTEST_SKIP() << "cannot mount a small tmpfs here (unshare -rm): " << probe.output;
   const fs::path out = disk / "runs", log = dir_->path() / "full_disk.log";  // the log beside the disk
   // The run trains until the disk is full, then gets SIGTERM: its final writes meet a full disk.
-  write_file_atomic(dir_->path() / "full_disk.sh",
-                    "mount -t tmpfs -o size=32m none " + quote(disk.string()) + " || exit 3\n" +
-                        tiny_train_command(db_, out, "--max_steps 100000 --log_every 1 --save_every 100000 --val_every 100000") +
-                        " > " + quote(log.string()) + " 2>&1 &\npid=$!\ni=0\n" +
-                        "while ! grep -q '^step 3' " + quote(log.string()) +
-                        "; do sleep 0.1; i=$((i+1)); [ $i -gt 3000 ] && break; done\n" +
-                        "dd if=/dev/zero of=" + quote((disk / "filler").string()) + " bs=64k 2>/dev/null\n" +
-                        "dd if=/dev/zero of=" + quote((disk / "filler2").string()) + " bs=4k 2>/dev/null\n" +
-                        "kill -TERM $pid\nwait $pid\nrc=$?\necho \"--- rc $rc\"\ncat " + quote(log.string()) +
-                        "\necho '--- summary'\ncat " + quote(out.string()) + "/*/training_summary.json\n");
+  write_file_atomic(
+      dir_->path() / "full_disk.sh",
+      "mount -t tmpfs -o size=32m none " + quote(disk.string()) + " || exit 3\n" +
+          tiny_train_command(db_, out,
+                             "--max_steps 100000 --log_every 1 --save_every 100000 --val_every 100000") +
+          " > " + quote(log.string()) + " 2>&1 &\npid=$!\ni=0\n" + "while ! grep -q '^step 3' " +
+          quote(log.string()) + "; do sleep 0.1; i=$((i+1)); [ $i -gt 3000 ] && break; done\n" +
+          "dd if=/dev/zero of=" + quote((disk / "filler").string()) + " bs=64k 2>/dev/null\n" +
+          "dd if=/dev/zero of=" + quote((disk / "filler2").string()) + " bs=4k 2>/dev/null\n" +
+          "kill -TERM $pid\nwait $pid\nrc=$?\necho \"--- rc $rc\"\ncat " + quote(log.string()) +
+          "\necho '--- summary'\ncat " + quote(out.string()) + "/*/training_summary.json\n");
   auto r = run_command("unshare -rm sh " + quote((dir_->path() / "full_disk.sh").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "--- rc 1\n")) << r.output;
@@ -109,19 +114,22 @@ TEST_F(LostOutputs, ATraceThatCannotBeWrittenFailsTheRunNamingIt) {
   const fs::path traces = dir_->path() / "traces";
   fs::create_directories(traces);
   const fs::path out = dir_->path() / "trace_runs";
-  BackgroundProcess p(tiny_train_command(db_, out,
-                                         "--max_steps 400 --log_every 1 --enable_profiling --profiling.skip_first 29 "
-                                         "--profile_steps 1 --profiling.output_dir " +
-                                             quote(traces.string())),
-                      dir_->path() / "trace.log");
+  BackgroundProcess p(
+      tiny_train_command(db_, out,
+                         "--max_steps 400 --log_every 1 --enable_profiling --profiling.skip_first 29 "
+                         "--profile_steps 1 --profiling.output_dir " +
+                             quote(traces.string())),
+      dir_->path() / "trace.log");
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 2; }, 120)) << p.log();
-  if (last_logged_step(p.log()) >= 30) GTEST_SKIP() << "the run passed its trace window before the directory went";
+  if (last_logged_step(p.log()) >= 30)
+    GTEST_SKIP() << "the run passed its trace window before the directory went";
   fs::remove_all(traces);
   write_file_atomic(traces, "not a directory");
   const int code = p.wait_exit(300);
   const std::string log = p.log();
   EXPECT_EQ(code, 1) << log;
-  EXPECT_TRUE(contains(log, "training failed: could not write the trace output 'chrome_trace' of steps 30-30"))
+  EXPECT_TRUE(
+      contains(log, "training failed: could not write the trace output 'chrome_trace' of steps 30-30"))
       << log;
   const Json summary = read_json(run_dir_from_output(log) / "training_summary.json");
   EXPECT_EQ(summary.at("status").get<std::string>().rfind("failed: could not write the trace output", 0), 0u)

@@ -48,11 +48,12 @@ TEST(WhatEachNodeWrites, TheReadmesRsyncGathersEveryOtherNodesProfilesAndTraces)
   ScratchDir dir("node_gather");
   const fs::path db = make_neural_db(dir.path(), "--groups 1 --units 24 --trials 66 --seed 7");
   const fs::path node0 = dir.path() / "node0", node1 = dir.path() / "node1";
-  auto r = run_command(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " + quote(db.string()) +
-                       " --out_path " + quote((node0 / "runs").string()) +
-                       " --threads 1 --workers 0 --batch 4 --max_steps 8 --log_every 2 --val_every 100 "
-                       "--enable_timing_profiling --enable_memory_profiling --enable_profiling --profile_steps 1 "
-                       "--profiling.skip_first 4");
+  auto r =
+      run_command(bin_path("train") + " --nproc_per_node 2 --config tiny_ssm --db_path " +
+                  quote(db.string()) + " --out_path " + quote((node0 / "runs").string()) +
+                  " --threads 1 --workers 0 --batch 4 --max_steps 8 --log_every 2 --val_every 100 "
+                  "--enable_timing_profiling --enable_memory_profiling --enable_profiling --profile_steps 1 "
+                  "--profiling.skip_first 4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir_from_output(r.output);
   ASSERT_FALSE(run.empty()) << r.output;
@@ -73,8 +74,9 @@ TEST(WhatEachNodeWrites, TheReadmesRsyncGathersEveryOtherNodesProfilesAndTraces)
   }
   rank1.insert(traces.begin(), traces.end());
   // The page's list of what another node holds names every one of them.
-  const std::regex listed(R"((timing|memory)_profile\.rank1(\.part[0-9]+)?\.json|profile_step_[0-9]+\.rank1\.json|)"
-                          R"(profiler_traces/.+)");
+  const std::regex listed(
+      R"((timing|memory)_profile\.rank1(\.part[0-9]+)?\.json|profile_step_[0-9]+\.rank1\.json|)"
+      R"(profiler_traces/.+)");
   bool has_trace = false;
   for (const auto& f : rank1) {
     EXPECT_TRUE(std::regex_match(f, listed))

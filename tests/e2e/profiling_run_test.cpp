@@ -12,7 +12,8 @@ class ProfilingRun : public ::testing::Test {
     dir_ = new ScratchDir("e2e_profiling_run");
     const fs::path db = make_demo_db(dir_->path());
     auto r = run_command(tiny_train_command(
-        db, dir_->path() / "runs", "--max_steps 50 --log_every 10 --enable_timing_profiling --enable_memory_profiling"));
+        db, dir_->path() / "runs",
+        "--max_steps 50 --log_every 10 --enable_timing_profiling --enable_memory_profiling"));
     output_ = r.output;
     ASSERT_EQ(r.exit_code, 0) << r.output;
     run_ = run_dir_from_output(r.output);
@@ -58,7 +59,8 @@ TEST_F(ProfilingRun, TimingProfileHasOnePlausibleEntryPerStep) {
                           e.at("optimizer_time").get<double>();
     EXPECT_GE(total, phases * 0.99);
     slowest_phase_sum_ratio = std::max(slowest_phase_sum_ratio, phases / total);
-    EXPECT_NEAR(e.at("samples_per_second").get<double>(), batch * n_signal / total, 1e-6 * batch * n_signal / total);
+    EXPECT_NEAR(e.at("samples_per_second").get<double>(), batch * n_signal / total,
+                1e-6 * batch * n_signal / total);
     EXPECT_NEAR(e.at("examples_per_second").get<double>(), batch / total, 1e-6 * batch / total);
   }
   // The phases are most of a step (the rest is bookkeeping), so they are really measured.
@@ -110,8 +112,8 @@ TEST_F(ProfilingRun, MemoryProfileHasOneEntryEveryTenSteps) {
 
 TEST_F(ProfilingRun, TensorBoardHoldsTimersAndThroughput) {
   auto scalars = read_scalars(run_);
-  for (const char* name : {"data_batch_production", "forward", "loss_fn_computation", "backward", "optimizer_step",
-                           "training_step"}) {
+  for (const char* name : {"data_batch_production", "forward", "loss_fn_computation", "backward",
+                           "optimizer_step", "training_step"}) {
     for (const char* suffix : {"_avg_time", "_total_time", "_count"}) {
       const std::string tag = std::string("profiling/") + name + suffix;
       ASSERT_EQ(scalars[tag].size(), 5u) << tag;  // log_every 10 over 50 steps

@@ -53,7 +53,8 @@ void expect_interrupted_run(BackgroundProcess& p, int sig, int expected_exit) {
   EXPECT_EQ(timing.back().at("step"), steps - 1);
   EXPECT_EQ(last_logged_step(log), steps);
   EXPECT_EQ(static_cast<int64_t>(memory.size()), (steps + 4) / 5);  // steps 0, 5, 10, ...
-  EXPECT_NE(log.find("training interrupted after " + std::to_string(steps) + " steps"), std::string::npos) << log;
+  EXPECT_NE(log.find("training interrupted after " + std::to_string(steps) + " steps"), std::string::npos)
+      << log;
   // The final checkpoint of an interrupted run is the step it stopped at.
   EXPECT_TRUE(fs::exists(run / "checkpoints" / "last.ckpt"));
 }
@@ -75,7 +76,9 @@ TEST_F(ProfilingSignals, KillNineLeavesParseableProfiles) {
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 20; }, 120)) << p.log();
   const fs::path run = run_dir_from_output(p.log());
   ASSERT_FALSE(run.empty());
-  ASSERT_TRUE(p.wait_until([&] { return fs::exists(run / "timing_profile.json") && fs::exists(run / "memory_profile.json"); }, 60));
+  ASSERT_TRUE(p.wait_until(
+      [&] { return fs::exists(run / "timing_profile.json") && fs::exists(run / "memory_profile.json"); },
+      60));
   p.signal(SIGKILL);
   EXPECT_EQ(p.wait_exit(60), 128 + SIGKILL);
   for (const char* file : {"timing_profile.json", "memory_profile.json"}) {
@@ -107,11 +110,13 @@ TEST_F(ProfilingSignals, Sigusr1WritesACheckpointNowAndTrainingGoesOn) {
   BackgroundProcess& p = *proc;
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 5; }, 120)) << p.log();
   p.signal(SIGUSR1);
-  ASSERT_TRUE(p.wait_until([&] { return p.log().find("SIGUSR1: checkpoint written at step ") != std::string::npos; }, 60))
+  ASSERT_TRUE(p.wait_until(
+      [&] { return p.log().find("SIGUSR1: checkpoint written at step ") != std::string::npos; }, 60))
       << p.log();
   const std::string log = p.log();
   const auto at = log.find("SIGUSR1: checkpoint written at step ");
-  const int64_t step = std::stoll(log.substr(at + std::string("SIGUSR1: checkpoint written at step ").size()));
+  const int64_t step =
+      std::stoll(log.substr(at + std::string("SIGUSR1: checkpoint written at step ").size()));
   const fs::path run = run_dir_from_output(log);
   EXPECT_TRUE(fs::exists(run / "checkpoints" / ("step_" + std::to_string(step) + ".ckpt"))) << log;
   EXPECT_TRUE(fs::exists(run / "checkpoints" / "last.ckpt")) << log;
@@ -139,7 +144,8 @@ TEST_F(ProfilingSignals, SighupIgnoredByNohupStaysIgnored) {
 TEST_F(ProfilingSignals, ASignalBeforeTheHandlersAreInstalledEndsTheRunWithAMessage) {
   const fs::path out = dir_->path() / "early";
   const fs::path log = dir_->path() / "early.log";
-  const std::string command = "exec " + tiny_train_command(db_, out, "--max_steps 40") + " > " + quote(log.string()) + " 2>&1";
+  const std::string command =
+      "exec " + tiny_train_command(db_, out, "--max_steps 40") + " > " + quote(log.string()) + " 2>&1";
   const pid_t pid = ::fork();
   if (pid == 0) {
     sigset_t set;

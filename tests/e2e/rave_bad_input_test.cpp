@@ -1,17 +1,19 @@
 // Bad input ends with one clear message naming the key/file and what would work; a NaN loss
 // fails the run without touching the last good checkpoint.
-#include "e2e/e2e_fixtures.h"
-#include "trainer/checkpoint.h"
-#include "util/atomic_file.h"
-
 #include <unistd.h>
 
 #include <map>
 
+#include "e2e/e2e_fixtures.h"
+#include "trainer/checkpoint.h"
+#include "util/atomic_file.h"
+
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 class RaveBadInput : public ::testing::Test {
  protected:
@@ -32,7 +34,8 @@ fs::path RaveBadInput::db_;
 TEST_F(RaveBadInput, DatabaseShorterThanNSignalNamesBothLengths) {
   auto r = run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 2 --n_signal 32768"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(contains(r.output, "holds examples of 16384 samples, fewer than data.n_signal = 32768")) << r.output;
+  EXPECT_TRUE(contains(r.output, "holds examples of 16384 samples, fewer than data.n_signal = 32768"))
+      << r.output;
   EXPECT_TRUE(contains(r.output, "--num_signal")) << r.output;
   EXPECT_FALSE(contains(r.output, "step 1/")) << "trained anyway:\n" << r.output;
 }
@@ -57,8 +60,9 @@ TEST_F(RaveBadInput, ARunEndingBeforeItsFirstTraceWindowSaysSoAtStartAndEnd) {
   EXPECT_TRUE(contains(r.output, "no trace will be written")) << r.output;
   EXPECT_TRUE(contains(r.output, "no trace was written")) << r.output;
   // A run that reaches its window says nothing of the kind.
-  auto ok = run_command(tiny_train_command(db_, dir_->path() / "notrace",
-                                           "--max_steps 3 --enable_profiling --profile_steps 1 --profiling.skip_first 0"));
+  auto ok = run_command(
+      tiny_train_command(db_, dir_->path() / "notrace",
+                         "--max_steps 3 --enable_profiling --profile_steps 1 --profiling.skip_first 0"));
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_FALSE(contains(ok.output, "no trace")) << ok.output;
 }
@@ -66,7 +70,8 @@ TEST_F(RaveBadInput, ARunEndingBeforeItsFirstTraceWindowSaysSoAtStartAndEnd) {
 TEST_F(RaveBadInput, ChannelCountMismatchNamesTheKeyAndTheDatabaseChannels) {
   auto r = run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 2 --data.channels 2"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(contains(r.output, "data.channels = 2, but database '" + db_.string() + "' holds 1-channel audio"))
+  EXPECT_TRUE(
+      contains(r.output, "data.channels = 2, but database '" + db_.string() + "' holds 1-channel audio"))
       << r.output;
   EXPECT_TRUE(contains(r.output, "set data.channels to 1")) << r.output;
   // The matching value trains.
@@ -79,10 +84,11 @@ TEST_F(RaveBadInput, CheckpointOfAnotherConfigIsRefusedWithBothSignatures) {
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const fs::path ckpt = run_dir_from_output(first.output) / "checkpoints" / "last.ckpt";
   ASSERT_TRUE(fs::exists(ckpt));
-  auto r = run_command(tiny_train_command(db_, dir_->path() / "ck",
-                                          "--max_steps 4 --ckpt " + quote(ckpt.string()) + " --model.capacity 16"));
+  auto r = run_command(tiny_train_command(
+      db_, dir_->path() / "ck", "--max_steps 4 --ckpt " + quote(ckpt.string()) + " --model.capacity 16"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(contains(r.output, "checkpoint '" + ckpt.string() + "' was made with another config")) << r.output;
+  EXPECT_TRUE(contains(r.output, "checkpoint '" + ckpt.string() + "' was made with another config"))
+      << r.output;
   EXPECT_TRUE(contains(r.output, "capacity = 8")) << r.output;
   EXPECT_TRUE(contains(r.output, "capacity = 16")) << r.output;
   EXPECT_FALSE(contains(r.output, "step 3/")) << r.output;
@@ -105,8 +111,8 @@ TEST_F(RaveBadInput, RefusedResumesLeaveTheOriginalRunAndLatestUntouched) {
   const auto files = listing(out);
   const std::string latest = read_file(out / "latest");
   // Another config: refused before config.toml, `latest` or an events file is written.
-  auto other = run_command(tiny_train_command(db_, out, "--max_steps 4 --ckpt " + quote(ckpt.string()) +
-                                                            " --model.capacity 16"));
+  auto other = run_command(
+      tiny_train_command(db_, out, "--max_steps 4 --ckpt " + quote(ckpt.string()) + " --model.capacity 16"));
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_TRUE(contains(other.output, "was made with another config")) << other.output;
   EXPECT_FALSE(contains(other.output, "run directory:")) << other.output;
@@ -140,7 +146,8 @@ TEST_F(RaveBadInput, ACheckpointWithOneFlippedBitIsRefusedNamingTheFile) {
   bytes[at + largest.size() / 2] ^= 0x04;
   const fs::path flipped = dir_->path() / "flipped.ckpt";
   write_file_atomic(flipped, bytes);
-  auto r = run_command(tiny_train_command(db_, dir_->path() / "flip", "--max_steps 4 --ckpt " + quote(flipped.string())));
+  auto r = run_command(
+      tiny_train_command(db_, dir_->path() / "flip", "--max_steps 4 --ckpt " + quote(flipped.string())));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "checkpoint '" + flipped.string() + "' is damaged")) << r.output;
   EXPECT_TRUE(contains(r.output, "fails its CRC-32 check")) << r.output;
@@ -159,7 +166,8 @@ TEST_F(RaveBadInput, ASecondWriterOfARunDirectoryIsRefusedNamingTheFirstOnesPid)
   const auto config_before = read_file(run / "config.toml");
   auto second = run_command(tiny_train_command(db_, out, "--max_steps 5 --ckpt last --train.lr 0.5"));
   EXPECT_EQ(second.exit_code, 2) << second.output;
-  EXPECT_TRUE(contains(second.output, "run directory '" + fs::canonical(run).string() + "' is in use by another train process (pid " +
+  EXPECT_TRUE(contains(second.output, "run directory '" + fs::canonical(run).string() +
+                                          "' is in use by another train process (pid " +
                                           std::to_string(holder.pid()) + ","))
       << second.output;
   EXPECT_EQ(read_file(run / "config.toml"), config_before) << "the refused writer rewrote config.toml";
@@ -197,8 +205,9 @@ TEST_F(RaveBadInput, StaleTemporaryFilesAreRemovedWhenTheRunIsReopened) {
   const fs::path profile = run / ("timing_profile.json.tmp." + dead);
   const fs::path live = run / "checkpoints" / ("last.ckpt.tmp." + std::to_string(::getpid()));
   for (const auto& f : {left, profile, live}) write_file_atomic(f, "partial");
-  auto r = run_command(tiny_train_command(db_, dir_->path() / "stale",
-                                          "--max_steps 3 --ckpt " + quote((run / "checkpoints" / "last.ckpt").string())));
+  auto r = run_command(
+      tiny_train_command(db_, dir_->path() / "stale",
+                         "--max_steps 3 --ckpt " + quote((run / "checkpoints" / "last.ckpt").string())));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(fs::exists(left));
   EXPECT_FALSE(fs::exists(profile));
@@ -210,7 +219,8 @@ TEST_F(RaveBadInput, FullDiskEndsWithAClearMessageAndKeepsEarlierCheckpoints) {
   // A small tmpfs of our own, in a user and mount namespace; skipped where that is not allowed.
   const fs::path disk = dir_->path() / "small_disk";
   fs::create_directories(disk);
-  auto probe = run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
+  auto probe =
+      run_command("unshare -rm sh -c 'mount -t tmpfs -o size=64k none " + quote(disk.string()) + "'");
   if (probe.exit_code != 0) GTEST_SKIP() << "cannot mount a small tmpfs here (unshare -rm): " << probe.output;
   // Sized from one checkpoint: the first saves fit, a later one does not.
   auto sizing = run_command(tiny_train_command(db_, dir_->path() / "sizing", "--max_steps 1"));
@@ -220,9 +230,9 @@ TEST_F(RaveBadInput, FullDiskEndsWithAClearMessageAndKeepsEarlierCheckpoints) {
   const fs::path out = disk / "runs";
   // The listing is printed inside the namespace, before its tmpfs goes away.
   write_file_atomic(dir_->path() / "full_disk.sh",
-                    "mount -t tmpfs -o size=" + std::to_string(kib) + "k none " + quote(disk.string()) + " || exit 3\n" +
-                        tiny_train_command(db_, out, "--max_steps 40 --save_every 2") + "\nrc=$?\nls -laR " +
-                        quote(disk.string()) + "\nexit $rc\n");
+                    "mount -t tmpfs -o size=" + std::to_string(kib) + "k none " + quote(disk.string()) +
+                        " || exit 3\n" + tiny_train_command(db_, out, "--max_steps 40 --save_every 2") +
+                        "\nrc=$?\nls -laR " + quote(disk.string()) + "\nexit $rc\n");
   auto r = run_command("unshare -rm sh " + quote((dir_->path() / "full_disk.sh").string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "disk full while writing")) << r.output;
@@ -234,7 +244,8 @@ TEST_F(RaveBadInput, FullDiskEndsWithAClearMessageAndKeepsEarlierCheckpoints) {
 
 TEST_F(RaveBadInput, NonFiniteLossFailsTheRunAndKeepsTheLastGoodCheckpoint) {
   // The batch of step 15 is NaN (tests/support/nan_batches.h, through train_with_faults).
-  std::string command = tiny_train_command(db_, dir_->path() / "nan", "--max_steps 30 --save_every 10 --log_every 5");
+  std::string command =
+      tiny_train_command(db_, dir_->path() / "nan", "--max_steps 30 --save_every 10 --log_every 5");
   command.replace(0, bin_path("train").size(), "RT_TEST_NAN_AT_STEP=15 " + bin_path("train_with_faults"));
   auto r = run_command(command);
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -260,8 +271,8 @@ TEST_F(RaveBadInput, NonFiniteLossFailsTheRunAndKeepsTheLastGoodCheckpoint) {
     EXPECT_TRUE(torch::equal(t, step10.at(name))) << name;
   }
   // The intact checkpoint resumes.
-  auto resumed = run_command(tiny_train_command(db_, dir_->path() / "nan",
-                                                "--max_steps 12 --ckpt " + quote(last.string())));
+  auto resumed = run_command(
+      tiny_train_command(db_, dir_->path() / "nan", "--max_steps 12 --ckpt " + quote(last.string())));
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed.output, "at step 10")) << resumed.output;
 }

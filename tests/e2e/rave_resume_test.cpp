@@ -32,8 +32,8 @@ std::vector<std::string> differing(const std::map<std::string, torch::Tensor>& a
   for (const auto& [name, t] : a) {
     if (is_validation_output(name)) continue;
     auto it = b.find(name);
-    if (it == b.end() || !t.sizes().equals(it->second.sizes()) || t.scalar_type() != it->second.scalar_type() ||
-        !torch::equal(t, it->second)) {
+    if (it == b.end() || !t.sizes().equals(it->second.sizes()) ||
+        t.scalar_type() != it->second.scalar_type() || !torch::equal(t, it->second)) {
       out.push_back(name);
     }
   }
@@ -56,11 +56,13 @@ class RaveResume : public ::testing::Test {
     // Phase 2 from step 30: the resumed half crosses into it (discriminator optimizer, frozen
     // encoder); β still warms up (100 steps) and the LR decays, both from the step counter.
     const std::string common = "--seed 3 --save_every 10 --train.phase_1_duration 30 ";
-    auto a = run_command(tiny_train_command(db_, dir_->path() / "a", common + "--max_steps 40 --val_every 100"));
+    auto a =
+        run_command(tiny_train_command(db_, dir_->path() / "a", common + "--max_steps 40 --val_every 100"));
     ASSERT_EQ(a.exit_code, 0) << a.output;
     run_a_ = run_dir_from_output(a.output);
     // Another validation cadence in the split run: validation must not touch the training stream.
-    auto b1 = run_command(tiny_train_command(db_, dir_->path() / "b", common + "--max_steps 20 --val_every 7"));
+    auto b1 =
+        run_command(tiny_train_command(db_, dir_->path() / "b", common + "--max_steps 20 --val_every 7"));
     ASSERT_EQ(b1.exit_code, 0) << b1.output;
     auto b2 = run_command(
         tiny_train_command(db_, dir_->path() / "b", common + "--max_steps 40 --val_every 7 --ckpt last"));
@@ -106,7 +108,8 @@ TEST_F(RaveResume, EncoderIsFrozenInPhaseTwoWhileDecoderAndDiscriminatorTrain) {
   const auto s20 = checkpoint_tensors(run_a_ / "checkpoints" / "step_20.ckpt");
   const auto s30 = checkpoint_tensors(run_a_ / "checkpoints" / "step_30.ckpt");
   const auto s40 = checkpoint_tensors(run_a_ / "checkpoints" / "step_40.ckpt");
-  const std::string enc = "model.rave.encoder.", dec = "model.rave.decoder.", dis = "model.rave.discriminator.";
+  const std::string enc = "model.rave.encoder.", dec = "model.rave.decoder.",
+                    dis = "model.rave.discriminator.";
   ASSERT_FALSE(with_prefix(s30, enc).empty());
   // Phase 1 (steps 20..29): the encoder trains.
   EXPECT_FALSE(differing(with_prefix(s20, enc), with_prefix(s30, enc)).empty());

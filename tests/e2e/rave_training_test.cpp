@@ -1,13 +1,14 @@
 // tiny_rave on the demo database: the reconstruction improves, and phase 2 begins at
 // train.phase_1_duration with RAVE's adversarial tags logged only from then on.
-#include "e2e/e2e_fixtures.h"
-
 #include <cmath>
+
+#include "e2e/e2e_fixtures.h"
 
 namespace rt::e2e {
 namespace {
 
-double mean_over(const std::vector<std::pair<int64_t, float>>& values, int64_t first_step, int64_t last_step) {
+double mean_over(const std::vector<std::pair<int64_t, float>>& values, int64_t first_step,
+                 int64_t last_step) {
   double sum = 0.0;
   int64_t n = 0;
   for (const auto& [step, v] : values) {
@@ -34,8 +35,8 @@ TEST(RaveTinyTraining, SpectralDistanceFallsAndPhaseTwoStartsAtTheConfiguredStep
 
   for (const char* tag : {"fullband_spectral_distance", "multiband_spectral_distance"}) {
     ASSERT_EQ(scalars[tag].size(), 300u) << tag;
-    const double first = mean_over(scalars[tag], 1, 10);      // steps 0..9
-    const double last = mean_over(scalars[tag], 291, 300);    // steps 290..299
+    const double first = mean_over(scalars[tag], 1, 10);    // steps 0..9
+    const double last = mean_over(scalars[tag], 291, 300);  // steps 290..299
     std::cout << tag << ": first-10-step mean " << first << ", last-10-step mean " << last << " (ratio "
               << last / first << ")\n";
     EXPECT_LT(last, 0.7 * first) << tag << ": first-10-step mean " << first << ", last-10-step mean " << last;

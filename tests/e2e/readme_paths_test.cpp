@@ -51,12 +51,14 @@ TEST(ReadmePaths, DatasetsAndRunsInTheExamplesLiveInIgnoredNonSourceFolders) {
   int checked = 0;
   for (std::sregex_iterator it(code.begin(), code.end(), arg), end; it != end; ++it) {
     const std::string path = (*it)[1];
-    if (path.empty() || path[0] == '~' || path[0] == '/' || path[0] == '-' || path[0] == '$' || path[0] == '[') {
+    if (path.empty() || path[0] == '~' || path[0] == '/' || path[0] == '-' || path[0] == '$' ||
+        path[0] == '[') {
       continue;  // the user's own absolute paths, or an option
     }
     const std::string top = path.substr(0, path.find('/'));
     ++checked;
-    EXPECT_TRUE(ignored.count(top)) << "README example path '" << path << "' is not under a folder .gitignore ignores";
+    EXPECT_TRUE(ignored.count(top)) << "README example path '" << path
+                                    << "' is not under a folder .gitignore ignores";
     EXPECT_FALSE(fs::exists(testing::source_path(top + "/CMakeLists.txt")))
         << "README example path '" << path << "' is inside the source folder " << top << "/";
   }
@@ -69,14 +71,16 @@ TEST(ReadmePaths, TheDemoWritesWhereTheReadmeLooks) {
   // The README analyses `runs/latest` and trains on the demo's database.
   ASSERT_NE(code.find("profile-report runs/latest"), std::string::npos);
   EXPECT_NE(demo.find("RUNS=\"$ROOT/runs\""), std::string::npos) << "the demo's runs are not in runs/";
-  EXPECT_NE(demo.find("--out_path \"$RUNS\""), std::string::npos) << "the demo's train does not write to runs/";
+  EXPECT_NE(demo.find("--out_path \"$RUNS\""), std::string::npos)
+      << "the demo's train does not write to runs/";
   const std::regex db(R"(--db_path\s+(datasets/demo)\b)");
   EXPECT_TRUE(std::regex_search(code, db)) << "the README's examples do not train on the demo's database";
   EXPECT_NE(demo.find("--output_path \"$DATASETS/demo\""), std::string::npos)
       << "the demo's database is not datasets/demo";
   EXPECT_NE(demo.find("DATASETS=\"$ROOT/datasets\""), std::string::npos);
   const auto ignored = ignored_top_folders();
-  EXPECT_TRUE(ignored.count("runs") && ignored.count("datasets")) << "runs/ and datasets/ must be ignored by git";
+  EXPECT_TRUE(ignored.count("runs") && ignored.count("datasets"))
+      << "runs/ and datasets/ must be ignored by git";
   // tensorboard.sh opens the same runs by default.
   EXPECT_NE(read_file(testing::source_path("scripts/tensorboard.sh")).find("LOGDIR=\"${1:-$ROOT/runs}\""),
             std::string::npos);

@@ -3,10 +3,10 @@
 // writes PNGs, and a traced run lists its top operators.
 #include <gtest/gtest.h>
 
-#include "util/atomic_file.h"
-#include "util/json.h"
 #include "e2e/report_fixture.h"
 #include "profiling/report/plots.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 
 namespace rt::report_e2e {
 namespace {
@@ -40,7 +40,8 @@ TEST(ReportE2E, SlowedLoaderIsNamedTheBottleneck) {
 TEST(ReportE2E, NormalRunIsNotDataBoundAndCompareShowsBothWithRatios) {
   ScratchDir dir("report_e2e");
   const fs::path db = make_demo_db(dir.path());
-  const fs::path normal = train_run(db, dir / "runs_a", "normal", 30, "--enable_timing_profiling --enable_memory_profiling");
+  const fs::path normal =
+      train_run(db, dir / "runs_a", "normal", 30, "--enable_timing_profiling --enable_memory_profiling");
   const fs::path slow = train_run(db, dir / "runs_b", "slow", 8, kSlowLoader);
   ASSERT_FALSE(normal.empty());
   ASSERT_FALSE(slow.empty());
@@ -80,7 +81,8 @@ TEST(ReportE2E, NormalRunIsNotDataBoundAndCompareShowsBothWithRatios) {
 TEST(ReportE2E, TracedRunListsTopOperators) {
   ScratchDir dir("report_e2e");
   const fs::path db = make_demo_db(dir.path());
-  const fs::path run = train_run(db, dir / "runs", "traced", 6, "--enable_profiling --profile_steps 2 --profiling.skip_first 2");
+  const fs::path run = train_run(db, dir / "runs", "traced", 6,
+                                 "--enable_profiling --profile_steps 2 --profiling.skip_first 2");
   ASSERT_FALSE(run.empty());
   const auto r = profile_report(q(run) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;

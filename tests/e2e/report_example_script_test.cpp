@@ -2,8 +2,8 @@
 // pseudo-terminal, and without a terminal it refuses unless given --preset NAME --yes.
 #include <gtest/gtest.h>
 
-#include "util/atomic_file.h"
 #include "e2e/report_fixture.h"
+#include "util/atomic_file.h"
 #include "util/run_pointer.h"
 
 namespace rt::report_e2e {
@@ -14,23 +14,26 @@ using testing::ScratchDir;
 // The script, run against the already-built binaries (BUILD_DIR), output under `out`.
 std::string script_cmd(const fs::path& out, const std::string& args) {
   const fs::path build = fs::path(testing::bin_path("train")).parent_path().parent_path();
-  return "BUILD_DIR=" + q(build) + " bash " + q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
-         q(out) + " " + args;
+  return "BUILD_DIR=" + q(build) + " bash " + q(testing::source_path("scripts/profiling_example.sh")) +
+         " --out " + q(out) + " " + args;
 }
 
 TEST(ReportExampleScript, BasicPresetRunsUnattendedToTheEnd) {
   ScratchDir dir("report_script");
   make_demo_db(dir.path());  // at <out>/db, where the script looks first
-  const auto r = testing::run_command(script_cmd(dir.path(), "--preset basic --yes --steps 8 --threads 1") + " < /dev/null");
+  const auto r = testing::run_command(script_cmd(dir.path(), "--preset basic --yes --steps 8 --threads 1") +
+                                      " < /dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The exact train command is shown, every output file is explained, profile-report runs.
-  EXPECT_NE(r.output.find("--enable_timing_profiling --enable_memory_profiling"), std::string::npos) << r.output;
-  for (const char* f : {"* config.toml", "* training_summary.json", "* timing_profile.json", "* memory_profile.json",
-                        "* events.out.tfevents.", "* checkpoints/"}) {
+  EXPECT_NE(r.output.find("--enable_timing_profiling --enable_memory_profiling"), std::string::npos)
+      << r.output;
+  for (const char* f : {"* config.toml", "* training_summary.json", "* timing_profile.json",
+                        "* memory_profile.json", "* events.out.tfevents.", "* checkpoints/"}) {
     EXPECT_NE(r.output.find(f), std::string::npos) << f << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("scripts/tensorboard.sh " + (dir / "runs").string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scripts/tensorboard.sh " + (dir / "runs").string()), std::string::npos)
+      << r.output;
   const fs::path run = fs::canonical(resolve_run_pointer(dir / "runs" / "latest"));
   EXPECT_TRUE(fs::exists(run / "timing_profile.json"));
   EXPECT_TRUE(fs::exists(run / "memory_profile.json"));
@@ -58,12 +61,12 @@ TEST(ReportExampleScript, BuildsOnlyTheBinariesItRuns) {
   fs::create_directories(shim_dir);
   const fs::path log = dir / "cmake_calls.txt";
   write_file_atomic(shim_dir / "cmake", "#!/bin/sh\necho \"$*\" >> " + q(log) +
-                         "\ncase \"$*\" in *--build*) exit 3 ;; esac\nexit 0\n");
+                                            "\ncase \"$*\" in *--build*) exit 3 ;; esac\nexit 0\n");
   fs::permissions(shim_dir / "cmake", fs::perms::owner_all);
   const fs::path empty_build = dir / "fresh_build";
   const std::string cmd = "PATH=" + q(shim_dir) + ":\"$PATH\" BUILD_DIR=" + q(empty_build) + " bash " +
-                          q(testing::source_path("scripts/profiling_example.sh")) + " --out " + q(dir / "out") +
-                          " --preset basic --yes < /dev/null";
+                          q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
+                          q(dir / "out") + " --preset basic --yes < /dev/null";
   const auto r = testing::run_command(cmd);
   EXPECT_NE(r.exit_code, 0) << r.output;  // the fake cmake fails the build
   const std::string calls = read_file(log);
@@ -119,15 +122,17 @@ TEST(ReportExampleScript, MenuChoosesAPresetByNumberThroughATerminal) {
   make_demo_db(dir.path());
   write_file_atomic(dir / "drive.py", kPtyDriver);
   const fs::path build = fs::path(testing::bin_path("train")).parent_path().parent_path();
-  const auto r = testing::run_command("BUILD_DIR=" + q(build) + " /usr/bin/python3 " + q(dir / "drive.py") + " bash " +
-                                      q(testing::source_path("scripts/profiling_example.sh")) + " --out " +
-                                      q(dir.path()) + " --steps 6 --threads 1 --no-plots");
-  if (r.exit_code == 77) GTEST_SKIP() << "the menu needs a terminal and none can be opened here: " << r.output;
+  const auto r = testing::run_command("BUILD_DIR=" + q(build) + " /usr/bin/python3 " + q(dir / "drive.py") +
+                                      " bash " + q(testing::source_path("scripts/profiling_example.sh")) +
+                                      " --out " + q(dir.path()) + " --steps 6 --threads 1 --no-plots");
+  if (r.exit_code == 77)
+    GTEST_SKIP() << "the menu needs a terminal and none can be opened here: " << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'9' is not a preset"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("preset: basic"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Bottleneck: "), std::string::npos) << r.output;
-  EXPECT_TRUE(fs::exists(fs::canonical(resolve_run_pointer(dir / "runs" / "latest")) / "timing_profile.json"));
+  EXPECT_TRUE(
+      fs::exists(fs::canonical(resolve_run_pointer(dir / "runs" / "latest")) / "timing_profile.json"));
 }
 
 }  // namespace

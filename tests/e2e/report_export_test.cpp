@@ -13,7 +13,9 @@ namespace {
 
 using testing::ScratchDir;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(ReportExportList, WritesEachProfileAsOneListOfEveryEntry) {
   ScratchDir dir("report_export");

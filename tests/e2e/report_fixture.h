@@ -18,11 +18,12 @@ inline std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // Builds <dir>/db from a few seconds of the built-in demo audio (deterministic seed).
 inline fs::path make_demo_db(const fs::path& dir) {
-  const auto gen = testing::run_command(testing::bin_path("preprocess") + " --generate_demo " + q(dir / "audio") +
-                                        " --demo_seconds 4 --seed 1");
+  const auto gen = testing::run_command(testing::bin_path("preprocess") + " --generate_demo " +
+                                        q(dir / "audio") + " --demo_seconds 4 --seed 1");
   EXPECT_EQ(gen.exit_code, 0) << gen.output;
-  const auto pre = testing::run_command(testing::bin_path("preprocess") + " --input_path " + q(dir / "audio") +
-                                        " --output_path " + q(dir / "db") + " --num_signal 8192 --max_db_size 1");
+  const auto pre =
+      testing::run_command(testing::bin_path("preprocess") + " --input_path " + q(dir / "audio") +
+                           " --output_path " + q(dir / "db") + " --num_signal 8192 --max_db_size 1");
   EXPECT_EQ(pre.exit_code, 0) << pre.output;
   return dir / "db";
 }

@@ -50,7 +50,8 @@ TEST(ReportE2E, EventsFileHoldsEveryDocumentedTagAtItsSteps) {
 
   const std::set<int64_t> log_steps = {5, 10, 15, 20, 25, 30};
   // RAVE's losses (its TensorBoard tags), means over each log interval.
-  for (const char* t : {"fullband_spectral_distance", "multiband_spectral_distance", "regularization", "beta_factor"}) {
+  for (const char* t :
+       {"fullband_spectral_distance", "multiband_spectral_distance", "regularization", "beta_factor"}) {
     expect_steps(t, log_steps);
   }
   // Phase 2 starts at step index 10: the interval logged at 15 is the first holding it.
@@ -62,8 +63,8 @@ TEST(ReportE2E, EventsFileHoldsEveryDocumentedTagAtItsSteps) {
     expect_steps(t, log_steps);
   }
   // Timers: profiling.log_every defaults to train.log_every.
-  for (const char* name : {"data_batch_production", "forward", "loss_fn_computation", "backward", "optimizer_step",
-                           "make_step_total", "training_step"}) {
+  for (const char* name : {"data_batch_production", "forward", "loss_fn_computation", "backward",
+                           "optimizer_step", "make_step_total", "training_step"}) {
     for (const char* suffix : {"_avg_time", "_total_time", "_count"}) {
       expect_steps(std::string("profiling/") + name + suffix, log_steps);
     }

@@ -9,7 +9,9 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 class ResumeChanges : public ::testing::Test {
  protected:
@@ -23,8 +25,8 @@ class ResumeChanges : public ::testing::Test {
   }
   static std::string ssm(const fs::path& out, const std::string& extra, int batch = 8) {
     return bin_path("train") + " --config tiny_ssm --db_path " + quote(db_.string()) + " --out_path " +
-           quote(out.string()) + " --batch " + std::to_string(batch) + " --log_every 5 --val_every 10 --save_every 10 " +
-           extra;
+           quote(out.string()) + " --batch " + std::to_string(batch) +
+           " --log_every 5 --val_every 10 --save_every 10 " + extra;
   }
   static ScratchDir* dir_;
   static fs::path db_;
@@ -46,7 +48,8 @@ TEST_F(ResumeChanges, AResumeThatChangesSettingsPrintsTheDiffAndKeepsTheEarlierC
   EXPECT_TRUE(contains(r.output, "  train.seed: 1 → 2")) << r.output;
   EXPECT_TRUE(contains(r.output, "  data.workers: 1 → 0")) << r.output;
   EXPECT_TRUE(contains(r.output, "  train.max_steps: 10 → 20")) << r.output;
-  EXPECT_TRUE(contains(r.output, "the run's earlier config.toml is kept as " + (run / "config.10.toml").string()))
+  EXPECT_TRUE(
+      contains(r.output, "the run's earlier config.toml is kept as " + (run / "config.10.toml").string()))
       << r.output;
   ASSERT_TRUE(fs::exists(run / "config.10.toml"));
   EXPECT_EQ(read_file(run / "config.10.toml"), before);

@@ -7,7 +7,9 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 class RunFaults : public ::testing::Test {
  protected:
@@ -24,8 +26,9 @@ class RunFaults : public ::testing::Test {
   static std::string mount_namespace_missing() {
     const fs::path probe = dir_->path() / "mount_probe";
     fs::create_directories(probe);
-    auto r = run_command("unshare -rm sh -c 'mount --bind " + quote(probe.string()) + " " + quote(probe.string()) +
-                         " && mount -o remount,bind,ro " + quote(probe.string()) + "'");
+    auto r =
+        run_command("unshare -rm sh -c 'mount --bind " + quote(probe.string()) + " " + quote(probe.string()) +
+                    " && mount -o remount,bind,ro " + quote(probe.string()) + "'");
     return r.exit_code == 0 ? "" : "cannot make a read-only bind mount here (unshare -rm): " + r.output;
   }
   static ScratchDir* dir_;
@@ -46,7 +49,8 @@ TEST_F(RunFaults, ADatabaseTruncatedWhileTrainingFailsTheRunNamingIt) {
   const int code = p.wait_exit(120);
   const std::string log = p.log();
   EXPECT_EQ(code, 1) << log;
-  EXPECT_TRUE(contains(log, "LMDB database '" + db.string() + "' changed under the reader: data.mdb is now 0 bytes"))
+  EXPECT_TRUE(
+      contains(log, "LMDB database '" + db.string() + "' changed under the reader: data.mdb is now 0 bytes"))
       << log;
   const Json summary = read_json(run_dir_from_output(log) / "training_summary.json");
   EXPECT_TRUE(contains(summary.at("status").get<std::string>(), "failed: ")) << summary.dump(2);
@@ -69,7 +73,8 @@ TEST_F(RunFaults, AReadOnlyCheckpointsFolderIsRefusedBeforeTheFirstStep) {
                         tiny_train_command(db_, out, "--max_steps 6 --save_every 2 --ckpt last") + "\n");
   auto r = run_command("unshare -rm sh " + quote((dir_->path() / "ro_ckpt.sh").string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "cannot write into the run's checkpoints folder '" + ckpts.string() + "'")) << r.output;
+  EXPECT_TRUE(contains(r.output, "cannot write into the run's checkpoints folder '" + ckpts.string() + "'"))
+      << r.output;
   EXPECT_TRUE(contains(r.output, "Read-only file system")) << r.output;
   EXPECT_FALSE(contains(r.output, "step 3/")) << "trained anyway:\n" << r.output;
   EXPECT_EQ(read_json(run / "training_summary.json").at("status"), "completed");
@@ -105,7 +110,8 @@ TEST_F(RunFaults, AnUnwritableProfilesFolderIsRefusedBeforeTheFirstStep) {
                                           "--max_steps 4 --enable_timing_profiling --profiling.output_dir " +
                                               quote((not_a_dir / "profiles").string())));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "profiling.output_dir '" + (not_a_dir / "profiles").string() + "'")) << r.output;
+  EXPECT_TRUE(contains(r.output, "profiling.output_dir '" + (not_a_dir / "profiles").string() + "'"))
+      << r.output;
   EXPECT_FALSE(contains(r.output, "step 1/")) << "trained anyway:\n" << r.output;
 }
 

@@ -51,8 +51,9 @@ TEST(SsmFusedResume, AFusedRunResumesUnderTheParallelScan) {
   ScratchDir dir("e2e_ssm_scan_resume");
   const fs::path root = dir.path();
   ASSERT_NO_FATAL_FAILURE(make_neural_db(root));
-  const std::string common = bin_path("train") + " --config tiny_ssm --db_path " + quote((root / "db").string()) +
-                             " --out_path " + quote((root / "runs").string()) + " --threads 1 --val_every 100";
+  const std::string common = bin_path("train") + " --config tiny_ssm --db_path " +
+                             quote((root / "db").string()) + " --out_path " +
+                             quote((root / "runs").string()) + " --threads 1 --val_every 100";
   auto fused = run_command(common + " --max_steps 4 --model.scan fused");
   ASSERT_EQ(fused.exit_code, 0) << fused.output;
   auto parallel = run_command(common + " --max_steps 6 --ckpt last --model.scan parallel");

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "data/neural/h5_file.h"
-#include "util/json.h"
 #include "support/test_support.h"
 #include "tensorboard/tfevents.h"
+#include "util/json.h"
 #include "util/run_pointer.h"
 
 namespace fs = std::filesystem;
@@ -41,16 +41,17 @@ TEST(SsmE2E, TinySsmReachesR2OnSyntheticReaching) {
   auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + q(dir / "h5") +
                          " --groups 1 --units 182 --trials 256 --seed 7");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "h5") + " --output_path " +
-                         q(dir / "db"));
+  auto imp = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "h5") +
+                         " --output_path " + q(dir / "db"));
   ASSERT_EQ(imp.exit_code, 0) << imp.output;
   EXPECT_NE(imp.output.find("wrote 256 trials"), std::string::npos) << imp.output;
 
   auto ins = run_command(bin_path("preprocess") + " --inspect " + q(dir / "db"));
   ASSERT_EQ(ins.exit_code, 0) << ins.output;
-  for (const char* want : {"kind: neural", "entries: 256 trials", "groups: 1",
-                           "synthetic_reach_0: 182 units, 2 behaviour dims, 256 trials (256 train, 0 eval), 140 bins of 5 ms",
-                           "binned counts", "all 256 records decode"}) {
+  for (const char* want :
+       {"kind: neural", "entries: 256 trials", "groups: 1",
+        "synthetic_reach_0: 182 units, 2 behaviour dims, 256 trials (256 train, 0 eval), 140 bins of 5 ms",
+        "binned counts", "all 256 records decode"}) {
     EXPECT_NE(ins.output.find(want), std::string::npos) << "missing '" << want << "' in:\n" << ins.output;
   }
 
@@ -88,8 +89,8 @@ TEST(SsmE2E, NeuralImportErrorsNameFileAndKey) {
     std::vector<int32_t> spikes(2 * 10 * 4, 1);
     f.write_int32("train_spikes_heldin", {2, 10, 4}, spikes.data());
   }
-  auto r = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "in" / "no_behavior.h5") +
-                       " --output_path " + q(dir / "db"));
+  auto r = run_command(bin_path("preprocess") + " --kind neural --input_path " +
+                       q(dir / "in" / "no_behavior.h5") + " --output_path " + q(dir / "db"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no_behavior.h5"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("train_behavior"), std::string::npos) << r.output;
@@ -104,8 +105,8 @@ TEST(SsmE2E, NeuralImportErrorsNameFileAndKey) {
   EXPECT_NE(r.output.find("junk.h5"), std::string::npos) << r.output;
 
   // Audio-only flags are refused for neural imports rather than ignored.
-  r = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "in") + " --output_path " +
-                  q(dir / "db3") + " --sampling_rate 16000");
+  r = run_command(bin_path("preprocess") + " --kind neural --input_path " + q(dir / "in") +
+                  " --output_path " + q(dir / "db3") + " --sampling_rate 16000");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--sampling_rate applies to --kind audio only"), std::string::npos) << r.output;
 }

@@ -3,8 +3,8 @@
 // records its arguments, so the test needs neither PyPI nor a network.
 #include <gtest/gtest.h>
 
-#include "util/atomic_file.h"
 #include "e2e/report_fixture.h"
+#include "util/atomic_file.h"
 
 namespace rt::report_e2e {
 namespace {

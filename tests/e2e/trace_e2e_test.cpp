@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "util/atomic_file.h"
-#include "util/json.h"
 #include "support/test_support.h"
 #include "support/trace_checks.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 
 namespace rt {
 namespace {
@@ -78,7 +78,8 @@ size_t count_traces(const fs::path& run) {
   size_t n = 0;
   if (!fs::exists(run / "profiler_traces")) return 0;
   for (const auto& e : fs::directory_iterator(run / "profiler_traces")) {
-    n += std::regex_match(e.path().filename().string(), std::regex(R"(^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$)"));
+    n += std::regex_match(e.path().filename().string(),
+                          std::regex(R"(^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$)"));
   }
   return n;
 }
@@ -89,10 +90,11 @@ size_t count_traces(const fs::path& run) {
 TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
   // data.workers 0: batches load on the training thread, so every allocation of the window
   // happens between the two bytes-in-use readings (no concurrent loader thread).
-  const auto r = run_command(train("sched", "--max_steps 5 --data.workers 0 --enable_profiling --profiling.wait 1 "
-                                            "--profiling.warmup 1 --profiling.active 2 --profiling.repeat 1 "
-                                            "--profiling.skip_first 0 --profiling.record_shapes "
-                                            "--profiling.profile_memory --profiling.with_modules"));
+  const auto r = run_command(train("sched",
+                                   "--max_steps 5 --data.workers 0 --enable_profiling --profiling.wait 1 "
+                                   "--profiling.warmup 1 --profiling.active 2 --profiling.repeat 1 "
+                                   "--profiling.skip_first 0 --profiling.record_shapes "
+                                   "--profiling.profile_memory --profiling.with_modules"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir("sched");
   ASSERT_TRUE(fs::exists(run / "profile_step_2.json")) << r.output;
@@ -131,13 +133,15 @@ TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
   ASSERT_GT(counts.memory, 100u);
   int64_t sum = 0;
   for (const auto& e : j["traceEvents"]) {
-    if (e.value("name", "") == "[memory]" && e["args"]["Device Type"] == 0) sum += e["args"]["Bytes"].get<int64_t>();
+    if (e.value("name", "") == "[memory]" && e["args"]["Device Type"] == 0)
+      sum += e["args"]["Bytes"].get<int64_t>();
     // Without --enable_memory_profiling no block is tagged: no event claims a category.
     if (e.value("name", "") == "[memory]") {
       EXPECT_FALSE(e["args"].contains("Category")) << e.dump();
     }
   }
-  EXPECT_EQ(sum, j["cpu_bytes_in_use_window_end"].get<int64_t>() - j["cpu_bytes_in_use_window_start"].get<int64_t>());
+  EXPECT_EQ(sum, j["cpu_bytes_in_use_window_end"].get<int64_t>() -
+                     j["cpu_bytes_in_use_window_start"].get<int64_t>());
 
   // with_modules: spans named by module path for RAVE's main blocks, written as torch's module
   // events (python_function with Python ids) for TensorBoard's plugin's Module view.
@@ -163,10 +167,11 @@ TEST_F(TraceE2eTest, ScheduleRecordsExactlyStepsTwoAndThreeWithAValidTrace) {
 // With memory profiling too, "[memory]" events say what their block held: the gradients that
 // each step's zero_grad frees, and the activations and temporaries of forward and backward.
 TEST_F(TraceE2eTest, MemoryEventsNameTheirCategoryWithMemoryProfiling) {
-  const auto r = run_command(train("cats", "--max_steps 4 --data.workers 0 --enable_profiling --profiling.wait 1 "
-                                           "--profiling.warmup 1 --profiling.active 2 --profiling.repeat 1 "
-                                           "--profiling.skip_first 0 --profiling.profile_memory "
-                                           "--enable_memory_profiling"));
+  const auto r = run_command(train("cats",
+                                   "--max_steps 4 --data.workers 0 --enable_profiling --profiling.wait 1 "
+                                   "--profiling.warmup 1 --profiling.active 2 --profiling.repeat 1 "
+                                   "--profiling.skip_first 0 --profiling.profile_memory "
+                                   "--enable_memory_profiling"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json j = Json::parse(read_file(run_dir("cats") / "profile_step_2.json"));
   std::map<std::string, size_t> frees, allocs;
@@ -185,9 +190,10 @@ TEST_F(TraceE2eTest, MemoryEventsNameTheirCategoryWithMemoryProfiling) {
 }
 
 TEST_F(TraceE2eTest, RepeatTwoWritesTwoTracesAndStacks) {
-  const auto r = run_command(train("repeat", "--max_steps 4 --enable_profiling --profiling.wait 0 --profiling.warmup 0 "
-                                             "--profiling.active 1 --profiling.repeat 2 --profiling.skip_first 1 "
-                                             "--profiling.with_stack"));
+  const auto r = run_command(train("repeat",
+                                   "--max_steps 4 --enable_profiling --profiling.wait 0 --profiling.warmup 0 "
+                                   "--profiling.active 1 --profiling.repeat 2 --profiling.skip_first 1 "
+                                   "--profiling.with_stack"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir("repeat");
   EXPECT_EQ(count_traces(run), 2u);
@@ -207,8 +213,9 @@ TEST_F(TraceE2eTest, RepeatTwoWritesTwoTracesAndStacks) {
 }
 
 TEST_F(TraceE2eTest, ProfileStepsIsActiveNAfterSkipFirstAndWarmup) {
-  const auto r = run_command(train("psteps", "--max_steps 5 --enable_profiling --profile_steps 2 "
-                                             "--profiling.skip_first 1"));
+  const auto r = run_command(train("psteps",
+                                   "--max_steps 5 --enable_profiling --profile_steps 2 "
+                                   "--profiling.skip_first 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir("psteps");
   EXPECT_EQ(count_traces(run), 1u);
@@ -219,8 +226,9 @@ TEST_F(TraceE2eTest, ProfileStepsIsActiveNAfterSkipFirstAndWarmup) {
 }
 
 TEST_F(TraceE2eTest, WindowOpenAtMaxStepsIsSaved) {
-  const auto r = run_command(train("open", "--max_steps 3 --enable_profiling --profiling.warmup 0 "
-                                           "--profiling.active 10 --profiling.skip_first 1"));
+  const auto r = run_command(train("open",
+                                   "--max_steps 3 --enable_profiling --profiling.warmup 0 "
+                                   "--profiling.active 10 --profiling.skip_first 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir("open");
   ASSERT_TRUE(fs::exists(run / "profile_step_1.json")) << r.output;
@@ -231,10 +239,14 @@ TEST_F(TraceE2eTest, WindowOpenAtMaxStepsIsSaved) {
 TEST_F(TraceE2eTest, WindowOpenOnSigintIsSaved) {
   const fs::path log = dir_->path() / "sigint.log";
   // Interrupt once step 3 is logged; the window (steps 0…) is still open then.
-  const std::string script = train("sigint", "--max_steps 100000 --enable_profiling --profiling.warmup 0 "
-                                             "--profiling.active 100000 --profiling.skip_first 0") +
-                             " > " + log.string() + " 2>&1 & pid=$!; for i in $(seq 1 600); do "
-                             "grep -q '^step 3/' " + log.string() + " && break; sleep 0.1; done; "
+  const std::string script = train("sigint",
+                                   "--max_steps 100000 --enable_profiling --profiling.warmup 0 "
+                                   "--profiling.active 100000 --profiling.skip_first 0") +
+                             " > " + log.string() +
+                             " 2>&1 & pid=$!; for i in $(seq 1 600); do "
+                             "grep -q '^step 3/' " +
+                             log.string() +
+                             " && break; sleep 0.1; done; "
                              "kill -INT $pid; wait $pid; echo exit=$?";
   const auto r = run_command(script);
   const std::string out = read_file(log);

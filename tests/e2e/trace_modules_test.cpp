@@ -90,7 +90,8 @@ TEST(TraceModulesTest, SeqChildrenAreSpansNamedByPath) {
   const auto spans = module_spans(tracer.stop());
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(spans.size(), 3u);
-  for (const char* name : {"model.net.0", "model.net.1", "model.net.2"}) EXPECT_EQ(spans.count(name), 1u) << name;
+  for (const char* name : {"model.net.0", "model.net.1", "model.net.2"})
+    EXPECT_EQ(spans.count(name), 1u) << name;
 }
 
 }  // namespace

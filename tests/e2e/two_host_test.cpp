@@ -17,7 +17,9 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 class TwoHosts : public ::testing::Test {
  protected:
@@ -30,13 +32,14 @@ class TwoHosts : public ::testing::Test {
       return;
     }
     const std::string a = tag_ + "a", b = tag_ + "b";
-    auto r = run_command("ip netns add " + a + " && ip netns add " + b + " && ip link add " + a + "v type veth peer name " +
-                         b + "v && ip link set " + a + "v netns " + a + " && ip link set " + b + "v netns " + b +
-                         " && ip -n " + a + " addr add 10.77.0.1/24 dev " + a + "v && ip -n " + b +
-                         " addr add 10.77.0.2/24 dev " + b + "v && ip -n " + a + " link set " + a + "v up && ip -n " +
-                         b + " link set " + b + "v up && ip -n " + a + " link set lo up && ip -n " + b +
-                         " link set lo up");
-    if (r.exit_code != 0) missing_ = "cannot make two network namespaces with a veth pair (ip netns): " + r.output;
+    auto r = run_command(
+        "ip netns add " + a + " && ip netns add " + b + " && ip link add " + a + "v type veth peer name " +
+        b + "v && ip link set " + a + "v netns " + a + " && ip link set " + b + "v netns " + b +
+        " && ip -n " + a + " addr add 10.77.0.1/24 dev " + a + "v && ip -n " + b +
+        " addr add 10.77.0.2/24 dev " + b + "v && ip -n " + a + " link set " + a + "v up && ip -n " + b +
+        " link set " + b + "v up && ip -n " + a + " link set lo up && ip -n " + b + " link set lo up");
+    if (r.exit_code != 0)
+      missing_ = "cannot make two network namespaces with a veth pair (ip netns): " + r.output;
   }
   static void TearDownTestSuite() {
     run_command("ip netns del " + tag_ + "a; ip netns del " + tag_ + "b");
@@ -55,10 +58,11 @@ class TwoHosts : public ::testing::Test {
   }
   // `train` as rank `rank` of 2 in its namespace; rank 0 listens on 10.77.0.1:port.
   static std::string rank_command(int rank, int port, const fs::path& out, const std::string& extra) {
-    return "ip netns exec " + tag_ + (rank == 0 ? "a" : "b") + " env -u GLOO_SOCKET_IFNAME RANK=" +
-           std::to_string(rank) + " LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.77.0.1 MASTER_PORT=" +
-           std::to_string(port) + " " + bin_path("train") + " --config tiny_ssm --db_path " + quote(db_.string()) +
-           " --out_path " + quote(out.string()) + " --threads 1 --workers 0 " + extra;
+    return "ip netns exec " + tag_ + (rank == 0 ? "a" : "b") +
+           " env -u GLOO_SOCKET_IFNAME RANK=" + std::to_string(rank) +
+           " LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.77.0.1 MASTER_PORT=" +
+           std::to_string(port) + " " + bin_path("train") + " --config tiny_ssm --db_path " +
+           quote(db_.string()) + " --out_path " + quote(out.string()) + " --threads 1 --workers 0 " + extra;
   }
   static int next_port() { return 29500 + (port_counter_++ % 400); }
 
@@ -76,7 +80,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double max_difference(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+double max_difference(const std::map<std::string, torch::Tensor>& a,
+                      const std::map<std::string, torch::Tensor>& b) {
   EXPECT_FALSE(a.empty());
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
@@ -90,15 +95,17 @@ double max_difference(const std::map<std::string, torch::Tensor>& a, const std::
       if (!torch::equal(t, it->second)) worst = std::numeric_limits<double>::infinity();
       continue;
     }
-    worst = std::max(worst, (t.to(torch::kDouble) - it->second.to(torch::kDouble)).abs().max().item<double>());
+    worst =
+        std::max(worst, (t.to(torch::kDouble) - it->second.to(torch::kDouble)).abs().max().item<double>());
   }
   return worst;
 }
 
 TEST_F(TwoHosts, TwoRanksInTwoNamespacesTrainAsOneProcessWithTheDoubledBatch) {
   const std::string common = "--max_steps 20 --log_every 5 --val_every 10 --save_every 1000 --seed 3";
-  auto one = run_command(bin_path("train") + " --config tiny_ssm --db_path " + quote(db_.string()) + " --out_path " +
-                         quote((dir_->path() / "one").string()) + " --threads 1 --workers 0 --batch 8 " + common);
+  auto one =
+      run_command(bin_path("train") + " --config tiny_ssm --db_path " + quote(db_.string()) + " --out_path " +
+                  quote((dir_->path() / "one").string()) + " --threads 1 --workers 0 --batch 8 " + common);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const int port = next_port();
   const fs::path out = dir_->path() / "two";
@@ -107,7 +114,8 @@ TEST_F(TwoHosts, TwoRanksInTwoNamespacesTrainAsOneProcessWithTheDoubledBatch) {
   EXPECT_EQ(r0.wait_exit(300), 0) << r0.log() << r1.log();
   EXPECT_EQ(r1.wait_exit(60), 0) << r1.log();
   // Rank 1's host name resolves to loopback: it advertises the address that reaches rank 0.
-  EXPECT_TRUE(contains(r1.log(), "advertising 10.77.0.2, the address that reaches MASTER_ADDR = 10.77.0.1")) << r1.log();
+  EXPECT_TRUE(contains(r1.log(), "advertising 10.77.0.2, the address that reaches MASTER_ADDR = 10.77.0.1"))
+      << r1.log();
   const auto a = checkpoint_tensors(run_dir_from_output(one.output) / "checkpoints" / "last.ckpt");
   const auto b = checkpoint_tensors(run_dir_from_output(r0.log()) / "checkpoints" / "last.ckpt");
   const double diff = max_difference(a, b);
@@ -122,7 +130,8 @@ struct Pair {
 Pair start_pair(const std::string& name, const std::string& extra, int port, const fs::path& dir,
                 const std::function<std::string(int, int, const fs::path&, const std::string&)>& command) {
   Pair p;
-  const std::string args = "--batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 --save_every 20 " + extra;
+  const std::string args =
+      "--batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 --save_every 20 " + extra;
   p.r1 = std::make_unique<BackgroundProcess>(command(1, port, dir / name, args), dir / (name + "1.log"));
   p.r0 = std::make_unique<BackgroundProcess>(command(0, port, dir / name, args), dir / (name + "0.log"));
   return p;
@@ -130,7 +139,8 @@ Pair start_pair(const std::string& name, const std::string& extra, int port, con
 
 TEST_F(TwoHosts, ALinkDownMidRunEndsBothRanksWithinTheTimeoutNamingIt) {
   Pair p = start_pair("down", "--train.distributed.timeout_s 15", next_port(), dir_->path(), rank_command);
-  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 30; }, 180)) << p.r0->log() << p.r1->log();
+  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 30; }, 180))
+      << p.r0->log() << p.r1->log();
   link(false);
   const auto t0 = std::chrono::steady_clock::now();
   const int c0 = p.r0->wait_exit(120), c1 = p.r1->wait_exit(60);
@@ -149,7 +159,8 @@ TEST_F(TwoHosts, ALinkDownMidRunEndsBothRanksWithinTheTimeoutNamingIt) {
 
 TEST_F(TwoHosts, APeerKilledEndsTheOtherRankNamingIt) {
   Pair p = start_pair("kill", "--train.distributed.timeout_s 60", next_port(), dir_->path(), rank_command);
-  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 30; }, 180)) << p.r0->log() << p.r1->log();
+  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 30; }, 180))
+      << p.r0->log() << p.r1->log();
   p.r1->signal(SIGKILL);
   EXPECT_EQ(p.r1->wait_exit(30), 128 + SIGKILL);
   const int c0 = p.r0->wait_exit(90);
@@ -161,7 +172,8 @@ TEST_F(TwoHosts, APeerKilledEndsTheOtherRankNamingIt) {
 
 TEST_F(TwoHosts, SigtermToOneRankStopsBothAfterTheSameStep) {
   Pair p = start_pair("term", "--train.distributed.timeout_s 60", next_port(), dir_->path(), rank_command);
-  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 20; }, 180)) << p.r0->log() << p.r1->log();
+  ASSERT_TRUE(p.r0->wait_until([&] { return last_logged_step(p.r0->log()) >= 20; }, 180))
+      << p.r0->log() << p.r1->log();
   p.r1->signal(SIGTERM);
   EXPECT_EQ(p.r1->wait_exit(60), 143) << p.r1->log();
   // Rank 0 stops with the others' agreement: interrupted, the same step, its files whole.

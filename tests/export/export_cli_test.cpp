@@ -14,7 +14,9 @@
 namespace rt::e2e {
 namespace {
 
-CommandResult run_export(const std::string& args) { return run_command(bin_path("export") + " " + args + " 2>&1"); }
+CommandResult run_export(const std::string& args) {
+  return run_command(bin_path("export") + " " + args + " 2>&1");
+}
 
 // `text` (a config.toml) with the line of `key` set to `key = value`.
 std::string with_value(const std::string& text, const std::string& key, const std::string& value) {
@@ -38,7 +40,8 @@ class ExportCli : public ::testing::Test {
     dir_ = new ScratchDir("export_cli");
     db_ = make_demo_db(dir_->path());
     // Validation every 10 steps, all in phase 1 (tiny_rave: 200 steps): the PCA is fitted.
-    auto r = run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 30 --val_every 10 --seed 3"));
+    auto r =
+        run_command(tiny_train_command(db_, dir_->path() / "runs", "--max_steps 30 --val_every 10 --seed 3"));
     output_ = r.output;
     run_ = run_dir_from_output(r.output);
   }
@@ -120,12 +123,14 @@ TEST_F(ExportCli, StreamingExportReportsItsLatency) {
 // --ema: the run's checkpoints keep the moving averages, export --ema_weights exports them (they
 // differ from the weights), and a run trained without them is refused naming the flag.
 TEST_F(ExportCli, EmaWeightsAreKeptAndExportedOnRequest) {
-  auto r = run_command(tiny_train_command(db_, dir_->path() / "runs_ema", "--max_steps 12 --val_every 6 --ema 0.9 --seed 3"));
+  auto r = run_command(
+      tiny_train_command(db_, dir_->path() / "runs_ema", "--max_steps 12 --val_every 6 --ema 0.9 --seed 3"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = run_dir_from_output(r.output);
   auto plain = run_export("--run " + run.string() + " --output " + (dir_->path() / "plain.ts").string());
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  auto ema = run_export("--run " + run.string() + " --ema_weights --output " + (dir_->path() / "ema.ts").string());
+  auto ema =
+      run_export("--run " + run.string() + " --ema_weights --output " + (dir_->path() / "ema.ts").string());
   ASSERT_EQ(ema.exit_code, 0) << ema.output;
   auto a = torch::jit::load((dir_->path() / "plain.ts").string());
   auto b = torch::jit::load((dir_->path() / "ema.ts").string());
@@ -136,9 +141,11 @@ TEST_F(ExportCli, EmaWeightsAreKeptAndExportedOnRequest) {
   }
   EXPECT_GT(n, 10);
   EXPECT_GT(differ, n / 2) << "the exported averages equal the weights";
-  auto refused = run_export("--run " + run_.string() + " --ema_weights --output " + (dir_->path() / "x.ts").string());
+  auto refused =
+      run_export("--run " + run_.string() + " --ema_weights --output " + (dir_->path() / "x.ts").string());
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.output.find("holds no moving averages (train with --ema FACTOR"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("holds no moving averages (train with --ema FACTOR"), std::string::npos)
+      << refused.output;
 }
 
 TEST_F(ExportCli, OutputPathAndCheckpointCanBeNamed) {
@@ -153,7 +160,8 @@ TEST_F(ExportCli, InvalidLatentSizeOrFidelityIsRefused) {
   for (const char* bad : {"--latent_size 9", "--latent_size -1", "--fidelity 1.5", "--fidelity 0"}) {
     auto r = run_export("--run " + quote(run_.string()) + " " + bad);
     EXPECT_EQ(r.exit_code, 1) << bad << "\n" << r.output;
-    EXPECT_TRUE(r.output.find("--latent_size") != std::string::npos || r.output.find("--fidelity") != std::string::npos)
+    EXPECT_TRUE(r.output.find("--latent_size") != std::string::npos ||
+                r.output.find("--fidelity") != std::string::npos)
         << r.output;
   }
 }
@@ -167,7 +175,8 @@ TEST_F(ExportCli, ARunWithoutCheckpointIsRefused) {
 }
 
 TEST_F(ExportCli, AnSsmRunIsRefused) {
-  const fs::path ckpt = write_checkpoint("ssm_run", rt::read_file(rt::testing::source_path("configs/tiny_ssm.toml")), "ssm");
+  const fs::path ckpt =
+      write_checkpoint("ssm_run", rt::read_file(rt::testing::source_path("configs/tiny_ssm.toml")), "ssm");
   auto r = run_export("--ckpt " + quote(ckpt.string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("export supports RAVE models"), std::string::npos) << r.output;
@@ -222,8 +231,8 @@ TEST_F(ExportCli, AMissingPcaIsFittedOnTheRunsDatabaseOrRefused) {
   auto m = torch::jit::load((ckpt.parent_path().parent_path() / "export" / "tiny_rave.ts").string());
   EXPECT_TRUE(rave::has_latent_pca(m.attr("fidelity").toTensor()));
 
-  const fs::path gone = write_checkpoint(
-      "no_pca_no_db", with_value(run_config(), "db_path", "\"/nonexistent/db\""));
+  const fs::path gone =
+      write_checkpoint("no_pca_no_db", with_value(run_config(), "db_path", "\"/nonexistent/db\""));
   r = run_export("--ckpt " + quote(gone.string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("holds no latent PCA"), std::string::npos) << r.output;

@@ -18,7 +18,7 @@
 namespace rt::exporting::testing {
 
 struct Variant {
-  std::string name;     // for messages
+  std::string name;  // for messages
   rave::RaveVersion version = rave::RaveVersion::kV2;
   int64_t channels = 1;
   int64_t noise_bands = 0;  // v2: NoiseGeneratorV2; v1: on (phase 2 only)
@@ -28,8 +28,10 @@ struct Variant {
 };
 
 inline std::vector<Variant> all_variants() {
-  return {{"v1 mono", rave::RaveVersion::kV1, 1, 0, false}, {"v1 stereo", rave::RaveVersion::kV1, 2, 0, false}, {"v2 mono", rave::RaveVersion::kV2, 1, 0, false},
-          {"v2 stereo", rave::RaveVersion::kV2, 2, 0, false}, {"v3 mono", rave::RaveVersion::kV3, 1, 0, false},  {"v3 stereo", rave::RaveVersion::kV3, 2, 0, false}};
+  return {
+      {"v1 mono", rave::RaveVersion::kV1, 1, 0, false}, {"v1 stereo", rave::RaveVersion::kV1, 2, 0, false},
+      {"v2 mono", rave::RaveVersion::kV2, 1, 0, false}, {"v2 stereo", rave::RaveVersion::kV2, 2, 0, false},
+      {"v3 mono", rave::RaveVersion::kV3, 1, 0, false}, {"v3 stereo", rave::RaveVersion::kV3, 2, 0, false}};
 }
 
 // How gtest prints a Variant (test listings, failures): its name.
@@ -54,7 +56,7 @@ inline rave::RaveOptions tiny_options(const Variant& v) {
   o.ratios = {2, 2};
   // v1: the residual layers' dilation lists; v2/v3: one list per ratio.
   o.dilations = v.version == rave::RaveVersion::kV1 ? std::vector<std::vector<int64_t>>{{1, 1}, {3, 1}}
-                                  : std::vector<std::vector<int64_t>>{{1, 3}, {1}};
+                                                    : std::vector<std::vector<int64_t>>{{1, 3}, {1}};
   o.noise_bands = v.version == rave::RaveVersion::kV1 ? 3 : v.noise_bands;
   o.noise_ratios = {2, 2};
   o.discriminator = rave::DiscriminatorKind::kNone;
@@ -80,7 +82,8 @@ inline rave::RaveModel tiny_model(const rave::RaveOptions& o, bool warm = false,
     if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 1.5);
   }
   rave::LatentPca pca;
-  pca.components = std::get<0>(torch::linalg_qr(torch::randn({o.latent_size, o.latent_size}))).t().contiguous();
+  pca.components =
+      std::get<0>(torch::linalg_qr(torch::randn({o.latent_size, o.latent_size}))).t().contiguous();
   pca.mean = torch::randn({o.latent_size}) * 0.1;
   pca.fidelity = torch::linspace(0.5, 1.0, o.latent_size);
   rave::store_latent_pca(*m, pca);
@@ -111,7 +114,8 @@ inline double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
 
 // The model's latent of x as the export defines it: PCA(z − mean), z the posterior mean
 // (deterministic) or a sample drawn after torch::manual_seed(seed).
-inline torch::Tensor reference_latent(rave::RaveModelImpl& m, const torch::Tensor& x, bool sample, uint64_t seed = 0) {
+inline torch::Tensor reference_latent(rave::RaveModelImpl& m, const torch::Tensor& x, bool sample,
+                                      uint64_t seed = 0) {
   torch::NoGradGuard no_grad;
   torch::Tensor z;
   if (sample) {

@@ -15,7 +15,8 @@ rave::RaveOptions options_for(rave::EncoderKind kind) {
   auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
   o.encoder = kind;
   o.latent_size = 5;
-  o.noise_augmentation = kind == rave::EncoderKind::kWasserstein || kind == rave::EncoderKind::kDiscrete ? 3 : 0;
+  o.noise_augmentation =
+      kind == rave::EncoderKind::kWasserstein || kind == rave::EncoderKind::kDiscrete ? 3 : 0;
   o.num_quantizers = 3;
   o.codebook_size = 8;
   return o;
@@ -28,7 +29,8 @@ rave::RaveModel trained_codebooks(rave::RaveModel model) {
   torch::manual_seed(5);
   model->encoder->rvq->train();
   torch::NoGradGuard no_grad;
-  for (int i = 0; i < 3; ++i) model->encoder->rvq->forward(torch::randn({2, model->options().latent_size, 16}));
+  for (int i = 0; i < 3; ++i)
+    model->encoder->rvq->forward(torch::randn({2, model->options().latent_size, 16}));
   model->encoder->rvq->eval();
   return model;
 }
@@ -101,13 +103,16 @@ TEST(ExportedLatentKinds, DiscreteLatentIsOneCodeIndexPerCodebook) {
   const auto ours = model->encoder->rvq->encode(model->encode_stats(x));
   ASSERT_EQ(codes.sizes(), (std::vector<int64_t>{2, 3, frames}));
   EXPECT_TRUE(torch::equal(codes, ours.to(torch::kFloat32)));
-  EXPECT_GT(codes.max().item<double>(), 0.0) << "every frame took code 0: the codebooks are not the trained ones";
+  EXPECT_GT(codes.max().item<double>(), 0.0)
+      << "every frame took code 0: the codebooks are not the trained ones";
   // decode: the codes' sum plus the noise channels, clamped to the codebook as RAVE's.
   set_noise_scale(ts, 0.0);
   const auto silent = call(ts, "decode", codes);
   const auto latent = model->encoder->rvq->decode(ours);
-  EXPECT_LT(max_diff(silent, model->decode(torch::cat({latent, torch::zeros({2, 3, frames})}, 1))), kTolerance);
-  EXPECT_LT(max_diff(call(ts, "decode", codes + 100.0), call(ts, "decode", torch::full_like(codes, 7.0))), kTolerance);
+  EXPECT_LT(max_diff(silent, model->decode(torch::cat({latent, torch::zeros({2, 3, frames})}, 1))),
+            kTolerance);
+  EXPECT_LT(max_diff(call(ts, "decode", codes + 100.0), call(ts, "decode", torch::full_like(codes, 7.0))),
+            kTolerance);
   set_noise_scale(ts, 1.0);
   EXPECT_GT(max_diff(call(ts, "decode", codes), silent), 1e-6) << "the noise channels are drawn";
 }
@@ -123,7 +128,8 @@ TEST(ExportedLatentKinds, UntrainedCodebooksAreRefused) {
 }
 
 TEST(ExportedLatentKinds, StreamingExportsEachAndLatentSizeIsRefused) {
-  for (auto kind : {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
+  for (auto kind :
+       {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
     auto model = trained_codebooks(tiny_model(options_for(kind)));
     ScriptOptions s;
     s.streaming = true;

@@ -48,10 +48,13 @@ TEST_P(OfflineEquivalence, EncodeDecodeForwardEqualTheModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVersions, OfflineEquivalence,
-                         ::testing::Values(Variant{"v1 mono", rave::RaveVersion::kV1, 1, 0, false}, Variant{"v1 stereo", rave::RaveVersion::kV1, 2, 0, false},
+                         ::testing::Values(Variant{"v1 mono", rave::RaveVersion::kV1, 1, 0, false},
+                                           Variant{"v1 stereo", rave::RaveVersion::kV1, 2, 0, false},
                                            Variant{"v1 phase 2 (noise)", rave::RaveVersion::kV1, 1, 0, true},
-                                           Variant{"v2 mono", rave::RaveVersion::kV2, 1, 0, false}, Variant{"v2 stereo", rave::RaveVersion::kV2, 2, 0, false},
-                                           Variant{"v2 noise", rave::RaveVersion::kV2, 1, 4, false}, Variant{"v3 mono", rave::RaveVersion::kV3, 1, 0, false},
+                                           Variant{"v2 mono", rave::RaveVersion::kV2, 1, 0, false},
+                                           Variant{"v2 stereo", rave::RaveVersion::kV2, 2, 0, false},
+                                           Variant{"v2 noise", rave::RaveVersion::kV2, 1, 4, false},
+                                           Variant{"v3 mono", rave::RaveVersion::kV3, 1, 0, false},
                                            Variant{"v3 stereo", rave::RaveVersion::kV3, 2, 0, false}),
                          variant_name);
 

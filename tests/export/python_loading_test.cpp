@@ -28,8 +28,10 @@ TEST(PythonLoading, DebianTorchLoadsTheFilesAndComputesWhatTheModelComputes) {
   auto probe = rt::testing::run_command("/usr/bin/python3 -c 'import torch' 2>&1");
   if (probe.exit_code != 0) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   rt::testing::ScratchDir dir("export_python");
-  for (const Variant& v : {Variant{"v1_mono", rave::RaveVersion::kV1, 1, 0, false}, Variant{"v2_stereo", rave::RaveVersion::kV2, 2, 0, false},
-                           Variant{"v2_noise", rave::RaveVersion::kV2, 1, 4, false}, Variant{"v3_mono", rave::RaveVersion::kV3, 1, 0, false}}) {
+  for (const Variant& v : {Variant{"v1_mono", rave::RaveVersion::kV1, 1, 0, false},
+                           Variant{"v2_stereo", rave::RaveVersion::kV2, 2, 0, false},
+                           Variant{"v2_noise", rave::RaveVersion::kV2, 1, 4, false},
+                           Variant{"v3_mono", rave::RaveVersion::kV3, 1, 0, false}}) {
     auto model = tiny_model(tiny_options(v), v.warm);
     script_rave(*model, ScriptOptions{}, nullptr).save((dir / ("model_" + v.name + ".ts")).string());
     write_reference(*model, dir / ("reference_" + v.name + ".pt"));
@@ -39,8 +41,8 @@ TEST(PythonLoading, DebianTorchLoadsTheFilesAndComputesWhatTheModelComputes) {
     script_rave(*model, streaming, nullptr).save((dir / ("stream_" + v.name + ".ts")).string());
   }
   auto r = rt::testing::run_command("/usr/bin/python3 " +
-                                    rt::testing::source_path("tests/export/check_torchscript.py").string() + " " +
-                                    dir.path().string() + " 2>&1");
+                                    rt::testing::source_path("tests/export/check_torchscript.py").string() +
+                                    " " + dir.path().string() + " 2>&1");
   std::cout << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }

@@ -12,10 +12,12 @@ constexpr int64_t kBlock = 2048;   // audio samples per call
 constexpr int64_t kCompared = 24;  // blocks compared after the start-up transient
 
 // Calls `method` on consecutive slices of `x` of `step` steps (its last dim) and concatenates.
-torch::Tensor run_blocks(torch::jit::Module& m, const std::string& method, const torch::Tensor& x, int64_t step) {
+torch::Tensor run_blocks(torch::jit::Module& m, const std::string& method, const torch::Tensor& x,
+                         int64_t step) {
   std::vector<torch::Tensor> outs;
   c10::InferenceMode guard;
-  for (int64_t t = 0; t + step <= x.size(-1); t += step) outs.push_back(call(m, method, x.narrow(-1, t, step)));
+  for (int64_t t = 0; t + step <= x.size(-1); t += step)
+    outs.push_back(call(m, method, x.narrow(-1, t, step)));
   return torch::cat(outs, -1);
 }
 
@@ -26,8 +28,8 @@ double shifted_diff(const torch::Tensor& stream, const torch::Tensor& offline, i
 }
 
 // The shift in [0, max_shift] at which the stream best matches the offline output.
-int64_t measured_latency(const torch::Tensor& stream, const torch::Tensor& offline, int64_t skip, int64_t length,
-                         int64_t max_shift) {
+int64_t measured_latency(const torch::Tensor& stream, const torch::Tensor& offline, int64_t skip,
+                         int64_t length, int64_t max_shift) {
   int64_t best = -1;
   double best_diff = std::numeric_limits<double>::infinity();
   for (int64_t s = 0; s <= max_shift; ++s) {
@@ -50,7 +52,8 @@ Streams make_streams(const Variant& v, const std::filesystem::path& file) {
   s.options = tiny_options(v);
   s.model = tiny_model(s.options, v.warm);
   // The offline reference without its noise, as the stream runs at noise_scale 0.
-  if (auto* g = dynamic_cast<rave::GeneratorV2Impl*>(s.model->decoder.get()); g != nullptr && g->noise_module) {
+  if (auto* g = dynamic_cast<rave::GeneratorV2Impl*>(s.model->decoder.get());
+      g != nullptr && g->noise_module) {
     g->noise_module->noise_scale = 0.0;
   }
   ScriptOptions opts;
@@ -103,10 +106,12 @@ TEST_P(Streaming, ForwardInBlocksEqualsOfflineForwardShiftedByTheLatency) {
   auto x = torch::randn({2, s.options.channels, s.blocks * kBlock}) * 0.3;
   auto stream = run_blocks(s.ts, "forward", x, kBlock);
   auto offline = reference_decode(*s.model, reference_latent(*s.model, x, false));
-  const int64_t latency = s.info.forward_latency(), skip = s.skip_blocks * kBlock, length = kCompared * kBlock;
+  const int64_t latency = s.info.forward_latency(), skip = s.skip_blocks * kBlock,
+                length = kCompared * kBlock;
   // Every sample is compared, those at block edges included: no click at a block boundary.
   EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kTolerance) << GetParam().name;
-  EXPECT_EQ(measured_latency(stream, offline, skip, length, latency + s.info.ratio), latency) << GetParam().name;
+  EXPECT_EQ(measured_latency(stream, offline, skip, length, latency + s.info.ratio), latency)
+      << GetParam().name;
   EXPECT_EQ(s.ts.attr("forward_latency").toInt(), latency);
 }
 

@@ -11,12 +11,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rt::fuzz::expect_accepted_or_refused([&] { text = rt::load_config_file(file).to_toml(); });
   if (text.empty()) return 0;
   // What we print for an accepted config must read back: any refusal here is a finding.
-  const auto again = rt::fuzz::scratch_file("again.toml", reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  const auto again =
+      rt::fuzz::scratch_file("again.toml", reinterpret_cast<const uint8_t*>(text.data()), text.size());
   try {
     (void)rt::load_config_file(again);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "finding: an accepted config, printed by to_toml, does not read back: %s\n%s\n", e.what(),
-                 text.c_str());
+    std::fprintf(stderr, "finding: an accepted config, printed by to_toml, does not read back: %s\n%s\n",
+                 e.what(), text.c_str());
     std::abort();
   }
   return 0;

@@ -28,8 +28,10 @@ int main(int argc, char** argv) {
 
   std::vector<int16_t> samples(2 * 64);
   for (size_t i = 0; i < samples.size(); ++i) samples[i] = static_cast<int16_t>((i * 977) % 65536 - 32768);
-  rt::write_file_atomic(dir("fuzz_audio_record") / "mono_64", rt::encode_waveform(samples.data(), 1, 64, 44100));
-  rt::write_file_atomic(dir("fuzz_audio_record") / "stereo_64", rt::encode_waveform(samples.data(), 2, 64, 16000));
+  rt::write_file_atomic(dir("fuzz_audio_record") / "mono_64",
+                        rt::encode_waveform(samples.data(), 1, 64, 44100));
+  rt::write_file_atomic(dir("fuzz_audio_record") / "stereo_64",
+                        rt::encode_waveform(samples.data(), 2, 64, 16000));
 
   rt::neural::NeuralRecord record;
   record.spikes = torch::arange(24, torch::kFloat32).remainder(3).reshape({8, 3});
@@ -47,9 +49,12 @@ int main(int argc, char** argv) {
   const fs::path scratch = fs::temp_directory_path() / "rt_make_seeds";
   fs::create_directories(scratch);
   rt::write_db_metadata(scratch, rt::DbMetadata{false, 2, 12.5, 44100});
-  fs::copy_file(scratch / "metadata.yaml", dir("fuzz_db_metadata") / "audio", fs::copy_options::overwrite_existing);
-  rt::neural::write_neural_metadata(scratch, 12, 40.0, {{"monkey_a/reach", 3, 2, 12, 20.0}, {"monkey_b/reach", 5, 2, 4, 10.0}});
-  fs::copy_file(scratch / "metadata.yaml", dir("fuzz_db_metadata") / "neural", fs::copy_options::overwrite_existing);
+  fs::copy_file(scratch / "metadata.yaml", dir("fuzz_db_metadata") / "audio",
+                fs::copy_options::overwrite_existing);
+  rt::neural::write_neural_metadata(scratch, 12, 40.0,
+                                    {{"monkey_a/reach", 3, 2, 12, 20.0}, {"monkey_b/reach", 5, 2, 4, 10.0}});
+  fs::copy_file(scratch / "metadata.yaml", dir("fuzz_db_metadata") / "neural",
+                fs::copy_options::overwrite_existing);
   fs::remove_all(scratch);
 
   rt::CheckpointMeta meta;
@@ -59,9 +64,8 @@ int main(int argc, char** argv) {
   meta.step = 20;
   meta.best = 0.25;
   meta.has_best = true;
-  rt::save_checkpoint(dir("fuzz_checkpoint") / "meta_only.ckpt", meta, [](torch::serialize::OutputArchive& a) {
-    a.write("tiny", torch::ones({2}));
-  });
+  rt::save_checkpoint(dir("fuzz_checkpoint") / "meta_only.ckpt", meta,
+                      [](torch::serialize::OutputArchive& a) { a.write("tiny", torch::ones({2})); });
 
   for (const char* name : {"tiny_rave", "tiny_ssm", "v2"}) {
     fs::copy_file(fs::path(argv[1]) / "configs" / (std::string(name) + ".toml"), dir("fuzz_config") / name,

@@ -64,7 +64,9 @@ TEST(BatchSlice, RowOffsetCountsRowsPerExampleAndScopesNest) {
     EXPECT_EQ(current_batch_slice().offset, 0);
   }
   EXPECT_EQ(current_batch_slice().offset, 2);
-  EXPECT_NE(testing::error_of([] { BatchSliceScope bad(BatchSlice{5, 3, 6, nullptr}); }).find("do not lie in"),
+  EXPECT_NE(testing::error_of([] {
+              BatchSliceScope bad(BatchSlice{5, 3, 6, nullptr});
+            }).find("do not lie in"),
             std::string::npos);
 }
 

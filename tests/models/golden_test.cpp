@@ -13,6 +13,8 @@
 //             margin absorbs another LibTorch's kernels and summation order, while a wrong sign,
 //             a missing term or a wrong factor moves a gradient by O(1). With LibTorch 1.13.1
 //             the C++ model measures 2.0e-6.
+#include "support/golden.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -26,7 +28,6 @@
 #include <vector>
 
 #include "models/ssm/decoders.h"
-#include "support/golden.h"
 #include "support/test_support.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -58,7 +59,8 @@ void expect_output(const torch::Tensor& value, const Golden& g, const std::strin
 
 rt::ssm::SsmOptions ssm_options(const rt::Json& o) {
   rt::ssm::SsmOptions s;
-  s.variant = rt::parse_enum<rt::ssm::SsmVariant>(o.at("variant").get<std::string>(), "golden options.variant");
+  s.variant =
+      rt::parse_enum<rt::ssm::SsmVariant>(o.at("variant").get<std::string>(), "golden options.variant");
   s.input_dim = o.at("input_dim").get<int64_t>();
   s.output_dim = o.at("output_dim").get<int64_t>();
   s.d_model = o.at("d_model").get<int64_t>();

@@ -1,8 +1,9 @@
 // RAVE's latent PCA (models/rave/latent_pca.h): the fit, the fidelity curve and the crop rule.
+#include "models/rave/latent_pca.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "util/error.h"
 
@@ -25,7 +26,7 @@ Synthetic synthetic(int64_t batch, int64_t frames) {
   auto scale = torch::tensor(s.variances, torch::kFloat64).sqrt();
   auto white = torch::randn({batch * frames, 4}, torch::kFloat64);
   white = (white - white.mean(0)) / white.std(0);  // exact unit variance per axis
-  auto q = std::get<0>(torch::linalg_qr(white));  // decorrelated columns
+  auto q = std::get<0>(torch::linalg_qr(white));   // decorrelated columns
   q = q * std::sqrt(static_cast<double>(batch * frames - 1));
   auto z = (q * scale).mm(s.rotation.t()) + s.mean;
   s.means = z.reshape({batch, frames, 4}).permute({0, 2, 1}).to(torch::kFloat32).contiguous();

@@ -1,9 +1,9 @@
+#include "models/common/pqmf.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
-
-#include "models/common/pqmf.h"
 
 namespace {
 
@@ -11,8 +11,8 @@ using rt::models::Pqmf;
 
 // Best-aligned SNR (dB) of y against x over lags in [−max_lag, max_lag], ignoring `edge`
 // samples at both ends (zero padding makes the borders inexact).
-double aligned_snr_db(const torch::Tensor& x, const torch::Tensor& y, int64_t max_lag,
-                      int64_t edge, int64_t* best_lag) {
+double aligned_snr_db(const torch::Tensor& x, const torch::Tensor& y, int64_t max_lag, int64_t edge,
+                      int64_t* best_lag) {
   const int64_t t = x.size(-1);
   double best = -1e9;
   for (int64_t lag = -max_lag; lag <= max_lag; ++lag) {

@@ -64,7 +64,6 @@ constexpr double kFloat64GradZero = 1e-12;
 // (float64 checks it to 1e-9 below).
 constexpr double kFloat32MmdRel = 1e-4;
 
-
 rt::rave::RaveOptions options_of(const rt::Json& o) {
   auto r = rt::rave::RaveOptions::preset(
       rt::parse_enum<rt::rave::RaveVersion>(o.at("version").get<std::string>(), "golden options.version"));
@@ -76,7 +75,7 @@ rt::rave::RaveOptions options_of(const rt::Json& o) {
   r.kernel_size = o.at("kernel_size").get<int64_t>();
   r.stft_scales = o.at("stft_scales").get<std::vector<int64_t>>();
   r.discriminator = rt::parse_enum<rt::rave::DiscriminatorKind>(o.at("discriminator").get<std::string>(),
-                                                                 "golden options.discriminator");
+                                                                "golden options.discriminator");
   r.discriminator_capacity = o.at("discriminator_capacity").get<int64_t>();
   r.discriminator_n_layers = o.at("discriminator_n_layers").get<int64_t>();
   r.periods = o.at("periods").get<std::vector<int64_t>>();
@@ -146,7 +145,8 @@ rt::rave::RaveModel model_of(const Golden& stored, torch::ScalarType dtype = tor
   for (size_t i = 0; i < formula.size(); ++i) {
     const auto* p = params.find(formula[i]);
     EXPECT_NE(p, nullptr) << "RAVE's " << formula[i] << " is not a parameter here";
-    if (p != nullptr) g.tensors["weight:" + formula[i]] = formula_tensor(p->sizes().vec(), static_cast<int64_t>(i));
+    if (p != nullptr)
+      g.tensors["weight:" + formula[i]] = formula_tensor(p->sizes().vec(), static_cast<int64_t>(i));
   }
   const auto problems = assign_weights(*model, g);
   EXPECT_TRUE(problems.empty()) << join(problems);
@@ -230,10 +230,12 @@ TEST(RaveOracle, ModulesMatchTheRealRave) {
   EXPECT_EQ(compared, stored) << "RAVE's discriminator has feature maps the native one lacks";
   const auto lo = loss_options_of(*model);
   expect_rel(rt::rave::spectral_distance(x, yy, lo.stft_scales, lo.log_epsilon).item<double>(),
-             g.manifest.at("losses").at("fullband_spectral_distance").get<double>(), kFloat32LossRel, "fullband");
+             g.manifest.at("losses").at("fullband_spectral_distance").get<double>(), kFloat32LossRel,
+             "fullband");
   expect_rel(rt::rave::spectral_distance(mb, y_mb.narrow(-1, 0, mb.size(-1)), lo.stft_scales, lo.log_epsilon)
                  .item<double>(),
-             g.manifest.at("losses").at("multiband_spectral_distance").get<double>(), kFloat32LossRel, "multiband");
+             g.manifest.at("losses").at("multiband_spectral_distance").get<double>(), kFloat32LossRel,
+             "multiband");
 }
 
 TEST(RaveOracle, ReceptiveFieldIsRavesAndTheCropCutsAsPythonSlices) {
@@ -245,13 +247,14 @@ TEST(RaveOracle, ReceptiveFieldIsRavesAndTheCropCutsAsPythonSlices) {
   EXPECT_EQ(field.left, ref.at(0));
   EXPECT_EQ(field.right, ref.at(1));
   EXPECT_TRUE(model->is_training()) << "the measurement restores training mode";
-  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "the measurement leaves no gradient";
+  for (const auto& p : model->parameters())
+    EXPECT_FALSE(p.grad().defined()) << "the measurement leaves no gradient";
 
   // x[..., l // D:][..., :-r // D] in Python: -r // D rounds towards −∞, dropping ceil(r / D).
   const auto t = torch::arange(40, torch::kFloat32).view({1, 4, 10});
   const auto cut = rt::rave::valid_signal_crop(t, {9, 5});  // D = 4: 9 // 4 = 2 left, ceil(5 / 4) = 2 right
   EXPECT_TRUE(torch::equal(cut, t.narrow(-1, 2, 6)));
-  EXPECT_EQ(rt::rave::valid_signal_crop(t, {8, 0}).size(-1), 8);  // right 0: no right cut
+  EXPECT_EQ(rt::rave::valid_signal_crop(t, {8, 0}).size(-1), 8);    // right 0: no right cut
   EXPECT_EQ(rt::rave::valid_signal_crop(t, {40, 40}).size(-1), 0);  // longer than the signal
 }
 
@@ -337,8 +340,8 @@ rt::rave::RaveLosses step_losses(rt::rave::RaveModelImpl& model, const Golden& g
     EXPECT_TRUE(indices.empty()) << "fewer k-means draws than RAVE's";
     EXPECT_TRUE(uniform.empty() && hashed.empty()) << "fewer uniform noise draws than RAVE's";
   }
-  return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g), g.manifest.at("beta").get<double>(),
-                                            kind);
+  return rt::rave::rave_losses_from_forward(model, x, f, loss_options_of(model, g),
+                                            g.manifest.at("beta").get<double>(), kind);
 }
 
 const std::vector<StepCase> kStepCases{{"phase1_generator", false, false},
@@ -365,8 +368,10 @@ TEST_P(RaveOracleStep, StepLossesWithTheCropAndRavesWeightsMatchInFloat32) {
     for (const auto& [tag, value] : l.scalars()) {
       const auto& logged = ref.at("logged_float32");
       ASSERT_TRUE(logged.contains(tag)) << "RAVE logs no " << tag;
-      const bool mmd = tag == "regularization" && model->options().encoder == rt::rave::EncoderKind::kWasserstein;
-      expect_rel(value.item<double>(), logged.at(tag).get<double>(), mmd ? kFloat32MmdRel : kFloat32LossRel, tag);
+      const bool mmd =
+          tag == "regularization" && model->options().encoder == rt::rave::EncoderKind::kWasserstein;
+      expect_rel(value.item<double>(), logged.at(tag).get<double>(), mmd ? kFloat32MmdRel : kFloat32LossRel,
+                 tag);
     }
   }
 }
@@ -389,10 +394,12 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
     // frozen encoder in phase 2) have none here either, or an all-zero one.
     const auto own = c.discriminator ? model->discriminator_parameters() : model->generator_parameters();
     for (const auto& p : model->named_parameters(true)) {
-      const bool stepped = std::any_of(own.begin(), own.end(), [&](const torch::Tensor& o) { return o.is_same(p.value()); });
+      const bool stepped =
+          std::any_of(own.begin(), own.end(), [&](const torch::Tensor& o) { return o.is_same(p.value()); });
       if (!stepped || names.count(p.key())) continue;
       const auto& grad = p.value().grad();
-      EXPECT_TRUE(!grad.defined() || grad.abs().max().item<double>() == 0.0) << p.key() << " has a gradient, RAVE's none";
+      EXPECT_TRUE(!grad.defined() || grad.abs().max().item<double>() == 0.0)
+          << p.key() << " has a gradient, RAVE's none";
     }
     // The formula weights' gradients: norm (1e-6 relative) and dot products (1e-6 of the
     // Cauchy–Schwarz bound ‖g_ref‖·‖pattern‖).
@@ -405,7 +412,8 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
       const double bound = norm * std::sqrt(static_cast<double>(grad.numel()) / 12.0);
       EXPECT_NEAR(ours[0].item<double>(), norm, kFloat64GradRel * norm + kFloat64GradZero) << name << " norm";
       for (int k = 1; k < 3; ++k) {
-        EXPECT_NEAR(ours[k].item<double>(), ref_proj[k].item<double>(), kFloat64GradRel * bound + kFloat64GradZero)
+        EXPECT_NEAR(ours[k].item<double>(), ref_proj[k].item<double>(),
+                    kFloat64GradRel * bound + kFloat64GradZero)
             << name << " projection " << k;
       }
     }
@@ -417,14 +425,13 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
   }
 }
 
-
 INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
-                         ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step", "rave_v2_spherical_step",
-                                           "rave_v2_spectral_discriminator_step", "rave_discrete_step",
-                                           "rave_v2_nopqmf_step", "rave_v1_step", "rave_onnx_step",
-                                           "rave_raspberry_step", "rave_v2_small_step", "rave_v2_causal_step",
-                                           "rave_v2_noise_step", "rave_v2_snake_step", "rave_v2_adain_step",
-                                           "rave_hybrid_step", "rave_v3_step",
+                         ::testing::Values("rave_v2_step", "rave_v2_wasserstein_step",
+                                           "rave_v2_spherical_step", "rave_v2_spectral_discriminator_step",
+                                           "rave_discrete_step", "rave_v2_nopqmf_step", "rave_v1_step",
+                                           "rave_onnx_step", "rave_raspberry_step", "rave_v2_small_step",
+                                           "rave_v2_causal_step", "rave_v2_noise_step", "rave_v2_snake_step",
+                                           "rave_v2_adain_step", "rave_hybrid_step", "rave_v3_step",
                                            "rave_v2_descript_discriminator_step", "rave_discrete_v3_step"));
 
 // hybrid.gin's mel front end at full size against RAVE's own _mel_encode (torchaudio's
@@ -432,8 +439,9 @@ INSTANTIATE_TEST_SUITE_P(RaveOracle, RaveOracleStep,
 // a stereo half second.
 TEST(RaveOracle, MelFrontEndIsRaves) {
   const auto g = load_golden("rave_hybrid_mel");
-  rt::rave::MelSpectrogram mel(g.manifest.at("sampling_rate").get<int64_t>(), g.manifest.at("n_fft").get<int64_t>(),
-                               g.manifest.at("hop").get<int64_t>(), g.manifest.at("n_mels").get<int64_t>());
+  rt::rave::MelSpectrogram mel(g.manifest.at("sampling_rate").get<int64_t>(),
+                               g.manifest.at("n_fft").get<int64_t>(), g.manifest.at("hop").get<int64_t>(),
+                               g.manifest.at("n_mels").get<int64_t>());
   // Both banks are computed in float32, whose rounding alone puts torchaudio's own 1.06e-5 (of
   // the largest value) away from the exact float64 bank: 5e-5 allows both sides' rounding.
   expect_close(mel->filter_bank, g.at("buffer:spectrogram.mel_scale.fb"), 5e-5, "filter bank");

@@ -77,7 +77,8 @@ TEST(RaveQuantization, TrainingCallsMatchTheRealRavesQuantiser) {
     for (const auto& b : rvq->named_buffers()) {
       expect_close(b.value(), g.at("buffer:" + c + "." + b.key()), b.key());
     }
-    EXPECT_EQ(used, static_cast<int64_t>(g.manifest.at("calls").at(call).at("draws").back().get<int64_t>() + 1))
+    EXPECT_EQ(used,
+              static_cast<int64_t>(g.manifest.at("calls").at(call).at("draws").back().get<int64_t>() + 1))
         << "the quantiser drew a different number of index sets than RAVE's";
   }
   EXPECT_TRUE(draws.empty());
@@ -101,7 +102,8 @@ TEST(RaveQuantization, EvalModeEncodesAndDecodesAsRavesAndChangesNothing) {
   EXPECT_TRUE(torch::equal(fwd_indices, indices));
   expect_close(q, g.at("output:decode"), "eval forward");
   EXPECT_EQ(loss.item<double>(), 0.0);
-  for (const auto& b : rvq->named_buffers()) expect_close(b.value(), g.at("buffer:call1." + b.key()), b.key());
+  for (const auto& b : rvq->named_buffers())
+    expect_close(b.value(), g.at("buffer:call1." + b.key()), b.key());
 }
 
 // The check can fail: with its own random draws instead of RAVE's, the k-means initialisation

@@ -1,13 +1,14 @@
-#include <gtest/gtest.h>
+#include "models/rave/rave.h"
 
-#include <set>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "util/error.h"
+#include <set>
+
 #include "models/common/summary.h"
 #include "models/rave/generator.h"
 #include "models/rave/losses.h"
-#include "models/rave/rave.h"
+#include "util/error.h"
 
 namespace {
 
@@ -46,8 +47,8 @@ struct Counts {
 
 Counts counts(RaveVersion version) {
   RaveModel m(RaveOptions::preset(version));
-  return {count_parameters(*m->encoder), count_parameters(*m->decoder),
-          count_parameters(*m->discriminator), count_parameters(*m->pqmf)};
+  return {count_parameters(*m->encoder), count_parameters(*m->decoder), count_parameters(*m->discriminator),
+          count_parameters(*m->pqmf)};
 }
 
 TEST(RaveModel, V2ParameterCountsMatchSpec) {
@@ -72,14 +73,13 @@ TEST(RaveModel, StateDictKeysMirrorRave) {
   RaveModel m(tiny(RaveVersion::kV2));
   auto params = m->named_parameters();
   auto buffers = m->named_buffers();
-  for (const char* key :
-       {"encoder.encoder.net.0.weight_g", "encoder.encoder.net.0.weight_v",
-        "encoder.encoder.net.1.aligned.branches.0.net.1.weight_g",
-        "encoder.encoder.net.1.aligned.branches.0.net.3.weight_v", "decoder.net.0.weight_g",
-        "decoder.net.2.weight_v", "pqmf.forward_conv.weight", "pqmf.inverse_conv.weight",
-        "discriminator.discriminators.0.layers.0.net.0.weight_g",
-        "discriminator.discriminators.0.layers.0.net.0.bias",
-        "discriminator.discriminators.1.layers.1.net.4.weight"}) {
+  for (const char* key : {"encoder.encoder.net.0.weight_g", "encoder.encoder.net.0.weight_v",
+                          "encoder.encoder.net.1.aligned.branches.0.net.1.weight_g",
+                          "encoder.encoder.net.1.aligned.branches.0.net.3.weight_v", "decoder.net.0.weight_g",
+                          "decoder.net.2.weight_v", "pqmf.forward_conv.weight", "pqmf.inverse_conv.weight",
+                          "discriminator.discriminators.0.layers.0.net.0.weight_g",
+                          "discriminator.discriminators.0.layers.0.net.0.bias",
+                          "discriminator.discriminators.1.layers.1.net.4.weight"}) {
     EXPECT_TRUE(params.contains(key)) << key;
   }
   for (const char* key : {"pqmf.hk", "pqmf.h", "encoder.warmed_up", "latent_pca"})
@@ -209,8 +209,8 @@ TEST(RaveModel, PrecomputedRealSpectraGiveTheSameDistanceAndGradient) {
   const auto energy = rt::rave::spectral_energy(spectra);
   for (size_t i = 0; i < scales.size(); ++i) {
     const int64_t n = scales[i];
-    const auto mag = torch::stft(x.reshape({-1, x.size(-1)}), n, n / 4, n, torch::hann_window(n), true, "reflect",
-                                 false, true, true)
+    const auto mag = torch::stft(x.reshape({-1, x.size(-1)}), n, n / 4, n, torch::hann_window(n), true,
+                                 "reflect", false, true, true)
                          .abs();
     EXPECT_TRUE(torch::equal(energy[static_cast<int64_t>(i)], mag.pow(2).mean())) << "scale " << n;
   }
@@ -271,8 +271,8 @@ TEST(RaveModel, PhaseTwoFreezesEncoderAndTrainsDiscriminator) {
   for (const auto& p : m->decoder_parameters())  // zero_grad may leave zeros or undefined
     EXPECT_TRUE(!p.grad().defined() || p.grad().abs().sum().item<double>() == 0.0);
   auto s = scalar_tags(d);
-  EXPECT_TRUE(s.count("loss_dis") && s.count("pred_real") && s.count("pred_fake") &&
-              s.count("adversarial") && s.count("feature_matching"));
+  EXPECT_TRUE(s.count("loss_dis") && s.count("pred_real") && s.count("pred_fake") && s.count("adversarial") &&
+              s.count("feature_matching"));
 }
 
 TEST(RaveModel, HingeAndRelativeFeatureMatching) {

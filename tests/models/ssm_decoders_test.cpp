@@ -9,8 +9,8 @@
 #include <set>
 #include <string_view>
 
-#include "util/error.h"
 #include "models/ssm/decoders.h"
+#include "util/error.h"
 
 namespace rt::ssm {
 namespace {
@@ -29,8 +29,8 @@ TEST(SsmDecoders, S5MazeMapsSpikesToVelocity) {
   EXPECT_EQ(y.sizes(), torch::IntArrayRef({2, 140, 2}));
   // encoder 182·64+64, decoder 64·2+2, one block: GLU 2·(64·64+64), S5: Λ 2·32, B 32·64·2,
   // C 64·32·2, D 64, log_step 32 (BatchNorm has no affine parameters).
-  const int64_t expected = (182 * 64 + 64) + (64 * 2 + 2) + 2 * (64 * 64 + 64) + 2 * 32 + 32 * 64 * 2 +
-                           64 * 32 * 2 + 64 + 32;
+  const int64_t expected =
+      (182 * 64 + 64) + (64 * 2 + 2) + 2 * (64 * 64 + 64) + 2 * 32 + 32 * 64 * 2 + 64 * 32 * 2 + 64 + 32;
   EXPECT_EQ(count_parameters(*model), expected);
   std::set<std::string> names;
   for (const auto& p : model->named_parameters()) names.insert(p.key());
@@ -60,8 +60,9 @@ TEST(SsmDecoders, ATrainingStepReadsNothingBackToTheHost) {
     const auto x = torch::randn({2, 20, 182});
     model->forward(x, 0).square().mean().backward();  // first step: lazy initialisation may read
     g_host_reads = 0;
-    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&count_host_read)
-                                            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    auto handle =
+        at::addGlobalCallback(at::RecordFunctionCallback(&count_host_read)
+                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     model->forward(x, 0).square().mean().backward();
     at::removeCallback(handle);
     EXPECT_EQ(g_host_reads.load(), 0) << (fused ? "fused block" : "op-by-op block");
@@ -167,7 +168,8 @@ TEST(SsmDecoders, R2IsOneForPerfectAndZeroForMeanPrediction) {
 std::pair<torch::Tensor, torch::Tensor> tiny_reaching(int64_t trials, int64_t T, int64_t units) {
   torch::manual_seed(7);
   auto theta = torch::rand({trials}) * 2 * M_PI;
-  auto z = torch::stack({torch::cos(theta), torch::sin(theta), 0.5 * torch::cos(theta), -0.5 * torch::sin(theta)}, 1);
+  auto z = torch::stack(
+      {torch::cos(theta), torch::sin(theta), 0.5 * torch::cos(theta), -0.5 * torch::sin(theta)}, 1);
   auto rot = [](double w) {
     return torch::tensor({{std::cos(w), -std::sin(w)}, {std::sin(w), std::cos(w)}}) * 0.995;
   };
@@ -205,8 +207,10 @@ TEST(SsmTraining, TinyS5FitsSyntheticReachingData) {
   S5Decoder model(opts);
   auto [decay, no_decay] = split_weight_decay_parameters(*model);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.01)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.0)));
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(3e-3).weight_decay(0.01)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(3e-3).weight_decay(0.0)));
   torch::optim::AdamW opt(groups, torch::optim::AdamWOptions(3e-3));
   auto t0 = std::chrono::steady_clock::now();
   model->eval();

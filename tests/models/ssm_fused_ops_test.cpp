@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
-#include "util/torch_compat.h"
 #include "models/ssm/decoders.h"
 #include "models/ssm/fused_ops.h"
+#include "util/torch_compat.h"
 
 using namespace rt::ssm;
 

@@ -55,12 +55,16 @@ TEST(SsmFusedScan, GradcheckInDouble) {
     auto plus = a_re.detach().clone(), minus = a_re.detach().clone();
     plus[p] += eps;
     minus[p] -= eps;
-    const double num = (f(plus, a_im.detach(), bu.detach()) - f(minus, a_im.detach(), bu.detach())).item<double>() / (2 * eps);
+    const double num =
+        (f(plus, a_im.detach(), bu.detach()) - f(minus, a_im.detach(), bu.detach())).item<double>() /
+        (2 * eps);
     EXPECT_NEAR(a_re.grad()[p].item<double>(), num, 1e-6);
     auto iplus = a_im.detach().clone(), iminus = a_im.detach().clone();
     iplus[p] += eps;
     iminus[p] -= eps;
-    const double inum = (f(a_re.detach(), iplus, bu.detach()) - f(a_re.detach(), iminus, bu.detach())).item<double>() / (2 * eps);
+    const double inum =
+        (f(a_re.detach(), iplus, bu.detach()) - f(a_re.detach(), iminus, bu.detach())).item<double>() /
+        (2 * eps);
     EXPECT_NEAR(a_im.grad()[p].item<double>(), inum, 1e-6);
   }
 }

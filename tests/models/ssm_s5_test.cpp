@@ -7,8 +7,8 @@
 #include <complex>
 #include <cstdio>
 
-#include "util/error.h"
 #include "models/ssm/s5.h"
+#include "util/error.h"
 
 namespace rt::ssm {
 namespace {
@@ -203,7 +203,8 @@ TEST(SsmLayer, GradientsMatchFiniteDifferences) {
           flat[k] = orig;
           const double numeric = (up - down) / (2 * eps);
           EXPECT_NEAR(g[k].item<double>(), numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
-              << "input " << i << " element " << k << " disc " << enum_name(disc) << " scan " << enum_name(scan);
+              << "input " << i << " element " << k << " disc " << enum_name(disc) << " scan "
+              << enum_name(scan);
         }
       }
     }

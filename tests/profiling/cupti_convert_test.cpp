@@ -1,10 +1,11 @@
 // CUPTI record conversion, fed with synthetic CUDA 13 records (no GPU needed).
 #ifdef RT_HAS_CUPTI_HEADERS
+#include "profiling/cupti/cupti_convert.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "profiling/cupti/cupti_convert.h"
 #include "profiling/trace/chrome_trace.h"
 
 namespace rt::prof {
@@ -37,19 +38,27 @@ TEST(CuptiConvertTest, OccupancyEstimate) {
 
 // Kernel names as Kineto writes them (on the H200: cutlass and ATen kernels arrived mangled).
 TEST(CuptiConvertTest, KernelNamesAreDemangledAsKinetoWritesThem) {
-  EXPECT_EQ(demangle_kernel_name("_Z23implicit_convolve_sgemmIffLi1024ELi5ELi5ELi3ELi3ELi3ELi1ELb0ELb0ELb1EEviiiPKT_iPT0_S2_18kernel_conv_paramsyiffiPKS3_S7_bbii"),
-            "void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int, "
-            "float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int, "
-            "float const*, float const*, bool, bool, int, int)");
+  EXPECT_EQ(
+      demangle_kernel_name(
+          "_Z23implicit_convolve_sgemmIffLi1024ELi5ELi5ELi3ELi3ELi3ELi1ELb0ELb0ELb1EEviiiPKT_iPT0_S2_"
+          "18kernel_conv_paramsyiffiPKS3_S7_bbii"),
+      "void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int, "
+      "float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, "
+      "int, "
+      "float const*, float const*, bool, bool, int, int)");
   EXPECT_EQ(demangle_kernel_name("volta_sgemm_128x64_nn"), "volta_sgemm_128x64_nn");  // not a C++ name
   EXPECT_EQ(demangle_kernel_name(nullptr), "kernel");
 }
 
 TEST(CuptiConvertTest, RecordsBecomeLinkedActivitiesAndFlows) {
   const ClockSync clock{1'000'000, 50'000};  // GPU 1,000,000 ns == steady 50,000 ns
-  CuptiConverter conv(clock, {h100()}, [](bool driver, uint32_t cbid) {
-    return driver ? std::string("cuLaunchKernel") : (cbid == 211 ? "cudaLaunchKernel" : "cudaMemcpyAsync");
-  }, 4242);
+  CuptiConverter conv(
+      clock, {h100()},
+      [](bool driver, uint32_t cbid) {
+        return driver ? std::string("cuLaunchKernel")
+                      : (cbid == 211 ? "cudaLaunchKernel" : "cudaMemcpyAsync");
+      },
+      4242);
 
   CUpti_ActivityAPI api;
   std::memset(&api, 0, sizeof api);
@@ -78,8 +87,12 @@ TEST(CuptiConvertTest, RecordsBecomeLinkedActivitiesAndFlows) {
   k.deviceId = 0;
   k.streamId = 7;
   k.correlationId = 9;
-  k.gridX = 132; k.gridY = 1; k.gridZ = 1;
-  k.blockX = 256; k.blockY = 1; k.blockZ = 1;
+  k.gridX = 132;
+  k.gridY = 1;
+  k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = 1;
+  k.blockZ = 1;
   k.registersPerThread = 32;
   k.staticSharedMemory = 1024;
   k.dynamicSharedMemory = 1024;

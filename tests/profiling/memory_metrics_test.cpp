@@ -17,7 +17,9 @@ struct RecordingSink : ScalarSink {
     int64_t step;
   };
   std::vector<Row> rows;
-  void add_scalar(const std::string& tag, double value, int64_t step) override { rows.push_back({tag, value, step}); }
+  void add_scalar(const std::string& tag, double value, int64_t step) override {
+    rows.push_back({tag, value, step});
+  }
   std::vector<std::string> tags() const {
     std::vector<std::string> out;
     for (const auto& r : rows) out.push_back(r.tag);
@@ -94,8 +96,8 @@ TEST(MemoryMetrics, CudaRunLogsGibAndNoPeakComposition) {
   RecordingSink sink;
   log_memory_metrics(m, sink, 4);
   const std::vector<std::string> expected = {
-      "memory/cpu_bytes_in_use",        "memory/cpu_peak_bytes_in_use",   "memory/rss_bytes",
-      "memory/cpu_memory_percent",      "memory/gpu_memory_allocated_gb", "memory/gpu_memory_reserved_gb",
+      "memory/cpu_bytes_in_use",   "memory/cpu_peak_bytes_in_use",   "memory/rss_bytes",
+      "memory/cpu_memory_percent", "memory/gpu_memory_allocated_gb", "memory/gpu_memory_reserved_gb",
   };
   EXPECT_EQ(sink.tags(), expected);
   EXPECT_EQ(sink.value("memory/gpu_memory_allocated_gb"), 1.5);
@@ -118,7 +120,8 @@ TEST(MemoryMetrics, BytesRoundToFloatAsTheIntegerWould) {
   m.sample.process.rss_bytes = (int64_t{1} << 40) + 12345;
   RecordingSink sink;
   log_memory_metrics(m, sink, 0);
-  EXPECT_EQ(static_cast<float>(sink.value("memory/rss_bytes")), static_cast<float>(m.sample.process.rss_bytes));
+  EXPECT_EQ(static_cast<float>(sink.value("memory/rss_bytes")),
+            static_cast<float>(m.sample.process.rss_bytes));
 }
 
 }  // namespace

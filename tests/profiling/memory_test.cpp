@@ -1,17 +1,16 @@
 #include "profiling/memory.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <iostream>
 #include <mutex>
 #include <set>
-#include <c10/core/impl/alloc_cpu.h>
-
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -58,7 +57,7 @@ TEST(MemoryReporter, CountsExactTensorBytesAndTheirRelease) {
 TEST(MemoryReporter, PeakIsResettableToCurrentUse) {
   auto reporter = std::make_shared<MemoryReporter>();
   MemoryTrackingScope scope(reporter);
-  auto keep = torch::ones({kMiB / 4}, torch::kFloat32);      // 1 MiB, stays alive
+  auto keep = torch::ones({kMiB / 4}, torch::kFloat32);     // 1 MiB, stays alive
   { auto big = torch::ones({4 * kMiB}, torch::kFloat32); }  // 16 MiB, freed
   EXPECT_GE(reporter->cpu_peak_bytes_in_use(), 17 * kMiB);
   EXPECT_GE(reporter->cpu_bytes_in_use(), kMiB);
@@ -279,7 +278,8 @@ TEST(MemoryReporter, OverheadFigures) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) (void)sample_memory(default_memory_reporter().get());
-  const double sample_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100;
+  const double sample_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100;
   std::cout << "[ figures  ] 1 KiB tensor alloc+free: " << untracked << " ns untracked, " << tracked
             << " ns tracked; sample_memory(): " << sample_us << " us\n";
   EXPECT_GT(tracked, 0.0);

@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "profiling/profile_writers.h"
+#include "support/test_support.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/profile_files.h"
-#include "support/test_support.h"
 
 namespace rt::prof {
 namespace {
@@ -144,7 +144,8 @@ TEST(ProfileListExport, APartInAnotherLayoutIsReadWhole) {
     TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 1});
     for (int64_t s = 2; s < 5; ++s) writer.record(timing_entry(s));
   }
-  write_file_atomic(profile_part_path(path, 1), Json::array({{{"step", 0}}, {{"step", 1}, {"note", "a, b"}}}).dump(2));
+  write_file_atomic(profile_part_path(path, 1),
+                    Json::array({{{"step", 0}}, {{"step", 1}, {"note", "a, b"}}}).dump(2));
   const fs::path out = dir / "out" / "timing_profile.json";
   std::vector<std::string> notes;
   EXPECT_EQ(export_profile_list(path, out, &notes).entries, 5);

@@ -1,7 +1,7 @@
 #include "profiling/profile_writers.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,17 +9,17 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <thread>
 
+#include "support/test_support.h"
 #include "util/atomic_file.h"
 #include "util/json.h"
 #include "util/profile_files.h"
-#include "support/test_support.h"
 
 namespace rt::prof {
 namespace {
@@ -182,8 +182,8 @@ TEST(JsonListFile, HeapStaysFlatWhileTheFileGrows) {
   writer.flush();
   const size_t heap_after = heap_bytes();
   const auto file = fs::file_size(path);
-  std::cout << "[ figures  ] 198000 entries: file +" << file / 1024 << " KiB, heap " << heap_before / 1024 << " → "
-            << heap_after / 1024 << " KiB\n";
+  std::cout << "[ figures  ] 198000 entries: file +" << file / 1024 << " KiB, heap " << heap_before / 1024
+            << " → " << heap_after / 1024 << " KiB\n";
   EXPECT_GT(file, 30u << 20);
   EXPECT_LT(heap_after, heap_before + (2u << 20)) << "the entries are held in memory";
   EXPECT_LT(writer.file().pending_bytes(), 1u << 20);
@@ -223,7 +223,8 @@ TEST(JsonListFile, RotationKeepsAtMostPartsFilesOfPartBytesAndReadsThemAsOne) {
   ASSERT_EQ(all.size(), held) << "the parts are not read with the file";
   EXPECT_EQ(all.front().at("step"), read_json(parts.front()).front().at("step"));
   EXPECT_EQ(all.back().at("step"), 999);
-  for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i].at("step"), all[i - 1].at("step").get<int64_t>() + 1);
+  for (size_t i = 1; i < all.size(); ++i)
+    ASSERT_EQ(all[i].at("step"), all[i - 1].at("step").get<int64_t>() + 1);
   // A resume at step 900 drops the later steps from every file, parts included.
   {
     TimingProfileWriter resumed(path, 1, every_entry(), RotationPolicy{part_bytes, 3});
@@ -232,7 +233,8 @@ TEST(JsonListFile, RotationKeepsAtMostPartsFilesOfPartBytesAndReadsThemAsOne) {
   }
   const Json after = read_profile_entries(path);
   EXPECT_EQ(after.back().at("step"), 900);
-  for (size_t i = 1; i < after.size(); ++i) ASSERT_EQ(after[i].at("step"), after[i - 1].at("step").get<int64_t>() + 1);
+  for (size_t i = 1; i < after.size(); ++i)
+    ASSERT_EQ(after[i].at("step"), after[i - 1].at("step").get<int64_t>() + 1);
 }
 
 // A file cut short in the middle of a line (a writer killed during its write) is read line by
@@ -359,7 +361,8 @@ TEST(TrainingSummary, HasEveryGuideFieldAndStatus) {
   const fs::path path = dir / "training_summary.json";
   TrainingSummary summary;
   summary.start();
-  const double before = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   summary.record_step(1, 2.5, 8 * 131072);
   summary.record_step(2, 2.0, 8 * 131072);
@@ -371,7 +374,8 @@ TEST(TrainingSummary, HasEveryGuideFieldAndStatus) {
   const Json j = read_json(path);
   EXPECT_EQ(j["total_steps"], 3);
   EXPECT_GE(j["total_training_time_seconds"].get<double>(), 0.019);
-  EXPECT_NEAR(j["average_time_per_step"].get<double>(), j["total_training_time_seconds"].get<double>() / 3, 1e-9);
+  EXPECT_NEAR(j["average_time_per_step"].get<double>(), j["total_training_time_seconds"].get<double>() / 3,
+              1e-9);
   EXPECT_NEAR(j["steps_per_second"].get<double>(), 3 / j["total_training_time_seconds"].get<double>(), 1e-6);
   EXPECT_LE(j["training_start_time"].get<double>(), before + 1e-3);
   EXPECT_GT(j["training_start_time"].get<double>(), before - 60);
@@ -436,9 +440,9 @@ TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
       const int devnull = ::open("/dev/null", O_WRONLY);
       ::dup2(devnull, 1);
       ::dup2(devnull, 2);
-      char* const argv[] = {const_cast<char*>("/proc/self/exe"), const_cast<char*>("--gtest_also_run_disabled_tests"),
-                            const_cast<char*>("--gtest_filter=ProfileWritersChild.DISABLED_WritesEntriesForever"),
-                            nullptr};
+      char* const argv[] = {
+          const_cast<char*>("/proc/self/exe"), const_cast<char*>("--gtest_also_run_disabled_tests"),
+          const_cast<char*>("--gtest_filter=ProfileWritersChild.DISABLED_WritesEntriesForever"), nullptr};
       ::execve("/proc/self/exe", argv, envp.data());
       ::_exit(127);
     }

@@ -1,8 +1,9 @@
 // torch.profiler.schedule semantics, pinned by tables computed from its definition.
+#include "profiling/trace/schedule.h"
+
 #include <gtest/gtest.h>
 
 #include "util/error.h"
-#include "profiling/trace/schedule.h"
 
 namespace rt::prof {
 namespace {
@@ -11,10 +12,18 @@ std::string actions(const ProfilerSchedule& s, int64_t steps) {
   std::string out;
   for (int64_t i = 0; i < steps; ++i) {
     switch (s.action(i)) {
-      case ProfilerAction::kNone: out += '.'; break;
-      case ProfilerAction::kWarmup: out += 'w'; break;
-      case ProfilerAction::kRecord: out += 'r'; break;
-      case ProfilerAction::kRecordAndSave: out += 'S'; break;
+      case ProfilerAction::kNone:
+        out += '.';
+        break;
+      case ProfilerAction::kWarmup:
+        out += 'w';
+        break;
+      case ProfilerAction::kRecord:
+        out += 'r';
+        break;
+      case ProfilerAction::kRecordAndSave:
+        out += 'S';
+        break;
     }
   }
   return out;

@@ -5,12 +5,12 @@
 #include <set>
 #include <sstream>
 
-#include "util/atomic_file.h"
-#include "profiling/trace/collapsed_stacks.h"
 #include "profiling/stacks/native_stack.h"
+#include "profiling/trace/collapsed_stacks.h"
 #include "profiling/trace/op_tracer.h"
 #include "support/test_support.h"
 #include "trace_test_model.h"
+#include "util/atomic_file.h"
 
 namespace rt::prof {
 namespace {

@@ -139,7 +139,9 @@ struct FakeSink : ScalarSink {
     int64_t step;
   };
   std::vector<Row> rows;
-  void add_scalar(const std::string& tag, double value, int64_t step) override { rows.push_back({tag, value, step}); }
+  void add_scalar(const std::string& tag, double value, int64_t step) override {
+    rows.push_back({tag, value, step});
+  }
 };
 
 TEST_F(TimersTest, ScalarTagsAreProfilingNameAvgTotalCount) {

@@ -4,13 +4,13 @@
 
 #include <sstream>
 
-#include "util/atomic_file.h"
-#include "util/json.h"
 #include "profiling/memory.h"
 #include "profiling/trace/trace_session.h"
 #include "support/test_support.h"
 #include "support/trace_checks.h"
 #include "trace_test_model.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 
 namespace rt::prof {
 namespace {

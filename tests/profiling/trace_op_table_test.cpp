@@ -3,8 +3,8 @@
 
 #include <sstream>
 
-#include "util/error.h"
 #include "profiling/trace/op_table.h"
+#include "util/error.h"
 
 namespace rt::prof {
 namespace {
@@ -60,7 +60,8 @@ TEST(TraceOpTableTest, TorchLayout) {
   EXPECT_EQ(lines[0], lines[2]);
   EXPECT_EQ(lines[0], lines[5]);
   EXPECT_EQ(lines[1].substr(0, 20), "              Name  ");
-  for (const char* h : {"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls", "Input Shapes"}) {
+  for (const char* h :
+       {"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls", "Input Shapes"}) {
     EXPECT_NE(lines[1].find(h), std::string::npos) << h;
   }
   EXPECT_EQ(lines[1].find("CPU Mem"), std::string::npos);

@@ -181,7 +181,8 @@ TEST(TraceOutputTest, TheStepFileIsALinkToTheTraceNotASecondCopy) {
     const auto& trace = chrome->files[0];
     const auto& step_file = chrome->files[1];
     EXPECT_EQ(step_file.filename().string().rfind("profile_step_", 0), 0u) << step_file;
-    EXPECT_TRUE(std::filesystem::equivalent(trace, step_file)) << trace << " and " << step_file << " are two files";
+    EXPECT_TRUE(std::filesystem::equivalent(trace, step_file))
+        << trace << " and " << step_file << " are two files";
     EXPECT_EQ(std::filesystem::hard_link_count(trace), 2u) << trace;
     EXPECT_EQ(read_file(step_file), read_file(trace));
   }

@@ -43,9 +43,10 @@ TEST(TraceOverheadTest, ReportsNanosecondsPerTracedOp) {
     k.with_stack = true;
     stacks = std::min(stacks, traced_ns_per_op(k, kIters / 10, a, b));
   }
-  std::printf("[overhead] untraced %.0f ns/op; traced +%.0f ns/op; +record_shapes +%.0f ns/op; "
-              "+with_stack +%.0f ns/op\n",
-              base, plain - base, shapes - base, stacks - base);
+  std::printf(
+      "[overhead] untraced %.0f ns/op; traced +%.0f ns/op; +record_shapes +%.0f ns/op; "
+      "+with_stack +%.0f ns/op\n",
+      base, plain - base, shapes - base, stacks - base);
   EXPECT_GT(plain, 0.0);
 }
 

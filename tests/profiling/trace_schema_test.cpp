@@ -4,13 +4,13 @@
 
 #include <regex>
 
-#include "util/atomic_file.h"
-#include "util/json.h"
 #include "profiling/trace/chrome_trace.h"
 #include "profiling/trace/op_tracer.h"
 #include "support/test_support.h"
 #include "support/trace_checks.h"
 #include "trace_test_model.h"
+#include "util/atomic_file.h"
+#include "util/json.h"
 
 namespace rt::prof {
 namespace {

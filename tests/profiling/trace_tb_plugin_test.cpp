@@ -5,8 +5,8 @@
 
 #include <map>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "profiling/annotation.h"
 #include "profiling/trace/chrome_trace.h"
@@ -52,10 +52,12 @@ TEST(TraceTbPlugin, ModuleSpansAreModuleEventsLinkedToTheirEnclosingModule) {
     const Json& a = e["args"];
     ASSERT_TRUE(a["Python id"].is_number_integer()) << e.dump();
     ASSERT_TRUE(a["Python module id"].is_number_integer()) << e.dump();
-    EXPECT_TRUE(name_of_id.emplace(a["Python id"].get<int64_t>(), name).second) << "Python id reused: " << e.dump();
+    EXPECT_TRUE(name_of_id.emplace(a["Python id"].get<int64_t>(), name).second)
+        << "Python id reused: " << e.dump();
     module_ids[name].insert(a["Python module id"].get<int64_t>());
     calls[name]++;
-    parent_links.emplace_back(name, a.contains("Python parent id") ? a["Python parent id"].get<int64_t>() : 0);
+    parent_links.emplace_back(name,
+                              a.contains("Python parent id") ? a["Python parent id"].get<int64_t>() : 0);
   }
   EXPECT_EQ(calls, (std::map<std::string, int>{{"encoder", 2}, {"encoder.net.0", 2}, {"encoder.net.1", 2}}));
   for (const auto& [name, ids] : module_ids) EXPECT_EQ(ids.size(), 1u) << name;  // one id per module

@@ -57,7 +57,8 @@ TEST(TraceTracerTest, OpsNestInsideStepsAndParents) {
   std::map<int64_t, std::vector<const Activity*>> steps_by_tid;
   size_t ops = 0;
   for (const auto& a : t.activities) {
-    if (a.kind == ActivityKind::kUserAnnotation && a.name.rfind("ProfilerStep#", 0) == 0) steps_by_tid[a.tid].push_back(&a);
+    if (a.kind == ActivityKind::kUserAnnotation && a.name.rfind("ProfilerStep#", 0) == 0)
+      steps_by_tid[a.tid].push_back(&a);
   }
   ASSERT_EQ(steps_by_tid.size(), 1u);
   ASSERT_EQ(steps_by_tid.begin()->second.size(), 2u);
@@ -113,7 +114,8 @@ TEST(TraceTracerTest, BackwardOpsCarryTheForwardSequenceNumber) {
   for (const auto& a : t.activities) {
     if (a.name != "AddmmBackward0") continue;
     auto it = forward_addmm_by_seq.find(a.sequence_nr);
-    ASSERT_NE(it, forward_addmm_by_seq.end()) << "AddmmBackward0 seq " << a.sequence_nr << " has no forward aten::addmm";
+    ASSERT_NE(it, forward_addmm_by_seq.end())
+        << "AddmmBackward0 seq " << a.sequence_nr << " has no forward aten::addmm";
     EXPECT_EQ(a.fwd_thread_id, it->second->rf_thread_id);
     EXPECT_GT(a.start_ns, it->second->end_ns);
     ++linked;
@@ -159,7 +161,8 @@ TEST(TraceTracerTest, RecordShapesGivesInputDimsAndTypes) {
   }
   EXPECT_TRUE(found);
   size_t conv_spans = 0;
-  for (const auto& a : t.activities) conv_spans += (a.name == "conv" && a.kind == ActivityKind::kPythonFunction);  // a module span
+  for (const auto& a : t.activities)
+    conv_spans += (a.name == "conv" && a.kind == ActivityKind::kPythonFunction);  // a module span
   EXPECT_EQ(conv_spans, 2u);
 }
 

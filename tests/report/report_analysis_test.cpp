@@ -6,15 +6,15 @@
 #include <fstream>
 #include <random>
 
-#include "util/atomic_file.h"
-#include "util/error.h"
-#include "util/json.h"
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"
 #include "profiling/report/series_stats.h"
 #include "profiling/report/trace_ops.h"
 #include "support/test_support.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/json.h"
 
 namespace rt::report {
 namespace {
@@ -357,12 +357,13 @@ TEST(ReportAnalysis, GrowingFileBackedRssIsNotALeakButGrowingAnonymousRssIs) {
     Json memory = Json::array();
     for (int64_t i = 0; i < 20; ++i) {
       const double anon = 200 * kMiB + anon_growth * i, file = 100 * kMiB + file_growth * i;
-      memory.push_back({{"step", 2 * i},
-                        {"cpu_memory_percent", 40.0},
-                        {"memory", {{"cpu", {{"bytes_in_use", 50 * kMiB}, {"peak_bytes_in_use", 60 * kMiB}}}}},
-                        {"rss_bytes", anon + file},
-                        {"rss_anon_bytes", anon},
-                        {"rss_file_bytes", file}});
+      memory.push_back(
+          {{"step", 2 * i},
+           {"cpu_memory_percent", 40.0},
+           {"memory", {{"cpu", {{"bytes_in_use", 50 * kMiB}, {"peak_bytes_in_use", 60 * kMiB}}}}},
+           {"rss_bytes", anon + file},
+           {"rss_anon_bytes", anon},
+           {"rss_file_bytes", file}});
     }
     write_json_atomic(dir / "memory_profile.json", memory);
   };
@@ -379,7 +380,9 @@ TEST(ReportAnalysis, GrowingFileBackedRssIsNotALeakButGrowingAnonymousRssIs) {
     Json memory = Json::array();
     for (int64_t i = 0; i < 20; ++i) {
       const double anon = (i < 14 ? 100 : 108) * kMiB;
-      memory.push_back({{"step", 2 * i}, {"rss_bytes", anon + 50 * kMiB}, {"rss_anon_bytes", anon},
+      memory.push_back({{"step", 2 * i},
+                        {"rss_bytes", anon + 50 * kMiB},
+                        {"rss_anon_bytes", anon},
                         {"rss_file_bytes", 50 * kMiB}});
     }
     write_json_atomic(dir / "step" / "memory_profile.json", memory);
@@ -542,15 +545,17 @@ TEST(ReportPlots, MissingGnuplotIsAClearError) {
   }
 }
 
-
 // A 2-rank run: every rank's figures in the text and the JSON, a straggler and exposed
 // communication named with the rank.
 TEST(ReportAnalysis, DataParallelRunShowsEveryRankAndNamesTheStraggler) {
   testing::ScratchDir dir("report_analysis");
   auto rank = [](int r, double step_time, double wait) {
-    return Json{{"rank", r},           {"steps", 100},
-                {"step_time", step_time}, {"examples_per_second", 4 / step_time},
-                {"comm_busy_share", wait + 0.05}, {"comm_wait_share", wait}};
+    return Json{{"rank", r},
+                {"steps", 100},
+                {"step_time", step_time},
+                {"examples_per_second", 4 / step_time},
+                {"comm_busy_share", wait + 0.05},
+                {"comm_wait_share", wait}};
   };
   write_json_atomic(dir / "training_summary.json",
                     Json{{"total_steps", 100},

@@ -169,11 +169,16 @@ Config fake_run_config(const std::filesystem::path& out_path, const std::string&
                        const std::vector<std::pair<std::string, std::string>>& overrides) {
   Config c;
   c.merge_toml_string(std::string("[model]\nfamily = \"") + kFakeFamily + "\"\n", "fake.toml");
-  std::vector<std::pair<std::string, std::string>> settings = {
-      {"train.out_path", out_path.string()}, {"train.name", name},      {"train.max_steps", "6"},
-      {"train.batch", "4"},                  {"train.val_every", "3"},  {"train.log_every", "2"},
-      {"train.lr", "0.1"},                   {"train.threads", "1"},    {"train.device", "cpu"},
-      {"data.workers", "0"}};
+  std::vector<std::pair<std::string, std::string>> settings = {{"train.out_path", out_path.string()},
+                                                               {"train.name", name},
+                                                               {"train.max_steps", "6"},
+                                                               {"train.batch", "4"},
+                                                               {"train.val_every", "3"},
+                                                               {"train.log_every", "2"},
+                                                               {"train.lr", "0.1"},
+                                                               {"train.threads", "1"},
+                                                               {"train.device", "cpu"},
+                                                               {"data.workers", "0"}};
   settings.insert(settings.end(), overrides.begin(), overrides.end());
   for (const auto& [key, value] : settings) c.set(key, value, "test");
   c.finalize();

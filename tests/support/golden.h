@@ -135,8 +135,8 @@ enum class GradMetric {
 // Every trainable parameter's gradient against "<grad_prefix><name>": a list of the
 // mismatches, each with its error relative to the reference tensor (`metric`). `names`, when
 // given, limits the comparison to those parameters.
-inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& model, const Golden& g, double rel,
-                                                    const std::string& grad_prefix = "grad:",
+inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& model, const Golden& g,
+                                                    double rel, const std::string& grad_prefix = "grad:",
                                                     const std::set<std::string>* names = nullptr,
                                                     GradMetric metric = GradMetric::kMaxRelativeToMax,
                                                     double abs_floor = 0.0) {
@@ -158,14 +158,15 @@ inline std::vector<std::string> gradient_mismatches(const torch::nn::Module& mod
     const double err = norm ? relative_norm(grad, it->second) : relative_to_max(grad, it->second);
     // A gradient that is zero in exact arithmetic is rounding noise on both sides: within
     // abs_floor of each other (norm of the difference), it matches.
-    if (abs_floor > 0.0 && (grad.to(torch::kFloat64) - it->second.to(torch::kFloat64)).norm().item<double>() <= abs_floor) {
+    if (abs_floor > 0.0 &&
+        (grad.to(torch::kFloat64) - it->second.to(torch::kFloat64)).norm().item<double>() <= abs_floor) {
       continue;
     }
     if (!(err <= rel)) {
       std::ostringstream s;
       s << p.key() << (norm ? ": ‖g − g_ref‖ = " : ": max|g − g_ref| = ") << err
-        << (norm ? " × ‖g_ref‖ (" : " × max|g_ref| (") << (norm ? it->second.norm().item<double>() : max_abs(it->second))
-        << "), limit " << rel;
+        << (norm ? " × ‖g_ref‖ (" : " × max|g_ref| (")
+        << (norm ? it->second.norm().item<double>() : max_abs(it->second)) << "), limit " << rel;
       bad.push_back(s.str());
     }
   }

@@ -1,6 +1,7 @@
 #include "support/test_support.h"
 
 #include <sys/wait.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <array>
@@ -8,8 +9,6 @@
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
-
-#include <torch/version.h>
 
 #include "support/libtorch_version.h"
 
@@ -58,21 +57,25 @@ std::string libtorch_major_minor() {
 
 std::string torchrun_unusable_reason() {
   static const std::string reason = [] {
-    if (run_command("command -v torchrun").exit_code != 0) return std::string("torchrun is not installed (python3-torch)");
+    if (run_command("command -v torchrun").exit_code != 0)
+      return std::string("torchrun is not installed (python3-torch)");
     // torchrun's agent hosts the TCPStore the ranks join: one of another torch major.minor speaks
     // another store protocol (LibTorch 2.x's clients ping a 1.13 store, which resets them).
     const auto version = run_command(
-        "\"$(sed -n '1s/^#!//p' \"$(command -v torchrun)\")\" -c 'import torch; print(torch.__version__)' 2>/dev/null");
+        "\"$(sed -n '1s/^#!//p' \"$(command -v torchrun)\")\" -c 'import torch; print(torch.__version__)' "
+        "2>/dev/null");
     const std::string ours = libtorch_major_minor();
     // The version is the last line printed (importing torch may warn first).
     std::string theirs = version.output;
     while (!theirs.empty() && theirs.back() == '\n') theirs.pop_back();
     theirs = theirs.substr(theirs.rfind('\n') == std::string::npos ? 0 : theirs.rfind('\n') + 1);
     if (version.exit_code == 0 && !theirs.empty() && theirs.rfind(ours, 0) != 0) {
-      return "torchrun runs torch " + theirs + ", this build LibTorch " +
-             libtorch_version() + ": their TCPStore protocols differ (put a matching torchrun first on PATH)";
+      return "torchrun runs torch " + theirs + ", this build LibTorch " + libtorch_version() +
+             ": their TCPStore protocols differ (put a matching torchrun first on PATH)";
     }
-    const auto probe = run_command("timeout -k 5 60 torchrun --standalone --no_python --nproc_per_node 1 --redirects 2 --tee 2 /bin/true");
+    const auto probe = run_command(
+        "timeout -k 5 60 torchrun --standalone --no_python --nproc_per_node 1 --redirects 2 --tee 2 "
+        "/bin/true");
     if (probe.exit_code == 0) return std::string();
     const size_t at = probe.output.find("RuntimeError: ");
     return "torchrun cannot start ranks here: " +

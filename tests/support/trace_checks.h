@@ -24,9 +24,9 @@ namespace rt::testing {
 // there), `"rank": N` with whitespace (HTA's regex), schemaVersion 1, ms display unit.
 // `rank` and `world_size`: the process's place in a data-parallel job (distributedInfo).
 inline void check_kineto_top_level(const std::string& text, int rank = 0, int world_size = 1) {
-  const std::vector<std::string> required = {"\"schemaVersion\"", "\"deviceProperties\"", "\"distributedInfo\"",
-                                             "\"displayTimeUnit\"", "\"baseTimeNanoseconds\"", "\"traceEvents\"",
-                                             "\"traceName\""};
+  const std::vector<std::string> required = {
+      "\"schemaVersion\"",       "\"deviceProperties\"", "\"distributedInfo\"", "\"displayTimeUnit\"",
+      "\"baseTimeNanoseconds\"", "\"traceEvents\"",      "\"traceName\""};
   size_t pos = 0;
   for (const auto& key : required) {
     const size_t at = text.find(key, pos);
@@ -94,13 +94,15 @@ inline TraceEventCounts check_kineto_events(const Json& trace, bool expect_shape
     } else if (ph == "i" && e["name"] == "[memory]") {
       EXPECT_EQ(e["cat"], "cpu_instant_event");
       EXPECT_EQ(e["s"], "t");
-      for (const char* k : {"Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"}) {
+      for (const char* k :
+           {"Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"}) {
         EXPECT_TRUE(e["args"].contains(k)) << k << " in " << e.dump();
       }
       ++c.memory;
     }
   }
-  for (const char* name : {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}) {
+  for (const char* name :
+       {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}) {
     EXPECT_TRUE(c.metadata_names.count(name)) << name;
   }
   const Json& last = events.back();
@@ -149,8 +151,8 @@ inline void check_exact_nesting(const Json& trace) {
       while (!stack.empty() && stack.back()->end <= s.begin) stack.pop_back();
       if (!stack.empty() && s.end > stack.back()->end) {
         ADD_FAILURE() << "thread " << thread.second << ": '" << s.name << "' [" << s.begin << ", " << s.end
-                      << "] partially overlaps '" << stack.back()->name << "' [" << stack.back()->begin << ", "
-                      << stack.back()->end << "]";
+                      << "] partially overlaps '" << stack.back()->name << "' [" << stack.back()->begin
+                      << ", " << stack.back()->end << "]";
         return;
       }
       stack.push_back(&s);

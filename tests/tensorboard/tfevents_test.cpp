@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "util/atomic_file.h"
-#include "util/error.h"
 #include "support/test_support.h"
 #include "tensorboard/tensorboard_writer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace rt {
 namespace {

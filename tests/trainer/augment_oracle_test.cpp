@@ -2,12 +2,11 @@
 // scripts/oracle/rave_oracle.py (tests/assets/golden/rave_augment.*): --normalize,
 // --derivative and its integrator, normalize_ambient.gin's compressor and --augment compress's
 // compand through the same libsox; and the pipeline and the flags that choose them.
-#include "data/augment.h"
-
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "data/augment.h"
 #include "support/expect.h"
 #include "support/golden.h"
 #include "support/test_support.h"
@@ -97,7 +96,8 @@ TEST(PitchOracle, RandomPitchIsRavesAndResamplesAsScipy) {
   const auto x = g.at("input:x");
   const auto draws = g.manifest.at("draws").get<std::vector<double>>();
   const auto ratios = g.manifest.at("ratios").get<std::vector<std::vector<int64_t>>>();
-  const double hi = std::min(range.at(1), static_cast<double>(x.size(1)) / g.manifest.at("n_signal").get<double>());
+  const double hi =
+      std::min(range.at(1), static_cast<double>(x.size(1)) / g.manifest.at("n_signal").get<double>());
   for (size_t i = 0; i < draws.size(); ++i) {
     SCOPED_TRACE("draw " + std::to_string(draws[i]));
     const auto [up, down] = pitch.ratio_for(draws[i] * (hi - range.at(0)) + range.at(0));
@@ -112,18 +112,20 @@ TEST(PitchOracle, RandomPitchIsRavesAndResamplesAsScipy) {
 }
 
 TEST(AugmentFlags, AugmentAppendsInOrderAndUnknownNamesAreRefused) {
-  const TrainArgs a = parse_train_args(std::vector<std::string>{"--config", "tiny_rave", "--augment", "mute",
-                                                                "--augment", "gain", "--normalize", "--derivative"});
+  const TrainArgs a = parse_train_args(std::vector<std::string>{
+      "--config", "tiny_rave", "--augment", "mute", "--augment", "gain", "--normalize", "--derivative"});
   EXPECT_EQ(a.config.get_string("data.augment"), "mute,gain");
   EXPECT_TRUE(a.config.get_bool("data.normalize"));
   EXPECT_TRUE(a.config.get_bool("data.derivative"));
   const auto list = parse_augmentations(a.config.get_string("data.augment"), "data.augment");
   EXPECT_EQ(list, (std::vector<Augmentation>{Augmentation::kMute, Augmentation::kGain}));
-  EXPECT_HAS(testing::error_of([] { parse_train_args(std::vector<std::string>{"--augment", "pitch"}); }),
+  EXPECT_HAS(testing::error_of([] {
+               parse_train_args(std::vector<std::string>{"--augment", "pitch"});
+             }),
              "--augment: unknown augmentation 'pitch' (accepted: mute, compress, gain");
   // normalize_ambient's compressor comes first, --augment adds after it.
-  const TrainArgs b = parse_train_args(
-      std::vector<std::string>{"--config", "tiny_rave", "--config", "normalize_ambient", "--augment", "compress"});
+  const TrainArgs b = parse_train_args(std::vector<std::string>{
+      "--config", "tiny_rave", "--config", "normalize_ambient", "--augment", "compress"});
   EXPECT_EQ(b.config.get_string("data.augment"), "normalize_ambient,compress");
   EXPECT_HAS(testing::error_of([] { parse_augmentations("mute,,loud", "data.augment"); }),
              "data.augment: unknown augmentation 'loud'");

@@ -3,12 +3,11 @@
 #include "trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <zlib.h>
 
 #include "support/expect.h"
 #include "support/test_support.h"

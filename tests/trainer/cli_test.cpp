@@ -105,15 +105,22 @@ TEST_F(CliFixture, ProfileStepsBecomesTheScheduleThatConfigTomlRecords) {
   EXPECT_EQ(a.config.get_int("profiling.active"), 6);
   EXPECT_EQ(a.config.get_int("profiling.wait"), 0);
   // Within one source, another value is a conflict naming both.
-  EXPECT_HAS(error_of([&] { parse({"--profile_steps", "4", "--profiling.wait", "2"}); }),
-             "--profiling.wait: profiling.wait = 2 conflicts with profiling.profile_steps = 4 (--profile_steps)");
+  EXPECT_HAS(
+      error_of([&] {
+        parse({"--profile_steps", "4", "--profiling.wait", "2"});
+      }),
+      "--profiling.wait: profiling.wait = 2 conflicts with profiling.profile_steps = 4 (--profile_steps)");
   write_file_atomic(dir / "both.toml", "[profiling]\nprofile_steps = 4\nactive = 6\n");
-  EXPECT_HAS(error_of([&] { parse({"--config", "both"}); }),
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "both"});
+             }),
              "both.toml:3: profiling.active = 6 conflicts with profiling.profile_steps = 4");
   // profile_steps is the schedule's own arithmetic (ProfilerSchedule::for_profile_steps): the
   // file's profile_steps = 100 beside another active is a conflict like any other.
   write_file_atomic(dir / "old_run.toml", "[profiling]\nactive = 3\nprofile_steps = 100\nwait = 2\n");
-  EXPECT_HAS(error_of([&] { parse({"--config", "old_run"}); }),
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "old_run"});
+             }),
              "old_run.toml:2: profiling.active = 3 conflicts with profiling.profile_steps = 100");
   // The same value twice is no conflict.
   EXPECT_EQ(parse({"--profile_steps", "4", "--profiling.active", "4"}).config.get_int("profiling.active"), 4);

@@ -21,7 +21,9 @@ using testing::error_of;
 struct StackFixture : ::testing::Test {
   testing::ScratchDir dir;
   std::vector<std::filesystem::path> dirs{dir.path(), testing::source_path("configs")};
-  void write(const std::string& name, const std::string& text) { write_file_atomic(dir / (name + ".toml"), text); }
+  void write(const std::string& name, const std::string& text) {
+    write_file_atomic(dir / (name + ".toml"), text);
+  }
   TrainArgs parse(std::vector<std::string> args) { return parse_train_args(args, dirs); }
 };
 
@@ -61,7 +63,10 @@ TEST_F(StackFixture, IncludesMergeFirstAndOnce) {
 TEST_F(StackFixture, RefusesCyclesOverlaysWithoutBaseAndBadTables) {
   write("x", "[stack]\ninclude = [\"y\"]\n");
   write("y", "[stack]\ninclude = [\"x\"]\n");
-  EXPECT_HAS(error_of([&] { parse({"--config", "x"}); }), "include cycle: x.toml includes y.toml includes x.toml");
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "x"});
+             }),
+             "include cycle: x.toml includes y.toml includes x.toml");
   write("over", "[stack]\nsummary = \"o\"\n[model]\ncapacity = 4\n");
   EXPECT_HAS(error_of([&] { parse({"--config", "over"}); }), "over.toml is an overlay");
   EXPECT_HAS(error_of([&] { parse({"--config", "over"}); }), "--config v2 --config over");
@@ -70,9 +75,15 @@ TEST_F(StackFixture, RefusesCyclesOverlaysWithoutBaseAndBadTables) {
   write("badreq", "[stack]\nrequires = { \"model.verson\" = [\"v2\"] }\n[model]\nfamily = \"rave\"\n");
   EXPECT_HAS(error_of([&] { parse({"--config", "badreq"}); }), "unknown config key 'model.verson'");
   write("missing", "[stack]\ninclude = [\"nope\"]\n");
-  EXPECT_HAS(error_of([&] { parse({"--config", "missing"}); }), "missing.toml: [stack].include: --config: no config named 'nope'");
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "missing"});
+             }),
+             "missing.toml: [stack].include: --config: no config named 'nope'");
   write("excl", "[stack]\nexclusive = [\"model.capacity\"]\n[model]\nfamily = \"rave\"\n");
-  EXPECT_HAS(error_of([&] { parse({"--config", "excl"}); }), "exclusive names model.capacity, which this file does not set");
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "excl"});
+             }),
+             "exclusive names model.capacity, which this file does not set");
 }
 
 // RAVE's own rule, stated in its README: the noise branch, Snake and AdaIN configure v2 blocks.
@@ -85,7 +96,10 @@ TEST_F(StackFixture, RequirementRefusalNamesBothFiles) {
   EXPECT_EQ(parse({"--config", "v2", "--config", "noise"}).config.get_int("model.noise_bands"), 5);
   EXPECT_EQ(parse({"--config", "v1", "--config", "causal"}).config.get_string("model.padding"), "causal");
   // A requirement counts the command line's value too.
-  EXPECT_HAS(error_of([&] { parse({"--config", "v2", "--config", "snake", "model.version=v1"}); }), "snake.toml needs model.version in {v2, v3}");
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "v2", "--config", "snake", "model.version=v1"});
+             }),
+             "snake.toml needs model.version in {v2, v3}");
 }
 
 TEST_F(StackFixture, ExclusiveChoiceRefusedWhenALaterFileChangesIt) {
@@ -98,8 +112,9 @@ TEST_F(StackFixture, ExclusiveChoiceRefusedWhenALaterFileChangesIt) {
   // Earlier files may set it: v3 includes v2 (period_scale) before the descript discriminator.
   EXPECT_EQ(parse({"--config", "v3"}).config.get_string("model.discriminator"), "descript");
   // The command line may change it.
-  EXPECT_EQ(parse({"--config", "v3", "model.discriminator=period_scale"}).config.get_string("model.discriminator"),
-            "period_scale");
+  EXPECT_EQ(
+      parse({"--config", "v3", "model.discriminator=period_scale"}).config.get_string("model.discriminator"),
+      "period_scale");
 }
 
 TEST_F(StackFixture, PrintConfigSaysWhichFileSetEachKey) {
@@ -109,8 +124,9 @@ TEST_F(StackFixture, PrintConfigSaysWhichFileSetEachKey) {
     const size_t at = toml.find("\n" + start);
     return at == std::string::npos ? std::string() : toml.substr(at + 1, toml.find('\n', at + 1) - at - 1);
   };
-  EXPECT_NE(line_of("padding = ").find("set by " + testing::source_path("configs/causal.toml").string() + ":"),
-            std::string::npos)
+  EXPECT_NE(
+      line_of("padding = ").find("set by " + testing::source_path("configs/causal.toml").string() + ":"),
+      std::string::npos)
       << line_of("padding = ");
   EXPECT_NE(line_of("capacity = ").find("configs/v2.toml:"), std::string::npos) << line_of("capacity = ");
   EXPECT_NE(line_of("batch = ").find("set by --batch"), std::string::npos) << line_of("batch = ");
@@ -121,10 +137,9 @@ TEST_F(StackFixture, PrintConfigSaysWhichFileSetEachKey) {
 // the preset the models library builds for v3.
 TEST_F(StackFixture, V3IsItsIncludes) {
   const Config a = parse({"--config", "v3"}).config;
-  const Config b =
-      parse({"--config", "v2", "--config", "adain", "--config", "snake", "--config", "descript_discriminator",
-             "model.version=v3", "train.name=v3"})
-          .config;
+  const Config b = parse({"--config", "v2", "--config", "adain", "--config", "snake", "--config",
+                          "descript_discriminator", "model.version=v3", "train.name=v3"})
+                       .config;
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.get_string("model.activation"), "snake");
   EXPECT_TRUE(a.get_bool("model.adain"));

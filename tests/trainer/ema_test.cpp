@@ -77,11 +77,13 @@ TEST(Ema, FollowsRavesOwnCallback) {
   for (int64_t b = 0; b < g.manifest.at("batches").get<int64_t>(); ++b) {
     {
       torch::NoGradGuard no_grad;
-      for (auto& p : m->named_parameters()) p.value().add_(g.at("input:step" + std::to_string(b) + "." + p.key()));
+      for (auto& p : m->named_parameters())
+        p.value().add_(g.at("input:step" + std::to_string(b) + "." + p.key()));
     }
     ema.update(*m);
     for (const auto& [name, average] : ema.weights()) {
-      EXPECT_TRUE(torch::allclose(average, g.at("output:average" + std::to_string(b) + "." + name), 1e-6, 1e-7))
+      EXPECT_TRUE(
+          torch::allclose(average, g.at("output:average" + std::to_string(b) + "." + name), 1e-6, 1e-7))
           << "batch " << b << ", " << name;
     }
   }

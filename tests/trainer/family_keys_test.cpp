@@ -36,7 +36,8 @@ TEST(RaveFamilyKeys, ConfigsV1V2V3DescribeThePresets) {
     EXPECT_DOUBLE_EQ(c.get_float("train.feature_matching_weight"),
                      rave::RaveLossOptions::preset(v).feature_matching_weight)
         << name;
-    EXPECT_EQ(c.get_bool("train.valid_signal_crop"), rave::RaveLossOptions::preset(v).valid_signal_crop) << name;
+    EXPECT_EQ(c.get_bool("train.valid_signal_crop"), rave::RaveLossOptions::preset(v).valid_signal_crop)
+        << name;
     EXPECT_TRUE(c.get_bool("train.feature_matching_weight_twice")) << name;
     // RAVE's update_discriminator_every: v2.gin 4, v1.gin none (RAVE.__init__'s default 2).
     EXPECT_EQ(c.get_int("train.update_discriminator_every"), v == RaveVersion::kV1 ? 2 : 4) << name;

@@ -1,14 +1,14 @@
 // FusedAdam / FusedAdamW against LibTorch's stock Adam / AdamW: same trajectory to rounding,
 // interchangeable state archives, the stock fallback (amsgrad), thread-count independence,
 // and zero_grad_to_none; the multi-tensor path of non-contiguous and CUDA parameters.
+#include "trainer/fused_adam.h"
+
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstring>
 #include <sstream>
-
-#include "trainer/fused_adam.h"
 
 namespace {
 
@@ -32,8 +32,8 @@ std::vector<torch::Tensor> clone_params(const std::vector<torch::Tensor>& ps) {
 void set_grads(std::vector<torch::Tensor>& ps, int k) {
   for (size_t i = 0; i < ps.size(); ++i) {
     auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(1000 * k + i));
-    ps[i].mutable_grad() = torch::randn(ps[i].sizes(), gen, ps[i].options().requires_grad(false)) * 0.1 +
-                           0.01 * ps[i].detach();
+    ps[i].mutable_grad() =
+        torch::randn(ps[i].sizes(), gen, ps[i].options().requires_grad(false)) * 0.1 + 0.01 * ps[i].detach();
   }
 }
 
@@ -66,8 +66,8 @@ void expect_same_trajectory(const Options& options, int steps, double tol) {
 }
 
 TEST(FusedAdam, MatchesStockAdamOver20Steps) {
-  expect_same_trajectory<torch::optim::Adam, rt::FusedAdam>(
-      torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}), 20, 1e-6);
+  expect_same_trajectory<torch::optim::Adam, rt::FusedAdam>(torch::optim::AdamOptions(1e-3).betas({0.5, 0.9}),
+                                                            20, 1e-6);
 }
 
 TEST(FusedAdam, MatchesStockAdamWithL2WeightDecay) {
@@ -176,8 +176,8 @@ void expect_multi_tensor_path_matches(const Options& options) {
   Stock stock(ps_stock, options);
   Fused multi(ps_multi, options);
   g_foreach_addcdiv = 0;
-  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
-      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
         if (std::strstr(fn.name(), "_foreach_addcdiv_") != nullptr) ++g_foreach_addcdiv;
         return nullptr;
       }));
@@ -219,7 +219,8 @@ TEST(FusedAdam, CudaParametersFollowTheCpuUpdate) {
     }
     for (int k = 0; k < 20; ++k) {
       set_grads(ps_cpu, k);
-      for (size_t i = 0; i < ps_cpu.size(); ++i) ps_cuda[i].mutable_grad() = ps_cpu[i].grad().to(torch::kCUDA);
+      for (size_t i = 0; i < ps_cpu.size(); ++i)
+        ps_cuda[i].mutable_grad() = ps_cpu[i].grad().to(torch::kCUDA);
       cpu->step();
       cuda->step();
     }

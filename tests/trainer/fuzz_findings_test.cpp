@@ -1,14 +1,13 @@
 // Inputs found by the fuzz targets (tests/fuzz/, scripts/fuzz.sh), kept as regression tests.
 // The raw inputs are also in the seed corpora (tests/fuzz/corpus/<target>/regress-*), which
 // every fuzz run replays under the sanitizers first.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <caffe2/serialize/inline_container.h>
 
 #include "support/test_support.h"
 #include "trainer/checkpoint.h"
@@ -64,7 +63,8 @@ TEST(CheckpointFuzzFindings, ACorruptPickleIsRefusedInOneLineNamingTheFile) {
     const std::string what = e.what();
     EXPECT_NE(what.find(ckpt.string()), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << "one line:\n" << what;
-    EXPECT_EQ(what.find("damaged"), std::string::npos) << "refused by the CRC check, not the pickle reader: " << what;
+    EXPECT_EQ(what.find("damaged"), std::string::npos)
+        << "refused by the CRC check, not the pickle reader: " << what;
   }
 }
 

@@ -89,7 +89,8 @@ TEST(GpuDevice, ResolvesCpuAndRefusesWhatIsNotThere) {
   }
   const int count = static_cast<int>(torch::cuda::device_count());
   EXPECT_EQ(resolve_device("cuda:0", 0, false), torch::Device(torch::kCUDA, 0));
-  EXPECT_EQ(resolve_device("cuda", 1, true), torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(1 % count)));
+  EXPECT_EQ(resolve_device("cuda", 1, true),
+            torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(1 % count)));
   msg = error_of([&] { resolve_device("cuda:" + std::to_string(count), 0, false); });
   EXPECT_HAS(msg, "sees " + std::to_string(count) + " GPU(s)");
 }
@@ -117,7 +118,7 @@ TEST(GpuMath, SettingsReachAtenAsRavesTrainPySetsThem) {
   // The setter takes the Python spelling in every LibTorch (1.13 to 2.11).
   ctx.setFloat32MatmulPrecision(precision == at::Float32MatmulPrecision::HIGHEST ? "highest"
                                 : precision == at::Float32MatmulPrecision::HIGH  ? "high"
-                                                                                  : "medium");
+                                                                                 : "medium");
   ctx.setBenchmarkCuDNN(benchmark);
 }
 
@@ -145,7 +146,9 @@ TEST(OutOfMemory, MessageSaysWhereAndWhatToTry) {
   const std::string early = out_of_memory_message("CUDA out of memory.", c);
   EXPECT_HAS(early, "RAVE phase 1 (phase 2 starts at step 1000000)");
   EXPECT_EQ(early.find("RAVE issue #59"), std::string::npos);
-  EXPECT_HAS(early, "Memory snapshot: /runs/x/memory_snapshot_oom.pickle (open it at https://pytorch.org/memory_viz)");
+  EXPECT_HAS(
+      early,
+      "Memory snapshot: /runs/x/memory_snapshot_oom.pickle (open it at https://pytorch.org/memory_viz)");
 
   c.phase_1_duration = -1;  // an SSM run
   c.step_phase = "";
@@ -202,7 +205,8 @@ TEST(MemorySnapshot, StepAndOutOfMemorySnapshotsOnCuda) {
 TEST(OutOfMemory, AllocatorThrowsTheErrorTheLoopCatches) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device (none is usable here)";
   try {
-    auto huge = torch::empty({int64_t{1} << 48}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kByte));
+    auto huge =
+        torch::empty({int64_t{1} << 48}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kByte));
     FAIL() << "a 256 TiB allocation succeeded";
   } catch (const c10::OutOfMemoryError& e) {
     EXPECT_HAS(std::string(e.what_without_backtrace()), "out of memory");

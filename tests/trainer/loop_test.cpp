@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "support/nan_batches.h"
 #include "support/fake_family.h"
+#include "support/nan_batches.h"
 #include "support/test_support.h"
 #include "tensorboard/tfevents.h"
 #include "trainer/checkpoint.h"
@@ -33,7 +33,8 @@ fs::path latest_run(const fs::path& out) { return resolve_run_pointer(out / "lat
 
 std::vector<std::string> checkpoint_files(const fs::path& run) {
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(checkpoints_of(run))) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(checkpoints_of(run)))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -60,7 +61,8 @@ struct LoopTest : ::testing::Test {
 };
 
 TEST_F(LoopTest, CheckpointsFollowSaveEveryAndLastHoldsTheNextStep) {
-  ASSERT_EQ(run_training(fake_run_config(dir.path(), "cadence", {{"train.max_steps", "7"}, {"train.save_every", "3"}})),
+  ASSERT_EQ(run_training(fake_run_config(dir.path(), "cadence",
+                                         {{"train.max_steps", "7"}, {"train.save_every", "3"}})),
             0);
   const fs::path run = latest_run(dir.path());
   EXPECT_EQ(checkpoint_files(run),
@@ -71,8 +73,9 @@ TEST_F(LoopTest, CheckpointsFollowSaveEveryAndLastHoldsTheNextStep) {
 }
 
 TEST_F(LoopTest, BestCheckpointHoldsTheLowestValidationLoss) {
-  ASSERT_EQ(run_training(fake_run_config(dir.path(), "best", {{"train.max_steps", "8"}, {"train.val_every", "2"},
-                                                              {"train.save_every", "1000"}})),
+  ASSERT_EQ(run_training(fake_run_config(
+                dir.path(), "best",
+                {{"train.max_steps", "8"}, {"train.val_every", "2"}, {"train.save_every", "1000"}})),
             0);
   const fs::path run = latest_run(dir.path());
   const std::vector<double> val = scalars_of(run, "val/loss");
@@ -92,13 +95,15 @@ TEST_F(LoopTest, ResumeFromLastContinuesExactlyAsAnUninterruptedRun) {
 
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "4"}})), 0);
   const fs::path first = fs::canonical(latest_run(dir.path()));
-  ASSERT_EQ(run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "10"}, {"train.ckpt", "last"}})),
-            0);
+  ASSERT_EQ(
+      run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "10"}, {"train.ckpt", "last"}})),
+      0);
   EXPECT_EQ(fs::canonical(latest_run(dir.path())), first) << "a resume reopens the run directory";
   const Json resumed = read_json(first / "training_summary.json");
   EXPECT_EQ(resumed.at("status"), "completed");
   // Same batches, same parameters: the final validation loss is bit-identical.
-  EXPECT_EQ(resumed.at("metrics").at("val/loss").get<double>(), whole.at("metrics").at("val/loss").get<double>());
+  EXPECT_EQ(resumed.at("metrics").at("val/loss").get<double>(),
+            whole.at("metrics").at("val/loss").get<double>());
   EXPECT_EQ(read_checkpoint_meta(checkpoints_of(first) / "last.ckpt").step, 10);
 }
 
@@ -106,7 +111,8 @@ TEST_F(LoopTest, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   // Losses are read at log cadence (every 10 steps here) or before a checkpoint: the NaN of
   // step 4 is found before step_6.ckpt would be written, and named by its own step.
   const int code = run_training(
-      fake_run_config(dir.path(), "nan", {{"train.max_steps", "9"}, {"train.save_every", "3"}, {"train.log_every", "10"}}),
+      fake_run_config(dir.path(), "nan",
+                      {{"train.max_steps", "9"}, {"train.save_every", "3"}, {"train.log_every", "10"}}),
       testing::nan_at_step(4));
   EXPECT_EQ(code, 1);
   const fs::path run = latest_run(dir.path());
@@ -136,7 +142,8 @@ TEST_F(LoopTest, AnExceptionInAStepFailsTheRunWithItsMessageAndWritesTheSummary)
   EXPECT_EQ(run_training(fake_run_config(dir.path(), "throw")), 1);
   const Json summary = read_json(latest_run(dir.path()) / "training_summary.json");
   EXPECT_EQ(summary.at("status"), "failed: the fake step broke");
-  EXPECT_FALSE(fs::exists(checkpoints_of(latest_run(dir.path())) / "last.ckpt")) << "no checkpoint of a failed run";
+  EXPECT_FALSE(fs::exists(checkpoints_of(latest_run(dir.path())) / "last.ckpt"))
+      << "no checkpoint of a failed run";
 }
 
 TEST_F(LoopTest, TheSummarySaysRunningWithTheFiguresSoFarWhileTraining) {
@@ -145,7 +152,8 @@ TEST_F(LoopTest, TheSummarySaysRunningWithTheFiguresSoFarWhileTraining) {
   testing::set_fake_step_hook([&](int64_t step) {
     if (step == 5) seen = read_json(latest_run(dir.path()) / "training_summary.json");
   });
-  ASSERT_EQ(run_training(fake_run_config(dir.path(), "running", {{"train.max_steps", "8"}, {"train.log_every", "2"}})),
+  ASSERT_EQ(run_training(
+                fake_run_config(dir.path(), "running", {{"train.max_steps", "8"}, {"train.log_every", "2"}})),
             0);
   ASSERT_TRUE(seen.is_object()) << "no training_summary.json while training";
   EXPECT_EQ(seen.at("status"), "running");
@@ -164,7 +172,9 @@ std::vector<int64_t> profile_steps_of(const fs::path& file) {
 TEST_F(LoopTest, AResumeContinuesTheTimingAndMemoryProfilesFromItsCheckpointStep) {
   using Keys = std::vector<std::pair<std::string, std::string>>;
   auto config = [&](Keys keys) {
-    keys.insert(keys.end(), {{"profiling.timing", "true"}, {"profiling.memory", "true"}, {"profiling.memory_every", "1"}});
+    keys.insert(
+        keys.end(),
+        {{"profiling.timing", "true"}, {"profiling.memory", "true"}, {"profiling.memory_every", "1"}});
     return fake_run_config(dir.path(), "profiles", keys);
   };
   ASSERT_EQ(run_training(config({{"train.max_steps", "6"}, {"train.save_every", "4"}})), 0);
@@ -173,8 +183,8 @@ TEST_F(LoopTest, AResumeContinuesTheTimingAndMemoryProfilesFromItsCheckpointStep
   ASSERT_EQ(profile_steps_of(run / "timing_profile.json"), expected);
   // Resuming from step 4 (as after a kill -9 past the checkpoint): steps 0–3 stay, 4 and 5 are
   // trained again and recorded once.
-  ASSERT_EQ(run_training(config({{"train.max_steps", "9"},
-                                 {"train.ckpt", (checkpoints_of(run) / "step_4.ckpt").string()}})),
+  ASSERT_EQ(run_training(config(
+                {{"train.max_steps", "9"}, {"train.ckpt", (checkpoints_of(run) / "step_4.ckpt").string()}})),
             0);
   expected = {0, 1, 2, 3, 4, 5, 6, 7, 8};
   EXPECT_EQ(profile_steps_of(run / "timing_profile.json"), expected);

@@ -99,7 +99,8 @@ TEST(Precision, Fp16AndBf16StepsOnCuda) {
   lin->to(cuda);
   {
     MixedPrecision::StepScope step(mp);
-    auto loss = lin(torch::full({2, 4}, 6.0e4, torch::TensorOptions().device(cuda))).to(torch::kFloat).sum() * 1e30;
+    auto loss =
+        lin(torch::full({2, 4}, 6.0e4, torch::TensorOptions().device(cuda))).to(torch::kFloat).sum() * 1e30;
     backward_with_sync(loss, lin->parameters(), single_process_sync());
     for (const auto& p : lin->parameters()) EXPECT_FALSE(p.grad().defined());
   }

@@ -8,10 +8,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <set>
-#include <sstream>
 #include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,7 +37,8 @@ Shapes our_state_dict(const rave::RaveModel& model) {
 }
 
 void expect_near_rel(double ours, double raves, double tol, const std::string& what) {
-  EXPECT_LE(std::abs(ours - raves), tol * std::abs(raves)) << what << ": ours " << ours << ", RAVE's " << raves;
+  EXPECT_LE(std::abs(ours - raves), tol * std::abs(raves))
+      << what << ": ours " << ours << ", RAVE's " << raves;
 }
 
 // `train --config a --config b` for the stack "a+b", resolved in configs/.
@@ -53,13 +54,29 @@ Config stacked(const std::string& stack) {
 }
 
 // scripts/oracle/rave_oracle.py CONFIG_STACKS.
-const std::vector<std::string> kStacks = {"v1",        "v2",        "v3",        "v2_small",
-                               "onnx",      "raspberry", "v2+causal", "v1+causal",
-                               "v3+causal", "v2+noise",  "v2+snake",  "v2+adain",
-                               "v2+descript_discriminator", "v1+descript_discriminator", "v2+causal+noise",
-                                             "v2+wasserstein", "v2+spherical", "v2+spectral_discriminator",
-                                             "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf",
-                                             "hybrid"};
+const std::vector<std::string> kStacks = {"v1",
+                                          "v2",
+                                          "v3",
+                                          "v2_small",
+                                          "onnx",
+                                          "raspberry",
+                                          "v2+causal",
+                                          "v1+causal",
+                                          "v3+causal",
+                                          "v2+noise",
+                                          "v2+snake",
+                                          "v2+adain",
+                                          "v2+descript_discriminator",
+                                          "v1+descript_discriminator",
+                                          "v2+causal+noise",
+                                          "v2+wasserstein",
+                                          "v2+spherical",
+                                          "v2+spectral_discriminator",
+                                          "discrete",
+                                          "discrete_v3",
+                                          "discrete+causal",
+                                          "v2_nopqmf",
+                                          "hybrid"};
 
 class RaveConfigs : public ::testing::TestWithParam<std::string> {};
 
@@ -71,7 +88,8 @@ TEST_P(RaveConfigs, ModelIsRavesStateDictNameForNameShapeForShape) {
   const rave::RaveModel model(rave_options_from(c));
   const Shapes ours = our_state_dict(model);
   Shapes raves;
-  for (const auto& e : r.at("state_dict")) raves[e.at(0).get<std::string>()] = e.at(1).get<std::vector<int64_t>>();
+  for (const auto& e : r.at("state_dict"))
+    raves[e.at(0).get<std::string>()] = e.at(1).get<std::vector<int64_t>>();
   const auto scales = rave_options_from(c).stft_scales;
   const std::regex window(R"(^(?:multiband_)?audio_distance\.multiscale_stft\.stfts\.(\d+)\.window$)");
   int reported = 0;
@@ -120,15 +138,18 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   // the other terms at RAVE's 1), feature matching's form and the skipped features.
   EXPECT_EQ(c.get_bool("train.valid_signal_crop"), r.at("valid_signal_crop").get<bool>()) << name;
   const Json& w = r.at("weights");
-  EXPECT_DOUBLE_EQ(c.get_float("train.feature_matching_weight"), w.at("feature_matching").get<double>()) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.feature_matching_weight"), w.at("feature_matching").get<double>())
+      << name;
   EXPECT_TRUE(c.get_bool("train.feature_matching_weight_twice")) << name;
   for (const char* unit : {"audio_distance", "multiband_audio_distance"}) {
     EXPECT_DOUBLE_EQ(w.at(unit).get<double>(), 1.0) << name << ": RAVE weighs " << unit << " (ours: 1)";
   }
   // The terms' own weights in loss_gen's sum (wasserstein.gin: 2, 2 and 2).
   EXPECT_DOUBLE_EQ(c.get_float("train.adversarial_weight"), w.at("adversarial").get<double>()) << name;
-  EXPECT_DOUBLE_EQ(c.get_float("train.fullband_distance_weight"), w.value("fullband_spectral_distance", 1.0)) << name;
-  EXPECT_DOUBLE_EQ(c.get_float("train.multiband_distance_weight"), w.value("multiband_spectral_distance", 1.0))
+  EXPECT_DOUBLE_EQ(c.get_float("train.fullband_distance_weight"), w.value("fullband_spectral_distance", 1.0))
+      << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.multiband_distance_weight"),
+                   w.value("multiband_spectral_distance", 1.0))
       << name;
   EXPECT_EQ(r.at("feature_matching_norm").get<std::string>(), "L1") << name;
   EXPECT_EQ(loss.relative_feature_matching, r.at("feature_matching_relative").get<bool>()) << name;
@@ -137,21 +158,24 @@ TEST_P(RaveConfigs, TrainingSettingsAreRaves) {
   // The schedule: phase 1, the discriminator's cadence, both optimizers, LinearLR and β.
   const int64_t phase_1 = c.get_int("train.phase_1_duration");
   EXPECT_EQ(phase_1, r.at("phase_1_duration").get<int64_t>()) << name;
-  EXPECT_EQ(c.get_int("train.update_discriminator_every"), r.at("update_discriminator_every").get<int64_t>()) << name;
+  EXPECT_EQ(c.get_int("train.update_discriminator_every"), r.at("update_discriminator_every").get<int64_t>())
+      << name;
   const auto betas = r.at("gen_optimizer").at("betas").get<std::vector<double>>();
   EXPECT_DOUBLE_EQ(c.get_float("train.lr"), r.at("gen_optimizer").at("lr").get<double>()) << name;
   EXPECT_DOUBLE_EQ(c.get_float("train.adam_beta1"), betas.at(0)) << name;
   EXPECT_DOUBLE_EQ(c.get_float("train.adam_beta2"), betas.at(1)) << name;
-  EXPECT_DOUBLE_EQ(c.get_float("train.discriminator_lr"), r.at("dis_optimizer").at("lr").get<double>()) << name;
+  EXPECT_DOUBLE_EQ(c.get_float("train.discriminator_lr"), r.at("dis_optimizer").at("lr").get<double>())
+      << name;
   EXPECT_EQ(r.at("dis_optimizer").at("betas").get<std::vector<double>>(), betas) << name;
   for (const auto& [batch, lr] : r.at("gen_lr_at_batch").items()) {
     // LinearLR's chained update rounds a little at each of its up to 10^6 steps.
-    expect_near_rel(c.get_float("train.lr") * rave_lr_factor_at(std::stoll(batch), c.get_float("train.lr_end_factor"), phase_1),
+    expect_near_rel(c.get_float("train.lr") *
+                        rave_lr_factor_at(std::stoll(batch), c.get_float("train.lr_end_factor"), phase_1),
                     lr.get<double>(), 1e-9, name + " generator lr at batch " + batch);
   }
   for (const auto& [batch, beta] : r.at("beta_at_batch").items()) {
-    expect_near_rel(rave_beta_at(std::stoll(batch), c.get_float("train.beta_start"), c.get_float("train.beta_end"),
-                                 c.get_int("train.beta_warmup_steps")),
+    expect_near_rel(rave_beta_at(std::stoll(batch), c.get_float("train.beta_start"),
+                                 c.get_float("train.beta_end"), c.get_int("train.beta_warmup_steps")),
                     beta.get<double>(), 1e-12, name + " beta at batch " + batch);
   }
 }
@@ -223,8 +247,8 @@ TEST(RaveConfigFiles, EveryMirroredFileIsComparedWithTheRealRave) {
     ++mirrored;
     // Data-only files (no model key): their transforms are compared in AugmentOracle.*.
     if (e.path().stem() == "normalize_ambient") continue;
-    EXPECT_TRUE(tested.count(e.path().stem().string())) << e.path() << " mirrors " << f.mirrors
-                                                        << " but no stack of the oracle test uses it";
+    EXPECT_TRUE(tested.count(e.path().stem().string()))
+        << e.path() << " mirrors " << f.mirrors << " but no stack of the oracle test uses it";
   }
   EXPECT_GE(mirrored, 11);
 }

@@ -52,14 +52,16 @@ Config trajectory_config(const Golden& g, bool fused) {
   auto list = [](const Json& j) { return j.dump(); };
   Config c;
   c.merge_toml_string(
-      "[model]\nfamily = \"rave\"\nversion = \"" + o.at("version").get<std::string>() + "\"\ncapacity = " +
-          list(o.at("capacity")) + "\nlatent_size = " + list(o.at("latent_size")) + "\nn_band = " +
-          list(o.at("n_band")) + "\nratios = " + list(o.at("ratios")) + "\ndilations = " + list(o.at("dilations")) +
-          "\nkernel_size = " + list(o.at("kernel_size")) + "\ndiscriminator = \"" +
-          o.at("discriminator").get<std::string>() + "\"\ndiscriminator_capacity = " +
-          list(o.at("discriminator_capacity")) + "\ndiscriminator_n_layers = " + list(o.at("discriminator_n_layers")) +
+      "[model]\nfamily = \"rave\"\nversion = \"" + o.at("version").get<std::string>() +
+          "\"\ncapacity = " + list(o.at("capacity")) + "\nlatent_size = " + list(o.at("latent_size")) +
+          "\nn_band = " + list(o.at("n_band")) + "\nratios = " + list(o.at("ratios")) +
+          "\ndilations = " + list(o.at("dilations")) + "\nkernel_size = " + list(o.at("kernel_size")) +
+          "\ndiscriminator = \"" + o.at("discriminator").get<std::string>() +
+          "\"\ndiscriminator_capacity = " + list(o.at("discriminator_capacity")) +
+          "\ndiscriminator_n_layers = " + list(o.at("discriminator_n_layers")) +
           "\nperiods = " + list(o.at("periods")) + "\nn_scales = " + list(o.at("n_scales")) +
-          "\nstft_scales = " + list(o.at("stft_scales")) + "\n[data]\nn_signal = " + list(g.manifest.at("n_signal")) +
+          "\nstft_scales = " + list(o.at("stft_scales")) +
+          "\n[data]\nn_signal = " + list(g.manifest.at("n_signal")) +
           "\n[train]\nphase_1_duration = " + list(g.manifest.at("phase_1_duration")) +
           "\nupdate_discriminator_every = " + list(g.manifest.at("update_discriminator_every")) +
           "\nbeta_start = " + list(g.manifest.at("beta_warmup").at("initial")) +
@@ -75,7 +77,8 @@ Config trajectory_config(const Golden& g, bool fused) {
 std::map<std::string, torch::Tensor> named_copies(ModelFamily& family) {
   std::map<std::string, torch::Tensor> out;
   for (const auto& [name, module] : family.modules()) {
-    for (const auto& p : module->named_parameters(true)) out[name + "." + p.key()] = p.value().detach().clone();
+    for (const auto& p : module->named_parameters(true))
+      out[name + "." + p.key()] = p.value().detach().clone();
   }
   return out;
 }
@@ -124,13 +127,15 @@ void run_trajectory(bool fused) {
     const auto r = family->train_step(batch, s);
     EXPECT_FALSE(draws.defined()) << "the step drew no reparametrisation noise";
     if (s == 0) {
-      EXPECT_NE(family->describe().find(std::to_string(rf.at(0)) + " / " + std::to_string(rf.at(1)) + " samples"),
-                std::string::npos)
+      EXPECT_NE(
+          family->describe().find(std::to_string(rf.at(0)) + " / " + std::to_string(rf.at(1)) + " samples"),
+          std::string::npos)
           << "the family's receptive field is RAVE's: " << family->describe();
     }
     std::map<std::string, double> host;
     for (const auto& [tag, v] : r.scalars.host) host[tag] = v;
-    EXPECT_NEAR(host.at("beta_factor"), record.at("beta").get<double>(), kScalarRel * record.at("beta").get<double>());
+    EXPECT_NEAR(host.at("beta_factor"), record.at("beta").get<double>(),
+                kScalarRel * record.at("beta").get<double>());
     EXPECT_NEAR(host.at("train/lr"), record.at("generator_lr").get<double>(), 1e-15);
     EXPECT_NEAR(r.loss.item<double>(), record.at("loss").get<double>(),
                 kLossRel * std::abs(record.at("loss").get<double>()));
@@ -143,8 +148,8 @@ void run_trajectory(bool fused) {
     const bool dis = record.at("optimizer").get<std::string>() == "discriminator";
     ASSERT_FALSE(stored.empty());
     for (const auto& name : stored) {
-      EXPECT_EQ(name.rfind("discriminator.", 0) == 0, dis) << name << " in RAVE's " << (dis ? "discriminator" : "generator")
-                                                           << " step";
+      EXPECT_EQ(name.rfind("discriminator.", 0) == 0, dis)
+          << name << " in RAVE's " << (dis ? "discriminator" : "generator") << " step";
     }
     double worst = 0.0;
     for (const auto& [name, value] : after) {
@@ -156,7 +161,8 @@ void run_trajectory(bool fused) {
       const auto& ref = g.at(prefix + name);
       const double err = testing::relative_to_max(delta, ref);
       worst = std::max(worst, err);
-      EXPECT_LE(err, delta_rel) << name << ": change differs from RAVE's (max|Δ_ref| " << testing::max_abs(ref) << ")";
+      EXPECT_LE(err, delta_rel) << name << ": change differs from RAVE's (max|Δ_ref| "
+                                << testing::max_abs(ref) << ")";
     }
     std::cout << "step " << s << ": worst max|Δ − Δ_ref| / max|Δ_ref| " << worst << "\n";
   }
@@ -216,12 +222,16 @@ TEST(RaveFamilyResume, CheckpointsFromBeforeTheCropAndWeightWarn) {
   ::testing::internal::CaptureStderr();
   family->load(old_in);
   const std::string warned = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(warned.find("warning: this checkpoint was written by a trainer whose RAVE losses differ"), std::string::npos)
-      << warned;
-  EXPECT_NE(warned.find("--override train.valid_signal_crop=false --override train.feature_matching_weight_twice=false"),
+  EXPECT_NE(warned.find("warning: this checkpoint was written by a trainer whose RAVE losses differ"),
             std::string::npos)
       << warned;
-  EXPECT_NE(family->describe().find("receptive field"), std::string::npos) << "measured on resume: " << family->describe();
+  EXPECT_NE(
+      warned.find(
+          "--override train.valid_signal_crop=false --override train.feature_matching_weight_twice=false"),
+      std::string::npos)
+      << warned;
+  EXPECT_NE(family->describe().find("receptive field"), std::string::npos)
+      << "measured on resume: " << family->describe();
 
   torch::serialize::InputArchive now_in = saved_now(*family);
   ::testing::internal::CaptureStderr();
@@ -244,7 +254,8 @@ TEST(RaveFamilyResume, SnakeCheckpointsFromBeforeRavesUnitActivationsAreRefused)
     family->load(old_in);
     ADD_FAILURE() << "a snake checkpoint without rave_model_revision was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Snake activations inside the dilated units"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Snake activations inside the dilated units"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,7 +1,6 @@
 #include "trainer/run_dir.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <ctime>
@@ -161,10 +160,12 @@ TEST(RunDir, ASecondWriterIsRefusedNamingTheHolderAndNothingIsWritten) {
     open_run_dir(first.path, out);
     FAIL() << "a second writer was let in";
   } catch (const Error& e) {
-    EXPECT_HAS(std::string(e.what()), "run directory '" + first.path.string() + "' is in use by another train process");
+    EXPECT_HAS(std::string(e.what()),
+               "run directory '" + first.path.string() + "' is in use by another train process");
     EXPECT_HAS(std::string(e.what()), "(pid " + pid + ",");
   }
-  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), second.path)) << "latest moved to the refused run";
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), second.path))
+      << "latest moved to the refused run";
   EXPECT_EQ(entries(first.path), before);
   // Once the holder ends (kill -9 included: the kernel drops the lock), the run reopens.
   first.lock.reset();
@@ -179,7 +180,8 @@ TEST(RunDir, ALatestSymlinkOfAnEarlierVersionBecomesAPointerFile) {
   const RunDir first = create_run_dir(out, "a");
   fs::remove(out / "latest");
   fs::create_directory_symlink(first.path.filename(), out / "latest");
-  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), first.path)) << "an old link still resolves";
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), first.path))
+      << "an old link still resolves";
   const RunDir second = create_run_dir(out, "b");
   EXPECT_FALSE(fs::is_symlink(out / "latest"));
   EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), second.path));

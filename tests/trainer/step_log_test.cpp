@@ -1,9 +1,8 @@
 // StepLog: the loop's record of step results between host reads.
 #include "trainer/step_log.h"
 
-#include <gtest/gtest.h>
-
 #include <ATen/record_function.h>
+#include <gtest/gtest.h>
 
 #include <limits>
 
@@ -58,8 +57,8 @@ TEST(StepLog, RecordingIssuesNoTensorOperation) {
   StepLog log;
   const auto r = result(1.0, 2.0);
   g_ops = 0;
-  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
-      [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
         ++g_ops;
         return nullptr;
       }));

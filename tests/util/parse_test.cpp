@@ -1,10 +1,10 @@
 // Strict number parsing for values read from files (#15 item 13): the whole text is the number,
 // or there is none; std::stod / std::stoll read "5abc" as 5 and fail with "stoll".
+#include "util/parse.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "util/parse.h"
 
 namespace rt {
 namespace {

@@ -83,7 +83,9 @@ TEST(TensorManifest, ReadingRefusesAnotherFormatGapsTrailingBytesRepeatsAndUnkno
   EXPECT_HAS(error_of([&] { read_tensor_file(dir / "gap"); }), "tensor 'a' at offset 4");
   write("short", one, 4);
   EXPECT_HAS(error_of([&] { read_tensor_file(dir / "short"); }), "tensor 'a' at offset 0");
-  write("twice", Json::array({{{"name", "a"}, {"shape", {1}}, {"offset", 0}}, {{"name", "a"}, {"shape", {1}}, {"offset", 4}}}),
+  write("twice",
+        Json::array(
+            {{{"name", "a"}, {"shape", {1}}, {"offset", 0}}, {{"name", "a"}, {"shape", {1}}, {"offset", 4}}}),
         8);
   EXPECT_HAS(error_of([&] { read_tensor_file(dir / "twice"); }), "tensor 'a' is listed twice");
   write("dtype", Json::array({{{"name", "a"}, {"shape", {1}}, {"offset", 0}, {"dtype", "int8"}}}), 4);

@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,12 +12,12 @@
 #include <tuple>
 #include <utility>
 
+#include "support/test_support.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/heap_retention.h"
 #include "util/json.h"
 #include "util/signals.h"
-#include "support/test_support.h"
 
 namespace rt {
 namespace {
@@ -137,13 +136,13 @@ TEST(ClosestMatch, SuggestsNearbyNamesOnly) {
 }
 
 TEST(ClosestMatch, PrefersAbbreviationsAndTheSameSectionOverRawDistance) {
-  const std::vector<std::string> keys{"train.lr", "train.lr_end_factor", "train.batch", "train.seed",
-                                      "data.n_signal", "model.latent_size", "model.lr"};
+  const std::vector<std::string> keys{"train.lr",      "train.lr_end_factor", "train.batch", "train.seed",
+                                      "data.n_signal", "model.latent_size",   "model.lr"};
   // Initials: train.lr_end_factor is closer by edit distance (9 against 11).
   EXPECT_EQ(closest_match("train.learning_rate", keys), "train.lr");
-  EXPECT_EQ(closest_match("train.batch_size", keys), "train.batch");          // leading words
-  EXPECT_EQ(closest_match("train.n_signal", keys), "data.n_signal");          // the key in its section
-  EXPECT_EQ(closest_match("model.latent_sise", keys), "model.latent_size");   // a typo
+  EXPECT_EQ(closest_match("train.batch_size", keys), "train.batch");         // leading words
+  EXPECT_EQ(closest_match("train.n_signal", keys), "data.n_signal");         // the key in its section
+  EXPECT_EQ(closest_match("model.latent_sise", keys), "model.latent_size");  // a typo
   EXPECT_EQ(closest_match("--learning_rate", {"--lr", "--lr_end_factor"}), "--lr");
   EXPECT_EQ(closest_match("train.zzzzzzzzzz", keys), "");
 }

@@ -1,11 +1,10 @@
 // Scenarios for the communicator itself: collectives and their trace spans, lost and hung ranks.
+#include <ATen/CPUGeneratorImpl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
 #include <filesystem>
@@ -116,8 +115,8 @@ int event_loop(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   auto t = torch::ones({3});
   comm.all_reduce_sum(t);
   save_text(out, "loop", r,
-            comm.event_loop_scheduling() + " " + std::to_string(batch.size()) + " " + std::to_string(in_epoll) + " " +
-                std::to_string(t[0].item<float>()));
+            comm.event_loop_scheduling() + " " + std::to_string(batch.size()) + " " +
+                std::to_string(in_epoll) + " " + std::to_string(t[0].item<float>()));
   return 0;
 }
 Register event_loop_scenario("event_loop", event_loop);
@@ -147,7 +146,8 @@ int late_peer(rt::dist::Communicator& comm, const std::filesystem::path& out) {
   const auto wall0 = std::chrono::steady_clock::now();
   auto t = torch::ones({4});
   comm.all_reduce_sum(t);
-  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  const double wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
   const double cpu = thread_cpu_ms() - cpu0, runnable1 = thread_runnable_ms();
   const double runnable = runnable0 < 0 || runnable1 < 0 ? -1.0 : runnable1 - runnable0;
   save_result(out, "wait", r, torch::tensor({cpu, wall, runnable}, torch::kDouble));

@@ -85,7 +85,8 @@ int aliased_grads(Communicator& comm, const std::filesystem::path& out) {
     auto x = rows_of_rank(global_input(kRowsPerRank * w, 8, 100 + step), r, w);
     auto y = rows_of_rank(global_input(kRowsPerRank * w, 4, 200 + step), r, w);
     auto loss = torch::mse_loss(net->forward(x), y);
-    if (step == 0) loss = loss + extra->forward(rows_of_rank(global_input(kRowsPerRank * w, 8, 300), r, w)).pow(2).mean();
+    if (step == 0)
+      loss = loss + extra->forward(rows_of_rank(global_input(kRowsPerRank * w, 8, 300), r, w)).pow(2).mean();
     sync.begin(params);
     loss.backward();
     sync.finish();
@@ -148,7 +149,8 @@ int carried_count(Communicator& comm, const std::filesystem::path& out) {
     const std::string tag = "step" + std::to_string(step) + "_";
     save_result(out, tag + "carried", r, torch::tensor({carried ? *carried : -1.0}, torch::kDouble));
     save_result(out, tag + "collectives", r, torch::tensor({comm.stats().collectives - before}));
-    save_result(out, tag + "buckets", r, torch::tensor({static_cast<int64_t>(sync.last_report().buckets.size())}));
+    save_result(out, tag + "buckets", r,
+                torch::tensor({static_cast<int64_t>(sync.last_report().buckets.size())}));
     save_grads(out, tag + "grad", r, mlp);
   }
   return 0;

@@ -54,11 +54,14 @@ int main(int argc, char** argv) {
   dist::ProcessGroupOptions options;
   const char* timeout = std::getenv("RT_TEST_PG_TIMEOUT_S");
   options.timeout = std::chrono::seconds(timeout ? std::atoi(timeout) : 30);
-  if (const char* wait = std::getenv("RT_TEST_WAIT")) options.wait = rt::parse_enum<rt::dist::WaitPolicy>(wait, "RT_TEST_WAIT");
+  if (const char* wait = std::getenv("RT_TEST_WAIT"))
+    options.wait = rt::parse_enum<rt::dist::WaitPolicy>(wait, "RT_TEST_WAIT");
   // train.distributed.small_all_reduce_kib (0: Gloo's ring for every all-reduce).
-  if (const char* kib = std::getenv("RT_TEST_SMALL_ALL_REDUCE_KIB")) options.gather_sum_bytes = std::atoll(kib) * 1024;
+  if (const char* kib = std::getenv("RT_TEST_SMALL_ALL_REDUCE_KIB"))
+    options.gather_sum_bytes = std::atoll(kib) * 1024;
   // train.distributed.gloo_loop ("batch" or "normal").
-  if (const char* loop = std::getenv("RT_TEST_GLOO_LOOP")) options.gloo_loop_batch = std::string(loop) == "batch";
+  if (const char* loop = std::getenv("RT_TEST_GLOO_LOOP"))
+    options.gloo_loop_batch = std::string(loop) == "batch";
   try {
     auto comm = dist::join_process_group(env, options);
     return scenarios().at(argv[1])(*comm, out);
