@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Fresh machine → dependencies, Release build, every test, then every fuzz target briefly
+# Fresh machine → dependencies, the C++ formatting check, Release build, every test, then every fuzz target briefly
 # (FUZZ_SECONDS each, default 10; 0 skips them), then the LibTorch 2.x / CUDA compile check.
 # This is what CI runs (.ci/run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
+# First, as it takes seconds: every C++ source as .clang-format says (scripts/check_format.sh).
+"$ROOT/scripts/check_format.sh"
 "$ROOT/scripts/build.sh"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 cd "$BUILD_DIR"
