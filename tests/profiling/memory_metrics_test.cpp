@@ -6,33 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "support/recording_sink.h"
+
 namespace rt::prof {
 namespace {
 
-// Records what log_memory_metrics sends, in order.
-struct RecordingSink : ScalarSink {
-  struct Row {
-    std::string tag;
-    double value;
-    int64_t step;
-  };
-  std::vector<Row> rows;
-  void add_scalar(const std::string& tag, double value, int64_t step) override {
-    rows.push_back({tag, value, step});
-  }
-  std::vector<std::string> tags() const {
-    std::vector<std::string> out;
-    for (const auto& r : rows) out.push_back(r.tag);
-    return out;
-  }
-  double value(const std::string& tag) const {
-    for (const auto& r : rows) {
-      if (r.tag == tag) return r.value;
-    }
-    ADD_FAILURE() << "no scalar " << tag;
-    return -1.0;
-  }
-};
+using rt::testing::RecordingSink;
 
 MemorySample sample() {
   MemorySample s;

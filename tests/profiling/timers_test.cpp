@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/recording_sink.h"
+
 namespace rt::prof {
 namespace {
 
@@ -132,22 +134,12 @@ TEST_F(TimersTest, ConsoleBlockMatchesTheGuideExactly) {
   EXPECT_EQ(timers().format_metrics(7), "--- Profiling Metrics (Step 7) ---\n");
 }
 
-struct FakeSink : ScalarSink {
-  struct Row {
-    std::string tag;
-    double value;
-    int64_t step;
-  };
-  std::vector<Row> rows;
-  void add_scalar(const std::string& tag, double value, int64_t step) override {
-    rows.push_back({tag, value, step});
-  }
-};
+using rt::testing::RecordingSink;
 
 TEST_F(TimersTest, ScalarTagsAreProfilingNameAvgTotalCount) {
   timers().record(kForwardTimer, 0.5);
   timers().record(kForwardTimer, 1.5);
-  FakeSink sink;
+  RecordingSink sink;
   timers().log_metrics(sink, 42);
   ASSERT_EQ(sink.rows.size(), 3u);
   EXPECT_EQ(sink.rows[0].tag, "profiling/forward_avg_time");
