@@ -53,13 +53,9 @@ std::vector<ConfigChange> config_changes(const std::string& before_toml, const s
   return out;
 }
 
-std::string config_changes_text(const std::vector<ConfigChange>& changes) {
-  std::string out;
-  for (const auto& c : changes) {
-    out += "  " + c.key + ": " + (c.before.empty() ? "(absent)" : c.before) + " → " +
-           (c.after.empty() ? "(absent)" : c.after) + "\n";
-  }
-  return out;
+std::string config_change_text(const ConfigChange& c) {
+  return "  " + c.key + ": " + (c.before.empty() ? "(absent)" : c.before) + " → " +
+         (c.after.empty() ? "(absent)" : c.after);
 }
 
 fs::path keep_previous_config(const fs::path& run_dir, int64_t step, const std::string& new_toml) {

@@ -23,8 +23,8 @@ struct ConfigChange {
 // order of `after`, then keys only `before` has. train.ckpt (which always differs) is left out.
 std::vector<ConfigChange> config_changes(const std::string& before_toml, const std::string& after_toml);
 
-// "  train.batch: 8 → 16" lines, one per change.
-std::string config_changes_text(const std::vector<ConfigChange>& changes);
+// "  train.batch: 8 → 16" ("(absent)" for a missing side), without a line end.
+std::string config_change_text(const ConfigChange& change);
 
 // Before a resume at `step` rewrites <run_dir>/config.toml with `new_toml`: when the file
 // there differs, it is kept as <run_dir>/config.<step>.toml (the config that trained the steps

@@ -136,8 +136,7 @@ ConfigChangeReport report_config_changes(const std::string& checkpoint_toml, con
   text << "resuming with " << count_text(static_cast<int64_t>(changes.size()), "changed setting")
        << " (the checkpoint's → now):\n";
   for (const auto& c : changes) {
-    text << "  " << c.key << ": " << (c.before.empty() ? "(absent)" : c.before) << " → "
-         << (c.after.empty() ? "(absent)" : c.after);
+    text << config_change_text(c);
     if (!c.after.empty()) text << "  (" << now.origin(c.key) << ")";
     text << "\n";
     report.recorded.push_back({{"key", c.key}, {"before", c.before}, {"after", c.after}});
