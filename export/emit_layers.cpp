@@ -97,12 +97,38 @@ Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y) {
   return w.assign(x, x.var + " + " + y.var);
 }
 
+bool as_matmul(int64_t groups) { return groups == 1; }
+
+namespace {
+
+// rows [N, K] times weight [M, K] transposed (+ bias) → [N, M]. One row (batch 1, one output
+// step: the top layers of a 2048-sample call) is a matrix-vector product, which every BLAS
+// runs at the speed of one read of the weight; a matrix product with one column is not
+// (OpenBLAS packs the whole weight first).
+std::string emit_rows_times_weight(MethodWriter& w, const std::string& rows, const std::string& weight,
+                                   const std::string& bias) {
+  const std::string y = w.fresh("m");
+  const std::string mv = bias == "None" ? "torch.mv(" + weight + ", " + rows + "[0])"
+                                        : "torch.addmv(" + bias + ", " + weight + ", " + rows + "[0])";
+  w.line("if " + rows + ".size(0) == 1:");
+  w.line("    " + y + " = " + mv + ".unsqueeze(0)");
+  w.line("else:");
+  w.line("    " + y + " = torch.linear(" + rows + ", " + weight + ", " + bias + ")");
+  return y;
+}
+
+}  // namespace
+
 Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, const std::string& key) {
   const auto& o = conv.options;
   require(
       x.channels == o.in_channels(), key,
       "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
-  const std::string weight = w.tensor(key + ".weight", w.ledger().take_kernel(key));
+  const torch::Tensor kernel = w.ledger().take_kernel(key);
+  const bool matmul = as_matmul(o.groups());
+  // As a matrix product the weight is laid out once, at export: [out, in · kernel].
+  const std::string weight =
+      w.tensor(key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).contiguous() : kernel);
   const torch::Tensor b = w.ledger().take_bias(key);
   const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
   Signal in = x;
@@ -118,11 +144,31 @@ Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, con
     if (o.pad_left() + right > 0)
       in.var = w.cached_pad(in, key + ".cache", o.pad_left() + right, /*crop=*/false);
     in.delay = x.delay + (right + stride_delay) * x.hop;
-  } else if (o.pad_left() == o.pad_right()) {
+  } else if (o.pad_left() == o.pad_right() && !matmul) {
     padding = o.pad_left();  // as WNConv1dImpl::forward: the convolution pads
-  } else {
+  } else if (o.pad_left() + o.pad_right() > 0) {
     in =
         w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
+  }
+  if (matmul) {
+    // The convolution as one product: the input's windows [B · steps, in · kernel] (unfold,
+    // every dilation-th sample) times the weight. Lossless: the same sums in another order.
+    const int64_t k = o.kernel_size(), d = o.dilation(), s = o.stride(), cin = o.in_channels();
+    const std::string rows = w.fresh("c");
+    if (k == 1 && s == 1) {
+      w.line(rows + " = " + in.var + ".transpose(1, 2).reshape(-1, " + std::to_string(cin) + ")");
+    } else {
+      std::string windows =
+          in.var + ".unfold(2, " + std::to_string((k - 1) * d + 1) + ", " + std::to_string(s) + ")";
+      if (d > 1) windows += "[:, :, :, ::" + std::to_string(d) + "]";
+      w.line(rows + " = " + windows + ".transpose(1, 2).reshape(-1, " + std::to_string(cin * k) + ")");
+    }
+    const std::string m = emit_rows_times_weight(w, rows, weight, bias);
+    Signal y = w.assign(in, m + ".view(" + in.var + ".size(0), -1, " + std::to_string(o.out_channels()) +
+                                ").transpose(1, 2)");
+    y.channels = o.out_channels();
+    y.hop = x.hop * o.stride();
+    return y;
   }
   Signal y = w.assign(in, "torch.conv1d(" + in.var + ", " + weight + ", " + bias + ", " + ints({o.stride()}) +
                               ", " + ints({padding}) + ", " + ints({o.dilation()}) + ", " +
@@ -137,10 +183,43 @@ Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNCon
   const auto& o = conv.options;
   require(x.channels == o.in_channels(), key, "input channels do not match");
   require(x.hop % o.stride() == 0, key, "upsampling below the audio rate");
-  const std::string weight = w.tensor(key + ".weight", w.ledger().take_kernel(key));
+  const torch::Tensor kernel = w.ledger().take_kernel(key);
+  const int64_t s = o.stride(), k = o.kernel_size();
+  const bool matmul = w.streaming() && (k == s || k == 2 * s);  // else aten's, as offline
+  // As a matrix product: [out · kernel, in], row co·k + j holding kernel[:, co, j].
+  const std::string weight =
+      w.tensor(key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).t().contiguous() : kernel);
   const torch::Tensor b = w.ledger().take_bias(key);
   const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
   const std::string stride = ints({o.stride()});
+  if (matmul) {
+    // Each input step t gives k output samples from t·s: [B · steps, out · k] in one product.
+    // With k = 2s the second half of step t overlaps the first half of step t+1; the last
+    // step's second half is the next call's start (the cache), as below.
+    const std::string cout = std::to_string(o.out_channels()), ss = std::to_string(s);
+    const std::string rows = w.fresh("c");
+    w.line(rows + " = " + x.var + ".transpose(1, 2).reshape(-1, " + std::to_string(o.in_channels()) + ")");
+    const std::string m = emit_rows_times_weight(w, rows, weight, "None");
+    const std::string steps = w.fresh("q");
+    w.line(steps + " = " + m + ".view(" + x.var + ".size(0), -1, " + cout + ", " + std::to_string(k) +
+           ").permute(0, 2, 1, 3)");
+    Signal y = w.assign(x, steps + "[:, :, :, :" + ss + "].reshape(" + x.var + ".size(0), " + cout + ", -1)");
+    y.channels = o.out_channels();
+    y.hop = x.hop / s;
+    if (k == 2 * s) {
+      const std::string tail = w.fresh("h");
+      w.line(tail + " = " + steps + "[:, :, :, " + ss + ":].reshape(" + x.var + ".size(0), " + cout +
+             ", -1)");
+      const std::string cache = w.state(key + ".cache", y.rows, y.channels, s) + "[:" + x.var + ".size(0)]";
+      const std::string before = w.fresh("o");
+      w.line(before + " = torch.cat([" + cache + ", " + tail + "[:, :, :-" + ss + "]], -1)");
+      w.line(cache + ".copy_(" + tail + "[:, :, -" + ss + ":])");
+      y = w.assign(y, y.var + " + " + before);
+    }
+    if (b.defined()) w.line(y.var + " = " + y.var + " + " + bias + ".unsqueeze(-1)");
+    y.delay = x.delay + o.padding() * y.hop;
+    return y;
+  }
   if (!w.streaming()) {
     Signal y = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride +
                                ", " + ints({o.padding()}) + ")");

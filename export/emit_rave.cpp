@@ -55,7 +55,8 @@ Signal emit_noise(MethodWriter& w, const Signal& x, rave::NoiseGeneratorImpl& n,
          ".device)");
   w.line(ir + " = torch.constant_pad_nd(" + ir + ", [0, " + str(hop - filter) + "], 0.0)");
   w.line(ir + " = torch.roll(" + ir + ", [" + str(-((filter + 1) / 2)) + "], [-1])");
-  w.line(noise + " = (torch.rand_like(" + ir + ") * 2.0 - 1.0) * " + noise_scale);
+  // rand_like fills in memory order: drawn for a contiguous tensor, as the model draws.
+  w.line(noise + " = (torch.rand_like(" + ir + ".contiguous()) * 2.0 - 1.0) * " + noise_scale);
   // fft_convolve(noise, ir): the second half of the circular convolution of the padded pair.
   w.line(out + " = torch.fft_irfft(torch.fft_rfft(torch.constant_pad_nd(" + noise + ", [0, " + str(hop) +
          "], 0.0)) * torch.fft_rfft(torch.constant_pad_nd(" + ir + ", [" + str(hop) + ", 0], 0.0)))");

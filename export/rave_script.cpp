@@ -316,9 +316,13 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     w.line("halves = stats.chunk(2, 1)");
     w.line("z = halves[0]");
     w.line("noise_scale = self.noise_scale[0]");
-    // As VariationalEncoderImpl::reparametrize: z = ε·(softplus(scale) + 1e-4) + mean.
-    w.line("if noise_scale != 0.0:\n    z = torch.randn_like(z) * (torch.softplus(halves[1], 1.0, 20.0) + " +
-           num(1e-4) + ") * noise_scale + z");
+    // As VariationalEncoderImpl::reparametrize: z = ε·(softplus(scale) + 1e-4) + mean. randn_like
+    // fills in memory order, so it draws for a contiguous z as the model does (the matrix-product
+    // convolutions leave their output transposed in memory).
+    w.line(
+        "if noise_scale != 0.0:\n    z = torch.randn_like(z.contiguous()) * (torch.softplus(halves[1], 1.0, "
+        "20.0) + " +
+        num(1e-4) + ") * noise_scale + z");
     w.line("z = torch.matmul(self.latent_pca, z - self.latent_mean.unsqueeze(-1))");
     w.define("encode", "x: Tensor", "Tensor", "z[:, :self.latent_size]");
   }

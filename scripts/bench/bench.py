@@ -52,7 +52,10 @@ OTHERS = {
     "ddp.sh": {"quick": (["--quick"], {}), "full": ([], {}), "cuda_build": ("train", "preprocess"),
                "needs": (".venv-rave-cpu/bin/python",), "env": {"SETUP": "0"},
                "note": "build-cuda/ and .venv-rave-cpu/ are made by scripts/bench/rave_cpu_env.sh"},
-    "export_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",)},
+    "export_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",),
+                        "needs": (".venv-rave-cpu/bin/python",),
+                        "note": ".venv-rave-cpu/ (RAVE's own export, torch 2.11) is made by "
+                                "scripts/bench/rave_cpu_env.sh"},
     "heap_retention.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
     # Its question is a long run's drift: --quick is 20000 steps with 1 MiB parts, enough to see the
     # profile rotate within its bound, not to judge the RSS slope.

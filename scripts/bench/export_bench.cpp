@@ -66,11 +66,13 @@ int main(int argc, char** argv) {
   std::string version = "v2";
   int64_t block = 2048, capacity = 0, threads = 1;
   double seconds = 20.0;
+  std::string keep;
   app.add_option("--version", version, "v1 | v2 | v3 (RaveOptions::preset)")->capture_default_str();
   app.add_option("--capacity", capacity, "override the preset's capacity (0 = keep)");
   app.add_option("--block", block, "samples per call (nn~'s buffer size)")->capture_default_str();
   app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
   app.add_option("--seconds", seconds, "audio seconds timed per arm")->capture_default_str();
+  app.add_option("--keep", keep, "also write the streaming export to this file (for profiling)");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
 
@@ -86,6 +88,9 @@ int main(int argc, char** argv) {
   rt::exporting::script_rave(*model, s, &info).save(file.string() + "_streaming.ts");
   s.streaming = false;
   rt::exporting::script_rave(*model, s, nullptr).save(file.string() + ".ts");
+  if (!keep.empty())
+    std::filesystem::copy_file(file.string() + "_streaming.ts", keep,
+                               std::filesystem::copy_options::overwrite_existing);
   auto streaming = torch::jit::load(file.string() + "_streaming.ts");
   auto offline = torch::jit::load(file.string() + ".ts");
   std::filesystem::remove(file.string() + "_streaming.ts");

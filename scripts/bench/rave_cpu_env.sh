@@ -20,7 +20,7 @@ TORCH_VENV="${TORCH_VENV:-$ROOT/.venv-cuda}"
 JOBS="${JOBS:-1}" "$ROOT/scripts/check_cuda_build.sh" --targets "rave_bench train preprocess"
 site="$("$TORCH_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 if ! cmp -s "$HERE/rave_cpu_requirements.txt" "$VENV/requirements.txt" \
-   || ! "$VENV/bin/python" -c "import torch, torchaudio, pytorch_lightning, gin, cached_conv" 2>/dev/null; then
+   || ! "$VENV/bin/python" -c "import torch, torchaudio, pytorch_lightning, gin, cached_conv, nn_tilde" 2>/dev/null; then
   echo "rave_cpu_env: making $VENV (acids-rave 2.3.1 on $TORCH_VENV's torch)" >&2
   [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
   own="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

@@ -100,13 +100,16 @@ TEST_F(ExportCli, ExportsTheRunWithTheLatentSizeTheFidelityRuleGives) {
   EXPECT_NE(r.output.find("fidelity"), std::string::npos);
 
   // The module's tensors are the checkpoint's: the PCA as saved, the first convolution's kernel
-  // folded from its weight-norm pair.
+  // folded from its weight-norm pair (laid out [out, in · kernel] where the export emits the
+  // convolution as a matrix product, export/emit_layers.h).
   auto saved = checkpoint_tensors(run_ / "checkpoints" / "best.ckpt");
   EXPECT_TRUE(torch::equal(m.attr("latent_pca").toTensor(), saved.at("model.rave.latent_pca")));
   auto kernel = torch::_weight_norm(saved.at("model.rave.encoder.encoder.net.0.weight_v"),
                                     saved.at("model.rave.encoder.encoder.net.0.weight_g"), 0);
   auto encoder = m.attr("encoder").toModule();
-  EXPECT_TRUE(torch::allclose(encoder.attr("encoder_encoder_net_0_weight").toTensor(), kernel));
+  const auto stored = encoder.attr("encoder_encoder_net_0_weight").toTensor();
+  ASSERT_EQ(stored.numel(), kernel.numel());
+  EXPECT_TRUE(torch::allclose(stored, kernel.reshape(stored.sizes())));
 }
 
 TEST_F(ExportCli, StreamingExportReportsItsLatency) {
