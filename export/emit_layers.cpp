@@ -117,6 +117,15 @@ std::string emit_rows_times_weight(MethodWriter& w, const std::string& rows, con
   return y;
 }
 
+// rows [N, K] times an int8 weight packed by MethodWriter::packed_int8 (+ its bias): aten's
+// dynamic quantized linear, which quantizes the rows per call (7-bit, reduce_range, which x86's
+// fbgemm needs) and accumulates in int32.
+std::string emit_rows_times_int8(MethodWriter& w, const std::string& rows, const std::string& packed) {
+  const std::string y = w.fresh("m");
+  w.line(y + " = quantized.linear_dynamic(" + rows + ".contiguous(), " + packed + ", True)");
+  return y;
+}
+
 }  // namespace
 
 Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, const std::string& key) {
@@ -126,11 +135,16 @@ Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, con
       "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
   const torch::Tensor kernel = w.ledger().take_kernel(key);
   const bool matmul = as_matmul(o.groups());
-  // As a matrix product the weight is laid out once, at export: [out, in · kernel].
-  const std::string weight =
-      w.tensor(key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).contiguous() : kernel);
+  const bool int8 = matmul && w.int8_for(kernel.numel());
   const torch::Tensor b = w.ledger().take_bias(key);
-  const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
+  // As a matrix product the weight is laid out once, at export: [out, in · kernel].
+  std::string weight, bias = "None";
+  if (int8) {
+    weight = w.packed_int8(key + ".packed", kernel.reshape({kernel.size(0), -1}), b);
+  } else {
+    weight = w.tensor(key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).contiguous() : kernel);
+    if (b.defined()) bias = w.tensor(key + ".bias", b);
+  }
   Signal in = x;
   int64_t padding = 0;
   if (w.streaming()) {
@@ -163,7 +177,8 @@ Signal emit_conv(MethodWriter& w, const Signal& x, const WNConv1dImpl& conv, con
       if (d > 1) windows += "[:, :, :, ::" + std::to_string(d) + "]";
       w.line(rows + " = " + windows + ".transpose(1, 2).reshape(-1, " + std::to_string(cin * k) + ")");
     }
-    const std::string m = emit_rows_times_weight(w, rows, weight, bias);
+    const std::string m =
+        int8 ? emit_rows_times_int8(w, rows, weight) : emit_rows_times_weight(w, rows, weight, bias);
     Signal y = w.assign(in, m + ".view(" + in.var + ".size(0), -1, " + std::to_string(o.out_channels()) +
                                 ").transpose(1, 2)");
     y.channels = o.out_channels();
@@ -186,9 +201,12 @@ Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNCon
   const torch::Tensor kernel = w.ledger().take_kernel(key);
   const int64_t s = o.stride(), k = o.kernel_size();
   const bool matmul = w.streaming() && (k == s || k == 2 * s);  // else aten's, as offline
+  const bool int8 = matmul && w.int8_for(kernel.numel());
   // As a matrix product: [out · kernel, in], row co·k + j holding kernel[:, co, j].
   const std::string weight =
-      w.tensor(key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).t().contiguous() : kernel);
+      int8 ? w.packed_int8(key + ".packed", kernel.reshape({kernel.size(0), -1}).t(), torch::Tensor())
+           : w.tensor(key + ".weight",
+                      matmul ? kernel.reshape({kernel.size(0), -1}).t().contiguous() : kernel);
   const torch::Tensor b = w.ledger().take_bias(key);
   const std::string bias = b.defined() ? w.tensor(key + ".bias", b) : "None";
   const std::string stride = ints({o.stride()});
@@ -199,7 +217,8 @@ Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNCon
     const std::string cout = std::to_string(o.out_channels()), ss = std::to_string(s);
     const std::string rows = w.fresh("c");
     w.line(rows + " = " + x.var + ".transpose(1, 2).reshape(-1, " + std::to_string(o.in_channels()) + ")");
-    const std::string m = emit_rows_times_weight(w, rows, weight, "None");
+    const std::string m =
+        int8 ? emit_rows_times_int8(w, rows, weight) : emit_rows_times_weight(w, rows, weight, "None");
     const std::string steps = w.fresh("q");
     w.line(steps + " = " + m + ".view(" + x.var + ".size(0), -1, " + cout + ", " + std::to_string(k) +
            ").permute(0, 2, 1, 3)");

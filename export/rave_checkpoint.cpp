@@ -158,4 +158,25 @@ rave::LatentPca fit_latent_pca_on_database(RaveCheckpoint& c) {
   return pca.fit();
 }
 
+torch::Tensor database_audio(RaveCheckpoint& c, int64_t samples, std::string* source) {
+  AudioDataset db = open_database(c.config, "fidelity check");
+  const int64_t channels = c.model->options().channels;
+  std::vector<torch::Tensor> parts;
+  int64_t have = 0;
+  size_t used = 0;
+  for (size_t i = 0; i < db.size() && have < samples; ++i) {
+    torch::Tensor x = db.record(i);
+    if (x.size(0) != channels) continue;
+    x = x.narrow(1, 0, std::min(x.size(1), samples - have));
+    have += x.size(1);
+    parts.push_back(x);
+    ++used;
+  }
+  if (source != nullptr) {
+    *source = std::to_string(used) + " record(s) of '" + c.config.get_string("data.db_path") + "'";
+  }
+  if (parts.empty()) return torch::zeros({channels, 0});
+  return torch::cat(parts, 1);
+}
+
 }  // namespace rt::exporting

@@ -36,4 +36,9 @@ RaveCheckpoint load_rave_checkpoint(const std::filesystem::path& path, bool ema_
 // Throws rt::Error naming the database when it cannot be read.
 rave::LatentPca fit_latent_pca_on_database(RaveCheckpoint& checkpoint);
 
+// Up to `samples` of the run's database (data.db_path) at the model's channel count: whole
+// records in key order, concatenated, without augmentation; `source` says which. Throws
+// rt::Error naming the database when it cannot be read.
+torch::Tensor database_audio(RaveCheckpoint& checkpoint, int64_t samples, std::string* source);
+
 }  // namespace rt::exporting

@@ -154,6 +154,8 @@ ExportReport export_rave(const ExportOptions& options) {
   s.streaming = o.streaming;
   s.latent_size = r.latent_size;
   s.sampling_rate = c.sampling_rate;
+  s.quantize = o.quantize;
+  r.quantize = o.quantize;
   auto module = script_rave(*c.model, s, &r.script);
 
   r.output = o.output;
@@ -173,6 +175,23 @@ ExportReport export_rave(const ExportOptions& options) {
   module.save(bytes);
   write_file_atomic(r.output, bytes.str());
   check_saved_module(r.output, r);
+  if (o.check_seconds > 0.0) {
+    const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
+    try {
+      std::string source;
+      auto audio = database_audio(c, samples, &source);
+      r.check = measure_fidelity(*c.model, r.output, s, r.script, audio, source);
+    } catch (const Error& e) {
+      r.check.not_measured = e.what();
+    }
+    if (r.check.measured && !r.check.within_budget() && o.quantize != Quantize::kNone) {
+      std::ostringstream w;
+      w << "--quantize " << enum_name(o.quantize) << " adds " << std::fixed << std::setprecision(1)
+        << 100.0 * r.check.share() << "% of the model's own reconstruction distance (budget "
+        << 100.0 * kFidelityBudget << "%): listen before you use it, or export without --quantize";
+      r.warnings.push_back(w.str());
+    }
+  }
   return r;
 }
 
@@ -181,8 +200,15 @@ std::string format_report(const ExportReport& r) {
   s << "exported " << r.output.string() << "\n"
     << "  from " << r.checkpoint.string() << " (step " << r.step << ")\n"
     << "  " << r.channels << " channel(s) at " << r.sampling_rate << " Hz, " << r.script.ratio
-    << " samples per latent frame, " << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n"
-    << "  latent_size " << r.latent_size << " of " << r.full_latent_size << " (" << r.latent_rule << ")\n";
+    << " samples per latent frame, " << (r.streaming ? "streaming" : "offline (not for realtime use)")
+    << "\n";
+  if (r.quantize == Quantize::kInt8) {
+    const auto& i = r.script;
+    s << "  --quantize int8: " << i.int8_layers << " layer(s) on int8 weights (" << i.int8_weights << " of "
+      << i.int8_weights + i.float_weights << " weights; " << (i.int8_weights + 4 * i.float_weights) / 1024
+      << " KiB to read per call instead of " << 4 * (i.int8_weights + i.float_weights) / 1024 << ")\n";
+  }
+  s << "  latent_size " << r.latent_size << " of " << r.full_latent_size << " (" << r.latent_rule << ")\n";
   if (!r.fidelity.empty()) {
     s << "  fidelity (cumulative explained variance) by dimensions:";
     for (size_t n = 1; n <= r.fidelity.size(); n *= 2) {
@@ -201,6 +227,7 @@ std::string format_report(const ExportReport& r) {
       << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency())
       << " ms), plus nn~'s buffering\n";
   }
+  if (r.check.measured || !r.check.not_measured.empty()) s << "  " << format_fidelity(r.check) << "\n";
   for (const auto& [why, keys] : r.script.dropped)
     s << "  not exported: " << keys.size() << " tensor(s), " << why << "\n";
   for (const auto& w : r.warnings) s << "warning: " << w << "\n";

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "export/fidelity.h"
 #include "export/rave_script.h"
 
 namespace rt::exporting {
@@ -24,6 +25,8 @@ struct ExportOptions {
   double fidelity = 0.95;
   int64_t latent_size = 0;   // 0 = from fidelity
   bool ema_weights = false;  // the parameters' moving averages (train.ema), as RAVE's --ema_weights
+  Quantize quantize = Quantize::kNone;  // --quantize
+  double check_seconds = 10.0;          // audio of the run's database the fidelity check compares; 0 = none
 };
 
 struct ExportReport {
@@ -36,6 +39,8 @@ struct ExportReport {
   bool pca_fitted_now = false;   // the checkpoint had none: fitted on the database
   bool streaming = false;
   ScriptInfo script;
+  Quantize quantize = Quantize::kNone;
+  FidelityFigures check;  // the written file against the float32 model (export/fidelity.h)
   std::vector<std::string> warnings;
 };
 

@@ -83,7 +83,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   TensorLedger ledger(named_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");
   ledger.drop_prefix("receptive_field", "RAVE's receptive-field record (not used by inference)");
-  ScriptContext ctx(s.streaming, ledger);
+  ScriptContext ctx(s.streaming, ledger, s.quantize == Quantize::kInt8 ? s.int8_min_weights : -1);
 
   auto pqmf = ctx.new_module("PQMF");
   const Signal audio{"x", channels, 1, 1, 0};
@@ -351,6 +351,9 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
 
   ledger.finish();
   result.dropped = ledger.dropped();
+  result.int8_layers = ctx.int8_layers;
+  result.int8_weights = ctx.int8_weights;
+  for (const auto& p : top.parameters(/*recurse=*/true)) result.float_weights += p.numel();
   if (info != nullptr) *info = result;
   return top;
 }

@@ -29,11 +29,15 @@ namespace rt::exporting {
 constexpr int64_t kMaxBatch = 64;
 
 struct ScriptContext {
-  ScriptContext(bool streaming, TensorLedger& ledger);
+  ScriptContext(bool streaming, TensorLedger& ledger, int64_t int8_min_weights = -1);
   // A new module with its own class type `__torch__.rt_export.<kind>` (mangled when taken).
   torch::jit::Module new_module(const std::string& kind);
 
   bool streaming;
+  // export --quantize int8: matrix products with at least this many weights run on int8
+  // weights; -1: none.
+  int64_t int8_min_weights;
+  int64_t int8_layers = 0, int8_weights = 0;  // what packed_int8 packed
   TensorLedger& ledger;
   std::shared_ptr<torch::jit::CompilationUnit> cu;
 };
@@ -57,6 +61,10 @@ class MethodWriter {
 
   ScriptContext& ctx() { return ctx_; }
   bool streaming() const { return ctx_.streaming; }
+  // Whether a matrix product with this many weights runs on int8 weights (export --quantize).
+  bool int8_for(int64_t weights) const {
+    return ctx_.int8_min_weights >= 0 && weights >= ctx_.int8_min_weights;
+  }
   TensorLedger& ledger() { return ctx_.ledger; }
   torch::jit::Module& module() { return module_; }
 
@@ -69,6 +77,11 @@ class MethodWriter {
   // Registers `t` on the module under `key` with dots made underscores, as a parameter without
   // gradient (weights) or a buffer (statistics); returns "self.<name>".
   std::string tensor(const std::string& key, const torch::Tensor& t, bool is_buffer = false);
+  // Registers quantized::linear_prepack of `weight` [out, in] (int8, one scale per output row,
+  // symmetric) and `bias` (may be undefined) under `key`; returns "self.<name>". The packed
+  // object serialises as its int8 weight and is packed again, for the host's engine (fbgemm/x86,
+  // oneDNN, QNNPACK on ARM), when the file is loaded.
+  std::string packed_int8(const std::string& key, const torch::Tensor& weight, const torch::Tensor& bias);
   // A zero streaming-state buffer [kMaxBatch·rows, channels, length] named after `key`.
   std::string state(const std::string& key, int64_t rows, int64_t channels, int64_t length);
   // cached_conv CachedPadding1d: prepends the last n samples of the previous call (per batch

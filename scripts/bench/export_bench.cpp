@@ -66,13 +66,14 @@ int main(int argc, char** argv) {
   std::string version = "v2";
   int64_t block = 2048, capacity = 0, threads = 1;
   double seconds = 20.0;
-  std::string keep;
+  std::string keep, quantize = "none";
   app.add_option("--version", version, "v1 | v2 | v3 (RaveOptions::preset)")->capture_default_str();
   app.add_option("--capacity", capacity, "override the preset's capacity (0 = keep)");
   app.add_option("--block", block, "samples per call (nn~'s buffer size)")->capture_default_str();
   app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
   app.add_option("--seconds", seconds, "audio seconds timed per arm")->capture_default_str();
   app.add_option("--keep", keep, "also write the streaming export to this file (for profiling)");
+  app.add_option("--quantize", quantize, "none | int8 (export --quantize)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
 
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   const auto file = std::filesystem::temp_directory_path() / ("export_bench_" + std::to_string(::getpid()));
   rt::exporting::ScriptOptions s;
   s.streaming = true;
+  s.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
   rt::exporting::ScriptInfo info;
   rt::exporting::script_rave(*model, s, &info).save(file.string() + "_streaming.ts");
   s.streaming = false;

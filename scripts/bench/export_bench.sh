@@ -6,7 +6,8 @@
 #   scripts/bench/export_bench.sh [--rounds 3] [--seconds 10] [--threads "1 2"] [--blocks "2048 4096"]
 #                                 [--quick] [--results_dir DIR]
 # The two files, both of a random full-size v2 (the speed does not depend on the weights):
-#   ours        build/bin/export_bench --keep: RaveOptions::preset(v2) exported with --streaming;
+#   ours        build/bin/export_bench --keep: RaveOptions::preset(v2) exported with --streaming
+#               (float32, the default), and with --quantize int8 (ours_int8);
 #   RAVE's own  scripts/bench/rave_own_export.py in .venv-rave-cpu (scripts/bench/rave_cpu_env.sh):
 #               acids-rave 2.3.1's scripts/export.py path, cached_conv.use_cached_conv(True), v2.gin,
 #               weight norm removed, its VariationalScriptedRAVE scripted and saved (torch 2.11),
@@ -45,11 +46,14 @@ RAVE_PY="${RAVE_PY:-$ROOT/.venv-rave-cpu/bin/python}"   # torch 2.11 (PyPI, MKL)
 "$DEBIAN_PY" -c "import torch" 2>/dev/null || bench_die "$DEBIAN_PY has no torch (apt-get install python3-torch)"
 WORK="$(mktemp -d /tmp/rt_export_bench.XXXXXX)"
 OURS="$WORK/ours_streaming.ts"
+OURS_INT8="$WORK/ours_int8_streaming.ts"
 RAVE="$WORK/rave_own_streaming.ts"
-trap 'rm -f "$OURS" "$RAVE"' EXIT   # 140 MiB each; the JSON lines stay in $WORK
+trap 'rm -f "$OURS" "$OURS_INT8" "$RAVE"' EXIT   # 140 MiB each; the JSON lines stay in $WORK
 
 echo "== the two files (random full-size v2)" >&2
 "$BIN/export_bench" --version v2 --block 2048 --threads 1 --seconds 1 --keep "$OURS" > "$WORK/ours_export.json"
+"$BIN/export_bench" --version v2 --block 2048 --threads 1 --seconds 1 --quantize int8 --keep "$OURS_INT8" \
+  > "$WORK/ours_int8_export.json"
 "$RAVE_PY" -W ignore "$HERE/rave_own_export.py" --out "$RAVE" --match "$OURS" > "$WORK/rave_own_export.json"
 cat "$WORK/rave_own_export.json" >&2
 
@@ -61,7 +65,7 @@ for r in $(seq 1 "$ROUNDS"); do
   order=(0 1)
   (( r % 2 )) || order=(1 0)
   for i in "${order[@]}"; do
-    "${PYS[$i]}" -W ignore "$HERE/export_race.py" --file ours="$OURS" --file rave="$RAVE" --threads "$THREADS" \
+    "${PYS[$i]}" -W ignore "$HERE/export_race.py" --file ours="$OURS" --file ours_int8="$OURS_INT8" --file rave="$RAVE" --threads "$THREADS" \
       --blocks "$BLOCKS" --rounds 1 --first_round "$r" --seconds "$SECONDS_TIMED" >> "$RAW"
   done
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """export_bench.sh's runs (export_race.py's JSON lines: one per LibTorch, round, file, thread
-count and block size; export_bench --keep's and rave_own_export.py's records of the two files)
+count and block size; export_bench --keep's and rave_own_export.py's records of the files)
 -> scripts/bench/results/export.json: per LibTorch, thread count and block, ms per block of ours
 and of RAVE's own streaming export (median over rounds and range), their realtime factors, ours ÷
 RAVE's own (median of the per-round ratios), the weight-read floor, and the ≤ 0.5 target."""
@@ -67,7 +67,7 @@ def main():
     ours_params = f"{match['parameters']:,}" if match else "?"
     b = benchlib.Blocks()
     b.text("RAVE v2 at full size (capacity 96, latent 128, ratio 2048), random weights (the speed does not depend "
-           "on their values), two streaming exports of it. **Ours**: `build/bin/export_bench --keep` writes what "
+           "on their values), streaming exports of it. **Ours**: `build/bin/export_bench --keep` writes what "
            "`export --streaming` writes for `RaveOptions::preset(v2)`. **RAVE's own**: made by RAVE's own code, "
            f"acids-rave {rave_export['acids-rave']}'s `scripts/export.py` path (`rave export --streaming`) as "
            "`scripts/bench/rave_own_export.py` runs it: `cached_conv.use_cached_conv(True)` before anything is "
@@ -84,58 +84,74 @@ def main():
            f"`forward` once per buffer), 5 warm-up blocks then {a.seconds:g} s of audio at 44.1 kHz per file per "
            f"round, {a.rounds} round{'s' if a.rounds != 1 else ''} (`scripts/bench/export_race.py`). Each round is "
            "one process per LibTorch, the "
-           "two LibTorch builds alternating, and within it the two files alternate too: "
+           "two LibTorch builds alternating, and within it the files alternate too (order reversed every other round): "
            + "; ".join(f"{label[v]}: torch {v}" + (f", {package[v]}" if package.get(v) else "") for v in torches)
            + ". 1.13 is Debian's `python3-torch`, the LibTorch our build links; 2.11 is PyPI's, what nn~ ships; "
-           "both load the same two files (RAVE's own saved by torch 2.11, ours by 1.13). "
+           "both load the same files (RAVE's own saved by torch 2.11, ours by 1.13). "
            "ms per block: the median over a round's blocks, then the median over rounds (range over rounds); "
            "realtime factor = seconds of audio per second of compute; ours ÷ RAVE's own: the median of the "
            "per-round ratios of ms per block (below 1: ours is faster).")
-    table, derived, ratio_runs, ratio_by_torch = [], {}, [], {}
+    arms = [("ours", "ours, float32 (default)"), ("ours_int8", "ours, `--quantize int8`")]
+    arms = [(n, lbl) for n, lbl in arms if any(r["name"] == n for r in rows)]
+    table, derived, ratio_runs, ratio_by_torch = [], {}, {n: [] for n, _ in arms}, {n: {} for n, _ in arms}
     for v in torches:
         for t, blk in keys:
-            ours, rave = sel(v, t, blk, "ours"), sel(v, t, blk, "rave")
-            if not ours or not rave:
+            rave = sel(v, t, blk, "rave")
+            if not rave:
                 continue
-            ms = {n: [r["ms_per_block_median"] for r in s] for n, s in (("ours", ours), ("rave", rave))}
-            rtf = {n: [r["rtf"] for r in s] for n, s in (("ours", ours), ("rave", rave))}
+            rave_ms = [r["ms_per_block_median"] for r in rave]
+            rave_rtf = [r["rtf"] for r in rave]
             rave_by_round = {r["round"]: r["ms_per_block_median"] for r in rave}
-            ratios = [r["ms_per_block_median"] / rave_by_round[r["round"]] for r in ours if r["round"] in rave_by_round]
-            floor = [r["weights_read_ms"] for r in ours + rave]
-            key = f"t{t}_b{blk}_torch{'.'.join(v.split('+')[0].split('.')[:2])}"
-            derived[key] = {"torch": v, "ours_ms": benchlib.summary(ms["ours"]),
-                            "rave_ms": benchlib.summary(ms["rave"]),
-                            "ours_rtf": benchlib.summary(rtf["ours"]), "rave_rtf": benchlib.summary(rtf["rave"]),
-                            "ours_over_rave": benchlib.summary(ratios), "ours_over_rave_per_round": ratios,
-                            "weights_read_ms": benchlib.summary(floor)}
-            if t == 1 and blk in (2048, 4096):
-                ratio_runs += ratios
-                ratio_by_torch.setdefault(v, []).extend(ratios)
-            table.append([label[v], t, blk, ms_cell(ms["ours"]), ms_cell(ms["rave"]),
-                          f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})",
-                          f"{statistics.median(rtf['ours']):.2f}×", f"{statistics.median(rtf['rave']):.2f}×",
-                          f"{statistics.median(floor):.1f} ms"])
-    b.table(["LibTorch (BLAS)", "threads", "block", "ours: ms per block (range)", "RAVE's own: ms per block (range)",
-             "ours ÷ RAVE's own (range)", "ours: realtime factor", "RAVE's own: realtime factor",
-             "weight-read floor"], table)
+            for name, arm_label in arms:
+                ours = sel(v, t, blk, name)
+                if not ours:
+                    continue
+                ms = [r["ms_per_block_median"] for r in ours]
+                rtf = [r["rtf"] for r in ours]
+                ratios = [r["ms_per_block_median"] / rave_by_round[r["round"]] for r in ours
+                          if r["round"] in rave_by_round]
+                # The float files' floor (the int8 file's packed weights are no parameters).
+                floor = [r["weights_read_ms"] for r in sel(v, t, blk, "ours") + rave]
+                key = f"{name}_t{t}_b{blk}_torch{'.'.join(v.split('+')[0].split('.')[:2])}"
+                derived[key] = {"torch": v, "ours_ms": benchlib.summary(ms), "rave_ms": benchlib.summary(rave_ms),
+                                "ours_rtf": benchlib.summary(rtf), "rave_rtf": benchlib.summary(rave_rtf),
+                                "ours_over_rave": benchlib.summary(ratios), "ours_over_rave_per_round": ratios,
+                                "weights_read_ms": benchlib.summary(floor)}
+                if t == 1 and blk in (2048, 4096):
+                    ratio_runs[name] += ratios
+                    ratio_by_torch[name].setdefault(v, []).extend(ratios)
+                table.append([label[v], t, blk, arm_label, ms_cell(ms), ms_cell(rave_ms),
+                              f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})",
+                              f"{statistics.median(rtf):.2f}×", f"{statistics.median(rave_rtf):.2f}×",
+                              f"{statistics.median(floor):.1f} ms"])
+    b.table(["LibTorch (BLAS)", "threads", "block", "ours", "ours: ms per block (range)",
+             "RAVE's own: ms per block (range)", "ours ÷ RAVE's own (range)", "ours: realtime factor",
+             "RAVE's own: realtime factor", "weight-read floor (float32)"], table)
+    b.text("`--quantize int8` stores the large layers' weights as int8 (a quarter of the bytes) and runs them "
+           "through aten's dynamic quantized linear: fbgemm on PyPI's x86 LibTorch, oneDNN on Debian's 1.13 "
+           "(built without fbgemm). It is lossy and opt-in; what it adds to a model's error is printed by "
+           "`export` (docs/export.md).")
     b.text("The weight-read floor: every `forward` call reads every weight once (at 2048 samples the latent is one "
            "frame, so the large convolutions are matrix-vector products), so no block can take less than one read of "
            f"the {rave_export['parameter_bytes'] / 2**20:.1f} MiB of weights: one pass summing every parameter of "
            "the file, median of 9 after a warm-up pass, on the same LibTorch and threads (the median over rounds and "
-           "both files, whose weights are the same size). A block of 2048 samples is "
+           "the two float32 files, whose weights are the same size). A block of 2048 samples is "
            f"{1e3 * 2048 / 44100:.1f} ms of audio, one of 4096 {1e3 * 4096 / 44100:.1f} ms.")
     targets = []
-    if ratio_runs:
-        by_torch = ", ".join(f"{label[v]}: {statistics.median(x):.2f}" for v, x in ratio_by_torch.items())
+    for name, arm_label in arms:
+        runs = ratio_runs[name]
+        if not runs:
+            continue
+        by_torch = ", ".join(f"{label[v]}: {statistics.median(x):.2f}" for v, x in ratio_by_torch[name].items())
         targets.append(benchlib.target(
-            "Exported RAVE v2 (streaming), forward on 2048- and 4096-sample blocks, 1 thread: time per block, "
-            "ours ÷ RAVE's own export", "≤ 0.5", "<=", 0.5, ratio_runs, fmt="{:.2f}",
-            over="rounds × blocks × LibTorch builds", note=by_torch))
-        verdict = ("met" if all(x <= 0.5 for x in ratio_runs)
-                   else "met by some rounds only" if any(x <= 0.5 for x in ratio_runs) else "not met")
-        b.text("At 1 thread, 2048 and 4096 samples, ours takes "
+            f"Exported RAVE v2 (streaming, {arm_label.replace('ours, ', '')}), forward on 2048- and 4096-sample "
+            "blocks, 1 thread: time per block, ours ÷ RAVE's own export", "≤ 0.5", "<=", 0.5, runs,
+            fmt="{:.2f}", over="rounds × blocks × LibTorch builds", note=by_torch))
+        verdict = ("met" if all(x <= 0.5 for x in runs)
+                   else "met by some rounds only" if any(x <= 0.5 for x in runs) else "not met")
+        b.text(f"At 1 thread, 2048 and 4096 samples, {arm_label} takes "
                + " and ".join(f"{statistics.median(x):.2f}× on LibTorch {label[v]}"
-                              for v, x in ratio_by_torch.items())
+                              for v, x in ratio_by_torch[name].items())
                + " RAVE's own export's time per block (medians of the per-round ratios): the goal ≤ 0.5 is "
                + verdict + ".")
     b.text(f"Streaming latency of our `forward`: {ours_export['forward_latency_samples']} samples "
@@ -149,9 +165,12 @@ def main():
                           derived=derived, targets=targets,
                           commands=["build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1 "
                                     "--keep OURS.ts",
+                                    "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1 "
+                                    "--quantize int8 --keep OURS_INT8.ts",
                                     ".venv-rave-cpu/bin/python scripts/bench/rave_own_export.py --out RAVE.ts "
                                     "--match OURS.ts",
-                                    "PYTHON scripts/bench/export_race.py --file ours=OURS.ts --file rave=RAVE.ts "
+                                    "PYTHON scripts/bench/export_race.py --file ours=OURS.ts --file ours_int8=OURS_INT8.ts "
+                                    "--file rave=RAVE.ts "
                                     f"--threads T --blocks B --rounds 1 --first_round R --seconds {a.seconds:g} "
                                     "(PYTHON: /usr/bin/python3, torch 1.13; .venv-rave-cpu/bin/python, torch 2.11)"])
     print(benchlib.write_result(rec, a.results_dir))

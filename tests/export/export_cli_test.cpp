@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "e2e/e2e_fixtures.h"
+#include "export/rave_export.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/checkpoint.h"
@@ -110,6 +111,32 @@ TEST_F(ExportCli, ExportsTheRunWithTheLatentSizeTheFidelityRuleGives) {
   const auto stored = encoder.attr("encoder_encoder_net_0_weight").toTensor();
   ASSERT_EQ(stored.numel(), kernel.numel());
   EXPECT_TRUE(torch::allclose(stored, kernel.reshape(stored.sizes())));
+}
+
+// The default export (float32, lossless) is compared with the model on the run's database and
+// must stay within the fidelity budget; the CLI prints the figures.
+TEST_F(ExportCli, DefaultExportStaysWithinTheFidelityBudget) {
+  for (bool streaming : {false, true}) {
+    exporting::ExportOptions o;
+    o.run = run_;
+    o.streaming = streaming;
+    o.output = dir_->path() / (streaming ? "budget_streaming.ts" : "budget.ts");
+    const auto r = exporting::export_rave(o);
+    ASSERT_TRUE(r.check.measured) << r.check.not_measured;
+    EXPECT_TRUE(r.check.within_budget()) << exporting::format_fidelity(r.check);
+    EXPECT_LE(r.check.max_abs_diff, 1e-5) << exporting::format_fidelity(r.check);
+    EXPECT_NE(r.check.audio.find("record(s) of"), std::string::npos) << r.check.audio;
+  }
+  auto r = run_export("--run " + quote(run_.string()) + " --streaming --output " +
+                      quote((dir_->path() / "budget_cli.ts").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("fidelity vs the float32 model on"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("budget 5%"), std::string::npos) << r.output;
+  auto q = run_export("--run " + quote(run_.string()) + " --quantize int4 --output " +
+                      quote((dir_->path() / "q.ts").string()));
+  EXPECT_NE(q.exit_code, 0);
+  EXPECT_NE(q.output.find("--quantize"), std::string::npos) << q.output;
+  EXPECT_NE(q.output.find("int8"), std::string::npos) << q.output;
 }
 
 TEST_F(ExportCli, StreamingExportReportsItsLatency) {

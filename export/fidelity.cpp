@@ -1,0 +1,149 @@
+#include "export/fidelity.h"
+
+#include <torch/script.h>
+
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "models/rave/generator.h"
+#include "models/rave/latent_pca.h"
+#include "models/rave/losses.h"
+#include "util/error.h"
+
+namespace rt::exporting {
+namespace {
+
+// nn~'s block: 2048 samples, or the nearest whole number of latent frames above.
+int64_t stream_block(int64_t ratio) { return (2048 + ratio - 1) / ratio * ratio; }
+
+// Samples a stream is left to settle before it is compared: it starts from zero state where
+// the offline model zero-pads every layer, so outputs differ until about twice the latency.
+int64_t warm_up(const ScriptInfo& info, int64_t block) {
+  return (2 * info.forward_latency() + block - 1) / block * block;
+}
+
+// Switches the model's noise synthesis off for the reference (as noise_scale 0 does in the
+// file), and back on when it goes out of scope.
+class NoiseOff {
+ public:
+  explicit NoiseOff(rave::RaveModelImpl& m) {
+    if (auto* g = dynamic_cast<rave::GeneratorV2Impl*>(m.decoder.get()); g != nullptr && g->noise_module) {
+      noise_ = g->noise_module.get();
+      saved_ = noise_->noise_scale;
+      noise_->noise_scale = 0.0;
+    }
+  }
+  ~NoiseOff() {
+    if (noise_ != nullptr) noise_->noise_scale = saved_;
+  }
+  NoiseOff(const NoiseOff&) = delete;
+  NoiseOff& operator=(const NoiseOff&) = delete;
+
+ private:
+  rave::NoiseGeneratorImpl* noise_ = nullptr;
+  double saved_ = 1.0;
+};
+
+// The model offline, deterministic: posterior mean, PCA-rotated, dimensions past the kept
+// ones at the mean (what the file's decode fills at noise_scale 0), decoded without noise.
+torch::Tensor reference(rave::RaveModelImpl& m, const torch::Tensor& x, int64_t latent_size) {
+  torch::NoGradGuard no_grad;
+  NoiseOff off(m);
+  auto z = m.encode_stats(x).chunk(2, 1)[0];
+  auto pca = rave::stored_latent_pca(m);
+  auto rotated = torch::matmul(pca.components, z - pca.mean.unsqueeze(-1));
+  if (latent_size > 0 && latent_size < rotated.size(1))
+    rotated.narrow(1, latent_size, rotated.size(1) - latent_size).zero_();
+  return m.decode(torch::matmul(pca.components.t(), rotated) + pca.mean.unsqueeze(-1));
+}
+
+}  // namespace
+
+double FidelityFigures::share() const {
+  if (added_distance == 0.0) return 0.0;
+  return own_distance > 0.0 ? added_distance / own_distance : std::numeric_limits<double>::infinity();
+}
+
+int64_t fidelity_samples(const ScriptInfo& info, int64_t sampling_rate, double seconds, bool streaming) {
+  const int64_t block = stream_block(info.ratio);
+  int64_t n = static_cast<int64_t>(std::ceil(seconds * static_cast<double>(sampling_rate)));
+  if (streaming) n += warm_up(info, block) + info.forward_latency();  // the shift
+  return (n + block - 1) / block * block;
+}
+
+FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesystem::path& file,
+                                 const ScriptOptions& options, const ScriptInfo& info,
+                                 const torch::Tensor& audio, const std::string& audio_source) {
+  FidelityFigures f;
+  f.audio = audio_source;
+  if (model.options().encoder != rave::EncoderKind::kVariational) {
+    f.not_measured = "model.encoder = " + std::string(enum_name(model.options().encoder)) +
+                     " (the comparison runs the variational posterior mean)";
+    return f;
+  }
+  const int64_t block = stream_block(info.ratio);
+  const int64_t latency = options.streaming ? info.forward_latency() : 0;
+  const int64_t skip = options.streaming ? warm_up(info, block) : 0;
+  const int64_t usable = audio.size(-1) / block * block;
+  const int64_t compared = usable - skip - latency;
+  if (compared < 4 * info.ratio) {
+    f.not_measured =
+        "too little audio in " + audio_source + " (" + std::to_string(audio.size(-1)) + " samples)";
+    return f;
+  }
+  auto x = audio.narrow(-1, 0, usable).unsqueeze(0).to(torch::kFloat).contiguous();
+
+  auto ts = torch::jit::load(file.string());
+  ts.get_method("set_noise_scale")({0.0});
+  torch::Tensor out;
+  {
+    c10::InferenceMode guard;
+    if (options.streaming) {
+      std::vector<torch::Tensor> blocks;
+      for (int64_t i = 0; i < usable; i += block)
+        blocks.push_back(ts.get_method("forward")({x.narrow(-1, i, block)}).toTensor());
+      out = torch::cat(blocks, -1);
+    } else {
+      out = ts.get_method("forward")({x}).toTensor();
+    }
+  }
+  auto ref = reference(model, x, options.latent_size);
+  auto seg = [&](const torch::Tensor& t, int64_t start) {
+    return t.narrow(-1, start, compared).to(torch::kDouble);
+  };
+  const auto r = seg(ref, skip), o = seg(out, skip + latency), in = seg(x, skip);
+  const double signal = r.pow(2).sum().item<double>(), error = (o - r).pow(2).sum().item<double>();
+  f.snr_db = error > 0.0 ? 10.0 * std::log10(signal / error) : std::numeric_limits<double>::infinity();
+  f.max_abs_diff = (o - r).abs().max().item<double>();
+  const auto& scales = model.options().stft_scales;
+  f.own_distance = rave::spectral_distance(in.to(torch::kFloat), r.to(torch::kFloat), scales).item<double>();
+  f.added_distance = rave::spectral_distance(r.to(torch::kFloat), o.to(torch::kFloat), scales).item<double>();
+  f.seconds = static_cast<double>(compared) / static_cast<double>(options.sampling_rate);
+  f.measured = true;
+  return f;
+}
+
+std::string format_fidelity(const FidelityFigures& f) {
+  std::ostringstream s;
+  if (!f.measured) {
+    s << "fidelity vs the float32 model: not measured: " << f.not_measured;
+    return s.str();
+  }
+  s << "fidelity vs the float32 model on " << f.audio << " (" << std::fixed << std::setprecision(1)
+    << f.seconds << " s): SNR ";
+  if (std::isinf(f.snr_db)) {
+    s << "inf (identical)";
+  } else {
+    s << std::setprecision(1) << f.snr_db << " dB";
+  }
+  s << std::setprecision(2) << std::scientific << ", max |diff| " << f.max_abs_diff
+    << ", multi-scale spectral distance added " << f.added_distance << " = " << std::fixed
+    << std::setprecision(2) << 100.0 * f.share() << "% of the model's own reconstruction distance ("
+    << std::setprecision(3) << f.own_distance << "; budget " << std::setprecision(0)
+    << 100.0 * kFidelityBudget << "%)";
+  return s.str();
+}
+
+}  // namespace rt::exporting

@@ -1,0 +1,299 @@
+#include "export/realtime_check.h"
+
+#include <sched.h>
+#include <time.h>
+#include <torch/script.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "util/error.h"
+#include "util/error_text.h"
+
+namespace rt::exporting {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMaxBlock = int64_t{1} << 24;  // 16 M samples: far beyond any host buffer
+constexpr double kMaxSeconds = 3600.0;
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// The CPUs this process may run on (its affinity mask), else the hardware's count.
+int64_t available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// /proc/cpuinfo's first "model name", else "unknown CPU".
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon != std::string::npos) return trim(line.substr(colon + 1));
+  }
+  return "unknown CPU (no \"model name\" in /proc/cpuinfo)";
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// An integer attribute (int, float or one-element tensor), if the module has it.
+std::optional<int64_t> int_attr(const torch::jit::Module& m, const std::string& name) {
+  if (!m.hasattr(name)) return std::nullopt;
+  const auto v = m.attr(name);
+  if (v.isInt()) return v.toInt();
+  if (v.isDouble()) return static_cast<int64_t>(std::llround(v.toDouble()));
+  if (v.isTensor() && v.toTensor().numel() == 1) return v.toTensor().item<int64_t>();
+  return std::nullopt;
+}
+
+// nn~'s <method>_params: [in_channels, in_ratio, out_channels, out_ratio]; empty when absent.
+std::vector<int64_t> method_params(const torch::jit::Module& m, const std::string& method) {
+  const std::string name = method + "_params";
+  if (!m.hasattr(name)) return {};
+  const auto v = m.attr(name);
+  if (!v.isTensor() || v.toTensor().numel() != 4) return {};
+  auto t = v.toTensor().to(torch::kLong).contiguous();
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + 4);
+}
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// torch::set_num_threads for the check's duration.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int64_t n) : before_(torch::get_num_threads()) {
+    torch::set_num_threads(static_cast<int>(n));
+  }
+  ~ThreadCount() { torch::set_num_threads(before_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int before_;
+};
+
+torch::jit::Module load_file(const fs::path& file) {
+  const std::string name = "--benchmark '" + file.string() + "'";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw Error(name + ": no such file");
+  if (fs::is_directory(file, ec)) throw Error(name + " is a directory, not a TorchScript (.ts) file");
+  try {
+    auto m = torch::jit::load(file.string());  // as nn~'s Backend::load
+    m.eval();
+    return m;
+  } catch (const std::exception& e) {
+    throw Error(name + " cannot be read as a TorchScript file (torch::jit::load: " +
+                first_line(error_text(e)) + "); pass a file written by `export` or RAVE's `rave export`");
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_block_sizes(const std::string& text) {
+  std::vector<int64_t> blocks;
+  std::stringstream in(text);
+  std::string item;
+  const std::string accepted =
+      "block sizes are whole numbers of samples above 0, comma-separated (e.g. --block 2048,4096)";
+  if (trim(text).empty()) throw Error("--block '" + text + "' is empty: " + accepted);
+  if (trim(text).back() == ',') throw Error("--block '" + text + "' ends with a comma: " + accepted);
+  while (std::getline(in, item, ',')) {
+    const std::string v = trim(item);
+    const bool digits = !v.empty() && v.size() <= 9 &&
+                        std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) throw Error("--block '" + text + "': '" + v + "' is not a block size: " + accepted);
+    const int64_t b = std::stoll(v);
+    if (b <= 0 || b > kMaxBlock) {
+      throw Error("--block '" + text + "': " + v + " is out of range: " + accepted + ", at most " +
+                  std::to_string(kMaxBlock));
+    }
+    if (std::find(blocks.begin(), blocks.end(), b) == blocks.end()) blocks.push_back(b);
+  }
+  return blocks;
+}
+
+RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
+  RealtimeCheck r;
+  r.file = o.file;
+  r.cores = available_cores();
+  r.cpu_model = cpu_model();
+  r.torch_version = TORCH_VERSION;
+  r.threads = o.threads;
+  r.seconds = o.seconds;
+  r.warmup_blocks = std::max<int64_t>(0, o.warmup_blocks);
+  if (o.threads < 1 || o.threads > 4 * r.cores) {
+    throw Error("--threads " + std::to_string(o.threads) + " is outside 1 … " + std::to_string(4 * r.cores) +
+                " (4 × this machine's " + count_text(r.cores, "core") + ")");
+  }
+  if (!(o.seconds > 0.0 && o.seconds <= kMaxSeconds)) {
+    std::ostringstream s;
+    s << "--seconds " << o.seconds << " is outside (0, " << kMaxSeconds
+      << "]: the seconds of audio timed per block size";
+    throw Error(s.str());
+  }
+
+  auto m = load_file(o.file);
+  const std::string file = "'" + o.file.string() + "'";
+  auto forward = m.find_method("forward");
+  if (!forward) {
+    throw Error(file +
+                " has no forward method: --benchmark expects an nn~ model file (written by `export` or "
+                "RAVE's `rave export`) whose forward(x) takes audio blocks [batch, channels, samples]");
+  }
+
+  // The block layout nn~ reads: [in_channels, in_ratio, out_channels, out_ratio].
+  const auto fp = method_params(m, "forward"), ep = method_params(m, "encode");
+  const auto n_channels = int_attr(m, "n_channels");
+  r.channels = !fp.empty() ? fp[0] : n_channels.value_or(0);
+  if (r.channels <= 0) {
+    throw Error(file + " says neither how many channels forward takes (forward_params[0]) nor n_channels");
+  }
+  int64_t in_ratio = 1;
+  if (!fp.empty()) {
+    if (fp[1] <= 0 || fp[3] <= 0) throw Error(file + " has invalid forward_params " + list_text(fp));
+    in_ratio = fp[1];
+    r.frame = std::lcm(fp[1], fp[3]);
+  }
+  if (!ep.empty() && ep[3] > 0) r.frame = std::lcm(r.frame, ep[3]);
+  const auto sr = m.hasattr("sr") ? int_attr(m, "sr") : int_attr(m, "sampling_rate");
+  if (!sr || *sr <= 0) throw Error(file + " has no sampling rate (attribute sr or sampling_rate)");
+  r.sampling_rate = *sr;
+  if (m.hasattr("streaming") && m.attr("streaming").isBool()) r.streaming = m.attr("streaming").toBool();
+
+  std::vector<int64_t> blocks = o.blocks;
+  if (blocks.empty()) {
+    for (int64_t b : {2048, 4096}) {
+      if (b % r.frame == 0) blocks.push_back(b);
+    }
+    if (blocks.empty()) blocks = {r.frame, 2 * r.frame};
+  }
+  for (int64_t b : blocks) {
+    if (b > 0 && b <= kMaxBlock && b % r.frame == 0) continue;
+    const int64_t below = std::max<int64_t>(1, b / r.frame) * r.frame, above = (b / r.frame + 1) * r.frame;
+    std::ostringstream s;
+    s << "--block " << b << " is not a whole number of latent frames of " << file << ": its blocks must be "
+      << "multiples of " << r.frame << " samples (forward_params " << list_text(fp);
+    if (!ep.empty())
+      s << ", encode_params " << list_text(ep) << ": one latent frame = " << ep[3] << " samples";
+    s << "), as nn~'s buffers are; e.g. --block " << below
+      << (below != above ? "," + std::to_string(above) : "");
+    throw Error(s.str());
+  }
+
+  ThreadCount threads(o.threads);
+  c10::InferenceMode guard;  // as nn~'s Backend::perform
+  for (int64_t block : blocks) {
+    const std::vector<int64_t> shape{1, r.channels, block / in_ratio};
+    auto call = [&](const torch::Tensor& x) {
+      c10::IValue out;
+      try {
+        out = (*forward)({x});
+      } catch (const std::exception& e) {
+        throw Error(file + ": forward failed on a " + shape_text(shape) + " block (--block " +
+                    std::to_string(block) + "): " + first_line(error_text(e)));
+      }
+      if (!out.isTensor()) {
+        throw Error(file + ": forward returned " + out.tagKind() + ", not a tensor of audio");
+      }
+    };
+    auto noise = [&] { return (torch::rand(shape) * 2.0 - 1.0) * 0.5; };
+    for (int64_t i = 0; i < r.warmup_blocks; ++i) call(noise());
+
+    BlockTiming t;
+    t.block = block;
+    const double block_s = static_cast<double>(block) / static_cast<double>(r.sampling_rate);
+    t.deadline_ms = 1000.0 * block_s;
+    t.calls = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.seconds / block_s)));
+    std::vector<double> ms;
+    ms.reserve(static_cast<size_t>(t.calls));
+    for (int64_t i = 0; i < t.calls; ++i) {
+      const auto x = noise();
+      const double cpu0 = process_cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      call(x);
+      const auto t1 = std::chrono::steady_clock::now();
+      t.cpu_s += process_cpu_seconds() - cpu0;
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    t.median_ms = median(ms);
+    t.max_ms = *std::max_element(ms.begin(), ms.end());
+    t.late = std::count_if(ms.begin(), ms.end(), [&](double v) { return v > t.deadline_ms; });
+    t.compute_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1000.0;
+    t.audio_s = static_cast<double>(t.calls) * block_s;
+    t.rtf_median = t.median_ms > 0 ? t.deadline_ms / t.median_ms : 0.0;
+    t.rtf_total = t.compute_s > 0 ? t.audio_s / t.compute_s : 0.0;
+    t.cpu_percent = 100.0 * t.cpu_s / t.audio_s;
+    t.voices = static_cast<int64_t>(std::floor(t.rtf_total));
+    r.rows.push_back(t);
+  }
+  return r;
+}
+
+std::string format_realtime_check(const RealtimeCheck& r) {
+  std::ostringstream s;
+  s << "realtime check of " << r.file.string() << "\n"
+    << "  model: " << count_text(r.channels, "channel") << " at " << r.sampling_rate << " Hz, "
+    << (r.streaming == 1   ? "streaming, "
+        : r.streaming == 0 ? "offline (clicks at block edges: export --streaming for realtime use), "
+                           : "")
+    << "blocks in multiples of " << r.frame << " samples\n"
+    << "  machine: " << r.cpu_model << ", " << count_text(r.cores, "core") << " available; LibTorch "
+    << r.torch_version << "; " << count_text(r.threads, "thread") << " (torch::set_num_threads)\n"
+    << "  forward on [1, " << r.channels << ", block] noise under InferenceMode: " << r.warmup_blocks
+    << " warm-up blocks, then " << r.seconds << " s of audio per block size\n\n";
+  s << "  block  deadline ms  median ms  slowest ms  late     RTF median  RTF total  CPU (1 core)  voices\n";
+  for (const auto& t : r.rows) {
+    std::ostringstream late, cpu;
+    late << t.late << "/" << t.calls;
+    cpu << std::fixed << std::setprecision(1) << t.cpu_percent << " %";
+    s << std::fixed << "  " << std::setw(5) << t.block << "  " << std::setw(11) << std::setprecision(1)
+      << t.deadline_ms << "  " << std::setw(9) << std::setprecision(2) << t.median_ms << "  " << std::setw(10)
+      << t.max_ms << "  " << std::left << std::setw(7) << late.str() << std::right << "  " << std::setw(10)
+      << t.rtf_median << "  " << std::setw(9) << t.rtf_total << "  " << std::setw(12) << cpu.str() << "  "
+      << (t.voices > 0 ? std::to_string(t.voices) : "0: does not keep up") << "\n";
+  }
+  s << "\n"
+    << "  deadline: the block's duration; the audio callback must return within it every time\n"
+    << "    (late: timed blocks slower than that; slowest: the worst one).\n"
+    << "  RTF: realtime factor, audio seconds / compute seconds (median block; all timed blocks).\n"
+    << "  CPU: process CPU time / audio time, as a percentage of one core.\n"
+    << "  voices: floor(RTF total), the copies of this model that fit one after another in each block's\n"
+    << "    duration on the " << count_text(r.threads, "thread")
+    << " given; below 1 it does not keep up. Leave headroom: the host,\n"
+    << "    other plug-ins and a busier machine need time too.\n";
+  return s.str();
+}
+
+}  // namespace rt::exporting
