@@ -50,7 +50,7 @@ OURS_INT8="$WORK/ours_int8_streaming.ts"
 RAVE="$WORK/rave_own_streaming.ts"
 trap 'rm -f "$OURS" "$OURS_INT8" "$RAVE"' EXIT   # 140 MiB each; the JSON lines stay in $WORK
 
-echo "== the two files (random full-size v2)" >&2
+echo "== the files (random full-size v2)" >&2
 "$BIN/export_bench" --version v2 --block 2048 --threads 1 --seconds 1 --keep "$OURS" > "$WORK/ours_export.json"
 "$BIN/export_bench" --version v2 --block 2048 --threads 1 --seconds 1 --quantize int8 --keep "$OURS_INT8" \
   > "$WORK/ours_int8_export.json"
