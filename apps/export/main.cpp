@@ -55,10 +55,11 @@ int main(int argc, char** argv) {
   app.add_option("--quantize", quantize,
                  "none: float32 weights, lossless. int8: the large layers' weights as int8 (one scale per "
                  "output channel) run by aten's dynamic quantized linear: a quarter of the weight reads, "
-                 "about 2.5x faster than none with PyPI LibTorch 2.x (fbgemm) on x86, little gain with "
-                 "Debian's 1.13 (oneDNN); lossy: activations are quantized to 7 bits per call. Opt-in: on "
-                 "our trained small v2 it adds more than 5% of the model's own reconstruction distance "
-                 "(docs/export.md); export prints what it adds on your model")
+                 "about 2x faster than none on PyPI's x86 LibTorch 2.x (fbgemm), no faster on Debian's 1.13 "
+                 "(oneDNN). Lossy (activations quantized to 7 bits per call), so opt-in: export prints what "
+                 "it adds on your model; on a small v2 trained 1300 steps on the demo database it added "
+                 "0.8% of the model's own reconstruction distance (SNR 43 dB), too unconverged a model to "
+                 "make it the default (docs/export.md)")
       ->capture_default_str();
   app.add_option("--check_seconds", opt.check_seconds,
                  "seconds of the run's database the written file is compared on with the float32 model "
