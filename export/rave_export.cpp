@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "data/audio_io.h"
 #include "export/rave_checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/run_dir.h"
@@ -149,6 +150,19 @@ ExportReport export_rave(const ExportOptions& options) {
   r.sampling_rate = c.sampling_rate;
   r.streaming = o.streaming;
   choose_latent(o, c, r);
+  // --check_audio is read before anything is written: a file that cannot be read stops here.
+  torch::Tensor check_audio;
+  if (!o.check_audio.empty() && o.check_seconds > 0.0) {
+    if (!fs::is_regular_file(o.check_audio))
+      throw Error("--check_audio '" + o.check_audio.string() + "': no such file");
+    const AudioData a =
+        load_audio(o.check_audio, static_cast<int>(c.sampling_rate), static_cast<int>(r.channels));
+    check_audio = torch::empty({a.num_channels(), a.frames()});
+    for (int ch = 0; ch < a.num_channels(); ++ch) {
+      std::copy(a.channels[static_cast<size_t>(ch)].begin(), a.channels[static_cast<size_t>(ch)].end(),
+                check_audio[ch].data_ptr<float>());
+    }
+  }
 
   ScriptOptions s;
   s.streaming = o.streaming;
@@ -179,7 +193,13 @@ ExportReport export_rave(const ExportOptions& options) {
     const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
     try {
       std::string source;
-      auto audio = database_audio(c, samples, &source);
+      torch::Tensor audio;
+      if (check_audio.defined()) {
+        audio = check_audio.narrow(1, 0, std::min(samples, check_audio.size(1)));
+        source = "'" + o.check_audio.string() + "'";
+      } else {
+        audio = database_audio(c, samples, &source);
+      }
       r.check = measure_fidelity(*c.model, r.output, s, r.script, audio, source);
     } catch (const Error& e) {
       r.check.not_measured = e.what();

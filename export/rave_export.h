@@ -27,6 +27,7 @@ struct ExportOptions {
   bool ema_weights = false;  // the parameters' moving averages (train.ema), as RAVE's --ema_weights
   Quantize quantize = Quantize::kNone;  // --quantize
   double check_seconds = 10.0;          // audio of the run's database the fidelity check compares; 0 = none
+  std::filesystem::path check_audio;  // --check_audio: this file instead of the database (any rate, channels)
 };
 
 struct ExportReport {

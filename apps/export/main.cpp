@@ -1,6 +1,7 @@
 // export: a trained RAVE run → TorchScript for nn~ (Max/MSP, Pure Data) and the RAVE VST.
 //   export --run RUN_DIR | --ckpt PATH [--output NAME.ts] [--streaming] [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
+//          [--check_audio FILE]
 // and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
 #include <CLI/CLI.hpp>
@@ -18,7 +19,7 @@ namespace {
 void check_modes(const CLI::App& app, bool benchmark) {
   if (benchmark) {
     for (const char* flag : {"--run", "--ckpt", "--output", "--streaming", "--ema_weights", "--fidelity",
-                             "--latent_size", "--quantize", "--check_seconds"}) {
+                             "--latent_size", "--quantize", "--check_seconds", "--check_audio"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -61,6 +62,11 @@ int main(int argc, char** argv) {
                  "0.8% of the model's own reconstruction distance (SNR 43 dB), too unconverged a model to "
                  "make it the default (docs/export.md)")
       ->capture_default_str();
+  std::string check_audio;
+  app.add_option("--check_audio", check_audio,
+                 "an audio file (any format libsndfile reads, any rate and channel count: resampled and "
+                 "mapped as preprocess does) to run the fidelity check on instead of the run's database, "
+                 "e.g. speech or your own material");
   app.add_option("--check_seconds", opt.check_seconds,
                  "seconds of the run's database the written file is compared on with the float32 model "
                  "(SNR, multi-scale spectral distance); 0 = skip the check")
@@ -81,6 +87,7 @@ int main(int argc, char** argv) {
   opt.run = run;
   opt.checkpoint = ckpt;
   opt.output = output;
+  opt.check_audio = check_audio;
   try {
     opt.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
     const bool benchmarking = app.count("--benchmark") > 0;

@@ -1,8 +1,10 @@
 // `export` end to end: train tiny_rave on the demo database for a few steps, export the run,
 // check the file (latent size by the fidelity rule, tensors from the checkpoint, streaming
 // latency), and every refusal with its message.
+#include <cmath>
 #include <fstream>
 
+#include "data/audio_io.h"
 #include "e2e/e2e_fixtures.h"
 #include "export/rave_export.h"
 #include "models/rave/latent_pca.h"
@@ -137,6 +139,39 @@ TEST_F(ExportCli, DefaultExportStaysWithinTheFidelityBudget) {
   EXPECT_NE(q.exit_code, 0);
   EXPECT_NE(q.output.find("--quantize"), std::string::npos) << q.output;
   EXPECT_NE(q.output.find("int8"), std::string::npos) << q.output;
+}
+
+// --check_audio: the check runs on a given file (here 22.05 kHz stereo, resampled and mixed down
+// to the model's format); a file that cannot be read stops the export before anything is written.
+TEST_F(ExportCli, FidelityCheckRunsOnAGivenAudioFile) {
+  AudioData a;
+  a.sample_rate = 22050;
+  for (int ch = 0; ch < 2; ++ch) {
+    std::vector<float> x(22050 * 3);
+    for (size_t t = 0; t < x.size(); ++t) {
+      const double s = static_cast<double>(t) / 22050.0;
+      x[t] = static_cast<float>(0.3 * std::sin(2 * M_PI * (220.0 + 110.0 * ch) * s) *
+                                (0.6 + 0.4 * std::sin(2 * M_PI * 3.0 * s)));
+    }
+    a.channels.push_back(x);
+  }
+  const fs::path wav = dir_->path() / "tones.wav";
+  write_audio_file(wav, a, audio_format_from_name("wav16"));
+  const fs::path out = dir_->path() / "checked_on_file.ts";
+  auto r = run_export("--run " + quote(run_.string()) + " --streaming --check_seconds 1 --check_audio " +
+                      quote(wav.string()) + " --output " + quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("fidelity vs the float32 model on '" + wav.string() + "' (1.0 s)"),
+            std::string::npos)
+      << r.output;
+
+  const fs::path bad = dir_->path() / "not_audio.wav", refused = dir_->path() / "refused.ts";
+  std::ofstream(bad) << "not audio";
+  auto b = run_export("--run " + quote(run_.string()) + " --check_audio " + quote(bad.string()) +
+                      " --output " + quote(refused.string()));
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_NE(b.output.find(bad.string()), std::string::npos) << b.output;
+  EXPECT_FALSE(fs::exists(refused));
 }
 
 TEST_F(ExportCli, StreamingExportReportsItsLatency) {
