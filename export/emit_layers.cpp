@@ -97,9 +97,15 @@ Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y) {
   return w.assign(x, x.var + " + " + y.var);
 }
 
-bool as_matmul(int64_t groups) { return groups == 1; }
-
 namespace {
+
+// Convolutions (groups = 1) are emitted as one matrix product on a weight laid out at export:
+// the input's windows [batch · steps, in · kernel] times [out, in · kernel]; streaming
+// transposed convolutions likewise, [batch · steps, in] times [out · kernel, in]. At nn~'s
+// block sizes the large layers see one or two time steps, where a convolution's set-up
+// (im2col, the BLAS packing the whole weight for a one-column product) costs more than one
+// read of the weight, which is what a matrix-vector product costs. Lossless: the same sums.
+bool as_matmul(int64_t groups) { return groups == 1; }
 
 // rows [N, K] times weight [M, K] transposed (+ bias) → [N, M]. One row (batch 1, one output
 // step: the top layers of a 2048-sample call) is a matrix-vector product, which every BLAS

@@ -28,14 +28,6 @@ namespace rt::exporting {
 // Throws rt::Error for any other type.
 Signal emit_module(MethodWriter& w, const Signal& x, torch::nn::Module& m, const std::string& key);
 
-// Convolutions (groups = 1) are emitted as one matrix product on a weight laid out at export:
-// the input's windows [batch · steps, in · kernel] times [out, in · kernel]; streaming
-// transposed convolutions likewise, [batch · steps, in] times [out · kernel, in]. At nn~'s
-// block sizes the large layers see one or two time steps, where a convolution's set-up
-// (im2col, the BLAS packing the whole weight for a one-column product) costs more than one
-// read of the weight, which is what a matrix-vector product costs. Lossless: the same sums.
-bool as_matmul(int64_t groups);
-
 Signal emit_conv(MethodWriter& w, const Signal& x, const models::WNConv1dImpl& conv, const std::string& key);
 Signal emit_conv_transpose(MethodWriter& w, const Signal& x, const models::WNConvTranspose1dImpl& conv,
                            const std::string& key);

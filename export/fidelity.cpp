@@ -110,16 +110,17 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesyst
     }
   }
   auto ref = reference(model, x, options.latent_size);
-  auto seg = [&](const torch::Tensor& t, int64_t start) {
-    return t.narrow(-1, start, compared).to(torch::kDouble);
-  };
-  const auto r = seg(ref, skip), o = seg(out, skip + latency), in = seg(x, skip);
-  const double signal = r.pow(2).sum().item<double>(), error = (o - r).pow(2).sum().item<double>();
+  // The compared stretch: the model's and the input's from `skip`, the file's shifted by its latency.
+  const auto r = ref.narrow(-1, skip, compared), o = out.narrow(-1, skip + latency, compared),
+             in = x.narrow(-1, skip, compared);
+  const auto diff = o.to(torch::kDouble) - r.to(torch::kDouble);  // sums of squares in double
+  const double signal = r.to(torch::kDouble).pow(2).sum().item<double>(),
+               error = diff.pow(2).sum().item<double>();
   f.snr_db = error > 0.0 ? 10.0 * std::log10(signal / error) : std::numeric_limits<double>::infinity();
-  f.max_abs_diff = (o - r).abs().max().item<double>();
+  f.max_abs_diff = diff.abs().max().item<double>();
   const auto& scales = model.options().stft_scales;
-  f.own_distance = rave::spectral_distance(in.to(torch::kFloat), r.to(torch::kFloat), scales).item<double>();
-  f.added_distance = rave::spectral_distance(r.to(torch::kFloat), o.to(torch::kFloat), scales).item<double>();
+  f.own_distance = rave::spectral_distance(in, r, scales).item<double>();
+  f.added_distance = rave::spectral_distance(r, o, scales).item<double>();
   f.seconds = static_cast<double>(compared) / static_cast<double>(options.sampling_rate);
   f.measured = true;
   return f;
