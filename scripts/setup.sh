@@ -13,6 +13,9 @@ PACKAGES=(
 )
 # Tools the tests and examples use to make and read fixtures (real encoders, not mocks).
 PACKAGES+=(sox flac vorbis-tools)
+# Recorded speech for the export fidelity tests: alsa-utils installs speaker-test's spoken
+# channel names under /usr/share/sounds/alsa (tests/e2e/e2e_fixtures.h, speech_fixture).
+PACKAGES+=(alsa-utils)
 # profile-report --plots draws with gnuplot's pngcairo terminal; the example-script test drives
 # the menu through a pseudo-terminal with python3's pty module.
 PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)

@@ -37,6 +37,7 @@ TOPICS = (
     ("heap_retention", "heap retention"),
     ("long_run_rss", "long run"),
     ("export", "export in realtime"),
+    ("export_fidelity", "export fidelity"),
     ("rave_configs", "RAVE configs"),
     ("rave_smoke", "RAVE full size"),
     ("step_ab", "refactor guard"),

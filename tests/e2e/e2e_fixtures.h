@@ -48,6 +48,26 @@ inline fs::path make_demo_db(const fs::path& dir, double seconds_per_file = 3.0,
   return db;
 }
 
+// Recorded speech, for the checks that need a voice rather than tones: the eight spoken channel
+// names that alsa-utils installs for speaker-test (/usr/share/sounds/alsa/{Front,Rear,Side}_*.wav,
+// 48 kHz mono, about 11 s together), joined by sox into <dir>/speech.wav. scripts/setup.sh
+// installs both. Fails the test, naming the package, when they are missing.
+inline fs::path speech_fixture(const fs::path& dir) {
+  const fs::path sounds = "/usr/share/sounds/alsa", out = dir / "speech.wav";
+  std::string inputs;
+  for (const char* name : {"Front_Left", "Front_Center", "Front_Right", "Side_Left", "Side_Right",
+                           "Rear_Left", "Rear_Center", "Rear_Right"}) {
+    const fs::path f = sounds / (std::string(name) + ".wav");
+    EXPECT_TRUE(fs::is_regular_file(f))
+        << f << " is missing: the speech fixture comes from Debian's alsa-utils "
+        << "(scripts/setup.sh installs it)";
+    inputs += " " + quote(f.string());
+  }
+  auto r = run_command("sox" + inputs + " " + quote(out.string()) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return out;
+}
+
 // Builds <dir>/db from synthetic reaching trials (`preprocess --generate_neural_demo <dir>/h5
 // <demo_args>`, e.g. "--groups 1 --units 182 --trials 64 --seed 7", then the import). Fails the
 // test when either command fails.

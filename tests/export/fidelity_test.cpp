@@ -1,12 +1,15 @@
 // export/fidelity.h: the check export prints after writing a file. The float32 export is the
 // model's computation (lossless: within 1e-5 of the C++ model, nothing added to its spectral
 // distance), offline and streaming; an int8 export is measured as lossy, and still runs as
-// nn~ runs it.
+// nn~ runs it. Every version export supports, mono and stereo.
 #include "export/fidelity.h"
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <string>
+#include <tuple>
 
 #include "export_fixtures.h"
 
@@ -23,16 +26,19 @@ torch::Tensor test_audio(int64_t channels, int64_t samples) {
   return x.to(torch::kFloat).unsqueeze(0).repeat({channels, 1});
 }
 
-class FidelityCheck : public ::testing::TestWithParam<bool> {
+class FidelityCheck : public ::testing::TestWithParam<std::tuple<Variant, bool>> {
  protected:
+  bool streaming() const { return std::get<1>(GetParam()); }
   FidelityFigures check(const ScriptOptions& s, ScriptInfo* info) {
-    Variant v{"v2 mono", rave::RaveVersion::kV2, 1, 0, false};
+    const Variant& v = std::get<0>(GetParam());
     model_ = tiny_model(tiny_options(v));
-    file_ = dir_.path() / (std::string(GetParam() ? "streaming" : "offline") + ".ts");
+    channels_ = v.channels;
+    file_ = dir_.path() / (std::string(streaming() ? "streaming" : "offline") + ".ts");
     script_rave(*model_, s, info).save(file_.string());
-    const auto audio = test_audio(1, fidelity_samples(*info, 44100, 1.0, s.streaming));
+    const auto audio = test_audio(v.channels, fidelity_samples(*info, 44100, 1.0, s.streaming));
     return measure_fidelity(*model_, file_, s, *info, audio, "test tones");
   }
+  int64_t channels_ = 1;
   rt::testing::ScratchDir dir_{"fidelity_check"};
   rave::RaveModel model_{nullptr};
   std::filesystem::path file_;
@@ -40,7 +46,7 @@ class FidelityCheck : public ::testing::TestWithParam<bool> {
 
 TEST_P(FidelityCheck, FloatExportIsTheModelWithinItsBudget) {
   ScriptOptions s;
-  s.streaming = GetParam();
+  s.streaming = streaming();
   ScriptInfo info;
   const auto f = check(s, &info);
   ASSERT_TRUE(f.measured) << f.not_measured;
@@ -54,7 +60,7 @@ TEST_P(FidelityCheck, FloatExportIsTheModelWithinItsBudget) {
 
 TEST_P(FidelityCheck, Int8ExportIsMeasuredAsLossyAndRunsAsNnTildeCallsIt) {
   ScriptOptions s;
-  s.streaming = GetParam();
+  s.streaming = streaming();
   s.quantize = Quantize::kInt8;
   s.int8_min_weights = 0;  // every product: the tiny model has no large layer
   ScriptInfo info;
@@ -71,8 +77,8 @@ TEST_P(FidelityCheck, Int8ExportIsMeasuredAsLossyAndRunsAsNnTildeCallsIt) {
   // nn~: batch 4, two whole blocks, from the saved file.
   auto m = torch::jit::load(file_.string());
   c10::InferenceMode guard;
-  auto y = m.get_method("forward")({torch::randn({4, 1, 2 * info.ratio}) * 0.3}).toTensor();
-  EXPECT_EQ(y.sizes(), (at::IntArrayRef{4, 1, 2 * info.ratio}));
+  auto y = m.get_method("forward")({torch::randn({4, channels_, 2 * info.ratio}) * 0.3}).toTensor();
+  EXPECT_EQ(y.sizes(), (at::IntArrayRef{4, channels_, 2 * info.ratio}));
   EXPECT_TRUE(torch::isfinite(y).all().item<bool>());
 }
 
@@ -90,9 +96,14 @@ TEST(FidelityCheckFigures, ShareAndBudget) {
   EXPECT_EQ(f.share(), 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(OfflineAndStreaming, FidelityCheck, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return std::string(i.param ? "Streaming" : "Offline");
+INSTANTIATE_TEST_SUITE_P(EveryVersion, FidelityCheck,
+                         ::testing::Combine(::testing::ValuesIn(all_variants()), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<Variant, bool>>& i) {
+                           std::string n = std::get<0>(i.param).name;
+                           for (auto& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n + (std::get<1>(i.param) ? "_streaming" : "_offline");
                          });
 
 }  // namespace
