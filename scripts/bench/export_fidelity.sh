@@ -5,7 +5,7 @@
 # multi-scale spectral distance it adds, as a share of the model's own reconstruction distance)
 # on the run's database and on recorded speech (the eight spoken channel names of alsa-utils,
 # the tests' speech fixture).
-#   scripts/bench/export_fidelity.sh [--run DIR]... [--config v2] [--capacity 32] [--steps 1500]
+#   scripts/bench/export_fidelity.sh [--run DIR]... [--config v2] [--capacity 32] [--steps 3000]
 #                                    [--check_seconds 10] [--threads 2] [--quick] [--results_dir DIR]
 # Without --run it trains one here: --config at --capacity on the demo database (preprocess
 # --generate_demo, 20 s per file), batch 4 of 131072 samples, --steps steps, --threads threads;
@@ -18,7 +18,7 @@ COMMAND="$(bench_command "$@")"
 RUNS=()
 CONFIG=v2
 CAPACITY=32
-STEPS=1500
+STEPS=3000
 CHECK_SECONDS=10
 THREADS=2
 while [ $# -gt 0 ]; do

@@ -5,6 +5,7 @@ figures (SNR, max |diff|, spectral distance added, its share of the model's own 
 distance) and the two rules they answer: float32 within 1e-5 of the model, and a lossy file on by
 default only within 5 % of the model's own distance."""
 import argparse
+import os
 import re
 
 import benchlib
@@ -67,10 +68,12 @@ def main():
         layers = (f"{r['int8_layers']} ({100.0 * r['int8_weights'] / r['weights']:.0f} % of the weights)"
                   if r["weights"] else "0")
         snr = "identical" if r["snr_db"] is None else f"{r['snr_db']:.1f} dB"
-        table.append([f"step {r['step']}", AUDIO.get(r["audio"], r["audio"]), f"{r['seconds']:.1f} s", label,
+        table.append([(f"{os.path.basename(r['run'].rstrip('/'))}, " if not a.trained_here else "")
+                      + f"step {r['step']}", AUDIO.get(r["audio"], r["audio"]), f"{r['seconds']:.1f} s", label,
                       layers, f"{r['file_bytes'] / 2**20:.1f} MiB", snr, f"{r['max_abs_diff']:.2e}",
                       f"{r['added']:.4f}", f"{r['own']:.3f}", f"**{100.0 * r['share']:.2f} %**"])
-        where = f"{a.config} at capacity {a.capacity}, step {r['step']}, {AUDIO.get(r['audio'], r['audio'])}"
+        model = f"{a.config} at capacity {a.capacity}" if a.trained_here else os.path.basename(r["run"].rstrip("/"))
+        where = f"{model}, step {r['step']}, {AUDIO.get(r['audio'], r['audio'])}"
         if r["quantize"] == "none":
             targets.append(benchlib.target(f"Streaming float32 export of a trained {where}: max |file − model|",
                                            "≤ 1e-5", "<=", 1e-5, [r["max_abs_diff"]], fmt="{:.1e}",
@@ -82,9 +85,10 @@ def main():
     b.table(["checkpoint", "audio", "compared", "export", "int8 layers", "file", "SNR", "max |diff|",
              "distance added", "model's own distance", "added ÷ own"], table)
     b.text("`--quantize int8` stays opt-in whatever these figures say: one model trained for minutes on the demo "
-           "database does not show what int8 does to a converged model's timbre, and on LibTorch builds without "
-           "fbgemm (Debian's 1.13) it is no faster (section \"Exported RAVE v2 in realtime\"). `export` prints "
-           "the same check for every file it writes, so each user sees it on their own model.")
+           "database does not show what int8 does to a converged model's timbre, and what it gains depends on the "
+           "host's quantized engine: much with fbgemm (PyPI's x86 LibTorch), little or nothing with oneDNN "
+           "(Debian's 1.13; section \"Exported RAVE v2 in realtime\"). `export` prints the same check for every "
+           "file it writes, so each user sees it on their own model.")
     env = benchlib.environment(a.load_before)
     rec = benchlib.record("export_fidelity", "Export fidelity on a trained model", a.command, env, b,
                           raw={"rows": rows}, targets=targets,
