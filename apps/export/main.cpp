@@ -53,15 +53,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--latent_size", opt.latent_size, "keep exactly N latent dimensions instead");
   std::string quantize = "none";
-  app.add_option("--quantize", quantize,
-                 "none: float32 weights, lossless. int8: the large layers' weights as int8 (one scale per "
-                 "output channel) run by aten's dynamic quantized linear: a quarter of the weight reads, "
-                 "2-2.6x faster than none on PyPI's x86 LibTorch 2.x (fbgemm), little or nothing on Debian's "
-                 "1.13 (oneDNN) (BENCHMARKS.md). Lossy (activations quantized to 7 bits per call), so opt-in: "
-                 "export prints what it adds on your model; on a v2 at capacity 32 trained 3000 steps on the "
-                 "demo database it added 0.8% of the model's own reconstruction distance on the database and "
-                 "0.3% on recorded speech (SNR 52 and 43 dB), too unconverged a model to make it the default "
-                 "(docs/export.md)")
+  app.add_option(
+         "--quantize", quantize,
+         "none: float32 weights, lossless. int8: the large layers' weights as int8 (one scale per "
+         "output channel) run by aten's dynamic quantized linear: a quarter of the weight reads, "
+         "2-2.6x faster than none on PyPI's x86 LibTorch 2.x (fbgemm), little or nothing on Debian's "
+         "1.13 (oneDNN) (BENCHMARKS.md). Lossy (activations quantized to 7 bits per call), so opt-in: "
+         "export prints what it adds on your model; on a v2 at capacity 32 trained 3000 steps on the "
+         "demo database it added 0.8% of the model's own reconstruction distance on the database and "
+         "0.3% on recorded speech (SNR 52 and 43 dB), too unconverged a model to make it the default "
+         "(docs/export.md)")
       ->capture_default_str();
   std::string check_audio;
   app.add_option("--check_audio", check_audio,
