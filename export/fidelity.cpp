@@ -113,9 +113,8 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesyst
   // The compared stretch: the model's and the input's from `skip`, the file's shifted by its latency.
   const auto r = ref.narrow(-1, skip, compared), o = out.narrow(-1, skip + latency, compared),
              in = x.narrow(-1, skip, compared);
-  const auto diff = o.to(torch::kDouble) - r.to(torch::kDouble);  // sums of squares in double
-  const double signal = r.to(torch::kDouble).pow(2).sum().item<double>(),
-               error = diff.pow(2).sum().item<double>();
+  const auto r64 = r.to(torch::kDouble), diff = o.to(torch::kDouble) - r64;  // sums of squares in double
+  const double signal = r64.pow(2).sum().item<double>(), error = diff.pow(2).sum().item<double>();
   f.snr_db = error > 0.0 ? 10.0 * std::log10(signal / error) : std::numeric_limits<double>::infinity();
   f.max_abs_diff = diff.abs().max().item<double>();
   const auto& scales = model.options().stft_scales;

@@ -37,13 +37,13 @@ while [ $# -gt 0 ]; do
 done
 bench_need_bin export train preprocess
 SPEECH_PARTS=(Front_Left Front_Center Front_Right Side_Left Side_Right Rear_Left Rear_Center Rear_Right)
+files=()
 for p in "${SPEECH_PARTS[@]}"; do
-  [ -f "/usr/share/sounds/alsa/$p.wav" ] || bench_die "/usr/share/sounds/alsa/$p.wav missing: apt-get install alsa-utils (scripts/setup.sh)"
+  files+=("/usr/share/sounds/alsa/$p.wav")
+  [ -f "${files[-1]}" ] || bench_die "${files[-1]} missing: apt-get install alsa-utils (scripts/setup.sh)"
 done
 WORK="$(mktemp -d /tmp/rt_export_fidelity.XXXXXX)"
 SPEECH="$WORK/speech.wav"
-files=()
-for p in "${SPEECH_PARTS[@]}"; do files+=("/usr/share/sounds/alsa/$p.wav"); done
 sox "${files[@]}" "$SPEECH"
 
 if [ ${#RUNS[@]} -eq 0 ]; then

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -28,17 +27,16 @@ torch::Tensor test_audio(int64_t channels, int64_t samples) {
 
 class FidelityCheck : public ::testing::TestWithParam<std::tuple<Variant, bool>> {
  protected:
+  const Variant& variant() const { return std::get<0>(GetParam()); }
   bool streaming() const { return std::get<1>(GetParam()); }
   FidelityFigures check(const ScriptOptions& s, ScriptInfo* info) {
-    const Variant& v = std::get<0>(GetParam());
+    const Variant& v = variant();
     model_ = tiny_model(tiny_options(v));
-    channels_ = v.channels;
     file_ = dir_.path() / (std::string(streaming() ? "streaming" : "offline") + ".ts");
     script_rave(*model_, s, info).save(file_.string());
     const auto audio = test_audio(v.channels, fidelity_samples(*info, 44100, 1.0, s.streaming));
     return measure_fidelity(*model_, file_, s, *info, audio, "test tones");
   }
-  int64_t channels_ = 1;
   rt::testing::ScratchDir dir_{"fidelity_check"};
   rave::RaveModel model_{nullptr};
   std::filesystem::path file_;
@@ -77,8 +75,9 @@ TEST_P(FidelityCheck, Int8ExportIsMeasuredAsLossyAndRunsAsNnTildeCallsIt) {
   // nn~: batch 4, two whole blocks, from the saved file.
   auto m = torch::jit::load(file_.string());
   c10::InferenceMode guard;
-  auto y = m.get_method("forward")({torch::randn({4, channels_, 2 * info.ratio}) * 0.3}).toTensor();
-  EXPECT_EQ(y.sizes(), (at::IntArrayRef{4, channels_, 2 * info.ratio}));
+  const int64_t channels = variant().channels;
+  auto y = m.get_method("forward")({torch::randn({4, channels, 2 * info.ratio}) * 0.3}).toTensor();
+  EXPECT_EQ(y.sizes(), (at::IntArrayRef{4, channels, 2 * info.ratio}));
   EXPECT_TRUE(torch::isfinite(y).all().item<bool>());
 }
 
@@ -99,11 +98,8 @@ TEST(FidelityCheckFigures, ShareAndBudget) {
 INSTANTIATE_TEST_SUITE_P(EveryVersion, FidelityCheck,
                          ::testing::Combine(::testing::ValuesIn(all_variants()), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<std::tuple<Variant, bool>>& i) {
-                           std::string n = std::get<0>(i.param).name;
-                           for (auto& ch : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n + (std::get<1>(i.param) ? "_streaming" : "_offline");
+                           return variant_name({std::get<0>(i.param), i.index}) +
+                                  (std::get<1>(i.param) ? "_streaming" : "_offline");
                          });
 
 }  // namespace
