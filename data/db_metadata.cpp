@@ -8,6 +8,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/parse.h"
+#include "util/printable.h"
 
 namespace rt {
 namespace {
@@ -50,9 +51,11 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
     if (line.empty() || line[0] == '#' || line == "---") continue;
     const std::string at = "'" + path.string() + "' line " + std::to_string(line_no);
     const auto colon = line.find(':');
-    if (colon == std::string::npos) throw Error(at + ": expected 'key: value', got '" + line + "'");
-    const std::string key = trim(line.substr(0, colon));
-    const std::string value = trim(line.substr(colon + 1));
+    if (colon == std::string::npos)
+      throw Error(at + ": expected 'key: value', got '" + printable(line) + "'");
+    // As messages show them: a crafted file's bytes escaped (util/printable.h).
+    const std::string key = printable(trim(line.substr(0, colon)));
+    const std::string value = printable(trim(line.substr(colon + 1)));
     auto integer = [&](int64_t lo, int64_t hi, const std::string& unit) {
       const auto v = parse_int64(value);
       if (!v || *v < lo || *v > hi) {

@@ -20,6 +20,7 @@
 #include "data/db_metadata.h"
 #include "data/lmdb_store.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/printable.h"
 #include "util/signals.h"
 
@@ -136,7 +137,10 @@ std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
         if (it->is_regular_file(ec)) files.insert(fs::absolute(it->path()).lexically_normal());
       }
     } else {
-      missing.push_back({in, "does not exist (or is neither a file nor a folder)"});
+      const std::string why = not_a_folder(in);
+      missing.push_back({in, why.rfind("is ", 0) == 0 ? "is " + file_kind_text(fs::status(in, ec)) +
+                                                            ", neither a file nor a folder"
+                                                      : why});
     }
   }
   return {files.begin(), files.end()};

@@ -17,6 +17,7 @@
 
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/path_kind.h"
 
 namespace rt::exporting {
 namespace {
@@ -107,8 +108,8 @@ class ThreadCount {
 torch::jit::Module load_file(const fs::path& file) {
   const std::string name = "--benchmark '" + file.string() + "'";
   std::error_code ec;
-  if (!fs::exists(file, ec)) throw Error(name + ": no such file");
-  if (fs::is_directory(file, ec)) throw Error(name + " is a directory, not a TorchScript (.ts) file");
+  if (const std::string why = not_a_regular_file(file); !why.empty())
+    throw Error(name + " " + why + " (expected a TorchScript .ts file)");
   try {
     auto m = torch::jit::load(file.string());  // as nn~'s Backend::load
     m.eval();

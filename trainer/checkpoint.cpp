@@ -6,6 +6,7 @@
 #include "trainer/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 
 namespace rt {
 namespace {
@@ -41,7 +42,8 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& a, const std::string& f
 }
 
 torch::serialize::InputArchive open_archive(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) throw Error("checkpoint '" + path.string() + "' does not exist");
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    throw Error("checkpoint '" + path.string() + "' " + why);
   // torch's reader skips the entries' CRCs: a flipped bit would load and train on.
   verify_zip_entries(path);
   torch::serialize::InputArchive a;

@@ -13,6 +13,7 @@
 #include "trainer/family_registry.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 
 namespace rt {
 namespace {
@@ -424,8 +425,8 @@ bool Config::operator==(const Config& other) const {
 
 Config load_config_file(const std::filesystem::path& path) {
   Config c;
-  if (!std::filesystem::is_regular_file(path))
-    throw Error("config file '" + path.string() + "' does not exist");
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    throw Error("config file '" + path.string() + "' " + why);
   const ConfigStack stack = ConfigStack::merge({path.string()}, config_search_dirs(), c);
   stack.check(c);
   c.finalize();

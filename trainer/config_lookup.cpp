@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "util/error.h"
+#include "util/path_kind.h"
 
 namespace rt {
 
@@ -55,7 +56,7 @@ fs::path find_config_file(const std::string& name_or_path, const std::vector<fs:
   if (name_or_path.empty()) throw Error("--config: empty config name");
   if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
   if (name_or_path.find('/') != std::string::npos) {
-    throw Error("--config: config file '" + name_or_path + "' does not exist");
+    throw Error("--config: config file '" + name_or_path + "' " + not_a_regular_file(name_or_path));
   }
   std::string file = name_or_path;
   if (fs::path(file).extension() != ".toml") file += ".toml";

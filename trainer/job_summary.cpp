@@ -13,6 +13,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/printable.h"
 #include "util/profile_schema.h"
 
 namespace rt {
@@ -138,7 +139,7 @@ void report_validation(const ValidationResult& v, int64_t step, TensorBoardWrite
   for (const auto& [name, value] : v.metrics) {
     if (tb) tb->add_scalar(name, static_cast<float>(value), step);
     summary.set_metric(name, value);
-    line << " " << name << "=" << std::setprecision(5) << value;
+    line << " " << printable(name) << "=" << std::setprecision(5) << value;  // group names are data
   }
   console << line.str() << std::endl;
   if (tb && v.audio.defined() && v.sample_rate > 0) {

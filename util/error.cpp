@@ -5,6 +5,61 @@
 
 namespace rt {
 
+Error::Error(const std::string& what) : std::runtime_error(terminal_safe(what)) {}
+
+std::string terminal_safe(const std::string& text) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&](unsigned char u) {
+    out += "\\x";
+    out += kHex[u >> 4];
+    out += kHex[u & 0xf];
+  };
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u < 0x80) {
+      if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f) {
+        escape(u);
+      } else {
+        out += static_cast<char>(u);
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no overlong
+    // forms, no surrogates, nothing above U+10FFFF.
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (u >= 0xc2 && u <= 0xdf) {
+      len = 2, cp = u & 0x1f;
+    } else if (u >= 0xe0 && u <= 0xef) {
+      len = 3, cp = u & 0x0f;
+    } else if (u >= 0xf0 && u <= 0xf4) {
+      len = 4, cp = u & 0x07;
+    }
+    bool valid = len > 0 && i + len <= n;
+    for (size_t k = 1; valid && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c & 0xc0) != 0x80) valid = false;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (valid) {
+      valid = !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+              !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);  // C1 controls
+    }
+    if (!valid) {
+      escape(u);  // this byte alone; the next starts afresh
+      ++i;
+      continue;
+    }
+    out.append(text, i, len);
+    i += len;
+  }
+  return out;
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

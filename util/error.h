@@ -9,10 +9,18 @@
 
 namespace rt {
 
+// The message is kept terminal-safe (terminal_safe below): a value echoed from the command line,
+// a file or a record can neither move the cursor nor change the terminal's state.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what);
 };
+
+// `text` with every byte a terminal would act on written as \xNN: C0 control characters but
+// newline and tab (escape sequences start with ESC, 0x1b; a carriage return overwrites the
+// line), DEL, the C1 controls U+0080–U+009F, and bytes that are not valid UTF-8. Printable
+// ASCII and valid UTF-8 (a folder named "Klänge") pass unchanged.
+std::string terminal_safe(const std::string& text);
 
 // "[64, 182, 1]": a tensor shape in messages.
 std::string shape_text(const std::vector<int64_t>& shape);

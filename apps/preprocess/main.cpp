@@ -1,6 +1,5 @@
 // preprocess: audio files → RAVE-compatible LMDB, NLB-style HDF5 files → neural LMDB;
 // --inspect DB (audio or neural); --generate_demo DIR; --generate_neural_demo DIR.
-#include <CLI/CLI.hpp>
 #include <iostream>
 #include <thread>
 
@@ -11,8 +10,10 @@
 #include "data/neural/neural_inspect.h"
 #include "data/neural/synthetic_reaching.h"
 #include "data/preprocess.h"
+#include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/printable.h"
 #include "util/signals.h"
 
 int main(int argc, char** argv) {
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("--generate_demo", demo_dir, "write the built-in demo audio folder to DIR and exit");
   app.add_option("--demo_seconds", demo_seconds, "length of each demo file (s)")->capture_default_str();
   app.add_option("--seed", seed, "demo generator seed (audio and neural)")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv);
   // Long preparations (decoding, import, demo data, inspecting) stop within a fraction of a
   // second on Ctrl-C or SIGTERM; the trainer's "stopping after this step" does not apply here.
   rt::install_stop_signal_handlers();
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
         auto report = rt::neural::import_neural_hdf5(nopt);
         for (const auto& n : report.notes) std::cerr << "note: " << n << "\n";
         for (const auto& g : report.groups) {
-          std::cout << "group " << g.name << ": " << g.units << " units, " << g.behavior_dims
+          std::cout << "group " << rt::printable(g.name) << ": " << g.units << " units, " << g.behavior_dims
                     << " behaviour dims, " << g.trials << " trials, " << g.bin_ms << " ms bins\n";
         }
         std::cout << "wrote " << report.trials_written << " trials (" << report.groups.size()

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "util/error.h"
+#include "util/path_kind.h"
 
 namespace rt::neural {
 namespace {
@@ -28,7 +29,8 @@ struct Handle {
 
 H5File H5File::open_read(const std::filesystem::path& path) {
   silence_hdf5_errors();
-  if (!std::filesystem::exists(path)) throw Error("HDF5 file " + path.string() + " does not exist");
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    throw Error("HDF5 file " + path.string() + " " + why);
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     throw Error("cannot read " + path.string() + ": not an HDF5 file (or unreadable)");
   }

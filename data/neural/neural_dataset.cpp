@@ -6,6 +6,7 @@
 
 #include "data/neural/neural_record.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/printable.h"
 #include "util/signals.h"
 
@@ -21,7 +22,8 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
     throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) +
                 ": must be <= " + std::to_string(kMaxSigmaMs));
   }
-  if (!std::filesystem::is_directory(db)) throw Error("neural database " + db.string() + " does not exist");
+  if (const std::string why = not_a_folder(db); !why.empty())
+    throw Error("neural database " + db.string() + " " + why);
   store_ = std::make_unique<LmdbStore>(db, LmdbStore::Mode::kReadOnly);
   NeuralDatabaseCheck check(db);
   store_->for_each([&](std::string_view key, std::string_view value) {

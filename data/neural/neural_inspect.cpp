@@ -109,8 +109,8 @@ std::vector<std::string> inspect_neural_database(const std::filesystem::path& db
   for (const auto& [name, g] : ordered) {
     max_units = std::max(max_units, g->units);
     const int64_t trials = g->train + g->eval + g->other;
-    out << "  " << name << ": " << g->units << " units, " << g->dims << " behaviour dims, " << trials
-        << " trials (" << g->train << " train, " << g->eval << " eval"
+    out << "  " << printable(name) << ": " << g->units << " units, " << g->dims << " behaviour dims, "
+        << trials << " trials (" << g->train << " train, " << g->eval << " eval"
         << (g->other ? ", " + std::to_string(g->other) + " unlabelled" : "") << "), "
         << (g->min_bins == g->max_bins ? std::to_string(g->min_bins)
                                        : std::to_string(g->min_bins) + "–" + std::to_string(g->max_bins))

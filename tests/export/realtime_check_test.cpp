@@ -194,7 +194,7 @@ TEST(RealtimeCheck, BadSettingsAndFilesAreRefusedWithTheirMessage) {
   EXPECT_NE(m.find("--seconds 0 is outside"), std::string::npos) << m;
 
   m = e([&](auto& c) { c.file = dir / "missing.ts"; });
-  EXPECT_NE(m.find("'" + (dir / "missing.ts").string() + "': no such file"), std::string::npos) << m;
+  EXPECT_NE(m.find("'" + (dir / "missing.ts").string() + "' does not exist"), std::string::npos) << m;
   std::ofstream(dir / "garbage.ts") << "not a TorchScript file";
   m = e([&](auto& c) { c.file = dir / "garbage.ts"; });
   EXPECT_NE(m.find("'" + (dir / "garbage.ts").string() + "' cannot be read as a TorchScript file"),
@@ -236,7 +236,7 @@ TEST(RealtimeCheckCli, PrintsTheTableOrRefusesNamingTheFlag) {
       {bin_path("export") + " --run " + dir.path().string() + " --block 2048",
        "--block goes with --benchmark"},
       {bin_path("export") + " --benchmark '" + (dir / "none.ts").string() + "'",
-       "--benchmark '" + (dir / "none.ts").string() + "': no such file"}};
+       "--benchmark '" + (dir / "none.ts").string() + "' does not exist"}};
   for (const auto& [command, message] : refusals) {
     auto bad = run_command(command + " 2>&1");
     EXPECT_EQ(bad.exit_code, 1) << command << "\n" << bad.output;

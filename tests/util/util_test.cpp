@@ -17,10 +17,47 @@
 #include "util/error.h"
 #include "util/heap_retention.h"
 #include "util/json.h"
+#include "util/path_kind.h"
 #include "util/signals.h"
 
 namespace rt {
 namespace {
+
+// What a terminal would act on is escaped; text and valid UTF-8 pass unchanged.
+TEST(TerminalSafe, EscapesWhatATerminalActsOnAndKeepsText) {
+  EXPECT_EQ(terminal_safe("plain text, tabs\tand\nlines"), "plain text, tabs\tand\nlines");
+  EXPECT_EQ(terminal_safe("Kl\xc3\xa4nge \xe2\x86\x92 \xf0\x9f\x8e\xb5"),
+            "Kl\xc3\xa4nge \xe2\x86\x92 \xf0\x9f\x8e\xb5");
+  EXPECT_EQ(terminal_safe("a\x1b[2Jb"), "a\\x1b[2Jb");
+  EXPECT_EQ(terminal_safe("over\rwrite\x07\x7f"), "over\\x0dwrite\\x07\\x7f");
+  EXPECT_EQ(terminal_safe(std::string("nul\0in", 6)), "nul\\x00in");
+  EXPECT_EQ(terminal_safe("c1 \xc2\x9b"
+                          "31m"),
+            "c1 \\xc2\\x9b31m");                                       // U+009B, CSI
+  EXPECT_EQ(terminal_safe("latin1 \xe9t\xe9"), "latin1 \\xe9t\\xe9");  // not UTF-8
+  EXPECT_EQ(terminal_safe("cut \xe2\x86"), "cut \\xe2\\x86");          // a sequence cut short
+  EXPECT_EQ(terminal_safe("overlong \xc0\xaf \xe0\x80\xaf"), "overlong \\xc0\\xaf \\xe0\\x80\\xaf");
+  EXPECT_EQ(terminal_safe("surrogate \xed\xa0\x80"), "surrogate \\xed\\xa0\\x80");
+  // Every rt::Error is made so where it is made.
+  EXPECT_STREQ(Error("value '\x1b]0;title\x07'").what(), "value '\\x1b]0;title\\x07'");
+}
+
+TEST(PathKind, SaysWhatAPathIsInsteadOfDoesNotExist) {
+  testing::ScratchDir dir;
+  const auto file = dir / "f", fifo = dir / "p", link = dir / "dangling";
+  write_file_atomic(file, "x");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::filesystem::create_symlink(dir / "nowhere", link);
+  EXPECT_EQ(not_a_regular_file(file), "");
+  EXPECT_EQ(not_a_regular_file(dir.path()), "is a folder, not a file");
+  EXPECT_EQ(not_a_regular_file(fifo), "is a FIFO, not a file");
+  EXPECT_EQ(not_a_regular_file("/dev/null"), "is a character device, not a file");
+  EXPECT_EQ(not_a_regular_file(dir / "missing"), "does not exist");
+  EXPECT_EQ(not_a_regular_file(link), "does not exist (a symbolic link to a missing file)");
+  EXPECT_EQ(not_a_folder(dir.path()), "");
+  EXPECT_EQ(not_a_folder(file), "is a regular file, not a folder");
+  EXPECT_EQ(not_a_folder(file / "below"), "does not exist");
+}
 
 // In a child (mallopt is process-wide): a 20 MiB block freed and allocated again comes back
 // without faulting its pages in again once freed memory is retained.
