@@ -7,10 +7,12 @@
 
 #include "data/audio_io.h"
 #include "export/rave_checkpoint.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/run_pointer.h"
 
 namespace rt::exporting {
@@ -21,12 +23,13 @@ namespace fs = std::filesystem;
 fs::path find_checkpoint(const ExportOptions& o) {
   if (!o.run.empty() && !o.checkpoint.empty()) throw Error("pass either --run or --ckpt, not both");
   if (!o.checkpoint.empty()) {
-    if (!fs::is_regular_file(o.checkpoint))
-      throw Error("--ckpt '" + o.checkpoint.string() + "': no such file");
+    if (const std::string why = not_a_regular_file(o.checkpoint); !why.empty())
+      throw Error("--ckpt '" + o.checkpoint.string() + "' " + why);
     return o.checkpoint;
   }
   if (o.run.empty()) throw Error("nothing to export: pass --run RUN_DIR or --ckpt PATH");
-  if (!fs::is_directory(o.run)) throw Error("--run '" + o.run.string() + "': no such run directory");
+  if (const std::string why = not_a_folder(o.run); !why.empty())
+    throw Error("--run '" + o.run.string() + "' " + why + " (expected a run directory)");
   for (const char* name : {"best.ckpt", "last.ckpt"}) {
     const fs::path p = o.run / "checkpoints" / name;
     if (fs::is_regular_file(p)) return p;
@@ -34,6 +37,59 @@ fs::path find_checkpoint(const ExportOptions& o) {
   throw Error("run '" + o.run.string() +
               "' has no checkpoint (expected checkpoints/best.ckpt or last.ckpt): train "
               "it first, or pass --ckpt PATH");
+}
+
+// What --output may replace. Never: something that is not a regular file (a folder, a device
+// such as /dev/null, a FIFO: the atomic rename would put a file in its place), one of the
+// export's own inputs, a training checkpoint, a run's own files (config.toml, the summary and
+// profiles beside checkpoints/, the files in checkpoints/) or an out_path's `latest` pointer.
+// Any other existing file only with --force.
+void check_output_target(const fs::path& output, const std::vector<fs::path>& inputs, bool force) {
+  const std::string at = "--output '" + output.string() + "'";
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(output, ec);
+  if (ec || !fs::exists(st)) return;
+  const fs::file_status target = fs::status(output, ec);
+  if (ec || !fs::is_regular_file(target)) {
+    throw Error(
+        at + " is " + file_kind_text(fs::exists(target) ? target : st) +
+        ", not a regular file; export writes a new file in its place, so it refuses: choose a file path");
+  }
+  for (const auto& in : inputs) {
+    if (!in.empty() && fs::equivalent(output, in, ec)) {
+      throw Error(at + " is the file this export reads (" + in.string() + "): choose another path");
+    }
+  }
+  const fs::path abs = fs::weakly_canonical(output, ec);
+  const fs::path folder = abs.parent_path();
+  auto is_run = [&](const fs::path& dir) {
+    std::error_code e;
+    return fs::is_regular_file(dir / "config.toml", e) && fs::is_directory(dir / "checkpoints", e);
+  };
+  if (is_run(folder) || (folder.filename() == "checkpoints" && is_run(folder.parent_path()))) {
+    throw Error(
+        at + " is one of the files of the training run '" +
+        (is_run(folder) ? folder : folder.parent_path()).string() +
+        "'; export never replaces them: write to the run's export/ folder (the default) or elsewhere");
+  }
+  if (!ec && resolve_run_pointer(abs) != abs) {
+    throw Error(at + " is a `latest` pointer naming the run '" + resolve_run_pointer(abs).string() +
+                "'; export never replaces it: choose another path");
+  }
+  bool checkpoint = false;
+  try {
+    read_checkpoint_meta(output);
+    checkpoint = true;
+  } catch (const std::exception&) {
+  }
+  if (checkpoint) {
+    throw Error(at +
+                " is a training checkpoint; export never replaces one (train resumes from it): "
+                "choose another path");
+  }
+  if (!force) {
+    throw Error(at + " already exists; pass --force to replace it, or choose another path");
+  }
 }
 
 // A run's config.toml and the checkpoint must describe the same model.
@@ -149,12 +205,27 @@ ExportReport export_rave(const ExportOptions& options) {
   r.channels = c.model->options().channels;
   r.sampling_rate = c.sampling_rate;
   r.streaming = o.streaming;
+  r.output = o.output;
+  if (r.output.empty()) {
+    // A checkpoint inside a run's checkpoints/ folder exports into that run's export/ folder;
+    // any other checkpoint into an export/ folder beside it.
+    fs::path base = run;
+    if (base.empty()) {
+      base = r.checkpoint.parent_path();
+      if (base.filename() == "checkpoints") base = base.parent_path();
+    }
+    std::string name = c.config.get_string("train.name");
+    if (name.empty()) name = "rave";
+    r.output = base / "export" / (name + (o.streaming ? "_streaming" : "") + ".ts");
+  }
   choose_latent(o, c, r);
+  // Before the model is scripted and anything written: what is there is never lost by mistake.
+  check_output_target(r.output, {r.checkpoint, o.check_audio}, o.force);
   // --check_audio is read before anything is written: a file that cannot be read stops here.
   torch::Tensor check_audio;
   if (!o.check_audio.empty() && o.check_seconds > 0.0) {
-    if (!fs::is_regular_file(o.check_audio))
-      throw Error("--check_audio '" + o.check_audio.string() + "': no such file");
+    if (const std::string why = not_a_regular_file(o.check_audio); !why.empty())
+      throw Error("--check_audio '" + o.check_audio.string() + "' " + why);
     const AudioData a =
         load_audio(o.check_audio, static_cast<int>(c.sampling_rate), static_cast<int>(r.channels));
     check_audio = torch::empty({a.num_channels(), a.frames()});
@@ -172,19 +243,6 @@ ExportReport export_rave(const ExportOptions& options) {
   r.quantize = o.quantize;
   auto module = script_rave(*c.model, s, &r.script);
 
-  r.output = o.output;
-  if (r.output.empty()) {
-    // A checkpoint inside a run's checkpoints/ folder exports into that run's export/ folder;
-    // any other checkpoint into an export/ folder beside it.
-    fs::path base = run;
-    if (base.empty()) {
-      base = r.checkpoint.parent_path();
-      if (base.filename() == "checkpoints") base = base.parent_path();
-    }
-    std::string name = c.config.get_string("train.name");
-    if (name.empty()) name = "rave";
-    r.output = base / "export" / (name + (o.streaming ? "_streaming" : "") + ".ts");
-  }
   std::ostringstream bytes;
   module.save(bytes);
   write_file_atomic(r.output, bytes.str());

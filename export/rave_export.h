@@ -28,6 +28,8 @@ struct ExportOptions {
   Quantize quantize = Quantize::kNone;  // --quantize
   double check_seconds = 10.0;          // audio of the run's database the fidelity check compares; 0 = none
   std::filesystem::path check_audio;  // --check_audio: this file instead of the database (any rate, channels)
+  bool force = false;  // --force: replace an existing file at `output` (never a checkpoint, a run's
+                       // own file or something that is not a regular file)
 };
 
 struct ExportReport {
@@ -47,7 +49,8 @@ struct ExportReport {
 
 // Throws rt::Error with a message for the user: no checkpoint in the run, a checkpoint of
 // another family ("export supports RAVE models") or of another config, a corrupt file, an
-// invalid --latent_size or --fidelity.
+// invalid --latent_size or --fidelity, an `output` it must not replace (rave_export.cpp,
+// check_output_target), before anything is written.
 ExportReport export_rave(const ExportOptions& options);
 
 // The report as printed by the `export` command.

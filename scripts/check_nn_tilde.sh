@@ -43,8 +43,8 @@ if [[ ${#FILES[@]} -eq 0 ]]; then
   "$BIN/train" --config tiny_rave --db_path "$OUT_DIR/db" --out_path "$OUT_DIR/runs" --name nnt --max_steps 30 \
     --val_every 10 >/dev/null
   RUN="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
-  "$BIN/export" --run "$RUN" --output "$OUT_DIR/tiny_rave.ts"
-  "$BIN/export" --run "$RUN" --streaming --output "$OUT_DIR/tiny_rave_streaming.ts"
+  "$BIN/export" --run "$RUN" --force --output "$OUT_DIR/tiny_rave.ts"
+  "$BIN/export" --run "$RUN" --streaming --force --output "$OUT_DIR/tiny_rave_streaming.ts"
   FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts")
 fi
 status=0

@@ -269,7 +269,7 @@ case "$PRESET" in
     run_shown "$BIN/profile-report" "${RUNS[0]}" --compare "${RUNS[1]}"
     say "batch 2 vs batch 8"
     plots=()
-    if [ "$PLOTS" -eq 1 ] && command -v gnuplot >/dev/null 2>&1; then plots=(--plots "$OUT/sweep_plots"); fi
+    if [ "$PLOTS" -eq 1 ] && command -v gnuplot >/dev/null 2>&1; then plots=(--plots "$OUT/sweep_plots" --force); fi
     run_shown "$BIN/profile-report" "${RUNS[0]}" --compare "${RUNS[2]}" "${plots[@]}"
     echo; echo "Read examples/s (B/A above 1 = the larger batch trains more examples per second) against"
     echo "peak memory: pick the largest batch whose memory fits with headroom." ;;

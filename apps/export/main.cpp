@@ -1,14 +1,15 @@
 // export: a trained RAVE run → TorchScript for nn~ (Max/MSP, Pure Data) and the RAVE VST.
-//   export --run RUN_DIR | --ckpt PATH [--output NAME.ts] [--streaming] [--fidelity 0.95]
+//   export --run RUN_DIR | --ckpt PATH [--output NAME.ts [--force]] [--streaming] [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
 //          [--check_audio FILE]
 // and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
-#include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "export/rave_export.h"
 #include "export/realtime_check.h"
+#include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
 
@@ -18,8 +19,9 @@ namespace {
 // the benchmark's flags nothing without it.
 void check_modes(const CLI::App& app, bool benchmark) {
   if (benchmark) {
-    for (const char* flag : {"--run", "--ckpt", "--output", "--streaming", "--ema_weights", "--fidelity",
-                             "--latent_size", "--quantize", "--check_seconds", "--check_audio"}) {
+    for (const char* flag :
+         {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--fidelity",
+          "--latent_size", "--quantize", "--check_seconds", "--check_audio"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
   app.add_option("--run", run, "run directory: exports checkpoints/best.ckpt (else last.ckpt)");
   app.add_option("--ckpt", ckpt, "checkpoint file to export instead");
   app.add_option("--output", output, "file to write (default <run>/export/<name>[_streaming].ts)");
+  app.add_flag("--force", opt.force,
+               "replace the file at --output (or the default path) when it exists; a checkpoint, a run's "
+               "own files and anything that is not a regular file are never replaced");
   app.add_flag("--streaming", opt.streaming, "cached convolutions for block-wise realtime use (nn~, VST)");
   app.add_flag("--ema_weights", opt.ema_weights,
                "export the parameters' moving averages of a run trained with --ema (RAVE's --ema_weights)");
@@ -85,12 +90,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seconds", bench.seconds, "with --benchmark: seconds of audio timed per block size")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv);
   opt.run = run;
   opt.checkpoint = ckpt;
   opt.output = output;
   opt.check_audio = check_audio;
   try {
+    // Explicit values outside what the flags mean (0 is the default's own "choose by --fidelity").
+    if (app.count("--latent_size") > 0 && opt.latent_size < 1) {
+      throw rt::Error("--latent_size " + std::to_string(opt.latent_size) +
+                      " is not accepted: the number of latent dimensions to keep, at least 1 (omit the flag "
+                      "to choose by --fidelity)");
+    }
+    if (!(opt.check_seconds >= 0.0) || !std::isfinite(opt.check_seconds)) {
+      throw rt::Error("--check_seconds " + app.get_option("--check_seconds")->as<std::string>() +
+                      " is not accepted: seconds of audio, a finite number >= 0 (0 skips the check)");
+    }
     opt.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
     const bool benchmarking = app.count("--benchmark") > 0;
     check_modes(app, benchmarking);

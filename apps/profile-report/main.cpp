@@ -1,5 +1,4 @@
 // profile-report: bottleneck analysis of a run directory. Parse, analyse, print, plot.
-#include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
 
@@ -7,7 +6,10 @@
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
 #include "profiling/report/run_report.h"
+#include "util/cli_parse.h"
 #include "util/error.h"
+#include "util/error_text.h"
+#include "util/run_pointer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -32,16 +34,33 @@ int main(int argc, char** argv) {
              "guides read whole")
           ->type_name("DIR");
   export_list->excludes("--compare")->excludes("--json")->excludes(plots);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  bool force = false;
+  app.add_flag("--force", force,
+               "let --plots and --export_list replace files of those names already in their folder");
+  RT_CLI_PARSE(app, argc, argv);
 
   try {
+    // What --plots would write over, before anything is read or written (--export_list checks
+    // its own: export_profile_lists).
+    if (!force) {
+      std::vector<std::filesystem::path> targets;
+      if (plots->count() > 0) {
+        const std::filesystem::path dir =
+            plots_dir.empty() ? rt::resolve_run_pointer(run_dir) : std::filesystem::path(plots_dir);
+        for (const char* stem : {"memory_plot", "step_time_plot"})
+          for (const char* ext : {".png", ".dat", ".gp"}) targets.push_back(dir / (std::string(stem) + ext));
+      }
+      for (const auto& t : targets) {
+        std::error_code ec;
+        if (std::filesystem::exists(std::filesystem::symlink_status(t, ec))) {
+          throw rt::Error("--plots: '" + t.string() +
+                          "' already exists; pass --force to replace it, or choose another folder");
+        }
+      }
+    }
     if (export_list->count() > 0) {
       std::vector<std::string> notes;
-      for (const auto& e : rt::report::export_profile_lists(run_dir, export_dir, &notes)) {
+      for (const auto& e : rt::report::export_profile_lists(run_dir, export_dir, &notes, force)) {
         std::cout << "exported: " << e.written.string() << " (" << e.entries << " entries from " << e.files
                   << (e.files == 1 ? " file" : " files") << ")\n";
       }
@@ -75,7 +94,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << rt::error_text(e) << "\n";
     return 1;
   }
 }

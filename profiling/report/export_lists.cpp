@@ -27,8 +27,14 @@ fs::path profile_dir_of(const fs::path& run_dir) {
   return run_dir;
 }
 
+// timing_profile.json, memory_profile.json and the ranks' .rank<R>.json.
+static const std::regex& profile_list_name() {
+  static const std::regex name(R"((timing|memory)_profile(\.rank[0-9]+)?\.json)");
+  return name;
+}
+
 std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_given, const fs::path& out_dir,
-                                                    std::vector<std::string>* notes) {
+                                                    std::vector<std::string>* notes, bool force) {
   std::error_code ec;
   const fs::path run_dir = resolve_run_pointer(run_dir_given);
   if (!fs::is_directory(run_dir, ec)) {
@@ -43,7 +49,7 @@ std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_give
                 "the lists would replace the files the trainer streams into (choose another folder)");
   }
   // The profiles, not their parts (<stem>.part<K>.json), temporaries or set-aside files.
-  static const std::regex profile_name(R"((timing|memory)_profile(\.rank[0-9]+)?\.json)");
+  const std::regex& profile_name = profile_list_name();
   std::vector<std::string> names;
   for (fs::directory_iterator it(prof_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -63,6 +69,14 @@ std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_give
                 "--enable_timing_profiling or --enable_memory_profiling?)");
   }
   std::sort(names.begin(), names.end());
+  if (!force) {
+    for (const auto& name : names) {
+      if (fs::exists(fs::symlink_status(out_dir / name, ec))) {
+        throw Error("profile-report --export_list: '" + (out_dir / name).string() +
+                    "' already exists; pass --force to replace it, or choose another folder");
+      }
+    }
+  }
   std::vector<ProfileListExport> written;
   for (const auto& name : names)
     written.push_back(export_profile_list(prof_dir / name, out_dir / name, notes));

@@ -20,9 +20,10 @@ std::filesystem::path profile_dir_of(const std::filesystem::path& run_dir);
 // memory_profile.rank<R>.json, each with every part, as one list under the same name in
 // `out_dir` (created when missing), atomically. Notes on files cut short go to `notes`.
 // Throws rt::Error when `run_dir_given` is no directory, holds no profile, or `out_dir` is the
-// folder the profiles are in (the list would replace the streamed file the trainer appends to).
+// folder the profiles are in (the list would replace the streamed file the trainer appends to),
+// or, unless `force`, when `out_dir` already holds a file of a profile's name (nothing written).
 std::vector<ProfileListExport> export_profile_lists(const std::filesystem::path& run_dir_given,
                                                     const std::filesystem::path& out_dir,
-                                                    std::vector<std::string>* notes);
+                                                    std::vector<std::string>* notes, bool force = false);
 
 }  // namespace rt::report

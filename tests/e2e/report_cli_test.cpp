@@ -75,6 +75,14 @@ TEST(ReportE2E, NormalRunIsNotDataBoundAndCompareShowsBothWithRatios) {
       const std::string bytes = read_file(dir / "plots" / png);
       EXPECT_EQ(bytes.compare(0, 4, "\x89PNG"), 0) << png;
     }
+    // Plots already there are replaced only with --force; the refusal comes before the report.
+    const auto again = profile_report(q(normal) + " --plots " + q(dir / "plots"));
+    EXPECT_EQ(again.exit_code, 2) << again.output;
+    EXPECT_NE(again.output.find("memory_plot.png' already exists; pass --force"), std::string::npos)
+        << again.output;
+    EXPECT_EQ(again.output.find("data loading / step"), std::string::npos) << again.output;
+    const auto forced = profile_report(q(normal) + " --plots " + q(dir / "plots") + " --force");
+    EXPECT_EQ(forced.exit_code, 0) << forced.output;
   }
 }
 

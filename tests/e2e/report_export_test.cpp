@@ -44,6 +44,16 @@ TEST(ReportExportList, WritesEachProfileAsOneListOfEveryEntry) {
     EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << "left: " << f.path();
   }
 
+  // A second export into the same folder replaces nothing without --force, and does with it.
+  write_file_atomic(out / "memory_profile.json", "[]\n");
+  const auto again = profile_report(q(run) + " --export_list " + q(out));
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_TRUE(contains(again.output, "already exists; pass --force to replace it")) << again.output;
+  EXPECT_EQ(read_file(out / "memory_profile.json"), "[]\n");
+  const auto forced = profile_report(q(run) + " --export_list " + q(out) + " --force");
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_EQ(read_json(out / "timing_profile.json").size(), 12u);
+
   // The run's own folder would have the list replace the file the trainer streams into.
   const auto same = profile_report(q(run) + " --export_list " + q(run));
   EXPECT_EQ(same.exit_code, 2) << same.output;

@@ -1,6 +1,8 @@
 // `export` end to end: train tiny_rave on the demo database for a few steps, export the run,
 // check the file (latent size by the fidelity rule, tensors from the checkpoint, streaming
 // latency), and every refusal with its message.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 
@@ -249,6 +251,78 @@ TEST_F(ExportCli, OutputPathAndCheckpointCanBeNamed) {
                       quote(out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::is_regular_file(out));
+}
+
+// --output replaces nothing it must not: the checkpoint it reads, a run's own files, a
+// checkpoint, an out_path's `latest`, a device, a FIFO or a folder (never), any other existing
+// file (only with --force). Each refusal exits 1 naming --output and leaves the target as it
+// was. Before: `export --ckpt C --output C` exited 0 with C now a TorchScript file, and as root
+// /dev/null became a regular file.
+TEST_F(ExportCli, OutputNeverReplacesWhatItMustNot) {
+  const fs::path ckpt = run_ / "checkpoints" / "last.ckpt";
+  const fs::path other_ckpt = dir_->path() / "elsewhere.ckpt";
+  fs::copy_file(ckpt, other_ckpt, fs::copy_options::overwrite_existing);
+  const fs::path fifo = dir_->path() / "a_fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const fs::path folder = dir_->path() / "a_folder.ts";
+  fs::create_directories(folder);
+  const struct {
+    std::string args;
+    fs::path target;
+    std::string says;
+  } refused[] = {
+      {"--ckpt " + quote(ckpt.string()), ckpt, "is the file this export reads"},
+      {"--run " + quote(run_.string()), ckpt, "is one of the files of the training run"},
+      {"--run " + quote(run_.string()), run_ / "config.toml", "is one of the files of the training run"},
+      {"--run " + quote(run_.string()), run_ / "training_summary.json",
+       "is one of the files of the training run"},
+      {"--run " + quote(run_.string()) + " --force", dir_->path() / "runs" / "latest",
+       "is a `latest` pointer"},
+      {"--run " + quote(run_.string()) + " --force", other_ckpt, "is a training checkpoint"},
+      {"--run " + quote(run_.string()) + " --force", fs::path("/dev/null"),
+       "is a character device, not a regular file"},
+      {"--run " + quote(run_.string()) + " --force", fifo, "is a FIFO, not a regular file"},
+      {"--run " + quote(run_.string()) + " --force", folder, "is a folder, not a regular file"},
+  };
+  for (const auto& r : refused) {
+    const auto before = fs::status(r.target).type();
+    const std::string bytes = fs::is_regular_file(r.target) ? rt::read_file(r.target) : "";
+    auto e = run_export(r.args + " --output " + quote(r.target.string()));
+    EXPECT_EQ(e.exit_code, 1) << r.args << " → " << r.target << "\n" << e.output;
+    EXPECT_NE(e.output.find("--output '" + r.target.string() + "' " + r.says), std::string::npos) << e.output;
+    EXPECT_EQ(fs::status(r.target).type(), before) << r.target;
+    if (!bytes.empty()) {
+      EXPECT_EQ(rt::read_file(r.target), bytes) << r.target;
+    }
+  }
+  // Any other existing file: refused without --force, replaced with it.
+  const fs::path existing = dir_->path() / "existing.ts";
+  write_file_atomic(existing, "keep me");
+  auto no =
+      run_export("--run " + quote(run_.string()) + " --check_seconds 0 --output " + quote(existing.string()));
+  EXPECT_EQ(no.exit_code, 1) << no.output;
+  EXPECT_NE(no.output.find("already exists; pass --force to replace it"), std::string::npos) << no.output;
+  EXPECT_EQ(rt::read_file(existing), "keep me");
+  auto yes = run_export("--run " + quote(run_.string()) + " --check_seconds 0 --force --output " +
+                        quote(existing.string()));
+  ASSERT_EQ(yes.exit_code, 0) << yes.output;
+  EXPECT_NO_THROW(torch::jit::load(existing.string()));
+  // The checkpoint and the run still train on: the refusals wrote nothing.
+  EXPECT_NO_THROW(read_checkpoint_meta(ckpt));
+}
+
+// Values outside what the flags mean: --latent_size 0 (the default's own "choose by --fidelity")
+// and a negative --check_seconds. Before: accepted.
+TEST_F(ExportCli, LatentSizeZeroAndNegativeCheckSecondsAreRefused) {
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--latent_size 0", "--latent_size 0 is not accepted"},
+           {"--check_seconds -1", "--check_seconds -1 is not accepted"}}) {
+    auto r = run_export("--run " + quote(run_.string()) + " " + bad + " --output " +
+                        quote((dir_->path() / "never.ts").string()));
+    EXPECT_EQ(r.exit_code, 1) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir_->path() / "never.ts"));
+  }
 }
 
 TEST_F(ExportCli, InvalidLatentSizeOrFidelityIsRefused) {
