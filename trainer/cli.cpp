@@ -54,7 +54,8 @@ struct Parser {
         app.add_option("--config",
                        "Config file path, or a name (v3, v3.toml) looked up in configs/; repeatable: later "
                        "files overlay earlier ones key by key, as RAVE stacks gin files (--config v2 "
-                       "--config causal)")
+                       "--config causal); a file already in the stack (--config v3 --config v2: v3 "
+                       "includes v2) is refused")
             ->type_name("PATH|NAME")
             ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     value_flags.insert("--config");

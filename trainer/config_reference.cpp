@@ -116,7 +116,9 @@ std::string config_reference_markdown() {
       "the way RAVE stacks them: `train --config v2 --config causal --config noise` merges the files in\n"
       "order, key by key, a later file winning (trainer/config_stack.h). A base sets the model family; an\n"
       "overlay changes a few keys and needs a base under it. A stack that RAVE could not train, or that\n"
-      "would silently lose one file's choice, is refused with both files named. `--print_config` shows\n"
+      "would silently lose one file's choice, is refused with both files named; so is a file that an\n"
+      "earlier one already merged (`--config v3 --config v2`: v3 includes v2, and a file merges once, at\n"
+      "its first place, so the second could not overlay v3). `--print_config` shows\n"
       "which file set each key, and `--summary` the parameter count (tested against the real RAVE's).\n"
       "Each one's step time and memory on a CPU, measured: BENCHMARKS.md, \"RAVE's configurations on the\n"
       "CPU\" (`scripts/bench/rave_configs.sh`).\n\n" +

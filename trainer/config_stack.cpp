@@ -161,6 +161,17 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
 
   for (size_t i = 0; i < names.size(); ++i) {
     const fs::path path = find_config_file(names[i], dirs);
+    // A file merges once, at its first place (a diamond of includes must not undo what came
+    // between). Named again at the top level it would do nothing, though the user asked it to
+    // overlay what came before (`--config v3 --config v2` trained v3): refused, with the reason.
+    for (const auto& f : stack.files_) {
+      if (!same_file(f.path, path)) continue;
+      throw Error("--config " + names[i] + ": " + shown(path) + " is already in the stack" +
+                  (f.included_by.empty() ? " (named earlier)" : " (included by " + f.included_by + ".toml)") +
+                  "; a file merges once, at its first place, so it would not undo what the files after it "
+                  "changed. Put it first (--config " +
+                  names[i] + " --config …) or drop it; a single key is set with --key value");
+    }
     stack.top_.push_back(path);
     const bool base = expand(path, "");
     if (i == 0 && !base) {

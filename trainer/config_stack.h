@@ -15,7 +15,10 @@
 // base; the others (causal.toml …) are overlays and need a base under them, as RAVE's gin
 // overlays configure nothing alone. Files merge
 // key by key in order, includes first (depth first; a file reached twice merges once, at its
-// first place, as gin does). Refusals (rt::Error, exit 2) name both files involved.
+// first place, as gin does). A file named on the command line that an earlier one already
+// merged (`--config v3 --config v2`: v3 includes v2) is refused: merged once, it could not
+// overlay what came before it, as a later --config promises. Refusals (rt::Error, exit 2) name
+// both files involved.
 #pragma once
 
 #include <filesystem>

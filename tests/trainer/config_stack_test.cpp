@@ -43,9 +43,25 @@ TEST_F(StackFixture, LaterFilesOverlayEarlierOnesKeyByKey) {
   // The command line still wins over every file.
   t = parse({"--config", "a", "--config", "b", "model.capacity=4"});
   EXPECT_EQ(t.config.get_int("model.capacity"), 4);
-  // Order matters: b then a.
-  t = parse({"--config", "a", "--config", "b", "--config", "a"});
-  EXPECT_EQ(t.config.get_int("model.capacity"), 16) << "a file reached twice merges once, at its first place";
+  // A file named again cannot overlay what came between (it merged once, at its first place):
+  // refused, not silently dropped.
+  EXPECT_HAS(error_of([&] {
+               parse({"--config", "a", "--config", "b", "--config", "a"});
+             }),
+             "--config a: a.toml is already in the stack (named earlier)");
+}
+
+// `--config v3 --config v2` trained v3 (snake, the Descript discriminator): v3 includes v2, and a
+// file merges once, so the later v2 did nothing, silently. Refused, naming the include.
+TEST_F(StackFixture, AFileAlreadyInTheStackIsRefusedNotDropped) {
+  const std::string msg = error_of([&] { parse({"--config", "v3", "--config", "v2"}); });
+  EXPECT_HAS(msg, "--config v2: v2.toml is already in the stack (included by v3.toml)");
+  EXPECT_HAS(msg, "would not undo what the files after it changed");
+  // The other order is v3 itself: v2 first, then v3's other includes over it.
+  const Config a = parse({"--config", "v2", "--config", "v3"}).config;
+  EXPECT_EQ(a.get_string("model.activation"), "snake");
+  // An overlay after v3 overlays it as before.
+  EXPECT_NO_THROW(parse({"--config", "v3", "--config", "causal"}));
 }
 
 TEST_F(StackFixture, IncludesMergeFirstAndOnce) {
