@@ -16,6 +16,7 @@
 #include "trainer/config_history.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/run_pointer.h"
 
 namespace rt {
@@ -96,7 +97,7 @@ std::vector<fs::path> remove_stale_temporaries(const fs::path& run_dir) {
   return removed;
 }
 
-RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
+RunDir create_run_dir(const fs::path& out_path, const std::string& name, bool point_latest) {
   // The name as shown in the message, control characters escaped ("\x0a").
   std::string shown;
   bool control = false;
@@ -125,7 +126,7 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name) {
     if (::mkdir(dir.c_str(), 0755) == 0) {
       auto lock = std::make_shared<RunDirLock>(dir);
       check_writable_dir(dir / "checkpoints", "the run's checkpoints folder");
-      write_latest_pointer(out_path, dir);
+      if (point_latest) write_latest_pointer(out_path, dir);
       return RunDir{dir, {}, false, std::move(lock), {}};
     }
     if (errno != EEXIST)
@@ -164,7 +165,8 @@ void check_writable_dir(const fs::path& dir, const std::string& role) {
 
 RunDir open_run_dir(const fs::path& run_dir, const fs::path& out_path) {
   std::error_code ec;
-  if (!fs::is_directory(run_dir, ec)) throw Error("run directory '" + run_dir.string() + "' does not exist");
+  if (const std::string why = not_a_folder(run_dir); !why.empty())
+    throw Error("run directory '" + run_dir.string() + "' " + why);
   auto lock = std::make_shared<RunDirLock>(run_dir);
   check_writable_dir(run_dir, "the run directory");
   check_writable_dir(run_dir / "checkpoints", "the run's checkpoints folder");
@@ -189,8 +191,8 @@ fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
     }
     return fs::canonical(p);  // fixed now: the new run re-points `latest`
   }
-  if (!fs::is_regular_file(ckpt, ec)) {
-    throw Error("train.ckpt = '" + ckpt + "': no such checkpoint file (expected a path or \"last\")");
+  if (const std::string why = not_a_regular_file(ckpt); !why.empty()) {
+    throw Error("train.ckpt = '" + ckpt + "' " + why + " (expected a checkpoint file or \"last\")");
   }
   return fs::path(ckpt);
 }
@@ -223,7 +225,9 @@ RunDir prepare_run_dir(const Config& config, const fs::path& ckpt, int64_t resum
     remove_stale_temporaries(run.path);
     if (resume_step >= 0) run.previous_config = keep_previous_config(run.path, resume_step, config.to_toml());
   } else {
-    run = create_run_dir(out_path, config.get_string("train.name"));
+    // A smoke run is a few steps of its own: `latest` (what --ckpt last resumes) stays with the
+    // real run, whether the smoke run ends, fails or is killed.
+    run = create_run_dir(out_path, config.get_string("train.name"), !config.get_bool("train.smoke_test"));
   }
   run.checkpoint = ckpt;
   write_run_config(run.path, config);

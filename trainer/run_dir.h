@@ -38,9 +38,11 @@ struct RunDir {
 
 // Creates <out_path>/<name>_<YYYY-MM-DD (local date)>_<6 random hex>/ (and out_path), retrying
 // with new hex digits if the name is taken, locks it (RunDirLock), then points <out_path>/latest
-// at it (write_latest_pointer).
+// at it (write_latest_pointer) unless `point_latest` is false (a --smoke_test run: `--ckpt last`
+// keeps naming the real run).
 // REQUIRES: `name` non-empty, without '/'. Throws rt::Error naming the path on failure.
-RunDir create_run_dir(const std::filesystem::path& out_path, const std::string& name);
+RunDir create_run_dir(const std::filesystem::path& out_path, const std::string& name,
+                      bool point_latest = true);
 
 // Reuses an existing run directory (resuming): locks it first (RunDirLock: a second writer is
 // refused before anything is written), checks that it and its checkpoints/ are writable

@@ -248,8 +248,27 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
       if (!m.cuda_device) m.interval_peak = reporter_->take_interval_peak();
     }
     memory_->record(step, batch_idx, m);
-    if (sink_) prof::log_memory_metrics(m, *sink_, step);
+    if (sink_) log_memory_scalars(std::move(m), step);
   }
+}
+
+void RunProfilers::log_memory_scalars(prof::MemoryMeasurement m, int64_t step) {
+  if (m.interval_peak && tb_peak_ && tb_peak_->bytes_in_use > m.interval_peak->bytes_in_use)
+    m.interval_peak = tb_peak_;
+  if (step % log_every_ != 0) {
+    tb_peak_ = m.interval_peak;
+    tb_pending_ = std::make_pair(std::move(m), step);
+    return;
+  }
+  prof::log_memory_metrics(m, *sink_, step);
+  tb_peak_.reset();
+  tb_pending_.reset();
+}
+
+void RunProfilers::flush_profiles() {
+  if (finished_) return;  // closed already (the final last.ckpt comes after finish())
+  if (timing_) timing_->flush();
+  if (memory_) memory_->flush();
 }
 
 void RunProfilers::resolve_losses(const std::vector<std::pair<int64_t, double>>& losses,
@@ -309,6 +328,11 @@ void RunProfilers::finish() {
     });
   }
   if (memory_) guarded("memory_profile.json", [&] { memory_->close(); });
+  if (tb_pending_ && sink_) {  // the last measurement, when it fell between two logged steps
+    guarded("the memory scalars",
+            [&] { prof::log_memory_metrics(tb_pending_->first, *sink_, tb_pending_->second); });
+    tb_pending_.reset();
+  }
   if (recording_history_) {
     recording_history_ = false;
     guarded("the memory history", [] { prof::stop_cuda_memory_history(); });

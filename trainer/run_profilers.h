@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "profiling/memory.h"
 #include "profiling/memory_categories.h"
+#include "profiling/memory_metrics.h"
 #include "profiling/profile_writers.h"
 #include "profiling/timers.h"
 #include "profiling/trace/trace_session.h"
@@ -83,6 +85,10 @@ class RunProfilers {
                       int64_t first_nonfinite_step = -1);
   // Prints and logs the timers when profiling.log_every says so (or `force`).
   void log_timers(int64_t step, bool force);
+  // Writes the timing and memory profiles' pending entries now. The trainer calls it with every
+  // checkpoint, so that a run killed after it (kill -9, a lost node) and resumed from it loses
+  // no profiled step up to the checkpoint's.
+  void flush_profiles();
 
   // The out-of-memory memory snapshot (profiling.memory_snapshot_on_oom): written now, its path
   // returned; "" when none is recorded or it could not be written (a warning says why).
@@ -118,6 +124,13 @@ class RunProfilers {
   std::vector<std::string> lost_;  // failures of finish()
 
   void guarded(const char* what, const std::function<void()>& fn);
+  // The memory/… scalars go to TensorBoard at profiling.log_every's cadence (and the last
+  // measurement at finish()), not at every measured step: memory_profile.json keeps every
+  // step within its bounded parts, while an event file only grows (per-step scalars made it
+  // ~2.8 KB a step). The interval peak logged is the largest since the previous logged step.
+  void log_memory_scalars(prof::MemoryMeasurement m, int64_t step);
+  std::optional<prof::PeakComposition> tb_peak_;
+  std::optional<std::pair<prof::MemoryMeasurement, int64_t>> tb_pending_;
   std::filesystem::path snapshot_dir_;
   int64_t snapshot_step_ = -1;
   bool snapshot_on_oom_ = false;

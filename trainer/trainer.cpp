@@ -253,6 +253,9 @@ class TrainingJob {
   // Called on every rank at the same points (read_steps() is collective); rank 0 writes.
   void save(const fs::path& path, bool also_last) {
     read_steps();
+    // Every rank's profiles hold every step up to the checkpoint's before it exists: a run
+    // killed after it and resumed from it continues them without a gap.
+    if (profilers_) profilers_->flush_profiles();
     if (!job_.writer) return;
     PhaseScope p(Phase::kCheckpoint);
     TrainingState state = state_;

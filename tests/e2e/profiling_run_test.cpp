@@ -125,7 +125,9 @@ TEST_F(ProfilingRun, TensorBoardHoldsTimersAndThroughput) {
     ASSERT_EQ(scalars[tag].size(), 5u) << tag;
     for (const auto& [step, v] : scalars[tag]) EXPECT_GT(v, 0.0f) << tag << " at " << step;
   }
-  EXPECT_FALSE(scalars["memory/rss_bytes"].empty());
+  // profiling.memory_every (10) is the log cadence here: every measured step (MemoryCategoriesRun
+  // has them apart).
+  EXPECT_EQ(scalars["memory/rss_bytes"].size(), 5u);
   // The console shows the timers block too.
   EXPECT_NE(output_.find("--- Profiling Metrics (Step 50) ---"), std::string::npos) << output_;
 }
@@ -218,22 +220,37 @@ TEST_F(MemoryCategoriesRun, ParametersAndBothAdamStatesAreAttributedExactly) {
   }
 }
 
-TEST_F(MemoryCategoriesRun, TensorBoardHoldsTheSplitAndThePeakComposition) {
+// TensorBoard gets the memory scalars at the log cadence (train.log_every 25 here: steps 0 and
+// the last, 8) while memory_profile.json keeps every measured step (0, 4, 8); the interval peak
+// logged is the largest since the previous logged step. Before: every measured step went to
+// the event file too, which grew ~2.8 KB a step without bound (67.6 MB at 24k steps).
+TEST_F(MemoryCategoriesRun, TensorBoardHoldsTheSplitAndThePeakCompositionAtTheLogCadence) {
   const Json memory = read_json(run_ / "memory_profile.json");
+  ASSERT_EQ(memory.size(), 3u);
+  std::vector<size_t> logged;  // the entries TensorBoard shows
+  for (size_t i = 0; i < memory.size(); ++i) {
+    if (memory[i].at("step").get<int64_t>() % 25 == 0 || i + 1 == memory.size()) logged.push_back(i);
+  }
+  ASSERT_EQ(logged, (std::vector<size_t>{0, 2}));
   auto scalars = read_scalars(run_);
   for (const char* name :
        {"parameters", "buffers", "gradients", "optimizer_state", "activations_and_temporaries"}) {
     const std::string tag = std::string("memory/") + name + "_bytes";
-    ASSERT_EQ(scalars[tag].size(), memory.size()) << tag;
-    for (size_t i = 0; i < memory.size(); ++i) {
-      EXPECT_EQ(scalars[tag][i].first, memory[i].at("step").get<int64_t>()) << tag;
-      EXPECT_FLOAT_EQ(scalars[tag][i].second, memory[i].at("categories").at(name).get<float>()) << tag;
+    ASSERT_EQ(scalars[tag].size(), logged.size()) << tag;
+    for (size_t k = 0; k < logged.size(); ++k) {
+      const Json& e = memory[logged[k]];
+      EXPECT_EQ(scalars[tag][k].first, e.at("step").get<int64_t>()) << tag;
+      EXPECT_FLOAT_EQ(scalars[tag][k].second, e.at("categories").at(name).get<float>()) << tag;
     }
-    EXPECT_EQ(scalars[std::string("memory/interval_peak/") + name + "_bytes"].size(), memory.size()) << name;
+    EXPECT_EQ(scalars[std::string("memory/interval_peak/") + name + "_bytes"].size(), logged.size()) << name;
   }
-  ASSERT_EQ(scalars["memory/interval_peak/bytes_in_use"].size(), memory.size());
-  EXPECT_FLOAT_EQ(scalars["memory/interval_peak/bytes_in_use"].back().second,
-                  memory.back().at("interval_peak").at("bytes_in_use").get<float>());
+  const auto& peaks = scalars["memory/interval_peak/bytes_in_use"];
+  ASSERT_EQ(peaks.size(), logged.size());
+  int64_t largest = 0;  // over the entries after the first logged one
+  for (size_t i = 1; i < memory.size(); ++i)
+    largest = std::max(largest, memory[i].at("interval_peak").at("bytes_in_use").get<int64_t>());
+  EXPECT_FLOAT_EQ(peaks.back().second, static_cast<float>(largest));
+  EXPECT_FLOAT_EQ(peaks.front().second, memory[0].at("interval_peak").at("bytes_in_use").get<float>());
 }
 
 TEST_F(MemoryCategoriesRun, SummaryNamesTheConfigAndTheRunApartAndTheConsoleCountsThreads) {
