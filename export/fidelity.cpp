@@ -48,9 +48,14 @@ class NoiseOff {
 
 // The model offline, deterministic: posterior mean, PCA-rotated, dimensions past the kept
 // ones at the mean (what the file's decode fills at noise_scale 0), decoded without noise.
+// A spherical model's latent is the encoder's output on the unit sphere (what the file's angles
+// encode and its decode turns back into a unit vector).
 torch::Tensor reference(rave::RaveModelImpl& m, const torch::Tensor& x, int64_t latent_size) {
   torch::NoGradGuard no_grad;
   NoiseOff off(m);
+  if (m.options().encoder == rave::EncoderKind::kSpherical) {
+    return m.decode(m.encoder->reparametrize(m.encode_stats(x)).first);
+  }
   auto z = m.encode_stats(x).chunk(2, 1)[0];
   auto pca = rave::stored_latent_pca(m);
   auto rotated = torch::matmul(pca.components, z - pca.mean.unsqueeze(-1));
@@ -78,9 +83,11 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesyst
                                  const torch::Tensor& audio, const std::string& audio_source) {
   FidelityFigures f;
   f.audio = audio_source;
-  if (model.options().encoder != rave::EncoderKind::kVariational) {
-    f.not_measured = "model.encoder = " + std::string(enum_name(model.options().encoder)) +
-                     " (the comparison runs the variational posterior mean)";
+  const auto kind = model.options().encoder;
+  if (kind != rave::EncoderKind::kVariational && kind != rave::EncoderKind::kSpherical) {
+    f.not_measured = "model.encoder = " + std::string(enum_name(kind)) +
+                     " (the comparison runs a deterministic latent: the variational posterior mean, or "
+                     "the spherical encoder's unit vector)";
     return f;
   }
   const int64_t block = stream_block(info.ratio);

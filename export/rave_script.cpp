@@ -251,14 +251,21 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   };
   if (kind == rave::EncoderKind::kSpherical) {
     // RAVE's unit_norm_vector_to_angles and angles_to_unit_norm_vector (rave/blocks.py): the
-    // L-dimensional latent as L − 1 angles scaled to [−1, 1], and back to a unit vector.
+    // L-dimensional latent as L − 1 angles scaled to [−1, 1], and back to a unit vector. Where
+    // RAVE divides 0 by 0 (a latent frame whose trailing components are all zero: digital
+    // silence, an all-zero input) and takes the arccos of NaN, the angle is 0, the usual
+    // convention of hyperspherical coordinates; a ratio rounded past ±1 is clamped. So the file
+    // never outputs NaN, and its angles equal RAVE's wherever RAVE's are finite.
     const std::string pi = num(M_PI);
     top.define(
         "def latent_to_angles(self, x: Tensor) -> Tensor:\n"
         "    norms = x.flip([1]).pow(2)\n"
         "    norms = torch.cat([norms[:, 1:2] + norms[:, 0:1], norms[:, 2:]], 1)\n"
         "    norms = norms.cumsum(1).flip([1]).sqrt()\n"
-        "    angles = torch.arccos(x[:, :-1] / norms)\n"
+        "    defined = norms > 0.0\n"
+        "    ones = torch.ones_like(norms)\n"
+        "    ratio = torch.where(defined, x[:, :-1] / torch.where(defined, norms, ones), ones)\n"
+        "    angles = torch.arccos(ratio.clamp(-1.0, 1.0))\n"
         "    last = torch.where(x[:, -1:] >= 0, angles[:, -1:], 2.0 * " +
         pi +
         " - angles[:, -1:])\n"

@@ -121,8 +121,15 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
     return {append_noise(z), commitment};
   }
   if (kind == EncoderKind::kSpherical) {
-    // z / ‖z‖₂ over the latent channels; the regularisation is zeros_like(z).mean().
-    return {stats / stats.norm(2, {1}, /*keepdim=*/true), torch::zeros({}, stats.options())};
+    // z / ‖z‖₂ over the latent channels; the regularisation is zeros_like(z).mean(). A frame
+    // whose norm is 0 (digital silence can give exactly 0) is the first axis, where RAVE's
+    // division makes it NaN: the point the exported file's angles give it (all angles 0, the
+    // convention of hyperspherical coordinates; export/rave_script.cpp), so the file and the
+    // model agree there too. Every other frame is RAVE's.
+    const auto norm = stats.norm(2, {1}, /*keepdim=*/true);
+    auto axis = torch::zeros_like(stats);
+    axis.select(1, 0).fill_(1.0);
+    return {torch::where(norm > 0, stats / norm.clamp_min(1e-30), axis), torch::zeros({}, stats.options())};
   }
   if (kind == EncoderKind::kWasserstein) {
     // MMD between the latent frames (B·T', L) and as many standard normal draws, with RAVE's

@@ -4,6 +4,7 @@
 // decode; the spherical latent as angles, converted as RAVE's rave/blocks.py converts them
 // (golden rave_angles); the discrete latent as one code index per codebook.
 #include "export/export_fixtures.h"
+#include "export/fidelity.h"
 #include "support/golden.h"
 
 namespace rt::exporting::testing {
@@ -88,6 +89,56 @@ TEST(ExportedLatentKinds, SphericalLatentIsRavesAngles) {
   // The angles carry the direction only: the unit vector of the encoder output comes back.
   const auto stats = model->encode_stats(x);
   EXPECT_LT(max_diff(unit, stats / stats.norm(2, {1}, true)), 1e-5);
+}
+
+// Where RAVE's conversion divides 0 by 0 (a frame whose trailing components are all zero: an
+// all-zero latent, digital silence) its angles are NaN, and so was the whole exported output.
+// The file takes angle 0 there and is RAVE's elsewhere; the spherical export is measured by the
+// fidelity check. Before: NaN latent and output, and "not measured".
+TEST(ExportedLatentKinds, SphericalAnglesStayFiniteWhereRavesDivideZeroByZero) {
+  rt::testing::ScratchDir dir("export_spherical_zero");
+  auto [o, model, ts] = exported(rave::EncoderKind::kSpherical, dir / "m.ts");
+  torch::NoGradGuard no_grad;
+  auto latent = torch::zeros({3, 5, 2});
+  latent[1][0].fill_(2.0);   // (2, 0, 0, 0, 0): every angle after the first undefined
+  latent[2][3].fill_(-1.0);  // (0, 0, 0, -1, 0)
+  const auto angles = call(ts, "latent_to_angles", latent);
+  ASSERT_TRUE(torch::isfinite(angles).all().item<bool>()) << angles;
+  // Undefined angles are 0 (scaled to -1); the defined ones are RAVE's: (2, 0, …) is angle 0
+  // from the first axis, (0, 0, 0, -1, 0) is pi/2, pi/2, pi/2, then the last angle's wrap, pi.
+  EXPECT_LT(max_diff(angles[0], torch::full({4, 2}, -1.0)), 1e-6);
+  EXPECT_LT(max_diff(angles[1], torch::full({4, 2}, -1.0)), 1e-6);
+  EXPECT_LT(max_diff(angles[2], torch::zeros({4, 2})), 1e-6);
+  const auto back = call(ts, "angles_to_latent", angles);
+  EXPECT_LT(max_diff(back[1], latent[1] / 2.0), 1e-6);
+  EXPECT_LT(max_diff(back[2], latent[2]), 1e-6);
+  // Rounding past ±1 (a component that is the whole norm) is clamped, not NaN.
+  auto edge = torch::zeros({1, 5, 1});
+  edge[0][1][0] = 1.0f + 1e-7f;
+  EXPECT_TRUE(torch::isfinite(call(ts, "latent_to_angles", edge)).all().item<bool>());
+  // The model's own point for a zero frame is the one the file's angles give it: the first axis.
+  auto axis = torch::zeros({1, 5, 3});
+  axis.select(1, 0).fill_(1.0);
+  EXPECT_LT(max_diff(model->encoder->reparametrize(torch::zeros({1, 5, 3})).first, axis), 1e-7);
+  // Silence through the whole file, offline and streaming, and the fidelity check measured.
+  for (bool streaming : {false, true}) {
+    ScriptOptions s;
+    s.streaming = streaming;
+    ScriptInfo info;
+    const auto file = dir / (streaming ? "s.ts" : "o.ts");
+    script_rave(*model, s, &info).save(file.string());
+    auto m = torch::jit::load(file.string());
+    set_noise_scale(m, 0.0);
+    const auto silent = call(m, "forward", torch::zeros({1, 1, 4 * info.ratio}));
+    EXPECT_TRUE(torch::isfinite(silent).all().item<bool>()) << (streaming ? "streaming" : "offline");
+    const int64_t n = fidelity_samples(info, 44100, 0.5, streaming);
+    auto audio = (torch::randn({1, n}) * 0.2).to(torch::kFloat);
+    audio.narrow(1, n / 4, n / 4).zero_();  // digital silence inside
+    const auto f = measure_fidelity(*model, file, s, info, audio, "noise with silence");
+    ASSERT_TRUE(f.measured) << f.not_measured;
+    EXPECT_LE(f.max_abs_diff, 1e-5) << format_fidelity(f);
+    EXPECT_TRUE(f.within_budget()) << format_fidelity(f);
+  }
 }
 
 TEST(ExportedLatentKinds, DiscreteLatentIsOneCodeIndexPerCodebook) {
