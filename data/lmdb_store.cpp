@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "data/mapped_read.h"
+
 namespace rt {
 
 LmdbStore::LmdbStore(const std::filesystem::path& path, Mode mode, uint64_t map_size_bytes)
@@ -46,6 +48,8 @@ LmdbStore::LmdbStore(const std::filesystem::path& path, Mode mode, uint64_t map_
     mdb_env_info(env_, &info);
     mdb_env_stat(env_, &stat);
     used_bytes_ = (static_cast<uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+    psize_ = stat.ms_psize;
+    install_mapped_read_guard();
     data_fd_ = ::open((path / "data.mdb").c_str(), O_RDONLY | O_CLOEXEC);
     if (data_fd_ < 0)
       throw Error("cannot open '" + (path / "data.mdb").string() + "': " + std::strerror(errno));
@@ -64,12 +68,35 @@ void LmdbStore::check_not_shrunk() const {
   if (::fstat(data_fd_, &st) != 0) {
     throw Error("cannot stat '" + (path_ / "data.mdb").string() + "': " + std::strerror(errno));
   }
-  if (static_cast<uint64_t>(st.st_size) >= used_bytes_) return;
-  throw Error(
-      "LMDB database '" + path_.string() + "' changed under the reader: data.mdb is now " +
-      std::to_string(st.st_size) + " bytes, but the database uses " + std::to_string(used_bytes_) +
-      " (truncated, or being rewritten, while it was open); restore the database (or rerun preprocess) "
-      "and resume with --ckpt last");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < used_bytes_) {
+    throw changed_under_reader("data.mdb is now " + std::to_string(size) + " bytes, but the database uses " +
+                               std::to_string(used_bytes_));
+  }
+  // The file may keep its size and still no longer hold the database: rewritten in place (a
+  // preprocess into the same folder, a copy over it) and cut back to its old size. Each read
+  // transaction starts from the newest meta page, so its last page must lie inside the file.
+  MDB_envinfo info{};
+  if (!run_guarded([&] { mdb_env_info(env_, &info); })) throw changed_under_reader(faulted_text());
+  const uint64_t last = (static_cast<uint64_t>(info.me_last_pgno) + 1) * psize_;
+  if (last > size) {
+    throw changed_under_reader("its newest meta page names page " + std::to_string(info.me_last_pgno) +
+                               ", past the end of data.mdb (" + std::to_string(size) + " bytes)");
+  }
+}
+
+Error LmdbStore::changed_under_reader(const std::string& what) const {
+  return Error("LMDB database '" + path_.string() + "' changed under the reader: " + what +
+               " (truncated, or being rewritten, while it was open); restore the database (or rerun "
+               "preprocess) and resume with --ckpt last");
+}
+
+std::string LmdbStore::faulted_text() const {
+  struct stat st {};
+  const bool sized = data_fd_ >= 0 && ::fstat(data_fd_, &st) == 0;
+  return "a read of data.mdb (" +
+         (sized ? std::to_string(st.st_size) + " bytes" : std::string("size unknown")) +
+         ") hit a page the file no longer holds (SIGBUS)";
 }
 
 void LmdbStore::check(int rc, const std::string& what) const {
@@ -90,10 +117,16 @@ uint64_t LmdbStore::map_size() const {
 size_t LmdbStore::count() const {
   check_not_shrunk();
   MDB_txn* txn = nullptr;
-  check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
+  int rc = 0;
   MDB_stat stat{};
-  int rc = mdb_stat(txn, dbi_, &stat);
-  mdb_txn_abort(txn);
+  if (!run_guarded([&] {
+        rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+        if (rc == 0) rc = mdb_stat(txn, dbi_, &stat);
+      })) {
+    if (txn != nullptr) mdb_txn_abort(txn);
+    throw changed_under_reader(faulted_text());
+  }
+  if (txn != nullptr) mdb_txn_abort(txn);
   check(rc, "stat");
   return stat.ms_entries;
 }
@@ -101,42 +134,73 @@ size_t LmdbStore::count() const {
 std::optional<std::string> LmdbStore::get(std::string_view key) const {
   check_not_shrunk();
   MDB_txn* txn = nullptr;
-  check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
   MDB_val k{key.size(), const_cast<char*>(key.data())};
   MDB_val v{};
-  int rc = mdb_get(txn, dbi_, &k, &v);
+  int rc = 0;
   std::optional<std::string> out;
-  if (rc == 0) out.emplace(static_cast<const char*>(v.mv_data), v.mv_size);
-  mdb_txn_abort(txn);
+  bool ok = run_guarded([&] {
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+    if (rc == 0) rc = mdb_get(txn, dbi_, &k, &v);
+  });
+  if (ok && rc == 0) {
+    out.emplace(v.mv_size, '\0');  // allocated outside the guard; the bytes copied inside it
+    char* dst = out->data();
+    ok = run_guarded([&] { std::memcpy(dst, v.mv_data, v.mv_size); });
+  }
+  if (txn != nullptr) mdb_txn_abort(txn);
+  if (!ok) throw changed_under_reader(faulted_text());
   if (rc != 0 && rc != MDB_NOTFOUND) check(rc, "get '" + std::string(key) + "'");
+  if (rc != 0) out.reset();
   return out;
 }
 
 void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_view)>& fn) const {
   check_not_shrunk();
   MDB_txn* txn = nullptr;
-  check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin read");
   MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn, dbi_, &cur);
+  int rc = 0;
+  auto close = [&] {
+    if (cur != nullptr) mdb_cursor_close(cur);
+    if (txn != nullptr) mdb_txn_abort(txn);
+  };
+  if (!run_guarded([&] {
+        rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+        if (rc == 0) rc = mdb_cursor_open(txn, dbi_, &cur);
+      })) {
+    close();
+    throw changed_under_reader(faulted_text());
+  }
   if (rc != 0) {
-    mdb_txn_abort(txn);
+    close();
     check(rc, "open cursor");
   }
+  // The callback sees copies: it runs outside the guard, and must not touch the map.
   MDB_val k{}, v{};
+  std::string key, value;
+  MDB_cursor_op op = MDB_FIRST;
   try {
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-      if (!fn({static_cast<const char*>(k.mv_data), k.mv_size},
-              {static_cast<const char*>(v.mv_data), v.mv_size}))
-        break;
+    for (;;) {
+      if (!run_guarded([&] { rc = mdb_cursor_get(cur, &k, &v, op); }))
+        throw changed_under_reader(faulted_text());
+      if (rc != 0) break;
+      key.resize(k.mv_size);
+      value.resize(v.mv_size);
+      char *kd = key.data(), *vd = value.data();
+      if (!run_guarded([&] {
+            std::memcpy(kd, k.mv_data, k.mv_size);
+            std::memcpy(vd, v.mv_data, v.mv_size);
+          }))
+        throw changed_under_reader(faulted_text());
+      if (!fn(key, value)) break;
       check_not_shrunk();  // before the cursor reads its next page
+      op = MDB_NEXT;
     }
   } catch (...) {
-    mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
+    close();
     throw;
   }
-  mdb_cursor_close(cur);
-  mdb_txn_abort(txn);
+  close();
+  if (rc != 0 && rc != MDB_NOTFOUND) check(rc, "read");
 }
 
 std::string LmdbStore::key_for_index(uint64_t index) {

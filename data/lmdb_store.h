@@ -42,11 +42,14 @@ class LmdbStore {
   size_t count() const;
 
   // The value stored under `key`, or nullopt. Thread-safe. Read-only stores check first that
-  // data.mdb still holds every page the database uses (check_not_shrunk): a file truncated
-  // under the reader is an rt::Error naming it, not the SIGBUS of a read past its end.
+  // data.mdb still holds every page the database uses, and every page its newest meta page
+  // names (check_not_shrunk), and read the map inside a SIGBUS guard: a file truncated or
+  // rewritten under the reader is an rt::Error naming it, never the SIGBUS of a read past its
+  // end (which killed the process with no message).
   std::optional<std::string> get(std::string_view key) const;
 
-  // Calls `fn(key, value)` for every entry in key order; stop early by returning false.
+  // Calls `fn(key, value)` for every entry in key order (copies of the mapped bytes, valid for
+  // the call); stop early by returning false.
   void for_each(const std::function<bool(std::string_view, std::string_view)>& fn) const;
 
   // Batches puts into one transaction. commit() makes them durable; destruction without
@@ -75,6 +78,10 @@ class LmdbStore {
   // pages the database used when it was opened (truncate -s 0, a copy over it in progress).
   // LMDB maps the file; reading a mapped page past the end of the file raises SIGBUS.
   void check_not_shrunk() const;
+  // "LMDB database '<path>' changed under the reader: <what> (…)".
+  Error changed_under_reader(const std::string& what) const;
+  // What a read that faulted (SIGBUS inside a guarded read, lmdb_store.cpp) saw.
+  std::string faulted_text() const;
 
   std::filesystem::path path_;
   Mode mode_;
@@ -82,6 +89,7 @@ class LmdbStore {
   MDB_dbi dbi_ = 0;
   int data_fd_ = -1;         // data.mdb, read-only stores: its size is checked before reads
   uint64_t used_bytes_ = 0;  // the pages the database used when opened: (last page + 1) × page size
+  uint64_t psize_ = 0;       // the page size
 };
 
 }  // namespace rt

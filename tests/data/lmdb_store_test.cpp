@@ -1,12 +1,20 @@
 #include "data/lmdb_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "data/mapped_read.h"
 #include "support/test_support.h"
 
 namespace rt {
@@ -112,6 +120,78 @@ TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find((dir / "db").string()), std::string::npos) << e.what();
   }
+}
+
+// The sibling of a truncation: the file rewritten in place under the reader (a preprocess into
+// the same folder, a bigger database copied over it) and cut back to the size it had when the
+// reader opened it. Its size check passed, the next read transaction started from the new meta
+// page, whose tree lies past the file's end: SIGBUS, no message, the summary left "running".
+TEST(LmdbStore, ADatabaseRewrittenAndCutBackToItsSizeIsAnErrorNamingIt) {
+  testing::ScratchDir dir;
+  const std::string value(64 * 1024, 'v');
+  auto make = [&](const std::filesystem::path& db, int entries, char fill) {
+    LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
+    LmdbStore::Writer w(rw);
+    for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(value.size(), fill));
+    w.commit();
+  };
+  make(dir / "db", 8, 'v');
+  make(dir / "bigger", 40, 'w');
+  const auto data = dir / "db" / "data.mdb";
+  const auto size = std::filesystem::file_size(data);
+  LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
+  ASSERT_EQ(ro.get(LmdbStore::key_for_index(7)).value(), value);
+  // In place (the same inode, as the reader's map sees it), then back to the old size.
+  std::filesystem::copy_file(dir / "bigger" / "data.mdb", data,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(data, size);
+  ASSERT_EQ(std::filesystem::file_size(data), size);
+  for (const auto& read : std::vector<std::function<void()>>{
+           [&] { ro.get(LmdbStore::key_for_index(7)); }, [&] { ro.count(); },
+           [&] { ro.for_each([](std::string_view, std::string_view) { return true; }); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "a read of the rewritten database went through";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos)
+          << what;
+    }
+  }
+}
+
+// The guard itself: a read of a mapped page the file no longer holds returns false inside
+// run_guarded (whatever the check before it missed), and the same read outside a guard still
+// ends the process by SIGBUS (the disposition it had).
+TEST(MappedRead, AFaultInsideAGuardIsReportedAndOutsideItKeepsItsDisposition) {
+  install_mapped_read_guard();
+  testing::ScratchDir dir;
+  const auto file = dir / "mapped";
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::ofstream(file).put('x');
+  std::filesystem::resize_file(file, 2 * page);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  char sink[16];
+  EXPECT_TRUE(run_guarded([&] { std::memcpy(sink, static_cast<char*>(map) + page, sizeof sink); }));
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  EXPECT_FALSE(run_guarded([&] { std::memcpy(sink, static_cast<char*>(map) + page, sizeof sink); }));
+  EXPECT_FALSE(run_guarded([&] { std::memcpy(sink, map, sizeof sink); }));  // again: the guard rearms
+  const pid_t child = ::fork();
+  if (child == 0) {
+    volatile char c = *(static_cast<volatile char*>(map) + page);
+    (void)c;
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) << "status " << status;
+  ASSERT_EQ(::ftruncate(fd, 2 * page), 0);
+  EXPECT_TRUE(run_guarded([&] { std::memcpy(sink, static_cast<char*>(map) + page, sizeof sink); }));
+  ::munmap(map, 2 * page);
+  ::close(fd);
 }
 
 }  // namespace
