@@ -61,9 +61,13 @@ torch::Tensor get_buffer(const AudioExample& ex, const std::string& name, const 
   std::memcpy(t.data_ptr(), buf.data().data(), buf.data().size());
   const float* v = t.data_ptr<float>();
   for (int64_t i = 0; i < rows * cols; ++i) {
-    if (!std::isfinite(v[i])) {
-      throw Error(field + " holds " + std::to_string(v[i]) + " at [" + std::to_string(i / cols) + ", " +
-                  std::to_string(i % cols) + "]; values must be finite");
+    if (!std::isfinite(v[i]) || std::fabs(v[i]) > kMaxNeuralValue) {
+      std::ostringstream shown;
+      shown << v[i];
+      throw Error(field + " holds " + shown.str() + " at [" + std::to_string(i / cols) + ", " +
+                  std::to_string(i % cols) +
+                  "]; values must be finite and within ±1e9 (larger is no "
+                  "recording's value, and its square overflows the float32 loss)");
     }
   }
   return t;
@@ -333,13 +337,13 @@ void NeuralDatabaseCheck::finish(size_t entries) const {
   for (size_t g = 0; records_ == entries && g < group_names_.size(); ++g) {
     const auto it = y.groups.find(group_names_[g]);
     if (it == y.groups.end())
-      throw Error(path.string() + " says nothing of group \"" + group_names_[g] + "\"");
+      throw Error(path.string() + " says nothing of group \"" + printable(group_names_[g]) + "\"");
     const std::pair<const char*, int64_t> fields[] = {
         {"units", group_units_[g]}, {"behavior_dims", group_dims_[g]}, {"trials", group_records_[g]}};
     for (const auto& [field, actual] : fields) {
       const auto f = it->second.find(field);
       if (f != it->second.end() && f->second != actual) {
-        throw Error(path.string() + ": group \"" + group_names_[g] + "\" " + field + ": " +
+        throw Error(path.string() + ": group \"" + printable(group_names_[g]) + "\" " + field + ": " +
                     std::to_string(f->second) + ", but its records hold " + std::to_string(actual));
       }
     }

@@ -39,13 +39,19 @@ inline constexpr double kMaxSigmaMs = 10000.0;  // smoothing σ, at import or at
 inline constexpr int64_t kMaxBins = 1000000;    // time bins per trial
 inline constexpr int64_t kMaxUnits = 100000;
 inline constexpr int64_t kMaxBehaviorDims = 10000;
+// The largest |value| a spike or behaviour buffer may hold. No recording has a billion spikes
+// in a bin or a behaviour value of a billion units; a larger one is a broken record (a flag
+// value, a unit error), and its square overflows float32 (3.4e38 at |x| ≈ 1.8e19), so it once
+// passed inspection and stopped training as "non-finite loss" without naming the record.
+inline constexpr double kMaxNeuralValue = 1e9;
 
 // Serialises to an AudioExample message. REQUIRES: 2-D spikes/behavior with equal T.
 std::string encode_neural_record(const NeuralRecord& record);
 // Parses and validates a record; throws rt::Error naming `what` (e.g. "db/ key 00000012") and
 // the buffer or metadata field when the bytes are not a neural record (missing buffers or
 // metadata, wrong precision, sizes not matching shapes) or a field is outside its range: T in
-// [1, kMaxBins], units in [1, kMaxUnits], dims in [1, kMaxBehaviorDims], finite values, bin_ms
+// [1, kMaxBins], units in [1, kMaxUnits], dims in [1, kMaxBehaviorDims], finite values within
+// ±kMaxNeuralValue, bin_ms
 // in [kMinBinMs, kMaxBinMs], smoothing_sigma_ms in [0, kMaxSigmaMs], trial an integer >= 0.
 // The one validation of a record: training and `preprocess --inspect` both decode through it.
 NeuralRecord decode_neural_record(std::string_view bytes, const std::string& what);

@@ -87,6 +87,17 @@ TEST(NeuralRecordRanges, CraftedFieldsAreRefusedNamingTheKeyAndField) {
   nan.behavior[2][1] = std::nanf("");
   EXPECT_HAS(error_of([&] { neural::decode_neural_record(neural::encode_neural_record(nan), "k"); }),
              "buffers[\"behavior\"] holds nan at [2, 1]; values must be finite");
+  // Finite but no recording's value: 3e38 spikes once passed inspection and stopped training as
+  // "non-finite loss" (its square overflows float32) without naming the record.
+  auto huge = good_record();
+  huge.spikes[1][2] = 3e38f;
+  const auto huge_msg =
+      error_of([&] { neural::decode_neural_record(neural::encode_neural_record(huge), "db key 00000004"); });
+  EXPECT_HAS(huge_msg, "db key 00000004");
+  EXPECT_HAS(huge_msg, "buffers[\"spikes\"] holds 3e+38 at [1, 2]; values must be finite and within ±1e9");
+  auto edge = good_record();
+  edge.behavior[0][0] = -1e9f;  // the bound itself is a value
+  EXPECT_NO_THROW(neural::decode_neural_record(neural::encode_neural_record(edge), "k"));
 
   // A shape promising more than the bytes hold is "truncated", and allocates nothing.
   audio_example::AudioExample ex;
