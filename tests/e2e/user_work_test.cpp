@@ -1,0 +1,221 @@
+// Nothing a user types may destroy their work, or reach their terminal raw: a smoke run leaves
+// `latest` with the real run; a database rewritten under the reader fails the run naming it; a
+// folder, FIFO or device given for a file is named for what it is; values from files, records
+// and the command line are shown escaped; a run killed after a checkpoint resumes with its
+// profiles whole. Each test fails without its fix (docs/bad_input.md).
+#include <sys/stat.h>
+
+#include "data/lmdb_store.h"
+#include "e2e/e2e_fixtures.h"
+#include "trainer/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/run_pointer.h"
+
+namespace rt::e2e {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class UserWork : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir("e2e_user_work");
+    db_ = make_demo_db(dir_->path());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static ScratchDir* dir_;
+  static fs::path db_;
+};
+ScratchDir* UserWork::dir_ = nullptr;
+fs::path UserWork::db_;
+
+// A smoke run is a run of its own, and `--ckpt last` must keep meaning the real run. Before:
+// --smoke_test re-pointed <out_path>/latest at itself, so `--ckpt last` resumed the smoke run.
+TEST_F(UserWork, ASmokeTestLeavesLatestWithTheRealRun) {
+  const fs::path out = dir_->path() / "smoke";
+  auto real = run_command(tiny_train_command(db_, out, "--name real --max_steps 3"));
+  ASSERT_EQ(real.exit_code, 0) << real.output;
+  const fs::path run = run_dir_from_output(real.output);
+  ASSERT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), run));
+  auto smoke = run_command(tiny_train_command(db_, out, "--name real --smoke_test"));
+  ASSERT_EQ(smoke.exit_code, 0) << smoke.output;
+  const fs::path smoke_run = run_dir_from_output(smoke.output);
+  EXPECT_TRUE(contains(smoke_run.filename().string(), "real_smoke_")) << smoke_run;
+  EXPECT_TRUE(fs::equivalent(resolve_run_pointer(out / "latest"), run)) << "latest moved to the smoke run";
+  auto resumed = run_command(tiny_train_command(db_, out, "--max_steps 5 --ckpt last"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(fs::equivalent(run_dir_from_output(resumed.output), run)) << resumed.output;
+}
+
+// The database rewritten in place under a training run (a bigger one copied over data.mdb) and
+// cut back to the size it had when the run opened it: the size check passes, the new meta page
+// names pages past the file's end. An error naming the database, exit 1, the summary failed,
+// with and without loader workers. Before: SIGBUS (rc 135), no message, the summary "running".
+TEST_F(UserWork, ADatabaseRewrittenUnderTheRunAndCutBackFailsItNamingIt) {
+  const fs::path bigger = dir_->path() / "bigger_db";
+  {
+    LmdbStore rw(bigger, LmdbStore::Mode::kReadWrite, 64 << 20);
+    LmdbStore::Writer w(rw);
+    for (int i = 0; i < 200; ++i) w.put(LmdbStore::key_for_index(i), std::string(64 * 1024, 'x'));
+    w.commit();
+  }
+  for (const char* workers : {"0", "2"}) {
+    const fs::path db = dir_->path() / (std::string("rewritten_") + workers);
+    fs::copy(db_, db, fs::copy_options::recursive);
+    const auto size = fs::file_size(db / "data.mdb");
+    ASSERT_GT(fs::file_size(bigger / "data.mdb"), 2 * size);
+    BackgroundProcess p(
+        tiny_train_command(db, dir_->path() / "rewritten",
+                           std::string("--max_steps 100000 --log_every 1 --workers ") + workers),
+        dir_->path() / (std::string("rewritten_") + workers + ".log"));
+    ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 3; }, 120)) << p.log();
+    // In place: the same inode, as the reader's map sees it.
+    fs::copy_file(bigger / "data.mdb", db / "data.mdb", fs::copy_options::overwrite_existing);
+    fs::resize_file(db / "data.mdb", size);
+    const int code = p.wait_exit(120);
+    const std::string log = p.log();
+    EXPECT_EQ(code, 1) << "workers " << workers << "\n" << log;
+    EXPECT_TRUE(contains(log, "LMDB database '" + db.string() + "' changed under the reader")) << log;
+    const Json summary = read_json(run_dir_from_output(log) / "training_summary.json");
+    EXPECT_TRUE(contains(summary.at("status").get<std::string>(), "failed: ")) << summary.dump(2);
+  }
+}
+
+// "does not exist" only for what does not exist: a folder, a FIFO or a device where a file is
+// expected (or a file where a folder is) is named for what it is, and a FIFO is never opened
+// (reading one would wait for a writer). Before: "does not exist" or "no such file" for each.
+TEST_F(UserWork, AFolderFifoOrDeviceIsNamedForWhatItIs) {
+  const fs::path fifo = dir_->path() / "a_fifo", folder = dir_->path() / "a_folder";
+  if (!fs::exists(fifo)) {
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  }
+  fs::create_directories(folder);
+  const std::string train = bin_path("train") + " --config tiny_rave --db_path " + quote(db_.string()) +
+                            " --out_path " + quote((dir_->path() / "kinds").string());
+  const struct {
+    std::string command, says;
+  } cases[] = {
+      {train + " --ckpt " + quote(folder.string()),
+       "train.ckpt = '" + folder.string() + "' is a folder, not a file"},
+      {train + " --ckpt " + quote(fifo.string()),
+       "train.ckpt = '" + fifo.string() + "' is a FIFO, not a file"},
+      {bin_path("train") + " --config " + quote(fifo.string()),
+       "config file '" + fifo.string() + "' is a FIFO, not a file"},
+      {bin_path("export") + " --ckpt /dev/null", "--ckpt '/dev/null' is a character device, not a file"},
+      {bin_path("export") + " --ckpt " + quote(folder.string()), "is a folder, not a file"},
+      {bin_path("export") + " --run " + quote(fifo.string()),
+       "--run '" + fifo.string() + "' is a FIFO, not a folder"},
+      {bin_path("export") + " --benchmark " + quote(folder.string()), "is a folder, not a file"},
+      {bin_path("preprocess") + " --inspect " + quote(fifo.string()), fifo.string()},
+      {bin_path("preprocess") + " --input_path " + quote(fifo.string()) + " --output_path " +
+           quote((dir_->path() / "from_fifo").string()),
+       fifo.string() + ": is a FIFO, neither a file nor a folder"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_command("timeout 60 " + c.command + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << c.command << "\n" << r.output;
+    EXPECT_NE(r.exit_code, 124) << "waited on the FIFO: " << c.command;
+    EXPECT_TRUE(contains(r.output, c.says)) << c.command << "\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "does not exist")) << c.command << "\n" << r.output;
+  }
+  // A path that does not exist is still said to.
+  auto missing = run_command(train + " --ckpt " + quote((dir_->path() / "none.ckpt").string()) + " 2>&1");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_TRUE(contains(missing.output, "none.ckpt' does not exist")) << missing.output;
+}
+
+// Bytes a terminal acts on (ESC starts an escape sequence: clear the screen, recolour, retitle)
+// from metadata.yaml, from neural group names and from the command line are shown as \x1b.
+// Before: written raw, in errors, `preprocess --inspect` and the validation line.
+TEST_F(UserWork, TerminalBytesFromFilesRecordsAndFlagsAreShownEscaped) {
+  const std::string esc = "\x1b[2J\x1b]0;owned\x07";
+  auto no_raw_escape = [](const std::string& out) { return out.find('\x1b') == std::string::npos; };
+  // metadata.yaml
+  const fs::path db = dir_->path() / "meta_db";
+  fs::copy(db_, db, fs::copy_options::recursive);
+  write_file_atomic(db / "metadata.yaml", "channels: 1\nsr: 44100" + esc + "\nlazy: false\n");
+  for (const std::string& command : {tiny_train_command(db, dir_->path() / "meta_runs", "--max_steps 2"),
+                                     bin_path("preprocess") + " --inspect " + quote(db.string())}) {
+    auto r = run_command(command + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "44100\\x1b[2J\\x1b]0;owned\\x07")) << r.output;
+    EXPECT_TRUE(no_raw_escape(r.output)) << command;
+  }
+  // Command-line values echoed in errors, in every program.
+  for (const std::string& command :
+       {bin_path("train") + " --config " + quote("v2" + esc),
+        bin_path("train") + " --config tiny_rave --batch " + quote("4" + esc),
+        bin_path("export") + " --run x --quantize " + quote("int8" + esc),
+        bin_path("export") + " --benchmark x.ts --threads " + quote("1" + esc),
+        bin_path("preprocess") + " --inspect " + quote(dir_->path().string() + "/none" + esc),
+        bin_path("profile-report") + " " + quote(dir_->path().string() + "/none" + esc)}) {
+    auto r = run_command(command + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "\\x1b[2J")) << command << "\n" << r.output;
+    EXPECT_TRUE(no_raw_escape(r.output)) << command << "\n" << r.output;
+  }
+  // A neural group named by its file's stem: the import, --inspect and the validation line.
+  const fs::path h5 = dir_->path() / "groups_h5";
+  auto g = run_command(bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) +
+                       " --groups 2 --units 16 --trials 80 --seed 3 2>&1");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(h5)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u);
+  fs::rename(files[0], h5 / ("monkey" + esc + files[0].extension().string()));
+  const fs::path ndb = dir_->path() / "groups_db";
+  auto i = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote(h5.string()) +
+                       " --output_path " + quote(ndb.string()) + " 2>&1");
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  auto inspect = run_command(bin_path("preprocess") + " --inspect " + quote(ndb.string()) + " 2>&1");
+  auto train = run_command(bin_path("train") + " --config tiny_ssm --db_path " + quote(ndb.string()) +
+                           " --out_path " + quote((dir_->path() / "groups_runs").string()) +
+                           " --max_steps 4 --val_every 2 --threads 1 2>&1");
+  for (const auto* r : {&i, &inspect, &train}) {
+    EXPECT_EQ(r->exit_code, 0) << r->output;
+    EXPECT_TRUE(contains(r->output, "monkey\\x1b[2J")) << r->output;
+    EXPECT_TRUE(no_raw_escape(r->output)) << r->output;
+  }
+}
+
+// kill -9 after a checkpoint, then --ckpt last: timing_profile.json holds every step once. The
+// profiles are flushed with every checkpoint. Before: the steps between the profile's last
+// flush (every 2 s) and the checkpoint were lost, the resume recording only those after it.
+TEST_F(UserWork, AResumeAfterKill9LeavesNoGapInTheTimingProfile) {
+  const fs::path out = dir_->path() / "killed";
+  BackgroundProcess p(
+      tiny_train_command(db_, out, "--max_steps 100000 --save_every 5 --enable_timing_profiling"),
+      dir_->path() / "killed.log");
+  fs::path run;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        run = run_dir_from_output(p.log());
+        return !run.empty() && fs::exists(run / "checkpoints" / "step_15.ckpt");
+      },
+      120))
+      << p.log();
+  p.signal(SIGKILL);
+  ASSERT_EQ(p.wait_exit(60), 128 + SIGKILL);
+  const int64_t resumed_at = read_checkpoint_meta(run / "checkpoints" / "last.ckpt").step;
+  ASSERT_GE(resumed_at, 15);
+  const int64_t end = resumed_at + 10;
+  auto r = run_command(tiny_train_command(
+      db_, out, "--max_steps " + std::to_string(end) + " --enable_timing_profiling --ckpt last"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, ".unreadable")) << r.output;
+  const Json profile = read_json(run / "timing_profile.json");
+  std::vector<int64_t> steps;
+  for (const auto& e : profile) steps.push_back(e.at("step").get<int64_t>());
+  std::vector<int64_t> every(static_cast<size_t>(end));
+  for (int64_t s = 0; s < end; ++s) every[static_cast<size_t>(s)] = s;
+  EXPECT_EQ(steps, every) << "resumed at " << resumed_at;
+}
+
+}  // namespace
+}  // namespace rt::e2e
