@@ -9,8 +9,9 @@
 // on (take_checkpoint_request()). SIGPIPE is ignored: a closed log pipe (`train | tee` whose
 // tee died, an ssh session's stdout) makes writes to it fail instead of killing the run.
 //
-// `train` installs the handlers first thing (a constructor of its executable, before main), so
-// a signal during start-up ends it with a message, never with the default action; installing
+// `train` installs the handlers first thing (its executable's DT_PREINIT_ARRAY, before any
+// shared library's initialiser, and again in a constructor before main: apps/train/main.cpp),
+// so a signal during start-up ends it with a message, never with the default action; installing
 // unblocks these signals, so one the parent held pending (a blocked mask is inherited across
 // exec) is handled then. A SIGHUP ignored at start (`nohup train …`) stays ignored.
 #pragma once

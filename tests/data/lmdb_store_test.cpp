@@ -86,6 +86,24 @@ TEST(LmdbStore, OpeningSomethingElseNamesThePath) {
   }
 }
 
+// get, count and for_each of `ro` each throw rt::Error naming `db` as changed under the reader,
+// with `detail` in the message.
+void expect_every_read_refused(const LmdbStore& ro, const std::filesystem::path& db,
+                               const std::string& detail) {
+  for (const auto& read : std::vector<std::function<void()>>{
+           [&] { ro.get(LmdbStore::key_for_index(7)); }, [&] { ro.count(); },
+           [&] { ro.for_each([](std::string_view, std::string_view) { return true; }); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "a read of the changed database went through";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'" + db.string() + "' changed under the reader"), std::string::npos) << what;
+      EXPECT_NE(what.find(detail), std::string::npos) << what;
+    }
+  }
+}
+
 // A database truncated under its reader (truncate -s 0 DB/data.mdb while training) is an error
 // naming it. Before: the next read of a mapped page past the file's end raised SIGBUS (rc 135).
 TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
@@ -100,19 +118,7 @@ TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
   LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
   ASSERT_EQ(ro.get(LmdbStore::key_for_index(7)).value(), value);
   std::filesystem::resize_file(dir / "db" / "data.mdb", 0);
-  for (const auto& read : std::vector<std::function<void()>>{
-           [&] { ro.get(LmdbStore::key_for_index(7)); }, [&] { ro.count(); },
-           [&] { ro.for_each([](std::string_view, std::string_view) { return true; }); }}) {
-    try {
-      read();
-      ADD_FAILURE() << "a read of the truncated database went through";
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos)
-          << what;
-      EXPECT_NE(what.find("data.mdb is now 0 bytes"), std::string::npos) << what;
-    }
-  }
+  expect_every_read_refused(ro, dir / "db", "data.mdb is now 0 bytes");
   // Opening it now is refused the same way, or by LMDB itself, naming the database.
   try {
     LmdbStore again(dir / "db", LmdbStore::Mode::kReadOnly);
@@ -146,18 +152,7 @@ TEST(LmdbStore, ADatabaseRewrittenAndCutBackToItsSizeIsAnErrorNamingIt) {
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(data, size);
   ASSERT_EQ(std::filesystem::file_size(data), size);
-  for (const auto& read : std::vector<std::function<void()>>{
-           [&] { ro.get(LmdbStore::key_for_index(7)); }, [&] { ro.count(); },
-           [&] { ro.for_each([](std::string_view, std::string_view) { return true; }); }}) {
-    try {
-      read();
-      ADD_FAILURE() << "a read of the rewritten database went through";
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("'" + (dir / "db").string() + "' changed under the reader"), std::string::npos)
-          << what;
-    }
-  }
+  expect_every_read_refused(ro, dir / "db", "past the end of data.mdb");
 }
 
 // The guard itself: a read of a mapped page the file no longer holds returns false inside

@@ -201,7 +201,7 @@ TEST(RealtimeCheck, BadSettingsAndFilesAreRefusedWithTheirMessage) {
             std::string::npos)
       << m;
   m = e([&](auto& c) { c.file = dir.path(); });
-  EXPECT_NE(m.find("is a directory"), std::string::npos) << m;
+  EXPECT_NE(m.find("is a folder, not a file"), std::string::npos) << m;
 
   torch::jit::Module encoder_only("EncoderOnly");
   encoder_only.define("def encode(self, x):\n  return x\n");
