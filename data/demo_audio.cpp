@@ -116,7 +116,7 @@ struct Recipe {
 }  // namespace
 
 std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file,
-                                          uint64_t seed) {
+                                          uint64_t seed, bool replace) {
   // Every file is synthesised in memory: an hour of 48 kHz stereo is 1.4 GB of floats.
   if (!(seconds_per_file > 0 && seconds_per_file <= kMaxDemoSeconds)) {
     throw Error("--demo_seconds " + std::to_string(seconds_per_file) + ": must be in (0, " +
@@ -132,6 +132,15 @@ std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, doub
       {"plucks/nested/deeper/plucks_24k_mono.aiff", "aiff24", 24000, 1, plucks},
       {"mixed_48k_stereo.ogg", "ogg", 48000, 2, harmonic_tone},
   };
+  if (!replace) {
+    for (const auto& r : recipes) {
+      std::error_code ec;
+      if (std::filesystem::exists(std::filesystem::symlink_status(dir / r.path, ec))) {
+        throw Error("--generate_demo: '" + (dir / r.path).string() +
+                    "' already exists; pass --force to replace the demo's files, or choose another folder");
+      }
+    }
+  }
   std::vector<DemoFile> written;
   for (size_t i = 0; i < recipes.size(); ++i) {
     const auto& r = recipes[i];

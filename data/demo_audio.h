@@ -23,9 +23,11 @@ struct DemoFile {
 inline constexpr double kMaxDemoSeconds = 3600.0;
 
 // Writes the demo files under `dir` (created if missing), each `seconds_per_file` long (in
-// (0, kMaxDemoSeconds]). Returns what it wrote. Throws rt::Error when a file cannot be written,
-// rt::StopRequested after SIGINT/SIGTERM (checked between files).
+// (0, kMaxDemoSeconds]). Returns what it wrote. Throws rt::Error when a file cannot be written
+// or, unless `replace`, when one of the demo's files exists already there (before anything is
+// written: a folder of the user's keeps its files); rt::StopRequested after SIGINT/SIGTERM
+// (checked between files).
 std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, double seconds_per_file,
-                                          uint64_t seed);
+                                          uint64_t seed, bool replace = false);
 
 }  // namespace rt

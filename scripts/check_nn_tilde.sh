@@ -37,7 +37,7 @@ if [[ ${#FILES[@]} -eq 0 ]]; then
     [[ -x "$BIN/$b" ]] || { echo "error: $BIN/$b not built (scripts/build.sh)" >&2; exit 2; }
   done
   echo "== training tiny_rave for 30 steps and exporting it"
-  "$BIN/preprocess" --generate_demo "$OUT_DIR/audio" --demo_seconds 20 --seed 1 >/dev/null
+  "$BIN/preprocess" --generate_demo "$OUT_DIR/audio" --force --demo_seconds 20 --seed 1 >/dev/null
   "$BIN/preprocess" --input_path "$OUT_DIR/audio" --output_path "$OUT_DIR/db" --sampling_rate 44100 --channels 1 \
     --num_signal 16384 --max_db_size 1 >/dev/null
   "$BIN/train" --config tiny_rave --db_path "$OUT_DIR/db" --out_path "$OUT_DIR/runs" --name nnt --max_steps 30 \

@@ -33,7 +33,7 @@ done
 # A short profiled tiny_rave run with the trainer's defaults for the trace (whole-µs times):
 # steps 2-3 traced with shapes, memory and module spans, batches loaded by a worker thread.
 if [[ ! -d "$OUT_DIR/db" ]]; then
-  "$BUILD/bin/preprocess" --generate_demo "$OUT_DIR/audio" --demo_seconds 3 --seed 1 >"$OUT_DIR/preprocess.log" 2>&1
+  "$BUILD/bin/preprocess" --generate_demo "$OUT_DIR/audio" --force --demo_seconds 3 --seed 1 >"$OUT_DIR/preprocess.log" 2>&1
   "$BUILD/bin/preprocess" --input_path "$OUT_DIR/audio" --output_path "$OUT_DIR/db" --num_signal 8192 >>"$OUT_DIR/preprocess.log" 2>&1
 fi
 rm -rf "$OUT_DIR/runs"

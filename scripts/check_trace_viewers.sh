@@ -29,7 +29,7 @@ fi
 SITE="$NPM_DIR/node_modules/speedscope/dist/release"
 
 # 2. A short profiled training of tiny_rave: steps 2-3 traced with stacks and module spans.
-"$BUILD/bin/preprocess" --generate_demo "$OUT_DIR/audio" --demo_seconds 3 --seed 1 >"$OUT_DIR/preprocess.log" 2>&1
+"$BUILD/bin/preprocess" --generate_demo "$OUT_DIR/audio" --force --demo_seconds 3 --seed 1 >"$OUT_DIR/preprocess.log" 2>&1
 "$BUILD/bin/preprocess" --input_path "$OUT_DIR/audio" --output_path "$OUT_DIR/db" --num_signal 8192 >>"$OUT_DIR/preprocess.log" 2>&1
 rm -rf "$OUT_DIR/runs"
 "$BUILD/bin/train" --config tiny_rave --db_path "$OUT_DIR/db" --out_path "$OUT_DIR/runs" --name viewers \

@@ -33,7 +33,7 @@ mkdir -p "$DATASETS" "$RUNS"
 
 if [ ! -f "$DATASETS/demo/metadata.yaml" ]; then
   echo "== generating demo audio (real WAV/FLAC/OGG/AIFF files) in $DATASETS/demo_audio"
-  "$BIN/preprocess" --generate_demo "$DATASETS/demo_audio" --demo_seconds 240 --seed 1
+  "$BIN/preprocess" --generate_demo "$DATASETS/demo_audio" --force --demo_seconds 240 --seed 1
   echo "== building the LMDB dataset $DATASETS/demo"
   "$BIN/preprocess" --input_path "$DATASETS/demo_audio" --output_path "$DATASETS/demo" --sampling_rate 44100 \
     --channels 1 --num_signal 16384 --max_db_size 1

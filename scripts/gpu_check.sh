@@ -168,10 +168,10 @@ libs_step() {
 }
 
 data_step() {
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 40 --seed 1 &&
+  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 40 --seed 1 &&
     "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/audio_db" --sampling_rate 44100 \
       --channels 1 --num_signal 131072 --max_db_size 1 &&
-    "$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 182 --trials 64 --seed 1 &&
+    "$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 182 --trials 64 --seed 1 &&
     "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/neural_db" &&
     "$BIN/preprocess" --inspect "$WORK/audio_db"
 }

@@ -131,7 +131,7 @@ audio_db() {
   DB="$OUT/db"
   if [ ! -f "$DB/metadata.yaml" ]; then
     say "building the demo audio database $DB"
-    run_shown "$BIN/preprocess" --generate_demo "$OUT/audio" --demo_seconds 30 --seed 1
+    run_shown "$BIN/preprocess" --generate_demo "$OUT/audio" --force --demo_seconds 30 --seed 1
     run_shown "$BIN/preprocess" --input_path "$OUT/audio" --output_path "$DB" --num_signal 16384 --max_db_size 1
   fi
 }
@@ -148,7 +148,7 @@ neural_db() {
     exit 3
   fi
   say "building the synthetic neural database $DB"
-  run_shown "$BIN/preprocess" --generate_neural_demo "$OUT/neural" --groups 1 --seed 1
+  run_shown "$BIN/preprocess" --generate_neural_demo "$OUT/neural" --force --groups 1 --seed 1
   run_shown "$BIN/preprocess" --kind neural --input_path "$OUT/neural" --output_path "$DB"
 }
 

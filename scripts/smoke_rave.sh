@@ -36,7 +36,7 @@ command -v jq >/dev/null || { echo "smoke_rave.sh: needs jq (apt-get install jq)
 DB="$WORK/db_$N_SIGNAL"
 if [ ! -f "$DB/metadata.yaml" ]; then
   echo "== demo dataset with chunks of 2 x $N_SIGNAL samples: $DB"
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 12 --seed 1 >/dev/null
+  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 12 --seed 1 >/dev/null
   "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$DB" --num_signal "$N_SIGNAL" >/dev/null
 fi
 

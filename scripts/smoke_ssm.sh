@@ -31,7 +31,7 @@ mkdir -p "$W"
 echo "== work dir $W"
 
 T0=$(date +%s.%N)
-"$BIN/preprocess" --generate_neural_demo "$W/h5" --groups 3 --trials "$TRIALS" --seed 1
+"$BIN/preprocess" --generate_neural_demo "$W/h5" --force --groups 3 --trials "$TRIALS" --seed 1
 rm -rf "$W/db"
 "$BIN/preprocess" --kind neural --input_path "$W/h5" --output_path "$W/db"
 "$BIN/preprocess" --inspect "$W/db"

@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   app.add_option("--workers", opt.workers, "decoding threads (0 = all cores)")->capture_default_str();
   app.add_option("--inspect", inspect, "print what a database holds and check every record decodes");
   app.add_option("--generate_demo", demo_dir, "write the built-in demo audio folder to DIR and exit");
+  bool force = false;
+  app.add_flag("--force", force,
+               "with --generate_demo / --generate_neural_demo: replace files of the demo's names already in "
+               "DIR (without it they are refused, and nothing is written)");
   app.add_option("--demo_seconds", demo_seconds, "length of each demo file (s)")->capture_default_str();
   app.add_option("--seed", seed, "demo generator seed (audio and neural)")->capture_default_str();
   RT_CLI_PARSE(app, argc, argv);
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
                                                       : demo_units[static_cast<size_t>(g)]);
       }
       sopt.seed = seed;
+      sopt.replace = force;
       auto files = rt::neural::write_synthetic_reaching(neural_demo_dir, sopt);
       for (size_t g = 0; g < files.size(); ++g) {
         std::cout << files[g].string() << "  " << sopt.units[g] << " units, " << sopt.trials << " train + "
@@ -115,13 +120,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!demo_dir.empty()) {
-      auto files = rt::generate_demo_audio(demo_dir, demo_seconds, seed);
+      auto files = rt::generate_demo_audio(demo_dir, demo_seconds, seed, force);
       for (const auto& f : files) {
         std::cout << (std::filesystem::path(demo_dir) / f.path).string() << "  " << f.format << ", "
                   << f.sample_rate << " Hz, " << f.channels << " ch, " << f.seconds << " s\n";
       }
       std::cout << "wrote " << files.size() << " demo files to " << demo_dir << "\n";
       return 0;
+    }
+    if (force) {
+      throw rt::Error(
+          "--force goes with --generate_demo or --generate_neural_demo (a database is never written over: "
+          "--output_path must be a new or empty folder)");
     }
     if (inputs.empty() || output.empty()) {
       std::cerr << "preprocess: --input_path and --output_path are required (or use --inspect DB / "

@@ -50,6 +50,16 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
            " values, the most the importer reads from one dataset; write fewer trials or bins");
     }
   }
+  if (!o.replace) {
+    for (size_t g = 0; g < o.units.size(); ++g) {
+      const auto path = dir / (o.prefix + "_" + std::to_string(g) + ".h5");
+      std::error_code ec;
+      if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+        throw Error("--generate_neural_demo: '" + path.string() +
+                    "' already exists; pass --force to replace the demo's files, or choose another folder");
+      }
+    }
+  }
   std::filesystem::create_directories(dir);
 
   // Shared by all groups: the dynamics and the velocity readout.

@@ -28,10 +28,12 @@ struct SyntheticOptions {
   double base_rate_hz = 20.0;
   uint64_t seed = 0;
   std::string prefix = "synthetic_reach";  // files <prefix>_<g>.h5; group = stem
+  bool replace = false;                    // write over files of those names already in `dir`
 };
 
 // Writes one HDF5 file per group into `dir` (created if needed) and returns their paths.
-// Throws rt::Error on impossible options (naming the field) or write failures.
+// Throws rt::Error on impossible options (naming the field) or write failures, and, unless
+// `replace`, when a file it would write exists already (before anything is written).
 std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesystem::path& dir,
                                                             const SyntheticOptions& options = {});
 

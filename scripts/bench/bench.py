@@ -303,7 +303,7 @@ def bench_data(runner, quick, build, v2_step_t2):
     # Preprocess throughput vs sox / ffmpeg decoding the same files.
     audio = os.path.join(runner.tmp, "pre_audio")
     secs = 30 if quick else 60
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--demo_seconds", str(secs),
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--force", "--demo_seconds", str(secs),
                     "--seed", "1"], check=True, capture_output=True)
     files = sorted(glob.glob(os.path.join(audio, "**", "*.*"), recursive=True))
     total_s = 0.0
@@ -348,7 +348,7 @@ def demo_audio_db(build, tmp, name, seconds, seed, num_signal):
     """Synthetic demo audio (preprocess --generate_demo) turned into an LMDB; returns its path."""
     audio, db = os.path.join(tmp, f"{name}_audio"), os.path.join(tmp, f"{name}_db")
     pre = os.path.join(build, "bin", "preprocess")
-    subprocess.run([pre, "--generate_demo", audio, "--demo_seconds", str(seconds), "--seed", str(seed)],
+    subprocess.run([pre, "--generate_demo", audio, "--force", "--demo_seconds", str(seconds), "--seed", str(seed)],
                    check=True, capture_output=True)
     subprocess.run([pre, "--input_path", audio, "--output_path", db, "--num_signal", str(num_signal)],
                    check=True, capture_output=True)
@@ -442,7 +442,7 @@ def bench_defaults(runner, quick, build):
     neural_h5 = os.path.join(runner.tmp, "thr_h5")
     neural_db = os.path.join(runner.tmp, "thr_neural_db")
     thr_db = demo_audio_db(build, runner.tmp, "thr", 20, 4, 16384)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_neural_demo", neural_h5, "--groups", "1",
+    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_neural_demo", neural_h5, "--force", "--groups", "1",
                     "--units", "182", "--trials", "200", "--seed", "1"], check=True, capture_output=True)
     subprocess.run([os.path.join(build, "bin", "preprocess"), "--kind", "neural", "--input_path", neural_h5,
                     "--output_path", neural_db], check=True, capture_output=True)

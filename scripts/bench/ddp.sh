@@ -65,10 +65,10 @@ done
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 6 --seed 1 >/dev/null
+"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 6 --seed 1 >/dev/null
 "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb" --num_signal 8192 >/dev/null
 "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb32" --num_signal 32768 >/dev/null
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
+"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
 "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
 
 # native CONFIG DB STEPS NPROC [TRAIN ARGS…] → examples/s of the job

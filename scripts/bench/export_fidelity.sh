@@ -48,7 +48,7 @@ sox "${files[@]}" "$SPEECH"
 
 if [ ${#RUNS[@]} -eq 0 ]; then
   echo "== training $CONFIG at capacity $CAPACITY for $STEPS steps on the demo database ($THREADS threads)" >&2
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 20 --seed 1 >&2
+  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 20 --seed 1 >&2
   "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" >&2
   "$BIN/train" --config "$CONFIG" --db_path "$WORK/db" --out_path "$WORK/runs" --threads "$THREADS" \
     --override "model.capacity=$CAPACITY" --batch 4 --n_signal 131072 \

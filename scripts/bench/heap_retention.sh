@@ -25,9 +25,9 @@ bench_need_bin train preprocess
 unset GLIBC_TUNABLES MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_
 WORK="$(mktemp -d /tmp/heap_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
-"$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 6 --seed 1 >/dev/null
+"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 6 --seed 1 >/dev/null
 "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb" --num_signal 8192 >/dev/null 2>&1
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
+"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
 "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
 
 "$BENCH_PY" "$ROOT/scripts/bench/heap_retention.py" --bin "$BIN" --work "$WORK" --reps "$REPS" --steps "$STEPS" \

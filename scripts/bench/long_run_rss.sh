@@ -33,7 +33,7 @@ bench_need_bin train preprocess
 REV="$(git -C "$ROOT" describe --always --dirty)"
 WORK="$(mktemp -d /tmp/long_run.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --groups 1 --units 32 --trials 64 --seed 1 >/dev/null
+"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 32 --trials 64 --seed 1 >/dev/null
 "$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
 
 "$BENCH_PY" "$ROOT/scripts/bench/long_run_rss.py" --bin "$BIN" --work "$WORK" --steps "$STEPS" --part_mb "$PART_MB" \

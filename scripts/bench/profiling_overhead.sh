@@ -21,11 +21,11 @@ while [ $# -gt 0 ]; do
 done
 bench_need_bin train preprocess
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
-"$BIN/preprocess" --generate_demo "$TMP/audio" --demo_seconds 30 --seed 1 >/dev/null 2>&1
+"$BIN/preprocess" --generate_demo "$TMP/audio" --force --demo_seconds 30 --seed 1 >/dev/null 2>&1
 "$BIN/preprocess" --input_path "$TMP/audio" --output_path "$TMP/audio_db" --num_signal 16384 --max_db_size 1 >/dev/null 2>&1
 JOBS=("tiny_rave|$TMP/audio_db")
 if "$BIN/preprocess" --help 2>&1 | grep -q -- "--generate_neural_demo"; then
-  "$BIN/preprocess" --generate_neural_demo "$TMP/neural" --groups 1 --units 182 --seed 1 >/dev/null 2>&1
+  "$BIN/preprocess" --generate_neural_demo "$TMP/neural" --force --groups 1 --units 182 --seed 1 >/dev/null 2>&1
   "$BIN/preprocess" --kind neural --input_path "$TMP/neural" --output_path "$TMP/neural_db" >/dev/null 2>&1
   JOBS+=("s5_maze|$TMP/neural_db")
 fi

@@ -32,7 +32,7 @@ bench_need_bin train preprocess
 DB="$WORK/db_$N_SIGNAL"
 if [ ! -f "$DB/metadata.yaml" ]; then
   echo "== demo dataset with records of 2 x $N_SIGNAL samples: $DB"
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 60 --seed 1 >/dev/null
+  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 60 --seed 1 >/dev/null
   "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$DB" --num_signal "$N_SIGNAL" --channels 1 >/dev/null
 fi
 REV="$(git -C "$ROOT" describe --always --dirty)"

@@ -118,7 +118,7 @@ def main():
     db = os.path.join(a.work, "db")
     if not a.collect_only and not os.path.exists(os.path.join(db, "metadata.yaml")):
         audio = os.path.join(a.work, "audio")
-        subprocess.run([os.path.join(a.bin, "preprocess"), "--generate_demo", audio, "--demo_seconds", "240",
+        subprocess.run([os.path.join(a.bin, "preprocess"), "--generate_demo", audio, "--force", "--demo_seconds", "240",
                         "--seed", "1"], check=True)
         subprocess.run([os.path.join(a.bin, "preprocess"), "--input_path", audio, "--output_path", db,
                         "--sampling_rate", "44100", "--channels", "1", "--num_signal", "16384",

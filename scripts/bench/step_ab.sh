@@ -62,9 +62,9 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-"$BUILD_DIR/bin/preprocess" --generate_demo "$WORK/audio" --demo_seconds 30 --seed 1 >/dev/null 2>&1
+"$BUILD_DIR/bin/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 30 --seed 1 >/dev/null 2>&1
 "$BUILD_DIR/bin/preprocess" --input_path "$WORK/audio" --output_path "$WORK/audio_db" --num_signal 16384 >/dev/null 2>&1
-"$BUILD_DIR/bin/preprocess" --generate_neural_demo "$WORK/h5" >/dev/null 2>&1
+"$BUILD_DIR/bin/preprocess" --generate_neural_demo "$WORK/h5" --force >/dev/null 2>&1
 "$BUILD_DIR/bin/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/neural_db" >/dev/null 2>&1
 "$NEW_BIN" syncs --config tiny_rave --db "$WORK/audio_db" --steps 20 --log_every 10 2>/dev/null | tail -1 >"$WORK/syncs.tiny_rave.json"
 "$NEW_BIN" syncs --config tiny_ssm --db "$WORK/neural_db" --steps 20 --log_every 10 2>/dev/null | tail -1 >"$WORK/syncs.tiny_ssm.json"

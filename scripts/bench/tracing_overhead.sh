@@ -38,7 +38,7 @@ bench_need_bin train preprocess
 WORK="$(mktemp -d /tmp/tracing_overhead.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$BIN/preprocess" --generate_demo "$WORK/audio" --demo_seconds 10 --seed 1 >/dev/null 2>&1
+"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 10 --seed 1 >/dev/null 2>&1
 "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" --num_signal 8192 >/dev/null 2>&1
 
 # Every step traced (the A/B runs), or every other step (the in-process alternation below).

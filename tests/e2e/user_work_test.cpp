@@ -184,6 +184,46 @@ TEST_F(UserWork, TerminalBytesFromFilesRecordsAndFlagsAreShownEscaped) {
   }
 }
 
+// The demo generators write fixed names into a folder the user names: a file already there is
+// refused (nothing written) unless --force. Before: replaced silently (H5F_ACC_TRUNC, sf_open).
+TEST_F(UserWork, DemoGeneratorsReplaceNothingWithoutForce) {
+  const fs::path audio = dir_->path() / "my_audio", h5 = dir_->path() / "my_h5";
+  fs::create_directories(audio / "tones");
+  fs::create_directories(h5);
+  write_file_atomic(audio / "tones" / "harmonic_44k_mono.wav", "my own recording");
+  write_file_atomic(h5 / "synthetic_reach_0.h5", "my own session");
+  const struct {
+    std::string command;
+    fs::path folder, mine;
+    std::string says;
+  } cases[] = {
+      {bin_path("preprocess") + " --generate_demo " + quote(audio.string()) + " --demo_seconds 0.5", audio,
+       audio / "tones" / "harmonic_44k_mono.wav", "--generate_demo: '"},
+      {bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) + " --groups 2 --trials 8",
+       h5, h5 / "synthetic_reach_0.h5", "--generate_neural_demo: '"},
+  };
+  auto files_in = [](const fs::path& folder) {
+    size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(folder)) n += e.is_regular_file() ? 1 : 0;
+    return n;
+  };
+  for (const auto& c : cases) {
+    const std::string before = read_file(c.mine);
+    auto r = run_command(c.command + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, c.says + c.mine.string() + "' already exists; pass --force")) << r.output;
+    EXPECT_EQ(read_file(c.mine), before);
+    EXPECT_EQ(files_in(c.folder), 1u) << "the refused run wrote some of the demo's files";
+    auto forced = run_command(c.command + " --force 2>&1");
+    EXPECT_EQ(forced.exit_code, 0) << forced.output;
+    EXPECT_NE(read_file(c.mine), before);
+  }
+  auto stray = run_command(bin_path("preprocess") + " --input_path a --output_path b --force 2>&1");
+  EXPECT_NE(stray.exit_code, 0);
+  EXPECT_TRUE(contains(stray.output, "--force goes with --generate_demo or --generate_neural_demo"))
+      << stray.output;
+}
+
 // kill -9 after a checkpoint, then --ckpt last: timing_profile.json holds every step once. The
 // profiles are flushed with every checkpoint. Before: the steps between the profile's last
 // flush (every 2 s) and the checkpoint were lost, the resume recording only those after it.
