@@ -67,7 +67,7 @@ for run in "${RUNS[@]}"; do
       extra=()
       [ "$audio" = speech ] && extra=(--check_audio "$SPEECH")
       echo "== $run: --quantize $q on $audio" >&2
-      "$BIN/export" --run "$run" --streaming --quantize "$q" --check_seconds "$CHECK_SECONDS" "${extra[@]}" \
+      "$BIN/export" --run "$run" --streaming --force --quantize "$q" --check_seconds "$CHECK_SECONDS" "${extra[@]}" \
         --output "$out" > "$WORK/export_${audio}_${q}.log" 2>&1 \
         || bench_die "export failed (log: $WORK/export_${audio}_${q}.log)"
       cat "$WORK/export_${audio}_${q}.log" >&2
