@@ -48,7 +48,7 @@ LOG="$OUT/gpu_check.log"
 STEPS_JSON="$WORK/steps.jsonl"
 FAILED=0
 STEPS="${RAVE_STEPS:-20}"
-BUDGET="${GPU_CHECK_BUDGET_S:-540}"  # one device call is at most 600 s
+BUDGET="${GPU_CHECK_BUDGET_S:-540}"  # the whole run, in seconds; each step gets its share
 T0=$SECONDS
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }

@@ -11,7 +11,7 @@
 #   wheels/  pure-Python wheels the GPU image lacks: the real RAVE with the packages it imports
 #            there (scripts/bench/rave_gpu_wheels.sh), Holistic Trace Analysis and what it imports
 #   MANIFEST.txt  each file's size and origin
-# The kit must stay within 40 MiB (the device call carries at most 64 MiB with the tree); this
+# The kit must stay within 40 MiB, small enough to copy to a node that has no network; this
 # script fails when it does not.
 #
 #   scripts/gpu_kit.sh            build what is missing, then (re)assemble gpu-kit/

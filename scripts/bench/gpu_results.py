@@ -31,7 +31,7 @@ sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
 
 NAME = "gpu_check"
-TITLE = "GPU: `scripts/gpu_check.sh` on a borrowed GPU machine"
+TITLE = "GPU: `scripts/gpu_check.sh` on a GPU node"
 # What raw holds (every figure read off the OUT_DIRs) and derived (what is computed from them).
 RAW_KEYS = ("env", "steps", "ours", "rave", "rave_env", "rave_steps", "traces", "hta", "memory_snapshots",
             "traces_env")

@@ -294,7 +294,7 @@ def main():
         moved[name] = m
         print("wrote", benchlib.write_result(r, out))
     moved["gpu_check"] = embed(
-        "gpu_check.json", "gpu_check", "GPU: `scripts/gpu_check.sh` on a borrowed GPU machine", "gpu_results.md",
+        "gpu_check.json", "gpu_check", "GPU: `scripts/gpu_check.sh` on a GPU node", "gpu_results.md",
         lambda d: [benchlib.target(
             f"RAVE v2 GPU step ({d['rave_env']['device_name']}), ours / the real RAVE's training_step, 8 × 131072, fp32 "
             "and bf16, phases 1 and 2", "≤ 0.9", "<=", 0.9,
