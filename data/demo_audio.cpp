@@ -6,6 +6,7 @@
 
 #include "data/audio_io.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/signals.h"
 
 namespace rt {
@@ -134,8 +135,7 @@ std::vector<DemoFile> generate_demo_audio(const std::filesystem::path& dir, doub
   };
   if (!replace) {
     for (const auto& r : recipes) {
-      std::error_code ec;
-      if (std::filesystem::exists(std::filesystem::symlink_status(dir / r.path, ec))) {
+      if (something_is_at(dir / r.path)) {
         throw Error("--generate_demo: '" + (dir / r.path).string() +
                     "' already exists; pass --force to replace the demo's files, or choose another folder");
       }

@@ -66,14 +66,17 @@ void check_output_target(const fs::path& output, const std::vector<fs::path>& in
     std::error_code e;
     return fs::is_regular_file(dir / "config.toml", e) && fs::is_directory(dir / "checkpoints", e);
   };
-  if (is_run(folder) || (folder.filename() == "checkpoints" && is_run(folder.parent_path()))) {
+  const fs::path run = is_run(folder) ? folder
+                       : folder.filename() == "checkpoints" && is_run(folder.parent_path())
+                           ? folder.parent_path()
+                           : fs::path();
+  if (!run.empty()) {
     throw Error(
-        at + " is one of the files of the training run '" +
-        (is_run(folder) ? folder : folder.parent_path()).string() +
+        at + " is one of the files of the training run '" + run.string() +
         "'; export never replaces them: write to the run's export/ folder (the default) or elsewhere");
   }
-  if (!ec && resolve_run_pointer(abs) != abs) {
-    throw Error(at + " is a `latest` pointer naming the run '" + resolve_run_pointer(abs).string() +
+  if (const fs::path named = ec ? abs : resolve_run_pointer(abs); named != abs) {
+    throw Error(at + " is a `latest` pointer naming the run '" + named.string() +
                 "'; export never replaces it: choose another path");
   }
   bool checkpoint = false;

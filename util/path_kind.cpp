@@ -55,6 +55,11 @@ std::string not_a_regular_file(const fs::path& path) {
   return "is " + file_kind_text(status) + ", not a file";
 }
 
+bool something_is_at(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
 std::string not_a_folder(const fs::path& path) {
   fs::file_status status;
   if (std::string why = examine(path, status); !why.empty()) return why;

@@ -19,4 +19,8 @@ std::string file_kind_text(const std::filesystem::file_status& status);
 std::string not_a_regular_file(const std::filesystem::path& path);
 std::string not_a_folder(const std::filesystem::path& path);
 
+// Whether anything is at `path`, the link itself when it is a symbolic link (a dangling one
+// counts): what a command that must not replace a file checks before writing there.
+bool something_is_at(const std::filesystem::path& path);
+
 }  // namespace rt

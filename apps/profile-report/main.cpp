@@ -9,6 +9,7 @@
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/path_kind.h"
 #include "util/run_pointer.h"
 
 int main(int argc, char** argv) {
@@ -51,8 +52,7 @@ int main(int argc, char** argv) {
           for (const char* ext : {".png", ".dat", ".gp"}) targets.push_back(dir / (std::string(stem) + ext));
       }
       for (const auto& t : targets) {
-        std::error_code ec;
-        if (std::filesystem::exists(std::filesystem::symlink_status(t, ec))) {
+        if (rt::something_is_at(t)) {
           throw rt::Error("--plots: '" + t.string() +
                           "' already exists; pass --force to replace it, or choose another folder");
         }

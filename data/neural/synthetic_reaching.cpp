@@ -7,6 +7,7 @@
 #include "data/neural/h5_file.h"
 #include "data/neural/neural_record.h"
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/signals.h"
 
 namespace rt::neural {
@@ -53,8 +54,7 @@ std::vector<std::filesystem::path> write_synthetic_reaching(const std::filesyste
   if (!o.replace) {
     for (size_t g = 0; g < o.units.size(); ++g) {
       const auto path = dir / (o.prefix + "_" + std::to_string(g) + ".h5");
-      std::error_code ec;
-      if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+      if (something_is_at(path)) {
         throw Error("--generate_neural_demo: '" + path.string() +
                     "' already exists; pass --force to replace the demo's files, or choose another folder");
       }

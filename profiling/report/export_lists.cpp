@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "util/error.h"
+#include "util/path_kind.h"
 #include "util/profile_files.h"
 #include "util/run_pointer.h"
 
@@ -71,7 +72,7 @@ std::vector<ProfileListExport> export_profile_lists(const fs::path& run_dir_give
   std::sort(names.begin(), names.end());
   if (!force) {
     for (const auto& name : names) {
-      if (fs::exists(fs::symlink_status(out_dir / name, ec))) {
+      if (something_is_at(out_dir / name)) {
         throw Error("profile-report --export_list: '" + (out_dir / name).string() +
                     "' already exists; pass --force to replace it, or choose another folder");
       }
