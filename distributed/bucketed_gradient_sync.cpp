@@ -5,22 +5,13 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <chrono>
 #include <utility>
 
 #include "profiling/annotation.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace rt::dist {
-namespace {
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 struct BucketedGradientSync::Plan {
   struct Bucket {

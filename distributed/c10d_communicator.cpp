@@ -11,6 +11,7 @@
 
 #include "profiling/annotation.h"
 #include "profiling/trace/recorded_span.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace rt::dist {
@@ -22,12 +23,6 @@ constexpr std::chrono::milliseconds kWaitGrace{5000};
 // broadcast(): tensors are flattened into buffers of at most this size (DDP's
 // _sync_module_states uses 250 MB).
 constexpr int64_t kBroadcastBufferBytes = int64_t{256} << 20;
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string this_host() {
   char buf[256] = {0};

@@ -8,8 +8,6 @@ namespace {
 using models::WNConv1dImpl;
 using models::WNConv1dOptions;
 
-std::string str(int64_t v) { return std::to_string(v); }
-
 // RAVE mod_sigmoid, as rave::mod_sigmoid computes it.
 std::string mod_sigmoid(const std::string& x) {
   return "(2.0 * torch.sigmoid(" + x + ").pow(" + num(2.3) + ") + " + num(1e-7) + ")";

@@ -7,8 +7,6 @@
 namespace rt::exporting {
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
-
 // The latent encode returns and decode takes, for the non-variational encoders: the whole latent
 // (wasserstein), its angles (spherical: one fewer), one code index per codebook (discrete).
 int64_t fixed_latent_size(const rave::RaveOptions& o) {

@@ -53,6 +53,8 @@ struct Signal {
 
 // A float literal that TorchScript reads back to the same double.
 std::string num(double v);
+// An integer literal.
+inline std::string str(int64_t v) { return std::to_string(v); }
 
 // Writes one method of `module`: statements, then define().
 class MethodWriter {

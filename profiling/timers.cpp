@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace rt::prof {
@@ -27,11 +28,7 @@ std::string format_double(const char* fmt, double value) {
 
 }  // namespace
 
-int64_t steady_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t steady_clock_ns() { return rt::steady_ns(); }
 
 TimerRegistry::TimerRegistry() : slots_(new Slot[kMaxTimers]) {
   for (const char* name : kBuiltinNames) id(name);

@@ -10,7 +10,7 @@ using models::WNConv1dOptions;
 
 namespace {
 
-std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
+std::vector<std::vector<int64_t>> encoder_dilations_per_ratio(const RaveOptions& o) {
   // RAVE normalize_dilations: a single list applies to every ratio. The encoder's own
   // (model.encoder_dilations, hybrid.gin) when set.
   const auto& d = o.encoder_dilations.empty() ? o.dilations : o.encoder_dilations;
@@ -23,7 +23,7 @@ std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
 EncoderV2Impl::EncoderV2Impl(const RaveOptions& o) {
   const auto act = o.activation;
   const auto mode = o.padding;
-  const auto dil = dilations_per_ratio(o);
+  const auto dil = encoder_dilations_per_ratio(o);
   const int64_t k_in = 2 * o.kernel_size + 1;
   auto pad = models::get_padding(k_in, 1, mode);
   net->push_back(WNConv1d(WNConv1dOptions(o.encoder_input_size() * o.channels, o.capacity, k_in)

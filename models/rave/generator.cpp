@@ -73,7 +73,7 @@ torch::Tensor NoiseGeneratorImpl::forward(const torch::Tensor& x) {
 namespace {
 
 // RAVE normalize_dilations, over the generator's own ratios.
-std::vector<std::vector<int64_t>> dilations_per_ratio(const RaveOptions& o) {
+std::vector<std::vector<int64_t>> decoder_dilations_per_ratio(const RaveOptions& o) {
   const size_t n = o.generator_ratios().size();
   if (o.dilations.size() == 1 && n > 1) return std::vector<std::vector<int64_t>>(n, o.dilations[0]);
   return o.dilations;
@@ -121,7 +121,7 @@ torch::Tensor GruLayerImpl::forward(const torch::Tensor& x) {
 GeneratorV2Impl::GeneratorV2Impl(const RaveOptions& o) : amplitude_modulation(o.amplitude_modulation) {
   const auto act = o.activation;
   const auto mode = o.padding;
-  auto dil = dilations_per_ratio(o);
+  auto dil = decoder_dilations_per_ratio(o);
   const auto& own = o.generator_ratios();
   std::vector<int64_t> ratios(own.rbegin(), own.rend());
   std::reverse(dil.begin(), dil.end());

@@ -13,18 +13,13 @@
 
 #include "profiling/cupti/cupti_convert.h"
 #include "profiling/trace/op_tracer.h"
+#include "util/clock.h"
 
 namespace rt::prof {
 
 namespace {
 
 constexpr size_t kAlign = 8;  // CUPTI requires 8-byte aligned activity buffers
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 const char* cupti_error(CUptiResult r) {
   const char* s = nullptr;

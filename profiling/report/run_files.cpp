@@ -14,6 +14,7 @@
 #include "util/parse.h"
 #include "util/profile_files.h"
 #include "util/profile_schema.h"
+#include "util/strings.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -292,10 +293,6 @@ std::vector<fs::path> sorted_matches(const fs::path& dir,
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The distributedInfo rank of an uncompressed trace, read from its head as Holistic Trace

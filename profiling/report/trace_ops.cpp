@@ -7,6 +7,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 #ifdef RT_HAS_ZLIB
 #include <zlib.h>
@@ -16,10 +17,6 @@ namespace rt::report {
 namespace fs = std::filesystem;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 struct Span {
   double ts = 0, dur = 0;

@@ -11,6 +11,7 @@
 #include "profiling/stacks/native_stack.h"
 #include "profiling/trace/recorded_span.h"
 #include "profiling/trace/thread_buffers.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace rt::prof {
@@ -27,12 +28,6 @@ using detail::FixedType;
 using detail::RawEvent;
 using detail::this_thread_buffer;
 using detail::ThreadBuffer;
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int64_t unix_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

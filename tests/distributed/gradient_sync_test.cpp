@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "dist_fixtures.h"
 #include "distributed/bucketed_gradient_sync.h"
+#include "support/expect.h"
 
 namespace rt::dist {
 namespace {
@@ -32,16 +31,8 @@ std::vector<torch::Tensor> reference_grads(int step) {
 
 bool is_undefined_marker(const torch::Tensor& t) { return t.numel() == 1 && std::isnan(t.item<float>()); }
 
-void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(a, b, /*rtol=*/1e-6, /*atol=*/1e-6))
-      << what << ": max |diff| " << (a - b).abs().max().item<double>();
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using rt::testing::expect_allclose;
+using rt::testing::read_text;
 
 TEST(GradientSync, OneProcessGetsTheFreeSeam) {
   auto sync = make_gradient_sync(std::make_shared<LocalCommunicator>());
@@ -74,10 +65,11 @@ TEST(GradientSync, TwoRanksAverageToTheGradientOfTheWholeBatch) {
     const auto expected = reference_grads(step);
     for (int r = 0; r < 2; ++r) {
       for (size_t i = 0; i < expected.size(); ++i) {
-        expect_close(
+        expect_allclose(
             load_result(out.path(), "step" + std::to_string(step) + "_grad" + std::to_string(i), r),
             expected[i],
-            "step " + std::to_string(step) + " rank " + std::to_string(r) + " param " + std::to_string(i));
+            "step " + std::to_string(step) + " rank " + std::to_string(r) + " param " + std::to_string(i),
+            1e-6);
       }
     }
   }
@@ -107,8 +99,8 @@ TEST(GradientSync, GradientsLeftInTheBucketAndZeroedInPlaceStayCorrect) {
     const auto expected = reference_grads(step);
     for (int r = 0; r < 2; ++r) {
       for (size_t i = 0; i < expected.size(); ++i) {
-        expect_close(load_result(out.path(), tag + std::to_string(i), r), expected[i],
-                     tag + " rank " + std::to_string(r) + " param " + std::to_string(i));
+        expect_allclose(load_result(out.path(), tag + std::to_string(i), r), expected[i],
+                        tag + " rank " + std::to_string(r) + " param " + std::to_string(i), 1e-6);
       }
       for (size_t i = expected.size(); i < expected.size() + 2; ++i) {
         const auto g = load_result(out.path(), tag + std::to_string(i), r);
@@ -136,7 +128,8 @@ TEST(GradientSync, UndefinedGradientsStayUndefinedAndTheirBucketReducesTheRest) 
       if (used_index[i] < 0) {
         EXPECT_TRUE(is_undefined_marker(g)) << "parameter " << i << " got a gradient";
       } else {
-        expect_close(g, expected[static_cast<size_t>(used_index[i])], "parameter " + std::to_string(i));
+        expect_allclose(g, expected[static_cast<size_t>(used_index[i])], "parameter " + std::to_string(i),
+                        1e-6);
       }
     }
     EXPECT_EQ(load_result(out.path(), "launched_during_backward", r).item<int64_t>(), 0)
@@ -168,8 +161,8 @@ TEST(GradientSync, ACarriedCountIsSummedInTheLastBucketWithoutACollectiveOfItsOw
           << tag << "rank " << r;
       const auto expected_grads = reference_grads(step);
       for (size_t i = 0; i < expected_grads.size(); ++i) {
-        expect_close(load_result(out.path(), tag + "grad" + std::to_string(i), r), expected_grads[i],
-                     tag + "rank " + std::to_string(r) + " param " + std::to_string(i));
+        expect_allclose(load_result(out.path(), tag + "grad" + std::to_string(i), r), expected_grads[i],
+                        tag + "rank " + std::to_string(r) + " param " + std::to_string(i), 1e-6);
       }
     }
   }

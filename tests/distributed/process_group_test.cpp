@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <regex>
 
 #include "dist_fixtures.h"
@@ -25,10 +24,7 @@ using testing::ScratchDir;
 using testing::dist::load_result;
 using testing::dist::run_ranks;
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using rt::testing::read_text;
 
 // A TCP socket listening on 127.0.0.1 at a port the kernel picked (closed by the destructor).
 struct Listener {

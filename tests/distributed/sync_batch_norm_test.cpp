@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "dist_fixtures.h"
+#include "support/expect.h"
 
 namespace rt::dist {
 namespace {
@@ -17,12 +18,7 @@ using testing::dist::load_result;
 using testing::dist::rows_of_rank;
 using testing::dist::run_ranks;
 
-void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what,
-                  double tol = 1e-5) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(a, b, tol, tol))
-      << what << ": max |diff| " << (a - b).abs().max().item<double>();
-}
+using rt::testing::expect_allclose;
 
 // torch's own batch norm (training) on rows x [N, C], and dL/dx for L = Σ y ⊙ weights.
 std::pair<torch::Tensor, torch::Tensor> torch_batch_norm(const torch::Tensor& x_in,
@@ -40,8 +36,8 @@ TEST(SyncBatchNorm, OneProcessIsPlainBatchNorm) {
   auto y = sync_batch_norm_rows(x, 1e-5, one);
   (y * weights).sum().backward();
   const auto [y_ref, dx_ref] = torch_batch_norm(x.detach(), weights);
-  expect_close(y, y_ref, "y");
-  expect_close(x.grad(), dx_ref, "dx");
+  expect_allclose(y, y_ref, "y");
+  expect_allclose(x.grad(), dx_ref, "dx");
   torch::nn::BatchNorm1d norm(3), reference(3);
   EXPECT_TRUE(torch::equal(sync_batch_norm(x.detach(), *norm, one), reference->forward(x.detach())))
       << "one process takes the module's own path";
@@ -71,14 +67,15 @@ TEST(SyncBatchNorm, TwoRanksMatchOneProcessWithTheWholeBatch) {
   torch::Tensor dweight, dbias;
   for (int r = 0; r < 2; ++r) {
     const std::string rank = " (rank " + std::to_string(r) + ")";
-    expect_close(load_result(out.path(), "rows_y", r), rows_of_rank(y_ref, r, 2), "y" + rank);
-    expect_close(load_result(out.path(), "rows_dx", r), rows_of_rank(dx_ref, r, 2), "dx" + rank);
-    expect_close(load_result(out.path(), "module_dx", r), rows_of_rank(x2.grad(), r, 2), "module dx" + rank);
-    expect_close(load_result(out.path(), "module_running", r),
-                 torch::cat({norm->running_mean, norm->running_var,
-                             norm->num_batches_tracked.to(torch::kFloat).reshape({1})}),
-                 "running statistics (unbiased global variance)" + rank);
-    expect_close(load_result(out.path(), "module_eval", r), rows_of_rank(eval_ref, r, 2), "eval" + rank);
+    expect_allclose(load_result(out.path(), "rows_y", r), rows_of_rank(y_ref, r, 2), "y" + rank);
+    expect_allclose(load_result(out.path(), "rows_dx", r), rows_of_rank(dx_ref, r, 2), "dx" + rank);
+    expect_allclose(load_result(out.path(), "module_dx", r), rows_of_rank(x2.grad(), r, 2),
+                    "module dx" + rank);
+    expect_allclose(load_result(out.path(), "module_running", r),
+                    torch::cat({norm->running_mean, norm->running_var,
+                                norm->num_batches_tracked.to(torch::kFloat).reshape({1})}),
+                    "running statistics (unbiased global variance)" + rank);
+    expect_allclose(load_result(out.path(), "module_eval", r), rows_of_rank(eval_ref, r, 2), "eval" + rank);
     // Weight and bias gradients stay local (the gradient sync averages them): their sum over
     // ranks is the whole batch's, as the loss is a sum.
     dweight = r == 0 ? load_result(out.path(), "module_dweight", r)
@@ -86,8 +83,8 @@ TEST(SyncBatchNorm, TwoRanksMatchOneProcessWithTheWholeBatch) {
     dbias = r == 0 ? load_result(out.path(), "module_dbias", r)
                    : dbias + load_result(out.path(), "module_dbias", r);
   }
-  expect_close(dweight, norm->weight.grad(), "weight grad");
-  expect_close(dbias, norm->bias.grad(), "bias grad");
+  expect_allclose(dweight, norm->weight.grad(), "weight grad");
+  expect_allclose(dbias, norm->bias.grad(), "bias grad");
 }
 
 // SyncableBatchNorm1d: without a communicator it is torch's BatchNorm1d, under its names (so
@@ -137,10 +134,10 @@ TEST(SyncableBatchNorm1d, TwoRanksNormaliseOverEveryRanksExamplesAndTime) {
   (y * weights).sum().backward();
   for (int r = 0; r < 2; ++r) {
     const std::string rank = " (rank " + std::to_string(r) + ")";
-    expect_close(load_result(out.path(), "syncable_y", r), rows_of_rank(y.detach(), r, 2), "y" + rank);
-    expect_close(load_result(out.path(), "syncable_dx", r), rows_of_rank(x.grad(), r, 2), "dx" + rank);
-    expect_close(load_result(out.path(), "syncable_running", r),
-                 torch::cat({norm->running_mean, norm->running_var}), "running statistics" + rank);
+    expect_allclose(load_result(out.path(), "syncable_y", r), rows_of_rank(y.detach(), r, 2), "y" + rank);
+    expect_allclose(load_result(out.path(), "syncable_dx", r), rows_of_rank(x.grad(), r, 2), "dx" + rank);
+    expect_allclose(load_result(out.path(), "syncable_running", r),
+                    torch::cat({norm->running_mean, norm->running_var}), "running statistics" + rank);
   }
 }
 

@@ -10,9 +10,7 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 // torch's what() carries its backtrace after this line.
 void expect_no_backtrace(const CommandResult& r) {
@@ -21,7 +19,7 @@ void expect_no_backtrace(const CommandResult& r) {
 }
 
 // A tiny imported neural database: 1 group × 4 trials.
-fs::path make_neural_db(const fs::path& dir) {
+fs::path small_neural_db(const fs::path& dir) {
   return e2e::make_neural_db(dir, "--groups 1 --units 8 --trials 4 --bins 20");
 }
 
@@ -49,7 +47,7 @@ std::string ssm_train(const fs::path& db, const fs::path& out) {
 
 TEST(DataBadInput, CraftedNeuralRecordsAreRefusedByInspectAndTrainNamingKeyAndField) {
   ScratchDir dir("e2e_data_bad");
-  const auto db = make_neural_db(dir.path());
+  const auto db = small_neural_db(dir.path());
   const std::string original = get_record(db, "00000002");
   // bin_ms 1e-7 once took 18 GB and minutes; "seven" as a trial once printed "error: stoll".
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{

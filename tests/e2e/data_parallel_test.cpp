@@ -20,7 +20,7 @@ namespace {
 std::string q(const fs::path& p) { return quote(p.string()); }
 
 // A neural database of `trials` trials in `groups` groups (synthetic reaching data).
-fs::path make_neural_db(const fs::path& dir, int trials, int groups) {
+fs::path reaching_db(const fs::path& dir, int trials, int groups) {
   return e2e::make_neural_db(dir, "--groups " + std::to_string(groups) + " --units 182 --trials " +
                                       std::to_string(trials) + " --seed 7");
 }
@@ -125,7 +125,7 @@ std::pair<TrainRun, TrainRun> one_rank_and_two(const fs::path& dir, const std::s
 // part of the comparison.
 TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
   ScratchDir dir("rt_dp_ssm");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string common =
       "--config tiny_ssm --db_path " + q(db) + " --threads 1 --max_steps 20 --val_every 10";
   auto [one, two] = one_rank_and_two(dir.path(), common);
@@ -142,7 +142,7 @@ TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
 // group, per-group validation R², and dropout masks that follow the global batch.
 TEST(DataParallel, MultiSessionDecoderWithDropoutTrainsAsOneRank) {
   ScratchDir dir("rt_dp_foundational");
-  const fs::path db = make_neural_db(dir.path(), 48, 2);
+  const fs::path db = reaching_db(dir.path(), 48, 2);
   const std::string common = "--config tiny_ssm --db_path " + q(db) +
                              " --threads 1 --max_steps 16 --val_every 8 --model.variant foundational "
                              "--model.context_dim 4 --model.dropout 0.1";
@@ -154,7 +154,7 @@ TEST(DataParallel, MultiSessionDecoderWithDropoutTrainsAsOneRank) {
 // uninterrupted process.
 TEST(DataParallel, ResumingWithOneRankContinuesTheGlobalStream) {
   ScratchDir dir("rt_dp_resume");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string common = "--config tiny_ssm --db_path " + q(db) + " --threads 1 --val_every 100";
   TrainRun straight = train(dir.path(), "straight", 0, common + " --batch 8 --max_steps 18");
   TrainRun first = train(dir.path(), "first", 2, common + " --batch 4 --max_steps 11 --save_every 11");
@@ -246,7 +246,7 @@ TEST(DataParallel, RaveV1EncoderBatchNormStatisticsAreTheGlobalBatchs) {
 // float running statistics, integer batch counts).
 TEST(DataParallel, LocalSsmBatchNormDropsItsCollectivesAndBroadcastsRankZerosStatistics) {
   ScratchDir dir("rt_dp_local_bn");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string common = "--config tiny_ssm --db_path " + q(db) +
                              " --threads 1 --batch 4 --max_steps 20 --val_every 10 --enable_profiling "
                              "--profile_steps 1 --profiling.skip_first 8";
@@ -280,7 +280,7 @@ TEST(DataParallel, LocalSsmBatchNormDropsItsCollectivesAndBroadcastsRankZerosSta
 // gradient tensor a bucket (an all-reduce) of its own; the sums, so the training, are the same.
 TEST(DataParallel, BucketCapsSplitTheGradientAllReduceWithoutChangingTheTraining) {
   ScratchDir dir("rt_dp_buckets");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string common =
       "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 10 --val_every 100";
   TrainRun one_bucket = train(dir.path(), "default", 2, common);
@@ -382,7 +382,7 @@ void check_per_rank_outputs(const std::string& launcher, const std::string& comm
 
 TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
   ScratchDir dir("rt_dp_profiles");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string args =
       "--config tiny_ssm --db_path " + q(db) +
       " --threads 1 --batch 4 --max_steps 16 --val_every 8 --enable_timing_profiling "
@@ -399,7 +399,7 @@ TEST(DataParallel, LocalLauncherAndTorchrunWritePerRankProfilesAndTraces) {
 // A non-finite loss on one rank stops every rank, naming the step and the rank.
 TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
   ScratchDir dir("rt_dp_nan");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   TrainRun r =
       train(dir.path(), "nan", 2,
             "--config tiny_ssm --db_path " + q(db) + " --threads 1 --batch 4 --max_steps 40 --log_every 5",
@@ -420,7 +420,7 @@ TEST(DataParallel, NonFiniteLossOnOneRankStopsEveryRank) {
 // stop before training, naming the rank and the first line of the config that differs.
 TEST(DataParallel, MismatchedConfigsStopEveryRankNamingTheDifference) {
   ScratchDir dir("rt_dp_mismatch");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   const std::string train_cmd = "timeout -k 10 300 " + bin_path("train") + " --config tiny_ssm --db_path " +
                                 q(db) + " --out_path " + q(dir.path() / "runs") +
                                 " --threads 1 --batch 4 --max_steps 4 --train.distributed.timeout_s 60";
@@ -454,7 +454,7 @@ std::string endless_two_rank_command(const fs::path& db, const fs::path& out, co
 // train.distributed.timeout_s, and the last good checkpoint stays loadable.
 TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
   ScratchDir dir("rt_dp_kill");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   BackgroundProcess p(
       endless_two_rank_command(db, dir.path() / "runs", "--save_every 10 --train.distributed.timeout_s 60"),
       dir.path() / "log.txt");
@@ -500,7 +500,7 @@ TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
 // "interrupted", every rank's figures gathered and its profile flushed as valid JSON.
 TEST(DataParallel, SigtermToTheLauncherStopsEveryRankCleanly) {
   ScratchDir dir("rt_dp_sigterm");
-  const fs::path db = make_neural_db(dir.path(), 66, 1);
+  const fs::path db = reaching_db(dir.path(), 66, 1);
   BackgroundProcess p(endless_two_rank_command(db, dir.path() / "runs", "--enable_timing_profiling"),
                       dir.path() / "log.txt");
   ASSERT_TRUE(p.wait_until([&] { return last_logged_step(p.log()) >= 20; }, 120)) << p.log();

@@ -7,9 +7,7 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 class LostOutputs : public ::testing::Test {
  protected:

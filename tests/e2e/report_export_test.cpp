@@ -13,9 +13,7 @@ namespace {
 
 using testing::ScratchDir;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 TEST(ReportExportList, WritesEachProfileAsOneListOfEveryEntry) {
   ScratchDir dir("report_export");

@@ -14,9 +14,7 @@
 namespace rt::e2e {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 class UserWork : public ::testing::Test {
  protected:

@@ -10,7 +10,7 @@
 namespace rt::exporting::testing {
 namespace {
 
-constexpr double kTolerance = 1e-5;
+constexpr double kLatentTolerance = 1e-5;
 
 rave::RaveOptions options_for(rave::EncoderKind kind) {
   auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
@@ -59,10 +59,11 @@ TEST(ExportedLatentKinds, WassersteinEncodesTheWholeLatentAndDecodesWithNoiseCha
   auto x = torch::randn({2, 1, t}) * 0.3;
   auto z = torch::randn({2, 5, frames});
   torch::NoGradGuard no_grad;
-  EXPECT_LT(max_diff(call(ts, "encode", x), model->encode_stats(x)), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "encode", x), model->encode_stats(x)), kLatentTolerance);
   set_noise_scale(ts, 0.0);
   const auto silent = call(ts, "decode", z);
-  EXPECT_LT(max_diff(silent, model->decode(torch::cat({z, torch::zeros({2, 3, frames})}, 1))), kTolerance);
+  EXPECT_LT(max_diff(silent, model->decode(torch::cat({z, torch::zeros({2, 3, frames})}, 1))),
+            kLatentTolerance);
   set_noise_scale(ts, 1.0);
   EXPECT_GT(max_diff(call(ts, "decode", z), silent), 1e-6) << "the noise channels are drawn";
 }
@@ -81,11 +82,11 @@ TEST(ExportedLatentKinds, SphericalLatentIsRavesAngles) {
   torch::manual_seed(4);
   auto x = torch::randn({2, 1, t}) * 0.3;
   const auto angles = call(ts, "encode", x);
-  EXPECT_LT(max_diff(angles, call(ts, "latent_to_angles", model->encode_stats(x))), kTolerance);
+  EXPECT_LT(max_diff(angles, call(ts, "latent_to_angles", model->encode_stats(x))), kLatentTolerance);
   const auto unit = call(ts, "angles_to_latent", angles);
   EXPECT_LT(max_diff(unit.norm(2, {1}), torch::ones({2, frames})), 1e-5);
   set_noise_scale(ts, 0.0);
-  EXPECT_LT(max_diff(call(ts, "decode", angles), model->decode(unit)), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "decode", angles), model->decode(unit)), kLatentTolerance);
   // The angles carry the direction only: the unit vector of the encoder output comes back.
   const auto stats = model->encode_stats(x);
   EXPECT_LT(max_diff(unit, stats / stats.norm(2, {1}, true)), 1e-5);
@@ -161,9 +162,9 @@ TEST(ExportedLatentKinds, DiscreteLatentIsOneCodeIndexPerCodebook) {
   const auto silent = call(ts, "decode", codes);
   const auto latent = model->encoder->rvq->decode(ours);
   EXPECT_LT(max_diff(silent, model->decode(torch::cat({latent, torch::zeros({2, 3, frames})}, 1))),
-            kTolerance);
+            kLatentTolerance);
   EXPECT_LT(max_diff(call(ts, "decode", codes + 100.0), call(ts, "decode", torch::full_like(codes, 7.0))),
-            kTolerance);
+            kLatentTolerance);
   set_noise_scale(ts, 1.0);
   EXPECT_GT(max_diff(call(ts, "decode", codes), silent), 1e-6) << "the noise channels are drawn";
 }
@@ -227,9 +228,9 @@ TEST(ExportedHybrid, MelEncoderAndGruDecoderEqualTheModelOffline) {
   torch::NoGradGuard no_grad;
   set_noise_scale(ts, 0.0);
   EXPECT_LT(max_diff(call(ts, "mel_features", x), model->spectrogram->forward(x)), 1e-5);
-  EXPECT_LT(max_diff(call(ts, "encode", x), reference_latent(*model, x, false)), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "encode", x), reference_latent(*model, x, false)), kLatentTolerance);
   const auto z = torch::randn({2, o.latent_size, frames});
-  EXPECT_LT(max_diff(call(ts, "decode", z), reference_decode(*model, z)), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "decode", z), reference_decode(*model, z)), kLatentTolerance);
 }
 
 TEST(ExportedHybrid, StreamingIsRefusedNamingTheMelEncoder) {

@@ -6,7 +6,7 @@
 namespace rt::exporting::testing {
 namespace {
 
-constexpr double kTolerance = 1e-5;
+constexpr double kOfflineTolerance = 1e-5;
 
 class OfflineEquivalence : public ::testing::TestWithParam<Variant> {};
 
@@ -27,10 +27,10 @@ TEST_P(OfflineEquivalence, EncodeDecodeForwardEqualTheModel) {
   // Sampled posterior: the same draw after the same seed.
   torch::manual_seed(5);
   auto encoded = call(ts, "encode", x);
-  EXPECT_LT(max_diff(encoded, reference_latent(*model, x, true, 5)), kTolerance) << v.name;
+  EXPECT_LT(max_diff(encoded, reference_latent(*model, x, true, 5)), kOfflineTolerance) << v.name;
   torch::manual_seed(6);
   auto decoded = call(ts, "decode", z);
-  EXPECT_LT(max_diff(decoded, reference_decode(*model, z, 6)), kTolerance) << v.name;
+  EXPECT_LT(max_diff(decoded, reference_decode(*model, z, 6)), kOfflineTolerance) << v.name;
   torch::manual_seed(7);
   auto forward = call(ts, "forward", x);
   torch::Tensor expected;
@@ -39,12 +39,12 @@ TEST_P(OfflineEquivalence, EncodeDecodeForwardEqualTheModel) {
     torch::manual_seed(7);
     expected = model->forward(x);
   }
-  EXPECT_LT(max_diff(forward, expected), kTolerance) << v.name;
+  EXPECT_LT(max_diff(forward, expected), kOfflineTolerance) << v.name;
   EXPECT_GT(expected.abs().max().item<double>(), 1e-3) << "a silent model proves nothing";
 
   // noise_scale 0: the posterior mean, no noise anywhere.
   set_noise_scale(ts, 0.0);
-  EXPECT_LT(max_diff(call(ts, "encode", x), reference_latent(*model, x, false)), kTolerance) << v.name;
+  EXPECT_LT(max_diff(call(ts, "encode", x), reference_latent(*model, x, false)), kOfflineTolerance) << v.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVersions, OfflineEquivalence,
@@ -71,10 +71,10 @@ TEST(ExportedLatent, CroppedDimensionsAreFilledWithScaledNoise) {
   set_noise_scale(ts, 0.0);
   auto z = call(ts, "encode", x);
   ASSERT_EQ(z.size(1), 2);
-  EXPECT_LT(max_diff(z, reference_latent(*model, x, false).narrow(1, 0, 2)), kTolerance);
+  EXPECT_LT(max_diff(z, reference_latent(*model, x, false).narrow(1, 0, 2)), kOfflineTolerance);
   // Deterministic decode: the cropped dimensions are the mean (zero in PCA coordinates).
   auto padded = torch::cat({z, torch::zeros({1, o.latent_size - 2, z.size(2)})}, 1);
-  EXPECT_LT(max_diff(call(ts, "decode", z), reference_decode(*model, padded)), kTolerance);
+  EXPECT_LT(max_diff(call(ts, "decode", z), reference_decode(*model, padded)), kOfflineTolerance);
   // RAVE fills them with unit Gaussian noise: two calls then differ.
   set_noise_scale(ts, 1.0);
   EXPECT_GT(max_diff(call(ts, "decode", z), call(ts, "decode", z)), 1e-4);

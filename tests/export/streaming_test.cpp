@@ -7,7 +7,7 @@
 namespace rt::exporting::testing {
 namespace {
 
-constexpr double kTolerance = 1e-4;
+constexpr double kStreamingTolerance = 1e-4;
 constexpr int64_t kBlock = 2048;   // audio samples per call
 constexpr int64_t kCompared = 24;  // blocks compared after the start-up transient
 
@@ -78,7 +78,7 @@ TEST_P(Streaming, DecodeInBlocksEqualsOfflineDecodeShiftedByTheLatency) {
   auto stream = run_blocks(s.ts, "decode", z, kBlock / ratio);
   auto offline = reference_decode(*s.model, z);
   const int64_t latency = s.info.decode_latency, skip = s.skip_blocks * kBlock, length = kCompared * kBlock;
-  EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kTolerance) << GetParam().name;
+  EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kStreamingTolerance) << GetParam().name;
   EXPECT_EQ(measured_latency(stream, offline, skip, length, latency + ratio), latency) << GetParam().name;
   EXPECT_GT(offline.abs().max().item<double>(), 1e-3);
   std::cout << GetParam().name << ": decode latency " << latency << " samples\n";
@@ -95,7 +95,7 @@ TEST_P(Streaming, EncodeInBlocksEqualsOfflineEncodeShiftedByWholeFrames) {
   auto offline = reference_latent(*s.model, x, false);
   const int64_t shift = s.info.encode_latency / ratio, skip = s.skip_blocks * kBlock / ratio;
   const int64_t length = kCompared * kBlock / ratio;
-  EXPECT_LT(shifted_diff(stream, offline, shift, skip, length), kTolerance) << GetParam().name;
+  EXPECT_LT(shifted_diff(stream, offline, shift, skip, length), kStreamingTolerance) << GetParam().name;
   EXPECT_EQ(measured_latency(stream, offline, skip, length, shift + 4), shift) << GetParam().name;
 }
 
@@ -109,7 +109,7 @@ TEST_P(Streaming, ForwardInBlocksEqualsOfflineForwardShiftedByTheLatency) {
   const int64_t latency = s.info.forward_latency(), skip = s.skip_blocks * kBlock,
                 length = kCompared * kBlock;
   // Every sample is compared, those at block edges included: no click at a block boundary.
-  EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kTolerance) << GetParam().name;
+  EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kStreamingTolerance) << GetParam().name;
   EXPECT_EQ(measured_latency(stream, offline, skip, length, latency + s.info.ratio), latency)
       << GetParam().name;
   EXPECT_EQ(s.ts.attr("forward_latency").toInt(), latency);

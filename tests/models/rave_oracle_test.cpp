@@ -186,7 +186,8 @@ rt::rave::RaveLossOptions loss_options_of(const rt::rave::RaveModelImpl& model, 
   return lo;
 }
 
-void expect_close(const torch::Tensor& value, const torch::Tensor& ref, double rel, const std::string& what) {
+void expect_rel_close(const torch::Tensor& value, const torch::Tensor& ref, double rel,
+                      const std::string& what) {
   ASSERT_EQ(value.sizes(), ref.sizes()) << what;
   EXPECT_LE(relative_to_max(value.detach().to(torch::kFloat64), ref.to(torch::kFloat64)), rel) << what;
 }
@@ -205,15 +206,15 @@ TEST(RaveOracle, ModulesMatchTheRealRave) {
   // and its cosine-modulated bank), both float32: the same values to rounding.
   for (const auto* name : {"h", "hk"}) {
     const auto ours = model->pqmf->named_buffers()[name];
-    expect_close(ours, g.at(std::string("output:pqmf.") + name), 1e-7, std::string("pqmf.") + name);
+    expect_rel_close(ours, g.at(std::string("output:pqmf.") + name), 1e-7, std::string("pqmf.") + name);
   }
   const auto mb = model->analysis(x);
-  expect_close(mb, g.at("output:pqmf_analysis"), kFloat32OutputRel, "pqmf analysis");
-  expect_close(model->encoder->forward(mb), g.at("output:encoder"), kFloat32OutputRel, "encoder");
+  expect_rel_close(mb, g.at("output:pqmf_analysis"), kFloat32OutputRel, "pqmf analysis");
+  expect_rel_close(model->encoder->forward(mb), g.at("output:encoder"), kFloat32OutputRel, "encoder");
   const auto y_mb = model->decoder->forward(g.at("input:z"));
-  expect_close(y_mb, g.at("output:decoder"), kFloat32OutputRel, "decoder");
+  expect_rel_close(y_mb, g.at("output:decoder"), kFloat32OutputRel, "decoder");
   const auto y = model->synthesis(y_mb);
-  expect_close(y, g.at("output:pqmf_synthesis"), kFloat32OutputRel, "pqmf synthesis");
+  expect_rel_close(y, g.at("output:pqmf_synthesis"), kFloat32OutputRel, "pqmf synthesis");
   const auto yy = y.narrow(-1, 0, x.size(-1));
   const auto features = model->discriminator->forward(torch::cat({x, yy}, 0));
   size_t compared = 0;
@@ -221,7 +222,7 @@ TEST(RaveOracle, ModulesMatchTheRealRave) {
     for (size_t j = 0; j < features[i].size(); ++j) {
       const auto name = "output:discriminator." + std::to_string(i) + "." + std::to_string(j);
       ASSERT_TRUE(g.has(name)) << "the native discriminator has a feature map RAVE's lacks: " << name;
-      expect_close(features[i][j], g.at(name), kFloat32OutputRel, name);
+      expect_rel_close(features[i][j], g.at(name), kFloat32OutputRel, name);
       ++compared;
     }
   }
@@ -444,10 +445,11 @@ TEST(RaveOracle, MelFrontEndIsRaves) {
                                g.manifest.at("n_mels").get<int64_t>());
   // Both banks are computed in float32, whose rounding alone puts torchaudio's own 1.06e-5 (of
   // the largest value) away from the exact float64 bank: 5e-5 allows both sides' rounding.
-  expect_close(mel->filter_bank, g.at("buffer:spectrogram.mel_scale.fb"), 5e-5, "filter bank");
-  expect_close(mel->window, g.at("buffer:spectrogram.spectrogram.window"), 1e-6, "window");
+  expect_rel_close(mel->filter_bank, g.at("buffer:spectrogram.mel_scale.fb"), 5e-5, "filter bank");
+  expect_rel_close(mel->window, g.at("buffer:spectrogram.spectrogram.window"), 1e-6, "window");
   torch::NoGradGuard no_grad;
-  expect_close(mel->forward(g.at("input:x")), g.at("output:mel"), kFloat32OutputRel, "log1p mel features");
+  expect_rel_close(mel->forward(g.at("input:x")), g.at("output:mel"), kFloat32OutputRel,
+                   "log1p mel features");
 }
 
 // The checks can fail: RAVE's effective feature-matching weight is the square of the gin value,

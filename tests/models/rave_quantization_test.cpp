@@ -37,7 +37,7 @@ rt::rave::IndexSource replay(const Golden& g, std::deque<torch::Tensor>& draws, 
   };
 }
 
-void expect_close(const torch::Tensor& ours, const torch::Tensor& ref, const std::string& what) {
+void expect_matches_golden(const torch::Tensor& ours, const torch::Tensor& ref, const std::string& what) {
   ASSERT_EQ(ours.sizes(), ref.sizes()) << what;
   EXPECT_LE(relative_to_max(ours.detach().to(torch::kFloat64), ref), kRel) << what;
 }
@@ -69,13 +69,13 @@ TEST(RaveQuantization, TrainingCallsMatchTheRealRavesQuantiser) {
     const auto z = g.at("input:" + c + ".z").clone().requires_grad_(true);
     auto [q, loss, indices] = rvq->forward(z);
     EXPECT_TRUE(torch::equal(indices, g.at("output:" + c + ".indices").to(torch::kLong))) << "indices";
-    expect_close(q, g.at("output:" + c + ".quantized"), "quantized");
+    expect_matches_golden(q, g.at("output:" + c + ".quantized"), "quantized");
     const double ref_loss = g.manifest.at("calls").at(call).at("loss").get<double>();
     EXPECT_NEAR(loss.item<double>(), ref_loss, 1e-12 * std::max(1.0, std::abs(ref_loss)));
     ((q * g.at("input:" + c + ".probe")).sum() + loss).backward();
-    expect_close(z.grad(), g.at("grad:" + c + ".z"), "gradient");
+    expect_matches_golden(z.grad(), g.at("grad:" + c + ".z"), "gradient");
     for (const auto& b : rvq->named_buffers()) {
-      expect_close(b.value(), g.at("buffer:" + c + "." + b.key()), b.key());
+      expect_matches_golden(b.value(), g.at("buffer:" + c + "." + b.key()), b.key());
     }
     EXPECT_EQ(used,
               static_cast<int64_t>(g.manifest.at("calls").at(call).at("draws").back().get<int64_t>() + 1))
@@ -96,14 +96,14 @@ TEST(RaveQuantization, EvalModeEncodesAndDecodesAsRavesAndChangesNothing) {
   const auto z = g.at("input:encode.z");
   const auto indices = rvq->encode(z);
   EXPECT_TRUE(torch::equal(indices, g.at("output:encode.indices").to(torch::kLong)));
-  expect_close(rvq->decode(indices), g.at("output:decode"), "decode");
+  expect_matches_golden(rvq->decode(indices), g.at("output:decode"), "decode");
   // forward in eval mode: the same codes, a zero loss, no buffer moved.
   auto [q, loss, fwd_indices] = rvq->forward(z);
   EXPECT_TRUE(torch::equal(fwd_indices, indices));
-  expect_close(q, g.at("output:decode"), "eval forward");
+  expect_matches_golden(q, g.at("output:decode"), "eval forward");
   EXPECT_EQ(loss.item<double>(), 0.0);
   for (const auto& b : rvq->named_buffers())
-    expect_close(b.value(), g.at("buffer:call1." + b.key()), b.key());
+    expect_matches_golden(b.value(), g.at("buffer:call1." + b.key()), b.key());
 }
 
 // The check can fail: with its own random draws instead of RAVE's, the k-means initialisation

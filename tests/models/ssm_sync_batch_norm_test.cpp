@@ -4,6 +4,7 @@
 
 #include "distributed/dist_fixtures.h"
 #include "models/ssm/decoders.h"
+#include "support/expect.h"
 
 namespace rt::ssm {
 namespace {
@@ -11,11 +12,7 @@ namespace {
 using testing::ScratchDir;
 using namespace testing::dist;
 
-void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5))
-      << what << ": max |diff| " << (a - b).abs().max().item<double>();
-}
+using rt::testing::expect_allclose;
 
 TEST(SsmSyncBatchNorm, TwoRanksTrainTheBlockAsOneProcessWithTheWholeBatch) {
   ScratchDir out("ssm_sync_bn");
@@ -43,18 +40,18 @@ TEST(SsmSyncBatchNorm, TwoRanksTrainTheBlockAsOneProcessWithTheWholeBatch) {
     torch::Tensor dparams_sum;
     for (int r = 0; r < 2; ++r) {
       const std::string what = tag + "rank " + std::to_string(r) + " ";
-      expect_close(load_result(out.path(), tag + "y", r), rows_of_rank(y.detach(), r, 2), what + "output");
-      expect_close(load_result(out.path(), tag + "dx", r), rows_of_rank(x.grad(), r, 2),
-                   what + "input gradient");
-      expect_close(load_result(out.path(), tag + "running", r),
-                   torch::cat({block->norm->running_mean, block->norm->running_var}),
-                   what + "running statistics");
+      expect_allclose(load_result(out.path(), tag + "y", r), rows_of_rank(y.detach(), r, 2), what + "output");
+      expect_allclose(load_result(out.path(), tag + "dx", r), rows_of_rank(x.grad(), r, 2),
+                      what + "input gradient");
+      expect_allclose(load_result(out.path(), tag + "running", r),
+                      torch::cat({block->norm->running_mean, block->norm->running_var}),
+                      what + "running statistics");
       const auto d = load_result(out.path(), tag + "dparams", r);
       dparams_sum = r == 0 ? d : dparams_sum + d;
     }
     // Parameter gradients are per rank (the loss is a sum over examples): their sum is the
     // whole batch's; the gradient sync's mean then equals one process's mean-loss gradient.
-    expect_close(dparams_sum, torch::cat(grads), tag + "parameter gradients");
+    expect_allclose(dparams_sum, torch::cat(grads), tag + "parameter gradients");
   }
 }
 

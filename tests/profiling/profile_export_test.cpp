@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TimingEntry timing_entry(int64_t step) {
+TimingEntry exported_entry(int64_t step) {
   TimingEntry e;
   e.step = step;
   e.batch_idx = step;
@@ -56,7 +56,7 @@ TEST(ProfileListExport, ARotatedTimingProfileBecomesOneListOfEveryPartInOrder) {
   const fs::path path = dir / "timing_profile.json";
   {
     TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 7}, RotationPolicy{16 * 1024, 100});
-    for (int64_t s = 0; s < 1000; ++s) writer.record(timing_entry(s));
+    for (int64_t s = 0; s < 1000; ++s) writer.record(exported_entry(s));
     writer.close();
     ASSERT_GT(writer.file().rotations(), 3);
   }
@@ -121,7 +121,7 @@ TEST(ProfileListExport, AFileCutShortGivesItsCompleteEntriesWithANote) {
   const fs::path path = dir / "timing_profile.json";
   {
     TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 1}, RotationPolicy{4 * 1024, 100});
-    for (int64_t s = 0; s < 60; ++s) writer.record(timing_entry(s));
+    for (int64_t s = 0; s < 60; ++s) writer.record(exported_entry(s));
   }
   const std::string text = read_file(path);
   write_file_atomic(path, text.substr(0, text.size() - 3) + ",\n  {\"step\": 60, \"batch_i");
@@ -142,7 +142,7 @@ TEST(ProfileListExport, APartInAnotherLayoutIsReadWhole) {
   const fs::path path = dir / "timing_profile.json";
   {
     TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 1});
-    for (int64_t s = 2; s < 5; ++s) writer.record(timing_entry(s));
+    for (int64_t s = 2; s < 5; ++s) writer.record(exported_entry(s));
   }
   write_file_atomic(profile_part_path(path, 1),
                     Json::array({{{"step", 0}}, {{"step", 1}, {"note", "a, b"}}}).dump(2));
@@ -164,7 +164,7 @@ TEST(ProfileListExport, RefusesToWriteOverItsOwnPartsAndKeepsThePreviousListOnFa
   const fs::path path = dir / "timing_profile.json";
   {
     TimingProfileWriter writer(path, 1, FlushPolicy{0.0, 1}, RotationPolicy{4 * 1024, 100});
-    for (int64_t s = 0; s < 60; ++s) writer.record(timing_entry(s));
+    for (int64_t s = 0; s < 60; ++s) writer.record(exported_entry(s));
   }
   const auto parts = profile_parts(path);
   ASSERT_FALSE(parts.empty());

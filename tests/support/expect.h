@@ -1,8 +1,9 @@
-// Assertions shared by the test suites: substring checks on messages and the message of an
-// expected rt::Error.
+// Assertions shared by the test suites: substring checks on messages, the message of an
+// expected rt::Error, tensors equal within a tolerance.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <string>
 
@@ -23,6 +24,15 @@ std::string error_of(F f) {
   }
   ADD_FAILURE() << "expected an rt::Error";
   return "";
+}
+
+// Same shape, and allclose with `tol` as both its relative and absolute tolerance; prints the
+// largest difference otherwise.
+inline void expect_allclose(const torch::Tensor& a, const torch::Tensor& b, const std::string& what,
+                            double tol = 1e-5) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  EXPECT_TRUE(torch::allclose(a, b, tol, tol))
+      << what << ": max |diff| " << (a - b).abs().max().item<double>();
 }
 
 }  // namespace rt::testing

@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -89,6 +91,11 @@ std::string bin_path(const std::string& name) { return std::string(RT_BIN_DIR) +
 
 std::filesystem::path source_path(const std::string& relative) {
   return std::filesystem::path(RT_SOURCE_DIR) / relative;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace rt::testing

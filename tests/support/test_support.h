@@ -42,4 +42,12 @@ std::string bin_path(const std::string& name);
 // Path inside the source tree.
 std::filesystem::path source_path(const std::string& relative);
 
+// A whole file's contents ("" when it cannot be read).
+std::string read_text(const std::filesystem::path& p);
+
+// Whether `part` occurs in `text` (a command's output, a file's contents).
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace rt::testing

@@ -5,6 +5,7 @@
 #include "distributed/bucketed_gradient_sync.h"
 #include "distributed/parameter_broadcast.h"
 #include "models/common/batch_slice.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "worker.h"
 
@@ -13,12 +14,6 @@ namespace {
 
 using rt::dist::BucketedGradientSync;
 using rt::dist::Communicator;
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Small buckets, so even the tiny MLP spreads over several.
 rt::dist::BucketOptions small_buckets() { return {256, 1024}; }
