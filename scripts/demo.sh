@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine → dependencies, Release build, the built-in demo dataset, and the main job:
-# a profiled tiny RAVE training run on it. The dataset lands in datasets/demo and the run in
+# a profiled tiny RAVE training run on it, on the GPU where the machine has one (the LibTorch is
+# chosen as scripts/lib/libtorch.sh says: RT_LIBTORCH=debian|pypi|python|/path overrides). The dataset lands in datasets/demo and the run in
 # runs/ (train's default; both gitignored), where the README's commands look
 # (profile-report runs/latest, scripts/tensorboard.sh runs/).
 #   scripts/demo.sh [--steps N] [--config NAME]
@@ -41,7 +42,19 @@ fi
 echo "== inspecting $DATASETS/demo"
 "$BIN/preprocess" --inspect "$DATASETS/demo"
 
-echo "== training $CONFIG for $STEPS steps with timing and memory profiling"
+# Where it trains: train.device = auto takes the GPU when the LibTorch has CUDA and a GPU answers.
+# shellcheck source=lib/libtorch.sh
+. "$ROOT/scripts/lib/libtorch.sh"
+rt_libtorch_choose >/dev/null
+rt_libtorch_locate >/dev/null
+if [ "$RT_LT_CUDA" != None ] && driver="$(rt_nvidia_driver)"; then
+  where="on the GPU ($driver; torch $RT_LT_VERSION, CUDA $RT_LT_CUDA)"
+elif [ "$RT_LT_CUDA" != None ]; then
+  where="on the CPU: torch $RT_LT_VERSION has CUDA $RT_LT_CUDA but this machine has no NVIDIA driver"
+else
+  where="on the CPU (torch $RT_LT_VERSION, a CPU-only LibTorch)"
+fi
+echo "== training $CONFIG for $STEPS steps with timing and memory profiling, $where"
 "$BIN/train" --config "$CONFIG" --db_path "$DATASETS/demo" --out_path "$RUNS" --name demo \
   --max_steps "$STEPS" --enable_timing_profiling --enable_memory_profiling
 

@@ -25,6 +25,13 @@ done
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 2; }
 [ -f "$BUILD_DIR/util/librt_util.a" ] || { echo "fuzz.sh: no main build in $BUILD_DIR: run scripts/build.sh first" >&2; exit 2; }
 
+# The fuzz targets link the main build's libraries with clang's sanitizers against Debian's CPU
+# LibTorch; a main build against another (RT_LIBTORCH, scripts/lib/libtorch.sh) is not mixed in.
+choice="$(sed -n 's/^RT_LIBTORCH_CHOICE:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)"
+if [ -n "$choice" ] && [ "$choice" != "debian:" ]; then
+  echo "fuzz.sh: skipped: $BUILD_DIR is built against $choice; the fuzz targets need a build against Debian's LibTorch (RT_LIBTORCH=debian BUILD_DIR=… scripts/build.sh)"
+  exit 0
+fi
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

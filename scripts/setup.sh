@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs the build and runtime dependencies from Debian's archive, idempotently:
 # packages already installed are skipped, so a second run changes nothing and needs no network.
+# Then chooses the LibTorch to build against and says which and why (scripts/lib/libtorch.sh:
+# a CUDA torch python3 imports, PyPI's CUDA torch in a venv where an NVIDIA driver is present,
+# Debian's otherwise; RT_LIBTORCH=debian|pypi|python|/path/to/libtorch overrides), and makes the
+# venv when the choice is PyPI's.
 set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PACKAGES=(
   build-essential cmake ccache pkg-config git
@@ -66,3 +71,12 @@ for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
     ${SUDO:-} update-alternatives --set "$alt" "$target" >/dev/null
   fi
 done
+
+# shellcheck source=lib/libtorch.sh
+. "$ROOT/scripts/lib/libtorch.sh"
+rt_libtorch_choose
+rt_libtorch_line
+case "$RT_LT_KIND" in
+  pypi) rt_pypi_venv ;;
+  python | path) rt_libtorch_locate ;;
+esac
