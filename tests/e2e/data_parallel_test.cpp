@@ -138,6 +138,26 @@ TEST(DataParallel, SsmTwoRanksTrainAsOneRankWithTheGlobalBatch) {
   EXPECT_GT(max_difference(one, half), 1e-3);
 }
 
+// The same on GPUs: with two or more, each rank on its own (cuda:LOCAL_RANK) over NCCL; with one,
+// both ranks share it over Gloo, which runs the gradient sync's CUDA path (device buckets, the
+// small collectives staged through the GPU) without NCCL. TF32 off on both sides: its rounding
+// depends on the batch's shape, the comparison's subject.
+TEST(DataParallel, SsmTwoRanksOnGpusTrainAsOneRank) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device (none is usable here)";
+  const bool nccl = torch::cuda::device_count() >= 2;
+  ScratchDir dir("rt_dp_ssm_gpu");
+  const fs::path db = reaching_db(dir.path(), 66, 1);
+  const std::string common = "--config tiny_ssm --db_path " + q(db) +
+                             " --threads 1 --max_steps 20 --val_every 10 --device cuda --train.tf32 false"
+                             " --train.distributed.backend " +
+                             std::string(nccl ? "nccl" : "gloo");
+  auto [one, two] = one_rank_and_two(dir.path(), common);
+  EXPECT_EQ(one.summary["device"], "cuda:0") << one.result.output;
+  EXPECT_EQ(two.summary["device"], "cuda:0") << two.result.output;  // rank 0's
+  EXPECT_EQ(two.summary["distributed"]["backend"], nccl ? "nccl" : "gloo");
+  EXPECT_EQ(two.summary["world_size"], 2);
+}
+
 // The multi-session decoder: group batches of the global size, each rank's slice from the same
 // group, per-group validation R², and dropout masks that follow the global batch.
 TEST(DataParallel, MultiSessionDecoderWithDropoutTrainsAsOneRank) {
