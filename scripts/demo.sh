@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fresh machine → dependencies, Release build, the built-in demo dataset, and the main job:
 # a profiled tiny RAVE training run on it, on the GPU where the machine has one (the LibTorch is
-# chosen as scripts/lib/libtorch.sh says: RT_LIBTORCH=debian|pypi|python|/path overrides). The dataset lands in datasets/demo and the run in
-# runs/ (train's default; both gitignored), where the README's commands look
+# chosen as scripts/lib/libtorch.sh says: RT_LIBTORCH=debian|pypi|python|/path overrides). The
+# dataset lands in datasets/demo and the run in runs/ (train's default; both gitignored), where
+# the README's commands look
 # (profile-report runs/latest, scripts/tensorboard.sh runs/).
 #   scripts/demo.sh [--steps N] [--config NAME]
 set -euo pipefail
@@ -13,7 +14,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --steps) STEPS="$2"; shift 2 ;;
     --config) CONFIG="$2"; shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown argument '$1' (accepted: --steps N, --config NAME)" >&2; exit 2 ;;
   esac
 done
