@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the project against the CUDA LibTorch of PyPI's torch wheel, the version the GPU
-# machines run (torch==2.11.0+cu130), on a machine without a GPU, then runs the test suite on
-# the CPU (CUDA-only tests skip with their reason). docs/cuda_build.md explains the choices.
+# Builds the project against the CUDA LibTorch of PyPI's torch wheel (torch==2.11.0+cu130, what
+# RT_LIBTORCH=pypi builds against on a GPU machine) on a machine without a GPU, then runs the
+# test suite on the CPU (CUDA-only tests skip with their reason). docs/cuda_build.md explains the choices.
 #
 #   scripts/check_cuda_build.sh [CTEST ARGS…]    venv, configure, build every target, ctest
 #   scripts/check_cuda_build.sh --compile-only   the non-test targets only, no tests (fails when
@@ -10,7 +10,7 @@
 #                                                (RaveOracle*, less the 4 slowest) against 2.x:
 #                                                what scripts/test.sh runs
 #   scripts/check_cuda_build.sh --targets "A B"  those targets only (tests configured), no ctest
-#                                                (scripts/gpu_kit.sh: what the GPU machine runs)
+#                                                (scripts/offline_bundle.sh: what a GPU node runs)
 #
 # Environment: TORCH_VENV (default .venv-cuda/), CUDA_BUILD_DIR (default build-cuda/),
 #   BUILD_TYPE (default Release),
@@ -101,7 +101,7 @@ step "build ($JOBS jobs)"
 cmake --build "$CUDA_BUILD_DIR" -j "$JOBS"
 
 if [ $CI_ORACLE = 1 ]; then
-  # The real-RAVE oracle tests against the GPU machines' LibTorch: the main suite runs them all
+  # The real-RAVE oracle tests against PyPI's CUDA LibTorch: the main suite runs them all
   # against Debian's 1.13; here every configuration's float32 step and float64 gradients run on
   # 2.x too, except the float64 gradients of the four largest models (v3, discrete v3, v2 with
   # the descript and the Wasserstein discriminators), 6 of the 8 CPU minutes, whose code paths

@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# Everything a GPU machine is needed for, in one command that fits one 10-minute call
-# (docs/gpu_check.md). Run from the repository root with gpu-kit/ (scripts/gpu_kit.sh) beside it:
+# Checks a GPU node with the offline bundle (scripts/offline_bundle.sh; docs/offline_gpu.md): the
+# CUDA tests, every profiling mode on the GPU, the traces in HTA, and full-size v2 against the
+# real RAVE's training step, speed and memory. For a node without network: it needs only the
+# bundle, this repository's scripts and configs, and the node's Python with torch. Run from the
+# repository root:
 #
-#   scripts/gpu_check.sh               on the GPU machine: $OUT receives at most 8 files
-#   scripts/gpu_check.sh --rehearse    the same steps on a CPU machine, against the PyPI CUDA
-#                                      LibTorch and the kit alone; steps that need a device skip,
-#                                      anything else that fails fails the rehearsal
+#   scripts/gpu_check.sh               on the GPU node; results in gpu-check-out/ (OUT)
+#   scripts/gpu_check.sh --rehearse    the same steps on a connected CPU machine, against PyPI's
+#                                      CUDA torch and the bundle alone, before carrying it; steps
+#                                      that need a device skip, anything else that fails fails
 #   scripts/gpu_check.sh [--rehearse] --only STEP,STEP,...
 #                                      those steps only, in this script's order (a step needs
 #                                      the ones it builds on: datasets for the trainings, the
 #                                      trainings for profile_report and traces_and_hta,
 #                                      python_packages for the Python steps; pack always runs)
 #
-# Steps: the environment; the kit's binaries resolve their libraries; datasets; the CUDA tests;
+# Steps: the environment; the bundle's binaries resolve their libraries; datasets; the CUDA tests;
 # tiny_rave and s5_maze trained on cuda with every profiling mode, and in bf16 and fp16;
 # profile-report on those runs; HTA's breakdowns of the traces; v2's step time and memory at
-# 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU;
-# then rave_parity: the same small v2 trained 2000 steps by the real RAVE's `rave train` and by ours,
-# three runs each, all at once (scripts/bench/rave_parity.py; only with --only, as the whole list
-# does not fit one call); and cpu_vs_rave: bench.py's CPU comparison with the real RAVE (its training_step
-# and `rave train` against rave_bench and train) on the idle cores of the GPU machine (only with --only).
-# Each step is timed and bounded; one failing does not stop the others; the exit status is 1 when
-# any step failed.
+# 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU.
+# Three long benchmarks run only when named with --only: rave_parity (the same small v2 trained
+# 2000 steps by the real RAVE's `rave train` and by ours, three runs each, all at once:
+# scripts/bench/rave_parity.py), cpu_vs_rave (bench.py's CPU comparison with the real RAVE on the
+# node's idle cores) and ddp (scripts/bench/ddp.sh). Each step is timed and bounded; one failing
+# does not stop the others; the exit status is 1 when any step failed.
 #
-# Environment: OUT (results; default gpu-check-out/), GPU_KIT (default gpu-kit/), GPU_PYTHON (the
-# Python with torch 2.11; default python3 on the device, .venv-gpu-image/bin/python rehearsing),
-# RAVE_STEPS (timed steps per configuration, default 20), GPU_CHECK_BUDGET_S (default 540: every
-# step's limit is cut so that the whole run, packing included, ends within it).
+# Environment: OUT (results; default gpu-check-out/), OFFLINE_BUNDLE (default offline-bundle/),
+# GPU_PYTHON (the Python with the node's torch; default python3 on the node,
+# .venv-gpu-image/bin/python rehearsing), RAVE_STEPS (timed steps per configuration, default 20),
+# GPU_CHECK_BUDGET_S (unset: no limit; else every step's limit is cut so that the whole run,
+# packing included, ends within that many seconds: a batch job's wall time).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REHEARSE=0
@@ -39,7 +42,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-KIT="$(readlink -f "${GPU_KIT:-$ROOT/gpu-kit}")"
+KIT="$(readlink -f "${OFFLINE_BUNDLE:-$ROOT/offline-bundle}")"
 OUT="${OUT:-$ROOT/gpu-check-out}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")"
 mkdir -p "$OUT"
@@ -48,7 +51,7 @@ LOG="$OUT/gpu_check.log"
 STEPS_JSON="$WORK/steps.jsonl"
 FAILED=0
 STEPS="${RAVE_STEPS:-20}"
-BUDGET="${GPU_CHECK_BUDGET_S:-540}"  # the whole run, in seconds; each step gets its share
+BUDGET="${GPU_CHECK_BUDGET_S:-0}"  # the whole run, in seconds (0: no limit); each step gets its share
 T0=$SECONDS
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }
@@ -59,12 +62,14 @@ run_step() {
   if [ -n "$ONLY" ] && [ "$name" != pack ] && [[ "$ONLY" != *",$name,"* ]]; then
     return 0
   fi
-  # opt-in: each takes a call of its own
+  # the long benchmarks: only when named
   [ -z "$ONLY" ] && { [ "$name" = rave_parity ] || [ "$name" = cpu_vs_rave ] || [ "$name" = ddp ]; } && return 0
-  # Never past the call's budget: the last 30 s are kept for packing the results.
-  local left=$((BUDGET - (SECONDS - T0) - 30))
-  [ "$name" = pack ] && left=$((left + 30))
-  [ $left -lt $limit ] && limit=$left
+  # Never past the budget: the last 30 s are kept for packing the results.
+  if [ "$BUDGET" -gt 0 ]; then
+    local left=$((BUDGET - (SECONDS - T0) - 30))
+    [ "$name" = pack ] && left=$((left + 30))
+    [ $left -lt $limit ] && limit=$left
+  fi
   if [ $limit -lt 5 ]; then
     log "-- $name: not run, the ${BUDGET} s budget is spent"
     printf '{"step": "%s", "status": "not run (budget)", "seconds": 0}\n' "$name" >>"$STEPS_JSON"
@@ -105,26 +110,17 @@ else
   PY="${GPU_PYTHON:-python3}"
   DEVICE=cuda
 fi
-[ -f "$KIT/native.tar.xz" ] || { echo "gpu_check.sh: no kit at $KIT (make it with scripts/gpu_kit.sh)" >&2; exit 2; }
-[ -x "$PY" ] || PY="$(command -v "$PY")" || { echo "gpu_check.sh: no Python at ${GPU_PYTHON:-python3}" >&2; exit 2; }
-# bin/ and lib/; Python's lzma where the image has no xz.
-tar -C "$WORK" -xJf "$KIT/native.tar.xz" 2>/dev/null ||
-  "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$KIT/native.tar.xz" "$WORK" ||
-  { echo "gpu_check.sh: cannot unpack $KIT/native.tar.xz" >&2; exit 2; }
-BIN="$WORK/bin"
-KIT_LIB="$WORK/lib"
+# bin/ and lib/ unpacked into $WORK, and the library path: the bundle's, then the torch and NVIDIA
+# wheels' of $PY, then the system's (what the bundle's env.sh sets up on a node).
+# shellcheck source=lib/offline_env.sh
+. "$ROOT/scripts/lib/offline_env.sh"
+rt_offline_env "$KIT" "$WORK" "$PY" || exit 2
+BIN="$RT_OFFLINE_BIN"
+KIT_LIB="$RT_OFFLINE_LIB"
+TORCH_LIB="$RT_OFFLINE_TORCH_LIB"
+SITE="$RT_OFFLINE_SITE"
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
-
-# ---- libraries: the kit's, then the torch and NVIDIA wheels' of $PY, then glibc's own
-read -r TORCH_LIB SITE < <("$PY" -c 'import os, site, torch; print(os.path.dirname(torch.__file__) + "/lib", os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
-[ -n "${TORCH_LIB:-}" ] || { echo "gpu_check.sh: $PY cannot import torch" >&2; exit 2; }
-NV_LIBS="$(find "$SITE/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | sort | tr '\n' ':')"
-export LD_LIBRARY_PATH="$KIT_LIB:$TORCH_LIB:$NV_LIBS${CUDA_HOME:+$CUDA_HOME/lib64:}${LD_LIBRARY_PATH:-}"
-# An image whose C++ runtime is older than Debian 12's gets the kit's.
-if ! "$BIN/train" --version >/dev/null 2>&1 && "$BIN/train" --version 2>&1 | grep -q "GLIBCXX\|CXXABI\|GCC_"; then
-  export LD_LIBRARY_PATH="$KIT_LIB/cxx:$LD_LIBRARY_PATH"
-fi
-# The kit's Python packages, over what the image has (RAVE pins pytorch-lightning 1.9).
+# The bundle's Python packages, over what the node has (RAVE pins pytorch-lightning 1.9).
 SITE_KIT="$WORK/site"
 
 env_step() {
@@ -144,7 +140,7 @@ EOF
 }
 
 libs_step() {
-  # Every library resolves, and (rehearsing) only to the kit, the torch / NVIDIA wheels or glibc.
+  # Every library resolves, and (rehearsing) only to the bundle, the torch / NVIDIA wheels or glibc.
   local bad=0
   for exe in "$BIN"/*; do
     if ldd "$exe" | grep -q "not found"; then
@@ -157,13 +153,13 @@ libs_step() {
       outside="$(ldd "$exe" | awk '$3 ~ /^\// {print $1, $3}' | grep -v -E "^(libc|libm|libdl|librt|libpthread|libresolv|libutil|libstdc\+\+|libgcc_s|ld-linux[^ ]*)\.so" |
         grep -v -F -e "$KIT_LIB/" -e "$TORCH_LIB/" -e "$SITE/nvidia/" -e "$CUDA_HOME/" || true)"
       if [ -n "$outside" ]; then
-        echo "$exe: loads libraries from outside the kit, torch and CUDA:"
+        echo "$exe: loads libraries from outside the bundle, torch and CUDA:"
         echo "$outside"
         bad=1
       fi
     fi
   done
-  "$BIN/train" --version
+  "$BIN/train" --help | head -3
   return $bad
 }
 
@@ -303,10 +299,10 @@ parity_step() {
 }
 
 # The CPU comparison with the real RAVE (bench.py's "Native vs the real RAVE" and whole-run
-# sections) on this machine's idle cores: the kit's rave_bench and train against RAVE's own
-# training_step and `rave train`, on the image's torch. Only with --only: it needs most of a call.
+# sections) on this machine's idle cores: the bundle's rave_bench and train against RAVE's own
+# training_step and `rave train`, on the node's torch. Only with --only: it takes several minutes.
 cpu_step() {
-  # CPU_BENCH_SIZING: bench.py's sizing flags instead of these (a call with less time left).
+  # CPU_BENCH_SIZING: bench.py's sizing flags instead of these (more repetitions, or fewer).
   local sizing=(${CPU_BENCH_SIZING:---reps 2 --steps 2 --whole_steps 10})
   [ $REHEARSE = 1 ] && sizing=(--quick --reps 1 --steps 1 --whole_steps 2)
   # exec: run_step's timeout signals this shell, which must be bench.py itself for its SIGTERM
@@ -317,18 +313,18 @@ cpu_step() {
 }
 
 # The data-parallel benchmark (scripts/bench/ddp.sh: 2 ranks × 1 thread against 1, native and
-# the real RAVE under torch's DDP) on this machine's idle cores, fewer repetitions than at home.
+# the real RAVE under torch's DDP) on this machine's idle cores, with fewer repetitions.
 ddp_step() {
   local sizing=(REPS=2 RAVE_STEPS=100 SSM_STEPS=100 PY_STEPS=10) quick=()
   [ $REHEARSE = 1 ] && { sizing=(); quick=(--quick); }
   env "${sizing[@]}" BUILD_DIR="$WORK" RAVE_PYTHON="$PY" HOST_PY="$PY" PYTHONPATH="$SITE_KIT" CUDA_LIB="" SETUP=0 \
-    COMMIT="${TREE_COMMIT:-kit of $(sed -n '1s/.* from //p' "$KIT/MANIFEST.txt")}" HOST="the GPU machine's CPU ($(nproc) cores)" \
+    COMMIT="${TREE_COMMIT:-bundle of $(sed -n '1s/.* from //p' "$KIT/MANIFEST.txt")}" HOST="the GPU machine's CPU ($(nproc) cores)" \
     bash "$ROOT/scripts/bench/ddp.sh" "${quick[@]}" --results_dir "$WORK/ddp" || return 1
 }
 
 pack_step() {
-  # At most 8 files back: the log, the step list, our figures, RAVE's, and one archive of the
-  # runs (profiles, traces, summaries, TensorBoard events, reports; checkpoints left out).
+  # The log, the step list, our figures, RAVE's, and one archive of the runs (profiles, traces,
+  # summaries, TensorBoard events, reports; checkpoints left out): a few files to copy back.
   cp "$STEPS_JSON" "$OUT/steps.jsonl"
   [ -f "$WORK/ours.jsonl" ] && cp "$WORK/ours.jsonl" "$OUT/ours_step.jsonl"
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# .venv-gpu-image/: a Python 3.12 venv standing in for the GPU machines' image when rehearsing
-# (scripts/gpu_check.sh --rehearse, docs/gpu_check.md): torch==2.11.0 (PyPI's CUDA 13.0 build, as
+# .venv-gpu-image/: a Python 3.12 venv standing in for a GPU node's Python when rehearsing
+# (scripts/gpu_check.sh --rehearse, docs/offline_gpu.md): torch==2.11.0 (PyPI's CUDA 13.0 build, as
 # there) and those of the image's packages that the check's Python steps import (numpy, pandas,
-# narwhals, pyparsing, psutil, scipy — a scipy too new for RAVE, as there — and scikit-learn, which imports it). Nothing of the kit's own.
+# narwhals, pyparsing, psutil, scipy — a scipy too new for RAVE, as there — and scikit-learn, which imports it). Nothing of the bundle's own.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GPU_IMAGE_VENV:-$ROOT/.venv-gpu-image}"

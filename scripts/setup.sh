@@ -24,7 +24,7 @@ PACKAGES+=(alsa-utils)
 # profile-report --plots draws with gnuplot's pngcairo terminal; the example-script test drives
 # the menu through a pseudo-terminal with python3's pty module.
 PACKAGES+=(gnuplot-nox fonts-dejavu-core python3)
-# scripts/check_cuda_build.sh makes a venv for PyPI's torch (the CUDA LibTorch of the GPU machines).
+# scripts/check_cuda_build.sh makes a venv for PyPI's torch (the CUDA LibTorch RT_LIBTORCH=pypi builds against).
 PACKAGES+=(python3-venv)
 # Test dependency only (the trainer never needs Python): torch's own launcher, torchrun, which
 # the data-parallel tests start `train` under (python3-torch is the same LibTorch version).

@@ -31,9 +31,9 @@ ctest --output-on-failure -j "${TEST_JOBS:-2}" "$@"
 if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
   BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/fuzz.sh" "${FUZZ_SECONDS:-10}"
 fi
-# LibTorch 2.x: every non-test target compiled against PyPI's CUDA LibTorch (torch==2.11.0, the
-# GPU machines' version), with the CUPTI tracer and the NCCL backend on, so CI fails when the tree
-# stops compiling against 2.x or its CUDA-only code; then the real-RAVE oracle tests against it
+# LibTorch 2.x: every non-test target compiled against PyPI's CUDA LibTorch (torch==2.11.0, what
+# RT_LIBTORCH=pypi builds against), with the CUPTI tracer and the NCCL backend on, so CI fails
+# when the tree stops compiling against 2.x or its CUDA-only code; then the real-RAVE oracle tests against it
 # (docs/cuda_build.md; TORCH2_CHECK=0 skips).
 # A machine without the toolkit (a bare chroot) cannot configure a CUDA LibTorch: said, not failed.
 if [ "${TORCH2_CHECK:-1}" != 0 ]; then

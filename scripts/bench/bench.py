@@ -69,7 +69,7 @@ OTHERS = {
                         "quick_note": "every configuration at full size, minutes each: run it alone"},
     "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
                        "note": "the oracle venv .venv-rave/ is made by scripts/oracle/run.sh; the result "
-                               "is trained on a GPU machine (docs/gpu_check.md)"},
+                               "is trained on a GPU machine (docs/offline_gpu.md)"},
     "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},
     "step_ab.sh": {"quick": (["--quick"], {}), "full": ([], {})},
     "tracing_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},

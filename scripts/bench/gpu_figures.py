@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figures scripts/gpu_check.sh reads off its runs (docs/gpu_check.md).
+"""Figures scripts/gpu_check.sh reads off its runs (docs/offline_gpu.md).
 
   gpu_figures.py step RUN_DIR --skip N     median step time and GPU memory of one `train` run,
                                            from its timing_profile.json and memory_profile.json

@@ -86,7 +86,7 @@ def collect(out_dirs):
         "device": r"^device (.*)$",
         "nvidia_smi": r"^(NVIDIA .*MHz)$",
         "host": r"^host (.*)$",
-        "kit": r"^gpu-kit made (.*)$",
+        "kit": r"^(?:gpu-kit|offline bundle) made (.*)$",
     }.items():
         m = re.search(pattern, log, re.M)
         env[key] = m.group(1) if m else None
@@ -165,7 +165,7 @@ def blocks_of(R, command):
     b.text(f"Measured by {command} on {env['device']}; "
            f"{env['nvidia_smi']}; {env['python_torch']}; host {env['host']}. Kit: {env['kit']}. "
            "Figures read by `scripts/bench/gpu_results.py` into `scripts/bench/results/gpu_check.json`; "
-           "docs/gpu_check.md says what each step does.")
+           "docs/offline_gpu.md says what each step does.")
     failed = [s for s in R["steps"] if s["status"] not in ("ok", "skipped")]
     b.text(("Every step passed: " if not failed else "Steps: ")
            + ", ".join(f"{s['step']} {s['seconds']} s" + ("" if s["status"] == "ok" else f" ({s['status']})")
@@ -272,7 +272,7 @@ def result(R, command, env):
         NAME, TITLE, command, env, blocks_of(R, command),
         raw={k: R[k] for k in RAW_KEYS if R.get(k) is not None},
         derived={k: R[k] for k in DERIVED_KEYS}, targets=targets_of(R),
-        commands=["scripts/gpu_check.sh (docs/gpu_check.md)", "scripts/bench/gpu_figures.py step|hta|trace"])
+        commands=["scripts/gpu_check.sh (docs/offline_gpu.md)", "scripts/bench/gpu_figures.py step|hta|trace"])
 
 
 def main():

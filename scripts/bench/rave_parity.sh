@@ -8,7 +8,7 @@
 #   WORK=DIR scripts/bench/rave_parity.sh --collect_only   the runs already under DIR (e.g. those of
 #                                                      scripts/gpu_check.sh's rave_parity step)
 # RAVE's Lightning loop is slow on a 2-core CPU: the result in scripts/bench/results was trained
-# on a GPU machine (docs/gpu_check.md).
+# on a GPU machine (docs/offline_gpu.md).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for arg in "$@"; do
