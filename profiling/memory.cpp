@@ -14,6 +14,8 @@
 
 #if defined(RT_TORCH_HAS_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace rt::prof {
@@ -337,6 +339,21 @@ CudaMemory read_cuda_memory(int device) {
   m.peak_allocated_bytes = stats.allocated_bytes[0].peak;
   m.reserved_bytes = stats.reserved_bytes[0].current;
   m.peak_reserved_bytes = stats.reserved_bytes[0].peak;
+#endif
+  return m;
+}
+
+CudaDeviceMemory read_cuda_device_memory(int device) {
+  CudaDeviceMemory m;
+#if defined(RT_TORCH_HAS_CUDA)
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+    m.free_bytes = static_cast<int64_t>(free_bytes);
+    m.total_bytes = static_cast<int64_t>(total_bytes);
+  }
+#else
+  (void)device;
 #endif
   return m;
 }

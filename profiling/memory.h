@@ -177,6 +177,13 @@ struct CudaMemory {
 // REQUIRES: `device` is a valid CUDA device when LibTorch has CUDA. Without CUDA support
 // compiled in, returns {available = false}.
 CudaMemory read_cuda_memory(int device);
+// The device's memory as the driver reports it (cudaMemGetInfo): free to any process, and total.
+// Zeros without CUDA support compiled in.
+struct CudaDeviceMemory {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+CudaDeviceMemory read_cuda_device_memory(int device);
 // Resets the caching allocator's peak counters of `device` (no-op without CUDA).
 void reset_cuda_peak(int device);
 // Whether this build reads CUDA allocator statistics.

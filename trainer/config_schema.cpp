@@ -165,8 +165,14 @@ std::vector<KeySpec> build_common_schema() {
       B("train.smoke_test", false,
         "run a few steps of each training phase (RAVE: phase 1 and phase 2 with a discriminator update), one "
         "short validation and the final checkpoint, then report step times, peak memory and the projected "
-        "duration of train.max_steps (RAVE's --smoke_test)")
+        "duration of train.max_steps (RAVE's --smoke_test); before a later phase starts (RAVE's phase 2), "
+        "it forecasts that phase's peak memory and says what to change when it will not fit")
           .cli("smoke_test"),
+      F("train.smoke_test_memory_gib", 0.0,
+        "--smoke_test: forecast a later phase's peak memory against this many GiB (a smaller card than the "
+        "one at hand; exit status 1 when it will not fit); 0 = the device's own free memory")
+          .ge(0)
+          .cli("smoke_test_memory_gib"),
       F("train.lr", 1e-3, "learning rate").gt(0),
       B("train.retain_freed_memory", true,
         "keep the memory a step frees for the next step (glibc malloc: M_MMAP_THRESHOLD 32 MiB, "

@@ -124,6 +124,24 @@ class ModelFamily {
   // Valid after build(); default: one phase.
   virtual std::vector<SchedulePhase> schedule_phases() const { return {{0, "", 2}}; }
 
+  // --smoke_test's memory forecast (trainer/memory_forecast.h) of the phase that starts at
+  // `first_step`, made before that phase starts. probe_phase_step runs that phase's heaviest
+  // step on `input` (forward, losses, and backward into gradients it drops again) and changes no
+  // parameter, buffer or optimizer state; it first drops the gradients the last step left (the
+  // phase's first step clears them too). Returns false (the default) when the phase adds nothing
+  // to the memory the phases before it held.
+  virtual bool probe_phase_step(const torch::Tensor& input, int64_t first_step) {
+    (void)input;
+    (void)first_step;
+    return false;
+  }
+  // The bytes that phase's optimizers allocate at their first step and keep (the moments of
+  // parameters no earlier phase trained).
+  virtual int64_t phase_new_state_bytes(int64_t first_step) const {
+    (void)first_step;
+    return 0;
+  }
+
   // Named modules for profiling.with_modules spans.
   virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() = 0;
 

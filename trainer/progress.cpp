@@ -115,6 +115,20 @@ int64_t SmokeTest::after_step(int64_t step, double seconds) {
   return step + 1;
 }
 
+bool SmokeTest::starts_later_phase(int64_t step) const {
+  for (size_t i = 1; i < plan_.size(); ++i) {
+    if (plan_[i].phase.first_step == step) return true;
+  }
+  return false;
+}
+
+void SmokeTest::add_forecast(int64_t first_step, std::string text, bool fits) {
+  for (Planned& p : plan_) {
+    if (p.phase.first_step == first_step) p.forecast = std::move(text);
+  }
+  unfit_ = unfit_ || !fits;
+}
+
 std::string SmokeTest::report(const std::string& peak_memory) const {
   std::ostringstream out;
   out << "smoke test:\n";
@@ -133,6 +147,10 @@ std::string SmokeTest::report(const std::string& peak_memory) const {
                   p.warmup, t, p.times.size());
     out << line << "  " << std::string(24, ' ') << " → " << steps
         << " steps of it: " << format_duration(t * steps) << "\n";
+    if (!p.forecast.empty()) {
+      std::istringstream lines(p.forecast);
+      for (std::string l; std::getline(lines, l);) out << "  " << l << "\n";
+    }
   }
   out << "  peak memory: " << peak_memory << "\n";
   out << "  the whole run (train.max_steps = " << max_steps_ << ") at these rates: " << format_duration(total)

@@ -64,6 +64,13 @@ class SmokeTest {
   // Step `step` took `seconds`; returns the step to run next (the next phase's first step after
   // the last one of a phase).
   int64_t after_step(int64_t step, double seconds);
+  // Whether `step` is the first step of a phase after the first one the smoke test runs: where the
+  // trainer forecasts that phase's memory (trainer/memory_forecast.h) before running it.
+  bool starts_later_phase(int64_t step) const;
+  // The forecast made before the phase that starts at `first_step`, for the report; `fits`
+  // false makes forecast_unfit() true.
+  void add_forecast(int64_t first_step, std::string text, bool fits);
+  bool forecast_unfit() const { return unfit_; }
   // The report: per phase the steps timed and their median time, the peak memory, and the
   // projected duration of the whole run.
   std::string report(const std::string& peak_memory) const;
@@ -75,9 +82,11 @@ class SmokeTest {
     int64_t last_step = 0;      // the projection's end of this phase
     std::vector<double> times;  // timed steps (the warm-up excluded)
     double warmup = 0.0;
+    std::string forecast;  // the memory forecast made before the phase, if any
   };
   std::vector<Planned> plan_;
   int64_t max_steps_;
+  bool unfit_ = false;
 };
 
 }  // namespace rt

@@ -545,6 +545,44 @@ class RaveFamily final : public ModelFamily {
             {phase_1_duration_, "phase 2 (adversarial)", std::max<int64_t>(2, update_dis_every_)}};
   }
 
+  // Phase 2's generator step, its heaviest: the discriminator's forward on the real and the
+  // reconstructed audio, and backward through the discriminator into the decoder.
+  bool probe_phase_step(const torch::Tensor& input, int64_t first_step) override {
+    if (first_step != phase_1_duration_ || !model_->discriminator) return false;
+    if (loss_options_.valid_signal_crop && model_->receptive_field().empty()) measure_receptive_field();
+    drop_gradients();
+    std::vector<torch::Tensor> buffers;
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& b : model_->buffers(true)) buffers.push_back(b.clone());
+    }
+    const bool warm = model_->warmed_up();
+    model_->train();
+    model_->set_warmed_up(true);
+    {
+      const torch::Tensor x = input.to(device_);
+      const auto kind = rave::RaveStep::kGenerator;
+      const rave::RaveForward fwd = rave::rave_forward(*model_, x, kind, &loss_options_);
+      const rave::RaveLosses l = rave::rave_losses_from_forward(*model_, x, fwd, loss_options_,
+                                                                config_.get_float("train.beta_end"), kind);
+      l.loss_gen.backward();
+    }
+    model_->set_warmed_up(warm);
+    drop_gradients();
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& b : model_->buffers(true)) b.copy_(buffers[i++]);
+    return true;
+  }
+
+  // The discriminator's Adam moments, created at its first update.
+  int64_t phase_new_state_bytes(int64_t first_step) const override {
+    if (first_step != phase_1_duration_ || !dis_opt_ || !optimizer_state_tensors(*dis_opt_).empty()) return 0;
+    int64_t bytes = 0;
+    for (const auto& p : optimizer_parameters(*dis_opt_)) bytes += p.numel() * p.element_size();
+    return 2 * bytes;
+  }
+
   std::string describe() const override {
     std::string d = "RAVE " + std::string(enum_name(options_.version)) + " (" +
                     std::to_string(options_.channels) + " ch, " + std::to_string(options_.sampling_rate) +
@@ -569,6 +607,9 @@ class RaveFamily final : public ModelFamily {
   }
 
  private:
+  void drop_gradients() {
+    for (auto& p : model_->parameters(true)) p.mutable_grad() = torch::Tensor();
+  }
   // Checkpoints record which losses they were trained with; 2: RAVE's crop and twice-applied
   // feature-matching weight (absent: earlier checkpoints).
   static constexpr int64_t kLossesRevision = 2;

@@ -13,6 +13,7 @@
 #include "trainer/gpu.h"
 #include "trainer/job_start.h"
 #include "trainer/job_summary.h"
+#include "trainer/memory_forecast.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
 #include "trainer/progress.h"
@@ -71,6 +72,12 @@ class TrainingJob {
       collectives_ok_ = agreed_failure_;
     }
     if (!finish(status)) exit_code = 1;
+    if (exit_code == 0 && smoke_ && smoke_->forecast_unfit()) {
+      std::cerr << job_.error_prefix
+                << "error: --smoke_test: a later phase is forecast not to fit in memory (the forecast above "
+                   "says what to change)\n";
+      exit_code = 1;
+    }
     return exit_code;
   }
 
@@ -134,6 +141,7 @@ class TrainingJob {
         if (job_.distributed) share_batch(*batch, slice);
         try {
           MixedPrecision::StepScope amp(*job_.precision);
+          if (smoke_ && smoke_->starts_later_phase(state_.step)) forecast_memory(batch->input);
           r = family_->train_step(*batch, state_.step);
         } catch (const c10::OutOfMemoryError& e) {
           // Where, and what to try (trainer/gpu.h).
@@ -166,6 +174,21 @@ class TrainingJob {
       // included), as torch's prof.step() at the end of the loop body does.
       profilers_->step_end();
     }
+  }
+
+  // --smoke_test, before a later phase's first step: that phase's peak memory, printed at once
+  // (an out-of-memory failure in the phase then follows it) and in the report.
+  void forecast_memory(const torch::Tensor& input) {
+    const std::string phase = progress_->phase_at(state_.step);
+    const auto f =
+        forecast_phase_memory(*family_, input, state_.step, phase.empty() ? "the next phase" : phase,
+                              job_.device, config_.get_float("train.smoke_test_memory_gib"));
+    if (!f) return;
+    std::string text = f->text();
+    if (job_.comm->world_size() > 1) text = "rank " + std::to_string(job_.comm->rank()) + ": " + text;
+    // Every rank's own: ranks of one job may sit on GPUs with different free memory.
+    std::cout << "smoke test: " << text << std::flush;
+    smoke_->add_forecast(state_.step, text, f->fits());
   }
 
   // This rank's share of the global batch: gradient weights and split-invariant noise.

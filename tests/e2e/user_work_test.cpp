@@ -50,6 +50,31 @@ TEST_F(UserWork, ASmokeTestLeavesLatestWithTheRealRun) {
   EXPECT_TRUE(fs::equivalent(run_dir_from_output(resumed.output), run)) << resumed.output;
 }
 
+// --smoke_test forecasts phase 2's peak memory before phase 2 starts, prints it at once and in its
+// report, and against a target that is too small says what to change and exits 1.
+TEST_F(UserWork, ASmokeTestForecastsPhaseTwosMemoryAndSaysWhatToChange) {
+  const fs::path out = dir_->path() / "forecast";
+  auto fits = run_command(tiny_train_command(db_, out, "--smoke_test"));
+  ASSERT_EQ(fits.exit_code, 0) << fits.output;
+  const std::string heading =
+      "memory forecast for phase 2 (adversarial) (from step 200), made before it starts, on cpu";
+  const size_t first = fits.output.find("smoke test: " + heading);
+  ASSERT_NE(first, std::string::npos) << fits.output;
+  EXPECT_NE(fits.output.find("  " + heading, first + 1), std::string::npos)
+      << "not in the report: " << fits.output;
+  EXPECT_TRUE(contains(fits.output, "at batch 4 (")) << fits.output;
+  EXPECT_TRUE(contains(fits.output, " at batch 2); its optimizer state ")) << fits.output;
+  EXPECT_TRUE(contains(fits.output, "(resident now and available on this host): fits")) << fits.output;
+
+  auto small = run_command(tiny_train_command(db_, out, "--smoke_test --smoke_test_memory_gib 0.0001"));
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  EXPECT_TRUE(contains(small.output, "(train.smoke_test_memory_gib): does NOT fit. Change one of:"))
+      << small.output;
+  EXPECT_TRUE(contains(small.output, "  - --precision bf16")) << small.output;
+  EXPECT_TRUE(contains(small.output, "error: --smoke_test: a later phase is forecast not to fit in memory"))
+      << small.output;
+}
+
 // The database rewritten in place under a training run (a bigger one copied over data.mdb) and
 // cut back to the size it had when the run opened it: the size check passes, the new meta page
 // names pages past the file's end. An error naming the database, exit 1, the summary failed,
