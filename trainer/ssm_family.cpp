@@ -1,6 +1,9 @@
 #include "trainer/ssm_family.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <map>
 #include <sstream>
 #include <type_traits>
 #include <variant>
@@ -17,6 +20,7 @@
 #include "trainer/config_value.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
+#include "trainer/ssm_transfer.h"
 #include "util/error.h"
 
 namespace rt {
@@ -27,6 +31,11 @@ const OptionsTable<ssm::SsmOptions>& ssm_model_keys() {
   // Defaults: the SsmOptions initialisers (Melina-Jingting/foundational_ssm, NLB MC_Maze).
   static const OptionsTable<SsmOptions> table = {
       {&SsmOptions::variant, Field("model.variant", "SSM decoder variant").defines_architecture()},
+      {&SsmOptions::kind,
+       Field("model.ssm",
+             "the SSM layer in each block: s5 (Smith et al. 2023), s4d (Gu et al. 2022, S4D-Lin), lru "
+             "(Orvieto et al. 2023), as foundational_ssm compares them")
+           .defines_architecture()},
       {&SsmOptions::input_dim,
        Field("model.input_dim", "SSM input channels (neural units)").ge(1).defines_architecture()},
       {&SsmOptions::output_dim,
@@ -106,6 +115,9 @@ class SsmFamily final : public ModelFamily {
       throw Error("model.output_dim = " + std::to_string(options_.output_dim) + " but database '" + db +
                   "' has " + std::to_string(dataset_->behavior_dims()) + " behaviour dimensions");
     }
+    if (dataset_->behavior_dims() < 1) {
+      throw Error("database '" + db + "' holds no behaviour to decode (0 behaviour dimensions)");
+    }
     options_.input_dim = dataset_->max_units();
     options_.output_dim = dataset_->behavior_dims();
     n_groups_ = static_cast<int64_t>(dataset_->group_names().size());
@@ -114,6 +126,7 @@ class SsmFamily final : public ModelFamily {
                                 static_cast<size_t>(c.get_int("data.val_max")),
                                 static_cast<uint64_t>(c.get_int("data.split_seed")));
     if (split.val.empty()) split.val.push_back(split.train.back());
+    if (const int64_t n = c.get_int("data.max_train_trials"); n > 0) keep_first_trials(split.train, n, db);
     TrainData d;
     d.train = dataset_;
     d.val = dataset_;
@@ -144,6 +157,7 @@ class SsmFamily final : public ModelFamily {
     comm_ = context.comm;
     model_ = ssm::make_ssm_model(options_, std::max<int64_t>(1, n_groups_));
     model_->to(device_);
+    transfer(context);
     // train.distributed.batch_norm = sync: SyncBatchNorm semantics in a data-parallel job, batch
     // statistics over every rank's rows, so N ranks × B train as one process with N·B
     // (distributed/sync_batch_norm.h); local: each rank its own rows, running statistics
@@ -151,6 +165,12 @@ class SsmFamily final : public ModelFamily {
     local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
     if (comm_->world_size() > 1 && !local_batch_norm_) model_->set_batch_norm_sync(comm_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
+    // Frozen parameters (train.transfer_mode) are in no group: they stay as they are.
+    for (auto* group : {&decay, &no_decay}) {
+      group->erase(std::remove_if(group->begin(), group->end(),
+                                  [](const torch::Tensor& t) { return !t.requires_grad(); }),
+                   group->end());
+    }
     lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(
@@ -274,9 +294,10 @@ class SsmFamily final : public ModelFamily {
   std::string summary() override {
     if (!model_) build(FamilyContext{}, nullptr);
     std::ostringstream s;
-    s << "SSM decoder " << enum_name(options_.variant) << " (input " << options_.input_dim << ", d_model "
-      << options_.d_model << ", state " << options_.state_dim << ", " << options_.n_layers
-      << " block(s), output " << options_.output_dim << ", " << enum_name(options_.scan) << " scan)\n\n"
+    s << "SSM decoder " << enum_name(options_.variant) << ", " << enum_name(options_.kind)
+      << " layers (input " << options_.input_dim << ", d_model " << options_.d_model << ", state "
+      << options_.state_dim << ", " << options_.n_layers << " block(s), output " << options_.output_dim
+      << ", " << enum_name(options_.scan) << " scan)\n\n"
       << models::module_summary(*model_, "ssm", 3) << "\n";
     int64_t ssm_params = 0;
     for (const auto& p : model_->named_parameters()) {
@@ -288,9 +309,9 @@ class SsmFamily final : public ModelFamily {
   }
 
   std::string describe() const override {
-    return "SSM " + std::string(enum_name(options_.variant)) + " (" + std::to_string(options_.input_dim) +
-           " units → " + std::to_string(options_.output_dim) + " dims, " + std::to_string(n_groups_) +
-           " group(s))";
+    return "SSM " + std::string(enum_name(options_.variant)) + " (" + enum_name(options_.kind) + ", " +
+           std::to_string(options_.input_dim) + " units → " + std::to_string(options_.output_dim) +
+           " dims, " + std::to_string(n_groups_) + " group(s))";
   }
 
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules() override {
@@ -302,6 +323,45 @@ class SsmFamily final : public ModelFamily {
   MemoryHolders memory_holders() override { return {model_->parameters(), model_->buffers(), {opt_.get()}}; }
 
  private:
+  // data.max_train_trials: the first `n` training trials of each group, in database order (the
+  // split's validation trials stay held out as they are).
+  void keep_first_trials(std::vector<size_t>& train, int64_t n, const std::string& db) const {
+    std::sort(train.begin(), train.end());
+    std::map<int64_t, int64_t> kept;
+    std::vector<size_t> out;
+    for (size_t i : train) {
+      if (kept[dataset_->group_of(i)]++ < n) out.push_back(i);
+    }
+    std::cout << "data.max_train_trials = " << n << ": training on " << out.size() << " of the "
+              << train.size() << " training trials of '" << db << "' (the first " << n << " of each of "
+              << kept.size() << " group(s))" << std::endl;
+    train = std::move(out);
+  }
+
+  // train.init_from (a fresh run only: a resumed one holds the transferred model already) and
+  // train.transfer_mode (every run: what trains).
+  void transfer(const FamilyContext& context) {
+    const bool chatty = context.comm->rank() == 0;
+    const std::string from = config_.get_string("train.init_from");
+    if (!from.empty() && config_.get_string("train.ckpt").empty()) {
+      const TransferReport r = transfer_pretrained_ssm(resolve_init_checkpoint(from), *model_, options_);
+      if (chatty) std::cout << r.text() << std::flush;
+    }
+    const auto mode = config_.get_enum<TransferMode>("train.transfer_mode");
+    int64_t frozen = 0, tensors = 0;
+    for (auto& p : model_->named_parameters()) {
+      if (trains_in_transfer_mode(p.key(), mode)) continue;
+      p.value().set_requires_grad(false);
+      frozen += p.value().numel();
+      ++tensors;
+    }
+    if (chatty && mode != TransferMode::kAll) {
+      std::cout << "train.transfer_mode = " << enum_name(mode) << ": " << tensors << " tensors ("
+                << models::format_count(frozen) << " parameters) frozen, "
+                << models::format_count(models::count_parameters(*model_) - frozen) << " train" << std::endl;
+    }
+  }
+
   Config config_;
   ssm::SsmOptions options_;
   torch::Device device_;
@@ -353,15 +413,29 @@ void check_ssm_config(const Config& c) {
 
 FamilyRegistration ssm_family_registration() {
   using namespace keys;
-  return {"ssm",
-          "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
-          family_factory<SsmFamily>(),
-          ssm_model_keys().specs({
-              F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
-              E("train.lr_schedule", LrSchedule::kConstant, "SSM: learning rate schedule"),
-              I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
-          }),
-          check_ssm_config};
+  return {
+      "ssm", "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
+      family_factory<SsmFamily>(),
+      ssm_model_keys().specs({
+          F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
+          E("train.lr_schedule", LrSchedule::kConstant, "SSM: learning rate schedule"),
+          I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
+          keys::S(
+              "train.init_from", "",
+              "SSM: start from a pretrained model, a run directory (its best.ckpt, else last.ckpt) or a "
+              "checkpoint: its SSM blocks and decoder are copied where their shapes carry over, the read-in "
+              "and session context are made anew for this database (foundational_ssm's transfer)")
+              .cli("init_from"),
+          E("train.transfer_mode", TransferMode::kAll,
+            "SSM: what trains (foundational_ssm's optimizer.mode): all; freeze_a (the SSMs' A and log steps "
+            "frozen); encoder_only (only the read-in and session context train)"),
+          I("data.max_train_trials", 0,
+            "SSM: train on the first N training trials of each session (few-shot transfer, data-efficiency "
+            "curves); 0 = all")
+              .ge(0)
+              .cli("max_train_trials"),
+      }),
+      check_ssm_config};
 }
 
 }  // namespace rt

@@ -31,6 +31,7 @@ void SsmOptions::validate() const {
 
 S5LayerOptions SsmOptions::layer_options() const {
   S5LayerOptions l;
+  l.kind = kind;
   l.d_model = d_model;
   l.state_dim = state_dim;
   l.ssm_blocks = ssm_blocks;
@@ -48,7 +49,7 @@ S5BlockImpl::S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch
   norm = register_module(
       "norm", torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(H).affine(false).track_running_stats(
                   !batch_statistics_in_eval)));
-  ssm = register_module("ssm", S5Layer(layer));
+  ssm = register_module("ssm", make_ssm_layer(layer));
   glu_w1 = register_module("glu_w1", torch::nn::Linear(H, H));
   glu_w2 = register_module("glu_w2", torch::nn::Linear(H, H));
   drop = register_module("drop", torch::nn::Dropout(dropout));
@@ -77,7 +78,7 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   }
   {
     prof::ModuleScope ssm_span(ssm_path_);
-    h = ssm(h);
+    h = ssm->forward(h);
   }
   h = torch::gelu(h, "tanh");  // jax.nn.gelu defaults to the tanh approximation
   // Masks independent of the data-parallel split (models/common/batch_slice.h).
@@ -103,7 +104,8 @@ torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
   const double p = drop->is_training() ? drop->options.p() : 0.0;
   // Under autocast (train.precision bf16/fp16) the matmuls' outputs are in the low precision; the
   // fused kernels run in the activations' float32, as autocast runs the ops on its float32 list.
-  auto h = fused::gelu_dropout(z.to(u.scalar_type()), u, ssm->D, p, p > 0 ? fused::draw_dropout_seed() : 0);
+  auto h = fused::gelu_dropout(z.to(u.scalar_type()), u, ssm->feedthrough(), p,
+                               p > 0 ? fused::draw_dropout_seed() : 0);
   auto w = torch::cat({glu_w1->weight, glu_w2->weight}, 0);  // [2H, H]: both halves in one addmm
   auto b = torch::cat({glu_w1->bias, glu_w2->bias}, 0);
   auto ab = torch::addmm(b, h, w.t()).to(x2.scalar_type());

@@ -23,6 +23,7 @@
 
 #include "distributed/communicator.h"
 #include "models/common/module_path.h"
+#include "models/ssm/diagonal_ssm.h"
 #include "models/ssm/s5.h"
 
 namespace rt::ssm {
@@ -35,6 +36,7 @@ constexpr EnumNames<SsmVariant> enum_names(SsmVariant) { return {{"s5_maze", "fo
 // specs take their defaults from the initialisers below.
 struct SsmOptions {
   SsmVariant variant = SsmVariant::kS5Maze;
+  SsmKind kind = SsmKind::kS5;  // model.ssm: the SSM layer in each block
   int64_t input_dim = 182;
   int64_t output_dim = 2;
   int64_t d_model = 64;
@@ -87,7 +89,7 @@ class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
   void set_module_path(std::string path) override;
 
   torch::nn::BatchNorm1d norm{nullptr};
-  S5Layer ssm{nullptr};
+  std::shared_ptr<SsmLayerBase> ssm;  // model.ssm's kind (make_ssm_layer)
   torch::nn::Linear glu_w1{nullptr}, glu_w2{nullptr};
   torch::nn::Dropout drop{nullptr};
 

@@ -213,7 +213,7 @@ torch::Tensor block_diag_repeat(const torch::Tensor& block, int64_t n) {
 
 }  // namespace
 
-S5LayerImpl::S5LayerImpl(const S5LayerOptions& options) : options_(options) {
+S5LayerImpl::S5LayerImpl(const S5LayerOptions& options) : SsmLayerBase(options) {
   options_.validate();
   const int64_t H = options_.d_model;
   const int64_t N = options_.state_dim;
@@ -316,7 +316,10 @@ bool is_ssm_parameter_name(const std::string& name) {
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
            (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.');
   };
-  return ends_with("Lambda_re") || ends_with("Lambda_im") || ends_with("log_step");
+  // S5's Λ and step; S4D's A (log_A_real, A_imag) and step (log_dt); LRU's λ (nu_log, theta_log).
+  return ends_with("Lambda_re") || ends_with("Lambda_im") || ends_with("log_step") ||
+         ends_with("log_A_real") || ends_with("A_imag") || ends_with("log_dt") || ends_with("nu_log") ||
+         ends_with("theta_log");
 }
 
 }  // namespace rt::ssm

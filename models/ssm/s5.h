@@ -63,10 +63,15 @@ torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b);
 torch::Tensor complex_recurrence(const torch::Tensor& a_re, const torch::Tensor& a_im,
                                  const torch::Tensor& bu);
 
+// model.ssm: the kind of diagonal SSM in each block (models/ssm/diagonal_ssm.h has S4D and LRU).
+enum class SsmKind { kS5, kS4d, kLru, kMaxValue = kLru };
+constexpr EnumNames<SsmKind> enum_names(SsmKind) { return {{"s5", "s4d", "lru"}}; }
+
 struct S5LayerOptions {
-  int64_t d_model = 64;    // H: input/output features.
-  int64_t state_dim = 64;  // P: complex states before conjugate symmetry halves them.
-  int64_t ssm_blocks = 1;  // HiPPO init repeated on this many diagonal blocks.
+  SsmKind kind = SsmKind::kS5;  // make_ssm_layer builds this kind; S5LayerImpl is kS5
+  int64_t d_model = 64;         // H: input/output features.
+  int64_t state_dim = 64;       // P: complex states before conjugate symmetry halves them.
+  int64_t ssm_blocks = 1;       // HiPPO init repeated on this many diagonal blocks.
   bool conj_sym = true;
   Discretization discretization = Discretization::kZoh;
   ScanKind scan = ScanKind::kParallel;
@@ -77,21 +82,36 @@ struct S5LayerOptions {
   void validate() const;
 };
 
-// Input and output [B, T, d_model] (real, the module's dtype).
-class S5LayerImpl : public torch::nn::Module {
+// What a block needs of its SSM layer, whatever its kind (model.ssm): input and output
+// [B, T, d_model] (real, the module's dtype); y = SSM(u) + D ⊙ u.
+class SsmLayerBase : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& u) = 0;
+  // The layer in row layout with the fused recurrence (complex_recurrence), without the
+  // feed-through: u2 [B·T, H] (rows batch-major) → SSM(u) [B·T, H] (no D ⊙ u, which the block
+  // folds into its next kernel), whatever options().scan says. REQUIRES: u2.size(0) divisible by
+  // batch.
+  virtual torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch) = 0;
+  // D [H], the feed-through.
+  virtual const torch::Tensor& feedthrough() const = 0;
+  const S5LayerOptions& options() const { return options_; }
+  void set_scan(ScanKind scan) { options_.scan = scan; }
+
+ protected:
+  explicit SsmLayerBase(const S5LayerOptions& options) : options_(options) {}
+  S5LayerOptions options_;
+};
+
+class S5LayerImpl : public SsmLayerBase {
  public:
   explicit S5LayerImpl(const S5LayerOptions& options);
-  torch::Tensor forward(const torch::Tensor& u);
-
-  // The fused scan in row layout, without the feed-through: u2 [B·T, H] (rows batch-major) →
-  // 2·Re(C̃x) [B·T, H] (no D ⊙ u, which the S5 block folds into its next kernel). Runs the
-  // fused recurrence whatever options().scan says. REQUIRES: u2.size(0) divisible by batch.
-  torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch);
+  torch::Tensor forward(const torch::Tensor& u) override;
+  // 2·Re(C̃x) under conjugate symmetry.
+  torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch) override;
+  const torch::Tensor& feedthrough() const override { return D; }
 
   // Number of complex states actually stored (state_dim/2 under conjugate symmetry).
   int64_t stored_states() const { return stored_states_; }
-  const S5LayerOptions& options() const { return options_; }
-  void set_scan(ScanKind scan) { options_.scan = scan; }
   void set_discretization(Discretization d) { options_.discretization = d; }
 
   // Continuous eigenvalues with Re λ clipped to ≤ −1e-4 (what forward() uses), complex [P'].
@@ -106,13 +126,14 @@ class S5LayerImpl : public torch::nn::Module {
   torch::Tensor log_step;              // [P']        log Δ
 
  private:
-  S5LayerOptions options_;
   int64_t stored_states_ = 0;
 };
 TORCH_MODULE(S5Layer);
 
-// True for parameter names (as named_parameters() reports them) that S5 trains without
-// weight decay: Λ (Lambda_re, Lambda_im) and log_step (S5 / foundational_ssm optimizer setup).
+// True for parameter names (as named_parameters() reports them) of an SSM layer's A and step,
+// which train without weight decay (S5 / foundational_ssm optimizer setup) and which
+// train.transfer_mode = freeze_a freezes: S5's Λ (Lambda_re, Lambda_im) and log_step, S4D's
+// log_A_real, A_imag and log_dt, LRU's nu_log and theta_log.
 bool is_ssm_parameter_name(const std::string& name);
 
 }  // namespace rt::ssm
