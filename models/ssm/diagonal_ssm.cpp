@@ -63,13 +63,27 @@ torch::Tensor S4dLayerImpl::readout(const torch::Tensor& x, int64_t B, int64_t T
   return 2.0 * torch::real((x.view({B, T, H, N}) * c).sum(-1));
 }
 
+torch::Tensor S4dLayerImpl::convolve(const torch::Tensor& us) const {
+  const int64_t T = us.size(1);
+  auto [a_bar, b_bar] = discretize();                                             // [H, N]
+  auto steps = torch::arange(T, torch::TensorOptions().dtype(us.scalar_type()));  // [T]
+  auto powers = torch::exp(torch::log(a_bar).unsqueeze(-1) * steps);              // Ā^l [H, N, T]
+  auto cb = (torch::view_as_complex(C) * b_bar).unsqueeze(-1);                    // C·B̄ [H, N, 1]
+  auto kernel = 2.0 * torch::real((cb * powers).sum(1));                          // K [H, T]
+  // Causal convolution along time by FFT, zero-padded to 2T (no wrap-around).
+  const int64_t n = 2 * T;
+  auto spectrum = torch::fft::rfft(us.transpose(1, 2), n) * torch::fft::rfft(kernel, n);  // [B, H, T + 1]
+  return torch::fft::irfft(spectrum, n).narrow(-1, 0, T).transpose(1, 2);                 // [B, T, H]
+}
+
 torch::Tensor S4dLayerImpl::forward(const torch::Tensor& u) {
   TORCH_CHECK(u.dim() == 3 && u.size(2) == options_.d_model, "S4dLayer: expected input [B, T, ",
               options_.d_model, "], got ", u.sizes());
-  const int64_t B = u.size(0), T = u.size(1), H = options_.d_model, N = options_.state_dim / 2;
-  auto [a_bar, b_bar] = discretize();
   // The recurrence in the parameters' precision (under autocast u may be lower).
   auto us = u.to(log_dt.scalar_type());
+  if (options_.scan != ScanKind::kSequential) return convolve(us) + D * us;
+  const int64_t B = u.size(0), T = u.size(1), H = options_.d_model, N = options_.state_dim / 2;
+  auto [a_bar, b_bar] = discretize();
   auto bu = (to_complex(us).unsqueeze(-1) * b_bar).reshape({B, T, H * N});
   auto x = diagonal_scan(a_bar.reshape({H * N}), bu, options_.scan);
   return readout(x, B, T) + D * us;
@@ -79,17 +93,8 @@ torch::Tensor S4dLayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t 
   TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
               "S4dLayer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch,
               ", got ", u2.sizes());
-  const int64_t rows = u2.size(0), T = rows / batch, H = options_.d_model, N = options_.state_dim / 2;
-  auto [a_bar, b_bar] = discretize();
-  auto us = u2.to(log_dt.scalar_type()).unsqueeze(-1);  // [rows, H, 1]
-  auto bu = torch::cat(
-      {(us * torch::real(b_bar)).view({batch, T, H * N}), (us * torch::imag(b_bar)).view({batch, T, H * N})},
-      2);
-  auto x = complex_recurrence(torch::real(a_bar).reshape({H * N}).contiguous(),
-                              torch::imag(a_bar).reshape({H * N}).contiguous(), bu);
-  auto xr = x.narrow(2, 0, H * N).reshape({rows, H, N}), xi = x.narrow(2, H * N, H * N).reshape({rows, H, N});
-  // 2·Re(C x) = 2·(C_re·x_re − C_im·x_im), summed over the states.
-  return 2.0 * (xr * C.select(2, 0) - xi * C.select(2, 1)).sum(-1);
+  const int64_t rows = u2.size(0), H = options_.d_model;
+  return convolve(u2.to(log_dt.scalar_type()).view({batch, rows / batch, H})).reshape({rows, H});
 }
 
 LruLayerImpl::LruLayerImpl(const S5LayerOptions& options) : SsmLayerBase(options) {

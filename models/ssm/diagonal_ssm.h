@@ -8,6 +8,8 @@
 //   A = −exp(log_A_real) + i·A_imag   (S4D-Lin: −½ + iπn),  Δ_h = exp(log_dt_h),
 //   ZOH: Ā = exp(ΔA), B̄ = (Ā − 1)/A (B = 1);  bilinear: Ā = (1 + ΔA/2)/(1 − ΔA/2), B̄ = Δ/(1 − ΔA/2),
 //   x_t = Ā ⊙ x_{t−1} + B̄ u_t,  y_t = 2·Re(Σ_n C_n x_t,n) + D ⊙ u_t.
+// model.scan = sequential runs that recurrence; parallel and fused run its convolution form, as
+// the paper trains it: y = K ∗ u + D ⊙ u with K_h[l] = 2·Re(Σ_n C_n B̄_n Ā_n^l), by FFT.
 //
 // LRU (Orvieto et al., "Resurrecting Recurrent Neural Networks for Long Sequences", 2023):
 // state_dim complex states shared by the channels,
@@ -48,6 +50,10 @@ class S4dLayerImpl : public SsmLayerBase {
  private:
   // 2·Re(Σ_n C x) + nothing else, from the states x [B, T, H·N'].
   torch::Tensor readout(const torch::Tensor& x, int64_t B, int64_t T) const;
+  // S4D's convolution form of the same map, without the feed-through: y = K ∗ u with the kernel
+  // K_h[l] = 2·Re(Σ_n C B̄ Ā^l) (H × T values instead of B × T × H × N' states), by FFT.
+  // us [B, T, H] in the parameters' precision.
+  torch::Tensor convolve(const torch::Tensor& us) const;
 };
 TORCH_MODULE(S4dLayer);
 

@@ -1,5 +1,6 @@
 // ssm_step_bench: one training step (forward + MSE + backward + AdamW) of the s5_maze SSM decoder
-// (models/ssm/decoders.h) on a fixed random batch, timed step by step. The Python twin
+// (models/ssm/decoders.h; --ssm s5, s4d or lru: the layer in its block) on a fixed random batch,
+// timed step by step. The Python twin
 // is scripts/bench/reference/s5_maze.py; scripts/bench/ssm_step.sh runs both interleaved.
 //
 // --export DIR writes what the twin needs to check it computes the same thing: every named
@@ -115,6 +116,8 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers)->capture_default_str();
   app.add_option("--dropout", dropout)->capture_default_str();
   app.add_option("--scan", scan, "model.scan")->capture_default_str();
+  std::string kind = "s5";
+  app.add_option("--ssm", kind, "model.ssm: s5, s4d or lru")->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
   app.add_flag("--unfused_block", unfused_block,
                "op-by-op S5 block even with --scan fused (A/B against the fused block kernels)");
@@ -138,6 +141,7 @@ int main(int argc, char** argv) {
   o.n_layers = layers;
   o.dropout = dropout;
   o.scan = rt::parse_enum<rt::ssm::ScanKind>(scan, "--scan");
+  o.kind = rt::parse_enum<rt::ssm::SsmKind>(kind, "--ssm");
   // Smoothed-spike-like inputs (non-negative) and unit-scale velocity targets.
   auto x = torch::rand({batch, bins, units}) * 0.5;
   auto y = torch::randn({batch, bins, o.output_dim});
@@ -166,6 +170,7 @@ int main(int argc, char** argv) {
                   {"d_model", d_model},
                   {"state", state},
                   {"scan", scan},
+                  {"ssm", kind},
                   {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
                   {"fused_optimizer", fused_optimizer != 0},
                   {"steps", steps},
