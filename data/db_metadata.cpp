@@ -5,9 +5,11 @@
 #include <sstream>
 #include <string>
 
+#include "data/lmdb_store.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/parse.h"
+#include "util/path_kind.h"
 #include "util/printable.h"
 
 namespace rt {
@@ -101,6 +103,19 @@ DbMetadata require_db_metadata(const std::filesystem::path& db) {
         "write metadata.yaml with the records' channels and sr (keys: channels, lazy, n_seconds, sr)");
   }
   return *meta;
+}
+
+void require_no_database_at(const std::filesystem::path& folder, const std::string& flag) {
+  const std::string at = flag + " '" + folder.string() + "'";
+  const std::string choose = "; choose a new folder, or delete the database there first";
+  if (something_is_at(folder / "data.mdb")) {
+    const uint64_t entries = LmdbStore(folder, LmdbStore::Mode::kReadOnly).count();
+    if (entries > 0)
+      throw Error(at + " already holds a database of " + std::to_string(entries) + " entries" + choose);
+  }
+  if (something_is_at(folder / "metadata.yaml")) {
+    throw Error(at + " already holds a metadata.yaml, which this import would replace" + choose);
+  }
 }
 
 }  // namespace rt

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 
 namespace rt {
 
@@ -35,5 +36,11 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db);
 // preprocess writes it last; RAVE's stops without it when its map fills, and RAVE's own loader
 // then cannot open the database either). The message says how to finish it.
 DbMetadata require_db_metadata(const std::filesystem::path& db);
+
+// Before an import writes a database into `folder`: throws rt::Error naming `flag` and the
+// folder when the folder already holds one, a data.mdb with entries or a metadata.yaml (which
+// the import would replace). A folder that does not exist, is empty, or holds other files
+// passes. Nothing is created or opened for writing.
+void require_no_database_at(const std::filesystem::path& folder, const std::string& flag);
 
 }  // namespace rt

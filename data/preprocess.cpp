@@ -157,11 +157,8 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t map_size =
       std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
+  require_no_database_at(opt.output_path, "--output_path");
   LmdbStore store(opt.output_path, LmdbStore::Mode::kReadWrite, map_size);
-  if (store.count() > 0) {
-    throw Error("--output_path '" + opt.output_path.string() + "' already holds " +
-                std::to_string(store.count()) + " entries; choose a new folder or delete it");
-  }
 
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int n_workers = std::max(1, std::min<int>(opt.workers > 0 ? opt.workers : hw,

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "data/db_metadata.h"
 #include "data/lmdb_store.h"
 #include "data/neural/h5_file.h"
 #include "util/error.h"
@@ -138,11 +139,8 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
                 " input files; give one per file or none (file stems are used)");
   }
 
+  require_no_database_at(options.output, "--output_path");
   LmdbStore store(options.output, LmdbStore::Mode::kReadWrite, options.max_db_size_bytes);
-  if (store.count() != 0) {
-    throw Error("output database " + options.output.string() + " already holds " +
-                std::to_string(store.count()) + " entries; choose a new --output_path");
-  }
 
   NeuralImportReport report;
   std::map<std::string, size_t> group_index;

@@ -247,6 +247,48 @@ TEST_F(UserWork, DemoGeneratorsReplaceNothingWithoutForce) {
       << stray.output;
 }
 
+// preprocess (audio and neural) into a folder that already holds a database, or only its
+// metadata.yaml, is refused before anything is written there. Before: a folder holding a
+// metadata.yaml and no data.mdb was imported into, its metadata.yaml replaced.
+TEST_F(UserWork, AnImportReplacesNoDatabaseOrMetadataInItsFolder) {
+  const fs::path audio = dir_->path() / "import_audio", h5 = dir_->path() / "import_h5";
+  for (const auto& demo :
+       {bin_path("preprocess") + " --generate_demo " + quote(audio.string()) + " --demo_seconds 0.5",
+        bin_path("preprocess") + " --generate_neural_demo " + quote(h5.string()) +
+            " --groups 1 --trials 4"}) {
+    auto r = run_command(demo + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const fs::path notes = dir_->path() / "notes";
+  fs::create_directories(notes);
+  write_file_atomic(notes / "metadata.yaml", "my notes: keep\n");
+  const uint64_t entries = LmdbStore(db_, LmdbStore::Mode::kReadOnly).count();
+  const std::string db_bytes = read_file(db_ / "data.mdb");
+  const struct {
+    std::string inputs;
+    fs::path folder;
+    std::string says;
+  } cases[] = {
+      {"--input_path " + quote(audio.string()), notes,
+       "already holds a metadata.yaml, which this import would replace"},
+      {"--kind neural --input_path " + quote(h5.string()), notes,
+       "already holds a metadata.yaml, which this import would replace"},
+      {"--input_path " + quote(audio.string()), db_,
+       "already holds a database of " + std::to_string(entries) + " entries"},
+      {"--kind neural --input_path " + quote(h5.string()), db_,
+       "already holds a database of " + std::to_string(entries) + " entries"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_command(bin_path("preprocess") + " " + c.inputs + " --output_path " +
+                         quote(c.folder.string()) + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "--output_path '" + c.folder.string() + "' " + c.says)) << r.output;
+  }
+  EXPECT_EQ(read_file(notes / "metadata.yaml"), "my notes: keep\n");
+  EXPECT_FALSE(fs::exists(notes / "data.mdb")) << "the refused import created a database next to the notes";
+  EXPECT_EQ(read_file(db_ / "data.mdb"), db_bytes);
+}
+
 // kill -9 after a checkpoint, then --ckpt last: timing_profile.json holds every step once. The
 // profiles are flushed with every checkpoint. Before: the steps between the profile's last
 // flush (every 2 s) and the checkpoint were lost, the resume recording only those after it.
