@@ -9,6 +9,7 @@
 #include "export/rave_checkpoint.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
+#include "trainer/output_target.h"
 #include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -37,62 +38,6 @@ fs::path find_checkpoint(const ExportOptions& o) {
   throw Error("run '" + o.run.string() +
               "' has no checkpoint (expected checkpoints/best.ckpt or last.ckpt): train "
               "it first, or pass --ckpt PATH");
-}
-
-// What --output may replace. Never: something that is not a regular file (a folder, a device
-// such as /dev/null, a FIFO: the atomic rename would put a file in its place), one of the
-// export's own inputs, a training checkpoint, a run's own files (config.toml, the summary and
-// profiles beside checkpoints/, the files in checkpoints/) or an out_path's `latest` pointer.
-// Any other existing file only with --force.
-void check_output_target(const fs::path& output, const std::vector<fs::path>& inputs, bool force) {
-  const std::string at = "--output '" + output.string() + "'";
-  std::error_code ec;
-  const fs::file_status st = fs::symlink_status(output, ec);
-  if (ec || !fs::exists(st)) return;
-  const fs::file_status target = fs::status(output, ec);
-  if (ec || !fs::is_regular_file(target)) {
-    throw Error(
-        at + " is " + file_kind_text(fs::exists(target) ? target : st) +
-        ", not a regular file; export writes a new file in its place, so it refuses: choose a file path");
-  }
-  for (const auto& in : inputs) {
-    if (!in.empty() && fs::equivalent(output, in, ec)) {
-      throw Error(at + " is the file this export reads (" + in.string() + "): choose another path");
-    }
-  }
-  const fs::path abs = fs::weakly_canonical(output, ec);
-  const fs::path folder = abs.parent_path();
-  auto is_run = [&](const fs::path& dir) {
-    std::error_code e;
-    return fs::is_regular_file(dir / "config.toml", e) && fs::is_directory(dir / "checkpoints", e);
-  };
-  const fs::path run = is_run(folder) ? folder
-                       : folder.filename() == "checkpoints" && is_run(folder.parent_path())
-                           ? folder.parent_path()
-                           : fs::path();
-  if (!run.empty()) {
-    throw Error(
-        at + " is one of the files of the training run '" + run.string() +
-        "'; export never replaces them: write to the run's export/ folder (the default) or elsewhere");
-  }
-  if (const fs::path named = ec ? abs : resolve_run_pointer(abs); named != abs) {
-    throw Error(at + " is a `latest` pointer naming the run '" + named.string() +
-                "'; export never replaces it: choose another path");
-  }
-  bool checkpoint = false;
-  try {
-    read_checkpoint_meta(output);
-    checkpoint = true;
-  } catch (const std::exception&) {
-  }
-  if (checkpoint) {
-    throw Error(at +
-                " is a training checkpoint; export never replaces one (train resumes from it): "
-                "choose another path");
-  }
-  if (!force) {
-    throw Error(at + " already exists; pass --force to replace it, or choose another path");
-  }
 }
 
 // A run's config.toml and the checkpoint must describe the same model.
@@ -223,7 +168,7 @@ ExportReport export_rave(const ExportOptions& options) {
   }
   choose_latent(o, c, r);
   // Before the model is scripted and anything written: what is there is never lost by mistake.
-  check_output_target(r.output, {r.checkpoint, o.check_audio}, o.force);
+  check_output_target(r.output, {r.checkpoint, o.check_audio}, o.force, "export");
   // --check_audio is read before anything is written: a file that cannot be read stops here.
   torch::Tensor check_audio;
   if (!o.check_audio.empty() && o.check_seconds > 0.0) {

@@ -36,6 +36,12 @@ struct TrainData {
   using Sampler = std::function<std::vector<std::vector<size_t>>(uint64_t epoch, int64_t batch)>;
   Sampler train_sampler;
   Sampler val_sampler;
+  // The validation sampler over any list of indices (evaluate's --split train|all); null where
+  // val_sampler is.
+  std::function<Sampler(std::vector<size_t>)> sampler_over;
+  // The database's sessions (neural groups), in the order of the group indices; empty for data
+  // without groups.
+  std::vector<std::string> group_names;
   // The model's natural unit for samples_per_second: audio samples per example (RAVE),
   // time bins per example (SSM).
   int64_t samples_per_example = 1;

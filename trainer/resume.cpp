@@ -37,7 +37,7 @@ void set_cpu_rng_state(const torch::Tensor& state) {
 }
 
 Resumed load_resume_checkpoint(const std::filesystem::path& checkpoint, const CheckpointMeta& expected,
-                               ModelFamily& family) {
+                               ModelFamily& family, const std::string& fix) {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (auto& [name, module] : family.modules()) {
     for (const auto& p : module->named_parameters(true))
@@ -62,8 +62,7 @@ Resumed load_resume_checkpoint(const std::filesystem::path& checkpoint, const Ch
       throw Error("checkpoint '" + checkpoint.string() +
                   "' does not fit the model built from this config and " + "database (" + family.describe() +
                   "): " + std::to_string(count) + " tensor(s) differ in shape" + mismatches +
-                  (count > 4 ? "\n  …" : "") +
-                  "\nresume with the database and data settings the checkpoint was trained on");
+                  (count > 4 ? "\n  …" : "") + "\n" + fix);
     }
     torch::Tensor rng, stream;
     if (a.try_read(kRngKey, rng)) set_cpu_rng_state(rng);

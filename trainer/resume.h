@@ -58,8 +58,10 @@ struct Resumed {
 // generator. Throws rt::Error naming the file when family or signature differ from `expected`,
 // and naming up to four tensors whose shape differs from the model built from this config and
 // database (a 64-unit SSM checkpoint on a 48-unit database, a mono checkpoint on stereo data).
-Resumed load_resume_checkpoint(const std::filesystem::path& checkpoint, const CheckpointMeta& expected,
-                               ModelFamily& family);
+// `fix` ends the shape message: what to do instead (evaluate says it its own way).
+Resumed load_resume_checkpoint(
+    const std::filesystem::path& checkpoint, const CheckpointMeta& expected, ModelFamily& family,
+    const std::string& fix = "resume with the database and data settings the checkpoint was trained on");
 
 // Writes `family`, `state` and the CPU generator to `path` atomically (trainer/checkpoint.h).
 void save_training_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,

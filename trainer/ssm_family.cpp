@@ -22,6 +22,7 @@
 #include "trainer/phases.h"
 #include "trainer/ssm_transfer.h"
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace rt {
 
@@ -89,6 +90,33 @@ torch::Tensor r2_from_sums(const R2Sums& s) {
   return 1.0 - s.ss_res / (ss_tot + 1e-8);
 }
 
+// The database's session names, stored in the checkpoint as one byte tensor ("a\nb\nc").
+constexpr const char* kGroupNamesKey = "ssm_group_names";
+
+torch::Tensor group_names_tensor(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : "\n") + n;
+  auto t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
+  std::copy(text.begin(), text.end(), reinterpret_cast<char*>(t.data_ptr<uint8_t>()));
+  return t;
+}
+
+std::vector<std::string> group_names_of(const torch::Tensor& t) {
+  const auto bytes = t.contiguous().to(torch::kUInt8);
+  const std::string text(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                         static_cast<size_t>(bytes.numel()));
+  std::vector<std::string> names;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) names.push_back(line);
+  return names;
+}
+
+std::string group_names_text(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + printable(n);
+  return "[" + text + "]";
+}
+
 class SsmFamily final : public ModelFamily {
  public:
   explicit SsmFamily(const Config& config)
@@ -139,9 +167,13 @@ class SsmFamily final : public ModelFamily {
     d.train_sampler = [ds, train_idx, seed](uint64_t epoch, int64_t batch) {
       return neural::group_batches(*ds, train_idx, batch, epoch, seed, /*drop_last=*/false);
     };
-    d.val_sampler = [ds, val_idx, seed](uint64_t, int64_t batch) {
-      return neural::group_batches(*ds, val_idx, batch, 0, seed, /*drop_last=*/false);
+    d.sampler_over = [ds, seed](std::vector<size_t> indices) -> TrainData::Sampler {
+      return [ds, indices, seed](uint64_t, int64_t batch) {
+        return neural::group_batches(*ds, indices, batch, 0, seed, /*drop_last=*/false);
+      };
     };
+    d.val_sampler = d.sampler_over(val_idx);
+    d.group_names = dataset_->group_names();
     d.samples_per_example = dataset_->get(0, *std::make_unique<std::mt19937_64>(0)).input.size(0);
     // The multi-session decoder normalises with batch statistics in eval too (SsmModelImpl):
     // its validation batches must be the single-process ones on every rank.
@@ -280,6 +312,7 @@ class SsmFamily final : public ModelFamily {
     a.write("ssm", m);
     opt_->save(o);
     a.write("opt", o);
+    a.write(kGroupNamesKey, group_names_tensor(dataset_->group_names()), /*is_buffer=*/true);
   }
 
   void load(torch::serialize::InputArchive& a) override {
@@ -289,6 +322,19 @@ class SsmFamily final : public ModelFamily {
     a.read("opt", o);
     opt_->load(o);
     model_->to(device_);
+    // Each session has its own read-in: the database must hold the sessions the checkpoint was
+    // trained on, in the same order (checkpoints written before the key existed are not checked).
+    torch::Tensor names;
+    if (a.try_read(kGroupNamesKey, names)) {
+      const std::vector<std::string> there = group_names_of(names), here = dataset_->group_names();
+      if (there != here) {
+        throw Error("the checkpoint was trained on the session(s) " + group_names_text(there) +
+                    ", but database '" + config_.get_string("data.db_path") + "' holds " +
+                    group_names_text(here) +
+                    ": each session has its own read-in, so the model decodes the sessions it was trained "
+                    "on, in that order (a new session takes a transfer: train --init_from CKPT)");
+      }
+    }
   }
 
   std::string summary() override {

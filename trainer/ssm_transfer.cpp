@@ -78,7 +78,7 @@ bool trains_in_transfer_mode(const std::string& name, TransferMode mode) {
   return true;
 }
 
-fs::path resolve_init_checkpoint(const std::string& init_from) {
+fs::path resolve_init_checkpoint(const std::string& init_from, const std::string& name) {
   std::error_code ec;
   // A run directory, or the `latest` pointer naming one (util/run_pointer.h).
   const fs::path run = resolve_run_pointer(init_from);
@@ -87,13 +87,12 @@ fs::path resolve_init_checkpoint(const std::string& init_from) {
       const fs::path p = run / "checkpoints" / file;
       if (fs::is_regular_file(p, ec)) return p;
     }
-    throw Error("train.init_from = '" + init_from +
+    throw Error(name + " = '" + init_from +
                 "' is a directory without checkpoints/best.ckpt or checkpoints/last.ckpt (expected a run "
                 "directory, a `latest` pointer or a checkpoint file)");
   }
   if (const std::string why = not_a_regular_file(init_from); !why.empty()) {
-    throw Error("train.init_from = '" + init_from + "' " + why +
-                " (expected a run directory or a checkpoint file)");
+    throw Error(name + " = '" + init_from + "' " + why + " (expected a run directory or a checkpoint file)");
   }
   return fs::path(init_from);
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace rt::report {
 
@@ -118,6 +119,60 @@ std::string format_bytes(double b) {
   return fixed(b, 0) + " B";
 }
 
+namespace {
+
+// The validation metrics split for display: R² per session (val/r2_group_<name>), per output
+// dimension (val/r2_<d>), and the others.
+struct ValidationParts {
+  std::map<std::string, double> sessions, dims, others;
+};
+
+ValidationParts validation_parts(const RunAnalysis& a) {
+  const std::string group = "val/r2_group_", dim = "val/r2_";
+  ValidationParts v;
+  for (const auto& [name, value] : a.validation) {
+    if (name.rfind(group, 0) == 0) {
+      v.sessions[name.substr(group.size())] = value;
+    } else if (name.rfind(dim, 0) == 0 && name.size() > dim.size() &&
+               name.find_first_not_of("0123456789", dim.size()) == std::string::npos) {
+      v.dims[name] = value;
+    } else {
+      v.others[name] = value;
+    }
+  }
+  return v;
+}
+
+std::string validation_text(const RunAnalysis& a) {
+  if (a.validation.empty()) return "";
+  const ValidationParts v = validation_parts(a);
+  std::ostringstream o;
+  auto list = [&o](const std::map<std::string, double>& values, size_t cut) {
+    const char* sep = "";
+    for (const auto& [name, value] : values) {
+      o << sep << printable(name.substr(cut)) << " " << fixed(value, 4);
+      sep = ", ";
+    }
+    o << "\n";
+  };
+  o << "\nValidation (the last, training_summary.json)\n  ";
+  list(v.others, 0);
+  if (!v.dims.empty()) {
+    o << "  R² per dimension: ";
+    list(v.dims, std::string("val/r2_").size());
+  }
+  if (!v.sessions.empty()) {
+    size_t width = 7;
+    for (const auto& [name, value] : v.sessions) width = std::max(width, printable(name).size());
+    o << "  R² per session:\n";
+    for (const auto& [name, value] : v.sessions)
+      o << "    " << pad(printable(name), width + 2) << fixed(value, 4) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
 std::string format_report(const RunAnalysis& a) {
   std::ostringstream o;
   o << "profile-report: " << a.run_dir.string() << "\n\nRun\n";
@@ -135,6 +190,7 @@ std::string format_report(const RunAnalysis& a) {
   o << " in " << format_seconds(a.total_time_s) << "\n";
 
   const std::string unit = sample_unit_of(a);
+  o << validation_text(a);
   o << "\nThroughput\n  " << fixed(a.steps_per_second, 2) << " steps/s, " << rate(a.samples_per_second) << " "
     << unit << "/s over the whole run";
   if (a.steady_examples_per_second.n > 0) {
@@ -299,6 +355,10 @@ Json to_json(const RunAnalysis& a) {
                    {"total_time_s", a.total_time_s},
                    {"settings", a.settings}};
   j["files"] = a.files;
+  if (!a.validation.empty()) {
+    const ValidationParts v = validation_parts(a);
+    j["validation"] = {{"metrics", a.validation}, {"per_session_r2", v.sessions}};
+  }
   if (!a.ranks.empty()) {
     Json ranks = Json::array();
     for (const auto& r : a.ranks) {

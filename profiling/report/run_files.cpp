@@ -112,6 +112,11 @@ void load_summary(const fs::path& path, RunAnalysis& a) {
   a.total_time_s = num(s, key::kTotalTrainingTimeSeconds);
   a.steps_per_second = num(s, key::kStepsPerSecond);
   a.samples_per_second = num(s, key::kSamplesPerSecond);
+  if (auto m = s.find(key::kMetrics); m != s.end() && m->is_object()) {
+    for (const auto& [name, value] : m->items()) {
+      if (value.is_number()) a.validation[name] = value.get<double>();
+    }
+  }
   raise_peak(a, "rss", num(s, key::kPeakRssBytes), std::string("VmHWM, ") + key::kPeakRssBytes);
   a.world_size = std::max<int64_t>(1, static_cast<int64_t>(num(s, key::kWorldSize, 1)));
   if (auto d = s.find(key::kDistributed); d != s.end() && d->is_object()) {

@@ -75,6 +75,9 @@ struct RunAnalysis {
   double total_time_s = 0, steps_per_second = 0, samples_per_second = 0;
   std::map<std::string, std::string> settings;  // data.workers, data.prefetch, ... from config.toml
   std::vector<std::string> files;               // the files found, relative to run_dir
+  // The last validation's metrics (training_summary.json "metrics"): val/loss, val/r2,
+  // val/r2_<dim>, val/r2_group_<session> (SSM); validation (RAVE).
+  std::map<std::string, double> validation;
 
   // Step times (seconds) per recorded step.
   std::string

@@ -336,6 +336,36 @@ TEST(ReportAnalysis, ConfigAndRunNameAreLabelledApart) {
   EXPECT_EQ(text.find("1 threads"), std::string::npos) << text;
 }
 
+// The last validation of training_summary.json: pooled figures, R² per dimension and per
+// session, in the text and the JSON.
+TEST(ReportAnalysis, TheLastValidationIsShownWithRSquaredPerSession) {
+  testing::ScratchDir dir("report_analysis");
+  FakeRun run;
+  run.summary_extra = {{"metrics",
+                        {{"val/loss", 0.25},
+                         {"val/r2", 0.5},
+                         {"val/r2_0", 0.4},
+                         {"val/r2_1", 0.6},
+                         {"val/r2_group_monkey_a", 0.75},
+                         {"val/r2_group_monkey_b", 0.25}}}};
+  run.write(dir / "ssm", "ssm");
+  const RunAnalysis a = analyse_run(dir / "ssm");
+  const std::string text = format_report(a);
+  EXPECT_NE(text.find("Validation (the last, training_summary.json)\n  val/loss 0.2500, val/r2 0.5000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("R² per dimension: 0 0.4000, 1 0.6000"), std::string::npos) << text;
+  EXPECT_NE(text.find("R² per session:\n    monkey_a  0.7500\n    monkey_b  0.2500\n"), std::string::npos)
+      << text;
+  const Json j = to_json(a);
+  EXPECT_EQ(j.at("validation").at("per_session_r2").at("monkey_a"), 0.75);
+  EXPECT_EQ(j.at("validation").at("metrics").at("val/r2"), 0.5);
+  // A run without validation has no such section.
+  FakeRun none;
+  none.write(dir / "none", "none");
+  EXPECT_EQ(format_report(analyse_run(dir / "none")).find("Validation"), std::string::npos);
+}
+
 TEST(ReportAnalysis, GrowingMemoryAndSlowStartAreReported) {
   testing::ScratchDir dir("report_analysis");
   FakeRun run;

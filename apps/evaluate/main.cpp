@@ -1,0 +1,71 @@
+// evaluate: score a training checkpoint on a database without training (trainer/evaluate.h).
+//   evaluate --ckpt RUN_DIR|CKPT|last [--db_path DB] [--split val|train|all] [--batch N]
+//            [--threads N] [--workers N] [--device cpu|cuda|cuda:N] [--output FILE.json [--force]]
+#include <iostream>
+
+#include "trainer/evaluate.h"
+#include "trainer/output_target.h"
+#include "util/atomic_file.h"
+#include "util/cli_parse.h"
+#include "util/error.h"
+#include "util/error_text.h"
+#include "util/signals.h"
+
+int main(int argc, char** argv) {
+  rt::install_stop_signal_handlers();
+  CLI::App app{
+      "Score a training checkpoint on a database, as the run's validation does, without training: SSM "
+      "decoders report behaviour R² pooled, per dimension and per session; RAVE its validation distance "
+      "(docs/cli.md \"evaluate\")."};
+  rt::EvaluateOptions o;
+  std::string split = "val", output;
+  bool force = false;
+  app.add_option("--ckpt", o.checkpoint,
+                 "checkpoint file, run directory (its best.ckpt, else last.ckpt), `latest` pointer, or last "
+                 "(<out_path>/latest)")
+      ->required();
+  app.add_option("--out_path", o.out_path, "where `--ckpt last` looks for `latest`")->capture_default_str();
+  app.add_option("--db_path", o.db_path,
+                 "database to score on (default: the checkpoint's data.db_path); it must hold what the model "
+                 "was trained on: the same audio channels and rate, or the same sessions (neural groups)");
+  app.add_option("--split", split,
+                 "val: the held-out split training validated on (data.val_fraction, data.val_max, "
+                 "data.split_seed); train: the training split; all: every example")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "batch size (default: the checkpoint's train.batch)");
+  app.add_option("--threads", o.threads, "intra-op CPU threads (default: the checkpoint's train.threads)");
+  app.add_option("--workers", o.workers, "loader worker threads (default: the checkpoint's data.workers)");
+  app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N (default: the checkpoint's train.device)");
+  app.add_option("--output", output, "also write the figures as JSON to this file");
+  app.add_flag("--force", force,
+               "replace the file at --output when it exists; a checkpoint, a run's own files and anything "
+               "that is not a regular file are never replaced");
+  RT_CLI_PARSE(app, argc, argv);
+  try {
+    o.split = rt::parse_enum<rt::EvalSplit>(split, "--split");
+    if (app.count("--batch") > 0 && o.batch < 1)
+      throw rt::Error("--batch " + std::to_string(o.batch) + ": at least 1");
+    if (app.count("--threads") > 0 && o.threads < 1) {
+      throw rt::Error("--threads " + std::to_string(o.threads) +
+                      ": at least 1 (omit it for the checkpoint's)");
+    }
+    if (app.count("--workers") > 0 && o.workers < 0) {
+      throw rt::Error("--workers " + std::to_string(o.workers) + ": 0 (load on the main thread) or more");
+    }
+    if (app.count("--force") > 0 && output.empty()) throw rt::Error("--force goes with --output");
+    if (!output.empty()) rt::check_output_target(output, {o.checkpoint, o.db_path}, force, "evaluate");
+    const rt::EvaluateResult r = rt::evaluate_checkpoint(o);
+    std::cout << r.text();
+    if (!output.empty()) {
+      rt::write_file_atomic(output, r.to_json().dump(2) + "\n");
+      std::cout << "wrote " << output << "\n";
+    }
+    return 0;
+  } catch (const rt::StopRequested& e) {
+    std::cerr << "evaluate: " << e.what() << "\n";
+    return 128 + e.signal();
+  } catch (const std::exception& e) {
+    std::cerr << "evaluate: error: " << rt::error_text(e) << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,178 @@
+#include "trainer/evaluate.h"
+
+#include <chrono>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "data/loader.h"
+#include "distributed/launch_env.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/job_start.h"
+#include "trainer/model_family.h"
+#include "trainer/resume.h"
+#include "trainer/run_dir.h"
+#include "trainer/ssm_transfer.h"
+#include "util/error.h"
+#include "util/printable.h"
+
+namespace rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kGroupR2Prefix = "val/r2_group_";
+
+fs::path evaluated_checkpoint(const EvaluateOptions& o) {
+  if (o.checkpoint.empty())
+    throw Error("--ckpt: give the checkpoint to evaluate (a file, a run directory or last)");
+  if (o.checkpoint == "last") return resolve_checkpoint("last", o.out_path);
+  return resolve_init_checkpoint(o.checkpoint, "--ckpt");
+}
+
+// The checkpoint's own config, with what evaluate's flags change. train.ckpt names the
+// checkpoint itself: the family builds the model as a resumed run does (no transfer from
+// train.init_from, whose source may be gone).
+// The lines of a resolved config (Config::to_toml: one `key = value` per line under its
+// [section]) that differ from `defaults`'s: what the run set. Merged alone, they leave the
+// others unset, so that keys a family derives from the data when unset (an SSM's input_dim
+// and output_dim) are derived again from the database evaluated on.
+std::string set_lines(const std::string& toml, const std::string& defaults) {
+  auto lines_of = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;  // (section, line)
+    std::istringstream in(text);
+    std::string section;
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.front() == '[') section = line;
+      out.emplace_back(section, line);
+    }
+    return out;
+  };
+  const auto d = lines_of(defaults);
+  const std::set<std::pair<std::string, std::string>> unchanged(d.begin(), d.end());
+  std::string kept;
+  for (const auto& [section, line] : lines_of(toml)) {
+    const bool header = !line.empty() && line.front() == '[';
+    // The family decides which keys exist: always stated.
+    const bool family = section == "[model]" && line.rfind("family ", 0) == 0;
+    if (header || family || unchanged.count({section, line}) == 0) kept += line + "\n";
+  }
+  return kept;
+}
+
+Config evaluation_config(const CheckpointMeta& meta, const fs::path& checkpoint, const EvaluateOptions& o) {
+  Config stored;
+  stored.merge_toml_string(meta.config_toml, checkpoint.string());
+  Config defaults;
+  defaults.set("model.family", stored.get_string("model.family"), "evaluate");
+  defaults.finalize();
+  Config c;
+  c.merge_toml_string(set_lines(meta.config_toml, defaults.to_toml()), checkpoint.string());
+  c.set("train.ckpt", checkpoint.string(), "--ckpt");
+  if (!o.db_path.empty()) c.set("data.db_path", o.db_path, "--db_path");
+  if (o.batch > 0) c.set("train.batch", std::to_string(o.batch), "--batch");
+  if (o.threads > 0) c.set("train.threads", std::to_string(o.threads), "--threads");
+  if (o.workers >= 0) c.set("data.workers", std::to_string(o.workers), "--workers");
+  if (!o.device.empty()) c.set("train.device", o.device, "--device");
+  c.finalize();
+  return c;
+}
+
+std::vector<size_t> split_examples(const TrainData& data, EvalSplit split) {
+  switch (split) {
+    case EvalSplit::kVal:
+      return data.val_indices;
+    case EvalSplit::kTrain:
+      return data.train_indices;
+    case EvalSplit::kAll: {
+      std::vector<size_t> all(data.val->size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      return all;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+EvaluateResult evaluate_checkpoint(const EvaluateOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EvaluateResult r;
+  r.checkpoint = evaluated_checkpoint(o);
+  const CheckpointMeta meta = read_checkpoint_meta(r.checkpoint);
+  const Config config = evaluation_config(meta, r.checkpoint, o);
+  r.family = meta.family;
+  r.step = meta.step;
+  r.db_path = config.get_string("data.db_path");
+  r.split = o.split;
+
+  const JobStart job = start_job(config, dist::LaunchEnv{});
+  TrainData data;
+  std::unique_ptr<ModelFamily> family = build_family(config, job, &data);
+  r.model = family->describe();
+  const CheckpointMeta expected{meta.family, config.architecture_signature(), config.to_toml()};
+  load_resume_checkpoint(r.checkpoint, expected, *family,
+                         "evaluate on a database with the units, channels and behaviour the checkpoint was "
+                         "trained on (a new session takes a transfer: train --init_from)");
+
+  data.val_indices = split_examples(data, o.split);
+  if (data.val_indices.empty()) {
+    throw Error("--split " + std::string(enum_name(o.split)) + ": database '" + r.db_path +
+                "' has no example in it (data.val_fraction = " + config.text("data.val_fraction") + ")");
+  }
+  if (data.sampler_over) data.val_sampler = data.sampler_over(data.val_indices);
+  r.examples = static_cast<int64_t>(data.val_indices.size());
+  auto loader = make_job_loader(config, data, job, /*train=*/false, TrainingState{}, nullptr);
+  r.metrics = family->validate(*loader, meta.step).metrics;
+  for (const auto& [name, value] : r.metrics) {
+    if (name.rfind(kGroupR2Prefix, 0) == 0)
+      r.per_session_r2[name.substr(std::string(kGroupR2Prefix).size())] = value;
+  }
+  if (r.per_session_r2.empty() && r.metrics.count("val/r2") > 0 && data.group_names.size() == 1) {
+    r.per_session_r2[data.group_names.front()] = r.metrics.at("val/r2");
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string EvaluateResult::text() const {
+  std::ostringstream s;
+  s << "evaluate: " << printable(checkpoint.string()) << " (" << family << ", step " << step << ")\n"
+    << "  model     " << model << "\n"
+    << "  database  " << printable(db_path) << ", split " << enum_name(split) << ": " << examples
+    << " example(s), " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  s << std::defaultfloat << std::setprecision(5);
+  for (const auto& [name, value] : metrics) {
+    if (name.rfind(kGroupR2Prefix, 0) == 0) continue;
+    s << "  " << printable(name) << " = " << value << "\n";
+  }
+  if (!per_session_r2.empty()) {
+    size_t width = 7;
+    for (const auto& [name, value] : per_session_r2) width = std::max(width, printable(name).size());
+    s << "  R² per session:\n";
+    for (const auto& [name, value] : per_session_r2) {
+      const std::string shown = printable(name);
+      s << "    " << shown << std::string(width - shown.size() + 2, ' ') << value << "\n";
+    }
+  }
+  return s.str();
+}
+
+Json EvaluateResult::to_json() const {
+  Json m = Json::object(), sessions = Json::object();
+  for (const auto& [name, value] : metrics) m[name] = value;
+  for (const auto& [name, value] : per_session_r2) sessions[name] = value;
+  return Json{{"checkpoint", checkpoint.string()},
+              {"model_family", family},
+              {"model", model},
+              {"step", step},
+              {"db_path", db_path},
+              {"split", enum_name(split)},
+              {"examples", examples},
+              {"seconds", seconds},
+              {"metrics", m},
+              {"per_session_r2", sessions}};
+}
+
+}  // namespace rt
