@@ -70,7 +70,10 @@ OTHERS = {
     "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
                        "note": "the oracle venv .venv-rave/ is made by scripts/oracle/run.sh; the result "
                                "is trained on a GPU machine (docs/offline_gpu.md)"},
+    "ssm_kinds.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench", "train", "preprocess")},
     "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},
+    # 75 training runs (3 pretrainings, 72 on the new session), about 20 min on 2 cores; --quick: s5 only.
+    "ssm_transfer.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
     "step_ab.sh": {"quick": (["--quick"], {}), "full": ([], {})},
     "tracing_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
 }

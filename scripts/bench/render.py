@@ -31,6 +31,8 @@ TOPICS = (
     ("data_path", "data path"),
     ("defaults", "defaults"),
     ("ssm_step", "s5_maze step"),
+    ("ssm_kinds", "SSM kinds"),
+    ("ssm_transfer", "SSM transfer vs scratch"),
     ("profiling", "profiling overhead"),
     ("tracing", "tracing overhead"),
     ("ddp", "data parallel"),

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The three SSM layers (model.ssm = s5 | s4d | lru) side by side on the s5_maze shape (batch 64,
+# 140 bins, 182 units, width 64, state 64, 1 block, fused scan): parameter counts (`train --config
+# s5_maze --model.ssm KIND --summary` on a 182-unit synthetic database) and training-step time
+# (build/bin/ssm_step_bench --ssm KIND: zero_grad + forward + MSE + backward + AdamW).
+#   scripts/bench/ssm_kinds.sh [--rounds 5] [--steps 20] [--threads "1 2"] [--kinds "s5 s4d lru"]
+#                              [--out DIR] [--quick] [--results_dir DIR]
+# The kinds run interleaved (round r: s5, s4d, lru at 1 thread, then at 2 threads, ...), one
+# process per run; summarize_ssm_kinds.py writes every run's median, per kind the median and
+# spread of the run medians, and the parameter counts to scripts/bench/results/ssm_kinds.json
+# (bench.py --render_only shows it). --quick: 3 rounds of 10 steps.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+COMMAND="$(bench_command "$@")"
+ROUNDS=5
+STEPS=20
+THREADS="1 2"
+KINDS="s5 s4d lru"
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --kinds) KINDS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --quick) ROUNDS=3; STEPS=10; shift ;;
+    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
+    -h|--help) bench_usage ;;
+    *) bench_bad_arg "$1" "--rounds N, --steps N, --threads \"1 2\", --kinds \"s5 s4d lru\", --out DIR, --quick, --results_dir DIR" ;;
+  esac
+done
+bench_need_bin ssm_step_bench train preprocess
+OUT="${OUT:-$(mktemp -d /tmp/rt_ssm_kinds.XXXXXX)}"
+mkdir -p "$OUT"
+RESULTS="$OUT/results.jsonl"
+: > "$RESULTS"
+
+echo "== parameter counts: train --config s5_maze --model.ssm KIND --summary (182-unit synthetic database)"
+"$BIN/preprocess" --generate_neural_demo "$OUT/gen" --groups 1 --units 182 --trials 8 --seed 1 --force >/dev/null
+rm -rf "$OUT/db182"
+"$BIN/preprocess" --kind neural --input_path "$OUT/gen" --output_path "$OUT/db182" >/dev/null
+for k in $KINDS; do
+  "$BIN/train" --config s5_maze --model.ssm "$k" --summary --db_path "$OUT/db182" > "$OUT/summary_$k.txt"
+  grep -E "^      ssm |^total:" "$OUT/summary_$k.txt" | sed "s/^/$k: /"
+done
+
+echo "== timing: $ROUNDS rounds x $STEPS steps (after 3 warm-up steps), threads: $THREADS, kinds: $KINDS"
+for r in $(seq 1 "$ROUNDS"); do
+  for t in $THREADS; do
+    for k in $KINDS; do
+      "$BIN/ssm_step_bench" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused --ssm "$k" >> "$RESULTS"
+    done
+  done
+  echo "round $r done"
+done
+
+"$BENCH_PY" "$ROOT/scripts/bench/summarize_ssm_kinds.py" --raw "$RESULTS" --summaries "$OUT" --rounds "$ROUNDS" \
+  --steps "$STEPS" --kinds "$KINDS" --command "$COMMAND" --load_before "$BENCH_LOAD_BEFORE" --results_dir "$RESULTS_DIR"
+echo "raw results: $RESULTS"
