@@ -10,8 +10,8 @@ namespace rt {
 namespace fs = std::filesystem;
 
 void check_output_target(const fs::path& output, const std::vector<fs::path>& inputs, bool force,
-                         const std::string& command) {
-  const std::string at = "--output '" + output.string() + "'";
+                         const std::string& command, const std::string& flag) {
+  const std::string at = flag + " '" + output.string() + "'";
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(output, ec);
   if (ec || !fs::exists(st)) return;

@@ -11,10 +11,10 @@
 
 namespace rt {
 
-// Returns when `output` may be written; throws rt::Error naming --output, the path, what it is
+// Returns when `output` may be written; throws rt::Error naming `flag`, the path, what it is
 // and `command` ("export") otherwise. Nothing is written.
 void check_output_target(const std::filesystem::path& output,
                          const std::vector<std::filesystem::path>& inputs, bool force,
-                         const std::string& command);
+                         const std::string& command, const std::string& flag = "--output");
 
 }  // namespace rt

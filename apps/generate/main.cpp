@@ -1,0 +1,65 @@
+// generate: audio files through a trained RAVE model, as `rave generate` (export/generate.h).
+//   generate --model RUN_DIR|CKPT|FILE.ts --input PATH [--input PATH ...] [--out_path generations]
+//            [--name NAME] [--stream [--chunk_size 4096]] [--ema_weights] [--seed N] [--threads N]
+//            [--format wavf32] [--force]
+#include <torch/torch.h>
+
+#include <iostream>
+
+#include "export/generate.h"
+#include "util/cli_parse.h"
+#include "util/error.h"
+#include "util/error_text.h"
+#include "util/signals.h"
+
+int main(int argc, char** argv) {
+  rt::install_stop_signal_handlers();
+  CLI::App app{
+      "Run audio files through a trained RAVE model, offline or in streaming blocks, as `rave generate` "
+      "does; each output is written with its duration, realtime factor and spectral distance (docs/export.md "
+      "\"Listening\")."};
+  rt::exporting::GenerateOptions o;
+  std::vector<std::string> inputs;
+  std::string out_path = o.out_path.string();
+  int threads = 1;
+  app.add_option("--model", o.model,
+                 "a run directory (its best.ckpt, else last.ckpt), a checkpoint, a `latest` pointer, or an "
+                 "exported TorchScript file (.ts: ours or RAVE's own)")
+      ->required();
+  app.add_option("--input", inputs, "audio files or folders (searched recursively); repeatable")->required();
+  app.add_option("--out_path", out_path, "folder of the generations")->capture_default_str();
+  app.add_option("--name", o.name, "sub-folder of --out_path (default: the run's name or the file's stem)");
+  app.add_flag("--stream", o.stream,
+               "run block by block through the streaming caches, as nn~ does (an exported file must be a "
+               "--streaming export); the outputs are aligned with the inputs (the latency removed)");
+  app.add_option("--chunk_size", o.chunk_size,
+                 "with --stream: samples per block, a multiple of the model's ratio (default 4096)");
+  app.add_flag("--ema_weights", o.ema_weights, "a run trained with --ema: use its moving averages");
+  app.add_option("--seed", o.seed, "seed of the model's random draws (posterior sample, noise)")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "torch intra-op threads")->capture_default_str();
+  app.add_option("--format", o.format, "output format: wav16, wav24, wavf32, flac16, flac24, …")
+      ->capture_default_str();
+  app.add_flag("--force", o.force, "replace outputs and report.json already there");
+  RT_CLI_PARSE(app, argc, argv);
+  try {
+    if (threads < 1) throw rt::Error("--threads " + std::to_string(threads) + ": at least 1");
+    torch::set_num_threads(threads);
+    for (const auto& i : inputs) o.inputs.emplace_back(i);
+    o.out_path = out_path;
+    const rt::exporting::GenerateReport r = rt::exporting::generate(o);
+    std::cout << r.text();
+    if (r.failed() > 0) {
+      std::cerr << "generate: " << r.failed() << " of " << r.files.size()
+                << " input(s) skipped (listed above)\n";
+      return 1;
+    }
+    return 0;
+  } catch (const rt::StopRequested& e) {
+    std::cerr << "generate: " << e.what() << "\n";
+    return 128 + e.signal();
+  } catch (const std::exception& e) {
+    std::cerr << "generate: error: " << rt::error_text(e) << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,325 @@
+#include "export/generate.h"
+
+#include <torch/script.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "data/audio_io.h"
+#include "data/preprocess.h"
+#include "export/rave_checkpoint.h"
+#include "export/rave_script.h"
+#include "models/rave/losses.h"
+#include "trainer/output_target.h"
+#include "trainer/ssm_transfer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/path_kind.h"
+#include "util/printable.h"
+#include "util/signals.h"
+
+namespace rt::exporting {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultChunk = 4096;
+// RAVE's multi-scale spectral distance at its default scales (rave/core.py, v2.gin).
+const std::vector<int64_t> kDistanceScales{2048, 1024, 512, 256, 128};
+
+struct LoadedModel {
+  torch::jit::Module module;
+  std::string description, name;
+  int64_t sampling_rate = 0, channels = 0, ratio = 0, latency = 0;
+};
+
+int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
+  return m.hasattr(name) ? m.attr(name).toInt() : fallback;
+}
+
+bool is_torchscript_file(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    read_checkpoint_meta(path);
+    return false;  // a training checkpoint
+  } catch (const std::exception&) {
+  }
+  return path.extension() == ".ts" || path.extension() == ".pt" || path.extension() == ".torchscript";
+}
+
+LoadedModel load_model(const GenerateOptions& o) {
+  LoadedModel m;
+  const fs::path given = o.model;
+  if (is_torchscript_file(given)) {
+    try {
+      m.module = torch::jit::load(given.string());
+    } catch (const c10::Error& e) {
+      throw Error("--model '" + given.string() +
+                  "' is not a TorchScript file this LibTorch loads: " + e.what_without_backtrace());
+    }
+    if (!m.module.find_method("forward") || !m.module.hasattr("forward_params")) {
+      throw Error(
+          "--model '" + given.string() +
+          "' has no nn~ forward method (forward and forward_params): export a RAVE model with export, "
+          "or RAVE's own export");
+    }
+    // nn~'s <method>_params: [in_channels, in_ratio, out_channels, out_ratio]; encode's
+    // out_ratio is the audio samples per latent frame.
+    m.channels = m.module.attr("forward_params").toTensor()[0].item<int64_t>();
+    m.ratio =
+        m.module.hasattr("encode_params") ? m.module.attr("encode_params").toTensor()[3].item<int64_t>() : 1;
+    m.sampling_rate = int_attr(m.module, "sr", int_attr(m.module, "sampling_rate", 0));
+    m.latency = int_attr(m.module, "forward_latency", 0);
+    const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
+    if (m.sampling_rate <= 0)
+      throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");
+    if (o.stream && m.module.hasattr("streaming") && !streaming) {
+      throw Error(
+          "--stream: '" + given.string() +
+          "' was exported offline (no streaming caches); export it with --streaming, or drop --stream");
+    }
+    if (!o.stream && streaming) {
+      throw Error("'" + given.string() +
+                  "' is a streaming export: it keeps state between calls, so run it with --stream");
+    }
+    m.description = "TorchScript file " + given.string();
+    m.name = given.stem().string();
+  } else {
+    const fs::path ckpt = resolve_init_checkpoint(o.model, "--model");
+    RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
+    ScriptOptions s;
+    s.streaming = o.stream;
+    s.sampling_rate = c.sampling_rate;
+    ScriptInfo info;
+    m.module = script_rave(*c.model, s, &info);
+    m.channels = c.model->options().channels;
+    m.sampling_rate = c.sampling_rate;
+    m.ratio = info.ratio;
+    m.latency = o.stream ? info.forward_latency() : 0;
+    m.description = "checkpoint " + ckpt.string() + " (step " + std::to_string(c.meta.step) + ")";
+    m.name = c.config.get_string("train.name");
+    if (m.name.empty()) m.name = "rave";
+  }
+  m.module.eval();
+  return m;
+}
+
+torch::Tensor to_tensor(const AudioData& a) {
+  auto t = torch::empty({1, a.num_channels(), a.frames()});
+  for (int c = 0; c < a.num_channels(); ++c) {
+    const auto& ch = a.channels[static_cast<size_t>(c)];
+    std::copy(ch.begin(), ch.end(), t[0][c].data_ptr<float>());
+  }
+  return t;
+}
+
+AudioData to_audio(const torch::Tensor& t, int sample_rate) {
+  AudioData a;
+  a.sample_rate = sample_rate;
+  const auto x = t.squeeze(0).to(torch::kFloat).contiguous();
+  for (int64_t c = 0; c < x.size(0); ++c) {
+    const float* p = x[c].data_ptr<float>();
+    a.channels.emplace_back(p, p + x.size(1));
+  }
+  return a;
+}
+
+// The model over `x` (1, C, T): one call offline; blocks of `chunk` samples in streaming, with
+// `latency` samples of zeros after the input so that the output, its first `latency` samples
+// dropped, is aligned with the input and as long.
+torch::Tensor run_model(torch::jit::Module& module, const torch::Tensor& x, bool stream, int64_t chunk,
+                        int64_t latency, int64_t ratio) {
+  c10::InferenceMode guard;
+  const int64_t n = x.size(-1);
+  if (!stream) {
+    const int64_t padded = (n + ratio - 1) / ratio * ratio;
+    auto in = padded > n ? torch::constant_pad_nd(x, {0, padded - n}) : x;
+    return module.forward({in}).toTensor().narrow(-1, 0, n);
+  }
+  const int64_t total = (n + latency + chunk - 1) / chunk * chunk;
+  auto in = torch::constant_pad_nd(x, {0, total - n});
+  std::vector<torch::Tensor> blocks;
+  for (int64_t i = 0; i < total; i += chunk) {
+    throw_if_stop_requested("while generating");
+    blocks.push_back(module.forward({in.narrow(-1, i, chunk)}).toTensor());
+  }
+  return torch::cat(blocks, -1).narrow(-1, latency, n);
+}
+
+void write_audio_atomic(const fs::path& path, const AudioData& audio, int format) {
+  fs::create_directories(path.parent_path());
+  const fs::path tmp =
+      path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
+  try {
+    write_audio_file(tmp, audio, format);
+    fs::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
+// Where each input's output goes: <folder>/<its path under the input folder>.wav, or
+// <folder>/<stem>.wav for a file given by name.
+std::vector<std::pair<fs::path, fs::path>> plan_outputs(const std::vector<fs::path>& inputs,
+                                                        const fs::path& folder,
+                                                        std::vector<GeneratedFile>& missing) {
+  std::vector<std::pair<fs::path, fs::path>> plan;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<SkippedFile> none;
+      for (const auto& f : collect_input_files({in}, none)) {
+        plan.emplace_back(f, (folder / fs::relative(f, in, ec)).replace_extension(".wav"));
+      }
+    } else if (const std::string why = not_a_regular_file(in); !why.empty()) {
+      GeneratedFile g;
+      g.input = in;
+      g.error = "'" + in.string() + "' " + why;
+      missing.push_back(g);
+    } else {
+      plan.emplace_back(in, (folder / in.filename()).replace_extension(".wav"));
+    }
+  }
+  // Two inputs of one name in one folder (a.wav, a.flac) keep their extension (a.flac.wav).
+  std::map<fs::path, int> uses;
+  for (const auto& p : plan) ++uses[p.second];
+  for (auto& [in, out] : plan) {
+    if (uses[out] > 1) out = out.parent_path() / (in.filename().string() + ".wav");
+  }
+  return plan;
+}
+
+}  // namespace
+
+int64_t GenerateReport::failed() const {
+  int64_t n = 0;
+  for (const auto& f : files) n += f.error.empty() ? 0 : 1;
+  return n;
+}
+
+GenerateReport generate(const GenerateOptions& o) {
+  if (o.inputs.empty()) throw Error("--input: give audio files or folders to run through the model");
+  if (o.chunk_size < 0)
+    throw Error("--chunk_size " + std::to_string(o.chunk_size) + ": a number of samples > 0");
+  if (o.chunk_size > 0 && !o.stream)
+    throw Error("--chunk_size goes with --stream (offline runs whole files)");
+  const int format = audio_format_from_name(o.format);
+  LoadedModel m = load_model(o);
+  GenerateReport r;
+  r.model = m.description;
+  r.sampling_rate = m.sampling_rate;
+  r.channels = m.channels;
+  r.ratio = m.ratio;
+  r.latency = m.latency;
+  r.stream = o.stream;
+  r.chunk_size = o.stream ? (o.chunk_size > 0 ? o.chunk_size : kDefaultChunk) : 0;
+  if (o.stream && r.chunk_size % m.ratio != 0) {
+    throw Error("--chunk_size " + std::to_string(r.chunk_size) + " is not a multiple of the model's ratio (" +
+                std::to_string(m.ratio) + " samples per latent frame): use e.g. " +
+                std::to_string(std::max<int64_t>(1, r.chunk_size / m.ratio) * m.ratio));
+  }
+  r.folder = o.out_path / (o.name.empty() ? m.name : o.name);
+  std::vector<GeneratedFile> missing;
+  const auto plan = plan_outputs(o.inputs, r.folder, missing);
+  // Before any model call: nothing already there is replaced without --force.
+  std::vector<fs::path> inputs;
+  for (const auto& [in, out] : plan) inputs.push_back(in);
+  for (const auto& [in, out] : plan) check_output_target(out, inputs, o.force, "generate", "--out_path");
+  check_output_target(r.folder / "report.json", inputs, o.force, "generate", "--out_path");
+  for (const auto& [in, out] : plan) {
+    GeneratedFile g;
+    g.input = in;
+    try {
+      const AudioData raw = decode_audio_file(in);
+      if (!raw.truncated.empty()) g.notes.push_back("truncated file: " + raw.truncated);
+      if (raw.sample_rate != m.sampling_rate) {
+        g.notes.push_back("resampled from " + std::to_string(raw.sample_rate) + " Hz to the model's " +
+                          std::to_string(m.sampling_rate) + " Hz");
+      }
+      if (raw.num_channels() != m.channels) {
+        // As preprocess maps the training audio (data/audio_io.h map_channels).
+        g.notes.push_back(std::to_string(raw.num_channels()) + " channel(s) mapped to the model's " +
+                          std::to_string(m.channels) +
+                          (raw.num_channels() > m.channels ? " (averaged)" : " (repeated)"));
+      }
+      const AudioData audio =
+          resample(map_channels(raw, static_cast<int>(m.channels)), static_cast<int>(m.sampling_rate));
+      const auto x = to_tensor(audio);
+      g.seconds = audio.seconds();
+      // Each file from the same draws: its output does not depend on the files before it.
+      torch::manual_seed(o.seed);
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto y = run_model(m.module, x, o.stream, r.chunk_size, m.latency, m.ratio);
+      g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (x.size(-1) >= kDistanceScales.front()) {
+        g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
+      }
+      write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
+      g.output = out;
+      if (o.stream) {
+        // A streaming module keeps each batch slot's state: the next file starts from silence.
+        m = load_model(o);
+      }
+    } catch (const StopRequested&) {
+      throw;
+    } catch (const std::exception& e) {
+      g.error = terminal_safe(e.what());
+    }
+    r.files.push_back(g);
+  }
+  r.files.insert(r.files.end(), missing.begin(), missing.end());
+  fs::create_directories(r.folder);
+  write_file_atomic(r.folder / "report.json", r.to_json().dump(2) + "\n");
+  return r;
+}
+
+std::string GenerateReport::text() const {
+  std::ostringstream s;
+  s << "generate: " << printable(model) << "\n  " << channels << " channel(s) at " << sampling_rate << " Hz, "
+    << (stream ? "streaming blocks of " + std::to_string(chunk_size) + " samples (latency " +
+                     std::to_string(latency) + " samples, removed from the outputs)"
+               : std::string("offline, whole files"))
+    << "\n";
+  s << std::fixed;
+  for (const auto& f : files) {
+    if (!f.error.empty()) {
+      s << "  skipped " << printable(f.input.string()) << ": " << f.error << "\n";
+      continue;
+    }
+    s << "  " << printable(f.output.string()) << ": " << std::setprecision(2) << f.seconds << " s in "
+      << std::setprecision(3) << f.compute_seconds << " s (realtime factor " << f.realtime_factor()
+      << "), spectral distance " << f.distance << "\n";
+    for (const auto& n : f.notes) s << "    " << printable(n) << "\n";
+  }
+  s << "  report: " << printable((folder / "report.json").string()) << "\n";
+  return s.str();
+}
+
+Json GenerateReport::to_json() const {
+  Json list = Json::array();
+  for (const auto& f : files) {
+    Json j = {{"input", f.input.string()}};
+    if (!f.error.empty()) {
+      j["skipped"] = f.error;
+    } else {
+      j.update({{"output", f.output.string()},
+                {"seconds", f.seconds},
+                {"compute_seconds", f.compute_seconds},
+                {"realtime_factor", f.realtime_factor()},
+                {"spectral_distance", f.distance},
+                {"notes", f.notes}});
+    }
+    list.push_back(j);
+  }
+  return Json{{"model", model},   {"sampling_rate", sampling_rate}, {"channels", channels},
+              {"stream", stream}, {"chunk_size", chunk_size},       {"latency", latency},
+              {"files", list}};
+}
+
+}  // namespace rt::exporting
