@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "data/audio_io.h"
+#include "export/file_facts.h"
 #include "export/rave_checkpoint.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -190,10 +191,21 @@ ExportReport export_rave(const ExportOptions& options) {
   s.quantize = o.quantize;
   r.quantize = o.quantize;
   auto module = script_rave(*c.model, s, &r.script);
+  ExportFacts facts;
+  facts.checkpoint = r.checkpoint.string();
+  facts.step = r.step;
+  facts.config_toml = c.meta.config_toml;
+  facts.block_multiple = o.streaming ? r.script.ratio : 1;
+  facts.quantize = enum_name(o.quantize);
+  facts.check = o.check_seconds > 0.0 ? "not measured" : "not measured (--check_seconds 0)";
+  record_export_facts(module, facts);
 
-  std::ostringstream bytes;
-  module.save(bytes);
-  write_file_atomic(r.output, bytes.str());
+  auto save = [&] {
+    std::ostringstream bytes;
+    module.save(bytes);
+    write_file_atomic(r.output, bytes.str());
+  };
+  save();
   check_saved_module(r.output, r);
   if (o.check_seconds > 0.0) {
     const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
@@ -210,6 +222,9 @@ ExportReport export_rave(const ExportOptions& options) {
     } catch (const Error& e) {
       r.check.not_measured = e.what();
     }
+    // The file carries its own check figures (export --inspect).
+    set_check_fact(module, format_fidelity(r.check));
+    save();
     if (r.check.measured && !r.check.within_budget() && o.quantize != Quantize::kNone) {
       std::ostringstream w;
       w << "--quantize " << enum_name(o.quantize) << " adds " << std::fixed << std::setprecision(1)

@@ -4,9 +4,12 @@
 //          [--check_audio FILE]
 // and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
+// and what an exported file says about itself (export/file_facts.h):
+//   export --inspect FILE.ts
 #include <cmath>
 #include <iostream>
 
+#include "export/file_facts.h"
 #include "export/rave_export.h"
 #include "export/realtime_check.h"
 #include "util/cli_parse.h"
@@ -15,9 +18,20 @@
 
 namespace {
 
-// --benchmark measures a file that exists; the export's flags have nothing to act on there, and
-// the benchmark's flags nothing without it.
+// --benchmark and --inspect read a file that exists; the export's flags have nothing to act on
+// there, and the benchmark's flags nothing without it.
 void check_modes(const CLI::App& app, bool benchmark) {
+  if (app.count("--inspect") > 0) {
+    for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
+                             "--fidelity", "--latent_size", "--quantize", "--check_seconds", "--check_audio",
+                             "--benchmark", "--block", "--threads", "--seconds"}) {
+      if (app.count(flag) > 0) {
+        throw rt::Error(std::string("--inspect and ") + flag +
+                        " cannot be combined: --inspect prints what a file already exported records");
+      }
+    }
+    return;
+  }
   if (benchmark) {
     for (const char* flag :
          {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--fidelity",
@@ -90,6 +104,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seconds", bench.seconds, "with --benchmark: seconds of audio timed per block size")
       ->capture_default_str();
+  std::string inspect;
+  app.add_option(
+      "--inspect", inspect,
+      "instead of exporting: print what an exported FILE.ts records (LibTorch it was written with, "
+      "file format version, nn~ methods, sampling rate, block sizes, latency, checkpoint and step, "
+      "fidelity check, the run's model config); RAVE's own files record fewer");
   RT_CLI_PARSE(app, argc, argv);
   opt.run = run;
   opt.checkpoint = ckpt;
@@ -109,6 +129,10 @@ int main(int argc, char** argv) {
     opt.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
     const bool benchmarking = app.count("--benchmark") > 0;
     check_modes(app, benchmarking);
+    if (app.count("--inspect") > 0) {
+      std::cout << rt::exporting::inspect_export(inspect);
+      return 0;
+    }
     if (benchmarking) {
       bench.file = benchmark;
       if (app.count("--block") > 0) bench.blocks = rt::exporting::parse_block_sizes(blocks);

@@ -19,6 +19,8 @@
 namespace rt::e2e {
 namespace {
 
+using testing::contains;
+
 CommandResult run_export(const std::string& args) {
   return run_command(bin_path("export") + " " + args + " 2>&1");
 }
@@ -313,6 +315,51 @@ TEST_F(ExportCli, OutputNeverReplacesWhatItMustNot) {
 
 // Values outside what the flags mean: --latent_size 0 (the default's own "choose by --fidelity")
 // and a negative --check_seconds. Before: accepted.
+// Every export records what a host needs to know, and --inspect prints it: the LibTorch it was
+// written with, the nn~ methods, rate, block sizes, latency, checkpoint, the check's figures
+// and the run's model config. A TorchScript file written elsewhere says what it lacks.
+TEST_F(ExportCli, InspectPrintsWhatTheFileRecords) {
+  const fs::path streaming = dir_->path() / "inspect_streaming.ts",
+                 offline = dir_->path() / "inspect_offline.ts";
+  auto e = run_export("--run " + quote(run_.string()) + " --streaming --check_seconds 1 --output " +
+                      quote(streaming.string()));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  e = run_export("--run " + quote(run_.string()) + " --check_seconds 0 --output " + quote(offline.string()));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto i = run_export("--inspect " + quote(streaming.string()));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  for (const std::string& says : std::vector<std::string>{
+           "TorchScript, file format version ",
+           "written by  rt export, LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + ".",
+           "forward: 1 channel(s) at sr → 1 at sr", "sampling rate     44100 Hz", "channels          1",
+           "streaming         yes", "block sizes       multiples of 128 samples",
+           "latency           forward ", "weights           none", "(step 30)",
+           "fidelity check    fidelity vs the float32 model on ", "SNR ", "config [model] (the run's; ",
+           "    version = \"v2\""}) {
+    EXPECT_TRUE(contains(i.output, says)) << says << "\n" << i.output;
+  }
+  i = run_export("--inspect " + quote(offline.string()));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_TRUE(contains(i.output, "streaming         no (offline)")) << i.output;
+  EXPECT_TRUE(contains(i.output, "fidelity check    not measured (--check_seconds 0)")) << i.output;
+  // A TorchScript file of no exporter of ours, and files that are none.
+  const fs::path bare = dir_->path() / "bare.ts";
+  torch::jit::Module m("Bare");
+  m.save(bare.string());
+  i = run_export("--inspect " + quote(bare.string()));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_TRUE(contains(i.output, "written by  not recorded (not written by this exporter)")) << i.output;
+  EXPECT_TRUE(contains(i.output, "nn~ methods: none (no _methods attribute)")) << i.output;
+  const fs::path text = dir_->path() / "not_a_model.ts";
+  write_file_atomic(text, "hello");
+  i = run_export("--inspect " + quote(text.string()));
+  EXPECT_EQ(i.exit_code, 1) << i.output;
+  EXPECT_TRUE(contains(i.output, "--inspect '" + text.string() + "' is not a TorchScript file")) << i.output;
+  i = run_export("--inspect " + quote(streaming.string()) + " --run " + quote(run_.string()));
+  EXPECT_EQ(i.exit_code, 1) << i.output;
+  EXPECT_TRUE(contains(i.output, "--inspect and --run cannot be combined")) << i.output;
+}
+
 TEST_F(ExportCli, LatentSizeZeroAndNegativeCheckSecondsAreRefused) {
   for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
            {"--latent_size 0", "--latent_size 0 is not accepted"},

@@ -1,0 +1,136 @@
+#include "export/file_facts.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/version.h>
+
+#include <sstream>
+
+#include "util/error.h"
+#include "util/path_kind.h"
+#include "util/printable.h"
+
+namespace rt::exporting {
+namespace {
+
+std::string string_attr(const torch::jit::Module& m, const std::string& name) {
+  return m.hasattr(name) && m.attr(name).isString() ? m.attr(name).toStringRef() : std::string();
+}
+
+std::string int_attr_text(const torch::jit::Module& m, const std::string& name) {
+  return m.hasattr(name) && m.attr(name).isInt() ? std::to_string(m.attr(name).toInt()) : std::string();
+}
+
+// The [model] section of a config's TOML, one key per line.
+std::string model_section(const std::string& toml) {
+  std::istringstream in(toml);
+  std::string out, section;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.front() == '[') {
+      section = line;
+      continue;
+    }
+    if (section == "[model]" && !line.empty()) out += "    " + printable(line) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string exported_with_text() {
+  return "rt export, LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH);
+}
+
+void record_export_facts(torch::jit::Module& m, const ExportFacts& f) {
+  auto str = [&](const char* name, const std::string& value) {
+    m.register_attribute(name, c10::StringType::get(), value);
+  };
+  str(kFactExportedWith, exported_with_text());
+  str(kFactCheckpoint, f.checkpoint);
+  m.register_attribute(kFactStep, c10::IntType::get(), f.step);
+  str(kFactConfig, f.config_toml);
+  m.register_attribute(kFactBlockMultiple, c10::IntType::get(), f.block_multiple);
+  str(kFactQuantize, f.quantize);
+  str(kFactCheck, f.check);
+}
+
+void set_check_fact(torch::jit::Module& m, const std::string& check) { m.setattr(kFactCheck, check); }
+
+std::string inspect_export(const std::filesystem::path& file) {
+  if (const std::string why = not_a_regular_file(file); !why.empty())
+    throw Error("--inspect '" + file.string() + "' " + why);
+  uint64_t version = 0;
+  torch::jit::Module m;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(file.string());
+    version = reader.version();
+    m = torch::jit::load(file.string());
+  } catch (const c10::Error& e) {
+    throw Error("--inspect '" + file.string() + "' is not a TorchScript file this LibTorch loads (" +
+                exported_with_text().substr(11) + "): " + e.what_without_backtrace());
+  }
+  std::ostringstream s;
+  s << printable(file.string()) << "\n  TorchScript, file format version " << version << " ("
+    << exported_with_text().substr(11) << " reads versions "
+    << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
+    << caffe2::serialize::kMaxSupportedFileFormatVersion << ")\n";
+  const std::string with = string_attr(m, kFactExportedWith);
+  s << "  written by  " << (with.empty() ? "not recorded (not written by this exporter)" : printable(with))
+    << "\n";
+  if (m.hasattr("_methods")) {
+    s << "  nn~ methods";
+    for (const auto& name : m.attr("_methods").toListRef()) {
+      const std::string method = name.toStringRef();
+      s << "\n    " << printable(method);
+      if (m.hasattr(method + "_params")) {
+        const auto p = m.attr(method + "_params").toTensor();
+        if (p.numel() == 4) {
+          auto rate = [](int64_t ratio) {
+            return ratio == 1 ? std::string("sr") : "sr/" + std::to_string(ratio);
+          };
+          s << ": " << p[0].item<int64_t>() << " channel(s) at " << rate(p[1].item<int64_t>()) << " → "
+            << p[2].item<int64_t>() << " at " << rate(p[3].item<int64_t>());
+        }
+      }
+    }
+    s << "\n";
+  } else {
+    s << "  nn~ methods: none (no _methods attribute): nn~ cannot load it\n";
+  }
+  auto fact = [&](const std::string& label, const std::string& value) {
+    s << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
+      << (value.empty() ? "not recorded" : printable(value)) << "\n";
+  };
+  fact("sampling rate", m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate"));
+  fact("channels", int_attr_text(m, "n_channels"));
+  fact("latent size",
+       int_attr_text(m, "latent_size") +
+           (m.hasattr("full_latent_size") ? " of " + int_attr_text(m, "full_latent_size") : ""));
+  fact("streaming", m.hasattr("streaming") && m.attr("streaming").isBool()
+                        ? (m.attr("streaming").toBool() ? "yes (state kept between calls)" : "no (offline)")
+                        : "");
+  fact("block sizes", m.hasattr(kFactBlockMultiple)
+                          ? "multiples of " + int_attr_text(m, kFactBlockMultiple) + " samples"
+                          : "");
+  fact("latency", m.hasattr("forward_latency")
+                      ? "forward " + int_attr_text(m, "forward_latency") + ", encode " +
+                            int_attr_text(m, "encode_latency") + ", decode " +
+                            int_attr_text(m, "decode_latency") + " samples"
+                      : "");
+  fact("weights", string_attr(m, kFactQuantize));
+  fact("checkpoint", m.hasattr(kFactCheckpoint)
+                         ? string_attr(m, kFactCheckpoint) + " (step " + int_attr_text(m, kFactStep) + ")"
+                         : "");
+  fact("fidelity check", string_attr(m, kFactCheck));
+  const std::string config = string_attr(m, kFactConfig);
+  if (config.empty()) {
+    fact("config", "");
+  } else {
+    s << "  config [model] (the run's; " << std::count(config.begin(), config.end(), '\n')
+      << " lines in all, attribute " << kFactConfig << ")\n"
+      << model_section(config);
+  }
+  return s.str();
+}
+
+}  // namespace rt::exporting

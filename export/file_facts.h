@@ -1,0 +1,44 @@
+// What an exported file says about itself, for hosts and for `export --inspect`: the exporter
+// records, as TorchScript attributes beside nn~'s (sr, n_channels, latent sizes, streaming,
+// latencies), the LibTorch it was written with, the checkpoint and its training step, the
+// run's config, the block sizes a host may use, the weight storage and the fidelity check's
+// figures. `inspect_export` reads them back from any TorchScript file, ours or RAVE's own
+// (which records fewer: what is absent is said to be).
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace rt::exporting {
+
+// Attribute names (strings unless said).
+inline constexpr const char* kFactExportedWith = "rt_exported_with";    // "rt export, LibTorch 1.13.1"
+inline constexpr const char* kFactCheckpoint = "rt_checkpoint";         // the checkpoint's path
+inline constexpr const char* kFactStep = "rt_checkpoint_step";          // int
+inline constexpr const char* kFactConfig = "rt_config";                 // the run's config (TOML)
+inline constexpr const char* kFactBlockMultiple = "rt_block_multiple";  // int: block sizes are its multiples
+inline constexpr const char* kFactQuantize = "rt_quantize";             // none | int8
+inline constexpr const char* kFactCheck = "rt_fidelity_check";          // the check's line, or why none
+
+struct ExportFacts {
+  std::string checkpoint, config_toml, quantize, check;
+  int64_t step = 0, block_multiple = 1;
+};
+
+// "rt export, LibTorch <major>.<minor>.<patch>" for the LibTorch this program is built with.
+std::string exported_with_text();
+
+// Registers the facts on `m` (before it is saved); `set_check` updates the check's line of a
+// module that has them.
+void record_export_facts(torch::jit::Module& m, const ExportFacts& facts);
+void set_check_fact(torch::jit::Module& m, const std::string& check);
+
+// `export --inspect FILE`: the file's TorchScript format version, its nn~ methods with their
+// channels and ratios, and every recorded fact. Throws rt::Error naming the file when it is no
+// TorchScript file this LibTorch loads.
+std::string inspect_export(const std::filesystem::path& file);
+
+}  // namespace rt::exporting
