@@ -4,12 +4,14 @@
 #include <time.h>
 #include <torch/script.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -57,6 +59,37 @@ double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// CPU time of each of this process's threads in nanoseconds, by thread id: schedstat's first
+// field (/proc/self/task/<tid>/schedstat), else utime + stime in clock ticks (stat, fields 14
+// and 15 after the parenthesised command name).
+std::map<std::string, double> thread_cpu_ns() {
+  std::map<std::string, double> ns;
+  std::error_code ec;
+  const double tick_ns = 1e9 / static_cast<double>(std::max(1L, ::sysconf(_SC_CLK_TCK)));
+  for (const auto& e : fs::directory_iterator("/proc/self/task", ec)) {
+    const std::string tid = e.path().filename().string();
+    std::ifstream sched(e.path() / "schedstat");
+    double run = 0;
+    if (sched >> run) {
+      ns[tid] = run;
+      continue;
+    }
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string f;
+    double ticks = 0;
+    for (int i = 3; i <= 15 && fields >> f; ++i) {
+      if (i == 14 || i == 15) ticks += std::stod(f);
+    }
+    ns[tid] = ticks * tick_ns;
+  }
+  return ns;
 }
 
 // An integer attribute (int, float or one-element tensor), if the module has it.
@@ -239,6 +272,7 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
     t.calls = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.seconds / block_s)));
     std::vector<double> ms;
     ms.reserve(static_cast<size_t>(t.calls));
+    const auto cpu_before = thread_cpu_ns();
     for (int64_t i = 0; i < t.calls; ++i) {
       const auto x = noise();
       const double cpu0 = process_cpu_seconds();
@@ -248,6 +282,18 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
       t.cpu_s += process_cpu_seconds() - cpu0;
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
+    // Busy: a thread that ran at least 1 % of all the threads' CPU time during the timed blocks
+    // (a pool thread woken for nothing is not one).
+    const auto cpu_after = thread_cpu_ns();
+    t.process_threads = static_cast<int64_t>(cpu_after.size());
+    std::map<std::string, double> ran;
+    double all = 0.0;
+    for (const auto& [tid, v] : cpu_after) {
+      const auto before = cpu_before.find(tid);
+      ran[tid] = v - (before == cpu_before.end() ? 0.0 : before->second);
+      all += ran[tid];
+    }
+    for (const auto& [tid, v] : ran) t.busy_threads += v > 0.01 * all ? 1 : 0;
     t.median_ms = median(ms);
     t.max_ms = *std::max_element(ms.begin(), ms.end());
     t.late = std::count_if(ms.begin(), ms.end(), [&](double v) { return v > t.deadline_ms; });
@@ -274,7 +320,8 @@ std::string format_realtime_check(const RealtimeCheck& r) {
     << r.torch_version << "; " << count_text(r.threads, "thread") << " (torch::set_num_threads)\n"
     << "  forward on [1, " << r.channels << ", block] noise under InferenceMode: " << r.warmup_blocks
     << " warm-up blocks, then " << r.seconds << " s of audio per block size\n\n";
-  s << "  block  deadline ms  median ms  slowest ms  late     RTF median  RTF total  CPU (1 core)  voices\n";
+  s << "  block  deadline ms  median ms  slowest ms  late     RTF median  RTF total  CPU (1 core)  threads  "
+       "voices\n";
   for (const auto& t : r.rows) {
     std::ostringstream late, cpu;
     late << t.late << "/" << t.calls;
@@ -283,6 +330,7 @@ std::string format_realtime_check(const RealtimeCheck& r) {
       << t.deadline_ms << "  " << std::setw(9) << std::setprecision(2) << t.median_ms << "  " << std::setw(10)
       << t.max_ms << "  " << std::left << std::setw(7) << late.str() << std::right << "  " << std::setw(10)
       << t.rtf_median << "  " << std::setw(9) << t.rtf_total << "  " << std::setw(12) << cpu.str() << "  "
+      << std::setw(7) << (std::to_string(t.busy_threads) + "/" + std::to_string(t.process_threads)) << "  "
       << (t.voices > 0 ? std::to_string(t.voices) : "0: does not keep up") << "\n";
   }
   s << "\n"
@@ -290,6 +338,8 @@ std::string format_realtime_check(const RealtimeCheck& r) {
     << "    (late: timed blocks slower than that; slowest: the worst one).\n"
     << "  RTF: realtime factor, audio seconds / compute seconds (median block; all timed blocks).\n"
     << "  CPU: process CPU time / audio time, as a percentage of one core.\n"
+    << "  threads: those that ran during the timed blocks / all of the process's (a host's voice uses as\n"
+    << "    many; keep it at 1 with torch::set_num_threads(1) in the host, or OMP_NUM_THREADS=1).\n"
     << "  voices: floor(RTF total), the copies of this model that fit one after another in each block's\n"
     << "    duration on the " << count_text(r.threads, "thread")
     << " given; below 1 it does not keep up. Leave headroom: the host,\n"

@@ -39,6 +39,10 @@ struct BlockTiming {
   double rtf_total = 0;    // audio_s / compute_s
   double cpu_percent = 0;  // 100 · cpu_s / audio_s: % of one core one voice takes
   int64_t voices = 0;      // floor(rtf_total); 0: does not keep up
+  // The threads that ran during the timed calls (at least 1 % of the CPU time all threads took,
+  // /proc/self/task): what a host gives one voice; and the process's threads then (LibTorch's
+  // pools included).
+  int64_t busy_threads = 0, process_threads = 0;
 };
 
 struct RealtimeCheck {

@@ -89,6 +89,9 @@ TEST_P(RealtimeCheckFiles, GivesOneConsistentRowPerBlockSize) {
       EXPECT_NEAR(t.rtf_median, t.deadline_ms / t.median_ms, 1e-9);
       EXPECT_GT(t.cpu_percent, 0.0);
       EXPECT_EQ(t.voices, static_cast<int64_t>(std::floor(t.rtf_total)));
+      // One thread asked for: the calling thread does the work.
+      EXPECT_EQ(t.busy_threads, 1);
+      EXPECT_GE(t.process_threads, t.busy_threads);
     }
     const std::string table = format_realtime_check(r);
     EXPECT_NE(table.find("LibTorch " TORCH_VERSION), std::string::npos) << table;
@@ -115,6 +118,10 @@ TEST(RealtimeCheck, DefaultBlocksAreNnTildesUsualBuffers) {
   EXPECT_EQ(r.rows[1].block, 4096);
   EXPECT_EQ(r.threads, 2);
   EXPECT_NE(format_realtime_check(r).find("on the 2 threads given"), std::string::npos);
+  for (const auto& t : r.rows) {
+    EXPECT_GE(t.busy_threads, 1);
+    EXPECT_LE(t.busy_threads, t.process_threads);
+  }
 }
 
 // The table from known figures: the voices rule and "does not keep up".
