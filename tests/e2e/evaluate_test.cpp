@@ -23,6 +23,10 @@ class Evaluate : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     run_ = run_dir_from_output(r.output);
   }
+  // A failure in SetUpTestSuite only skips the tests under ctest: each test fails instead.
+  void SetUp() override {
+    ASSERT_TRUE(fs::is_regular_file(run_ / "checkpoints" / "last.ckpt")) << "the suite's training run failed";
+  }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
