@@ -32,6 +32,11 @@ class SsmTransfer : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     pretrained_ = new fs::path(run_dir_from_output(r.output));
   }
+  // A failure in SetUpTestSuite only skips the tests under ctest: each test fails instead.
+  void SetUp() override {
+    ASSERT_TRUE(pretrained_ != nullptr && fs::is_directory(*pretrained_))
+        << "the suite's pretraining run failed";
+  }
   static void TearDownTestSuite() {
     delete pretrained_;
     delete dir_;

@@ -38,6 +38,10 @@ class TraceE2eTest : public ::testing::Test {
                     " --num_signal 8192");
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
+  // A failure in SetUpTestSuite only skips the tests under ctest: each test fails instead.
+  void SetUp() override {
+    ASSERT_TRUE(fs::is_regular_file(fs::path(db_) / "data.mdb")) << "the suite's demo database was not made";
+  }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
