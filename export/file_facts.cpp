@@ -34,6 +34,12 @@ std::string model_section(const std::string& toml) {
   return out;
 }
 
+// "LibTorch <major>.<minor>.<patch>": the one this program is built with.
+std::string libtorch_text() {
+  return "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
 }  // namespace
 
 std::string exported_with_text() {
@@ -67,12 +73,11 @@ std::string inspect_export(const std::filesystem::path& file) {
     m = torch::jit::load(file.string());
   } catch (const c10::Error& e) {
     throw Error("--inspect '" + file.string() + "' is not a TorchScript file this LibTorch loads (" +
-                exported_with_text().substr(11) + "): " + e.what_without_backtrace());
+                libtorch_text() + "): " + e.what_without_backtrace());
   }
   std::ostringstream s;
   s << printable(file.string()) << "\n  TorchScript, file format version " << version << " ("
-    << exported_with_text().substr(11) << " reads versions "
-    << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
+    << libtorch_text() << " reads versions " << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
     << caffe2::serialize::kMaxSupportedFileFormatVersion << ")\n";
   const std::string with = string_attr(m, kFactExportedWith);
   s << "  written by  " << (with.empty() ? "not recorded (not written by this exporter)" : printable(with))

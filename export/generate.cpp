@@ -31,9 +31,18 @@ constexpr int64_t kDefaultChunk = 4096;
 const std::vector<int64_t> kDistanceScales{2048, 1024, 512, 256, 128};
 
 struct LoadedModel {
+  std::string bytes;  // the TorchScript file, read or scripted once
   torch::jit::Module module;
   std::string description, name;
   int64_t sampling_rate = 0, channels = 0, ratio = 0, latency = 0;
+
+  // A module loaded anew from `bytes`: a streaming one's state starts from silence.
+  torch::jit::Module fresh() const {
+    std::istringstream in(bytes);
+    auto loaded = torch::jit::load(in);
+    loaded.eval();
+    return loaded;
+  }
 };
 
 int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
@@ -42,13 +51,15 @@ int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t f
 
 bool is_torchscript_file(const fs::path& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
+  const auto ext = path.extension();
+  if (!(ext == ".ts" || ext == ".pt" || ext == ".torchscript") || !fs::is_regular_file(path, ec))
+    return false;
   try {
     read_checkpoint_meta(path);
-    return false;  // a training checkpoint
+    return false;  // a training checkpoint named like one
   } catch (const std::exception&) {
   }
-  return path.extension() == ".ts" || path.extension() == ".pt" || path.extension() == ".torchscript";
+  return true;
 }
 
 LoadedModel load_model(const GenerateOptions& o) {
@@ -56,7 +67,8 @@ LoadedModel load_model(const GenerateOptions& o) {
   const fs::path given = o.model;
   if (is_torchscript_file(given)) {
     try {
-      m.module = torch::jit::load(given.string());
+      m.bytes = read_file(given);
+      m.module = m.fresh();
     } catch (const c10::Error& e) {
       throw Error("--model '" + given.string() +
                   "' is not a TorchScript file this LibTorch loads: " + e.what_without_backtrace());
@@ -95,7 +107,10 @@ LoadedModel load_model(const GenerateOptions& o) {
     s.streaming = o.stream;
     s.sampling_rate = c.sampling_rate;
     ScriptInfo info;
-    m.module = script_rave(*c.model, s, &info);
+    std::ostringstream bytes;
+    script_rave(*c.model, s, &info).save(bytes);
+    m.bytes = bytes.str();
+    m.module = m.fresh();  // as the exported file would be loaded
     m.channels = c.model->options().channels;
     m.sampling_rate = c.sampling_rate;
     m.ratio = info.ratio;
@@ -104,7 +119,6 @@ LoadedModel load_model(const GenerateOptions& o) {
     m.name = c.config.get_string("train.name");
     if (m.name.empty()) m.name = "rave";
   }
-  m.module.eval();
   return m;
 }
 
@@ -264,7 +278,7 @@ GenerateReport generate(const GenerateOptions& o) {
       g.output = out;
       if (o.stream) {
         // A streaming module keeps each batch slot's state: the next file starts from silence.
-        m = load_model(o);
+        m.module = m.fresh();
       }
     } catch (const StopRequested&) {
       throw;

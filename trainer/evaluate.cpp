@@ -2,13 +2,14 @@
 
 #include <chrono>
 #include <iomanip>
-#include <set>
+#include <map>
 #include <sstream>
 
 #include "data/loader.h"
 #include "distributed/launch_env.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
+#include "trainer/config_history.h"
 #include "trainer/job_start.h"
 #include "trainer/model_family.h"
 #include "trainer/resume.h"
@@ -16,13 +17,14 @@
 #include "trainer/ssm_transfer.h"
 #include "util/error.h"
 #include "util/printable.h"
+#include "util/profile_schema.h"
 
 namespace rt {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kGroupR2Prefix = "val/r2_group_";
+const std::string kGroupR2Prefix = profile_schema::summary::kSessionR2Prefix;
 
 fs::path evaluated_checkpoint(const EvaluateOptions& o) {
   if (o.checkpoint.empty())
@@ -31,44 +33,29 @@ fs::path evaluated_checkpoint(const EvaluateOptions& o) {
   return resolve_init_checkpoint(o.checkpoint, "--ckpt");
 }
 
-// The checkpoint's own config, with what evaluate's flags change. train.ckpt names the
-// checkpoint itself: the family builds the model as a resumed run does (no transfer from
-// train.init_from, whose source may be gone).
-// The lines of a resolved config (Config::to_toml: one `key = value` per line under its
-// [section]) that differ from `defaults`'s: what the run set. Merged alone, they leave the
-// others unset, so that keys a family derives from the data when unset (an SSM's input_dim
-// and output_dim) are derived again from the database evaluated on.
-std::string set_lines(const std::string& toml, const std::string& defaults) {
-  auto lines_of = [](const std::string& text) {
-    std::vector<std::pair<std::string, std::string>> out;  // (section, line)
-    std::istringstream in(text);
-    std::string section;
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.front() == '[') section = line;
-      out.emplace_back(section, line);
-    }
-    return out;
-  };
-  const auto d = lines_of(defaults);
-  const std::set<std::pair<std::string, std::string>> unchanged(d.begin(), d.end());
-  std::string kept;
-  for (const auto& [section, line] : lines_of(toml)) {
-    const bool header = !line.empty() && line.front() == '[';
-    // The family decides which keys exist: always stated.
-    const bool family = section == "[model]" && line.rfind("family ", 0) == 0;
-    if (header || family || unchanged.count({section, line}) == 0) kept += line + "\n";
-  }
-  return kept;
-}
-
+// The checkpoint's own config, with what evaluate's flags change. Only the keys the run set
+// away from the family's defaults (config_changes) are set, so that keys a family derives from
+// the data when unset (an SSM's input_dim and output_dim) are derived again from the database
+// evaluated on. train.ckpt names the checkpoint itself: the family builds the model as a
+// resumed run does (no transfer from train.init_from, whose source may be gone).
 Config evaluation_config(const CheckpointMeta& meta, const fs::path& checkpoint, const EvaluateOptions& o) {
   Config stored;
   stored.merge_toml_string(meta.config_toml, checkpoint.string());
   Config defaults;
   defaults.set("model.family", stored.get_string("model.family"), "evaluate");
   defaults.finalize();
+  // section → its `key = value` lines (Config::to_toml's layout); the family first decides
+  // which keys exist.
+  std::map<std::string, std::string> sections{{"model", "family = " + stored.text("model.family") + "\n"}};
+  for (const ConfigChange& change : config_changes(defaults.to_toml(), meta.config_toml)) {
+    if (change.after.empty()) continue;  // a key the checkpoint's config predates
+    const size_t dot = change.key.find('.');
+    sections[change.key.substr(0, dot)] += change.key.substr(dot + 1) + " = " + change.after + "\n";
+  }
+  std::string toml;
+  for (const auto& [section, lines] : sections) toml += "[" + section + "]\n" + lines;
   Config c;
-  c.merge_toml_string(set_lines(meta.config_toml, defaults.to_toml()), checkpoint.string());
+  c.merge_toml_string(toml, checkpoint.string());
   c.set("train.ckpt", checkpoint.string(), "--ckpt");
   if (!o.db_path.empty()) c.set("data.db_path", o.db_path, "--db_path");
   if (o.batch > 0) c.set("train.batch", std::to_string(o.batch), "--batch");
@@ -126,8 +113,7 @@ EvaluateResult evaluate_checkpoint(const EvaluateOptions& o) {
   auto loader = make_job_loader(config, data, job, /*train=*/false, TrainingState{}, nullptr);
   r.metrics = family->validate(*loader, meta.step).metrics;
   for (const auto& [name, value] : r.metrics) {
-    if (name.rfind(kGroupR2Prefix, 0) == 0)
-      r.per_session_r2[name.substr(std::string(kGroupR2Prefix).size())] = value;
+    if (name.rfind(kGroupR2Prefix, 0) == 0) r.per_session_r2[name.substr(kGroupR2Prefix.size())] = value;
   }
   if (r.per_session_r2.empty() && r.metrics.count("val/r2") > 0 && data.group_names.size() == 1) {
     r.per_session_r2[data.group_names.front()] = r.metrics.at("val/r2");

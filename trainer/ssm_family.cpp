@@ -23,6 +23,7 @@
 #include "trainer/ssm_transfer.h"
 #include "util/error.h"
 #include "util/printable.h"
+#include "util/profile_schema.h"
 
 namespace rt {
 
@@ -296,8 +297,8 @@ class SsmFamily final : public ModelFamily {
       for (int64_t g = 0; g < G; ++g) {
         R2Sums s = group_sums(g);
         if (s.rows == 0) continue;  // a group without validation examples
-        v.metrics["val/r2_group_" + dataset_->group_names().at(static_cast<size_t>(g))] =
-            r2_from_sums(s).mean().item<double>();
+        v.metrics[profile_schema::summary::kSessionR2Prefix +
+                  dataset_->group_names().at(static_cast<size_t>(g))] = r2_from_sums(s).mean().item<double>();
       }
     }
     return v;

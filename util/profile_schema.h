@@ -91,11 +91,14 @@ inline constexpr const char* kTrainingStartTime = "training_start_time";     // 
 inline constexpr const char* kTrainingEndTime = "training_end_time";         // float: Unix seconds
 inline constexpr const char* kStatus =
     "status";  // string: "running", "completed", "interrupted", "failed: <reason>"
-inline constexpr const char* kMetrics = "metrics";                // {name: float}: the last validation values
-inline constexpr const char* kFirstStepLoss = "first_step_loss";  // float or null
-inline constexpr const char* kLastStepLoss = "last_step_loss";    // float or null
-inline constexpr const char* kLastStep = "last_step";             // int or null
-inline constexpr const char* kTotalSamples = "total_samples";     // int: in the model's sample unit
+inline constexpr const char* kMetrics = "metrics";  // {name: float}: the last validation values
+// The SSM decoders' R² of one session among the metrics: <prefix><session name> (the trainer
+// writes it; evaluate and profile-report read it).
+inline constexpr const char* kSessionR2Prefix = "val/r2_group_";
+inline constexpr const char* kFirstStepLoss = "first_step_loss";        // float or null
+inline constexpr const char* kLastStepLoss = "last_step_loss";          // float or null
+inline constexpr const char* kLastStep = "last_step";                   // int or null
+inline constexpr const char* kTotalSamples = "total_samples";           // int: in the model's sample unit
 inline constexpr const char* kSamplesPerSecond = "samples_per_second";  // float
 inline constexpr const char* kPeakRssBytes = "peak_rss_bytes";          // bytes (int): VmHWM at writing
 // Set by the trainer (TrainingSummary::set_info):

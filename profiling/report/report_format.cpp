@@ -9,6 +9,7 @@
 
 #include "util/error.h"
 #include "util/printable.h"
+#include "util/profile_schema.h"
 
 namespace rt::report {
 
@@ -128,7 +129,7 @@ struct ValidationParts {
 };
 
 ValidationParts validation_parts(const RunAnalysis& a) {
-  const std::string group = "val/r2_group_", dim = "val/r2_";
+  const std::string group = profile_schema::summary::kSessionR2Prefix, dim = "val/r2_";
   ValidationParts v;
   for (const auto& [name, value] : a.validation) {
     if (name.rfind(group, 0) == 0) {
