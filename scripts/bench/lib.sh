@@ -48,7 +48,9 @@ bench_need_bin() {  # bench_need_bin PROGRAM...: each must be built in $BIN
 }
 
 bench_command() {  # bench_command ARGS...: how the calling script was run, for the result
-  local shown="scripts/bench/$BENCH_NAME"
-  [[ $# -gt 0 ]] && shown+=" $*"
+  local shown="scripts/bench/$BENCH_NAME" a
+  for a in "$@"; do
+    if [[ "$a" =~ [[:space:]] || -z "$a" ]]; then shown+=" \"$a\""; else shown+=" $a"; fi
+  done
   printf '%s\n' "$shown"
 }

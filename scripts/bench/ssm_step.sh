@@ -2,9 +2,13 @@
 # s5_maze training-step time (batch 64, 140 bins, 182 units, state 64; forward + MSE + backward
 # + AdamW): native (build/bin/ssm_step_bench: scan "fused" with the fused block kernels, scan
 # "fused" with the op-by-op block (--unfused_block), scan "parallel") against the same
-# model in Python PyTorch (scripts/bench/reference/s5_maze.py on Debian's /usr/bin/python3).
+# model in Python PyTorch (scripts/bench/reference/s5_maze.py on Debian's /usr/bin/python3), and,
+# with --fssm DIR (a checkout of github.com/Melina-Jingting/foundational_ssm), against that
+# project's own models: its PyTorch S4D decoder on Debian's torch (the LibTorch of build/) and
+# its JAX S5 decoder with its own jitted step (scripts/bench/fssm_step.py; venvs made by
+# scripts/bench/fssm_env.sh; FSSM_DIR in the environment does the same, e.g. under run.sh).
 #   scripts/bench/ssm_step.sh [--rounds 5] [--steps 20] [--threads "1 2"] [--out DIR] [--quick]
-#                             [--results_dir DIR]
+#                             [--fssm DIR] [--results_dir DIR]
 # First checks that both compute the same losses from the same weights (native export →
 # Python import by name), then runs the arms interleaved (native, python, native, ...) per
 # thread count; summarize_ssm_step.py writes every run's median, the per-round native/python
@@ -16,6 +20,7 @@ ROUNDS=5
 STEPS=20
 THREADS="1 2"
 OUT=""
+FSSM="${FSSM_DIR:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -23,15 +28,22 @@ while [ $# -gt 0 ]; do
     --threads) THREADS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) ROUNDS=3; STEPS=10; shift ;;
+    --fssm) FSSM="$2"; shift 2 ;;
     --results_dir) RESULTS_DIR="$2"; shift 2 ;;
     -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--rounds N, --steps N, --threads \"1 2\", --out DIR, --quick, --results_dir DIR" ;;
+    *) bench_bad_arg "$1" "--rounds N, --steps N, --threads \"1 2\", --out DIR, --quick, --fssm DIR, --results_dir DIR" ;;
   esac
 done
 bench_need_bin ssm_step_bench
 BENCH="$BIN/ssm_step_bench"
 PY="$BENCH_PY"
 REF="$ROOT/scripts/bench/reference/s5_maze.py"
+if [ -n "$FSSM" ]; then
+  [ -f "$FSSM/src/foundational_ssm/models/archive/s4d.py" ] ||
+    bench_die "--fssm $FSSM: not a checkout of github.com/Melina-Jingting/foundational_ssm (no src/foundational_ssm/models/archive/s4d.py)"
+  FSSM="$(cd "$FSSM" && pwd)"
+  "$ROOT/scripts/bench/fssm_env.sh"
+fi
 OUT="${OUT:-$(mktemp -d /tmp/rt_ssm_bench.XXXXXX)}"
 mkdir -p "$OUT"
 RESULTS="$OUT/results.jsonl"
@@ -54,6 +66,12 @@ for r in $(seq 1 "$ROUNDS"); do
       "$PY" "$REF" --threads "$t" --steps "$STEPS" --warmup 3
       "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan fused --unfused_block | sed 's/"impl":"native"/"impl":"native_fused_unfused_block"/'
       "$BENCH" --threads "$t" --steps "$STEPS" --warmup 3 --scan parallel | sed 's/"impl":"native"/"impl":"native_parallel"/'
+      if [ -n "$FSSM" ]; then
+        "$ROOT/.venv-fssm-torch/bin/python" "$ROOT/scripts/bench/fssm_step.py" --fssm "$FSSM" --model s4d \
+          --threads "$t" --steps "$STEPS" --warmup 3
+        "$ROOT/.venv-fssm-jax/bin/python" -W ignore "$ROOT/scripts/bench/fssm_step.py" --fssm "$FSSM" --model s5 \
+          --threads "$t" --steps "$STEPS" --warmup 3
+      fi
     } >> "$RESULTS"
   done
   echo "round $r done"

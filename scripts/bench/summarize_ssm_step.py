@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """ssm_step.sh's runs (one JSON line per run of ssm_step_bench or reference/s5_maze.py, in round
 order) -> scripts/bench/results/ssm_step.json: every run's median step time, per arm the median
-and spread of the run medians, the native/python ratios round by round, and the ≤ 0.5 target."""
+and spread of the run medians, the native/python ratios round by round, and the ≤ 0.5 target;
+with fssm_step.py's runs (ssm_step.sh --fssm), the ratios to foundational_ssm's own S4D
+(PyTorch) and S5 (JAX) and the ≤ 0.3 target against its S4D."""
 import argparse
 import glob
 import os
@@ -9,7 +11,50 @@ import statistics
 
 import benchlib
 
+# The native arms and the Python twin (the first table); fssm_s4d and fssm_s5_jax have their own.
 IMPLS = ("native_fused", "native_fused_unfused_block", "native_parallel", "python")
+FSSM_TARGET = 0.3
+
+
+def fssm_section(b, arms, fssm_rows, derived, targets):
+    """The native fused step against foundational_ssm's own S4D (PyTorch) and S5 (JAX), round by round."""
+    first = {r["impl"]: r for r in fssm_rows}
+    s4d, s5 = first.get("fssm_s4d", {}), first.get("fssm_s5_jax", {})
+    b.text("Against foundational_ssm's own models (github.com/Melina-Jingting/foundational_ssm at "
+           f"{(s4d or s5).get('fssm_commit') or 'an untracked checkout'}, imported from the checkout, "
+           "scripts/bench/fssm_step.py), same batch shape, in the same rounds: its PyTorch S4D decoder "
+           "(models/archive/S4DNeuroModel.py as its nlb_train_decoding_torch.py builds it for MC_Maze: 1 layer, "
+           "hidden 64, state 64, dropout 0.1, AdamW 5e-4 / 0.01; float32) on torch "
+           f"{s4d.get('torch', '?')}, the LibTorch of the native build; its JAX S5 decoder (SSMDecoder with "
+           "S5Layer: state 64, 1 block, dropout 0.05) stepped by its own jitted make_step_foundational with "
+           f"create_optimizer_and_state's AdamW, on jax {s5.get('jax', '?')} (CPU; at 1 thread pinned to one "
+           "CPU with XLA's multi-threaded Eigen off). Ratios are the native fused step over theirs; the target "
+           f"(≤ {FSSM_TARGET}) is per round.")
+    table = []
+    for t in sorted({k[0] for k in arms}):
+        native = arms.get((t, "native_fused"))
+        if not native:
+            continue
+        row = [t, f"{statistics.median(native):.1f}"]
+        for impl in ("fssm_s4d", "fssm_s5_jax"):
+            theirs = arms.get((t, impl))
+            if not theirs:
+                row += ["", ""]
+                continue
+            per_round = [n / p for n, p in zip(native, theirs)]
+            ratio = statistics.median(native) / statistics.median(theirs)
+            derived[f"native_fused_over_{impl}_t{t}"] = ratio
+            derived[f"native_fused_over_{impl}_t{t}_per_round"] = per_round
+            derived[f"{impl}_t{t}_ms"] = benchlib.summary(theirs)
+            row += [f"{statistics.median(theirs):.1f} ({min(theirs):.1f}–{max(theirs):.1f})",
+                    f"**{ratio:.2f}** ({min(per_round):.2f}–{max(per_round):.2f})"]
+            if impl == "fssm_s4d":
+                targets.append(benchlib.target(
+                    f"s5_maze training step, native / foundational_ssm's S4D (PyTorch), {t} thread(s)",
+                    f"≤ {FSSM_TARGET}", "<=", FSSM_TARGET, per_round, value=ratio, over="rounds"))
+        table.append(row)
+    b.table(["threads", "native fused (ms)", "fSSM S4D, PyTorch (ms)", "native / S4D (rounds)",
+             "fSSM S5, JAX (ms)", "native / S5 JAX (rounds)"], table)
 
 
 def main():
@@ -57,15 +102,23 @@ def main():
                                            per_round, value=statistics.median(fused) / py, over="rounds"))
     b.table(["threads", "implementation", "median step (ms)", "spread of run medians (ms)", "runs", "native/python"],
             table)
+    fssm_rows = [r for r in rows if r["impl"].startswith("fssm_")]
+    if fssm_rows:
+        fssm_section(b, arms, fssm_rows, derived, targets)
     env = benchlib.environment(a.load_before)
-    rec = benchlib.record("ssm_step", "s5_maze training step, native vs Python", a.command, env, b,
+    rec = benchlib.record("ssm_step", "s5_maze training step: native, its Python twin, foundational_ssm", a.command, env, b,
                           raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets,
                           analysis="docs/perf/ssm_step.md",
                           commands=[f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan fused "
                                     "[--unfused_block]",
                                     f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan parallel",
                                     f"/usr/bin/python3 scripts/bench/reference/s5_maze.py --threads T --steps {a.steps} "
-                                    "--warmup 3"])
+                                    "--warmup 3"]
+                          + ([f".venv-fssm-torch/bin/python scripts/bench/fssm_step.py --fssm DIR --model s4d --threads T "
+                              f"--steps {a.steps} --warmup 3",
+                              f".venv-fssm-jax/bin/python -W ignore scripts/bench/fssm_step.py --fssm DIR --model s5 "
+                              f"--threads T --steps {a.steps} --warmup 3"]
+                             if any(r["impl"].startswith("fssm_") for r in rows) else []))
     print(benchlib.write_result(rec, a.results_dir))
 
 
