@@ -28,7 +28,7 @@ constexpr EnumNames<Discretization> enum_names(Discretization) { return {{"zoh",
 // kFused: the recurrence as one hand-written CPU kernel in real arithmetic (sequential in time,
 // parallel over batch × state, analytic backward; see complex_recurrence), with the input and
 // output projections as single real matmuls — no complex tensors on the [B, T, ·] path. It is
-// the CPU-fast choice (scripts/bench/ssm_results.md); on other devices it runs the parallel scan.
+// the CPU-fast choice (docs/perf/ssm_step.md); on other devices it runs the parallel scan.
 // model.scan: an implementation choice (the same function of the same parameters), so it is no
 // part of a checkpoint's architecture signature.
 enum class ScanKind { kParallel, kSequential, kFused, kMaxValue = kFused };
