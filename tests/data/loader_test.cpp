@@ -111,6 +111,9 @@ TEST(Loader, CustomBatchSamplerIsFollowed) {
   EXPECT_EQ(batches[3].epoch, 1u);
 }
 
+// Budget (label `timing`): two batches and the destructor within 2 s, with three workers that
+// take 5 ms per record; the failure this guards against is a destructor that never returns
+// (workers blocked on a full queue). That the rest of the epoch is not loaded is counted below.
 TEST(Loader, DestroyingMidEpochDoesNotHang) {
   auto src = std::make_shared<FakeSource>(1000, /*delay_ms=*/5);
   LoaderOptions o;

@@ -122,7 +122,9 @@ TEST(ProcessGroup, ActiveWaitsPollThenSleepPassiveWaitsSleep) {
       EXPECT_LT(cpu_ms, 0.5 * wall_ms) << "past " << kActiveWaitLimit.count() << " ms an active wait sleeps";
     } else {
       EXPECT_LT(cpu_ms, 5.0) << "a passive wait sleeps at once";
-      if (runnable_ms >= 0) EXPECT_LT(runnable_ms, half_limit_ms) << "a passive wait sleeps at once";
+      if (runnable_ms >= 0) {
+        EXPECT_LT(runnable_ms, half_limit_ms) << "a passive wait sleeps at once";
+      }
     }
   }
 }

@@ -3,7 +3,6 @@
 // foundational (multi-group) decoder on three groups, and importer errors naming file and key.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 #include <set>
 
@@ -29,15 +28,10 @@ fs::path events_file(const fs::path& run) {
   return {};
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 TEST(SsmE2E, TinySsmReachesR2OnSyntheticReaching) {
   ScratchDir dir("rt_ssm_e2e");
-  const auto t0 = std::chrono::steady_clock::now();
   auto gen = run_command(bin_path("preprocess") + " --generate_neural_demo " + q(dir / "h5") +
                          " --groups 1 --units 182 --trials 256 --seed 7");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
@@ -55,21 +49,15 @@ TEST(SsmE2E, TinySsmReachesR2OnSyntheticReaching) {
     EXPECT_NE(ins.output.find(want), std::string::npos) << "missing '" << want << "' in:\n" << ins.output;
   }
 
-  const auto t_train = std::chrono::steady_clock::now();
   auto tr = run_command(bin_path("train") + " --config tiny_ssm --db_path " + q(dir / "db") + " --out_path " +
                         q(dir / "runs") + " --threads 1 --seed 0");
-  const double train_s = seconds_since(t_train);
   ASSERT_EQ(tr.exit_code, 0) << tr.output;
   const fs::path run = fs::canonical(rt::resolve_run_pointer(dir / "runs" / "latest"));
   auto summary = rt::read_json(run / "training_summary.json");
   EXPECT_EQ(summary["status"], "completed");
   ASSERT_TRUE(summary["metrics"].contains("val/r2")) << summary.dump(2);
   const double r2 = summary["metrics"]["val/r2"].get<double>();
-  std::printf("[ measure ] tiny_ssm: val/r2 %.4f (r2_0 %.4f, r2_1 %.4f), train %.1f s, total %.1f s\n", r2,
-              summary["metrics"].value("val/r2_0", -1.0), summary["metrics"].value("val/r2_1", -1.0), train_s,
-              seconds_since(t0));
   EXPECT_GE(r2, 0.7) << tr.output;
-  EXPECT_LT(train_s, 180.0);
 
   std::set<std::string> tags;
   for (const auto& r : rt::read_tfevents(events_file(run))) {

@@ -81,7 +81,6 @@ TEST_P(Streaming, DecodeInBlocksEqualsOfflineDecodeShiftedByTheLatency) {
   EXPECT_LT(shifted_diff(stream, offline, latency, skip, length), kStreamingTolerance) << GetParam().name;
   EXPECT_EQ(measured_latency(stream, offline, skip, length, latency + ratio), latency) << GetParam().name;
   EXPECT_GT(offline.abs().max().item<double>(), 1e-3);
-  std::cout << GetParam().name << ": decode latency " << latency << " samples\n";
 }
 
 TEST_P(Streaming, EncodeInBlocksEqualsOfflineEncodeShiftedByWholeFrames) {

@@ -2,10 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 #include <complex>
-#include <cstdio>
 
 #include "models/ssm/s5.h"
 #include "util/error.h"
@@ -231,26 +229,6 @@ TEST(SsmLayer, OptionErrorsNameTheKey) {
   EXPECT_TRUE(is_ssm_parameter_name("log_step"));
   EXPECT_FALSE(is_ssm_parameter_name("blocks.0.ssm.B"));
   EXPECT_FALSE(is_ssm_parameter_name("my_log_step"));
-}
-
-// Not a pass/fail check: prints the scan speeds the report quotes (forward + backward,
-// s5_maze layer size, 140 steps, batch 16, one thread).
-TEST(SsmLayer, ScanTimingsOn140Steps) {
-  torch::set_num_threads(1);
-  torch::manual_seed(5);
-  S5LayerOptions o;  // H = 64, P = 64 (32 stored)
-  S5Layer layer(o);
-  auto u = torch::randn({16, 140, 64});
-  for (auto scan : {ScanKind::kSequential, ScanKind::kParallel}) {
-    layer->set_scan(scan);
-    layer->forward(u).sum().backward();  // warm-up
-    const int reps = 5;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) layer->forward(u).sum().backward();
-    auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-    std::printf("[ timing ] S5 %s scan, [16,140,64], fwd+bwd: %.2f ms\n", enum_name(scan), ms);
-    EXPECT_GT(ms, 0.0);
-  }
 }
 
 }  // namespace

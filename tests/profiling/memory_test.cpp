@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cstring>
 #include <future>
 #include <iostream>
@@ -255,34 +254,6 @@ TEST(CudaMemory, FieldsFollowTheCachingAllocatorExactly) {
   EXPECT_GE(after.peak_allocated_bytes, before.allocated_bytes + 4 * kMiB);
   reset_cuda_peak(0);
   EXPECT_EQ(read_cuda_memory(0).peak_allocated_bytes, after.allocated_bytes);
-}
-
-}  // namespace
-}  // namespace rt::prof
-
-namespace rt::prof {
-namespace {
-
-TEST(MemoryReporter, OverheadFigures) {
-  constexpr int kN = 20'000;
-  auto per_alloc_ns = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kN; ++i) auto t = torch::empty({256}, torch::kFloat32);
-    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kN;
-  };
-  const double untracked = per_alloc_ns();
-  double tracked = 0;
-  {
-    MemoryTrackingScope scope(std::make_shared<MemoryReporter>());
-    tracked = per_alloc_ns();
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 100; ++i) (void)sample_memory(default_memory_reporter().get());
-  const double sample_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100;
-  std::cout << "[ figures  ] 1 KiB tensor alloc+free: " << untracked << " ns untracked, " << tracked
-            << " ns tracked; sample_memory(): " << sample_us << " us\n";
-  EXPECT_GT(tracked, 0.0);
 }
 
 }  // namespace

@@ -140,25 +140,19 @@ TEST(JsonListFile, FlushesOnlyWhenThePolicySaysSoAndOnClose) {
   EXPECT_THROW(file.append(Json{{"i", 6}}), std::exception);
 }
 
-TEST(JsonListFile, FlushCostWithThousandsOfEntries) {
+// Flushes at 1000, 1100 and 100000 entries each leave one valid list holding every entry so far
+// (what a flush costs is a benchmark's business: BENCHMARKS.md, profiling overhead).
+TEST(JsonListFile, EachFlushOfThousandsOfEntriesLeavesOneValidList) {
   testing::ScratchDir dir;
   JsonListFile file(dir / "timing_profile.json", FlushPolicy{3600.0, 1'000'000});
-  for (int64_t i = 0; i < 1000; ++i) file.append(to_json(timing_entry(i)));
-  file.flush();
-  const double flush_1k = file.last_flush_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 1000; i < 1100; ++i) file.append(to_json(timing_entry(i)));
-  const double append_100 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  file.flush();
-  const double flush_1100 = file.last_flush_seconds();
-  for (int64_t i = 1100; i < 100'000; ++i) file.append(to_json(timing_entry(i)));
-  file.flush();
-  const double flush_100k = file.last_flush_seconds();
-  std::cout << "[ figures  ] flush of 1000 entries: " << flush_1k * 1e3 << " ms; 1100: " << flush_1100 * 1e3
-            << " ms; 100000 entries (" << fs::file_size(file.path()) / 1024 << " KiB): " << flush_100k * 1e3
-            << " ms; serialising one entry: " << append_100 / 100 * 1e6 << " us\n";
-  EXPECT_LT(flush_1k, 2.0);  // generous; the figure above is what matters
-  EXPECT_EQ(read_json(file.path()).size(), 100'000u);
+  int64_t written = 0;
+  for (int64_t upto : {1000, 1100, 100'000}) {
+    for (; written < upto; ++written) file.append(to_json(timing_entry(written)));
+    file.flush();
+    const Json all = read_json(file.path());
+    ASSERT_EQ(all.size(), static_cast<size_t>(upto));
+    EXPECT_EQ(all.back()["step"], upto - 1);
+  }
 }
 
 // The profile streams to disk: the writer's heap does not grow with the entries written.
@@ -182,8 +176,6 @@ TEST(JsonListFile, HeapStaysFlatWhileTheFileGrows) {
   writer.flush();
   const size_t heap_after = heap_bytes();
   const auto file = fs::file_size(path);
-  std::cout << "[ figures  ] 198000 entries: file +" << file / 1024 << " KiB, heap " << heap_before / 1024
-            << " → " << heap_after / 1024 << " KiB\n";
   EXPECT_GT(file, 30u << 20);
   EXPECT_LT(heap_after, heap_before + (2u << 20)) << "the entries are held in memory";
   EXPECT_LT(writer.file().pending_bytes(), 1u << 20);
@@ -462,7 +454,6 @@ TEST(TimingProfileWriter, SurvivesSigkillMidRun) {
     ASSERT_TRUE(j.is_array());
     EXPECT_GT(j.size(), 0u);
     for (size_t i = 0; i < j.size(); ++i) ASSERT_EQ(j[i]["step"], static_cast<int64_t>(i));
-    std::cout << "[ figures  ] round " << round << ": killed after " << j.size() << " flushed entries\n";
     previous = j.size();
     fs::remove(path);
   }

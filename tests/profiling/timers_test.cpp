@@ -193,24 +193,3 @@ TEST_F(TimersTest, TimedRangeTimesEveryFetchAsDataBatchProduction) {
 
 }  // namespace
 }  // namespace rt::prof
-
-namespace rt::prof {
-namespace {
-
-TEST_F(TimersTest, OverheadFigures) {
-  constexpr int kN = 200'000;
-  auto per_call_ns = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kN; ++i) ScopedTimer t(kForwardTimer);
-    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kN;
-  };
-  timers().set_enabled(false);
-  const double disabled = per_call_ns();
-  timers().set_enabled(true);
-  const double enabled = per_call_ns();
-  std::cout << "[ figures  ] ScopedTimer: " << disabled << " ns disabled, " << enabled << " ns enabled\n";
-  EXPECT_EQ(timers().stats(kForwardTimer).count, kN);
-}
-
-}  // namespace
-}  // namespace rt::prof
