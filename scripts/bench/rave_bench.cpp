@@ -11,21 +11,13 @@
 //       sgemm peak: FLOP/s of torch::mm on size×size float32 matrices (best of --reps).
 //   rave_bench validate --version v2 ... : validation pass time under NoGradGuard vs
 //       InferenceMode (interleaved).
-//   rave_bench syncs --config tiny_rave --db DB [--steps 20 --log_every 10]
-//       Host synchronisations (aten::item, aten::_local_scalar_dense, on every thread) of the real
-//       training loop (rt::run_training, in process): two runs that differ only in
-//       train.max_steps (N and 2N), so the difference is what N more steps and their N/log_every
-//       log reads cost. Validation and setup are the same in both runs.
 // Every subcommand prints one JSON object on stdout.
 #include <ATen/record_function.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string_view>
@@ -33,11 +25,7 @@
 
 #include "models/common/onednn_check.h"
 #include "models/rave/rave.h"
-#include "trainer/config.h"
-#include "trainer/config_lookup.h"
 #include "trainer/fused_adam.h"
-#include "trainer/trainer.h"
-#include "util/error.h"
 #include "util/json.h"
 
 namespace {
@@ -328,69 +316,12 @@ int cmd_validate(const ModelArgs& a, int reps) {
   return 0;
 }
 
-// ---- syncs ---------------------------------------------------------------------------------
-std::atomic<int64_t> g_syncs{0};
-
-std::unique_ptr<at::ObserverContext> count_sync(const at::RecordFunction& fn) {
-  const std::string_view name = fn.name();
-  if (name == "aten::item" || name == "aten::_local_scalar_dense")
-    g_syncs.fetch_add(1, std::memory_order_relaxed);
-  return nullptr;
-}
-
-// Host syncs (aten::item / aten::_local_scalar_dense) counted over the whole process while
-// run_training runs. Two runs of N and 2N steps with logging only at the end isolate the steps
-// themselves: their difference is the count in N plain steps, which must be 0. Two more runs with
-// log_every = L give the cost of one log flush.
-int cmd_syncs(const std::string& config_name, const std::string& db, int64_t steps, int64_t log_every) {
-  const auto out_dir =
-      std::filesystem::temp_directory_path() / ("rave_bench_syncs_" + std::to_string(::getpid()));
-  // Once per process, before counting: the oneDNN check reads its errors with item().
-  rt::models::ensure_correct_cpu_convolutions();
-  auto run = [&](int64_t max_steps, int64_t every) {
-    rt::Config c = rt::load_config_file(rt::find_config_file(config_name));
-    c.set("data.db_path", db, "--db");
-    c.set("train.out_path", out_dir.string(), "rave_bench");
-    c.set("train.name", "syncs_" + std::to_string(max_steps) + "_" + std::to_string(every), "rave_bench");
-    c.set("train.max_steps", std::to_string(max_steps), "rave_bench");
-    c.set("train.log_every", std::to_string(every), "rave_bench");
-    c.set("train.val_every", "1000000000", "rave_bench");  // validation once, at the end
-    c.set("train.save_every", "1000000000", "rave_bench");
-    c.finalize();
-    g_syncs = 0;
-    auto handle =
-        at::addGlobalCallback(at::RecordFunctionCallback(&count_sync)
-                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                           at::RecordScope::USER_SCOPE}));
-    const int code = rt::run_training(c);
-    at::removeCallback(handle);
-    if (code != 0) throw rt::Error("the training run of " + std::to_string(max_steps) + " steps failed");
-    return g_syncs.load();
-  };
-  const int64_t never = 1000000000;
-  const int64_t plain_n = run(steps, never), plain_2n = run(2 * steps, never);
-  const int64_t logged_n = run(steps, log_every), logged_2n = run(2 * steps, log_every);
-  std::filesystem::remove_all(out_dir);
-  rt::Json out = runtime_info();
-  out["config"] = config_name;
-  out["n"] = steps;
-  out["syncs_in_n_steps_between_log_steps"] = plain_2n - plain_n;
-  out["log_every"] = log_every;
-  out["log_flushes_in_n_steps"] = steps / log_every;
-  out["syncs_in_n_steps_with_logging"] = logged_2n - logged_n;
-  out["syncs_per_log_flush"] = static_cast<double>(logged_2n - logged_n) /
-                               static_cast<double>(std::max<int64_t>(1, steps / log_every));
-  std::cout << out.dump() << "\n";
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Native RAVE measurements (scripts/bench/run.sh)"};
   app.require_subcommand(1);
   ModelArgs a;
-  std::string db;
   int steps = 5, warmup = 1, reps = 5;
   int64_t size = 2048;
   bool count_ops = false;
@@ -409,20 +340,12 @@ int main(int argc, char** argv) {
   auto* val = app.add_subcommand("validate", "validation pass: NoGradGuard vs InferenceMode");
   add_model_args(val, a);
   val->add_option("--reps", reps)->capture_default_str();
-  auto* syncs = app.add_subcommand("syncs", "host synchronisations of the real training loop per step");
-  std::string config_name = "tiny_rave";
-  int64_t log_every = 10, sync_steps = 20;
-  syncs->add_option("--config", config_name)->capture_default_str();
-  syncs->add_option("--db", db)->required();
-  syncs->add_option("--steps", sync_steps)->capture_default_str();
-  syncs->add_option("--log_every", log_every)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     if (*step) return cmd_step(a, steps, warmup, count_ops);
     if (*flops) return cmd_flops(a);
     if (*peak) return cmd_peak(a.threads, size, reps);
     if (*val) return cmd_validate(a, reps);
-    if (*syncs) return cmd_syncs(config_name, db, sync_steps, log_every);
   } catch (const std::exception& e) {
     std::cerr << "rave_bench: " << e.what() << "\n";
     return 1;

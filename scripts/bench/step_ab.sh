@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Old build vs new build of the same RAVE training step, interleaved in one run, plus the host
-# synchronisations of the real training loop. Guards refactors that must not slow the step.
+# Old build vs new build of the same RAVE training step, interleaved in one run. Guards refactors
+# that must not slow the step (that the loop makes no host synchronisation between log steps is
+# a test: tests/e2e/host_sync_test.cpp).
 #
 #   scripts/bench/step_ab.sh [--quick] [--results_dir DIR] [OLD_REV]   (OLD_REV default: $STEP_AB_OLD or HEAD~1)
 #
@@ -10,9 +11,8 @@
 #   repetition, old and new alternating (REPS each, STEPS timed steps after WARMUP untimed); the
 #   1-minute load average is recorded before every run. Compared: the median over repetitions of
 #   each run's median step time.
-# - Host syncs: `rave_bench syncs` on tiny_rave and tiny_ssm (demo databases made here).
 # Writes scripts/bench/results/step_ab.json (summarize_step_ab.py: every run's step times, the
-# loads, the sync counts); bench.py --render_only shows it. --results_dir DIR writes it there.
+# loads); bench.py --render_only shows it. --results_dir DIR writes it there.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
@@ -61,13 +61,6 @@ for rep in $(seq 1 "$REPS"); do
     echo "rep $rep $arm done" >&2
   done
 done
-
-"$BUILD_DIR/bin/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 30 --seed 1 >/dev/null 2>&1
-"$BUILD_DIR/bin/preprocess" --input_path "$WORK/audio" --output_path "$WORK/audio_db" --num_signal 16384 >/dev/null 2>&1
-"$BUILD_DIR/bin/preprocess" --generate_neural_demo "$WORK/h5" --force >/dev/null 2>&1
-"$BUILD_DIR/bin/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/neural_db" >/dev/null 2>&1
-"$NEW_BIN" syncs --config tiny_rave --db "$WORK/audio_db" --steps 20 --log_every 10 2>/dev/null | tail -1 >"$WORK/syncs.tiny_rave.json"
-"$NEW_BIN" syncs --config tiny_ssm --db "$WORK/neural_db" --steps 20 --log_every 10 2>/dev/null | tail -1 >"$WORK/syncs.tiny_ssm.json"
 
 "$BENCH_PY" "$ROOT/scripts/bench/summarize_step_ab.py" --work "$WORK" --reps "$REPS" --steps "$STEPS" \
   --warmup "$WARMUP" --old "$OLD_SHA" --new "$NEW_SHA" --command "$COMMAND" --load_before "$BENCH_LOAD_BEFORE" \

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """step_ab.sh's runs -> scripts/bench/results/step_ab.json: each repetition's rave_bench step
 times of the old and the new build (WORK/{old,new}.REP.json, the load before each in .load), the
-median of each run, new/old, and the host-sync counts of rave_bench syncs (WORK/syncs.*.json)."""
+median of each run, and new/old."""
 import argparse
 import json
 import os
@@ -31,10 +31,6 @@ def main():
                 load = benchlib.parse_load(f.read())
             raw[arm].append({"rep": rep, "step_seconds": data["step_seconds"], "load_before": load,
                              "run_median": statistics.median(data["step_seconds"])})
-    syncs = {}
-    for cfg in ("tiny_rave", "tiny_ssm"):
-        with open(os.path.join(a.work, f"syncs.{cfg}.json")) as f:
-            syncs[cfg] = json.loads(f.read())
     med = {arm: [r["run_median"] for r in raw[arm]] for arm in raw}
     mo, mn = statistics.median(med["old"]), statistics.median(med["new"])
     b = benchlib.Blocks()
@@ -49,21 +45,12 @@ def main():
         rows.append([f"{arm} `{sha}`", f"**{statistics.median(v):.3f}** ({min(v):.3f}–{max(v):.3f})", loads])
     b.table(["build", "median s/step (min–max over repetitions)", "load before each run"], rows)
     b.text(f"new/old = **{mn / mo:.3f}**.")
-    b.heading("Host synchronisations of the training loop")
-    b.text("`rave_bench syncs` counts `aten::item` and `aten::_local_scalar_dense` on every thread while "
-           "`rt::run_training` runs in process. Runs of N and 2N steps with logging only at the end differ "
-           "by the syncs of N plain steps; the same pair with `train.log_every = 10` adds N/10 log flushes "
-           "(the loop reads the logged 0-d tensors with one host copy per flush, not with `item`).")
-    b.table(["config", "N", "syncs in N steps between log steps", "syncs in N steps with N/10 log flushes"],
-            [[cfg, s["n"], f"**{s['syncs_in_n_steps_between_log_steps']}**", s["syncs_in_n_steps_with_logging"]]
-             for cfg, s in syncs.items()])
     env = benchlib.environment(a.load_before, old=a.old, new=a.new)
     rec = benchlib.record("step_ab", "Refactor guard: RAVE v2 step, old build vs new build", a.command, env, b,
-                          raw={"runs": raw, "syncs": syncs},
+                          raw={"runs": raw},
                           derived={"old": benchlib.summary(med["old"]), "new": benchlib.summary(med["new"]),
                                    "new_over_old": mn / mo},
-                          commands=[f"OLD/bin/{step}", f"build/bin/{step}",
-                                    "build/bin/rave_bench syncs --config CONFIG --db DB --steps 20 --log_every 10"])
+                          commands=[f"OLD/bin/{step}", f"build/bin/{step}"])
     print(benchlib.write_result(rec, a.results_dir))
 
 
