@@ -84,13 +84,6 @@ def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def load_avg():
-    try:
-        return [float(v) for v in open("/proc/loadavg").read().split()[:3]]
-    except OSError:
-        return None
-
-
 def sh(cmd, timeout=None):
     return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout).stdout.strip()
 
@@ -114,7 +107,7 @@ class Runner:
 
     def json_cmd(self, argv, timeout=1800):
         """Runs argv, returns (parsed last JSON line of stdout, printable command, load)."""
-        load = load_avg()
+        load = benchlib.load_avg()
         t0 = time.time()
         p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
@@ -135,14 +128,15 @@ class Runner:
 
 
 def stats(values):
-    v = sorted(values)
-    if not v:
+    """benchlib.summary plus the quartiles and the spread in % of the median."""
+    s = benchlib.summary(values)
+    if s is None:
         return None
-    med = statistics.median(v)
-    q1 = v[len(v) // 4]
-    q3 = v[(3 * len(v)) // 4] if len(v) > 1 else v[0]
-    return {"median": med, "min": v[0], "max": v[-1], "n": len(v), "q1": q1, "q3": q3,
-            "spread_pct": 100.0 * (v[-1] - v[0]) / med if med else 0.0}
+    v = sorted(values)
+    s["q1"] = v[len(v) // 4]
+    s["q3"] = v[(3 * len(v)) // 4] if len(v) > 1 else v[0]
+    s["spread_pct"] = 100.0 * (s["max"] - s["min"]) / s["median"] if s["median"] else 0.0
+    return s
 
 
 def fmt_s(st, unit="s", scale=1.0):
@@ -380,7 +374,7 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
                     "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
                     "--data.workers", str(workers), "--train.valid_signal_crop", "false",
                     "--enable_timing_profiling", "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]
-            load = load_avg()
+            load = benchlib.load_avg()
             p = subprocess.run(argv, capture_output=True, text=True, env=env)
             if p.returncode != 0:
                 raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
@@ -401,7 +395,7 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
                 "--n_signal", "32768", "--batch", "4", "--workers", "2", "--gpu", "-1", "--channels", "1",
                 "--max_steps", str(steps + 2), "--val_every", "1000000", "--save_every", "1000000", "--noprogress",
                 "--override", "RAVE.valid_signal_crop=False"]
-        load = load_avg()
+        load = benchlib.load_avg()
         p = subprocess.run(argv, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise RuntimeError(f"rave train failed: {(p.stdout + p.stderr)[-3000:]}")
@@ -464,7 +458,7 @@ def bench_defaults(runner, quick, build):
                     argv = [os.path.join(build, "bin", "train"), "--config", cfg, "--db_path", db, "--out_path", out,
                             "--max_steps", str(steps), "--threads", str(t), "--log_every", str(every),
                             "--val_every", "1000000", "--save_every", "1000000"]
-                    load = load_avg()
+                    load = benchlib.load_avg()
                     p = subprocess.run(argv, capture_output=True, text=True, env=env)
                     if p.returncode != 0:
                         raise RuntimeError(f"train --config {cfg} failed: {p.stderr[-1500:]}")
