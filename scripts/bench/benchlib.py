@@ -19,6 +19,7 @@ object:
   analysis      a docs/perf/*.md page with the hand-written reading of these figures (optional)
   migrated_from where the figures were copied from, for results measured before this format
 """
+import argparse
 import datetime
 import json
 import os
@@ -82,6 +83,17 @@ def environment(load_before=None, git=None, **extra):
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
+
+
+def summary_parser(doc, command_required=True):
+    """The argument parser every summarize_*.py starts from: --command (how the benchmark was run,
+    as lib.sh's bench_command prints it), --load_before (bench_load's line when it started) and
+    --results_dir (where the result JSON goes; default scripts/bench/results)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--command", required=command_required, help="how the benchmark was run")
+    ap.add_argument("--load_before", help="the load averages when it started")
+    ap.add_argument("--results_dir", help="where the result JSON goes")
+    return ap
 
 
 def summary(values):

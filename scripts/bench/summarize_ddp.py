@@ -7,7 +7,6 @@ host Python).
   summarize_ddp.py report --results DIR …  every run (DIR/ROW.ARM, JSON lines) and the traces ->
                                            scripts/bench/results/ddp.json
 """
-import argparse
 import collections
 import glob
 import json
@@ -231,14 +230,12 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "pair":
         print(json.dumps(pair(sys.argv[2], sys.argv[3])))
         return
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("what", choices=["report"])
-    for opt in ("--results", "--v2", "--ops", "--commit", "--workers", "--buckets", "--command"):
+    for opt in ("--results", "--v2", "--ops", "--commit", "--workers", "--buckets"):
         ap.add_argument(opt, required=True)
     for opt in ("--reps", "--rave_steps", "--ssm_steps", "--py_steps"):
         ap.add_argument(opt, type=int, required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     report(ap.parse_args())
 
 

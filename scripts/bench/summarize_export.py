@@ -4,7 +4,6 @@ count and block size; export_bench --keep's and rave_own_export.py's records of 
 -> scripts/bench/results/export.json: per LibTorch, thread count and block, ms per block of ours
 and of RAVE's own streaming export (median over rounds and range), their realtime factors, ours ÷
 RAVE's own (median of the per-round ratios), the weight-read floor, and the ≤ 0.5 target."""
-import argparse
 import json
 import statistics
 
@@ -41,15 +40,12 @@ def read_one(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--raw", required=True, help="export_race.py's JSON lines")
     ap.add_argument("--ours_export", required=True, help="export_bench --keep's JSON line")
     ap.add_argument("--rave_export", required=True, help="rave_own_export.py's JSON line")
-    ap.add_argument("--command", required=True)
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     rows = benchlib.read_jsonl(a.raw)
     ours_export = read_one(a.ours_export)

@@ -4,7 +4,6 @@ report) -> scripts/bench/results/export_fidelity.json: per run, audio and file, 
 figures (SNR, max |diff|, spectral distance added, its share of the model's own reconstruction
 distance) and the two rules they answer: float32 within 1e-5 of the model, and a lossy file on by
 default only within 5 % of the model's own distance."""
-import argparse
 import os
 import re
 
@@ -36,15 +35,12 @@ def parse(row):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--raw", required=True)
-    ap.add_argument("--command", required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--capacity", required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--trained_here", type=int, required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     rows = [parse(r) for r in benchlib.read_jsonl(a.raw)]
     b = benchlib.Blocks()

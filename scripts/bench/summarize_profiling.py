@@ -2,7 +2,6 @@
 """profiling_overhead.sh's runs -> scripts/bench/results/profiling.json: steps/s of every A/B pair
 (WORK/off.CONFIG.THREADS, WORK/on.CONFIG.THREADS, one mean per run), their overheads, and the
 share of perf samples in profiling code (WORK/perf.CONFIG.txt: `perf report --stdio`)."""
-import argparse
 import os
 import re
 import statistics
@@ -42,15 +41,12 @@ def perf_share(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--work", required=True)
     ap.add_argument("--configs", required=True, help="space-separated")
     ap.add_argument("--pairs", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--every", type=int, required=True)
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     configs = a.configs.split()
     b = benchlib.Blocks()

@@ -1,21 +1,17 @@
 #!/usr/bin/python3
 """rave_configs.sh's rows (tab-separated: stack, parameters, phase-1 s/step, phase-2 s/step,
 peak RSS MiB, RAVE's stated minimum GPU memory) -> scripts/bench/results/rave_configs.json."""
-import argparse
 
 import benchlib
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--rows", required=True)
     ap.add_argument("--batch", required=True)
     ap.add_argument("--n_signal", required=True)
     ap.add_argument("--threads", required=True)
     ap.add_argument("--rev")
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     runs = []
     with open(a.rows) as f:

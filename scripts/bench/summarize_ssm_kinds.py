@@ -3,7 +3,6 @@
 `train --summary` outputs (summary_<kind>.txt) -> scripts/bench/results/ssm_kinds.json: the
 parameter counts of each kind's layer, block and whole s5_maze model; every run's median step
 time; per kind and thread count the median and spread of the run medians, and the ratio to s5."""
-import argparse
 import os
 import re
 import statistics
@@ -33,15 +32,12 @@ def parse_summary(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--raw", required=True, help="the runs' JSON lines")
     ap.add_argument("--summaries", required=True, help="folder of summary_<kind>.txt")
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--kinds", required=True)
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     kinds = a.kinds.split()
     rows = benchlib.read_jsonl(a.raw)

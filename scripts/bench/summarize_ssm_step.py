@@ -4,7 +4,6 @@ order) -> scripts/bench/results/ssm_step.json: every run's median step time, per
 and spread of the run medians, the native/python ratios round by round, and the ≤ 0.5 target;
 with fssm_step.py's runs (ssm_step.sh --fssm), the ratios to foundational_ssm's own S4D
 (PyTorch) and S5 (JAX) and the ≤ 0.3 target against its S4D."""
-import argparse
 import glob
 import os
 import statistics
@@ -58,13 +57,10 @@ def fssm_section(b, arms, fssm_rows, derived, targets):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--raw", required=True, help="the runs' JSON lines")
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     rows = benchlib.read_jsonl(a.raw)
     arms = {}

@@ -4,7 +4,6 @@ training_summary.json) -> scripts/bench/results/ssm_transfer.json and ssm_transf
 (gnuplot, as rave_parity.png): per SSM kind and fraction of the new session's training trials,
 the final validation R² of transfer (per transfer mode) and of scratch, per seed, their means and
 the paired (same seed) differences."""
-import argparse
 import glob
 import json
 import os
@@ -106,16 +105,14 @@ def plot(png, work, kinds, fractions, arms, table_data, n_train, title):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__, command_required=False)
     # ssm_transfer.sh passes all of these; --from_result takes them from an earlier result instead.
-    for key in ("work", "kinds", "fractions", "seeds", "modes", "units", "lr", "command"):
+    for key in ("work", "kinds", "fractions", "seeds", "modes", "units", "lr"):
         ap.add_argument("--" + key)
     for key in ("steps", "pretrain_steps", "trials", "data_seed", "d_model", "state", "n_new", "n_train", "jobs",
                 "wall_seconds"):
         ap.add_argument("--" + key, type=int)
     ap.add_argument("--val_fraction", type=float)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     ap.add_argument("--from_result", help="rebuild the section (text, tables, plot) from this result's raw "
                                           "figures, keeping its date, command and environment (no work folder)")
     a = ap.parse_args()

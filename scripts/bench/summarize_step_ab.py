@@ -2,7 +2,6 @@
 """step_ab.sh's runs -> scripts/bench/results/step_ab.json: each repetition's rave_bench step
 times of the old and the new build (WORK/{old,new}.REP.json, the load before each in .load), the
 median of each run, and new/old."""
-import argparse
 import json
 import os
 import statistics
@@ -11,16 +10,13 @@ import benchlib
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--work", required=True)
     ap.add_argument("--reps", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--old", required=True, help="the old build's commit")
     ap.add_argument("--new", required=True, help="the new build's commit")
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     raw = {"old": [], "new": []}
     for rep in range(1, a.reps + 1):

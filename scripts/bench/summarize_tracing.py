@@ -2,7 +2,6 @@
 """tracing_overhead.sh's runs -> scripts/bench/results/tracing.json: each A/B run's per-step
 times (WORK/ab_ARM_REP.json, timing_profile.json copies), the in-process runs' traced and
 untraced steps (WORK/alt_ARM.json), op_cost_bench's per-operator costs, and the ≤ 10% targets."""
-import argparse
 import json
 import os
 import statistics
@@ -19,7 +18,7 @@ def step_times(path, warmup):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.summary_parser(__doc__)
     ap.add_argument("--work", required=True)
     ap.add_argument("--arms", required=True)
     ap.add_argument("--reps", type=int, required=True)
@@ -31,9 +30,6 @@ def main():
     ap.add_argument("--alt_schedule", required=True)
     ap.add_argument("--op_cost", help="op_cost_bench --benchmark_format=json output")
     ap.add_argument("--op_cost_command")
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
     a = ap.parse_args()
     arms = a.arms.split()
     raw = {"ab": {}, "alternating": {}}
