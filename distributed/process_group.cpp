@@ -69,10 +69,10 @@ std::string not_formed(const LaunchEnv& env, std::chrono::milliseconds timeout, 
 }
 
 // The whole rendezvous (the store, Gloo's mesh, the peers' exchange) within
-// train.distributed.timeout_s: each stage's own timeout restarts its clock, so three stages
-// once took several times the setting (docs/regression_tests.md, item 11). At the deadline this prints what
-// it was waiting for and how long it waited, then ends the process (exit 2: nothing has been written yet; the
-// library calls that wait cannot be interrupted).
+// train.distributed.timeout_s: each stage's own timeout restarts its clock, so three stages in a row
+// could otherwise take several times the setting. At the deadline this prints what it was waiting for
+// and how long it waited, then ends the process (exit 2: nothing has been written yet; the library
+// calls that wait cannot be interrupted).
 class RendezvousDeadline {
  public:
   RendezvousDeadline(const LaunchEnv& env, std::chrono::milliseconds timeout, bool exit_at_deadline)

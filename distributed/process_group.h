@@ -84,15 +84,15 @@ struct ProcessGroupOptions {
 // until the lock is free. On a host whose cores all run ranks, a message that wakes the loop on
 // the core where the worker is writing under that lock preempts the worker, and the loop then
 // spins until the scheduler switches back: up to a whole time slice of a core that a rank's
-// training thread needed (seen in `perf sched timehist` as long runs of the loop thread, and as
-// a flood of epoll_wait calls). Under SCHED_BATCH a woken thread does not preempt the running
+// training thread needed (`perf sched timehist` shows it as long runs of the loop thread and a
+// flood of epoll_wait calls). Under SCHED_BATCH a woken thread does not preempt the running
 // one; it runs at the next switch (a wait, a yield, the end of the running thread's slice), so
 // the worker finishes its write first: fewer epoll_wait calls, more throughput. The figures,
 // with the loop under either policy, are in BENCHMARKS.md, "Data-parallel training" (not copied
-// here, where a rerun would leave them stale). The worker
-// keeps the default policy, so that a collective it is given starts at once (under SCHED_BATCH
-// too it measured slower). Moving a thread between the two policies needs no privilege. The loop
-// thread is the thread that creating the device started (/proc/self/task before and after).
+// here, where a rerun would leave them stale). The worker keeps the default policy, so that a
+// collective it is given starts at once. Moving a thread between the two policies needs no
+// privilege. The loop thread is the thread that creating the device started (/proc/self/task
+// before and after).
 //
 // "SCHED_OTHER", "SCHED_BATCH", … for a sched_getscheduler() result.
 std::string scheduling_policy_name(int policy);

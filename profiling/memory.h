@@ -9,8 +9,9 @@
 // the same reporter. Counting is two relaxed atomic additions per allocation
 // and free, on every thread (trainer, autograd engine, at::parallel_for and loader workers),
 // with no lock and no table — c10's own hook (c10::memoryProfilingEnabled → reportMemoryUsage)
-// takes a mutex and a hash-map insert/erase per allocation (about 0.85 µs per
-// allocation+free measured here), which alone was ~1% of a small model's step.
+// takes a mutex and a hash-map insert/erase per allocation, a cost on every allocation of every
+// step that this design does not have (its overhead is a benchmark: BENCHMARKS.md, "Timing +
+// memory profiling overhead").
 //
 // Exactness and its limits: bytes_in_use is the sum of the requested nbytes of live blocks
 // allocated while tracking was installed (what c10's accounting reports too); blocks

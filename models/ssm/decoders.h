@@ -71,7 +71,7 @@ class S5BlockImpl : public torch::nn::Module, public models::TracedModule {
   // (no running averages). The multi-session decoder needs it: its batches come from one group
   // at a time, so the context-embedding channels are constant within a batch, their running
   // variance collapses to ~0 and eval-mode normalisation would divide a per-group offset by
-  // sqrt(eps) (measured: val R² of -1265 with running statistics, sane without).
+  // sqrt(eps), which destroys the validation predictions.
   S5BlockImpl(const S5LayerOptions& layer, double dropout, bool batch_statistics_in_eval = false);
   // [B, T, H] → [B, T, H]. With the "fused" scan on CPU (float/double) it runs forward_fused;
   // otherwise the op-by-op block (any device). Both compute the same function and use the same
