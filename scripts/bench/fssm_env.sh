@@ -10,11 +10,7 @@
 #   scripts/bench/fssm_env.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-case "${1:-}" in
-  -h|--help) bench_usage ;;
-  "") ;;
-  *) bench_bad_arg "$1" "no arguments" ;;
-esac
+bench_no_args "$@"
 "$ROOT/scripts/bench/deps.sh"
 TORCH_ENV="$ROOT/.venv-fssm-torch"
 if ! "$TORCH_ENV/bin/python" -c "import torch, einops" 2>/dev/null; then

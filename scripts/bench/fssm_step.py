@@ -30,6 +30,9 @@ import sys
 import time
 import types
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+from s5_maze import add_shape_args  # noqa: E402  (the same shape options as our Python twin)
+
 
 def load_fssm_archive(root):
     """archive/ has no __init__.py and models/__init__.py imports JAX: load the two PyTorch files
@@ -130,16 +133,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fssm", required=True, help="a checkout of foundational_ssm")
     ap.add_argument("--model", choices=("s4d", "s5"), required=True)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--bins", type=int, default=140)
-    ap.add_argument("--units", type=int, default=182)
-    ap.add_argument("--d_model", type=int, default=64)
-    ap.add_argument("--state", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=0)
+    add_shape_args(ap, steps=20, warmup=3)
     a = ap.parse_args()
     if a.threads < 1:
         sys.exit(f"fssm_step: --threads {a.threads}: must be at least 1")

@@ -7,7 +7,7 @@
 # scripts/bench/results; the scripts' --results_dir sets it), BENCH_LOAD_BEFORE (the load
 # averages when the script started) and BENCH_NAME; exports OMP_WAIT_POLICY=PASSIVE unless it
 # is set (a shared machine needs it; docs/cli.md).
-# Functions: bench_usage (--help: the calling script's header comment), bench_die, bench_bad_arg,
+# Functions: bench_usage (--help: the calling script's header comment), bench_no_args, bench_die, bench_bad_arg,
 # bench_need_bin, bench_load, bench_command.
 
 BENCH_NAME="$(basename "${BASH_SOURCE[1]:-$0}")"
@@ -38,6 +38,14 @@ bench_die() {  # bench_die MESSAGE...: the script's name, the message, exit 2
 
 bench_bad_arg() {  # bench_bad_arg ARG ACCEPTED
   bench_die "unknown argument '$1' (accepted: $2; --help says more)"
+}
+
+bench_no_args() {  # bench_no_args "$@": --help prints the header comment; any argument is refused
+  case "${1:-}" in
+    -h|--help) bench_usage ;;
+    "") ;;
+    *) bench_bad_arg "$1" "no arguments" ;;
+  esac
 }
 
 bench_need_bin() {  # bench_need_bin PROGRAM...: each must be built in $BIN

@@ -9,11 +9,7 @@
 #   scripts/bench/rave_cpu_env.sh        VENV overrides the venv's place
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-case "${1:-}" in
-  -h|--help) bench_usage ;;
-  "") ;;
-  *) bench_bad_arg "$1" "no arguments" ;;
-esac
+bench_no_args "$@"
 HERE="$ROOT/scripts/bench"
 VENV="${VENV:-$ROOT/.venv-rave-cpu}"
 TORCH_VENV="${TORCH_VENV:-$ROOT/.venv-cuda}"

@@ -193,19 +193,24 @@ def check(directory):
     return 0 if ok else 1
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_shape_args(ap, steps=30, warmup=5):
+    """The s5_maze shape and the timing loop's options, shared with scripts/bench/fssm_step.py."""
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--bins", type=int, default=140)
     ap.add_argument("--units", type=int, default=182)
     ap.add_argument("--d_model", type=int, default=64)
     ap.add_argument("--state", type=int, default=64)
     ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--dropout", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shape_args(ap)
+    ap.add_argument("--dropout", type=float, default=0.05)
     ap.add_argument("--check", metavar="DIR")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
