@@ -17,8 +17,8 @@ FSSM_TARGET = 0.3
 
 def fssm_section(b, arms, fssm_rows, derived, targets):
     """The native fused step against foundational_ssm's own S4D (PyTorch) and S5 (JAX), round by round."""
-    first = {r["impl"]: r for r in fssm_rows}
-    s4d, s5 = first.get("fssm_s4d", {}), first.get("fssm_s5_jax", {})
+    last_run = {r["impl"]: r for r in fssm_rows}  # their versions and commit
+    s4d, s5 = last_run.get("fssm_s4d", {}), last_run.get("fssm_s5_jax", {})
     b.text("Against foundational_ssm's own models (github.com/Melina-Jingting/foundational_ssm at "
            f"{(s4d or s5).get('fssm_commit') or 'an untracked checkout'}, imported from the checkout, "
            "scripts/bench/fssm_step.py), same batch shape, in the same rounds: its PyTorch S4D decoder "
