@@ -81,6 +81,18 @@ int64_t fidelity_samples(const ScriptInfo& info, int64_t sampling_rate, double s
 FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesystem::path& file,
                                  const ScriptOptions& options, const ScriptInfo& info,
                                  const torch::Tensor& audio, const std::string& audio_source) {
+  auto ts = torch::jit::load(file.string());
+  ts.get_method("set_noise_scale")({0.0});
+  const ForwardFn forward = [&](const torch::Tensor& x) {
+    c10::InferenceMode guard;
+    return ts.get_method("forward")({x}).toTensor();
+  };
+  return measure_fidelity(model, forward, options, info, audio, audio_source);
+}
+
+FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& forward,
+                                 const ScriptOptions& options, const ScriptInfo& info,
+                                 const torch::Tensor& audio, const std::string& audio_source) {
   FidelityFigures f;
   f.audio = audio_source;
   const auto kind = model.options().encoder;
@@ -102,19 +114,13 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesyst
   }
   auto x = audio.narrow(-1, 0, usable).unsqueeze(0).to(torch::kFloat).contiguous();
 
-  auto ts = torch::jit::load(file.string());
-  ts.get_method("set_noise_scale")({0.0});
   torch::Tensor out;
-  {
-    c10::InferenceMode guard;
-    if (options.streaming) {
-      std::vector<torch::Tensor> blocks;
-      for (int64_t i = 0; i < usable; i += block)
-        blocks.push_back(ts.get_method("forward")({x.narrow(-1, i, block)}).toTensor());
-      out = torch::cat(blocks, -1);
-    } else {
-      out = ts.get_method("forward")({x}).toTensor();
-    }
+  if (options.streaming) {
+    std::vector<torch::Tensor> blocks;
+    for (int64_t i = 0; i < usable; i += block) blocks.push_back(forward(x.narrow(-1, i, block)));
+    out = torch::cat(blocks, -1);
+  } else {
+    out = forward(x);
   }
   auto ref = reference(model, x, options.latent_size);
   // The compared stretch: the model's and the input's from `skip`, the file's shifted by its latency.

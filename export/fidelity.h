@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "export/rave_script.h"
@@ -37,6 +38,14 @@ struct FidelityFigures {
 // with `options` (latent crop, streaming); `info` its ScriptInfo. The model's noise synthesis
 // is switched off for the reference and restored. Throws rt::Error when the file cannot run.
 FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const std::filesystem::path& file,
+                                 const ScriptOptions& options, const ScriptInfo& info,
+                                 const torch::Tensor& audio, const std::string& audio_source);
+
+// The same check for any exported file: `forward` runs the file's forward, deterministic
+// (noise off), on (1, channels, samples): the whole signal offline, or each block in turn of a
+// stream (the file keeping its state between calls).
+using ForwardFn = std::function<torch::Tensor(const torch::Tensor& x)>;
+FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& forward,
                                  const ScriptOptions& options, const ScriptInfo& info,
                                  const torch::Tensor& audio, const std::string& audio_source);
 

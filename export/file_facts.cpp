@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "export/onnx_export.h"
+#include "export/onnx_graph.h"
 #include "util/error.h"
 #include "util/path_kind.h"
 #include "util/printable.h"
@@ -40,6 +42,71 @@ std::string libtorch_text() {
          std::to_string(TORCH_VERSION_PATCH);
 }
 
+std::string dims_text(const onnx::ValueSpec& v) {
+  std::string out = "(";
+  for (const auto& d : v.dims) {
+    out += out.size() == 1 ? "" : ", ";
+    out +=
+        std::holds_alternative<int64_t>(d) ? std::to_string(std::get<int64_t>(d)) : std::get<std::string>(d);
+  }
+  return out + ")";
+}
+
+// --inspect on an ONNX file: its IR version and opset, the graph's inputs and outputs, and the
+// metadata_props export --format onnx records (the same facts as a TorchScript file's attributes).
+std::string inspect_onnx(const std::filesystem::path& file) {
+  const onnx::FileFacts f = onnx::read_facts(file);
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata.find(key);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  std::ostringstream s;
+  s << printable(file.string()) << "\n  ONNX, IR version " << f.ir_version << ", opset " << f.opset << " ("
+    << f.nodes << " nodes, " << f.initializers << " initializers)\n";
+  const std::string with = meta(kFactExportedWith);
+  s << "  written by  " << (with.empty() ? printable(f.producer) + " (not this exporter)" : printable(with))
+    << "\n";
+  for (const auto* list : {&f.inputs, &f.outputs}) {
+    s << (list == &f.inputs ? "  inputs" : "  outputs");
+    for (const auto& v : *list) {
+      if (v.name.rfind("state.", 0) == 0) continue;  // listed by rt_state_inputs
+      s << "\n    " << printable(v.name) << " " << dims_text(v) << (v.int64 ? " int64" : " float32");
+    }
+    s << "\n";
+  }
+  auto fact = [&](const std::string& label, const std::string& value) {
+    s << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
+      << (value.empty() ? "not recorded" : printable(value)) << "\n";
+  };
+  fact("method", meta(onnx::kMetaMethod));
+  fact("runtime", meta("rt_onnx_runtime"));
+  fact("sampling rate", meta("sampling_rate").empty() ? "" : meta("sampling_rate") + " Hz");
+  fact("channels", meta("n_channels"));
+  fact("latent size",
+       meta("latent_size") + (meta("full_latent_size").empty() ? "" : " of " + meta("full_latent_size")));
+  fact("streaming", meta("streaming") == "true"    ? "yes (state as inputs and outputs)"
+                    : meta("streaming") == "false" ? "no (offline)"
+                                                   : "");
+  fact("state", meta(onnx::kMetaStates));
+  fact("block sizes",
+       meta(kFactBlockMultiple).empty() ? "" : "multiples of " + meta(kFactBlockMultiple) + " samples");
+  fact("latency", meta("forward_latency").empty()
+                      ? ""
+                      : "forward " + meta("forward_latency") + ", encode " + meta("encode_latency") +
+                            ", decode " + meta("decode_latency") + " samples");
+  fact("weights", meta(kFactQuantize));
+  fact("checkpoint",
+       meta(kFactCheckpoint).empty() ? "" : meta(kFactCheckpoint) + " (step " + meta(kFactStep) + ")");
+  fact("fidelity check", meta(kFactCheck));
+  const std::string config = meta(kFactConfig);
+  if (config.empty()) {
+    fact("config", "");
+  } else {
+    s << "  config [model] (the run's; metadata " << kFactConfig << ")\n" << model_section(config);
+  }
+  return s.str();
+}
+
 }  // namespace
 
 std::string exported_with_text() {
@@ -65,6 +132,7 @@ void set_check_fact(torch::jit::Module& m, const std::string& check) { m.setattr
 std::string inspect_export(const std::filesystem::path& file) {
   if (const std::string why = not_a_regular_file(file); !why.empty())
     throw Error("--inspect '" + file.string() + "' " + why);
+  if (onnx::looks_like_onnx(file)) return inspect_onnx(file);
   uint64_t version = 0;
   torch::jit::Module m;
   try {

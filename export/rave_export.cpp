@@ -7,6 +7,8 @@
 
 #include "data/audio_io.h"
 #include "export/file_facts.h"
+#include "export/onnx_export.h"
+#include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -165,11 +167,23 @@ ExportReport export_rave(const ExportOptions& options) {
     }
     std::string name = c.config.get_string("train.name");
     if (name.empty()) name = "rave";
-    r.output = base / "export" / (name + (o.streaming ? "_streaming" : "") + ".ts");
+    r.output =
+        base / "export" /
+        (name + (o.streaming ? "_streaming" : "") + (o.format == ExportFormat::kOnnx ? ".onnx" : ".ts"));
+  }
+  r.format = o.format;
+  if (o.format == ExportFormat::kOnnx) {
+    if (o.quantize != Quantize::kNone)
+      throw Error(
+          "--quantize int8 applies to TorchScript files; export --format onnx writes float32 weights");
+    r.onnx_encode = onnx::sibling(r.output, "encode");
+    r.onnx_decode = onnx::sibling(r.output, "decode");
   }
   choose_latent(o, c, r);
   // Before the model is scripted and anything written: what is there is never lost by mistake.
-  check_output_target(r.output, {r.checkpoint, o.check_audio}, o.force, "export");
+  for (const auto& target : {r.output, r.onnx_encode, r.onnx_decode}) {
+    if (!target.empty()) check_output_target(target, {r.checkpoint, o.check_audio}, o.force, "export");
+  }
   // --check_audio is read before anything is written: a file that cannot be read stops here.
   torch::Tensor check_audio;
   if (!o.check_audio.empty() && o.check_seconds > 0.0) {
@@ -184,6 +198,18 @@ ExportReport export_rave(const ExportOptions& options) {
     }
   }
 
+  // The audio the fidelity check compares on: --check_audio, else the run's database.
+  const CheckAudioFn check_input = [&](int64_t samples, std::string* source) {
+    if (check_audio.defined()) {
+      *source = "'" + o.check_audio.string() + "'";
+      return check_audio.narrow(1, 0, std::min(samples, check_audio.size(1)));
+    }
+    return database_audio(c, samples, source);
+  };
+  if (o.format == ExportFormat::kOnnx) {
+    onnx::write_rave_onnx(o, c, check_input, r);
+    return r;
+  }
   ScriptOptions s;
   s.streaming = o.streaming;
   s.latent_size = r.latent_size;
@@ -211,13 +237,7 @@ ExportReport export_rave(const ExportOptions& options) {
     const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
     try {
       std::string source;
-      torch::Tensor audio;
-      if (check_audio.defined()) {
-        audio = check_audio.narrow(1, 0, std::min(samples, check_audio.size(1)));
-        source = "'" + o.check_audio.string() + "'";
-      } else {
-        audio = database_audio(c, samples, &source);
-      }
+      const torch::Tensor audio = check_input(samples, &source);
       r.check = measure_fidelity(*c.model, r.output, s, r.script, audio, source);
     } catch (const Error& e) {
       r.check.not_measured = e.what();
@@ -238,11 +258,21 @@ ExportReport export_rave(const ExportOptions& options) {
 
 std::string format_report(const ExportReport& r) {
   std::ostringstream s;
-  s << "exported " << r.output.string() << "\n"
-    << "  from " << r.checkpoint.string() << " (step " << r.step << ")\n"
+  s << "exported " << r.output.string() << "\n";
+  if (r.format == ExportFormat::kOnnx) {
+    s << "  ONNX (opset " << onnx::kOpset << ", IR version " << onnx::kIrVersion
+      << ", for ONNX Runtime 1.17 or later): forward; encode " << r.onnx_encode.string() << ", decode "
+      << r.onnx_decode.string() << "\n";
+    if (r.streaming) {
+      s << "  streaming state: " << r.onnx_states.size()
+        << " inputs 'state.*' in forward (zeros first); feed each call's '<name>.next' outputs back\n";
+    }
+  }
+  s << "  from " << r.checkpoint.string() << " (step " << r.step << ")\n"
     << "  " << r.channels << " channel(s) at " << r.sampling_rate << " Hz, " << r.script.ratio
-    << " samples per latent frame, " << (r.streaming ? "streaming" : "offline (not for realtime use)")
-    << "\n";
+    << " samples per latent frame"
+    << (r.format == ExportFormat::kOnnx ? " (every call's length a multiple of it)" : "") << ", "
+    << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n";
   if (r.quantize == Quantize::kInt8) {
     const auto& i = r.script;
     s << "  --quantize int8: " << i.int8_layers << " layer(s) on int8 weights (" << i.int8_weights << " of "
@@ -265,8 +295,8 @@ std::string format_report(const ExportReport& r) {
     s << std::fixed << std::setprecision(1) << "  latency: encode " << r.script.encode_latency << " samples ("
       << ms(r.script.encode_latency) << " ms, " << r.script.encode_latency / r.script.ratio
       << " latent frames), decode " << r.script.decode_latency << " (" << ms(r.script.decode_latency)
-      << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency())
-      << " ms), plus nn~'s buffering\n";
+      << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency()) << " ms)"
+      << (r.format == ExportFormat::kOnnx ? "" : ", plus nn~'s buffering") << "\n";
   }
   if (r.check.measured || !r.check.not_measured.empty()) s << "  " << format_fidelity(r.check) << "\n";
   for (const auto& [why, keys] : r.script.dropped)

@@ -14,13 +14,20 @@
 
 #include "export/fidelity.h"
 #include "export/rave_script.h"
+#include "util/enum_names.h"
 
 namespace rt::exporting {
 
+// export --format: TorchScript for nn~ and the RAVE VST (the default), or ONNX for ONNX Runtime
+// hosts (export/onnx_rave.h: encode, decode and forward as three graph files).
+enum class ExportFormat { kTorchScript, kOnnx, kMaxValue = kOnnx };
+constexpr EnumNames<ExportFormat> enum_names(ExportFormat) { return {{"torchscript", "onnx"}}; }
+
 struct ExportOptions {
+  ExportFormat format = ExportFormat::kTorchScript;
   std::filesystem::path run;         // a run directory (train's "run directory: …")
   std::filesystem::path checkpoint;  // or a checkpoint file
-  std::filesystem::path output;      // default <run>/export/<train.name>[_streaming].ts
+  std::filesystem::path output;      // default <run>/export/<train.name>[_streaming].ts (.onnx)
   bool streaming = false;
   double fidelity = 0.95;
   int64_t latent_size = 0;   // 0 = from fidelity
@@ -33,8 +40,12 @@ struct ExportOptions {
 };
 
 struct ExportReport {
+  ExportFormat format = ExportFormat::kTorchScript;
   std::filesystem::path output, checkpoint;
-  int64_t step = 0;  // the checkpoint's training step
+  // ONNX: the encode and decode graphs written beside `output` (the forward graph).
+  std::filesystem::path onnx_encode, onnx_decode;
+  std::vector<std::string> onnx_states;  // the streaming state inputs of the forward graph
+  int64_t step = 0;                      // the checkpoint's training step
   int64_t channels = 0, sampling_rate = 0;
   int64_t latent_size = 0, full_latent_size = 0;
   std::vector<double> fidelity;  // cumulative explained variance, per dimension

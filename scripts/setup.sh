@@ -80,3 +80,7 @@ case "$RT_LT_KIND" in
   pypi) rt_pypi_venv ;;
   python | path) rt_libtorch_locate ;;
 esac
+
+# Test dependency only: ONNX Runtime and the onnx checker for the ONNX export's tests
+# (scripts/onnx_venv.sh). Without PyPI (an offline machine) those tests skip; under CI they fail.
+"$ROOT/scripts/onnx_venv.sh" || echo "setup: no ONNX Runtime venv (PyPI unreachable?): the OnnxRuntime test will skip" >&2

@@ -1,11 +1,13 @@
-// export: a trained RAVE run → TorchScript for nn~ (Max/MSP, Pure Data) and the RAVE VST.
-//   export --run RUN_DIR | --ckpt PATH [--output NAME.ts [--force]] [--streaming] [--fidelity 0.95]
+// export: a trained RAVE run → TorchScript for nn~ (Max/MSP, Pure Data) and the RAVE VST, or
+// ONNX graphs for ONNX Runtime hosts (--format onnx).
+//   export --run RUN_DIR | --ckpt PATH [--format torchscript|onnx] [--output NAME.ts [--force]] [--streaming]
+//   [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
 //          [--check_audio FILE]
 // and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
 // and what an exported file says about itself (export/file_facts.h):
-//   export --inspect FILE.ts
+//   export --inspect FILE.ts | FILE.onnx
 #include <cmath>
 #include <iostream>
 
@@ -23,8 +25,8 @@ namespace {
 void check_modes(const CLI::App& app, bool benchmark) {
   if (app.count("--inspect") > 0) {
     for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
-                             "--fidelity", "--latent_size", "--quantize", "--check_seconds", "--check_audio",
-                             "--benchmark", "--block", "--threads", "--seconds"}) {
+                             "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
+                             "--check_audio", "--benchmark", "--block", "--threads", "--seconds"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(std::string("--inspect and ") + flag +
                         " cannot be combined: --inspect prints what a file already exported records");
@@ -34,7 +36,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
   }
   if (benchmark) {
     for (const char* flag :
-         {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--fidelity",
+         {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
           "--latent_size", "--quantize", "--check_seconds", "--check_audio"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
@@ -65,6 +67,12 @@ int main(int argc, char** argv) {
   app.add_flag("--force", opt.force,
                "replace the file at --output (or the default path) when it exists; a checkpoint, a run's "
                "own files and anything that is not a regular file are never replaced");
+  std::string format = "torchscript";
+  app.add_option("--format", format,
+                 "torchscript: one file for nn~ and the RAVE VST. onnx: encode, decode and forward as three "
+                 "ONNX graphs (opset 17) for ONNX Runtime hosts, streaming state as explicit inputs and "
+                 "outputs (docs/export.md)")
+      ->capture_default_str();
   app.add_flag("--streaming", opt.streaming, "cached convolutions for block-wise realtime use (nn~, VST)");
   app.add_flag("--ema_weights", opt.ema_weights,
                "export the parameters' moving averages of a run trained with --ema (RAVE's --ema_weights)");
@@ -127,6 +135,7 @@ int main(int argc, char** argv) {
                       " is not accepted: seconds of audio, a finite number >= 0 (0 skips the check)");
     }
     opt.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
+    opt.format = rt::parse_enum<rt::exporting::ExportFormat>(format, "--format");
     const bool benchmarking = app.count("--benchmark") > 0;
     check_modes(app, benchmarking);
     if (app.count("--inspect") > 0) {

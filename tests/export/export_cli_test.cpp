@@ -360,6 +360,62 @@ TEST_F(ExportCli, InspectPrintsWhatTheFileRecords) {
   EXPECT_TRUE(contains(i.output, "--inspect and --run cannot be combined")) << i.output;
 }
 
+// --format onnx: three graphs (forward at --output, encode and decode beside it), run once and
+// put through the fidelity check as written, carrying the export's facts as metadata_props,
+// which --inspect prints. ONNX Runtime runs such files in onnx_runtime_test.cpp.
+TEST_F(ExportCli, OnnxFormatWritesThreeGraphsCheckedAndInspectable) {
+  for (bool streaming : {false, true}) {
+    exporting::ExportOptions o;
+    o.run = run_;
+    o.format = exporting::ExportFormat::kOnnx;
+    o.streaming = streaming;
+    o.check_seconds = 2;
+    o.output = dir_->path() / (streaming ? "onnx_budget_streaming.onnx" : "onnx_budget.onnx");
+    const auto r = exporting::export_rave(o);
+    ASSERT_TRUE(r.check.measured) << r.check.not_measured;
+    EXPECT_TRUE(r.check.within_budget()) << exporting::format_fidelity(r.check);
+    EXPECT_LE(r.check.max_abs_diff, 1e-4) << exporting::format_fidelity(r.check);
+    EXPECT_TRUE(fs::is_regular_file(r.onnx_encode)) << r.onnx_encode;
+    EXPECT_TRUE(fs::is_regular_file(r.onnx_decode)) << r.onnx_decode;
+    EXPECT_EQ(r.onnx_states.empty(), !streaming);
+  }
+  const fs::path file = dir_->path() / "cli.onnx";
+  auto e = run_export("--run " + quote(run_.string()) +
+                      " --format onnx --streaming --check_seconds 1 --output " + quote(file.string()));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  for (const std::string& says :
+       {std::string("ONNX (opset 17, IR version 8, for ONNX Runtime 1.17 or later)"),
+        std::string("cli.encode.onnx"), std::string("cli.decode.onnx"), std::string("streaming state: "),
+        std::string("fidelity vs the float32 model on ")}) {
+    EXPECT_TRUE(contains(e.output, says)) << says << "\n" << e.output;
+  }
+  auto i = run_export("--inspect " + quote(file.string()));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  for (const std::string& says : std::vector<std::string>{
+           "ONNX, IR version 8, opset 17",
+           "written by  rt export, LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + ".",
+           "    audio_in (batch, 1, time) float32", "    noise_scale () float32",
+           "    audio_out (batch, 1, time) float32", "method            forward",
+           "sampling rate     44100 Hz", "streaming         yes",
+           "block sizes       multiples of 128 samples", "latency           forward ", "(step 30)",
+           "fidelity check    fidelity vs the float32 model on ", "config [model] (the run's; ",
+           "    version = \"v2\""}) {
+    EXPECT_TRUE(contains(i.output, says)) << says << "\n" << i.output;
+  }
+  i = run_export("--inspect " + quote((dir_->path() / "cli.encode.onnx").string()));
+  EXPECT_TRUE(contains(i.output, "method            encode")) << i.output;
+  EXPECT_TRUE(contains(i.output, "    latent_out (batch, ")) << i.output;
+  auto q = run_export("--run " + quote(run_.string()) + " --format onnx --quantize int8 --output " +
+                      quote((dir_->path() / "q.onnx").string()));
+  EXPECT_EQ(q.exit_code, 1) << q.output;
+  EXPECT_TRUE(contains(q.output, "--quantize int8 applies to TorchScript files")) << q.output;
+  EXPECT_FALSE(fs::exists(dir_->path() / "q.onnx"));
+  auto f = run_export("--run " + quote(run_.string()) + " --format tflite");
+  EXPECT_EQ(f.exit_code, 1) << f.output;
+  EXPECT_TRUE(contains(f.output, "--format")) << f.output;
+  EXPECT_TRUE(contains(f.output, "onnx")) << f.output;
+}
+
 TEST_F(ExportCli, LatentSizeZeroAndNegativeCheckSecondsAreRefused) {
   for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
            {"--latent_size 0", "--latent_size 0 is not accepted"},

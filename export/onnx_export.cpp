@@ -1,0 +1,122 @@
+#include "export/onnx_export.h"
+
+#include "export/file_facts.h"
+#include "export/onnx_eval.h"
+#include "export/onnx_rave.h"
+#include "util/error.h"
+
+namespace rt::exporting::onnx {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// What a host needs to carry the streaming state, in one line.
+std::string state_rule(const std::vector<StateSpec>& states) {
+  if (states.empty()) return "none (offline graph: the whole signal in one call)";
+  return std::to_string(states.size()) +
+         " inputs 'state.*' (float32 [batch x rows, channels, samples], zeros before the first block); feed "
+         "each "
+         "call's output '<name>.next' back as input '<name>' on the next call";
+}
+
+// Runs a freshly written file once, as a host would: zeros of two latent frames, batch 1 and 4.
+void check_written(const fs::path& file, const std::string& input, int64_t in_channels, int64_t in_length,
+                   int64_t out_channels, int64_t out_length) {
+  Runner runner(file);
+  for (int64_t batch : {1, 4}) {
+    StreamRunner stream(runner);
+    const auto y = stream.step(input, torch::zeros({batch, in_channels, in_length}));
+    if (y.sizes() != at::IntArrayRef{batch, out_channels, out_length}) {
+      throw Error("export --format onnx: internal error: '" + file.string() + "' returns shape " +
+                  c10::str(y.sizes()));
+    }
+  }
+}
+
+}  // namespace
+
+fs::path sibling(const fs::path& forward, const std::string& method) {
+  fs::path p = forward;
+  const std::string ext = p.extension().string();
+  return p.replace_filename(p.stem().string() + "." + method + (ext.empty() ? ".onnx" : ext));
+}
+
+void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_audio,
+                     ExportReport& r) {
+  RaveGraphOptions go;
+  go.streaming = o.streaming;
+  go.latent_size = r.latent_size;
+  RaveGraphs graphs = build_rave_graphs(*c.model, go);
+  r.script.ratio = graphs.ratio;
+  r.script.encode_latency = o.streaming ? graphs.encode_latency : 0;
+  r.script.decode_latency = o.streaming ? graphs.decode_latency : 0;
+  r.script.dropped = graphs.dropped;
+  r.script.float_weights = graphs.forward.weight_count();
+  std::vector<StateSpec> all = graphs.encode_states;
+  all.insert(all.end(), graphs.decode_states.begin(), graphs.decode_states.end());
+  for (const auto& s : all) r.onnx_states.push_back(s.name);
+
+  std::map<std::string, std::string> meta{
+      {kFactExportedWith, exported_with_text()},
+      {kFactCheckpoint, r.checkpoint.string()},
+      {kFactStep, str(r.step)},
+      {kFactConfig, c.meta.config_toml},
+      {kFactBlockMultiple, str(graphs.ratio)},
+      {kFactQuantize, "none"},
+      {kFactCheck, o.check_seconds > 0.0 ? "not measured" : "not measured (--check_seconds 0)"},
+      {"rt_onnx_opset", str(kOpset)},
+      {"rt_onnx_ir_version", str(kIrVersion)},
+      {"rt_onnx_runtime", "ONNX Runtime 1.17 or later"},
+      {"sampling_rate", str(c.sampling_rate)},
+      {"n_channels", str(graphs.channels)},
+      {"latent_size", str(graphs.latent_size)},
+      {"full_latent_size", str(graphs.full_latent_size)},
+      {"ratio", str(graphs.ratio)},
+      {"streaming", o.streaming ? "true" : "false"},
+      {"encode_latency", str(r.script.encode_latency)},
+      {"decode_latency", str(r.script.decode_latency)},
+      {"forward_latency", str(r.script.forward_latency())},
+  };
+  const std::string doc = "RAVE model exported by rt export from " + r.checkpoint.filename().string() +
+                          " (step " + str(r.step) +
+                          "); inputs and outputs: see metadata_props and docs/export.md";
+  auto save_all = [&] {
+    for (auto [graph, file, states] : {std::tuple{&graphs.encode, r.onnx_encode, &graphs.encode_states},
+                                       std::tuple{&graphs.decode, r.onnx_decode, &graphs.decode_states},
+                                       std::tuple{&graphs.forward, r.output, &all}}) {
+      auto m = meta;
+      m[kMetaMethod] = graph->name();
+      m[kMetaStates] = state_rule(*states);
+      graph->save(file, m, doc);
+    }
+  };
+  save_all();
+  const int64_t ch = graphs.channels, latent = graphs.latent_size, frames = 2,
+                samples = frames * graphs.ratio;
+  check_written(r.onnx_encode, "audio_in", ch, samples, latent, frames);
+  check_written(r.onnx_decode, "latent_in", latent, frames, ch, samples);
+  check_written(r.output, "audio_in", ch, samples, ch, samples);
+  if (o.check_seconds <= 0.0) return;
+  ScriptOptions s;
+  s.streaming = o.streaming;
+  s.latent_size = r.latent_size;
+  s.sampling_rate = c.sampling_rate;
+  try {
+    std::string source;
+    const torch::Tensor audio =
+        check_audio(fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming), &source);
+    Runner forward(r.output);
+    StreamRunner stream(forward);
+    const std::map<std::string, torch::Tensor> quiet{{"noise_scale", torch::tensor(0.0f)}};
+    const ForwardFn run = [&](const torch::Tensor& x) { return stream.step("audio_in", x, quiet); };
+    r.check = measure_fidelity(*c.model, run, s, r.script, audio, source);
+  } catch (const Error& e) {
+    r.check.not_measured = e.what();
+  }
+  meta[kFactCheck] = format_fidelity(r.check);
+  save_all();
+}
+
+}  // namespace rt::exporting::onnx

@@ -1,0 +1,33 @@
+// export --format onnx: the run's model as three ONNX files (forward at --output, encode and
+// decode beside it), each with the export's facts as metadata_props, read back and run once
+// (export/onnx_eval.h) and put through the same fidelity check as the TorchScript file.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "export/rave_checkpoint.h"
+#include "export/rave_export.h"
+
+namespace rt::exporting {
+
+// (samples, &source) → [channels, samples] audio at the model's rate for the fidelity check.
+using CheckAudioFn = std::function<torch::Tensor(int64_t samples, std::string* source)>;
+
+namespace onnx {
+
+// "dir/name.onnx" → "dir/name.<method>.onnx".
+std::filesystem::path sibling(const std::filesystem::path& forward, const std::string& method);
+
+// Writes the three files of `report` (output, onnx_encode, onnx_decode), fills the report.
+void write_rave_onnx(const ExportOptions& options, RaveCheckpoint& checkpoint,
+                     const CheckAudioFn& check_audio, ExportReport& report);
+
+// Metadata keys every file carries (beside sampling_rate, n_channels, latent_size,
+// full_latent_size, streaming, encode/decode/forward_latency, as the TorchScript attributes).
+inline constexpr const char* kMetaMethod = "rt_method";        // encode | decode | forward
+inline constexpr const char* kMetaStates = "rt_state_inputs";  // how a host carries the state
+
+}  // namespace onnx
+}  // namespace rt::exporting

@@ -1,0 +1,144 @@
+// export --format onnx (export/onnx_rave.h): every variant's encode, decode and forward graphs,
+// written to disk and read back, compute what the C++ model computes: offline within 1e-4 of
+// the model, and streaming, block by block with the state carried as a host carries it, equal
+// to the offline model shifted by the reported latency. The graphs are run here by
+// export/onnx_eval.h; ONNX Runtime runs the same files in onnx_runtime_test.cpp.
+#include "export/export_fixtures.h"
+#include "export/onnx_eval.h"
+#include "export/onnx_fixtures.h"
+
+namespace rt::exporting::testing {
+namespace {
+
+using exporting::onnx::Runner;
+using exporting::onnx::StreamRunner;
+
+constexpr double kTolerance = 1e-4;
+constexpr int64_t kBlock = 2048;
+constexpr int64_t kCompared = 12;  // blocks compared after the start-up transient
+
+const std::map<std::string, torch::Tensor> kQuiet{{"noise_scale", torch::tensor(0.0f)}};
+
+torch::Tensor run(const std::filesystem::path& file, const std::string& input, const torch::Tensor& x) {
+  Runner r(file);
+  auto feeds = kQuiet;
+  feeds[input] = x;
+  auto out = r.run(feeds);
+  EXPECT_EQ(out.size(), 1u);
+  return out.begin()->second;
+}
+
+torch::Tensor run_blocks(const std::filesystem::path& file, const std::string& input, const torch::Tensor& x,
+                         int64_t step) {
+  Runner r(file);
+  StreamRunner s(r);
+  std::vector<torch::Tensor> outs;
+  for (int64_t t = 0; t + step <= x.size(-1); t += step)
+    outs.push_back(s.step(input, x.narrow(-1, t, step), kQuiet));
+  return torch::cat(outs, -1);
+}
+
+class OnnxExport : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(OnnxExport, OfflineGraphsComputeWhatTheModelComputes) {
+  rt::testing::ScratchDir dir("onnx_offline");
+  auto model = tiny_model(tiny_options(GetParam()), GetParam().warm);
+  silence_noise(*model);
+  const auto files = write_onnx(*model, false, dir.path());
+  torch::manual_seed(41);
+  const int64_t ratio = model->options().compression(), frames = 24;
+  auto x = torch::randn({2, model->options().channels, frames * ratio}) * 0.3;
+  auto z = torch::randn({2, model->options().latent_size, frames});
+  const auto latent = run(files.encode, "audio_in", x);
+  EXPECT_LT(max_diff(latent, reference_latent(*model, x, false)), kTolerance) << GetParam().name;
+  const auto audio = run(files.decode, "latent_in", z);
+  const auto expected = reference_decode(*model, z);
+  EXPECT_LT(max_diff(audio, expected), kTolerance) << GetParam().name;
+  EXPECT_GT(expected.abs().max().item<double>(), 1e-3);
+  EXPECT_LT(max_diff(run(files.forward, "audio_in", x),
+                     reference_decode(*model, reference_latent(*model, x, false))),
+            kTolerance)
+      << GetParam().name;
+}
+
+TEST_P(OnnxExport, StreamingForwardInBlocksEqualsOfflineShiftedByTheLatency) {
+  rt::testing::ScratchDir dir("onnx_stream");
+  auto model = tiny_model(tiny_options(GetParam()), GetParam().warm);
+  silence_noise(*model);
+  const auto files = write_onnx(*model, true, dir.path());
+  const int64_t latency = files.graphs.encode_latency + files.graphs.decode_latency;
+  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock;
+  const int64_t blocks = skip / kBlock + kCompared + (latency + kBlock - 1) / kBlock + 1;
+  torch::manual_seed(42);
+  auto x = torch::randn({2, model->options().channels, blocks * kBlock}) * 0.3;
+  auto stream = run_blocks(files.forward, "audio_in", x, kBlock);
+  auto offline = reference_decode(*model, reference_latent(*model, x, false));
+  EXPECT_LT(max_diff(stream.narrow(-1, skip + latency, kCompared * kBlock),
+                     offline.narrow(-1, skip, kCompared * kBlock)),
+            kTolerance)
+      << GetParam().name << ", latency " << latency;
+  // The decode graph alone, on a latent, likewise.
+  const int64_t ratio = files.graphs.ratio, frames = blocks * kBlock / ratio;
+  auto z = torch::randn({2, model->options().latent_size, frames});
+  auto decoded = run_blocks(files.decode, "latent_in", z, kBlock / ratio);
+  auto expected = reference_decode(*model, z);
+  const int64_t d = files.graphs.decode_latency;
+  EXPECT_LT(max_diff(decoded.narrow(-1, skip + d, kCompared * kBlock),
+                     expected.narrow(-1, skip, kCompared * kBlock)),
+            kTolerance)
+      << GetParam().name;
+}
+
+std::vector<Variant> onnx_variants() {
+  auto v = all_variants();
+  v.push_back({"v1 warm noise", rave::RaveVersion::kV1, 1, 0, true});
+  v.push_back({"v2 noise stereo", rave::RaveVersion::kV2, 2, 4, false});
+  v.push_back({"v2 causal noise", rave::RaveVersion::kV2, 1, 5, false, true});
+  v.push_back({"v2 raw output", rave::RaveVersion::kV2, 1, 0, false, false, true});
+  v.push_back({"v3 causal stereo", rave::RaveVersion::kV3, 2, 0, false, true});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVersions, OnnxExport, ::testing::ValuesIn(onnx_variants()), variant_name);
+
+TEST(OnnxExportLatency, FullSizeV2EqualsTheTorchScriptStream) {
+  auto o = rave::RaveOptions::preset(rave::RaveVersion::kV2);
+  o.discriminator = rave::DiscriminatorKind::kNone;
+  rave::RaveModel m(o);
+  exporting::onnx::RaveGraphOptions g;
+  g.streaming = true;
+  const auto graphs = exporting::onnx::build_rave_graphs(*m, g);
+  EXPECT_EQ(graphs.ratio, 2048);
+  EXPECT_EQ(graphs.encode_latency, 14336);  // as tests/export/streaming_test.cpp
+  EXPECT_EQ(graphs.decode_latency, 12512);
+}
+
+TEST(OnnxExportRefusals, WhatOnnxDoesNotCarryIsRefusedByName) {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.encoder = rave::EncoderKind::kSpherical;
+  rave::RaveModel m(o);
+  try {
+    exporting::onnx::build_rave_graphs(*m, {});
+    FAIL() << "a spherical latent was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.encoder = spherical"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxNoise, NoiseScaleOneDrawsAndZeroSilences) {
+  rt::testing::ScratchDir dir("onnx_noise");
+  auto model = tiny_model(tiny_options({"v2 noise", rave::RaveVersion::kV2, 1, 4, false}));
+  const auto files = write_onnx(*model, false, dir.path());
+  torch::manual_seed(43);
+  auto z = torch::randn({1, model->options().latent_size, 16});
+  Runner r(files.decode);
+  auto loud = r.run({{"latent_in", z}}).begin()->second;  // noise_scale left at its default, 1
+  auto again = r.run({{"latent_in", z}}).begin()->second;
+  auto quiet = r.run({{"latent_in", z}, {"noise_scale", torch::tensor(0.0f)}}).begin()->second;
+  EXPECT_TRUE(torch::isfinite(loud).all().item<bool>());
+  EXPECT_GT(max_diff(loud, again), 1e-4) << "two calls drew the same noise";
+  EXPECT_GT(max_diff(loud, quiet), 1e-4);
+}
+
+}  // namespace
+}  // namespace rt::exporting::testing
