@@ -63,12 +63,7 @@ Signal emit_snake(MethodWriter& w, const Signal& x, const std::string& key) {
 // statistics are learnt with learn_x / learn_y, which training never sets. A checkpoint that
 // says otherwise is refused rather than exported wrong.
 Signal emit_adain(MethodWriter& w, const Signal& x, const std::string& key) {
-  auto value = [&](const char* name) { return w.ledger().take(key + "." + name).sum().item<double>(); };
-  const double learn_x = value("learn_x"), learn_y = value("learn_y");
-  const double updates_x = value("num_update_x"), updates_y = value("num_update_y");
-  for (const char* name : {"mean_x", "std_x", "mean_y", "std_y"}) w.ledger().take(key + "." + name);
-  require(learn_x == 0 && learn_y == 0 && (updates_x == 0 || updates_y == 0), key,
-          "AdaIN with learnt statistics is not supported by export (it is the identity after training)");
+  take_adain_as_identity(w.ledger(), key);
   return x;
 }
 
@@ -88,6 +83,15 @@ Signal emit_batch_norm(MethodWriter& w, const Signal& x, const torch::nn::BatchN
 }
 
 }  // namespace
+
+void take_adain_as_identity(TensorLedger& ledger, const std::string& key) {
+  auto value = [&](const char* name) { return ledger.take(key + "." + name).sum().item<double>(); };
+  const double learn_x = value("learn_x"), learn_y = value("learn_y");
+  const double updates_x = value("num_update_x"), updates_y = value("num_update_y");
+  for (const char* name : {"mean_x", "std_x", "mean_y", "std_y"}) ledger.take(key + "." + name);
+  require(learn_x == 0 && learn_y == 0 && (updates_x == 0 || updates_y == 0), key,
+          "AdaIN with learnt statistics is not supported by export (it is the identity after training)");
+}
 
 Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y) {
   if (w.streaming() && x.delay != y.delay) {

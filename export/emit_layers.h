@@ -39,6 +39,11 @@ Signal emit_delay(MethodWriter& w, const Signal& x, int64_t samples, const std::
 // applied at the outputs: the branches are time-invariant at their output rate).
 std::vector<Signal> emit_aligned(MethodWriter& w, std::vector<Signal> outs, const std::string& key);
 
+// AdaIN (RAVE blocks.AdaptiveInstanceNormalization) is the identity in evaluation until
+// statistics are learnt with learn_x / learn_y, which training never sets: takes its tensors from
+// the ledger, and throws rt::Error for a checkpoint that says otherwise (the ONNX export shares it).
+void take_adain_as_identity(TensorLedger& ledger, const std::string& key);
+
 // x + y as a new variable, with x's description.
 Signal emit_sum(MethodWriter& w, const Signal& x, const Signal& y);
 

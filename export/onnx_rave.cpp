@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "distributed/sync_batch_norm.h"
+#include "export/emit_layers.h"
 #include "export/tensor_ledger.h"
 #include "models/common/blocks.h"
 #include "models/common/pqmf.h"
@@ -181,12 +182,7 @@ class Emitter {
   }
 
   Sig adain(const Sig& x, const std::string& key) {
-    auto value = [&](const char* name) { return ledger.take(key + "." + name).sum().item<double>(); };
-    const double learn_x = value("learn_x"), learn_y = value("learn_y");
-    const double updates_x = value("num_update_x"), updates_y = value("num_update_y");
-    for (const char* name : {"mean_x", "std_x", "mean_y", "std_y"}) ledger.take(key + "." + name);
-    require(learn_x == 0 && learn_y == 0 && (updates_x == 0 || updates_y == 0), key,
-            "AdaIN with learnt statistics is not supported by export (it is the identity after training)");
+    take_adain_as_identity(ledger, key);
     return x;
   }
 

@@ -56,6 +56,10 @@ OTHERS = {
                         "needs": (".venv-rave-cpu/bin/python",),
                         "note": ".venv-rave-cpu/ (RAVE's own export, torch 2.11) is made by "
                                 "scripts/bench/rave_cpu_env.sh"},
+    "onnx_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",),
+                      "needs": (".venv-rave-cpu/bin/python",),
+                      "note": ".venv-rave-cpu/ (RAVE's own ONNX export, torch 2.11) is made by "
+                              "scripts/bench/rave_cpu_env.sh"},
     # Trains a small v2 for minutes (--quick: 200 steps) before it measures.
     "export_fidelity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export", "train", "preprocess")},
     "heap_retention.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},

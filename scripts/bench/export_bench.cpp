@@ -1,6 +1,7 @@
 // export_bench: realtime factor of an exported RAVE model, as nn~ runs it (not a test).
 //
 //   export_bench --version v2 --block 2048 --threads 1 --seconds 20 [--capacity N]
+//   export_bench --version v2 --onnx_dir DIR      (the weights and ONNX graphs onnx_bench.sh compares)
 //
 // Builds the full-size model (random weights: the speed does not depend on their values),
 // exports it with --streaming to a temporary file, loads it with torch::jit::load, and calls
@@ -25,8 +26,10 @@
 #include <iostream>
 #include <vector>
 
+#include "export/onnx_rave.h"
 #include "export/rave_script.h"
 #include "util/json.h"
+#include "util/tensor_manifest.h"
 
 namespace {
 
@@ -74,6 +77,11 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "audio seconds timed per arm")->capture_default_str();
   app.add_option("--keep", keep, "also write the streaming export to this file (for profiling)");
   app.add_option("--quantize", quantize, "none | int8 (export --quantize)")->capture_default_str();
+  std::string onnx_dir;
+  app.add_option("--onnx_dir", onnx_dir,
+                 "instead of timing: write the model's weights (DIR/weights, rt-golden/1, every float "
+                 "parameter and buffer by name) and its ONNX forward graphs, DIR/ours_streaming.onnx and "
+                 "DIR/ours_offline.onnx (scripts/bench/onnx_bench.sh)");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
 
@@ -82,6 +90,28 @@ int main(int argc, char** argv) {
   if (capacity > 0) o.capacity = capacity;
   rt::rave::RaveModel model(o);
   model->eval();
+  if (!onnx_dir.empty()) {
+    const std::filesystem::path dir = onnx_dir;
+    rt::tensor_manifest::TensorFileWriter weights;
+    auto add = [&](const std::string& name, const torch::Tensor& t) {
+      if (!t.is_floating_point()) return;  // counters (num_batches_tracked)
+      auto c = t.detach().to(torch::kFloat).contiguous();
+      weights.add(name, c.sizes().vec(), rt::tensor_manifest::Dtype::kFloat32, c.data_ptr<float>());
+    };
+    for (const auto& p : model->named_parameters()) add(p.key(), p.value());
+    for (const auto& b : model->named_buffers()) add(b.key(), b.value());
+    weights.write(dir / "weights", {{"generated_by", "scripts/bench/export_bench.cpp --onnx_dir"},
+                                    {"version", version},
+                                    {"capacity", o.capacity}});
+    for (bool streaming : {true, false}) {
+      rt::exporting::onnx::RaveGraphOptions g;
+      g.streaming = streaming;
+      rt::exporting::onnx::build_rave_graphs(*model, g).forward.save(
+          dir / (streaming ? "ours_streaming.onnx" : "ours_offline.onnx"), {{"rt_method", "forward"}},
+          "export_bench");
+    }
+    return 0;
+  }
   const auto file = std::filesystem::temp_directory_path() / ("export_bench_" + std::to_string(::getpid()));
   rt::exporting::ScriptOptions s;
   s.streaming = true;

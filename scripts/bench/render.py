@@ -40,6 +40,7 @@ TOPICS = (
     ("long_run_rss", "long run"),
     ("export", "export in realtime"),
     ("export_fidelity", "export fidelity"),
+    ("onnx_export", "ONNX export"),
     ("rave_configs", "RAVE configs"),
     ("rave_smoke", "RAVE full size"),
     ("step_ab", "refactor guard"),

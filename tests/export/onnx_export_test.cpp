@@ -125,6 +125,33 @@ TEST(OnnxExportRefusals, WhatOnnxDoesNotCarryIsRefusedByName) {
   }
 }
 
+// AdaIN is exported as the identity it is after training; a checkpoint whose AdaIN learnt
+// statistics is refused by both formats, naming the layer.
+TEST(OnnxExportRefusals, AdaInWithLearntStatisticsIsRefusedByBothFormats) {
+  auto model = tiny_model(tiny_options({"v3", rave::RaveVersion::kV3, 1, 0, false}));
+  bool found = false;
+  for (auto& b : model->named_buffers()) {
+    if (b.key().size() > 8 && b.key().substr(b.key().size() - 8) == ".learn_x") {
+      b.value().fill_(1);
+      found = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(found) << "v3 has AdaIN layers";
+  for (bool onnx : {false, true}) {
+    try {
+      if (onnx) {
+        exporting::onnx::build_rave_graphs(*model, {});
+      } else {
+        script_rave(*model, ScriptOptions{});
+      }
+      ADD_FAILURE() << (onnx ? "onnx" : "torchscript") << ": learnt AdaIN statistics were exported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("AdaIN with learnt statistics"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(OnnxNoise, NoiseScaleOneDrawsAndZeroSilences) {
   rt::testing::ScratchDir dir("onnx_noise");
   auto model = tiny_model(tiny_options({"v2 noise", rave::RaveVersion::kV2, 1, 4, false}));
