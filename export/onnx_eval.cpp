@@ -178,6 +178,35 @@ const std::map<std::string, OpFn>& ops() {
       {"Shape",
        [](const Node&, const Tensors& in) { return torch::tensor(in[0].sizes().vec(), torch::kLong); }},
       {"ConstantOfShape", [](const Node&, const Tensors& in) { return torch::zeros(as_ints(in[0])); }},
+      {"Div", [](const Node&, const Tensors& in) { return in[0] / in[1]; }},
+      {"Sqrt", [](const Node&, const Tensors& in) { return in[0].sqrt(); }},
+      {"Floor", [](const Node&, const Tensors& in) { return in[0].floor(); }},
+      {"Cos", [](const Node&, const Tensors& in) { return in[0].cos(); }},
+      {"Acos", [](const Node&, const Tensors& in) { return in[0].acos(); }},
+      {"Greater", [](const Node&, const Tensors& in) { return in[0] > in[1]; }},
+      {"GreaterOrEqual", [](const Node&, const Tensors& in) { return in[0] >= in[1]; }},
+      {"Where", [](const Node&, const Tensors& in) { return torch::where(in[0], in[1], in[2]); }},
+      {"Clip",
+       [](const Node&, const Tensors& in) { return torch::clamp(in[0], in[1].item(), in[2].item()); }},
+      {"CumSum",
+       [](const Node& n, const Tensors& in) {
+         const int64_t axis = wrap(in[1].item<int64_t>(), in[0].dim());
+         if (n.i("exclusive", 0) != 0) throw Error("CumSum exclusive is not run here");
+         return n.i("reverse", 0) != 0 ? in[0].flip({axis}).cumsum(axis).flip({axis}) : in[0].cumsum(axis);
+       }},
+      {"ReduceSum",
+       [](const Node& n, const Tensors& in) { return in[0].sum(as_ints(in[1]), n.i("keepdims", 1) != 0); }},
+      {"ArgMin",
+       [](const Node& n, const Tensors& in) {
+         return in[0].argmin(wrap(n.i("axis", 0), in[0].dim()), n.i("keepdims", 1) != 0);
+       }},
+      {"Cast",
+       [](const Node& n, const Tensors& in) {
+         const int64_t to = n.i("to", 1);
+         if (to != 1 && to != 7)
+           throw Error("Cast to element type " + std::to_string(to) + " is not run here");
+         return in[0].to(to == 1 ? torch::kFloat : torch::kLong);
+       }},
       {"RandomNormalLike",
        [](const Node&, const Tensors& in) { return torch::randn_like(in[0], torch::kFloat); }},
       {"RandomUniformLike",

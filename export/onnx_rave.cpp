@@ -1,6 +1,7 @@
 #include "export/onnx_rave.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -413,9 +414,8 @@ Sig generator_v1(Emitter& e, const Sig& z, rave::GeneratorV1Impl& gen) {
 
 void check_exportable(const rave::RaveOptions& o, const RaveGraphOptions& s) {
   const auto kind = o.encoder;
-  if (kind == rave::EncoderKind::kSpherical || kind == rave::EncoderKind::kDiscrete) {
-    throw Error("export --format onnx: model.encoder = " + std::string(enum_name(kind)) +
-                " is exported as TorchScript only (ONNX: variational and wasserstein latents)");
+  if (kind == rave::EncoderKind::kSpherical && o.latent_size < 2) {
+    throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
   }
   if (o.input_mode == rave::InputMode::kMel) {
     throw Error(
@@ -452,12 +452,112 @@ struct Halves {
   bool encode = false, decode = false;
 };
 
+// RAVE's unit_norm_vector_to_angles, as the TorchScript file's latent_to_angles
+// (export/rave_script.cpp): x (B, L, T) → (B, L − 1, T) angles in [−1, 1], 0 where RAVE divides
+// 0 by 0. The flipped cumulative sum there is CumSum with reverse here (the same additions).
+std::string latent_to_angles(Emitter& e, const std::string& x, int64_t L) {
+  auto& g = e.g;
+  const std::string one = g.scalar("one", 1.0), pi = g.scalar("pi", M_PI),
+                    two_pi = g.scalar("two_pi", 2.0 * M_PI);
+  const std::string tails =
+      g.node("CumSum", {g.node("Mul", {x, x}), g.initializer("axis", torch::tensor(int64_t{1}))},
+             {{"reverse", int64_t{1}}});
+  const std::string norms = g.node("Sqrt", {g.slice(tails, 1, 0, L - 1)});
+  const std::string defined = g.node("Greater", {norms, g.scalar("zero", 0.0)});
+  const std::string ratio = g.node(
+      "Where",
+      {defined, g.node("Div", {g.slice(x, 1, 0, L - 1), g.node("Where", {defined, norms, one})}), one});
+  const std::string angles = g.node("Acos", {g.node("Clip", {ratio, g.scalar("minus_one", -1.0), one})});
+  const std::string last_angle = g.slice(angles, 1, L - 2, L - 1);
+  const std::string last =
+      g.node("Where", {g.node("GreaterOrEqual", {g.slice(x, 1, L - 1, L), g.scalar("zero", 0.0)}), last_angle,
+                       g.node("Sub", {two_pi, last_angle})});
+  const std::string scaled =
+      g.concat({g.node("Div", {g.slice(angles, 1, 0, L - 2), pi}), g.node("Div", {last, two_pi})}, 1);
+  return g.node("Mul", {g.node("Sub", {scaled, g.scalar("half", 0.5)}), g.scalar("two", 2.0)});
+}
+
+// RAVE's angles_to_unit_norm_vector, as the TorchScript file's angles_to_latent: (B, L − 1, T)
+// angles (wrapped into [−1, 1)) → the unit vector (B, L, T). The running product of sines is
+// written out, one Mul per dimension (ONNX has no CumProd).
+std::string angles_to_latent(Emitter& e, const std::string& angles, int64_t L) {
+  auto& g = e.g;
+  std::string a = g.node("Add", {g.node("Div", {angles, g.scalar("two", 2.0)}), g.scalar("half", 0.5)});
+  a = g.node("Sub", {a, g.node("Floor", {a})});  // torch.remainder(a, 1.0)
+  a = g.concat({g.node("Mul", {g.slice(a, 1, 0, L - 2), g.scalar("pi", M_PI)}),
+                g.node("Mul", {g.slice(a, 1, L - 2, L - 1), g.scalar("two_pi", 2.0 * M_PI)})},
+               1);
+  const std::string sin = g.node("Sin", {a});
+  std::vector<std::string> products{g.slice(sin, 1, 0, 1)};
+  for (int64_t k = 1; k < L - 1; ++k)
+    products.push_back(g.node("Mul", {products.back(), g.slice(sin, 1, k, k + 1)}));
+  const std::string cumprod = products.size() == 1 ? products[0] : g.concat(products, 1);
+  const std::string ones = g.node("Add", {e.zeros_like_channels(angles, 1), g.scalar("one", 1.0)});
+  return g.node("Mul", {g.concat({g.node("Cos", {a}), ones}, 1), g.concat({ones, cumprod}, 1)});
+}
+
+// The discrete encoder's codebooks, (K, D) each, from the model (both graphs need them; the
+// forward graph's ledger accounts for them in emit_encode).
+std::vector<torch::Tensor> codebooks(rave::RaveModelImpl& model) {
+  std::vector<torch::Tensor> out;
+  const auto buffers = model.named_buffers();
+  for (int64_t i = 0; i < model.options().num_quantizers; ++i)
+    out.push_back(buffers["encoder.rvq.layers." + std::to_string(i) + "._codebook.embed"]);
+  return out;
+}
+
+// The residual quantiser's nearest-code search, as the TorchScript file's quantize_latent:
+// (B, D, T) → (B, Q, T) code indices as floats (what msprior reads).
+std::string quantize_latent(Emitter& e, rave::RaveModelImpl& model, const std::string& z) {
+  auto& g = e.g;
+  std::string residual = g.transpose(z, {0, 2, 1});  // (B, T, D)
+  std::vector<std::string> codes;
+  int64_t i = 0;
+  for (const auto& embed : codebooks(model)) {
+    const std::string key = "codebook_" + std::to_string(i++);
+    const std::string table = g.initializer(key, embed);
+    const torch::Tensor t = embed.t().contiguous();
+    const std::string squared = g.node(
+        "ReduceSum", {g.node("Mul", {residual, residual}), g.ints("last", {-1})}, {{"keepdims", int64_t{1}}});
+    const std::string cross =
+        g.node("Mul", {g.node("MatMul", {residual, g.initializer(key + "_t", t)}), g.scalar("two", 2.0)});
+    const std::string distance = g.node(
+        "Add", {g.node("Sub", {squared, cross}), g.initializer(key + "_norms", t.pow(2).sum(0, true))});
+    const std::string index = g.node("ArgMin", {distance}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}});
+    residual = g.node("Sub", {residual, g.node("Gather", {table, index})});
+    codes.push_back(g.node("Unsqueeze", {index, g.ints("axis1", {1})}));
+  }
+  return g.node("Cast", {g.concat(codes, 1)}, {{"to", int64_t{1}}});
+}
+
+// The codes back to the latent, as the TorchScript file's dequantize_latent: (B, Q, T) floats,
+// clamped to the codebook and truncated → (B, D, T), the sum of the codes they name.
+std::string dequantize_latent(Emitter& e, rave::RaveModelImpl& model, const std::string& codes) {
+  auto& g = e.g;
+  const auto& o = model.options();
+  const std::string index =
+      g.node("Cast",
+             {g.node("Clip", {codes, g.scalar("zero", 0.0),
+                              g.scalar("last_code", static_cast<double>(o.codebook_size - 1))})},
+             {{"to", int64_t{7}}});
+  std::string sum;
+  int64_t i = 0;
+  for (const auto& embed : codebooks(model)) {
+    const std::string picked = g.node(
+        "Gather", {g.initializer("codebook_" + std::to_string(i), embed), g.slice(index, 1, i, i + 1)});
+    sum = sum.empty() ? picked : g.node("Add", {sum, picked});
+    ++i;
+  }
+  return g.transpose(g.reshape(sum, {0, -1, o.latent_size}), {0, 2, 1});  // (B, 1, T, D) → (B, D, T)
+}
+
 // The latent as encode returns it, from the graph's audio input.
 std::string emit_encode(Emitter& e, rave::RaveModelImpl& model, const RaveGraphOptions& s, int64_t latent,
                         int64_t* latency) {
   const auto& o = model.options();
   Sig bands = pqmf_analysis(e, Sig{"audio_in", o.channels, 1, 1, 0}, *model.pqmf, o.padding);
-  e.ledger.take("encoder.warmed_up");  // the phase flag
+  const auto kind = o.encoder;
+  if (kind != rave::EncoderKind::kSpherical) e.ledger.take("encoder.warmed_up");  // the phase flag
   Sig stats;
   if (auto* v2 = dynamic_cast<rave::EncoderV2Impl*>(model.encoder->encoder.get())) {
     stats = e.module(bands, *v2->net, "encoder.encoder.net");
@@ -476,6 +576,22 @@ std::string emit_encode(Emitter& e, rave::RaveModelImpl& model, const RaveGraphO
   e.ledger.take("latent_pca");
   e.ledger.take("latent_mean");
   e.ledger.take("fidelity");
+  if (kind == rave::EncoderKind::kSpherical) return latent_to_angles(e, stats.v, full);
+  if (kind == rave::EncoderKind::kDiscrete) {
+    e.ledger.take("encoder.enabled");
+    for (int64_t i = 0; i < o.num_quantizers; ++i) {
+      const std::string layer = "encoder.rvq.layers." + std::to_string(i) + "._codebook.";
+      if (e.ledger.take(layer + "inited").item<double>() == 0.0) {
+        throw Error("the discrete encoder's codebook " + std::to_string(i) +
+                    " was never initialised (its k-means runs at the first training step from "
+                    "train.warmup_quantize on): export a checkpoint trained past train.warmup_quantize");
+      }
+      for (const char* stat : {"cluster_size", "embed_avg"})
+        e.ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
+      e.ledger.take(layer + "embed");
+    }
+    return quantize_latent(e, model, stats.v);
+  }
   if (!variational) return stats.v;  // wasserstein: the whole latent
   // VariationalEncoderImpl::reparametrize, then the PCA rotation and the crop, as the TorchScript encode.
   auto& g = e.g;
@@ -505,8 +621,10 @@ std::string emit_decode(Emitter& e, rave::RaveModelImpl& model, const std::strin
     z = g.node("Add", {g.node("MatMul", {g.initializer("latent_pca_t", pca.components.t().contiguous()), z}),
                        g.initializer("latent_mean", pca.mean.reshape({-1, 1}))});
   }
+  if (o.encoder == rave::EncoderKind::kSpherical) z = angles_to_latent(e, z, full);
+  if (o.encoder == rave::EncoderKind::kDiscrete) z = dequantize_latent(e, model, z);
   if (o.noise_augmentation > 0) {
-    // Wasserstein pre_process_latent: standard normal channels for the decoder.
+    // Wasserstein/Discrete pre_process_latent: standard normal channels for the decoder.
     z = g.concat({z, e.gaussian_like(e.zeros_like_channels(z_in, o.noise_augmentation))}, 1);
   }
   const Sig zs{z, full + o.noise_augmentation, ratio, 1, 0};
@@ -589,7 +707,21 @@ RaveGraphs build_rave_graphs(rave::RaveModelImpl& model, const RaveGraphOptions&
   r.channels = o.channels;
   r.ratio = o.compression();
   r.full_latent_size = o.latent_size;
-  r.latent_size = s.latent_size > 0 ? s.latent_size : o.latent_size;
+  // What encode returns and decode takes: the PCA-cropped latent, the whole one (wasserstein),
+  // its angles (spherical: one fewer) or one code index per codebook (discrete).
+  switch (o.encoder) {
+    case rave::EncoderKind::kVariational:
+      r.latent_size = s.latent_size > 0 ? s.latent_size : o.latent_size;
+      break;
+    case rave::EncoderKind::kSpherical:
+      r.latent_size = o.latent_size - 1;
+      break;
+    case rave::EncoderKind::kDiscrete:
+      r.latent_size = o.num_quantizers;
+      break;
+    default:
+      r.latent_size = o.latent_size;
+  }
   const auto tensors = named_tensors(model);
   std::vector<StateSpec> forward_states;
   {

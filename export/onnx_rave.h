@@ -45,8 +45,9 @@ struct RaveGraphs {
   std::map<std::string, std::vector<std::string>> dropped;
 };
 
-// Throws rt::Error naming what cannot be exported (the mel encoder, a GRU, spherical or discrete
-// latents, an odd product of ratios with a PQMF) before anything is written.
+// Every latent kind (variational, wasserstein, spherical, discrete), as script_rave exports it.
+// Throws rt::Error naming what cannot be exported (the mel encoder, a GRU, an odd product of
+// ratios with a PQMF) before anything is written.
 RaveGraphs build_rave_graphs(rave::RaveModelImpl& model, const RaveGraphOptions& options);
 
 }  // namespace rt::exporting::onnx

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "export/onnx_graph.h"
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/path_kind.h"
@@ -143,6 +144,12 @@ torch::jit::Module load_file(const fs::path& file) {
   std::error_code ec;
   if (const std::string why = not_a_regular_file(file); !why.empty())
     throw Error(name + " " + why + " (expected a TorchScript .ts file)");
+  if (onnx::looks_like_onnx(file)) {
+    // Timing it with our own operator runner would time LibTorch, not the host's runtime.
+    throw Error(name +
+                " is an ONNX file: its speed is ONNX Runtime's, which export does not link; time it in the "
+                "host, or with scripts/bench/onnx_race.py (ONNX Runtime, one thread, block by block)");
+  }
   try {
     auto m = torch::jit::load(file.string());  // as nn~'s Backend::load
     m.eval();

@@ -92,6 +92,48 @@ inline rave::RaveModel tiny_model(const rave::RaveOptions& o, bool warm = false,
   return m;
 }
 
+// The tiny model of a latent kind (model.encoder) the latent-kind tests export: latent 5; the
+// wasserstein and discrete ones with 3 noise channels; 3 codebooks of 8 codes.
+inline rave::RaveOptions latent_kind_options(rave::EncoderKind kind) {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.encoder = kind;
+  o.latent_size = 5;
+  o.noise_augmentation =
+      kind == rave::EncoderKind::kWasserstein || kind == rave::EncoderKind::kDiscrete ? 3 : 0;
+  o.num_quantizers = 3;
+  o.codebook_size = 8;
+  return o;
+}
+
+// The model with its discrete codebooks through k-means and a few EMA updates, as a trained
+// checkpoint's are (unchanged for the other kinds).
+inline rave::RaveModel with_trained_codebooks(rave::RaveModel model) {
+  if (!model->encoder->rvq) return model;
+  torch::manual_seed(5);
+  model->encoder->rvq->train();
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i)
+    model->encoder->rvq->forward(torch::randn({2, model->options().latent_size, 16}));
+  model->encoder->rvq->eval();
+  return model;
+}
+
+// RAVE's hybrid.gin in miniature: the mel front end (model.input_mode = mel) and a 2-layer GRU
+// in the generator.
+inline rave::RaveOptions hybrid_options() {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.n_band = 4;
+  o.input_mode = rave::InputMode::kMel;
+  o.n_mels = 8;
+  o.mel_n_fft = 32;
+  o.mel_hop = 8;
+  o.ratios = {2};
+  o.encoder_dilations = {{1}};
+  o.decoder_ratios = {2, 2};  // 16 samples per frame: 4 bands × 2·2
+  o.gru_layers = 2;
+  return o;
+}
+
 // The module as nn~ gets it: saved to a file and loaded back.
 inline torch::jit::Module save_and_load(const torch::jit::Module& m, const std::filesystem::path& file) {
   m.save(file.string());

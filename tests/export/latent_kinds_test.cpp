@@ -12,30 +12,6 @@ namespace {
 
 constexpr double kLatentTolerance = 1e-5;
 
-rave::RaveOptions options_for(rave::EncoderKind kind) {
-  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
-  o.encoder = kind;
-  o.latent_size = 5;
-  o.noise_augmentation =
-      kind == rave::EncoderKind::kWasserstein || kind == rave::EncoderKind::kDiscrete ? 3 : 0;
-  o.num_quantizers = 3;
-  o.codebook_size = 8;
-  return o;
-}
-
-// A tiny model whose discrete codebooks have been through k-means and a few EMA updates, as a
-// trained checkpoint's have.
-rave::RaveModel trained_codebooks(rave::RaveModel model) {
-  if (!model->encoder->rvq) return model;
-  torch::manual_seed(5);
-  model->encoder->rvq->train();
-  torch::NoGradGuard no_grad;
-  for (int i = 0; i < 3; ++i)
-    model->encoder->rvq->forward(torch::randn({2, model->options().latent_size, 16}));
-  model->encoder->rvq->eval();
-  return model;
-}
-
 // A tiny model of that encoder, exported offline and loaded back.
 struct Exported {
   rave::RaveOptions options;
@@ -44,8 +20,8 @@ struct Exported {
 };
 Exported exported(rave::EncoderKind kind, const std::filesystem::path& file) {
   Exported e;
-  e.options = options_for(kind);
-  e.model = trained_codebooks(tiny_model(e.options));  // in eval mode
+  e.options = latent_kind_options(kind);
+  e.model = with_trained_codebooks(tiny_model(e.options));  // in eval mode
   e.ts = save_and_load(script_rave(*e.model, ScriptOptions{}), file);
   return e;
 }
@@ -170,7 +146,7 @@ TEST(ExportedLatentKinds, DiscreteLatentIsOneCodeIndexPerCodebook) {
 }
 
 TEST(ExportedLatentKinds, UntrainedCodebooksAreRefused) {
-  auto model = tiny_model(options_for(rave::EncoderKind::kDiscrete));
+  auto model = tiny_model(latent_kind_options(rave::EncoderKind::kDiscrete));
   try {
     script_rave(*model, ScriptOptions{});
     FAIL() << "exported codebooks that k-means never initialised";
@@ -182,7 +158,7 @@ TEST(ExportedLatentKinds, UntrainedCodebooksAreRefused) {
 TEST(ExportedLatentKinds, StreamingExportsEachAndLatentSizeIsRefused) {
   for (auto kind :
        {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
-    auto model = trained_codebooks(tiny_model(options_for(kind)));
+    auto model = with_trained_codebooks(tiny_model(latent_kind_options(kind)));
     ScriptOptions s;
     s.streaming = true;
     ScriptInfo info;
@@ -203,19 +179,6 @@ namespace {
 // RAVE's hybrid model (model.input_mode = mel, a GRU before the generator), exported offline: the
 // file's encode (the mel front end written in TorchScript) and decode (aten's GRU) equal the
 // model's; --streaming is refused with the reason.
-rave::RaveOptions hybrid_options() {
-  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
-  o.n_band = 4;
-  o.input_mode = rave::InputMode::kMel;
-  o.n_mels = 8;
-  o.mel_n_fft = 32;
-  o.mel_hop = 8;
-  o.ratios = {2};
-  o.encoder_dilations = {{1}};
-  o.decoder_ratios = {2, 2};  // 16 samples per frame: 4 bands × 2·2
-  o.gru_layers = 2;
-  return o;
-}
 
 TEST(ExportedHybrid, MelEncoderAndGruDecoderEqualTheModelOffline) {
   rt::testing::ScratchDir dir("export_hybrid");

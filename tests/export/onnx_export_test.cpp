@@ -114,14 +114,19 @@ TEST(OnnxExportLatency, FullSizeV2EqualsTheTorchScriptStream) {
 }
 
 TEST(OnnxExportRefusals, WhatOnnxDoesNotCarryIsRefusedByName) {
-  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
-  o.encoder = rave::EncoderKind::kSpherical;
-  rave::RaveModel m(o);
-  try {
-    exporting::onnx::build_rave_graphs(*m, {});
-    FAIL() << "a spherical latent was exported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.encoder = spherical"), std::string::npos) << e.what();
+  auto o = hybrid_options();
+  for (const std::string& says :
+       {std::string("model.input_mode = mel"), std::string("GRU (model.gru_layers)")}) {
+    rave::RaveModel m(o);
+    try {
+      exporting::onnx::build_rave_graphs(*m, {});
+      ADD_FAILURE() << "exported: " << says;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    o.input_mode = rave::InputMode::kPqmf;  // then the GRU alone: 4 bands × 2 per frame
+    o.decoder_ratios = {2};
+    o.dilations = {{1, 3}};
   }
 }
 
@@ -151,6 +156,47 @@ TEST(OnnxExportRefusals, AdaInWithLearntStatisticsIsRefusedByBothFormats) {
     }
   }
 }
+
+// The latents of RAVE's other scripted classes (WasserteinScriptedRAVE, SphericalScriptedRAVE,
+// DiscreteScriptedRAVE): the ONNX graphs compute what the TorchScript file computes, whose
+// conversions the real RAVE's goldens hold (latent_kinds_test.cpp), offline and streaming.
+class OnnxLatentKinds : public ::testing::TestWithParam<rave::EncoderKind> {};
+
+TEST_P(OnnxLatentKinds, EncodeAndDecodeEqualTheTorchScriptFile) {
+  rt::testing::ScratchDir dir("onnx_kinds");
+  auto model = with_trained_codebooks(tiny_model(latent_kind_options(GetParam())));
+  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "m.ts");
+  set_noise_scale(ts, 0.0);
+  const auto files = write_onnx(*model, false, dir.path());
+  const int64_t ratio = model->options().compression(), frames = 12, latent = files.graphs.latent_size;
+  EXPECT_EQ(latent, ts.attr("latent_size").toInt());
+  torch::manual_seed(44);
+  auto x = torch::randn({2, 1, frames * ratio}) * 0.3;
+  const auto encoded = call(ts, "encode", x);
+  EXPECT_LT(max_diff(run(files.encode, "audio_in", x), encoded), 1e-5) << enum_name(GetParam());
+  // decode's input as a host gives it: angles in [−1, 1], code indices, or a latent.
+  auto z = GetParam() == rave::EncoderKind::kDiscrete
+               ? torch::randint(0, 8, {2, latent, frames}).to(torch::kFloat)
+           : GetParam() == rave::EncoderKind::kSpherical ? torch::rand({2, latent, frames}) * 2 - 1
+                                                         : torch::randn({2, latent, frames});
+  const auto decoded = call(ts, "decode", z);
+  EXPECT_LT(max_diff(run(files.decode, "latent_in", z), decoded), 1e-5) << enum_name(GetParam());
+  EXPECT_GT(decoded.abs().max().item<double>(), 1e-3);
+  // Streaming forward: the offline file's forward, shifted by the latency.
+  const auto stream_files = write_onnx(*model, true, dir.path());
+  const int64_t latency = stream_files.graphs.encode_latency + stream_files.graphs.decode_latency;
+  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock, compared = 6 * kBlock;
+  auto xs = torch::randn({1, 1, skip + compared + (latency + kBlock - 1) / kBlock * kBlock + kBlock}) * 0.3;
+  auto stream = run_blocks(stream_files.forward, "audio_in", xs, kBlock);
+  auto offline = call(ts, "forward", xs);
+  EXPECT_LT(max_diff(stream.narrow(-1, skip + latency, compared), offline.narrow(-1, skip, compared)), 1e-4)
+      << enum_name(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, OnnxLatentKinds,
+                         ::testing::Values(rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical,
+                                           rave::EncoderKind::kDiscrete),
+                         [](const auto& info) { return std::string(enum_name(info.param)); });
 
 TEST(OnnxNoise, NoiseScaleOneDrawsAndZeroSilences) {
   rt::testing::ScratchDir dir("onnx_noise");

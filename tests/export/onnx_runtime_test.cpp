@@ -6,6 +6,7 @@
 // Skipped when the venv is missing, except under CI, where it must be there.
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 
 #include "export/export_fixtures.h"
 #include "export/onnx_fixtures.h"
@@ -33,40 +34,49 @@ void write_npy(const fs::path& file, const torch::Tensor& t) {
   out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
 }
 
-void write_case(const Variant& v, const fs::path& dir) {
+// One case: the files of `model` offline and streaming, the inputs, and what the model computes
+// (`reference`: method, input → output at noise_scale 0).
+using Reference = std::function<torch::Tensor(const std::string& method, const torch::Tensor& x)>;
+
+void write_files(rave::RaveModelImpl& model, const fs::path& dir, bool noise, const Reference& reference) {
   fs::create_directories(dir);
-  auto model = tiny_model(tiny_options(v), v.warm);
-  const bool noise = v.noise_bands > 0 || v.warm;
   // The files keep the model's noise (checked at noise_scale 1); the reference runs without it.
-  const auto offline = write_onnx(*model, false, dir);
+  const auto offline = write_onnx(model, false, dir);
   fs::rename(offline.encode, dir / "offline.encode.onnx");
   fs::rename(offline.decode, dir / "offline.decode.onnx");
   fs::rename(offline.forward, dir / "offline.forward.onnx");
-  const auto streaming = write_onnx(*model, true, dir);
+  const auto streaming = write_onnx(model, true, dir);
   fs::rename(streaming.encode, dir / "streaming.encode.onnx");
   fs::rename(streaming.decode, dir / "streaming.decode.onnx");
   fs::rename(streaming.forward, dir / "streaming.forward.onnx");
-  silence_noise(*model);
-  const auto& o = model->options();
-  const int64_t ratio = offline.graphs.ratio, block = 2048;
+  const auto& o = model.options();
+  const int64_t ratio = offline.graphs.ratio, block = 2048, latent = offline.graphs.latent_size;
   torch::manual_seed(51);
+  // decode's input as a host gives it: code indices for a discrete latent, angles in [−1, 1]
+  // for a spherical one, a latent otherwise.
+  auto latent_input = [&](int64_t frames) {
+    if (o.encoder == rave::EncoderKind::kDiscrete)
+      return torch::randint(0, o.codebook_size, {2, latent, frames}).to(torch::kFloat);
+    if (o.encoder == rave::EncoderKind::kSpherical) return torch::rand({2, latent, frames}) * 2 - 1;
+    return torch::randn({2, latent, frames});
+  };
   auto x = torch::randn({2, o.channels, 16 * ratio}) * 0.3;
-  auto z = torch::randn({2, o.latent_size, 16});
+  auto z = latent_input(16);
   write_npy(dir / "x.npy", x);
   write_npy(dir / "z.npy", z);
-  write_npy(dir / "encode.npy", reference_latent(*model, x, false));
-  write_npy(dir / "decode.npy", reference_decode(*model, z));
-  write_npy(dir / "forward.npy", reference_decode(*model, reference_latent(*model, x, false)));
+  write_npy(dir / "encode.npy", reference("encode", x));
+  write_npy(dir / "decode.npy", reference("decode", z));
+  write_npy(dir / "forward.npy", reference("forward", x));
   const int64_t latency = streaming.graphs.encode_latency + streaming.graphs.decode_latency;
   const int64_t skip = (2 * latency + block - 1) / block * block + block, compared = 8 * block;
   const int64_t samples = skip + compared + (latency + block - 1) / block * block + block;
   auto xs = torch::randn({2, o.channels, samples}) * 0.3;
-  auto zs = torch::randn({2, o.latent_size, samples / ratio});
+  auto zs = latent_input(samples / ratio);
   write_npy(dir / "x_stream.npy", xs);
   write_npy(dir / "z_stream.npy", zs);
-  write_npy(dir / "forward_stream.npy", reference_decode(*model, reference_latent(*model, xs, false)));
-  write_npy(dir / "decode_stream.npy", reference_decode(*model, zs));
-  Json m{{"variant", v.name},
+  write_npy(dir / "forward_stream.npy", reference("forward", xs));
+  write_npy(dir / "decode_stream.npy", reference("decode", zs));
+  Json m{{"variant", dir.filename().string()},
          {"tolerance", 1e-4},
          {"noise", noise},
          {"ratio", ratio},
@@ -76,6 +86,31 @@ void write_case(const Variant& v, const fs::path& dir) {
          {"forward_latency", latency},
          {"decode_latency", streaming.graphs.decode_latency}};
   std::ofstream(dir / "manifest.json") << m.dump(2);
+}
+
+// A variational model: the references are the C++ model's own (its noise silenced).
+void write_case(const Variant& v, const fs::path& dir) {
+  auto model = tiny_model(tiny_options(v), v.warm);
+  auto silent = tiny_model(tiny_options(v), v.warm);
+  silence_noise(*silent);
+  write_files(*model, dir, v.noise_bands > 0 || v.warm,
+              [&](const std::string& method, const torch::Tensor& x) {
+                if (method == "encode") return reference_latent(*silent, x, false);
+                if (method == "decode") return reference_decode(*silent, x);
+                return reference_decode(*silent, reference_latent(*silent, x, false));
+              });
+}
+
+// Another latent kind: the references are the TorchScript file's (noise_scale 0), whose latent
+// conversions the real RAVE's goldens hold (latent_kinds_test.cpp).
+void write_kind_case(rave::EncoderKind kind, const fs::path& dir) {
+  auto model = with_trained_codebooks(tiny_model(latent_kind_options(kind)));
+  fs::create_directories(dir);
+  auto ts = save_and_load(script_rave(*model, ScriptOptions{}), dir / "reference.ts");
+  set_noise_scale(ts, 0.0);
+  write_files(*model, dir, model->options().noise_augmentation > 0,
+              [&](const std::string& method, const torch::Tensor& x) { return call(ts, method, x); });
+  fs::remove(dir / "reference.ts");
 }
 
 TEST(OnnxRuntime, RunsEveryExportOfflineAndStreamingAsTheModelComputes) {
@@ -99,6 +134,9 @@ TEST(OnnxRuntime, RunsEveryExportOfflineAndStreamingAsTheModelComputes) {
     for (auto& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     write_case(v, dir.path() / name);
   }
+  for (auto kind :
+       {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete})
+    write_kind_case(kind, dir.path() / ("latent_" + std::string(enum_name(kind))));
   const auto r = rt::testing::run_command(python.string() + " " +
                                           rt::testing::source_path("tests/export/check_onnx.py").string() +
                                           " " + dir.path().string() + " 2>&1");
@@ -107,7 +145,7 @@ TEST(OnnxRuntime, RunsEveryExportOfflineAndStreamingAsTheModelComputes) {
   size_t passed = 0;
   for (size_t at = r.output.find(": ok ("); at != std::string::npos; at = r.output.find(": ok (", at + 1))
     ++passed;
-  EXPECT_EQ(passed, variants.size()) << r.output;
+  EXPECT_EQ(passed, variants.size() + 3) << r.output;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "export/export_fixtures.h"
+#include "export/onnx_fixtures.h"
 #include "util/error.h"
 
 namespace rt::exporting::testing {
@@ -224,6 +225,8 @@ TEST(RealtimeCheckCli, PrintsTheTableOrRefusesNamingTheFlag) {
   ScratchDir dir("realtime_check_cli");
   const fs::path file = export_tiny(dir / "tiny_streaming.ts", true);
   const std::string bench = bin_path("export") + " --benchmark '" + file.string() + "'";
+  auto tiny = tiny_model(tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false}));
+  const fs::path onnx_file = write_onnx(*tiny, true, dir.path()).forward;
   auto r = run_command(bench + " --block 128,256 --seconds 0.2 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::cout << r.output;
@@ -243,7 +246,9 @@ TEST(RealtimeCheckCli, PrintsTheTableOrRefusesNamingTheFlag) {
       {bin_path("export") + " --run " + dir.path().string() + " --block 2048",
        "--block goes with --benchmark"},
       {bin_path("export") + " --benchmark '" + (dir / "none.ts").string() + "'",
-       "--benchmark '" + (dir / "none.ts").string() + "' does not exist"}};
+       "--benchmark '" + (dir / "none.ts").string() + "' does not exist"},
+      {bin_path("export") + " --benchmark '" + onnx_file.string() + "'",
+       "--benchmark '" + onnx_file.string() + "' is an ONNX file: its speed is ONNX Runtime's"}};
   for (const auto& [command, message] : refusals) {
     auto bad = run_command(command + " 2>&1");
     EXPECT_EQ(bad.exit_code, 1) << command << "\n" << bad.output;
