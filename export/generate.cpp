@@ -4,12 +4,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "data/audio_io.h"
 #include "data/preprocess.h"
+#include "export/onnx_eval.h"
+#include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
 #include "export/rave_script.h"
 #include "models/rave/losses.h"
@@ -30,9 +34,13 @@ constexpr int64_t kDefaultChunk = 4096;
 // RAVE's multi-scale spectral distance at its default scales (rave/core.py, v2.gin).
 const std::vector<int64_t> kDistanceScales{2048, 1024, 512, 256, 128};
 
+// forward on one block (or the whole signal offline), keeping a stream's state between calls.
+using ForwardCall = std::function<torch::Tensor(const torch::Tensor&)>;
+
 struct LoadedModel {
   std::string bytes;  // the TorchScript file, read or scripted once
   torch::jit::Module module;
+  std::shared_ptr<onnx::Runner> onnx_forward;  // or an ONNX forward graph (export --format onnx)
   std::string description, name;
   int64_t sampling_rate = 0, channels = 0, ratio = 0, latency = 0;
 
@@ -43,7 +51,50 @@ struct LoadedModel {
     loaded.eval();
     return loaded;
   }
+  // The model's forward with a fresh state.
+  ForwardCall start() {
+    if (onnx_forward) {
+      auto stream = std::make_shared<onnx::StreamRunner>(*onnx_forward);
+      return [stream](const torch::Tensor& x) { return stream->step("audio_in", x); };
+    }
+    auto m = std::make_shared<torch::jit::Module>(fresh());
+    return [m](const torch::Tensor& x) { return m->forward({x}).toTensor(); };
+  }
 };
+
+// export --format onnx's forward graph: its metadata says the rate, channels, ratio and latency.
+void load_onnx(const GenerateOptions& o, const fs::path& given, LoadedModel& m) {
+  m.onnx_forward = std::make_shared<onnx::Runner>(given);
+  const auto& meta = m.onnx_forward->facts().metadata;
+  auto number = [&](const std::string& key) -> int64_t {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw Error("--model '" + given.string() + "' does not record " + key +
+                  " (not written by export --format onnx)");
+    return std::stoll(it->second);
+  };
+  if (meta.count("rt_method") == 0 || meta.at("rt_method") != "forward") {
+    throw Error("--model '" + given.string() +
+                "' is not an ONNX forward graph: pass the file export --format onnx writes at --output (its "
+                ".encode.onnx and .decode.onnx siblings hold one half each)");
+  }
+  m.sampling_rate = number("sampling_rate");
+  m.channels = number("n_channels");
+  m.ratio = number("ratio");
+  m.latency = number("forward_latency");
+  const bool streaming = meta.count("streaming") != 0 && meta.at("streaming") == "true";
+  if (o.stream != streaming) {
+    throw Error(
+        o.stream
+            ? "--stream: '" + given.string() +
+                  "' was exported offline (no state inputs); export it with --streaming, or drop --stream"
+            : "'" + given.string() +
+                  "' is a streaming export: it keeps state between calls, so run it "
+                  "with --stream");
+  }
+  m.description = "ONNX file " + given.string();
+  m.name = given.stem().string();
+}
 
 int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
   return m.hasattr(name) ? m.attr(name).toInt() : fallback;
@@ -65,7 +116,10 @@ bool is_torchscript_file(const fs::path& path) {
 LoadedModel load_model(const GenerateOptions& o) {
   LoadedModel m;
   const fs::path given = o.model;
-  if (is_torchscript_file(given)) {
+  std::error_code ec;
+  if (fs::is_regular_file(given, ec) && onnx::looks_like_onnx(given)) {
+    load_onnx(o, given, m);
+  } else if (is_torchscript_file(given)) {
     try {
       m.bytes = read_file(given);
       m.module = m.fresh();
@@ -145,21 +199,21 @@ AudioData to_audio(const torch::Tensor& t, int sample_rate) {
 // The model over `x` (1, C, T): one call offline; blocks of `chunk` samples in streaming, with
 // `latency` samples of zeros after the input so that the output, its first `latency` samples
 // dropped, is aligned with the input and as long.
-torch::Tensor run_model(torch::jit::Module& module, const torch::Tensor& x, bool stream, int64_t chunk,
+torch::Tensor run_model(const ForwardCall& forward, const torch::Tensor& x, bool stream, int64_t chunk,
                         int64_t latency, int64_t ratio) {
   c10::InferenceMode guard;
   const int64_t n = x.size(-1);
   if (!stream) {
     const int64_t padded = (n + ratio - 1) / ratio * ratio;
     auto in = padded > n ? torch::constant_pad_nd(x, {0, padded - n}) : x;
-    return module.forward({in}).toTensor().narrow(-1, 0, n);
+    return forward(in).narrow(-1, 0, n);
   }
   const int64_t total = (n + latency + chunk - 1) / chunk * chunk;
   auto in = torch::constant_pad_nd(x, {0, total - n});
   std::vector<torch::Tensor> blocks;
   for (int64_t i = 0; i < total; i += chunk) {
     throw_if_stop_requested("while generating");
-    blocks.push_back(module.forward({in.narrow(-1, i, chunk)}).toTensor());
+    blocks.push_back(forward(in.narrow(-1, i, chunk)));
   }
   return torch::cat(blocks, -1).narrow(-1, latency, n);
 }
@@ -269,17 +323,14 @@ GenerateReport generate(const GenerateOptions& o) {
       // Each file from the same draws: its output does not depend on the files before it.
       torch::manual_seed(o.seed);
       const auto t0 = std::chrono::steady_clock::now();
-      const auto y = run_model(m.module, x, o.stream, r.chunk_size, m.latency, m.ratio);
+      // Each file from silence: a streaming model's state does not carry from one file to the next.
+      const auto y = run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio);
       g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (x.size(-1) >= kDistanceScales.front()) {
         g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
       }
       write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
       g.output = out;
-      if (o.stream) {
-        // A streaming module keeps each batch slot's state: the next file starts from silence.
-        m.module = m.fresh();
-      }
     } catch (const StopRequested&) {
       throw;
     } catch (const std::exception& e) {

@@ -17,7 +17,7 @@
 namespace rt::exporting {
 
 struct GenerateOptions {
-  std::string model;  // a run directory, a checkpoint, a `latest` pointer, or an exported .ts file
+  std::string model;  // a run directory, a checkpoint, a `latest` pointer, an exported .ts or .onnx file
   std::vector<std::filesystem::path> inputs;  // audio files or folders (searched recursively)
   std::filesystem::path out_path = "generations";
   std::string name;               // sub-folder of out_path; "" = the run's name or the file's stem

@@ -22,9 +22,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_path = o.out_path.string();
   int threads = 1;
-  app.add_option("--model", o.model,
-                 "a run directory (its best.ckpt, else last.ckpt), a checkpoint, a `latest` pointer, or an "
-                 "exported TorchScript file (.ts: ours or RAVE's own)")
+  app.add_option(
+         "--model", o.model,
+         "a run directory (its best.ckpt, else last.ckpt), a checkpoint, a `latest` pointer, an "
+         "exported TorchScript file (.ts: ours or RAVE's own), or the forward graph export --format onnx "
+         "writes (.onnx)")
       ->required();
   app.add_option("--input", inputs, "audio files or folders (searched recursively); repeatable")->required();
   app.add_option("--out_path", out_path, "folder of the generations")->capture_default_str();

@@ -30,6 +30,11 @@ class Generate : public ::testing::Test {
                       quote((dir_->path() / (std::string(ts) + ".ts")).string()) +
                       (std::string(ts) == "streaming" ? " --streaming" : "") + " 2>&1");
       ASSERT_EQ(e.exit_code, 0) << e.output;
+      e = run_command(bin_path("export") + " --run " + quote(run_.string()) +
+                      " --format onnx --check_seconds 0 --output " +
+                      quote((dir_->path() / (std::string(ts) + ".onnx")).string()) +
+                      (std::string(ts) == "streaming" ? " --streaming" : "") + " 2>&1");
+      ASSERT_EQ(e.exit_code, 0) << e.output;
     }
   }
   // A failure in SetUpTestSuite only skips the tests under ctest: each test fails instead.
@@ -75,6 +80,9 @@ TEST_F(Generate, ARunAndItsExportsWriteAudioAlignedWithTheInputOfflineAndStreami
       {"ts_offline", "--model " + quote((dir_->path() / "offline.ts").string())},
       {"ts_stream",
        "--model " + quote((dir_->path() / "streaming.ts").string()) + " --stream --chunk_size 2048"},
+      {"onnx_offline", "--model " + quote((dir_->path() / "offline.onnx").string())},
+      {"onnx_stream",
+       "--model " + quote((dir_->path() / "streaming.onnx").string()) + " --stream --chunk_size 2048"},
   };
   for (const auto& c : cases) {
     auto r = generate(c.args + inputs + " --name " + c.name);
@@ -140,6 +148,11 @@ TEST_F(Generate, BadInputGetsALineAndNothingWrittenIsLost) {
       {"--model " + quote((dir_->path() / "offline.ts").string()) + " --stream",
        "was exported offline (no streaming caches)"},
       {"--model " + quote((dir_->path() / "streaming.ts").string()), "is a streaming export"},
+      {"--model " + quote((dir_->path() / "offline.onnx").string()) + " --stream",
+       "was exported offline (no state inputs)"},
+      {"--model " + quote((dir_->path() / "streaming.onnx").string()), "is a streaming export"},
+      {"--model " + quote((dir_->path() / "streaming.encode.onnx").string()) + " --stream",
+       "is not an ONNX forward graph"},
       {"--model " + quote(run_.string()) + " --stream --chunk_size 1000",
        "--chunk_size 1000 is not a multiple"},
       {"--model " + quote(run_.string()) + " --chunk_size 2048", "--chunk_size goes with --stream"},
