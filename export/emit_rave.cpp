@@ -23,15 +23,10 @@ Signal reverse_half(MethodWriter& w, const Signal& x, int64_t n_band, int64_t of
   return w.assign(x, x.var + " * " + mask);
 }
 
-// The fixed PQMF kernels as convolutions without weight norm or bias, so that the generic
-// convolution emitter (and its streaming cache) serves them too.
+// The fixed PQMF kernels as convolutions, so that the generic convolution emitter (and its
+// streaming cache) serves them too.
 WNConv1dImpl pqmf_conv(const torch::Tensor& weight, int64_t stride, models::PaddingMode mode) {
-  const auto pad = models::get_padding(weight.size(2), 1, mode);
-  return WNConv1dImpl(WNConv1dOptions(weight.size(1), weight.size(0), weight.size(2))
-                          .stride(stride)
-                          .weight_norm(false)
-                          .pad_left(pad.first)
-                          .pad_right(pad.second));
+  return WNConv1dImpl(pqmf_conv_options(weight, stride, mode));
 }
 
 // blocks.NoiseGenerator / NoiseGeneratorV2: strided convs → per-frame filters of `hop` taps
@@ -107,6 +102,33 @@ Signal emit_generator_v1(MethodWriter& w, const Signal& z, rave::GeneratorV1Impl
 }
 
 }  // namespace
+
+WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride, models::PaddingMode mode) {
+  const auto pad = models::get_padding(weight.size(2), 1, mode);
+  return WNConv1dOptions(weight.size(1), weight.size(0), weight.size(2))
+      .stride(stride)
+      .weight_norm(false)
+      .pad_left(pad.first)
+      .pad_right(pad.second);
+}
+
+std::vector<torch::Tensor> take_codebooks(TensorLedger& ledger, int64_t quantizers) {
+  ledger.take("encoder.enabled");
+  std::vector<torch::Tensor> embeds;
+  for (int64_t i = 0; i < quantizers; ++i) {
+    const std::string layer = "encoder.rvq.layers." + str(i) + "._codebook.";
+    if (ledger.take(layer + "inited").item<double>() == 0.0) {
+      throw Error(
+          "the discrete encoder's codebook " + str(i) +
+          " was never initialised (its k-means runs at the first training step from train.warmup_quantize "
+          "on): export a checkpoint trained past train.warmup_quantize");
+    }
+    for (const char* stat : {"cluster_size", "embed_avg"})
+      ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
+    embeds.push_back(ledger.take(layer + "embed"));
+  }
+  return embeds;
+}
 
 Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf,
                           models::PaddingMode mode) {

@@ -4,12 +4,22 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "export/emit_layers.h"
 #include "models/common/pqmf.h"
 #include "models/rave/rave.h"
 
 namespace rt::exporting {
+
+// The fixed PQMF kernel `weight` [out, in, k] as a convolution without weight norm or bias, padded
+// as `mode` pads (the ONNX emitters use it too).
+models::WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride,
+                                          models::PaddingMode mode);
+
+// The discrete encoder's codebooks [K, D], one per quantizer, from the ledger: its `enabled` flag
+// taken, the EMA statistics dropped. Throws rt::Error when a codebook was never initialised.
+std::vector<torch::Tensor> take_codebooks(TensorLedger& ledger, int64_t quantizers);
 
 // (B, C, T) audio → (B, C·M, T/M) bands, as PqmfImpl::forward (M = 1: the identity).
 Signal emit_pqmf_analysis(MethodWriter& w, const Signal& x, models::PqmfImpl& pqmf, models::PaddingMode mode);

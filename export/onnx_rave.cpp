@@ -7,6 +7,8 @@
 
 #include "distributed/sync_batch_norm.h"
 #include "export/emit_layers.h"
+#include "export/emit_rave.h"
+#include "export/rave_script.h"
 #include "export/tensor_ledger.h"
 #include "models/common/blocks.h"
 #include "models/common/pqmf.h"
@@ -27,6 +29,13 @@ struct Sig {
   std::string v;
   int64_t channels = 0, hop = 1, rows = 1, delay = 0;
 };
+
+// A state tensor's graph value: [batch·rows, channels, samples], the first dim named "batch" or
+// "batch*<rows>" (export/onnx_eval.h's StreamRunner and hosts read the rows from it).
+ValueSpec state_value(const StateSpec& state, const std::string& name, const std::string& doc) {
+  const std::string rows = state.rows == 1 ? "batch" : "batch*" + std::to_string(state.rows);
+  return ValueSpec{name, {rows, state.channels, state.samples}, false, doc};
+}
 
 void require(bool ok, const std::string& key, const std::string& what) {
   if (!ok) throw Error("export --format onnx: '" + key + "': " + what);
@@ -58,13 +67,22 @@ class Emitter {
   // (the state input) are prepended to x; the concatenation's last n samples are the state
   // output. With `crop` the result is cut back to x's length, which delays x by n samples.
   std::string cached_pad(const Sig& x, const std::string& key, int64_t n, bool crop) {
-    const std::string name = "state." + key;
-    const std::string rows = x.rows == 1 ? "batch" : "batch*" + std::to_string(x.rows);
-    g.input(ValueSpec{name, {rows, x.channels, n}, false, "streaming state; zeros before the first block"});
-    states_.push_back(StateSpec{name, x.rows, x.channels, n});
-    const std::string cat = g.concat({name, x.v}, 2);
-    g.output(g.slice(cat, 2, -n, kEnd), ValueSpec{name + ".next", {rows, x.channels, n}, false, ""});
+    const StateSpec state = state_input(key, x, n);
+    const std::string cat = g.concat({state.name, x.v}, 2);
+    state_output(state, g.slice(cat, 2, -n, kEnd));
     return crop ? g.slice(cat, 2, 0, -n) : cat;
+  }
+
+  // Declares the graph input "state.<key>", [batch·rows of `like`, its channels, n].
+  StateSpec state_input(const std::string& key, const Sig& like, int64_t n) {
+    StateSpec state{"state." + key, like.rows, like.channels, n};
+    g.input(state_value(state, state.name, "streaming state; zeros before the first block"));
+    states_.push_back(state);
+    return state;
+  }
+  // Declares `value` as the output "state.<key>.next", the next call's input.
+  void state_output(const StateSpec& state, const std::string& value) {
+    g.output(value, state_value(state, state.name + ".next", ""));
   }
 
   Sig delay(const Sig& x, int64_t samples, const std::string& key) {
@@ -154,16 +172,10 @@ class Emitter {
       attrs.emplace_back("pads", std::vector<int64_t>{0, 0});
       y = op(x, "ConvTranspose", {x.v, w}, attrs);
       y.channels = o.out_channels();
-      y.hop = x.hop / s;
       if (overlap > 0) {
-        const std::string name = "state." + key + ".cache";
-        const std::string rows = y.rows == 1 ? "batch" : "batch*" + std::to_string(y.rows);
-        g.input(ValueSpec{
-            name, {rows, y.channels, overlap}, false, "streaming state; zeros before the first block"});
-        states_.push_back(StateSpec{name, y.rows, y.channels, overlap});
-        const std::string head = g.node("Add", {g.slice(y.v, 2, 0, overlap), name});
-        g.output(g.slice(y.v, 2, -overlap, kEnd),
-                 ValueSpec{name + ".next", {rows, y.channels, overlap}, false, ""});
+        const StateSpec state = state_input(key + ".cache", y, overlap);
+        const std::string head = g.node("Add", {g.slice(y.v, 2, 0, overlap), state.name});
+        state_output(state, g.slice(y.v, 2, -overlap, kEnd));
         y.v = g.concat({head, g.slice(y.v, 2, overlap, -overlap)}, 2);
       }
       if (b.defined()) y.v = g.node("Add", {y.v, g.initializer(key + ".bias", b.reshape({-1, 1}))});
@@ -274,16 +286,6 @@ class Emitter {
   std::vector<StateSpec>& states_;
 };
 
-// The fixed PQMF kernels as convolutions without weight norm or bias.
-WNConv1dOptions pqmf_conv(const torch::Tensor& weight, int64_t stride, models::PaddingMode mode) {
-  const auto pad = models::get_padding(weight.size(2), 1, mode);
-  return WNConv1dOptions(weight.size(1), weight.size(0), weight.size(2))
-      .stride(stride)
-      .weight_norm(false)
-      .pad_left(pad.first)
-      .pad_right(pad.second);
-}
-
 Sig pqmf_analysis(Emitter& e, const Sig& x, models::PqmfImpl& pqmf, models::PaddingMode mode) {
   const int64_t m = pqmf.n_band();
   if (m == 1) return x;
@@ -293,7 +295,7 @@ Sig pqmf_analysis(Emitter& e, const Sig& x, models::PqmfImpl& pqmf, models::Padd
   folded.rows = x.channels;
   folded.channels = 1;
   const torch::Tensor w = e.ledger.take_kernel("pqmf.forward_conv");
-  Sig y = e.conv(folded, pqmf_conv(w, m, mode), w, torch::Tensor(), "pqmf.forward_conv");
+  Sig y = e.conv(folded, pqmf_conv_options(w, m, mode), w, torch::Tensor(), "pqmf.forward_conv");
   y = e.reverse_half(y, m, (y.delay - folded.delay) / y.hop);
   y = e.with(y, e.g.reshape(y.v, {-1, x.channels * m, 0}));
   y.rows = 1;
@@ -313,7 +315,7 @@ Sig pqmf_synthesis(Emitter& e, const Sig& x, models::PqmfImpl& pqmf, models::Pad
   // both folded into the kernel (×16 is exact in float32, the reversal a permutation).
   const torch::Tensor w = e.ledger.take_kernel("pqmf.inverse_conv");
   const torch::Tensor folded_kernel = (w * static_cast<double>(m)).flip({0}).contiguous();
-  Sig y = e.conv(folded, pqmf_conv(w, 1, mode), folded_kernel, torch::Tensor(), "pqmf.inverse_conv");
+  Sig y = e.conv(folded, pqmf_conv_options(w, 1, mode), folded_kernel, torch::Tensor(), "pqmf.inverse_conv");
   // (B·C, M, T') → (B·C, T'·M) → (B, C, T'·M).
   const std::string flat = e.g.reshape(e.g.transpose(y.v, {0, 2, 1}), {0, -1});
   const std::string lifted = e.g.node("Unsqueeze", {flat, e.g.ints("axis0", {0})});
@@ -412,11 +414,8 @@ Sig generator_v1(Emitter& e, const Sig& z, rave::GeneratorV1Impl& gen) {
   return y;
 }
 
+// ONNX's own limits, then the TorchScript export's (rave_script.h check_exportable).
 void check_exportable(const rave::RaveOptions& o, const RaveGraphOptions& s) {
-  const auto kind = o.encoder;
-  if (kind == rave::EncoderKind::kSpherical && o.latent_size < 2) {
-    throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
-  }
   if (o.input_mode == rave::InputMode::kMel) {
     throw Error(
         "export --format onnx: the mel encoder (model.input_mode = mel) is exported as TorchScript only");
@@ -424,27 +423,13 @@ void check_exportable(const rave::RaveOptions& o, const RaveGraphOptions& s) {
   if (o.n_band > 1 && o.hop() % 2 != 0) {
     throw Error(
         "export --format onnx needs an even product of model.ratios with a PQMF (its band signs alternate "
-        "per "
-        "sample, taken in pairs); the model's is " +
+        "per sample, taken in pairs); the model's is " +
         std::to_string(o.hop()));
   }
-  if (kind == rave::EncoderKind::kVariational && (s.latent_size < 0 || s.latent_size > o.latent_size)) {
-    throw Error("latent size " + std::to_string(s.latent_size) + " is outside 1 … " +
-                std::to_string(o.latent_size));
-  }
-  int64_t noise_hop = 1;
-  for (auto r : o.noise_ratios) noise_hop *= r;
-  if (s.streaming && o.noise_bands > 0 && o.hop() % noise_hop != 0) {
-    throw Error("--streaming needs model.noise_ratios (product " + std::to_string(noise_hop) +
-                ") to divide the product of model.ratios (" + std::to_string(o.hop()) + ")");
-  }
-}
-
-std::map<std::string, torch::Tensor> named_tensors(rave::RaveModelImpl& model) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& p : model.named_parameters()) out[p.key()] = p.value().detach();
-  for (const auto& b : model.named_buffers()) out[b.key()] = b.value().detach();
-  return out;
+  ScriptOptions script;
+  script.streaming = s.streaming;
+  script.latent_size = s.latent_size;
+  exporting::check_exportable(o, script);
 }
 
 // What one graph holds: the encoder half, the decoder half, or both.
@@ -496,8 +481,8 @@ std::string angles_to_latent(Emitter& e, const std::string& angles, int64_t L) {
   return g.node("Mul", {g.concat({g.node("Cos", {a}), ones}, 1), g.concat({ones, cumprod}, 1)});
 }
 
-// The discrete encoder's codebooks, (K, D) each, from the model (both graphs need them; the
-// forward graph's ledger accounts for them in emit_encode).
+// The discrete encoder's codebooks, (K, D) each, from the model: the decode graph's (the ledger
+// accounts for them where encode takes them, take_codebooks).
 std::vector<torch::Tensor> codebooks(rave::RaveModelImpl& model) {
   std::vector<torch::Tensor> out;
   const auto buffers = model.named_buffers();
@@ -506,14 +491,14 @@ std::vector<torch::Tensor> codebooks(rave::RaveModelImpl& model) {
   return out;
 }
 
-// The residual quantiser's nearest-code search, as the TorchScript file's quantize_latent:
-// (B, D, T) → (B, Q, T) code indices as floats (what msprior reads).
-std::string quantize_latent(Emitter& e, rave::RaveModelImpl& model, const std::string& z) {
+// The residual quantiser's nearest-code search over `codebooks` ([K, D] each), as the TorchScript
+// file's quantize_latent: (B, D, T) → (B, Q, T) code indices as floats (what msprior reads).
+std::string quantize_latent(Emitter& e, const std::vector<torch::Tensor>& codebooks, const std::string& z) {
   auto& g = e.g;
   std::string residual = g.transpose(z, {0, 2, 1});  // (B, T, D)
   std::vector<std::string> codes;
   int64_t i = 0;
-  for (const auto& embed : codebooks(model)) {
+  for (const auto& embed : codebooks) {
     const std::string key = "codebook_" + std::to_string(i++);
     const std::string table = g.initializer(key, embed);
     const torch::Tensor t = embed.t().contiguous();
@@ -577,21 +562,8 @@ std::string emit_encode(Emitter& e, rave::RaveModelImpl& model, const RaveGraphO
   e.ledger.take("latent_mean");
   e.ledger.take("fidelity");
   if (kind == rave::EncoderKind::kSpherical) return latent_to_angles(e, stats.v, full);
-  if (kind == rave::EncoderKind::kDiscrete) {
-    e.ledger.take("encoder.enabled");
-    for (int64_t i = 0; i < o.num_quantizers; ++i) {
-      const std::string layer = "encoder.rvq.layers." + std::to_string(i) + "._codebook.";
-      if (e.ledger.take(layer + "inited").item<double>() == 0.0) {
-        throw Error("the discrete encoder's codebook " + std::to_string(i) +
-                    " was never initialised (its k-means runs at the first training step from "
-                    "train.warmup_quantize on): export a checkpoint trained past train.warmup_quantize");
-      }
-      for (const char* stat : {"cluster_size", "embed_avg"})
-        e.ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
-      e.ledger.take(layer + "embed");
-    }
-    return quantize_latent(e, model, stats.v);
-  }
+  if (kind == rave::EncoderKind::kDiscrete)
+    return quantize_latent(e, take_codebooks(e.ledger, o.num_quantizers), stats.v);
   if (!variational) return stats.v;  // wasserstein: the whole latent
   // VariationalEncoderImpl::reparametrize, then the PCA rotation and the crop, as the TorchScript encode.
   auto& g = e.g;
@@ -707,22 +679,8 @@ RaveGraphs build_rave_graphs(rave::RaveModelImpl& model, const RaveGraphOptions&
   r.channels = o.channels;
   r.ratio = o.compression();
   r.full_latent_size = o.latent_size;
-  // What encode returns and decode takes: the PCA-cropped latent, the whole one (wasserstein),
-  // its angles (spherical: one fewer) or one code index per codebook (discrete).
-  switch (o.encoder) {
-    case rave::EncoderKind::kVariational:
-      r.latent_size = s.latent_size > 0 ? s.latent_size : o.latent_size;
-      break;
-    case rave::EncoderKind::kSpherical:
-      r.latent_size = o.latent_size - 1;
-      break;
-    case rave::EncoderKind::kDiscrete:
-      r.latent_size = o.num_quantizers;
-      break;
-    default:
-      r.latent_size = o.latent_size;
-  }
-  const auto tensors = named_tensors(model);
+  r.latent_size = exported_latent_size(o, s.latent_size);
+  const auto tensors = model_tensors(model);
   std::vector<StateSpec> forward_states;
   {
     TensorLedger ledger(tensors);

@@ -7,10 +7,17 @@
 namespace rt::exporting {
 namespace {
 
-// The latent encode returns and decode takes, for the non-variational encoders: the whole latent
-// (wasserstein), its angles (spherical: one fewer), one code index per codebook (discrete).
-int64_t fixed_latent_size(const rave::RaveOptions& o) {
+// An input check that reads well in nn~'s console and in Python.
+std::string expect(const std::string& condition, const std::string& message) {
+  return "assert " + condition + ", \"" + message + "\"";
+}
+
+}  // namespace
+
+int64_t exported_latent_size(const rave::RaveOptions& o, int64_t requested) {
   switch (o.encoder) {
+    case rave::EncoderKind::kVariational:
+      return requested > 0 ? requested : o.latent_size;
     case rave::EncoderKind::kSpherical:
       return o.latent_size - 1;
     case rave::EncoderKind::kDiscrete:
@@ -25,7 +32,7 @@ void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
     throw Error("a spherical latent needs model.latent_size >= 2 (it is exported as latent_size - 1 angles)");
   }
   if (o.encoder != rave::EncoderKind::kVariational && s.latent_size != 0 &&
-      s.latent_size != fixed_latent_size(o)) {
+      s.latent_size != exported_latent_size(o, 0)) {
     throw Error("model.encoder = " + std::string(enum_name(o.encoder)) + " exports its whole latent");
   }
   if (o.encoder == rave::EncoderKind::kVariational && (s.latent_size < 0 || s.latent_size > o.latent_size)) {
@@ -52,20 +59,6 @@ void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s) {
   }
 }
 
-std::map<std::string, torch::Tensor> named_tensors(rave::RaveModelImpl& model) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& p : model.named_parameters()) out[p.key()] = p.value();
-  for (const auto& b : model.named_buffers()) out[b.key()] = b.value();
-  return out;
-}
-
-// An input check that reads well in nn~'s console and in Python.
-std::string expect(const std::string& condition, const std::string& message) {
-  return "assert " + condition + ", \"" + message + "\"";
-}
-
-}  // namespace
-
 torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& s, ScriptInfo* info) {
   const auto& o = model.options();
   check_exportable(o, s);
@@ -75,10 +68,10 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
   const int64_t channels = o.channels, full = o.latent_size, ratio = o.compression();
   // What encode returns and decode takes: the PCA-cropped latent, the whole latent (wasserstein)
   // or its angles (spherical: one fewer).
-  const int64_t latent = s.latent_size > 0 ? s.latent_size : variational ? full : fixed_latent_size(o);
+  const int64_t latent = exported_latent_size(o, s.latent_size);
   const int64_t decoder_in = full + o.noise_augmentation;
 
-  TensorLedger ledger(named_tensors(model));
+  TensorLedger ledger(model_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");
   ledger.drop_prefix("receptive_field", "RAVE's receptive-field record (not used by inference)");
   ScriptContext ctx(s.streaming, ledger, s.quantize == Quantize::kInt8 ? s.int8_min_weights : -1);
@@ -179,21 +172,7 @@ torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& 
     // RAVE's DiscreteScriptedRAVE: encode returns the residual quantiser's code indices (as
     // floats), decode sums the codes they name. The codebooks travel as one (Q, K, D) buffer;
     // the training statistics stay behind.
-    ledger.take("encoder.enabled");
-    std::vector<torch::Tensor> embeds;
-    for (int64_t i = 0; i < o.num_quantizers; ++i) {
-      const std::string layer = "encoder.rvq.layers." + str(i) + "._codebook.";
-      if (ledger.take(layer + "inited").item<double>() == 0.0) {
-        throw Error(
-            "the discrete encoder's codebook " + str(i) +
-            " was never initialised (its k-means runs at the first training step from train.warmup_quantize "
-            "on): export a checkpoint trained past train.warmup_quantize");
-      }
-      for (const char* stat : {"cluster_size", "embed_avg"}) {
-        ledger.drop_prefix(layer + stat, "the codebooks' training statistics (EMA counts and sums)");
-      }
-      embeds.push_back(ledger.take(layer + "embed"));
-    }
+    const std::vector<torch::Tensor> embeds = take_codebooks(ledger, o.num_quantizers);
     top.register_buffer("codebooks", torch::stack(embeds, 0).contiguous());
     const std::string d = str(full), k_max = str(o.codebook_size - 1), q = str(o.num_quantizers);
     top.define(

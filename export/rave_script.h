@@ -55,6 +55,17 @@ struct ScriptInfo {
   std::map<std::string, std::vector<std::string>> dropped;
 };
 
+// What encode returns and decode takes: the PCA-cropped latent (`requested` dimensions, 0: all),
+// the whole latent (wasserstein), its angles (spherical: one fewer), one code index per codebook
+// (discrete). The ONNX export's too.
+int64_t exported_latent_size(const rave::RaveOptions& o, int64_t requested);
+
+// Throws rt::Error when the options cannot be exported (shared by the ONNX export, which adds
+// its own limits): a spherical latent under 2 dimensions, a latent size out of range or given
+// for a kind that exports its whole latent, and for streaming the mel encoder, an odd product of
+// ratios with a PQMF, noise ratios that do not divide the ratios.
+void check_exportable(const rave::RaveOptions& o, const ScriptOptions& s);
+
 // Builds the module from the model's options and tensors. Every tensor of the model is used
 // or dropped with a reason, else rt::Error names the ones left. Throws rt::Error when the
 // options cannot be exported (e.g. streaming with an odd product of ratios and a PQMF).

@@ -4,6 +4,13 @@
 
 namespace rt::exporting {
 
+std::map<std::string, torch::Tensor> model_tensors(torch::nn::Module& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : model.named_parameters()) out[p.key()] = p.value().detach();
+  for (const auto& b : model.named_buffers()) out[b.key()] = b.value().detach();
+  return out;
+}
+
 TensorLedger::TensorLedger(std::map<std::string, torch::Tensor> tensors) : tensors_(std::move(tensors)) {
   for (const auto& [key, t] : tensors_) used_[key] = false;
 }

@@ -14,6 +14,9 @@
 
 namespace rt::exporting {
 
+// Every parameter and buffer of `model` by state-dict name, detached: what a ledger starts from.
+std::map<std::string, torch::Tensor> model_tensors(torch::nn::Module& model);
+
 class TensorLedger {
  public:
   explicit TensorLedger(std::map<std::string, torch::Tensor> tensors);
