@@ -42,6 +42,12 @@ std::string libtorch_text() {
          std::to_string(TORCH_VERSION_PATCH);
 }
 
+// One "  label   value" line of --inspect, "not recorded" for an empty value.
+void fact_line(std::ostream& s, const std::string& label, const std::string& value) {
+  s << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
+    << (value.empty() ? "not recorded" : printable(value)) << "\n";
+}
+
 std::string dims_text(const onnx::ValueSpec& v) {
   std::string out = "(";
   for (const auto& d : v.dims) {
@@ -74,10 +80,7 @@ std::string inspect_onnx(const std::filesystem::path& file) {
     }
     s << "\n";
   }
-  auto fact = [&](const std::string& label, const std::string& value) {
-    s << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
-      << (value.empty() ? "not recorded" : printable(value)) << "\n";
-  };
+  auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
   fact("method", meta(onnx::kMetaMethod));
   fact("runtime", meta("rt_onnx_runtime"));
   fact("sampling rate", meta("sampling_rate").empty() ? "" : meta("sampling_rate") + " Hz");
@@ -170,10 +173,7 @@ std::string inspect_export(const std::filesystem::path& file) {
   } else {
     s << "  nn~ methods: none (no _methods attribute): nn~ cannot load it\n";
   }
-  auto fact = [&](const std::string& label, const std::string& value) {
-    s << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
-      << (value.empty() ? "not recorded" : printable(value)) << "\n";
-  };
+  auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
   fact("sampling rate", m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate"));
   fact("channels", int_attr_text(m, "n_channels"));
   fact("latent size",

@@ -13,6 +13,7 @@
 #include "data/audio_io.h"
 #include "data/preprocess.h"
 #include "export/onnx_eval.h"
+#include "export/onnx_export.h"
 #include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
 #include "export/rave_script.h"
@@ -73,7 +74,7 @@ void load_onnx(const GenerateOptions& o, const fs::path& given, LoadedModel& m) 
                   " (not written by export --format onnx)");
     return std::stoll(it->second);
   };
-  if (meta.count("rt_method") == 0 || meta.at("rt_method") != "forward") {
+  if (meta.count(onnx::kMetaMethod) == 0 || meta.at(onnx::kMetaMethod) != "forward") {
     throw Error("--model '" + given.string() +
                 "' is not an ONNX forward graph: pass the file export --format onnx writes at --output (its "
                 ".encode.onnx and .decode.onnx siblings hold one half each)");

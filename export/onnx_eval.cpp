@@ -1,9 +1,7 @@
 #include "export/onnx_eval.h"
 
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <iterator>
 
 #include "onnx_model.pb.h"
 #include "util/error.h"
@@ -238,11 +236,8 @@ struct Runner::Impl {
 };
 
 Runner::Runner(const std::filesystem::path& file) : impl_(std::make_unique<Impl>()) {
-  impl_->facts = read_facts(file);
-  std::ifstream in(file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  rt_onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) throw Error(file.string() + ": not an ONNX model");
+  const rt_onnx::ModelProto model = parse_model(file);
+  impl_->facts = facts_of(model);
   const auto& g = model.graph();
   for (const auto& t : g.initializer()) impl_->initializers[t.name()] = eval_detail::to_tensor(t);
   for (const auto& i : g.input()) impl_->inputs.push_back(i.name());

@@ -22,9 +22,8 @@ std::string state_rule(const std::vector<StateSpec>& states) {
 }
 
 // Runs a freshly written file once, as a host would: zeros of two latent frames, batch 1 and 4.
-void check_written(const fs::path& file, const std::string& input, int64_t in_channels, int64_t in_length,
-                   int64_t out_channels, int64_t out_length) {
-  Runner runner(file);
+void check_written(const Runner& runner, const fs::path& file, const std::string& input, int64_t in_channels,
+                   int64_t in_length, int64_t out_channels, int64_t out_length) {
   for (int64_t batch : {1, 4}) {
     StreamRunner stream(runner);
     const auto y = stream.step(input, torch::zeros({batch, in_channels, in_length}));
@@ -95,9 +94,10 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
   save_all();
   const int64_t ch = graphs.channels, latent = graphs.latent_size, frames = 2,
                 samples = frames * graphs.ratio;
-  check_written(r.onnx_encode, "audio_in", ch, samples, latent, frames);
-  check_written(r.onnx_decode, "latent_in", latent, frames, ch, samples);
-  check_written(r.output, "audio_in", ch, samples, ch, samples);
+  check_written(Runner(r.onnx_encode), r.onnx_encode, "audio_in", ch, samples, latent, frames);
+  check_written(Runner(r.onnx_decode), r.onnx_decode, "latent_in", latent, frames, ch, samples);
+  const Runner forward(r.output);  // read once: checked here, then the fidelity check runs it
+  check_written(forward, r.output, "audio_in", ch, samples, ch, samples);
   if (o.check_seconds <= 0.0) return;
   ScriptOptions s;
   s.streaming = o.streaming;
@@ -107,7 +107,6 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
     std::string source;
     const torch::Tensor audio =
         check_audio(fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming), &source);
-    Runner forward(r.output);
     StreamRunner stream(forward);
     const std::map<std::string, torch::Tensor> quiet{{"noise_scale", torch::tensor(0.0f)}};
     const ForwardFn run = [&](const torch::Tensor& x) { return stream.step("audio_in", x, quiet); };

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "onnx_model.pb.h"
 #include "util/atomic_file.h"
@@ -71,12 +70,6 @@ ValueSpec read_spec(const rt_onnx::ValueInfoProto& info) {
     }
   }
   return spec;
-}
-
-std::string read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace
@@ -182,10 +175,14 @@ void Graph::save(const std::filesystem::path& file, const std::map<std::string, 
   write_file_atomic(file, bytes);
 }
 
-FileFacts read_facts(const std::filesystem::path& file) {
+rt_onnx::ModelProto parse_model(const std::filesystem::path& file) {
   rt_onnx::ModelProto model;
-  if (!model.ParseFromString(read_bytes(file)) || !model.has_graph())
+  if (!model.ParseFromString(read_file(file)) || !model.has_graph())
     throw Error(file.string() + ": not an ONNX model (its protobuf does not parse as onnx.ModelProto)");
+  return model;
+}
+
+FileFacts facts_of(const rt_onnx::ModelProto& model) {
   FileFacts f;
   f.ir_version = model.ir_version();
   for (const auto& o : model.opset_import()) {
@@ -200,6 +197,8 @@ FileFacts read_facts(const std::filesystem::path& file) {
   f.initializers = model.graph().initializer_size();
   return f;
 }
+
+FileFacts read_facts(const std::filesystem::path& file) { return facts_of(parse_model(file)); }
 
 bool looks_like_onnx(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);

@@ -14,6 +14,10 @@
 #include <variant>
 #include <vector>
 
+namespace rt_onnx {
+class ModelProto;  // export/proto/onnx_model.proto
+}
+
 namespace rt::exporting::onnx {
 
 // Opset 17 of the default domain, IR version 8: what ONNX Runtime 1.13 and later run (1.17 and
@@ -96,6 +100,10 @@ struct FileFacts {
   int64_t nodes = 0, initializers = 0;
 };
 FileFacts read_facts(const std::filesystem::path& file);
+// The same from a file parsed once (parse_model: the file's bytes as onnx.ModelProto, or rt::Error
+// naming the file), for a reader that needs the graph too (export/onnx_eval.h).
+rt_onnx::ModelProto parse_model(const std::filesystem::path& file);
+FileFacts facts_of(const rt_onnx::ModelProto& model);
 
 // Whether the file starts like an ONNX model (a protobuf whose first field is ir_version).
 bool looks_like_onnx(const std::filesystem::path& file);
