@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "export/libtorch_target.h"
 #include "export/onnx_export.h"
 #include "export/onnx_graph.h"
 #include "util/error.h"
@@ -128,14 +129,22 @@ void record_export_facts(torch::jit::Module& m, const ExportFacts& f) {
   m.register_attribute(kFactBlockMultiple, c10::IntType::get(), f.block_multiple);
   str(kFactQuantize, f.quantize);
   str(kFactCheck, f.check);
+  if (!f.target_libtorch.empty()) str(kFactTargetLibTorch, f.target_libtorch);
 }
 
 void set_check_fact(torch::jit::Module& m, const std::string& check) { m.setattr(kFactCheck, check); }
 
-std::string inspect_export(const std::filesystem::path& file) {
+std::string inspect_export(const std::filesystem::path& file, const std::string& target_libtorch,
+                           std::string* refusal) {
   if (const std::string why = not_a_regular_file(file); !why.empty())
     throw Error("--inspect '" + file.string() + "' " + why);
-  if (onnx::looks_like_onnx(file)) return inspect_onnx(file);
+  if (onnx::looks_like_onnx(file)) {
+    if (!target_libtorch.empty()) {
+      throw Error("--target_libtorch applies to TorchScript files; '" + file.string() +
+                  "' is ONNX, which names its opset instead (printed by --inspect without the flag)");
+    }
+    return inspect_onnx(file);
+  }
   uint64_t version = 0;
   torch::jit::Module m;
   try {
@@ -150,6 +159,12 @@ std::string inspect_export(const std::filesystem::path& file) {
   s << printable(file.string()) << "\n  TorchScript, file format version " << version << " ("
     << libtorch_text() << " reads versions " << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
     << caffe2::serialize::kMaxSupportedFileFormatVersion << ")\n";
+  const TorchScriptNeeds needs = torchscript_needs(m, version);
+  s << "  loads in          LibTorch " << releases_that_load(needs) << " (the file format version and "
+    << needs.checked.size() << " aten operators checked against each release; " << needs.unchecked.size()
+    << " TorchScript builtins not checked)\n";
+  if (refusal != nullptr && !target_libtorch.empty())
+    *refusal = target_refusal(file.string(), target_libtorch, needs);
   const std::string with = string_attr(m, kFactExportedWith);
   s << "  written by  " << (with.empty() ? "not recorded (not written by this exporter)" : printable(with))
     << "\n";
@@ -191,6 +206,7 @@ std::string inspect_export(const std::filesystem::path& file) {
                             int_attr_text(m, "decode_latency") + " samples"
                       : "");
   fact("weights", string_attr(m, kFactQuantize));
+  if (m.hasattr(kFactTargetLibTorch)) fact("checked for", "LibTorch " + string_attr(m, kFactTargetLibTorch));
   fact("checkpoint", m.hasattr(kFactCheckpoint)
                          ? string_attr(m, kFactCheckpoint) + " (step " + int_attr_text(m, kFactStep) + ")"
                          : "");

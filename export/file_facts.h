@@ -22,9 +22,12 @@ inline constexpr const char* kFactConfig = "rt_config";                 // the r
 inline constexpr const char* kFactBlockMultiple = "rt_block_multiple";  // int: block sizes are its multiples
 inline constexpr const char* kFactQuantize = "rt_quantize";             // none | int8
 inline constexpr const char* kFactCheck = "rt_fidelity_check";          // the check's line, or why none
+inline constexpr const char* kFactTargetLibTorch =
+    "rt_target_libtorch";  // --target_libtorch it was checked for
 
 struct ExportFacts {
   std::string checkpoint, config_toml, quantize, check;
+  std::string target_libtorch;  // empty: no --target_libtorch given
   int64_t step = 0, block_multiple = 1;
 };
 
@@ -36,9 +39,12 @@ std::string exported_with_text();
 void record_export_facts(torch::jit::Module& m, const ExportFacts& facts);
 void set_check_fact(torch::jit::Module& m, const std::string& check);
 
-// `export --inspect FILE`: the file's TorchScript format version, its nn~ methods with their
-// channels and ratios, and every recorded fact. Throws rt::Error naming the file when it is no
+// `export --inspect FILE`: the file's TorchScript format version and the LibTorch releases that
+// load it (export/libtorch_target.h), its nn~ methods with their channels and ratios, and every
+// recorded fact. With `target_libtorch` ("1.13"), `*refusal` receives the line refusing the file
+// when that release cannot load it (empty when it can). Throws rt::Error naming the file when it is no
 // TorchScript file this LibTorch loads.
-std::string inspect_export(const std::filesystem::path& file);
+std::string inspect_export(const std::filesystem::path& file, const std::string& target_libtorch = "",
+                           std::string* refusal = nullptr);
 
 }  // namespace rt::exporting

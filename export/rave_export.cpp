@@ -7,6 +7,7 @@
 
 #include "data/audio_io.h"
 #include "export/file_facts.h"
+#include "export/libtorch_target.h"
 #include "export/onnx_export.h"
 #include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
@@ -176,6 +177,9 @@ ExportReport export_rave(const ExportOptions& options) {
     if (o.quantize != Quantize::kNone)
       throw Error(
           "--quantize int8 applies to TorchScript files; export --format onnx writes float32 weights");
+    if (!o.target_libtorch.empty())
+      throw Error("--target_libtorch applies to TorchScript files; export --format onnx writes opset " +
+                  std::to_string(onnx::kOpset) + " for ONNX Runtime 1.17 or later");
     r.onnx_encode = onnx::sibling(r.output, "encode");
     r.onnx_decode = onnx::sibling(r.output, "decode");
   }
@@ -224,14 +228,36 @@ ExportReport export_rave(const ExportOptions& options) {
   facts.block_multiple = o.streaming ? r.script.ratio : 1;
   facts.quantize = enum_name(o.quantize);
   facts.check = o.check_seconds > 0.0 ? "not measured" : "not measured (--check_seconds 0)";
+  bool newer_than_table = false;
+  if (!o.target_libtorch.empty()) {
+    const LibTorchRelease target = parse_target_libtorch(o.target_libtorch, &newer_than_table);
+    facts.target_libtorch = target.name();
+    if (newer_than_table) {
+      r.warnings.push_back("--target_libtorch " + o.target_libtorch + " is newer than the release table (" +
+                           libtorch_releases().front().name() + " … " + target.name() + "): checked as " +
+                           target.name() + " (scripts/libtorch_releases.py adds newer releases)");
+    }
+  }
   record_export_facts(module, facts);
-
-  auto save = [&] {
+  auto serialized = [&] {
     std::ostringstream bytes;
     module.save(bytes);
-    write_file_atomic(r.output, bytes.str());
+    return bytes.str();
   };
-  save();
+  // Which LibTorch releases load the file, checked before anything is written.
+  const std::string first_bytes = serialized();
+  {
+    const TorchScriptNeeds needs = torchscript_needs(module, file_format_version_of(first_bytes));
+    if (!o.target_libtorch.empty()) {
+      const std::string refusal = target_refusal(r.output.string(), o.target_libtorch, needs);
+      if (!refusal.empty()) throw Error(refusal + "; nothing written");
+    }
+    r.loads_in = releases_that_load(needs);
+    r.file_format_version = needs.file_format_version;
+    r.checked_operators = needs.checked.size();
+  }
+
+  write_file_atomic(r.output, first_bytes);
   check_saved_module(r.output, r);
   if (o.check_seconds > 0.0) {
     const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
@@ -244,7 +270,7 @@ ExportReport export_rave(const ExportOptions& options) {
     }
     // The file carries its own check figures (export --inspect).
     set_check_fact(module, format_fidelity(r.check));
-    save();
+    write_file_atomic(r.output, serialized());
     if (r.check.measured && !r.check.within_budget() && o.quantize != Quantize::kNone) {
       std::ostringstream w;
       w << "--quantize " << enum_name(o.quantize) << " adds " << std::fixed << std::setprecision(1)
@@ -273,6 +299,10 @@ std::string format_report(const ExportReport& r) {
     << " samples per latent frame"
     << (r.format == ExportFormat::kOnnx ? " (every call's length a multiple of it)" : "") << ", "
     << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n";
+  if (!r.loads_in.empty()) {
+    s << "  loads in LibTorch " << r.loads_in << " (file format version " << r.file_format_version << ", "
+      << r.checked_operators << " aten operators checked against each release)\n";
+  }
   if (r.quantize == Quantize::kInt8) {
     const auto& i = r.script;
     s << "  --quantize int8: " << i.int8_layers << " layer(s) on int8 weights (" << i.int8_weights << " of "

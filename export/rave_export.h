@@ -37,6 +37,9 @@ struct ExportOptions {
   std::filesystem::path check_audio;  // --check_audio: this file instead of the database (any rate, channels)
   bool force = false;  // --force: replace an existing file at `output` (never a checkpoint, a run's
                        // own file or something that is not a regular file)
+  // --target_libtorch X.Y: the TorchScript file must load in that LibTorch release
+  // (export/libtorch_target.h), else nothing is written.
+  std::string target_libtorch;
 };
 
 struct ExportReport {
@@ -55,6 +58,11 @@ struct ExportReport {
   ScriptInfo script;
   Quantize quantize = Quantize::kNone;
   FidelityFigures check;  // the written file against the float32 model (export/fidelity.h)
+  // TorchScript: the releases that load the file ("1.12 … 2.15"), its file format version and
+  // the aten operators checked (export/libtorch_target.h).
+  std::string loads_in;
+  uint64_t file_format_version = 0;
+  size_t checked_operators = 0;
   std::vector<std::string> warnings;
 };
 

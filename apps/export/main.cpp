@@ -7,11 +7,14 @@
 // and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
 // and what an exported file says about itself (export/file_facts.h):
-//   export --inspect FILE.ts | FILE.onnx
+//   export --inspect FILE.ts | FILE.onnx [--target_libtorch X.Y]
+// A TorchScript export or --inspect with --target_libtorch X.Y refuses a file LibTorch X.Y
+// cannot load, with the reason (export/libtorch_target.h).
 #include <cmath>
 #include <iostream>
 
 #include "export/file_facts.h"
+#include "export/libtorch_target.h"
 #include "export/rave_export.h"
 #include "export/realtime_check.h"
 #include "util/cli_parse.h"
@@ -24,6 +27,7 @@ namespace {
 // there, and the benchmark's flags nothing without it.
 void check_modes(const CLI::App& app, bool benchmark) {
   if (app.count("--inspect") > 0) {
+    // --target_libtorch checks the inspected file.
     for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
                              "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
                              "--check_audio", "--benchmark", "--block", "--threads", "--seconds"}) {
@@ -37,7 +41,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
   if (benchmark) {
     for (const char* flag :
          {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
-          "--latent_size", "--quantize", "--check_seconds", "--check_audio"}) {
+          "--latent_size", "--quantize", "--check_seconds", "--check_audio", "--target_libtorch"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -112,6 +116,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seconds", bench.seconds, "with --benchmark: seconds of audio timed per block size")
       ->capture_default_str();
+  app.add_option("--target_libtorch", opt.target_libtorch,
+                 "X.Y: the LibTorch release the host loads TorchScript with (nn~'s, the VST's): refuse, "
+                 "with the reason and writing nothing, a file that release cannot load (its file format "
+                 "version or an operator it lacks, checked against each release's own headers: "
+                 "docs/export.md). With --inspect: check that file");
   std::string inspect;
   app.add_option(
       "--inspect", inspect,
@@ -138,8 +147,17 @@ int main(int argc, char** argv) {
     opt.format = rt::parse_enum<rt::exporting::ExportFormat>(format, "--format");
     const bool benchmarking = app.count("--benchmark") > 0;
     check_modes(app, benchmarking);
+    // A bad --target_libtorch is refused before anything is read or written.
+    if (app.count("--target_libtorch") > 0)
+      rt::exporting::parse_target_libtorch(opt.target_libtorch, nullptr);
     if (app.count("--inspect") > 0) {
-      std::cout << rt::exporting::inspect_export(inspect);
+      std::string refusal;
+      std::cout << rt::exporting::inspect_export(inspect, opt.target_libtorch, &refusal);
+      if (!refusal.empty()) {
+        std::cout.flush();
+        std::cerr << "export: error: " << refusal << "\n";
+        return 1;
+      }
       return 0;
     }
     if (benchmarking) {

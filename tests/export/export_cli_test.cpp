@@ -3,6 +3,7 @@
 // latency), and every refusal with its message.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -358,6 +359,53 @@ TEST_F(ExportCli, InspectPrintsWhatTheFileRecords) {
   i = run_export("--inspect " + quote(streaming.string()) + " --run " + quote(run_.string()));
   EXPECT_EQ(i.exit_code, 1) << i.output;
   EXPECT_TRUE(contains(i.output, "--inspect and --run cannot be combined")) << i.output;
+}
+
+// --target_libtorch X.Y: a release that cannot load the file refuses it in one line naming the
+// reason and the releases that can, and nothing is written; a release that can gets the file,
+// which records what it was checked for. --inspect checks an existing file the same way.
+TEST_F(ExportCli, ATooOldTargetLibTorchIsRefusedInOneLineAndNothingIsWritten) {
+  const fs::path file = dir_->path() / "target.ts";
+  auto e = run_export("--run " + quote(run_.string()) + " --check_seconds 0 --target_libtorch 1.4 --output " +
+                      quote(file.string()));
+  EXPECT_EQ(e.exit_code, 1) << e.output;
+  EXPECT_EQ(
+      e.output.rfind("export: error: --target_libtorch 1.4: LibTorch 1.4 cannot load '" + file.string() +
+                         "': file format version 3, and LibTorch 1.4 reads versions up to 2 (it loads in "
+                         "LibTorch 1.5 … ",
+                     0),
+      0u)
+      << e.output;
+  EXPECT_TRUE(contains(e.output, "; nothing written\n")) << e.output;
+  EXPECT_EQ(std::count(e.output.begin(), e.output.end(), '\n'), 1) << e.output;
+  EXPECT_FALSE(fs::exists(file));
+
+  e = run_export("--run " + quote(run_.string()) + " --check_seconds 0 --target_libtorch 1.13 --output " +
+                 quote(file.string()));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "  loads in LibTorch 1.5 … ")) << e.output;
+  auto i = run_export("--inspect " + quote(file.string()));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_TRUE(contains(i.output, "  loads in          LibTorch 1.5 … ")) << i.output;
+  EXPECT_TRUE(contains(i.output, "  checked for       LibTorch 1.13\n")) << i.output;
+  i = run_export("--inspect " + quote(file.string()) + " --target_libtorch 1.4");
+  EXPECT_EQ(i.exit_code, 1) << i.output;
+  EXPECT_TRUE(contains(i.output, "TorchScript, file format version 3")) << i.output;
+  EXPECT_TRUE(contains(i.output, "\nexport: error: --target_libtorch 1.4: LibTorch 1.4 cannot load '" +
+                                     file.string() + "': file format version 3"))
+      << i.output;
+
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--inspect " + quote(file.string()) + " --target_libtorch 1.14",
+            "--target_libtorch 1.14: there was no LibTorch 1.14 release"},
+           {"--run " + quote(run_.string()) + " --format onnx --target_libtorch 1.13",
+            "--target_libtorch applies to TorchScript files; export --format onnx writes opset 17"},
+           {"--benchmark " + quote(file.string()) + " --target_libtorch 1.13",
+            "--benchmark and --target_libtorch cannot be combined"}}) {
+    e = run_export(args);
+    EXPECT_EQ(e.exit_code, 1) << args << "\n" << e.output;
+    EXPECT_TRUE(contains(e.output, says)) << args << "\n" << e.output;
+  }
 }
 
 // --format onnx: three graphs (forward at --output, encode and decode beside it), run once and
