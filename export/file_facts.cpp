@@ -160,9 +160,7 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
     << libtorch_text() << " reads versions " << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
     << caffe2::serialize::kMaxSupportedFileFormatVersion << ")\n";
   const TorchScriptNeeds needs = torchscript_needs(m, version);
-  s << "  loads in          LibTorch " << releases_that_load(needs) << " (the file format version and "
-    << needs.checked.size() << " aten operators checked against each release; " << needs.unchecked.size()
-    << " TorchScript builtins not checked)\n";
+  s << "  loads in          " << loads_in_text(needs) << "\n";
   if (refusal != nullptr && !target_libtorch.empty())
     *refusal = target_refusal(file.string(), target_libtorch, needs);
   const std::string with = string_attr(m, kFactExportedWith);

@@ -161,6 +161,13 @@ std::string releases_that_load(const TorchScriptNeeds& needs) {
   return mask ? ranges_text(mask) : "none of " + all.front().name() + " … " + all.back().name();
 }
 
+std::string loads_in_text(const TorchScriptNeeds& needs) {
+  return "LibTorch " + releases_that_load(needs) + " (file format version " +
+         std::to_string(needs.file_format_version) + "; " + std::to_string(needs.checked.size()) +
+         " aten operators checked against each release, " + std::to_string(needs.unchecked.size()) +
+         " other operators not checked)";
+}
+
 LibTorchRelease parse_target_libtorch(const std::string& text, bool* newer_than_table) {
   const auto& all = libtorch_releases();
   const std::string accepted =

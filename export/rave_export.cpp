@@ -252,9 +252,7 @@ ExportReport export_rave(const ExportOptions& options) {
       const std::string refusal = target_refusal(r.output.string(), o.target_libtorch, needs);
       if (!refusal.empty()) throw Error(refusal + "; nothing written");
     }
-    r.loads_in = releases_that_load(needs);
-    r.file_format_version = needs.file_format_version;
-    r.checked_operators = needs.checked.size();
+    r.loads_in = loads_in_text(needs);
   }
 
   write_file_atomic(r.output, first_bytes);
@@ -300,8 +298,7 @@ std::string format_report(const ExportReport& r) {
     << (r.format == ExportFormat::kOnnx ? " (every call's length a multiple of it)" : "") << ", "
     << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n";
   if (!r.loads_in.empty()) {
-    s << "  loads in LibTorch " << r.loads_in << " (file format version " << r.file_format_version << ", "
-      << r.checked_operators << " aten operators checked against each release)\n";
+    s << "  loads in " << r.loads_in << "\n";
   }
   if (r.quantize == Quantize::kInt8) {
     const auto& i = r.script;

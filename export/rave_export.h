@@ -58,11 +58,9 @@ struct ExportReport {
   ScriptInfo script;
   Quantize quantize = Quantize::kNone;
   FidelityFigures check;  // the written file against the float32 model (export/fidelity.h)
-  // TorchScript: the releases that load the file ("1.12 … 2.15"), its file format version and
-  // the aten operators checked (export/libtorch_target.h).
+  // TorchScript: the LibTorch releases that load the file and what was checked
+  // (export/libtorch_target.h, loads_in_text).
   std::string loads_in;
-  uint64_t file_format_version = 0;
-  size_t checked_operators = 0;
   std::vector<std::string> warnings;
 };
 
