@@ -19,7 +19,7 @@
 #include "export/rave_script.h"
 #include "models/rave/losses.h"
 #include "trainer/output_target.h"
-#include "trainer/ssm_transfer.h"
+#include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/path_kind.h"
@@ -156,7 +156,7 @@ LoadedModel load_model(const GenerateOptions& o) {
     m.description = "TorchScript file " + given.string();
     m.name = given.stem().string();
   } else {
-    const fs::path ckpt = resolve_init_checkpoint(o.model, "--model");
+    const fs::path ckpt = resolve_run_or_checkpoint(o.model, "--model");
     RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
     ScriptOptions s;
     s.streaming = o.stream;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/audio_dataset.h"
-#include "trainer/rave_family.h"
+#include "families/rave/rave_family.h"
 #include "util/error.h"
 
 namespace rt::exporting {

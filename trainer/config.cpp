@@ -68,6 +68,12 @@ const KeySpec& value_spec(const std::string& key, const std::string& origin) {
 }  // namespace
 
 Config::Config() {
+  // The family keys come from the registrations: a program reads configs after registering.
+  if (model_families().empty()) {
+    throw Error(
+        "no model family is registered in this program: call rt::register_builtin_model_families() "
+        "(families/builtin.h) before reading a config");
+  }
   for (const auto& spec : config_schema()) values_[spec.key] = Entry{spec.default_value, "default", 0};
 }
 

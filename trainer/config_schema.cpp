@@ -93,8 +93,8 @@ namespace {
 
 using namespace keys;
 
-// The keys every family shares. Each family declares its own (trainer/rave_family.cpp,
-// trainer/ssm_family.cpp); model.family's choices are the registered families.
+// The keys every family shares. Each family declares its own (families/rave/rave_family.cpp,
+// families/ssm/ssm_family.cpp); model.family's choices are the registered families.
 std::vector<KeySpec> build_common_schema() {
   std::vector<Spec> s = {
       // [model]
@@ -449,8 +449,8 @@ struct SchemaStore {
   size_t families = 0;        // registrations merged so far
 };
 
-// Registrations normally all happen before main() or on first use; the lock keeps a late one
-// from racing with another thread's lookup.
+// Registrations normally all happen at the start of main(); the lock keeps a late one from
+// racing with another thread's lookup.
 SchemaStore& synced_store() {
   static SchemaStore store;
   static std::mutex mutex;
@@ -462,7 +462,7 @@ SchemaStore& synced_store() {
       if (spec.key == "model.family") store.family = &store.specs.back();
     }
   }
-  const auto& families = model_families();  // registers the built-ins on first use
+  const auto& families = model_families();
   if (store.families < families.size()) {
     for (; store.families < families.size(); ++store.families) {
       for (const auto& spec : families[store.families].keys) {

@@ -4,7 +4,7 @@
 //
 // The schema is the common keys (model.family, data.*, the train.* keys every family uses,
 // profiling.*), declared in config_schema.cpp, plus the keys of every registered model family
-// (trainer/family_registry.h), each declared once by its family (trainer/rave_family.cpp …).
+// (trainer/family_registry.h), each declared once by its family (families/rave/rave_family.cpp …).
 #pragma once
 
 #include <cstdint>

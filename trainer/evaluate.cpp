@@ -14,7 +14,6 @@
 #include "trainer/model_family.h"
 #include "trainer/resume.h"
 #include "trainer/run_dir.h"
-#include "trainer/ssm_transfer.h"
 #include "util/error.h"
 #include "util/printable.h"
 #include "util/profile_schema.h"
@@ -30,7 +29,7 @@ fs::path evaluated_checkpoint(const EvaluateOptions& o) {
   if (o.checkpoint.empty())
     throw Error("--ckpt: give the checkpoint to evaluate (a file, a run directory or last)");
   if (o.checkpoint == "last") return resolve_checkpoint("last", o.out_path);
-  return resolve_init_checkpoint(o.checkpoint, "--ckpt");
+  return resolve_run_or_checkpoint(o.checkpoint, "--ckpt");
 }
 
 // The checkpoint's own config, with what evaluate's flags change. Only the keys the run set

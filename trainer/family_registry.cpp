@@ -15,6 +15,11 @@ std::deque<FamilyRegistration>& registry() {
   return r;
 }
 
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 // Checks `family` against the common schema and the families registered so far, then adds it.
 void add(FamilyRegistration family) {
   const std::string& name = family.name;
@@ -47,24 +52,14 @@ void add(FamilyRegistration family) {
   registry().push_back(std::move(family));
 }
 
-void ensure_builtins() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (auto& f : builtin_model_families()) add(std::move(f));
-  });
-}
-
 }  // namespace
 
 void register_model_family(FamilyRegistration family) {
-  ensure_builtins();
+  const std::lock_guard<std::mutex> lock(registry_mutex());
   add(std::move(family));
 }
 
-const std::deque<FamilyRegistration>& model_families() {
-  ensure_builtins();
-  return registry();
-}
+const std::deque<FamilyRegistration>& model_families() { return registry(); }
 
 const FamilyRegistration* find_model_family(const std::string& name) {
   for (const auto& f : model_families()) {

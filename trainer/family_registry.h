@@ -2,9 +2,9 @@
 // the config keys it owns and its cross-key checks; the config schema, --help, --print_config
 // and docs/config.md are built from the registrations.
 //
-// Adding a family is one folder plus one registration: the built-ins are listed in
-// trainer/families.cpp (explicitly: a static registration in a static library would be dropped
-// by the linker); a test family calls register_model_family from its own translation unit.
+// The registry holds what a program registered, in order: the built-ins first
+// (families/builtin.h, called by main() before any config is read), then a test family's
+// (registered from its own translation unit).
 #pragma once
 
 #include <deque>
@@ -46,14 +46,11 @@ ModelFamilyFactory family_factory() {
 // range refuses.
 void register_model_family(FamilyRegistration family);
 
-// Every registration: the built-ins first, then in registration order. References stay valid
-// when a family registers later.
+// Every registration, in registration order. References stay valid when a family registers
+// later.
 const std::deque<FamilyRegistration>& model_families();
 // nullptr when no family of that name is registered.
 const FamilyRegistration* find_model_family(const std::string& name);
 std::vector<std::string> model_family_names();
-
-// The built-in families (trainer/families.cpp), registered on first use of the registry.
-std::vector<FamilyRegistration> builtin_model_families();
 
 }  // namespace rt

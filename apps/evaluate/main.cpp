@@ -3,6 +3,7 @@
 //            [--threads N] [--workers N] [--device cpu|cuda|cuda:N] [--output FILE.json [--force]]
 #include <iostream>
 
+#include "families/builtin.h"
 #include "trainer/evaluate.h"
 #include "trainer/output_target.h"
 #include "util/atomic_file.h"
@@ -12,6 +13,7 @@
 #include "util/signals.h"
 
 int main(int argc, char** argv) {
+  rt::register_builtin_model_families();
   rt::install_stop_signal_handlers();
   CLI::App app{
       "Score a training checkpoint on a database, as the run's validation does, without training: SSM "

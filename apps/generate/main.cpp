@@ -7,12 +7,14 @@
 #include <iostream>
 
 #include "export/generate.h"
+#include "families/builtin.h"
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/signals.h"
 
 int main(int argc, char** argv) {
+  rt::register_builtin_model_families();
   rt::install_stop_signal_handlers();
   CLI::App app{
       "Run audio files through a trained RAVE model, offline or in streaming blocks, as `rave generate` "

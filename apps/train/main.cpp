@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "families/builtin.h"
 #include "trainer/trainer.h"
 #include "util/signals.h"
 
@@ -28,4 +29,7 @@ __attribute__((constructor(101))) void install_handlers_again() { rt::install_st
 
 }  // namespace
 
-int main(int argc, char** argv) { return rt::train_command(std::vector<std::string>(argv + 1, argv + argc)); }
+int main(int argc, char** argv) {
+  rt::register_builtin_model_families();
+  return rt::train_command(std::vector<std::string>(argv + 1, argv + argc));
+}

@@ -1,5 +1,5 @@
 // RAVE model options. Field names are the [model] keys of docs/config.md (plus sampling_rate,
-// channels), bound to them in trainer/rave_family.cpp, whose key specs take their defaults
+// channels), bound to them in families/rave/rave_family.cpp, whose key specs take their defaults
 // from the initialisers below; presets give acids-ircam/RAVE's v1.gin / v2.gin / v3.gin values.
 #pragma once
 

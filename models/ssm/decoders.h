@@ -32,7 +32,7 @@ namespace rt::ssm {
 enum class SsmVariant { kS5Maze, kFoundational, kMaxValue = kFoundational };
 constexpr EnumNames<SsmVariant> enum_names(SsmVariant) { return {{"s5_maze", "foundational"}}; }
 
-// The [model] SSM keys of docs/config.md, bound to them in trainer/ssm_family.cpp, whose key
+// The [model] SSM keys of docs/config.md, bound to them in families/ssm/ssm_family.cpp, whose key
 // specs take their defaults from the initialisers below.
 struct SsmOptions {
   SsmVariant variant = SsmVariant::kS5Maze;

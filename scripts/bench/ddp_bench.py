@@ -192,7 +192,7 @@ def rave_bindings(cfg):
                       ("stft_scales", "core.MultiScaleSTFT.scales")):
         if key in m:
             b.append(f"{name} = {m[key]!r}")
-    # The native defaults of these keys are v2.gin's (trainer/rave_family.cpp), except
+    # The native defaults of these keys are v2.gin's (families/rave/rave_family.cpp), except
     # phase_1_duration's and the beta schedule's, which are bound whenever the config sets them.
     for key, name in (("phase_1_duration", "PHASE_1_DURATION"),
                       ("update_discriminator_every", "RAVE.update_discriminator_every"),

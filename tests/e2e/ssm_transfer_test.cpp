@@ -1,4 +1,4 @@
-// Pretrain → transfer (trainer/ssm_transfer.h) through `train`: a small foundational decoder
+// Pretrain → transfer (families/ssm/ssm_transfer.h) through `train`: a small foundational decoder
 // pretrained on three sessions of synthetic reaching data is carried to a fourth session with
 // another unit count, in each train.transfer_mode, and the checkpoints are compared tensor by
 // tensor with the pretrained one.

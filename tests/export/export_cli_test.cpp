@@ -10,11 +10,11 @@
 #include "data/audio_io.h"
 #include "e2e/e2e_fixtures.h"
 #include "export/rave_export.h"
+#include "families/rave/rave_family.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/rave_family.h"
 #include "util/atomic_file.h"
 
 namespace rt::e2e {

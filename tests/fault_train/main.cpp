@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "families/builtin.h"
 #include "support/nan_batches.h"
 #include "util/signals.h"
 
@@ -14,6 +15,7 @@ __attribute__((constructor(101))) void install_handlers_first() { rt::install_st
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::register_builtin_model_families();
   return rt::train_command(std::vector<std::string>(argv + 1, argv + argc),
                            rt::testing::nan_options_from_environment());
 }

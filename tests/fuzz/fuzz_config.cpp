@@ -2,8 +2,14 @@
 // against the schema of every family, finalized, then printed back and re-read.
 #include <cstdint>
 
+#include "families/builtin.h"
 #include "fuzz_support.h"
 #include "trainer/config.h"
+
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  rt::register_builtin_model_families();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = rt::fuzz::scratch_file("fuzz.toml", data, size);

@@ -7,6 +7,7 @@
 
 #include "data/loader.h"
 #include "distributed/gradient_sync.h"
+#include "families/builtin.h"
 #include "models/common/summary.h"
 #include "trainer/config.h"
 #include "trainer/family_registry.h"
@@ -148,8 +149,10 @@ class FakeFamily final : public ModelFamily {
   std::unique_ptr<torch::optim::SGD> opt_;
 };
 
-// The one call that makes the family known to every test of the binary.
-const bool kRegistered = (register_model_family(fake_family_registration()), true);
+// The one call that makes the family known to every test of the binary. It runs before main():
+// the built-ins register first, as they come first in every program.
+const bool kRegistered =
+    (register_builtin_model_families(), register_model_family(fake_family_registration()), true);
 
 }  // namespace
 

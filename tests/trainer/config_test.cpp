@@ -5,12 +5,12 @@
 #include <string>
 
 #include "data/data_kind.h"
+#include "families/ssm/ssm_family.h"
 #include "models/rave/options.h"
 #include "models/ssm/decoders.h"
 #include "support/expect.h"
 #include "support/test_support.h"
 #include "trainer/config_value.h"
-#include "trainer/ssm_family.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "families/rave/rave_family.h"
 #include "models/common/conv.h"
 #include "models/common/pqmf.h"
 #include "models/rave/rave.h"
@@ -22,7 +23,6 @@
 #include "support/test_support.h"
 #include "trainer/config.h"
 #include "trainer/config_stack.h"
-#include "trainer/rave_family.h"
 
 namespace rt {
 namespace {

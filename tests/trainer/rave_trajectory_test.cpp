@@ -30,13 +30,13 @@
 #include <sstream>
 #include <string>
 
+#include "families/rave/rave_family.h"
 #include "models/rave/encoder.h"
 #include "models/rave/rave.h"
 #include "support/golden.h"
 #include "support/libtorch_version.h"
 #include "trainer/config.h"
 #include "trainer/model_family.h"
-#include "trainer/rave_family.h"
 
 namespace rt {
 namespace {

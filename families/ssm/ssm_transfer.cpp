@@ -1,14 +1,12 @@
-#include "trainer/ssm_transfer.h"
+#include "families/ssm/ssm_transfer.h"
 
 #include <map>
 #include <sstream>
 
+#include "families/ssm/ssm_family.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/ssm_family.h"
 #include "util/error.h"
-#include "util/path_kind.h"
-#include "util/run_pointer.h"
 
 namespace rt {
 namespace {
@@ -76,25 +74,6 @@ bool trains_in_transfer_mode(const std::string& name, TransferMode mode) {
       return !transferred_module(top_module(name));
   }
   return true;
-}
-
-fs::path resolve_init_checkpoint(const std::string& init_from, const std::string& name) {
-  std::error_code ec;
-  // A run directory, or the `latest` pointer naming one (util/run_pointer.h).
-  const fs::path run = resolve_run_pointer(init_from);
-  if (fs::is_directory(run, ec)) {
-    for (const char* file : {"best.ckpt", "last.ckpt"}) {
-      const fs::path p = run / "checkpoints" / file;
-      if (fs::is_regular_file(p, ec)) return p;
-    }
-    throw Error(name + " = '" + init_from +
-                "' is a directory without checkpoints/best.ckpt or checkpoints/last.ckpt (expected a run "
-                "directory, a `latest` pointer or a checkpoint file)");
-  }
-  if (const std::string why = not_a_regular_file(init_from); !why.empty()) {
-    throw Error(name + " = '" + init_from + "' " + why + " (expected a run directory or a checkpoint file)");
-  }
-  return fs::path(init_from);
 }
 
 TransferReport transfer_pretrained_ssm(const fs::path& checkpoint, torch::nn::Module& model,

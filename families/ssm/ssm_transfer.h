@@ -32,12 +32,6 @@ constexpr EnumNames<TransferMode> enum_names(TransferMode) { return {{"all", "fr
 // Whether the parameter `name` (a model's named_parameters() key) trains under `mode`.
 bool trains_in_transfer_mode(const std::string& name, TransferMode mode);
 
-// train.init_from → the checkpoint to transfer from: a file as it is; a run directory's
-// checkpoints/best.ckpt, else its checkpoints/last.ckpt. Throws rt::Error naming the value.
-// `name` is the key or flag named in errors (evaluate's --ckpt reads checkpoints the same way).
-std::filesystem::path resolve_init_checkpoint(const std::string& init_from,
-                                              const std::string& name = "train.init_from");
-
 // What a transfer did, tensor by tensor.
 struct TransferReport {
   std::filesystem::path checkpoint;

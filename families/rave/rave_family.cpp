@@ -1,4 +1,4 @@
-#include "trainer/rave_family.h"
+#include "families/rave/rave_family.h"
 
 #include <algorithm>
 #include <cmath>

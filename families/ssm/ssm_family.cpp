@@ -1,4 +1,4 @@
-#include "trainer/ssm_family.h"
+#include "families/ssm/ssm_family.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "data/neural/neural_dataset.h"
 #include "data/split.h"
 #include "distributed/sync_batch_norm.h"
+#include "families/ssm/ssm_transfer.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
 #include "trainer/config.h"
@@ -20,7 +21,7 @@
 #include "trainer/config_value.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
-#include "trainer/ssm_transfer.h"
+#include "trainer/run_dir.h"
 #include "util/error.h"
 #include "util/printable.h"
 #include "util/profile_schema.h"
@@ -391,7 +392,8 @@ class SsmFamily final : public ModelFamily {
     const bool chatty = context.comm->rank() == 0;
     const std::string from = config_.get_string("train.init_from");
     if (!from.empty() && config_.get_string("train.ckpt").empty()) {
-      const TransferReport r = transfer_pretrained_ssm(resolve_init_checkpoint(from), *model_, options_);
+      const TransferReport r =
+          transfer_pretrained_ssm(resolve_run_or_checkpoint(from, "train.init_from"), *model_, options_);
       if (chatty) std::cout << r.text() << std::flush;
     }
     const auto mode = config_.get_enum<TransferMode>("train.transfer_mode");
