@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <string>
 
+#include "config/config.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
 
 namespace rt::exporting {
 

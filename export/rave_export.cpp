@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "config/config.h"
 #include "data/audio_io.h"
 #include "export/file_facts.h"
 #include "export/libtorch_target.h"
@@ -12,7 +13,6 @@
 #include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "trainer/output_target.h"
 #include "trainer/run_dir.h"
 #include "util/atomic_file.h"

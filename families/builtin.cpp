@@ -2,9 +2,9 @@
 
 #include <mutex>
 
+#include "config/family_registry.h"
 #include "families/rave/rave_family.h"
 #include "families/ssm/ssm_family.h"
-#include "trainer/family_registry.h"
 
 namespace rt {
 

@@ -7,7 +7,7 @@
 
 namespace rt {
 
-// Registers rave and ssm (trainer/family_registry.h), in that order; later calls do nothing.
+// Registers rave and ssm (config/family_registry.h), in that order; later calls do nothing.
 void register_builtin_model_families();
 
 }  // namespace rt

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"

@@ -5,11 +5,11 @@
 #include <map>
 #include <sstream>
 
+#include "config/config.h"
+#include "config/config_history.h"
 #include "data/loader.h"
 #include "distributed/launch_env.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
-#include "trainer/config_history.h"
 #include "trainer/job_start.h"
 #include "trainer/model_family.h"
 #include "trainer/resume.h"

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/phases.h"
 #include "util/error.h"
 

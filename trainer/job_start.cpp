@@ -7,8 +7,8 @@
 #include <iostream>
 #include <thread>
 
+#include "config/config.h"
 #include "distributed/process_group.h"
-#include "trainer/config.h"
 #include "trainer/gpu.h"
 #include "trainer/model_family.h"
 #include "trainer/trainer.h"

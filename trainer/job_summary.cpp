@@ -5,9 +5,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "config/config.h"
 #include "profiling/memory.h"
 #include "tensorboard/tensorboard_writer.h"
-#include "trainer/config.h"
 #include "trainer/job_start.h"
 #include "trainer/model_family.h"
 #include "util/atomic_file.h"

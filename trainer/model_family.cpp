@@ -1,6 +1,6 @@
 #include "trainer/model_family.h"
 
-#include "trainer/config.h"
+#include "config/config.h"
 #include "util/error.h"
 
 namespace rt {

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "config/family_registry.h"
 #include "data/example.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
-#include "trainer/family_registry.h"
 #include "trainer/progress.h"
 
 namespace rt {
@@ -162,7 +162,7 @@ class ModelFamily {
   virtual MemoryHolders memory_holders() = 0;
 };
 
-// The family `model.family` names, made by its registered factory (trainer/family_registry.h).
+// The family `model.family` names, made by its registered factory (config/family_registry.h).
 std::unique_ptr<ModelFamily> make_model_family(const Config& config);
 
 }  // namespace rt

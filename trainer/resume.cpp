@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
+#include "config/config_history.h"
 #include "distributed/parameter_broadcast.h"
-#include "trainer/config.h"
-#include "trainer/config_history.h"
 #include "trainer/job_start.h"
 #include "trainer/job_summary.h"
 #include "trainer/model_family.h"

@@ -13,7 +13,7 @@
 #include <iostream>
 #include <random>
 
-#include "trainer/config_history.h"
+#include "config/config_history.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/path_kind.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 namespace rt {
 

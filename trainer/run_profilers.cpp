@@ -2,10 +2,10 @@
 
 #include <iostream>
 
+#include "config/config.h"
 #include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
-#include "trainer/config.h"
 #include "trainer/fused_adam.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"
@@ -51,9 +51,21 @@ void link_plain_name(const fs::path& dir, const std::string& stem, const std::st
   if (ec) std::cerr << "warning: could not link " << plain.string() << ": " << ec.message() << "\n";
 }
 
+// The detailed-profiling schedule the profiling.* keys describe (Config::finalize has written
+// --profile_steps and the guides' aliases into them).
+prof::ProfilerSchedule schedule_of(const Config& c) {
+  prof::ProfilerSchedule s;
+  s.wait = c.get_int("profiling.wait");
+  s.warmup = c.get_int("profiling.warmup");
+  s.active = c.get_int("profiling.active");
+  s.repeat = c.get_int("profiling.repeat");
+  s.skip_first = c.get_int("profiling.skip_first");
+  return s;
+}
+
 prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
   prof::TraceSessionOptions o;
-  o.schedule = c.profiler_schedule();
+  o.schedule = schedule_of(c);
   o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
   o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
   o.tracer.with_stack = c.get_bool("profiling.with_stack");
@@ -351,7 +363,7 @@ Json RunProfilers::timers_json() const {
 
 void RunProfilers::warn_of_missed_trace(const Config& config, int64_t from, const char* when) {
   if (!config.get_bool("profiling.enabled")) return;
-  const std::string w = config.profiler_schedule().missed_window(from, config.get_int("train.max_steps"));
+  const std::string w = schedule_of(config).missed_window(from, config.get_int("train.max_steps"));
   if (!w.empty()) std::cerr << "warning: " << w << " " << when << " written\n";
 }
 

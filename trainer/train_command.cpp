@@ -2,9 +2,9 @@
 #include <string>
 #include <vector>
 
+#include "config/cli.h"
+#include "config/config_reference.h"
 #include "distributed/local_launcher.h"
-#include "trainer/cli.h"
-#include "trainer/config_reference.h"
 #include "trainer/trainer.h"
 #include "util/error.h"
 #include "util/error_text.h"

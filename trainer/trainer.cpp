@@ -6,10 +6,10 @@
 #include <iostream>
 #include <optional>
 
+#include "config/config.h"
 #include "data/loader.h"
 #include "models/common/batch_slice.h"
 #include "tensorboard/tensorboard_writer.h"
-#include "trainer/config.h"
 #include "trainer/gpu.h"
 #include "trainer/job_start.h"
 #include "trainer/job_summary.h"

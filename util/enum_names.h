@@ -1,5 +1,5 @@
 // One table of spellings per enum, shared by parsing, printing and the config schema's choices
-// (trainer/config_schema.h), so that no enum value is ever compared as text.
+// (config/config_schema.h), so that no enum value is ever compared as text.
 //
 // An enum opts in next to its declaration: its values are dense from 0, the last one is aliased
 // as kMaxValue, and an enum_names overload in the enum's namespace (found by argument-dependent

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "config/config.h"
+#include "config/family_registry.h"
 #include "data/audio_dataset.h"
 #include "data/augment.h"
 #include "data/data_kind.h"
@@ -14,9 +16,7 @@
 #include "models/common/summary.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
-#include "trainer/config.h"
 #include "trainer/ema.h"
-#include "trainer/family_registry.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
 #include "util/error.h"
@@ -731,7 +731,13 @@ FamilyRegistration rave_family_registration() {
               .lt(1)
               .cli("ema"),
       }),
-      [](const Config& config) { rave_options_from(config).validate(); }};
+      [](const Config& config) {
+        // data.augment's names, refused with where they came from (--augment NAME appends one).
+        const std::string origin = config.origin("data.augment");
+        (void)parse_augmentations(config.get_string("data.augment"),
+                                  origin == "default" ? "data.augment" : "data.augment (" + origin + ")");
+        rave_options_from(config).validate();
+      }};
 }
 
 }  // namespace rt

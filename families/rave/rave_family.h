@@ -4,11 +4,11 @@
 
 #include <memory>
 
+#include "config/family_registry.h"
+#include "config/options_table.h"
 #include "models/rave/options.h"
 #include "models/rave/rave.h"
-#include "trainer/family_registry.h"
 #include "trainer/model_family.h"
-#include "trainer/options_table.h"
 
 namespace rt {
 

@@ -8,6 +8,9 @@
 #include <type_traits>
 #include <variant>
 
+#include "config/config.h"
+#include "config/config_schema.h"
+#include "config/config_value.h"
 #include "data/data_kind.h"
 #include "data/loader.h"
 #include "data/neural/neural_dataset.h"
@@ -16,9 +19,6 @@
 #include "families/ssm/ssm_transfer.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
-#include "trainer/config.h"
-#include "trainer/config_schema.h"
-#include "trainer/config_value.h"
 #include "trainer/fused_adam.h"
 #include "trainer/phases.h"
 #include "trainer/run_dir.h"

@@ -5,10 +5,10 @@
 
 #include <memory>
 
+#include "config/family_registry.h"
+#include "config/options_table.h"
 #include "models/ssm/decoders.h"
-#include "trainer/family_registry.h"
 #include "trainer/model_family.h"
-#include "trainer/options_table.h"
 #include "util/enum_names.h"
 
 namespace rt {

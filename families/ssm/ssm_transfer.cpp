@@ -3,9 +3,9 @@
 #include <map>
 #include <sstream>
 
+#include "config/config.h"
 #include "families/ssm/ssm_family.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "util/error.h"
 
 namespace rt {

@@ -14,10 +14,10 @@
 #include <string>
 #include <string_view>
 
+#include "config/config.h"
+#include "config/config_lookup.h"
 #include "e2e_fixtures.h"
 #include "models/common/onednn_check.h"
-#include "trainer/config.h"
-#include "trainer/config_lookup.h"
 #include "trainer/trainer.h"
 
 namespace rt::e2e {

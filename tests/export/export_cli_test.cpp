@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "config/config.h"
 #include "data/audio_io.h"
 #include "e2e/e2e_fixtures.h"
 #include "export/rave_export.h"
@@ -14,7 +15,6 @@
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "util/atomic_file.h"
 
 namespace rt::e2e {

@@ -2,9 +2,9 @@
 // against the schema of every family, finalized, then printed back and re-read.
 #include <cstdint>
 
+#include "config/config.h"
 #include "families/builtin.h"
 #include "fuzz_support.h"
-#include "trainer/config.h"
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   rt::register_builtin_model_families();

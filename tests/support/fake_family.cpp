@@ -5,12 +5,12 @@
 #include <sstream>
 #include <utility>
 
+#include "config/config.h"
+#include "config/family_registry.h"
 #include "data/loader.h"
 #include "distributed/gradient_sync.h"
 #include "families/builtin.h"
 #include "models/common/summary.h"
-#include "trainer/config.h"
-#include "trainer/family_registry.h"
 #include "trainer/fused_adam.h"
 #include "trainer/model_family.h"
 #include "trainer/phases.h"

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/config.h"
-#include "trainer/family_registry.h"
-#include "trainer/options_table.h"
+#include "config/config.h"
+#include "config/family_registry.h"
+#include "config/options_table.h"
 
 namespace rt::testing {
 

@@ -6,11 +6,11 @@
 
 #include <random>
 
+#include "config/cli.h"
 #include "data/augment.h"
 #include "support/expect.h"
 #include "support/golden.h"
 #include "support/test_support.h"
-#include "trainer/cli.h"
 
 namespace rt {
 namespace {
@@ -122,7 +122,7 @@ TEST(AugmentFlags, AugmentAppendsInOrderAndUnknownNamesAreRefused) {
   EXPECT_HAS(testing::error_of([] {
                parse_train_args(std::vector<std::string>{"--augment", "pitch"});
              }),
-             "--augment: unknown augmentation 'pitch' (accepted: mute, compress, gain");
+             "data.augment (--augment pitch): unknown augmentation 'pitch' (accepted: mute, compress, gain");
   // normalize_ambient's compressor comes first, --augment adds after it.
   const TrainArgs b = parse_train_args(std::vector<std::string>{
       "--config", "tiny_rave", "--config", "normalize_ambient", "--augment", "compress"});

@@ -1,4 +1,4 @@
-#include "trainer/cli.h"
+#include "config/cli.h"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "config/config_lookup.h"
+#include "profiling/trace/schedule.h"
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/config_lookup.h"
 #include "trainer/trainer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -124,6 +125,18 @@ TEST_F(CliFixture, ProfileStepsBecomesTheScheduleThatConfigTomlRecords) {
              "old_run.toml:2: profiling.active = 3 conflicts with profiling.profile_steps = 100");
   // The same value twice is no conflict.
   EXPECT_EQ(parse({"--profile_steps", "4", "--profiling.active", "4"}).config.get_int("profiling.active"), 4);
+}
+
+TEST_F(CliFixture, ProfileStepsWritesTheScheduleThatProfilingBuildsForIt) {
+  for (const int64_t n : {1, 5}) {
+    const Config c = parse({"--profile_steps", std::to_string(n), "--profiling.skip_first", "3"}).config;
+    const prof::ProfilerSchedule want =
+        prof::ProfilerSchedule::for_profile_steps(n, 3, c.get_int("profiling.warmup"));
+    EXPECT_EQ(c.get_int("profiling.active"), want.active);
+    EXPECT_EQ(c.get_int("profiling.wait"), want.wait);
+    EXPECT_EQ(c.get_int("profiling.repeat"), want.repeat);
+    EXPECT_EQ(c.get_int("profiling.skip_first"), want.skip_first);
+  }
 }
 
 TEST_F(CliFixture, BoolFlagsAcceptBareAndValuedForms) {

@@ -1,15 +1,15 @@
-// --config stacks (trainer/config_stack.h): order, includes, provenance and the refusals, on
+// --config stacks (config/config_stack.h): order, includes, provenance and the refusals, on
 // config files written here and on the shipped RAVE files (configs/).
-#include "trainer/config_stack.h"
+#include "config/config_stack.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "config/cli.h"
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/cli.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

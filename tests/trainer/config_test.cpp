@@ -1,16 +1,17 @@
-#include "trainer/config.h"
+#include "config/config.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "config/config_value.h"
 #include "data/data_kind.h"
+#include "distributed/process_group.h"
 #include "families/ssm/ssm_family.h"
 #include "models/rave/options.h"
 #include "models/ssm/decoders.h"
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/config_value.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -336,8 +337,12 @@ TEST(ConfigGetters, EnumKeysReadAsTheirEnums) {
   EXPECT_EQ(c.get_enum<ssm::SsmVariant>("model.variant"), ssm::SsmVariant::kS5Maze);
   EXPECT_EQ(c.get_enum<DataKind>("data.kind"), DataKind::kNeural);
   EXPECT_EQ(c.get_enum<LrSchedule>("train.lr_schedule"), LrSchedule::kConstant);
-  // The choices of an enum key are its enum's spellings.
+  // The choices of an enum key are its enum's spellings. The common keys spell theirs out (the
+  // config library sits below data and distributed): they must stay the enums' names.
   EXPECT_EQ(find_key_spec("model.version")->choices, enum_choices<rave::RaveVersion>());
+  EXPECT_EQ(find_key_spec("data.kind")->choices, enum_choices<DataKind>());
+  EXPECT_EQ(find_key_spec("train.distributed.backend")->choices, enum_choices<dist::Backend>());
+  EXPECT_EQ(find_key_spec("train.distributed.wait")->choices, enum_choices<dist::WaitPolicy>());
   EXPECT_EQ(find_key_spec("model.discriminator")->choices,
             (std::vector<std::string>{"none", "period_scale", "descript", "scale_spectral"}));
   // Reading an enum key as an enum whose spellings it does not hold names the key.

@@ -4,12 +4,12 @@
 
 #include <string>
 
+#include "config/config.h"
+#include "config/config_value.h"
 #include "families/rave/rave_family.h"
 #include "families/ssm/ssm_family.h"
 #include "models/rave/rave.h"
 #include "support/test_support.h"
-#include "trainer/config.h"
-#include "trainer/config_value.h"
 
 namespace rt {
 namespace {

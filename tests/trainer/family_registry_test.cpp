@@ -1,19 +1,19 @@
 // The model-family registry: a family registered from a test translation unit
 // (tests/support/fake_family.cpp) adds its keys to the schema, --help and --print_config, is
 // chosen by model.family and trains through the real loop.
-#include "trainer/family_registry.h"
+#include "config/family_registry.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
+#include "config/cli.h"
+#include "config/config.h"
+#include "config/config_reference.h"
 #include "support/expect.h"
 #include "support/fake_family.h"
 #include "support/test_support.h"
-#include "trainer/cli.h"
-#include "trainer/config.h"
-#include "trainer/config_reference.h"
 #include "trainer/trainer.h"
 #include "util/json.h"
 #include "util/run_pointer.h"

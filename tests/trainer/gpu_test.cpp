@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "config/cli.h"
+#include "config/config.h"
+#include "config/config_reference.h"
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/cli.h"
-#include "trainer/config.h"
-#include "trainer/config_reference.h"
 #include "trainer/run_profilers.h"
 #include "util/atomic_file.h"
 #include "util/error.h"

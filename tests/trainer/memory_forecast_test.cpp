@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "config/config.h"
 #include "profiling/memory.h"
 #include "support/test_support.h"
-#include "trainer/config.h"
 #include "trainer/model_family.h"
 
 namespace rt {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "distributed/gradient_sync.h"
 #include "models/ssm/decoders.h"
 #include "models/ssm/s5.h"
 #include "support/expect.h"
-#include "trainer/config.h"
 #include "util/error.h"
 
 namespace rt {

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+#include "config/config_stack.h"
 #include "families/rave/rave_family.h"
 #include "models/common/conv.h"
 #include "models/common/pqmf.h"
 #include "models/rave/rave.h"
 #include "support/golden.h"
 #include "support/test_support.h"
-#include "trainer/config.h"
-#include "trainer/config_stack.h"
 
 namespace rt {
 namespace {

@@ -30,12 +30,12 @@
 #include <sstream>
 #include <string>
 
+#include "config/config.h"
 #include "families/rave/rave_family.h"
 #include "models/rave/encoder.h"
 #include "models/rave/rave.h"
 #include "support/golden.h"
 #include "support/libtorch_version.h"
-#include "trainer/config.h"
 #include "trainer/model_family.h"
 
 namespace rt {

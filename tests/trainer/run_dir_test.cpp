@@ -8,9 +8,9 @@
 #include <regex>
 #include <set>
 
+#include "config/config.h"
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/config.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/run_pointer.h"

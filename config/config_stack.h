@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 namespace rt {
 

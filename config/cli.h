@@ -2,7 +2,7 @@
 // styles, resolved into one Config. Parsing never exits the process: the caller prints help,
 // the config or the model summary as the returned flags say.
 //
-// Precedence: built-in defaults < the --config files (stacked in order, trainer/config_stack.h)
+// Precedence: built-in defaults < the --config files (stacked in order, config/config_stack.h)
 // < dedicated flags and overrides in
 // command-line order (the later setting of a key wins). Override styles, all the same keys:
 //   --override section.key=value   --section.key value   --section.key=value   section.key=value
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
-#include "trainer/config_lookup.h"
+#include "config/config.h"
+#include "config/config_lookup.h"
 
 namespace rt {
 

@@ -1,10 +1,10 @@
-#include "trainer/config_stack.h"
+#include "config/config_stack.h"
 
 #include <algorithm>
 #include <functional>
 
-#include "trainer/config_lookup.h"
-#include "trainer/config_toml.h"
+#include "config/config_lookup.h"
+#include "config/config_toml.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

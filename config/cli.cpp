@@ -1,4 +1,4 @@
-#include "trainer/cli.h"
+#include "config/cli.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -6,10 +6,9 @@
 #include <map>
 #include <set>
 
-#include "data/augment.h"
-#include "trainer/config_reference.h"
-#include "trainer/config_stack.h"
-#include "trainer/config_value.h"
+#include "config/config_reference.h"
+#include "config/config_stack.h"
+#include "config/config_value.h"
 #include "util/error.h"
 
 namespace rt {
@@ -255,7 +254,6 @@ TrainArgs parse_train_args(const std::vector<std::string>& args,
     if (o == p.override_opt) {
       apply_assignment(config, text, "--override " + text);
     } else if (o == p.augment) {
-      (void)parse_augmentations(text, "--augment");  // refuses an unknown name here, with the flag named
       const std::string now = config.get_string("data.augment");
       config.set("data.augment", now.empty() ? text : now + "," + text, "--augment " + text);
     } else if (o == p.gpu) {

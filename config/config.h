@@ -22,8 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "profiling/trace/schedule.h"
-#include "trainer/config_schema.h"
+#include "config/config_schema.h"
 #include "util/enum_names.h"
 
 namespace rt {
@@ -57,7 +56,7 @@ class Config {
 
   // Merges a TOML document (sections [model] [data] [train] [profiling]) over the current
   // values. `origin` names the file in errors; parse errors carry origin:line:column. A [stack]
-  // table is skipped: it describes how the file stacks (trainer/config_stack.h).
+  // table is skipped: it describes how the file stacks (config/config_stack.h).
   void merge_toml_file(const std::filesystem::path& path);
   void merge_toml_string(const std::string& text, const std::string& origin);
 
@@ -89,9 +88,6 @@ class Config {
   // with their values, "model.capacity = 96; …": a checkpoint with another signature is "of
   // another config".
   std::string architecture_signature() const;
-  // The detailed-profiling schedule the profiling.* keys describe (--profile_steps already
-  // written into them by finalize); the tracer and the trainer's warnings both read it.
-  prof::ProfilerSchedule profiler_schedule() const;
 
   bool operator==(const Config& other) const;
   bool operator!=(const Config& other) const { return !(*this == other); }
@@ -121,7 +117,7 @@ std::string origin_file(const std::string& origin);
 // builds the model the key's default builds).
 bool signatures_match(const std::string& a, const std::string& b);
 
-// Defaults, then the file with its [stack] includes (trainer/config_stack.h; resolved next to it,
+// Defaults, then the file with its [stack] includes (config/config_stack.h; resolved next to it,
 // then in config_search_dirs()), checked and finalized.
 Config load_config_file(const std::filesystem::path& path);
 

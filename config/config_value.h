@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config_schema.h"
+#include "config/config_schema.h"
 
 namespace rt {
 

@@ -1,10 +1,10 @@
-#include "trainer/family_registry.h"
+#include "config/family_registry.h"
 
 #include <algorithm>
 #include <mutex>
 #include <set>
 
-#include "trainer/config_value.h"
+#include "config/config_value.h"
 #include "util/error.h"
 
 namespace rt {

@@ -1,4 +1,4 @@
-#include "trainer/config.h"
+#include "config/config.h"
 
 #include <toml++/toml.h>
 
@@ -6,11 +6,11 @@
 #include <functional>
 #include <sstream>
 
-#include "trainer/config_lookup.h"
-#include "trainer/config_stack.h"
-#include "trainer/config_toml.h"
-#include "trainer/config_value.h"
-#include "trainer/family_registry.h"
+#include "config/config_lookup.h"
+#include "config/config_stack.h"
+#include "config/config_toml.h"
+#include "config/config_value.h"
+#include "config/family_registry.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/path_kind.h"
@@ -167,7 +167,7 @@ void Config::merge_toml_string(const std::string& text, const std::string& origi
   const auto& sections = config_sections();
   for (auto&& [section_key, section_node] : root) {
     const std::string section(section_key.str());
-    if (section == "stack") continue;  // trainer/config_stack.h
+    if (section == "stack") continue;  // config/config_stack.h
     const auto line = ":" + std::to_string(section_node.source().begin.line);
     if (!section_node.is_table()) {
       // A key outside any section: suggest the section.key with that name.
@@ -255,8 +255,10 @@ void Config::finalize() {
                    it->second.seq};
     }
   }
-  // RAVE guide: --profile_steps N records N steps after skip_first and warmup, once. It is
-  // written into the schedule keys (active = N, wait = 0, repeat = 1) and goes back to 0, so
+  // RAVE guide: --profile_steps N records N steps after skip_first and warmup, once, as
+  // prof::ProfilerSchedule::for_profile_steps (profiling/trace/schedule.h) builds it; a test
+  // holds the two equal. It is written into the schedule keys (active = N, wait = 0,
+  // repeat = 1) and goes back to 0, so
   // that config.toml records the schedule that runs and reads back to the same config. Between
   // sources the later wins (the command line over a file); within one source a schedule key of
   // another value is a conflict: one file's keys have no order (toml++ reads them sorted), and
@@ -264,11 +266,8 @@ void Config::finalize() {
   Entry& shorthand = values_.at(kProfileSteps);
   if (std::get<int64_t>(shorthand.value) > 0) {
     const int64_t n = std::get<int64_t>(shorthand.value);
-    const prof::ProfilerSchedule s = prof::ProfilerSchedule::for_profile_steps(
-        n, std::get<int64_t>(values_.at("profiling.skip_first").value),
-        std::get<int64_t>(values_.at("profiling.warmup").value));
     const std::pair<const char*, int64_t> implied[] = {
-        {"profiling.active", s.active}, {"profiling.wait", s.wait}, {"profiling.repeat", s.repeat}};
+        {"profiling.active", n}, {"profiling.wait", 0}, {"profiling.repeat", 1}};
     for (const auto& [key, value] : implied) {
       Entry& e = values_.at(key);
       if (e.seq != 0 && source_of(e.origin) == source_of(shorthand.origin)) {
@@ -295,16 +294,6 @@ void Config::finalize() {
     }
   }
   if (const FamilyRegistration* f = find_model_family(family); f != nullptr && f->check) f->check(*this);
-}
-
-prof::ProfilerSchedule Config::profiler_schedule() const {
-  prof::ProfilerSchedule s;
-  s.wait = get_int("profiling.wait");
-  s.warmup = get_int("profiling.warmup");
-  s.active = get_int("profiling.active");
-  s.repeat = get_int("profiling.repeat");
-  s.skip_first = get_int("profiling.skip_first");
-  return s;
 }
 
 bool Config::was_set(const std::string& key) const {

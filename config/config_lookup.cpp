@@ -1,4 +1,4 @@
-#include "trainer/config_lookup.h"
+#include "config/config_lookup.h"
 
 #include <unistd.h>
 

@@ -1,13 +1,11 @@
-#include "trainer/config_schema.h"
+#include "config/config_schema.h"
 
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <mutex>
 
-#include "data/data_kind.h"
-#include "distributed/process_group.h"
-#include "trainer/family_registry.h"
+#include "config/family_registry.h"
 
 namespace rt {
 namespace keys {
@@ -101,7 +99,7 @@ std::vector<KeySpec> build_common_schema() {
       E("model.family", "rave", {}, "model family to train (its keys are listed under its name)"),
       // [data]
       S("data.db_path", "", "LMDB dataset directory").cli("db_path"),
-      E("data.kind", DataKind::kAudio, "dataset kind"),
+      E("data.kind", "audio", {"audio", "neural"}, "dataset kind"),  // DataKind's names
       I("data.n_signal", 131072, "samples per training example").ge(1).cli("n_signal"),
       I("data.channels", 0, "audio channels (0 = from the database)").ge(0),
       I("data.workers", 2, "loader worker threads (0 = load on the training thread)").ge(0).cli("workers"),
@@ -184,7 +182,7 @@ std::vector<KeySpec> build_common_schema() {
         "one-pass Adam/AdamW update per parameter and set-to-none gradients (false: LibTorch's stock "
         "optimizers and zero_grad)"),
       // [train.distributed] (torchrun / SLURM / --nproc_per_node; docs/distributed.md)
-      E("train.distributed.backend", dist::Backend::kAuto,
+      E("train.distributed.backend", "auto", {"auto", "gloo", "nccl"},  // dist::Backend's names
         "data-parallel backend: auto = NCCL on CUDA, Gloo on CPU"),
       E("train.distributed.batch_norm", "sync", {"sync", "local"},
         "data-parallel BatchNorm (SSM blocks, RAVE v1 encoder): sync = statistics over every rank's batch "
@@ -216,7 +214,8 @@ std::vector<KeySpec> build_common_schema() {
         "data-parallel, Gloo: scheduling of Gloo's network event-loop thread. batch = SCHED_BATCH: a message "
         "that arrives does not preempt the thread running on that core (which may be Gloo's own worker, "
         "holding the connection's lock that the loop then spins on); normal = the default policy"),
-      E("train.distributed.wait", dist::WaitPolicy::kAuto,
+      E("train.distributed.wait", "auto", {"auto", "active", "passive"},  // dist::WaitPolicy's names
+
         "data-parallel: how a rank waits for a collective: active = polls, yielding its core, for up to 50 "
         "ms "
         "before sleeping (it sees the completion at once instead of being woken, as MPI and "

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/config.h"
-#include "trainer/config_schema.h"
+#include "config/config.h"
+#include "config/config_schema.h"
 
 namespace rt {
 namespace options_detail {

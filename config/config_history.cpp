@@ -1,4 +1,4 @@
-#include "trainer/config_history.h"
+#include "config/config_history.h"
 
 #include <map>
 #include <sstream>

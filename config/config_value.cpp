@@ -1,4 +1,4 @@
-#include "trainer/config_value.h"
+#include "config/config_value.h"
 
 #include <cctype>
 #include <charconv>

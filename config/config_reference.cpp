@@ -1,14 +1,14 @@
-#include "trainer/config_reference.h"
+#include "config/config_reference.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <vector>
 
-#include "trainer/config_lookup.h"
-#include "trainer/config_schema.h"
-#include "trainer/config_stack.h"
-#include "trainer/config_value.h"
-#include "trainer/family_registry.h"
+#include "config/config_lookup.h"
+#include "config/config_schema.h"
+#include "config/config_stack.h"
+#include "config/config_value.h"
+#include "config/family_registry.h"
 
 namespace rt {
 namespace {
@@ -114,7 +114,7 @@ std::string config_reference_markdown() {
       "## RAVE's configurations\n\n"
       "Each file of `configs/` below mirrors one of RAVE 2.3.1's gin files (`rave/configs/`) and stacks\n"
       "the way RAVE stacks them: `train --config v2 --config causal --config noise` merges the files in\n"
-      "order, key by key, a later file winning (trainer/config_stack.h). A base sets the model family; an\n"
+      "order, key by key, a later file winning (config/config_stack.h). A base sets the model family; an\n"
       "overlay changes a few keys and needs a base under it. A stack that RAVE could not train, or that\n"
       "would silently lose one file's choice, is refused with both files named; so is a file that an\n"
       "earlier one already merged (`--config v3 --config v2`: v3 includes v2, and a file merges once, at\n"

@@ -4,7 +4,7 @@
 //
 // The schema is the common keys (model.family, data.*, the train.* keys every family uses,
 // profiling.*), declared in config_schema.cpp, plus the keys of every registered model family
-// (trainer/family_registry.h), each declared once by its family (families/rave/rave_family.cpp …).
+// (config/family_registry.h), each declared once by its family (families/rave/rave_family.cpp …).
 #pragma once
 
 #include <cstdint>
@@ -55,8 +55,11 @@ struct KeySpec {
 
 // Fluent construction of key specs, one line per key:
 //   keys::I("train.batch", 8, "batch size").ge(1).cli("batch")
-//   keys::E("data.kind", DataKind::kAudio, "dataset kind")   (choices from enum_names)
-// A family binds its options' fields with keys::Field (trainer/options_table.h): the type and
+//   keys::E("train.lr_schedule", LrSchedule::kConstant, "...")   (choices from enum_names)
+//   keys::E("data.kind", "audio", {"audio", "neural"}, "dataset kind")   (an enum of a library
+//     above config: ConfigGetters.EnumKeysReadAsTheirEnums holds the names equal to its
+//     enum_names)
+// A family binds its options' fields with keys::Field (config/options_table.h): the type and
 // the default come from the field.
 namespace keys {
 
