@@ -23,7 +23,7 @@ namespace rt {
 
 struct AudioDatasetOptions {
   int64_t n_signal = 131072;
-  int channels = 0;  // 0 = metadata.yaml's; otherwise it must match metadata.yaml.
+  int64_t channels = 0;  // 0 = metadata.yaml's; otherwise it must match metadata.yaml.
   bool phase_mangle = true;
   double phase_mangle_p = 0.8;
   bool dequantize = true;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "config/config.h"
+#include "config/options_table.h"
 #include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
@@ -54,13 +55,15 @@ void link_plain_name(const fs::path& dir, const std::string& stem, const std::st
 // The detailed-profiling schedule the profiling.* keys describe (Config::finalize has written
 // --profile_steps and the guides' aliases into them).
 prof::ProfilerSchedule schedule_of(const Config& c) {
-  prof::ProfilerSchedule s;
-  s.wait = c.get_int("profiling.wait");
-  s.warmup = c.get_int("profiling.warmup");
-  s.active = c.get_int("profiling.active");
-  s.repeat = c.get_int("profiling.repeat");
-  s.skip_first = c.get_int("profiling.skip_first");
-  return s;
+  using S = prof::ProfilerSchedule;
+  static const OptionsTable<S> table = {
+      {&S::wait, "profiling.wait"},
+      {&S::warmup, "profiling.warmup"},
+      {&S::active, "profiling.active"},
+      {&S::repeat, "profiling.repeat"},
+      {&S::skip_first, "profiling.skip_first"},
+  };
+  return table.from(c);
 }
 
 prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "config/config.h"
 #include "config/family_registry.h"
@@ -13,6 +14,7 @@
 #include "data/loader.h"
 #include "data/split.h"
 #include "distributed/sync_batch_norm.h"
+#include "families/common/data_keys.h"
 #include "models/common/summary.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
@@ -164,20 +166,113 @@ const OptionsTable<rave::RaveOptions>& rave_model_keys() {
 
 rave::RaveOptions rave_options_from(const Config& config) { return rave_model_keys().from(config); }
 
+const OptionsTable<RaveTrainOptions>& rave_train_keys() {
+  using keys::Field;
+  using T = RaveTrainOptions;
+  static const OptionsTable<T> table = {
+      {&T::phase_1_duration,
+       Field("train.phase_1_duration", "RAVE: steps of phase 1 (representation learning)").ge(0)},
+      {&T::update_discriminator_every,
+       Field("train.update_discriminator_every", "RAVE: discriminator update period").ge(1)},
+      {&T::beta_start, Field("train.beta_start", "RAVE: KL weight at step 0").gt(0)},
+      {&T::beta_end, Field("train.beta_end", "RAVE: KL weight after warmup").gt(0)},
+      {&T::beta_warmup_steps, Field("train.beta_warmup_steps", "RAVE: KL weight warmup steps").ge(0)},
+      {&T::adam_beta1, Field("train.adam_beta1", "Adam beta1").ge(0).lt(1)},
+      {&T::adam_beta2, Field("train.adam_beta2", "Adam beta2").ge(0).lt(1)},
+      {&T::lr_end_factor, Field("train.lr_end_factor", "RAVE: LinearLR end factor over phase 1").gt(0).le(1)},
+      {&T::discriminator_lr, Field("train.discriminator_lr", "RAVE: discriminator learning rate").gt(0)},
+      {&T::warmup_quantize,
+       Field("train.warmup_quantize",
+             "the discrete encoder quantises from this step on (RAVE's warmup_quantize; discrete.gin's -1 "
+             "means from the first step). RAVE 2.3.1's QuantizeCallback never runs, so RAVE itself never "
+             "quantises: docs/rave_fidelity.md")
+           .ge(0)},
+      {&T::ema,
+       Field("train.ema",
+             "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. "
+             "0.999), used for validation, kept in checkpoints, exported by export --ema_weights; 0 = "
+             "off")
+           .ge(0)
+           .lt(1)
+           .cli("ema")},
+      {&T::lr, "train.lr"},
+      {&T::fused_optimizer, "train.fused_optimizer"},
+      {&T::batch_norm, "train.distributed.batch_norm"},
+  };
+  return table;
+}
+
+const OptionsTable<rave::RaveLossOptions>& rave_loss_keys() {
+  using keys::Field;
+  using L = rave::RaveLossOptions;
+  // Defaults: the RaveLossOptions initialisers (v2.gin); the version's preset is the base the
+  // keys are read over (rave_loss_options_from).
+  static const OptionsTable<L> table = {
+      {&L::feature_matching_weight, Field("train.feature_matching_weight",
+                                          "RAVE: feature matching loss weight (weights['feature_matching'])")
+                                        .ge(0)},
+      {&L::feature_matching_weight_twice,
+       Field(
+           "train.feature_matching_weight_twice",
+           "RAVE: apply the feature matching weight twice, as RAVE's training_step does (effective weight²: "
+           "400 for v2's 20); false applies it once")},
+      {&L::valid_signal_crop, Field("train.valid_signal_crop",
+                                    "RAVE: crop both multiband signals to the receptive field before the "
+                                    "multiband distance (v2/v3 valid_signal_crop; v1: false)")},
+      {&L::fullband_distance_weight, Field("train.fullband_distance_weight",
+                                           "RAVE: weights['fullband_spectral_distance'] (wasserstein.gin: 2)")
+                                         .ge(0)},
+      {&L::multiband_distance_weight,
+       Field("train.multiband_distance_weight",
+             "RAVE: weights['multiband_spectral_distance'] (wasserstein.gin: 2)")
+           .ge(0)},
+      {&L::adversarial_weight,
+       Field("train.adversarial_weight",
+             "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
+             "when train.feature_matching_weight_twice")
+           .ge(0)},
+      {&L::log_epsilon, Field("train.log_epsilon",
+                              "RAVE: AudioDistanceV1.log_epsilon, inside the spectral distance's "
+                              "log-magnitude term (discrete.gin: 1)")
+                            .gt(0)},
+      {&L::num_skipped_features,
+       keys::I("train.num_skipped_features", -1,
+               "RAVE: num_skipped_features, the first feature maps of each discriminator scale left out of "
+               "feature matching (-1: the version's, v1 0, v2/v3 1; discrete.gin: 0)")
+           .ge(-1),
+       [](const Config& c, const std::string& key, int64_t* field) {
+         if (const int64_t n = c.get_int(key); n >= 0) *field = n;  // -1 keeps the preset's
+       }},
+      {&L::stft_scales, "model.stft_scales"},
+  };
+  return table;
+}
+
 rave::RaveLossOptions rave_loss_options_from(const Config& config) {
-  const auto version = rave_options_from(config).version;
-  auto lo = rave::RaveLossOptions::preset(version);
-  lo.stft_scales = config.get_int_list("model.stft_scales");
-  lo.log_epsilon = config.get_float("train.log_epsilon");
-  lo.feature_matching_weight = config.get_float("train.feature_matching_weight");
-  lo.feature_matching_weight_twice = config.get_bool("train.feature_matching_weight_twice");
-  lo.valid_signal_crop = config.get_bool("train.valid_signal_crop");
-  lo.fullband_distance_weight = config.get_float("train.fullband_distance_weight");
-  lo.multiband_distance_weight = config.get_float("train.multiband_distance_weight");
-  lo.adversarial_weight = config.get_float("train.adversarial_weight");
-  const int64_t skipped = config.get_int("train.num_skipped_features");
-  if (skipped >= 0) lo.num_skipped_features = skipped;
-  return lo;
+  return rave_loss_keys().from(config, rave::RaveLossOptions::preset(rave_options_from(config).version));
+}
+
+const OptionsTable<AudioDatasetOptions>& rave_data_keys() {
+  using A = AudioDatasetOptions;
+  static const OptionsTable<A> table = {
+      {&A::n_signal, "data.n_signal"},
+      {&A::channels, "data.channels"},
+      {&A::phase_mangle, "data.phase_mangle"},
+      {&A::phase_mangle_p, "data.phase_mangle_p"},
+      {&A::dequantize, "data.dequantize"},
+      {&A::slowdown_ms, "data.slowdown_ms"},
+      {&A::rand_pitch, "data.rand_pitch"},
+      {&A::normalize, "data.normalize"},
+      {&A::derivative, "data.derivative"},
+      // Refused with where the names came from (--augment NAME appends one).
+      {&A::augmentations, "data.augment",
+       [](const Config& c, const std::string& key, std::vector<Augmentation>* field) {
+         const std::string origin = c.origin(key);
+         *field =
+             parse_augmentations(c.get_string(key), origin == "default" ? key : key + " (" + origin + ")");
+       }},
+  };
+  return table;
 }
 
 double rave_beta_at(int64_t step, double beta_start, double beta_end, int64_t warmup_steps) {
@@ -198,32 +293,19 @@ namespace {
 class RaveFamily final : public ModelFamily {
  public:
   explicit RaveFamily(const Config& config)
-      : config_(config), options_(rave_options_from(config)), device_(torch::kCPU) {
-    loss_options_ = rave_loss_options_from(config);
-    warmup_quantize_ = config.get_int("train.warmup_quantize");
-    phase_1_duration_ = config.get_int("train.phase_1_duration");
-    update_dis_every_ = config.get_int("train.update_discriminator_every");
-    n_signal_ = config.get_int("data.n_signal");
-  }
+      : options_(rave_options_from(config)),
+        loss_options_(rave_loss_options_from(config)),
+        train_(rave_train_keys().from(config)),
+        data_(rave_data_keys().from(config)),
+        device_(torch::kCPU) {}
 
   TrainData make_data(const Config& c) override {
-    const std::string db = c.get_string("data.db_path");
-    if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
-    if (c.get_enum<DataKind>("data.kind") != DataKind::kAudio) {
-      throw Error("model.family = 'rave' trains on audio databases, but data.kind = '" +
-                  c.get_string("data.kind") + "' (accepted: audio)");
-    }
-    AudioDatasetOptions train_opts;
-    train_opts.n_signal = n_signal_;
+    const DataSourceOptions source = data_source_for(c, DataKind::kAudio, "rave");
+    const std::string& db = source.db_path;
+    AudioDatasetOptions train_opts = rave_data_keys().from(c);
+    train_opts.n_signal = n_signal();
+    const int64_t want_channels = train_opts.channels;
     train_opts.channels = 0;  // From the database; checked against data.channels below.
-    train_opts.phase_mangle = c.get_bool("data.phase_mangle");
-    train_opts.phase_mangle_p = c.get_float("data.phase_mangle_p");
-    train_opts.dequantize = c.get_bool("data.dequantize");
-    train_opts.slowdown_ms = c.get_float("data.slowdown_ms");
-    train_opts.normalize = c.get_bool("data.normalize");
-    train_opts.rand_pitch = c.get_float_list("data.rand_pitch");
-    train_opts.derivative = c.get_bool("data.derivative");
-    train_opts.augmentations = parse_augmentations(c.get_string("data.augment"), "data.augment");
     auto train = std::make_shared<AudioDataset>(db, train_opts);
     // Validation sees the audio as it is: no random phase or dither, so values are comparable.
     AudioDatasetOptions val_opts = train_opts;
@@ -238,7 +320,6 @@ class RaveFamily final : public ModelFamily {
       if (a == Augmentation::kNormalizeAmbient) fixed.push_back(a);
     val_opts.augmentations = fixed;
     auto val = std::make_shared<AudioDataset>(db, val_opts);
-    const int64_t want_channels = c.get_int("data.channels");
     if (want_channels != 0 && want_channels != train->channels()) {
       throw Error("data.channels = " + std::to_string(want_channels) + ", but database '" + db + "' holds " +
                   std::to_string(train->channels()) + "-channel audio: set data.channels to " +
@@ -248,23 +329,23 @@ class RaveFamily final : public ModelFamily {
     }
 
     const int64_t length = train->record(0).size(1);
-    if (length < n_signal_) {
+    if (length < n_signal()) {
       throw Error("database '" + db + "' holds examples of " + std::to_string(length) +
-                  " samples, fewer than data.n_signal = " + std::to_string(n_signal_) +
+                  " samples, fewer than data.n_signal = " + std::to_string(n_signal()) +
                   ": lower --n_signal (at most " + std::to_string(length) +
                   ") or rebuild the database with a larger --num_signal");
     }
     const int64_t compression = options_.compression();
-    if (n_signal_ % compression != 0) {
-      throw Error("data.n_signal = " + std::to_string(n_signal_) +
+    if (n_signal() % compression != 0) {
+      throw Error("data.n_signal = " + std::to_string(n_signal()) +
                   " must be a multiple of the model's compression " + std::to_string(compression) +
                   " (n_band × product of ratios)");
     }
-    const int64_t band_length = n_signal_ / options_.n_band;
+    const int64_t band_length = n_signal() / options_.n_band;
     for (int64_t scale : options_.stft_scales) {
       if (scale / 2 >= band_length) {
         throw Error("model.stft_scales holds " + std::to_string(scale) + ", too large for data.n_signal = " +
-                    std::to_string(n_signal_) + " split in " + std::to_string(options_.n_band) +
+                    std::to_string(n_signal()) + " split in " + std::to_string(options_.n_band) +
                     " bands (band signals of " + std::to_string(band_length) + " samples need scales below " +
                     std::to_string(2 * band_length) + ")");
       }
@@ -272,9 +353,8 @@ class RaveFamily final : public ModelFamily {
     channels_ = train->channels();
     sampling_rate_ = train->sampling_rate();
 
-    Split split = split_indices(train->size(), c.get_float("data.val_fraction"),
-                                static_cast<size_t>(c.get_int("data.val_max")),
-                                static_cast<uint64_t>(c.get_int("data.split_seed")));
+    Split split = split_indices(train->size(), source.val_fraction, static_cast<size_t>(source.val_max),
+                                static_cast<uint64_t>(source.split_seed));
     if (split.val.empty()) {
       // Tiny databases: validate on one training example rather than on nothing.
       split.val.push_back(split.train.back());
@@ -284,7 +364,7 @@ class RaveFamily final : public ModelFamily {
     d.val = val;
     d.train_indices = std::move(split.train);
     d.val_indices = std::move(split.val);
-    d.samples_per_example = n_signal_;
+    d.samples_per_example = n_signal();
     d.sample_unit = "audio samples";
     return d;
   }
@@ -293,30 +373,27 @@ class RaveFamily final : public ModelFamily {
     device_ = context.device;
     sync_ = context.gradient_sync;
     comm_ = context.comm;
-    options_.channels = data != nullptr ? channels_ : std::max<int64_t>(1, config_.get_int("data.channels"));
+    options_.channels = data != nullptr ? channels_ : std::max<int64_t>(1, data_.channels);
     if (data != nullptr) options_.sampling_rate = sampling_rate_;
     options_.validate();
     model_ = rave::RaveModel(options_);
     model_->to(device_);
-    if (config_.get_float("train.ema") > 0)
-      ema_ = std::make_unique<ParameterEma>(config_.get_float("train.ema"));
+    if (train_.ema > 0) ema_ = std::make_unique<ParameterEma>(train_.ema);
     // RAVE measures its receptive field in Lightning's sanity validation, before step 0; the
     // multiband distance is cropped to it from the first step on (a resumed run keeps the one
     // its checkpoint holds, see load()).
     if (data != nullptr && loss_options_.valid_signal_crop) measure_receptive_field();
     // v1's encoder BatchNorm: statistics over every rank's batch (sync), or each rank its own
     // with rank 0's running statistics broadcast before validation (local).
-    local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
+    local_batch_norm_ = train_.batch_norm == "local";
     if (comm_->world_size() > 1 && !local_batch_norm_) dist::set_batch_norm_sync(*model_, comm_);
-    const double b1 = config_.get_float("train.adam_beta1"), b2 = config_.get_float("train.adam_beta2");
-    lr_ = config_.get_float("train.lr");
-    const bool fused = config_.get_bool("train.fused_optimizer");
-    gen_opt_ =
-        make_adam(model_->generator_parameters(), torch::optim::AdamOptions(lr_).betas({b1, b2}), fused);
+    const std::tuple<double, double> betas{train_.adam_beta1, train_.adam_beta2};
+    gen_opt_ = make_adam(model_->generator_parameters(), torch::optim::AdamOptions(train_.lr).betas(betas),
+                         train_.fused_optimizer);
     if (model_->discriminator) {
-      dis_opt_ = make_adam(
-          model_->discriminator_parameters(),
-          torch::optim::AdamOptions(config_.get_float("train.discriminator_lr")).betas({b1, b2}), fused);
+      dis_opt_ =
+          make_adam(model_->discriminator_parameters(),
+                    torch::optim::AdamOptions(train_.discriminator_lr).betas(betas), train_.fused_optimizer);
     }
   }
 
@@ -325,19 +402,18 @@ class RaveFamily final : public ModelFamily {
     // sanity validation does.
     if (loss_options_.valid_signal_crop && model_->receptive_field().empty()) measure_receptive_field();
     model_->train();
-    const bool warm = step >= phase_1_duration_;
+    const bool warm = step >= train_.phase_1_duration;
     model_->set_warmed_up(warm);
     // RAVE's QuantizeCallback: the quantiser from batch warmup_quantize on (see train.warmup_quantize).
     // (Setting the buffer needs no host read; quantizing() would sync a device every step.)
-    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= warmup_quantize_)
+    if (options_.encoder == rave::EncoderKind::kDiscrete && step >= train_.warmup_quantize)
       model_->encoder->set_quantizing(true);
     // RAVE: `not batch_idx % update_discriminator_every`, with Lightning's batch_idx counting
     // the batches of the current epoch.
-    const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % update_dis_every_ == 0;
+    const bool dis_step = warm && dis_opt_ && batch_in_epoch(batch) % train_.update_discriminator_every == 0;
     const auto kind = dis_step ? rave::RaveStep::kDiscriminator : rave::RaveStep::kGenerator;
-    const double beta =
-        rave_beta_at(step, config_.get_float("train.beta_start"), config_.get_float("train.beta_end"),
-                     config_.get_int("train.beta_warmup_steps"));
+    const double beta = rave_beta_at(step, train_.beta_start, train_.beta_end, train_.beta_warmup_steps);
+    const double lr = train_.lr * rave_lr_factor_at(step, train_.lr_end_factor, train_.phase_1_duration);
     torch::Tensor x = batch.input.to(device_, /*non_blocking=*/true);
 
     rave::RaveForward fwd;
@@ -368,10 +444,8 @@ class RaveFamily final : public ModelFamily {
           // skipped by Adam, so the encoder stays exactly where phase 1 left it.
           for (auto& p : model_->encoder_parameters()) p.mutable_grad() = torch::Tensor();
         }
-        const double factor =
-            rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_);
         for (auto& group : gen_opt_->param_groups()) {
-          static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr_ * factor);
+          static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
         }
       }
       opt.step();
@@ -385,8 +459,7 @@ class RaveFamily final : public ModelFamily {
     r.loss = loss.detach();
     for (auto& [tag, value] : l.scalars()) r.scalars.add(tag, value);
     r.scalars.add("beta_factor", beta);
-    r.scalars.add("train/lr",
-                  lr_ * rave_lr_factor_at(step, config_.get_float("train.lr_end_factor"), phase_1_duration_));
+    r.scalars.add("train/lr", lr);
     r.examples = batch.input.size(0);
     return r;
   }
@@ -401,7 +474,8 @@ class RaveFamily final : public ModelFamily {
     ValidationResult v;
     // RAVE fits the latent PCA (for export) on the posterior means in phase 1 only; from
     // phase 2 on it stays as the last phase-1 validation left it (rave/model.py).
-    const bool fit_pca = step < phase_1_duration_ && options_.encoder == rave::EncoderKind::kVariational;
+    const bool fit_pca =
+        step < train_.phase_1_duration && options_.encoder == rave::EncoderKind::kVariational;
     rave::LatentPcaAccumulator pca(options_.latent_size);
     while (auto batch = val_loader.next()) {
       torch::Tensor x = batch->input.to(device_);
@@ -419,7 +493,7 @@ class RaveFamily final : public ModelFamily {
         // Original then reconstruction, half a second of silence between (TensorBoard audio).
         auto original = x[0].to(torch::kCPU);
         auto recon = f.y[0].to(torch::kCPU).clamp(-1.0, 1.0);
-        if (config_.get_bool("data.derivative")) {
+        if (data_.derivative) {
           // RAVE logs the derivative model's audio integrated back (model.integrator).
           original = original.contiguous();
           recon = recon.contiguous();
@@ -542,13 +616,14 @@ class RaveFamily final : public ModelFamily {
   // train.phase_1_duration; the smoke test runs phase 2 long enough to update the discriminator.
   std::vector<SchedulePhase> schedule_phases() const override {
     return {{0, "phase 1", 2},
-            {phase_1_duration_, "phase 2 (adversarial)", std::max<int64_t>(2, update_dis_every_)}};
+            {train_.phase_1_duration, "phase 2 (adversarial)",
+             std::max<int64_t>(2, train_.update_discriminator_every)}};
   }
 
   // Phase 2's generator step, its heaviest: the discriminator's forward on the real and the
   // reconstructed audio, and backward through the discriminator into the decoder.
   bool probe_phase_step(const torch::Tensor& input, int64_t first_step) override {
-    if (first_step != phase_1_duration_ || !model_->discriminator) return false;
+    if (first_step != train_.phase_1_duration || !model_->discriminator) return false;
     if (loss_options_.valid_signal_crop && model_->receptive_field().empty()) measure_receptive_field();
     drop_gradients();
     std::vector<torch::Tensor> buffers;
@@ -563,8 +638,8 @@ class RaveFamily final : public ModelFamily {
       const torch::Tensor x = input.to(device_);
       const auto kind = rave::RaveStep::kGenerator;
       const rave::RaveForward fwd = rave::rave_forward(*model_, x, kind, &loss_options_);
-      const rave::RaveLosses l = rave::rave_losses_from_forward(*model_, x, fwd, loss_options_,
-                                                                config_.get_float("train.beta_end"), kind);
+      const rave::RaveLosses l =
+          rave::rave_losses_from_forward(*model_, x, fwd, loss_options_, train_.beta_end, kind);
       l.loss_gen.backward();
     }
     model_->set_warmed_up(warm);
@@ -577,7 +652,8 @@ class RaveFamily final : public ModelFamily {
 
   // The discriminator's Adam moments, created at its first update.
   int64_t phase_new_state_bytes(int64_t first_step) const override {
-    if (first_step != phase_1_duration_ || !dis_opt_ || !optimizer_state_tensors(*dis_opt_).empty()) return 0;
+    if (first_step != train_.phase_1_duration || !dis_opt_ || !optimizer_state_tensors(*dis_opt_).empty())
+      return 0;
     int64_t bytes = 0;
     for (const auto& p : optimizer_parameters(*dis_opt_)) bytes += p.numel() * p.element_size();
     return 2 * bytes;
@@ -643,12 +719,12 @@ class RaveFamily final : public ModelFamily {
     model_->set_receptive_field(rave::measure_receptive_field(*model_));
     const auto field = model_->receptive_field();
     const int64_t dim = options_.n_band * options_.channels;
-    const int64_t kept = rave::valid_signal_length(n_signal_ / options_.n_band, dim, field);
+    const int64_t kept = rave::valid_signal_length(n_signal() / options_.n_band, dim, field);
     const int64_t largest =
         *std::max_element(loss_options_.stft_scales.begin(), loss_options_.stft_scales.end());
     if (largest / 2 >= kept) {
       throw Error(
-          "data.n_signal = " + std::to_string(n_signal_) + " leaves " + std::to_string(kept) +
+          "data.n_signal = " + std::to_string(n_signal()) + " leaves " + std::to_string(kept) +
           " samples per band after RAVE's receptive-field crop (" + std::to_string(field.left) + " / " +
           std::to_string(field.right) + " samples cut left / right, over " + std::to_string(dim) +
           " bands × channels), too few for model.stft_scales' " + std::to_string(largest) +
@@ -658,9 +734,12 @@ class RaveFamily final : public ModelFamily {
     if (comm_->rank() == 0) std::cout << "receptive field: " << describe_receptive_field() << "\n";
   }
 
-  Config config_;
+  int64_t n_signal() const { return data_.n_signal; }
+
   rave::RaveOptions options_;
   rave::RaveLossOptions loss_options_;
+  RaveTrainOptions train_;
+  AudioDatasetOptions data_;  // the config's: make_data reads its own config's
   torch::Device device_;
   GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
@@ -669,8 +748,6 @@ class RaveFamily final : public ModelFamily {
   std::unique_ptr<torch::optim::Adam> gen_opt_,
       dis_opt_;                        // rt::FusedAdam unless train.fused_optimizer = false
   std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (trainer/ema.h)
-  double lr_ = 1e-3;
-  int64_t phase_1_duration_ = 0, update_dis_every_ = 4, n_signal_ = 0, warmup_quantize_ = 0;
   int64_t channels_ = 1;
   int sampling_rate_ = 44100;
 };
@@ -679,65 +756,13 @@ class RaveFamily final : public ModelFamily {
 
 FamilyRegistration rave_family_registration() {
   using namespace keys;
-  return {
-      "rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
-      family_factory<RaveFamily>(),
-      rave_model_keys().specs({
-          I("train.phase_1_duration", 1000000, "RAVE: steps of phase 1 (representation learning)").ge(0),
-          I("train.update_discriminator_every", 4, "RAVE: discriminator update period").ge(1),
-          F("train.beta_start", 1e-6, "RAVE: KL weight at step 0").gt(0),
-          F("train.beta_end", 5e-2, "RAVE: KL weight after warmup").gt(0),
-          I("train.beta_warmup_steps", 20000, "RAVE: KL weight warmup steps").ge(0),
-          F("train.feature_matching_weight", 20.0,
-            "RAVE: feature matching loss weight (weights['feature_matching'])")
-              .ge(0),
-          B("train.feature_matching_weight_twice", true,
-            "RAVE: apply the feature matching weight twice, as RAVE's training_step does (effective weight²: "
-            "400 for v2's 20); false applies it once"),
-          B("train.valid_signal_crop", true,
-            "RAVE: crop both multiband signals to the receptive field before the multiband distance "
-            "(v2/v3 valid_signal_crop; v1: false)"),
-          F("train.adam_beta1", 0.5, "Adam beta1").ge(0).lt(1),
-          F("train.adam_beta2", 0.9, "Adam beta2").ge(0).lt(1),
-          F("train.lr_end_factor", 0.1, "RAVE: LinearLR end factor over phase 1").gt(0).le(1),
-          F("train.discriminator_lr", 1e-4, "RAVE: discriminator learning rate").gt(0),
-          F("train.fullband_distance_weight", 1.0,
-            "RAVE: weights['fullband_spectral_distance'] (wasserstein.gin: 2)")
-              .ge(0),
-          F("train.multiband_distance_weight", 1.0,
-            "RAVE: weights['multiband_spectral_distance'] (wasserstein.gin: 2)")
-              .ge(0),
-          F("train.adversarial_weight", 1.0,
-            "RAVE: weights['adversarial'] (wasserstein.gin: 2), applied twice as RAVE's training_step does "
-            "when train.feature_matching_weight_twice")
-              .ge(0),
-          F("train.log_epsilon", 1e-7,
-            "RAVE: AudioDistanceV1.log_epsilon, inside the spectral distance's log-magnitude term "
-            "(discrete.gin: 1)")
-              .gt(0),
-          I("train.num_skipped_features", -1,
-            "RAVE: num_skipped_features, the first feature maps of each discriminator scale left out of "
-            "feature matching (-1: the version's, v1 0, v2/v3 1; discrete.gin: 0)")
-              .ge(-1),
-          I("train.warmup_quantize", 0,
-            "the discrete encoder quantises from this step on (RAVE's warmup_quantize; discrete.gin's -1 "
-            "means from the first step). RAVE 2.3.1's QuantizeCallback never runs, so RAVE itself never "
-            "quantises: docs/rave_fidelity.md")
-              .ge(0),
-          F("train.ema", 0.0,
-            "RAVE's --ema: exponential moving average of every parameter with this factor (e.g. 0.999), "
-            "used for validation, kept in checkpoints, exported by export --ema_weights; 0 = off")
-              .ge(0)
-              .lt(1)
-              .cli("ema"),
-      }),
-      [](const Config& config) {
-        // data.augment's names, refused with where they came from (--augment NAME appends one).
-        const std::string origin = config.origin("data.augment");
-        (void)parse_augmentations(config.get_string("data.augment"),
-                                  origin == "default" ? "data.augment" : "data.augment (" + origin + ")");
-        rave_options_from(config).validate();
-      }};
+  return {"rave", "RAVE audio autoencoder (v1, v2, v3) trained on an audio database",
+          family_factory<RaveFamily>(),
+          concat_specs({rave_model_keys().specs(), rave_train_keys().specs(), rave_loss_keys().specs()}),
+          [](const Config& config) {
+            (void)rave_data_keys().from(config);  // refuses unknown data.augment names
+            rave_options_from(config).validate();
+          }};
 }
 
 }  // namespace rt

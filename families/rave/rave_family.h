@@ -6,6 +6,7 @@
 
 #include "config/family_registry.h"
 #include "config/options_table.h"
+#include "data/audio_dataset.h"
 #include "models/rave/options.h"
 #include "models/rave/rave.h"
 #include "trainer/model_family.h"
@@ -13,8 +14,35 @@
 namespace rt {
 
 // model.family = "rave": its factory, its [model] keys (bound to rave::RaveOptions) and its
-// [train] keys (phase 1, β warm-up, discriminator, Adam betas).
+// [train] keys (the schedule, bound to RaveTrainOptions; the losses, to rave::RaveLossOptions).
 FamilyRegistration rave_family_registration();
+
+// RAVE's training schedule and optimizers: the family's own [train] keys, and the common ones
+// it reads (lr, fused_optimizer, distributed.batch_norm). Defaults: acids-ircam/RAVE v2.gin.
+struct RaveTrainOptions {
+  int64_t phase_1_duration = 1000000;
+  int64_t update_discriminator_every = 4;
+  double beta_start = 1e-6;
+  double beta_end = 5e-2;
+  int64_t beta_warmup_steps = 20000;
+  double adam_beta1 = 0.5;
+  double adam_beta2 = 0.9;
+  double lr_end_factor = 0.1;
+  double discriminator_lr = 1e-4;
+  int64_t warmup_quantize = 0;
+  double ema = 0.0;
+  double lr = 1e-3;                 // train.lr
+  bool fused_optimizer = true;      // train.fused_optimizer
+  std::string batch_norm = "sync";  // train.distributed.batch_norm
+};
+const OptionsTable<RaveTrainOptions>& rave_train_keys();
+// The loss keys ([train] weights, crop, log_epsilon, num_skipped_features; model.stft_scales),
+// read over the version's preset (RaveLossOptions::preset).
+const OptionsTable<rave::RaveLossOptions>& rave_loss_keys();
+// The audio data keys of the common schema (data.n_signal, phase mangle, dequantisation,
+// RAVE's --normalize, --derivative, --rand_pitch, --augment; data.channels as checked against
+// the database).
+const OptionsTable<AudioDatasetOptions>& rave_data_keys();
 
 // The [model] keys bound to rave::RaveOptions, and the options a config describes.
 // Channels and sampling rate come from the database (RaveFamily::build), and are saved beside

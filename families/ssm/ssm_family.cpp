@@ -16,6 +16,7 @@
 #include "data/neural/neural_dataset.h"
 #include "data/split.h"
 #include "distributed/sync_batch_norm.h"
+#include "families/common/data_keys.h"
 #include "families/ssm/ssm_transfer.h"
 #include "models/common/summary.h"
 #include "models/ssm/decoders.h"
@@ -67,6 +68,46 @@ const OptionsTable<ssm::SsmOptions>& ssm_model_keys() {
 }
 
 ssm::SsmOptions ssm_options_from(const Config& config) { return ssm_model_keys().from(config); }
+
+const OptionsTable<SsmTrainOptions>& ssm_train_keys() {
+  using keys::Field;
+  using T = SsmTrainOptions;
+  static const OptionsTable<T> table = {
+      {&T::weight_decay, Field("train.weight_decay", "SSM: AdamW weight decay").ge(0)},
+      {&T::lr_schedule, Field("train.lr_schedule", "SSM: learning rate schedule")},
+      {&T::warmup_steps, Field("train.warmup_steps", "SSM: linear learning rate warmup steps").ge(0)},
+      {&T::init_from,
+       Field("train.init_from",
+             "SSM: start from a pretrained model, a run directory (its best.ckpt, else last.ckpt) or a "
+             "checkpoint: its SSM blocks and decoder are copied where their shapes carry over, the read-in "
+             "and session context are made anew for this database (foundational_ssm's transfer)")
+           .cli("init_from")},
+      {&T::transfer_mode,
+       Field("train.transfer_mode",
+             "SSM: what trains (foundational_ssm's optimizer.mode): all; freeze_a (the SSMs' A and log steps "
+             "frozen); encoder_only (only the read-in and session context train)")},
+      {&T::max_train_trials,
+       Field("data.max_train_trials",
+             "SSM: train on the first N training trials of each session (few-shot transfer, data-efficiency "
+             "curves); 0 = all")
+           .ge(0)
+           .cli("max_train_trials")},
+      {&T::lr, "train.lr"},
+      {&T::max_steps, "train.max_steps"},
+      {&T::seed, "train.seed"},
+      {&T::fused_optimizer, "train.fused_optimizer"},
+      {&T::ckpt, "train.ckpt"},
+      {&T::batch_norm, "train.distributed.batch_norm"},
+  };
+  return table;
+}
+
+const OptionsTable<neural::NeuralDatasetOptions>& ssm_data_keys() {
+  static const OptionsTable<neural::NeuralDatasetOptions> table = {
+      {&neural::NeuralDatasetOptions::smoothing_sigma_ms, "data.smoothing_sigma_ms"},
+  };
+  return table;
+}
 
 double ssm_lr_factor_at(int64_t step, LrSchedule schedule, int64_t warmup, int64_t total) {
   if (warmup > 0 && step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
@@ -122,17 +163,13 @@ std::string group_names_text(const std::vector<std::string>& names) {
 class SsmFamily final : public ModelFamily {
  public:
   explicit SsmFamily(const Config& config)
-      : config_(config), options_(ssm_options_from(config)), device_(torch::kCPU) {}
+      : options_(ssm_options_from(config)), train_(ssm_train_keys().from(config)), device_(torch::kCPU) {}
 
   TrainData make_data(const Config& c) override {
-    const std::string db = c.get_string("data.db_path");
-    if (db.empty()) throw Error("no dataset: pass --db_path DB (or set data.db_path)");
-    if (c.get_enum<DataKind>("data.kind") != DataKind::kNeural) {
-      throw Error("model.family = 'ssm' trains on neural databases, but data.kind = '" +
-                  c.get_string("data.kind") + "' (accepted: neural)");
-    }
-    neural::NeuralDatasetOptions o;
-    o.smoothing_sigma_ms = c.get_float("data.smoothing_sigma_ms");
+    const DataSourceOptions source = data_source_for(c, DataKind::kNeural, "ssm");
+    const std::string& db = source.db_path;
+    db_path_ = db;
+    neural::NeuralDatasetOptions o = ssm_data_keys().from(c);
     o.pad_to_widest = true;
     dataset_ = std::make_shared<neural::NeuralDataset>(db, o);
     if (c.was_set("model.input_dim") && options_.variant == ssm::SsmVariant::kS5Maze &&
@@ -152,17 +189,18 @@ class SsmFamily final : public ModelFamily {
     options_.output_dim = dataset_->behavior_dims();
     n_groups_ = static_cast<int64_t>(dataset_->group_names().size());
 
-    Split split = split_indices(dataset_->size(), std::max(0.1, c.get_float("data.val_fraction")),
-                                static_cast<size_t>(c.get_int("data.val_max")),
-                                static_cast<uint64_t>(c.get_int("data.split_seed")));
+    Split split =
+        split_indices(dataset_->size(), std::max(0.1, source.val_fraction),
+                      static_cast<size_t>(source.val_max), static_cast<uint64_t>(source.split_seed));
     if (split.val.empty()) split.val.push_back(split.train.back());
-    if (const int64_t n = c.get_int("data.max_train_trials"); n > 0) keep_first_trials(split.train, n, db);
+    if (const int64_t n = ssm_train_keys().from(c).max_train_trials; n > 0)
+      keep_first_trials(split.train, n, db);
     TrainData d;
     d.train = dataset_;
     d.val = dataset_;
     d.train_indices = split.train;
     d.val_indices = split.val;
-    const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
+    const uint64_t seed = static_cast<uint64_t>(ssm_train_keys().from(c).seed);
     auto ds = dataset_;
     auto train_idx = split.train, val_idx = split.val;
     // Every batch from one group, as the reference sampler (multi-session models need it).
@@ -196,7 +234,7 @@ class SsmFamily final : public ModelFamily {
     // statistics over every rank's rows, so N ranks × B train as one process with N·B
     // (distributed/sync_batch_norm.h); local: each rank its own rows, running statistics
     // broadcast from rank 0 before validation.
-    local_batch_norm_ = config_.get_string("train.distributed.batch_norm") == "local";
+    local_batch_norm_ = train_.batch_norm == "local";
     if (comm_->world_size() > 1 && !local_batch_norm_) model_->set_batch_norm_sync(comm_);
     auto [decay, no_decay] = ssm::split_weight_decay_parameters(*model_);
     // Frozen parameters (train.transfer_mode) are in no group: they stay as they are.
@@ -205,14 +243,12 @@ class SsmFamily final : public ModelFamily {
                                   [](const torch::Tensor& t) { return !t.requires_grad(); }),
                    group->end());
     }
-    lr_ = config_.get_float("train.lr");
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(
-        decay, std::make_unique<torch::optim::AdamWOptions>(
-                   torch::optim::AdamWOptions(lr_).weight_decay(config_.get_float("train.weight_decay"))));
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(train_.lr).weight_decay(train_.weight_decay)));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                      torch::optim::AdamWOptions(lr_).weight_decay(0.0)));
-    opt_ = make_adamw(std::move(groups), config_.get_bool("train.fused_optimizer"));
+                                      torch::optim::AdamWOptions(train_.lr).weight_decay(0.0)));
+    opt_ = make_adamw(std::move(groups), train_.fused_optimizer);
   }
 
   StepResult train_step(const Batch& batch, int64_t step) override {
@@ -232,20 +268,18 @@ class SsmFamily final : public ModelFamily {
       clear_gradients(*opt_);
       backward_with_sync(loss, optimizer_parameters(*opt_), *sync_);
     }
-    const double factor =
-        ssm_lr_factor_at(step, config_.get_enum<LrSchedule>("train.lr_schedule"),
-                         config_.get_int("train.warmup_steps"), config_.get_int("train.max_steps"));
+    const double factor = ssm_lr_factor_at(step, train_.lr_schedule, train_.warmup_steps, train_.max_steps);
     {
       PhaseScope p(Phase::kOptimizer);
       for (auto& group : opt_->param_groups()) {
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_ * factor);
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(train_.lr * factor);
       }
       opt_->step();
     }
     StepResult r;
     r.loss = loss.detach();
     r.scalars.add("train/loss", r.loss);
-    r.scalars.add("train/lr", lr_ * factor);
+    r.scalars.add("train/lr", train_.lr * factor);
     r.examples = x.size(0);
     return r;
   }
@@ -331,8 +365,7 @@ class SsmFamily final : public ModelFamily {
       const std::vector<std::string> there = group_names_of(names), here = dataset_->group_names();
       if (there != here) {
         throw Error("the checkpoint was trained on the session(s) " + group_names_text(there) +
-                    ", but database '" + config_.get_string("data.db_path") + "' holds " +
-                    group_names_text(here) +
+                    ", but database '" + db_path_ + "' holds " + group_names_text(here) +
                     ": each session has its own read-in, so the model decodes the sessions it was trained "
                     "on, in that order (a new session takes a transfer: train --init_from CKPT)");
       }
@@ -390,13 +423,12 @@ class SsmFamily final : public ModelFamily {
   // train.transfer_mode (every run: what trains).
   void transfer(const FamilyContext& context) {
     const bool chatty = context.comm->rank() == 0;
-    const std::string from = config_.get_string("train.init_from");
-    if (!from.empty() && config_.get_string("train.ckpt").empty()) {
-      const TransferReport r =
-          transfer_pretrained_ssm(resolve_run_or_checkpoint(from, "train.init_from"), *model_, options_);
+    if (!train_.init_from.empty() && train_.ckpt.empty()) {
+      const TransferReport r = transfer_pretrained_ssm(
+          resolve_run_or_checkpoint(train_.init_from, "train.init_from"), *model_, options_);
       if (chatty) std::cout << r.text() << std::flush;
     }
-    const auto mode = config_.get_enum<TransferMode>("train.transfer_mode");
+    const TransferMode mode = train_.transfer_mode;
     int64_t frozen = 0, tensors = 0;
     for (auto& p : model_->named_parameters()) {
       if (trains_in_transfer_mode(p.key(), mode)) continue;
@@ -411,15 +443,15 @@ class SsmFamily final : public ModelFamily {
     }
   }
 
-  Config config_;
   ssm::SsmOptions options_;
+  SsmTrainOptions train_;
+  std::string db_path_;  // make_data's database
   torch::Device device_;
   GradientSync* sync_ = &single_process_sync();
   std::shared_ptr<dist::Communicator> comm_ = std::make_shared<dist::LocalCommunicator>();
   std::shared_ptr<neural::NeuralDataset> dataset_;
   std::shared_ptr<ssm::SsmModelImpl> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;  // rt::FusedAdamW unless train.fused_optimizer = false
-  double lr_ = 1e-3;
   int64_t n_groups_ = 1;
   bool shard_validation_ = true;
   bool local_batch_norm_ = false;  // train.distributed.batch_norm = local
@@ -462,29 +494,10 @@ void check_ssm_config(const Config& c) {
 
 FamilyRegistration ssm_family_registration() {
   using namespace keys;
-  return {
-      "ssm", "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
-      family_factory<SsmFamily>(),
-      ssm_model_keys().specs({
-          F("train.weight_decay", 0.01, "SSM: AdamW weight decay").ge(0),
-          E("train.lr_schedule", LrSchedule::kConstant, "SSM: learning rate schedule"),
-          I("train.warmup_steps", 0, "SSM: linear learning rate warmup steps").ge(0),
-          keys::S(
-              "train.init_from", "",
-              "SSM: start from a pretrained model, a run directory (its best.ckpt, else last.ckpt) or a "
-              "checkpoint: its SSM blocks and decoder are copied where their shapes carry over, the read-in "
-              "and session context are made anew for this database (foundational_ssm's transfer)")
-              .cli("init_from"),
-          E("train.transfer_mode", TransferMode::kAll,
-            "SSM: what trains (foundational_ssm's optimizer.mode): all; freeze_a (the SSMs' A and log steps "
-            "frozen); encoder_only (only the read-in and session context train)"),
-          I("data.max_train_trials", 0,
-            "SSM: train on the first N training trials of each session (few-shot transfer, data-efficiency "
-            "curves); 0 = all")
-              .ge(0)
-              .cli("max_train_trials"),
-      }),
-      check_ssm_config};
+  return {"ssm",
+          "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
+          family_factory<SsmFamily>(), concat_specs({ssm_model_keys().specs(), ssm_train_keys().specs()}),
+          check_ssm_config};
 }
 
 }  // namespace rt

@@ -6,9 +6,12 @@
 
 #include "config/config.h"
 #include "config/config_value.h"
+#include "data/augment.h"
+#include "families/common/data_keys.h"
 #include "families/rave/rave_family.h"
 #include "families/ssm/ssm_family.h"
 #include "models/rave/rave.h"
+#include "support/expect.h"
 #include "support/test_support.h"
 
 namespace rt {
@@ -22,8 +25,23 @@ template <typename Options>
 void expect_same_keys(const OptionsTable<Options>& table, const Options& a, const Options& b,
                       const std::string& what) {
   for (const auto& binding : table.bindings()) {
-    EXPECT_EQ(value_text(binding.value(a)), value_text(binding.value(b)))
-        << what << ": " << binding.spec().key;
+    const auto va = binding.value(a), vb = binding.value(b);
+    ASSERT_EQ(va.has_value(), vb.has_value()) << binding.key();
+    if (va) EXPECT_EQ(value_text(*va), value_text(*vb)) << what << ": " << binding.key();
+  }
+}
+
+// Options{} is what the default config describes: every bound field's initialiser is its key's
+// default, for the keys a table declares (by construction) and for those it reads from
+// elsewhere (the common schema, another table: written apart, so they could drift).
+template <typename Options>
+void expect_initialisers_are_the_defaults(const OptionsTable<Options>& table, const std::string& what) {
+  const Config defaults;
+  expect_same_keys(table, table.from(defaults), Options{}, what);
+  for (const auto& binding : table.bindings()) {
+    const KeySpec* spec = find_key_spec(binding.key());
+    ASSERT_NE(spec, nullptr) << what << ": " << binding.key() << " is no key of the schema";
+    if (binding.declares()) EXPECT_FALSE(spec->owner.empty()) << what << ": " << binding.key();
   }
 }
 
@@ -51,6 +69,59 @@ TEST(RaveFamilyKeys, DefaultsAreTheOptionsInitialisersAndV2) {
   EXPECT_EQ(find_key_spec("model.capacity")->owner, "rave");
   EXPECT_TRUE(find_key_spec("model.capacity")->architecture);
   EXPECT_EQ(find_key_spec("train.phase_1_duration")->owner, "rave");
+}
+
+TEST(RaveFamilyKeys, EveryOptionsStructStartsAtTheDefaultConfig) {
+  expect_initialisers_are_the_defaults(rave_model_keys(), "model");
+  expect_initialisers_are_the_defaults(rave_train_keys(), "train");
+  expect_initialisers_are_the_defaults(rave_loss_keys(), "losses");
+  expect_initialisers_are_the_defaults(rave_data_keys(), "data");
+  expect_initialisers_are_the_defaults(data_source_keys(), "data source");
+  EXPECT_EQ(find_key_spec("train.lr_end_factor")->owner, "rave");
+  EXPECT_EQ(find_key_spec("train.log_epsilon")->owner, "rave");
+}
+
+TEST(RaveFamilyKeys, LossKeysAreReadOverTheVersionsPreset) {
+  Config c;
+  c.merge_toml_string(
+      "[model]\nversion = \"v1\"\n[train]\nlog_epsilon = 0.5\nfeature_matching_weight = 3.0\n"
+      "valid_signal_crop = false\n",
+      "t.toml");
+  c.finalize();
+  rave::RaveLossOptions expected = rave::RaveLossOptions::preset(RaveVersion::kV1);
+  expected.log_epsilon = 0.5;
+  expected.feature_matching_weight = 3.0;
+  expected.valid_signal_crop = false;
+  const rave::RaveLossOptions lo = rave_loss_options_from(c);
+  expect_same_keys(rave_loss_keys(), lo, expected, "v1");
+  EXPECT_EQ(lo.relative_feature_matching, expected.relative_feature_matching);  // unbound: the preset's
+  EXPECT_EQ(lo.num_skipped_features, 0);                                        // -1: v1's
+  c.set("train.num_skipped_features", "2", "t");
+  EXPECT_EQ(rave_loss_options_from(c).num_skipped_features, 2);
+}
+
+TEST(RaveFamilyKeys, DataKeysReadTheAugmentationsNamingWhereTheyCameFrom) {
+  Config c;
+  c.set("data.augment", "gain,mute", "--augment");
+  const AudioDatasetOptions o = rave_data_keys().from(c);
+  EXPECT_EQ(o.augmentations, (std::vector<Augmentation>{Augmentation::kGain, Augmentation::kMute}));
+  c.set("data.augment", "gain,loud", "v2.toml");
+  const std::string e = testing::error_of([&] { (void)rave_data_keys().from(c); });
+  EXPECT_NE(e.find("data.augment (v2.toml)"), std::string::npos) << e;
+  EXPECT_NE(e.find("loud"), std::string::npos) << e;
+}
+
+TEST(SsmFamilyKeys, EveryOptionsStructStartsAtTheDefaultConfig) {
+  expect_initialisers_are_the_defaults(ssm_train_keys(), "train");
+  expect_initialisers_are_the_defaults(ssm_data_keys(), "data");
+  Config c;
+  c.merge_toml_string(
+      "[model]\nfamily = \"ssm\"\n[train]\ntransfer_mode = \"freeze_a\"\nlr_schedule = \"cosine\"\n",
+      "t.toml");
+  c.finalize();
+  const SsmTrainOptions t = ssm_train_keys().from(c);
+  EXPECT_EQ(t.transfer_mode, TransferMode::kFreezeA);
+  EXPECT_EQ(t.lr_schedule, LrSchedule::kCosine);
 }
 
 TEST(SsmFamilyKeys, DefaultsAreTheS5MazeOptionsAndEnumsReadBack) {
