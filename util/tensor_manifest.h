@@ -3,7 +3,7 @@
 // shape, byte offset and dtype, and <stem>.bin, the values one after another, little-endian,
 // row-major, with no gaps. The committed goldens (tests/assets/golden/, read through
 // tests/support/golden.h) and ssm_step_bench's --export use it; the Python side is
-// scripts/rt_golden.py.
+// tests/oracle/rt_golden.py.
 //
 // Raw values only, no LibTorch: a caller turns them into tensors (and a tensor into bytes).
 #pragma once

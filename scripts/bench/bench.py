@@ -72,7 +72,7 @@ OTHERS = {
     "rave_configs.sh": {"quick": None, "full": ([], {}), "build": ("train", "preprocess"),
                         "quick_note": "every configuration at full size, minutes each: run it alone"},
     "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
-                       "note": "the oracle venv .venv-rave/ is made by scripts/oracle/run.sh; the result "
+                       "note": "the oracle venv .venv-rave/ is made by tests/oracle/run.sh; the result "
                                "is trained on a GPU machine (docs/offline_gpu.md)"},
     "ssm_kinds.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench", "train", "preprocess")},
     "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},

@@ -4,7 +4,7 @@
 # the CPU) and Python (scripts/bench/ddp_bench.py on that same torch: torch's
 # DistributedDataParallel over Gloo; tiny_rave is the real RAVE's own training_step, acids-rave
 # 2.3.1, wrapped as PyTorch Lightning 1.9's DDP strategy wraps it; s5_maze the SSM reference
-# scripts/bench/reference/s5_maze.py), same models and per-rank batches; Python's 2 ranks without
+# tests/oracle/s5_maze.py), same models and per-rank batches; Python's 2 ranks without
 # DDP, meeting once per step (what lock-stepping alone costs here); plus the communication share
 # and the overlap of all-reduce with backward from a traced RAVE v2 run.
 #

@@ -27,7 +27,7 @@ copy of it each step, as a loader gives a new batch tensor):
   tiny_rave: RAVE v2 built from its own gin files (v2.gin, which includes v1.gin) with the
     bindings rave_bindings() derives from configs/tiny_rave.toml, initialised by its own code,
     its receptive field computed by its own validation_epoch_end, and stepped by
-    scripts/oracle/rave_oracle.py's Harness: Lightning 1.9's per-batch calls without a Trainer
+    tests/oracle/rave_oracle.py's Harness: Lightning 1.9's per-batch calls without a Trainer
     (callbacks' on_train_batch_start, RAVE.training_step, on_train_batch_end, which steps the
     LinearLR), RAVE's optimizers from its configure_optimizers. RAVE is imported as
     scripts/bench/rave_gpu_step.py's import_rave does it (stand-ins for the modules the step
@@ -40,7 +40,7 @@ copy of it each step, as a loader gives a new batch tensor):
     output detached, discriminator active) and BetaWarmupCallback gives that step's beta; every
     update_discriminator_every-th batch_idx steps the discriminator, the others the decoder.
   s5_maze: Linear -> S5 block(s) -> Linear on x [B, bins, input_dim], MSE against a fixed random
-    target, zero_grad, backward, AdamW (two groups, reference/s5_maze.py) -- no loss read back.
+    target, zero_grad, backward, AdamW (two groups, tests/oracle/s5_maze.py) -- no loss read back.
 Sizes come from configs/<model>.toml (tomllib). tiny_rave: see rave_bindings() for the mapping
 of model.*, train.* and data.sampling_rate to RAVE's gin names; data.n_signal and train.batch
 are the batch's shape. What RAVE cannot express of a native config is refused (RAVE_FIXED:
@@ -125,8 +125,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(BENCH, "reference"))
-import s5_maze  # noqa: E402  (scripts/bench/reference/s5_maze.py)
+sys.path.insert(0, os.path.join(BENCH, "..", "..", "tests", "oracle"))
+import s5_maze  # noqa: E402  (tests/oracle/s5_maze.py)
 
 REPO = os.path.abspath(os.path.join(BENCH, "..", ".."))
 

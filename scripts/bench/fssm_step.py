@@ -30,7 +30,7 @@ import sys
 import time
 import types
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "oracle"))
 from s5_maze import add_shape_args  # noqa: E402  (the same shape options as our Python twin)
 
 

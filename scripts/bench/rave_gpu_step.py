@@ -9,7 +9,7 @@
 
 The model is what `rave train --config v2` builds: RAVE's own v2.gin (which includes v1.gin) with
 SAMPLING_RATE 44100 and RAVE.n_channels 1, at full size (or the oracle's tiny sizes with --tiny),
-built, crop-prepared and stepped through scripts/oracle/rave_oracle.py (build, prepare, Harness:
+built, crop-prepared and stepped through tests/oracle/rave_oracle.py (build, prepare, Harness:
 Lightning 1.9's per-batch calls: callbacks' on_train_batch_start, training_step,
 on_train_batch_end). n_signal is not a gin setting in v2: it is the length of the batches.
 
@@ -132,7 +132,7 @@ def import_rave(replace):
     # RAVE's real dependencies first, so their own optional-import probes see no stand-ins.
     import pytorch_lightning, torchaudio, gin, cached_conv, einops  # noqa: F401,E401
     replaced = replace_unused_imports() if replace else []
-    sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "oracle"))
     sys.path.insert(0, HERE)
     import rave_oracle
     import rave.pqmf

@@ -42,7 +42,7 @@ WHEELS=(
 # requests and flask, which `rave train --gpu N` on a local database never calls.
 TRAIN=(
   lmdb==3.0.0                   # rave/dataset.py's database
-  udls==1.1.4                   # its AudioExample records (pinned as scripts/oracle/requirements.txt)
+  udls==1.1.4                   # its AudioExample records (pinned as tests/oracle/requirements.txt)
   protobuf==7.36.2              # udls.generated
   absl-py==2.5.1                # scripts/train.py's flags
   tensorboardX==2.6.5           # pytorch-lightning's TensorBoardLogger without tensorboard

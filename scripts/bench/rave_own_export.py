@@ -8,7 +8,7 @@ a random model in place of the checkpoint:
   - cached_conv.use_cached_conv(True) before anything is built (export.py's
     cc.use_cached_conv(FLAGS.streaming)), so every convolution is cached_conv's streaming one;
   - RAVE's own v2.gin parsed and rave.RAVE built as `rave train --config v2` builds it
-    (scripts/oracle/rave_oracle.py build(): RAVE.n_channels = 1; SAMPLING_RATE 44100), with
+    (tests/oracle/rave_oracle.py build(): RAVE.n_channels = 1; SAMPLING_RATE 44100), with
     torch.manual_seed(--seed) for its random initialisation (the speed does not depend on the
     weights' values), then eval();
   - the weight norm removed as export.py removes it (nn.utils.remove_weight_norm on every module

@@ -4,7 +4,7 @@
 
 The steps of acids-rave 2.3.1's scripts/export_onnx.py main(), on RAVE's own classes:
   - rave.RAVE built from RAVE's v2.gin as `rave train --config v2` builds it
-    (scripts/oracle/rave_oracle.py build()), with cached_conv's default (not streaming);
+    (tests/oracle/rave_oracle.py build()), with cached_conv's default (not streaming);
   - the weights: export_onnx.py loads a checkpoint's state_dict; here every parameter comes from
     export_bench --onnx_dir's rt-golden/1 file, by name (our state-dict names are RAVE's), and a
     parameter without a value stops the script;
@@ -31,7 +31,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "oracle"))
 
 
 def export_onnx_importable():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training parity with the real RAVE (scripts/bench/rave_parity.py says what and how): builds
-# train and preprocess, makes the oracle venv (scripts/oracle/run.sh's), trains the same small v2
+# train and preprocess, makes the oracle venv (tests/oracle/run.sh's), trains the same small v2
 # with `rave train` and with `train`, two runs each, and writes
 # scripts/bench/results/rave_parity.{json,png} (bench.py --render_only shows the result).
 #   scripts/bench/rave_parity.sh [--steps N] [--runs N] [--quick] [--results_dir DIR]
@@ -15,7 +15,7 @@ for arg in "$@"; do
   [[ "$arg" == -h || "$arg" == --help ]] && bench_usage
 done
 TARGETS="train preprocess" "$ROOT/scripts/build.sh"
-"$ROOT/scripts/oracle/run.sh" --only none  # makes the venv if needed, writes nothing
+"$ROOT/tests/oracle/run.sh" --only none  # makes the venv if needed, writes nothing
 VENV="${VENV:-$ROOT/.venv-rave}"
 # --results_dir among "$@" comes later and wins.
 exec "$VENV/bin/python" -W ignore "$ROOT/scripts/bench/rave_parity.py" --bin "$BIN" \

@@ -3,7 +3,7 @@ its Lightning 1.9 loop), runnable where some of RAVE's declared requirements can
 
   python scripts/bench/rave_train.py [--replace-unused-imports] [--step_times FILE] -- ARGS OF `rave train`
 
-Where every requirement imports (the oracle venv, scripts/oracle/run.sh's .venv-rave), this is
+Where every requirement imports (the oracle venv, tests/oracle/run.sh's .venv-rave), this is
 exactly `rave train ARGS`. With --replace-unused-imports, for a Python 3.12 machine such as the
 GPU image (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
 

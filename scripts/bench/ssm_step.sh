@@ -2,7 +2,7 @@
 # s5_maze training-step time (batch 64, 140 bins, 182 units, state 64; forward + MSE + backward
 # + AdamW): native (build/bin/ssm_step_bench: scan "fused" with the fused block kernels, scan
 # "fused" with the op-by-op block (--unfused_block), scan "parallel") against the same
-# model in Python PyTorch (scripts/bench/reference/s5_maze.py on Debian's /usr/bin/python3), and,
+# model in Python PyTorch (tests/oracle/s5_maze.py on Debian's /usr/bin/python3), and,
 # with --fssm DIR (a checkout of github.com/Melina-Jingting/foundational_ssm), against that
 # project's own models: its PyTorch S4D decoder on Debian's torch (the LibTorch of build/) and
 # its JAX S5 decoder with its own jitted step (scripts/bench/fssm_step.py; venvs made by
@@ -37,7 +37,7 @@ done
 bench_need_bin ssm_step_bench
 BENCH="$BIN/ssm_step_bench"
 PY="$BENCH_PY"
-REF="$ROOT/scripts/bench/reference/s5_maze.py"
+REF="$ROOT/tests/oracle/s5_maze.py"
 if [ -n "$FSSM" ]; then
   [ -f "$FSSM/src/foundational_ssm/models/archive/s4d.py" ] ||
     bench_die "--fssm $FSSM: not a checkout of github.com/Melina-Jingting/foundational_ssm (no src/foundational_ssm/models/archive/s4d.py)"

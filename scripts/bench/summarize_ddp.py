@@ -104,7 +104,7 @@ def report(a):
            f"steps, synthetic input, no loader; median of {a.reps} runs): tiny_rave is the real RAVE (acids-rave "
            f"{rave_version}) built from its own v2.gin with the config's sizes bound, stepped by its own "
            f"`training_step`, callbacks, optimizers and LR scheduler, wrapped as PyTorch Lightning {pl_version}'s "
-           "`strategy=\"ddp\"` wraps it; s5_maze is the SSM reference `scripts/bench/reference/s5_maze.py` under "
+           "`strategy=\"ddp\"` wraps it; s5_maze is the SSM reference `tests/oracle/s5_maze.py` under "
            "`DistributedDataParallel` with DDP's defaults. What each column measures: docs/perf/ddp.md.")
     rows, derived, targets, native_ratio = [], {}, [], {}
     for row, name in ROWS:

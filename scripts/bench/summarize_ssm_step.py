@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ssm_step.sh's runs (one JSON line per run of ssm_step_bench or reference/s5_maze.py, in round
+"""ssm_step.sh's runs (one JSON line per run of ssm_step_bench or tests/oracle/s5_maze.py, in round
 order) -> scripts/bench/results/ssm_step.json: every run's median step time, per arm the median
 and spread of the run medians, the native/python ratios round by round, and the ≤ 0.5 target;
 with fssm_step.py's runs (ssm_step.sh --fssm), the ratios to foundational_ssm's own S4D
@@ -108,7 +108,7 @@ def main():
                           commands=[f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan fused "
                                     "[--unfused_block]",
                                     f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan parallel",
-                                    f"/usr/bin/python3 scripts/bench/reference/s5_maze.py --threads T --steps {a.steps} "
+                                    f"/usr/bin/python3 tests/oracle/s5_maze.py --threads T --steps {a.steps} "
                                     "--warmup 3"]
                           + ([f".venv-fssm-torch/bin/python scripts/bench/fssm_step.py --fssm DIR --model s4d --threads T "
                               f"--steps {a.steps} --warmup 3",

@@ -183,7 +183,7 @@ TEST(Split, IsNinetyEightTwoCappedAndDeterministic) {
 }
 
 // The indices the real RAVE's split_dataset(dataset, 98) assigns (max_residual 1000,
-// random_split seeded 42), written by scripts/oracle/rave_oracle.py.
+// random_split seeded 42), written by tests/oracle/rave_oracle.py.
 TEST(Split, IsRavesOwnSplit) {
   const auto g = testing::load_golden("rave_split");
   const auto& splits = g.manifest.at("splits");

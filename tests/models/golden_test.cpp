@@ -1,5 +1,5 @@
 // Golden tensors: one training step of a tiny S5 decoder, computed by the Python reference
-// (scripts/bench/reference/make_golden.py, run once; its output is committed under
+// (tests/oracle/make_golden.py, run once; its output is committed under
 // tests/assets/golden/, format in tests/assets/README.md) and recomputed here by the C++ model
 // from the same weights, input and target. Weights are matched by name in both directions, so a
 // renamed, added or missing parameter fails as loudly as a wrong gradient. (RAVE is checked

@@ -1,5 +1,5 @@
 // The native RAVE against the real one: golden tensors written by acids-ircam/RAVE 2.3.1 itself
-// (scripts/oracle/rave_oracle.py: RAVE's gin files, initialisation, training_step, callbacks,
+// (tests/oracle/rave_oracle.py: RAVE's gin files, initialisation, training_step, callbacks,
 // optimizers and receptive-field measurement; format in tests/assets/README.md), recomputed
 // here from the same weights, audio and reparametrisation draws.
 //

@@ -1,5 +1,5 @@
 // The residual vector quantiser against the real RAVE's (rave/quantization.py): golden
-// rave_rvq, written by scripts/oracle/rave_oracle.py in float64 with every random index RAVE drew
+// rave_rvq, written by tests/oracle/rave_oracle.py in float64 with every random index RAVE drew
 // (its randint/randperm calls) on a tape, which is replayed here in order. Two training calls:
 // k-means initialisation, lookup, dead-code replacement and EMA, then the same on the moved
 // codes; outputs, indices, commitment losses, gradients and every buffer must match. Then eval

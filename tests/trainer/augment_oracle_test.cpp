@@ -1,5 +1,5 @@
 // RAVE's dataset transforms (data/augment.h) against RAVE's own code run by
-// scripts/oracle/rave_oracle.py (tests/assets/golden/rave_augment.*): --normalize,
+// tests/oracle/rave_oracle.py (tests/assets/golden/rave_augment.*): --normalize,
 // --derivative and its integrator, normalize_ambient.gin's compressor and --augment compress's
 // compand through the same libsox; and the pipeline and the flags that choose them.
 #include <gtest/gtest.h>

@@ -64,7 +64,7 @@ TEST(Ema, SwapForAScopeAndBack) {
 }
 
 // Against RAVE's own EMA callback (golden rave_ema, scripts/train.py's EMA through
-// scripts/oracle/rave_oracle.py): the same module moved by the same steps, the averages after
+// tests/oracle/rave_oracle.py): the same module moved by the same steps, the averages after
 // each batch, the parameters during the validation swap and after it.
 TEST(Ema, FollowsRavesOwnCallback) {
   const auto g = testing::load_golden("rave_ema");

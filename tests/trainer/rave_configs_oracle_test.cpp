@@ -1,5 +1,5 @@
 // Our config stacks against the real RAVE's gin stacks (tests/assets/golden/rave_configs.json,
-// written by scripts/oracle/rave_oracle.py from the objects RAVE 2.3.1 builds at full size for
+// written by tests/oracle/rave_oracle.py from the objects RAVE 2.3.1 builds at full size for
 // `rave train --config a --config b …`): every state_dict name and shape and the parameter count
 // of the model `train --config a --config b …` builds, and the training settings RAVE's step,
 // callbacks and optimizers use. Every configs/*.toml that mirrors a RAVE file is in a stack.
@@ -53,7 +53,7 @@ Config stacked(const std::string& stack) {
   return c;
 }
 
-// scripts/oracle/rave_oracle.py CONFIG_STACKS.
+// tests/oracle/rave_oracle.py CONFIG_STACKS.
 const std::vector<std::string> kStacks = {"v1",
                                           "v2",
                                           "v3",

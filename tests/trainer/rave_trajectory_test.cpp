@@ -1,5 +1,5 @@
 // Twelve training steps of the `rave` family against twelve steps of the real RAVE
-// (tests/assets/golden/rave_v2_trajectory, written by scripts/oracle/rave_oracle.py with
+// (tests/assets/golden/rave_v2_trajectory, written by tests/oracle/rave_oracle.py with
 // acids-ircam/RAVE 2.3.1's own training_step, callbacks, optimizers and LinearLR), in float64
 // from the same float32 initial weights, audio and reparametrisation draws.
 //

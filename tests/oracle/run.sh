@@ -4,8 +4,8 @@
 # torchaudio; PyPI only), then runs rave_oracle.py with the given arguments, which writes the
 # golden tensors under tests/assets/golden/ (see its docstring). Test and reference tooling
 # only: train, preprocess, export and profile-report never need Python.
-#   scripts/oracle/run.sh                      # every golden file
-#   scripts/oracle/run.sh --only rave_v2_step  # one
+#   tests/oracle/run.sh                      # every golden file
+#   tests/oracle/run.sh --only rave_v2_step  # one
 # VENV overrides the venv's place (default: .venv-rave at the repository root, gitignored).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,7 +14,7 @@ VENV="${VENV:-$ROOT/.venv-rave}"
 PYTHON="${PYTHON:-python3}"
 if ! "$VENV/bin/python" -c "import rave" 2>/dev/null \
    || ! cmp -s "$HERE/requirements.txt" "$VENV/requirements.txt"; then
-  echo "oracle: making $VENV (acids-rave 2.3.1, pinned in scripts/oracle/requirements.txt)" >&2
+  echo "oracle: making $VENV (acids-rave 2.3.1, pinned in tests/oracle/requirements.txt)" >&2
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt"
   cp "$HERE/requirements.txt" "$VENV/requirements.txt"

@@ -1,11 +1,11 @@
 """Format rt-golden/1 in Python: named tensors as <stem>.json (manifest) + <stem>.bin (values).
 
 The spec is tests/assets/README.md ("Format rt-golden/1"); the C++ side is
-util/tensor_manifest.h. Writers: scripts/oracle/rave_oracle.py and
-scripts/bench/reference/make_golden.py (the committed goldens). Readers: s5_maze.py --check
+util/tensor_manifest.h. Writers: tests/oracle/rave_oracle.py and
+tests/oracle/make_golden.py (the committed goldens). Readers: s5_maze.py --check
 (ssm_step_bench --export's file).
 
-  import rt_golden                      (scripts/ on sys.path)
+  import rt_golden                      (tests/oracle/ on sys.path)
   w = rt_golden.Writer(); w.add("input:x", tensor); w.save(out_dir, "name", {...})
   manifest, arrays = rt_golden.read("dir/name")
 

@@ -1,6 +1,6 @@
 """Golden tensors from the real RAVE (acids-ircam/RAVE 2.3.1, PyPI acids-rave==2.3.1).
 
-  scripts/oracle/run.sh [--out tests/assets/golden]      (makes the pinned venv, then runs this)
+  tests/oracle/run.sh [--out tests/assets/golden]      (makes the pinned venv, then runs this)
 
 RAVE is imported, configured from its own gin files (v1.gin, v2.gin, v3.gin as the package ships
 them) with small sizes bound on top, initialised by its own code, and trained by its own
@@ -17,7 +17,7 @@ step (the reparametrisation noise) is recorded and stored, and replayed in the f
 C++ side feeds the same draws.
 
 For each config (golden/<name>.{json,bin}, format rt-golden/1 in tests/assets/README.md,
-written through scripts/rt_golden.py):
+written through tests/oracle/rt_golden.py):
   rave_<v>_modules     per-module float32 outputs for one input: PQMF analysis, encoder
                        statistics, decoder output, PQMF synthesis, every discriminator feature
                        map, and both spectral distances (v2 only).
@@ -56,7 +56,6 @@ The float64 values are the exact values of the function RAVE's float32 model com
 and inputs are stored as the float32 values both sides start from).
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -66,8 +65,7 @@ import gin
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
-import rt_golden  # noqa: E402
+import rt_golden
 
 warnings.filterwarnings("ignore")
 import rave  # noqa: E402
@@ -75,7 +73,7 @@ import rave.core  # noqa: E402
 import rave.model  # noqa: E402
 
 FORMAT = rt_golden.FORMAT
-GENERATED_BY = "scripts/oracle/rave_oracle.py"
+GENERATED_BY = "tests/oracle/rave_oracle.py"
 SEED = 11
 
 # Small sizes bound on top of RAVE's own gin files; the names are RAVE's gin macros and
@@ -190,7 +188,7 @@ TRAJECTORY_SCALES = [256, 128, 64]
 
 
 class Writer(rt_golden.Writer):
-    """scripts/rt_golden.py's writer, naming each file it saves on stderr."""
+    """rt_golden.py's writer, naming each file it saves on stderr."""
 
     def save(self, out, stem, manifest):
         written = super().save(out, stem, manifest)

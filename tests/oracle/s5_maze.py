@@ -28,8 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")))
-import rt_golden  # noqa: E402
+import rt_golden
 
 # The file ssm_step_bench --export DIR writes in DIR.
 EXPORT_STEM = "ssm_step"

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Golden tensors for tests/models/golden_test.cpp, from this folder's Python S5 reference.
-(RAVE's golden tensors come from the real RAVE: scripts/oracle/rave_oracle.py.)
+(RAVE's golden tensors come from the real RAVE: rave_oracle.py.)
 
   make_golden.py [--out tests/assets/golden]
 
 Run once with Debian's /usr/bin/python3 (apt-get install python3-torch python3-scipy); its output is
 committed. It writes <name>.json (manifest) and <name>.bin (the tensors, raw little-endian
-float32) through scripts/rt_golden.py, in the format tests/assets/README.md describes:
+float32) through rt_golden.py, in the format tests/assets/README.md describes:
 
   s5_tiny       the s5_maze decoder (s5_maze.py) around one S5 block: 6 units → d_model 8
                 (state 8) → 2 outputs, batch 2 × 16 bins, dropout 0, MSE to a stored target.
@@ -23,22 +23,18 @@ chosen.
 """
 import argparse
 import json
-import math
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..")))
-import rt_golden  # noqa: E402
-import s5_maze  # noqa: E402
+import rt_golden
+import s5_maze
 
 SEED = 7
 FORMAT = rt_golden.FORMAT
-GENERATED_BY = "scripts/bench/reference/make_golden.py"
+GENERATED_BY = "tests/oracle/make_golden.py"
 
 
 def trainable(model):
@@ -111,7 +107,7 @@ def make_s5(out):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    root = os.path.normpath(os.path.join(here, "..", ".."))
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
