@@ -1,6 +1,6 @@
 // Every operator run while the tracer records is in its timeline, with each option (plain,
 // record_shapes, with_stack). What tracing costs per operator is a benchmark's business
-// (scripts/bench/op_cost_bench.cpp; BENCHMARKS.md, "Detailed tracing overhead").
+// (benchmarks/op_cost_bench.cpp; BENCHMARKS.md, "Detailed tracing overhead").
 #include <gtest/gtest.h>
 
 #include "profiling/trace/op_tracer.h"

@@ -75,7 +75,7 @@ void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& b
   // its weight-decay groups all show up here).
   for (const auto& p : s.model->named_parameters()) put("final:" + p.key(), p.value());
   const rt::Json manifest = {{"model", "s5"},
-                             {"generated_by", "scripts/bench/ssm_step_bench.cpp --export"},
+                             {"generated_by", "benchmarks/ssm_step_bench.cpp --export"},
                              {"torch", TORCH_VERSION},
                              {"seed", seed},
                              {"options",

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     };
     for (const auto& p : model->named_parameters()) add(p.key(), p.value());
     for (const auto& b : model->named_buffers()) add(b.key(), b.value());
-    weights.write(dir / "weights", {{"generated_by", "scripts/bench/export_bench.cpp --onnx_dir"},
+    weights.write(dir / "weights", {{"generated_by", "benchmarks/export_bench.cpp --onnx_dir"},
                                     {"version", version},
                                     {"capacity", o.capacity}});
     for (bool streaming : {true, false}) {
