@@ -50,14 +50,7 @@ PY_STEPS="${PY_STEPS:-20}"
 # really uses one core (with 1, a single rank's loader already runs on the second core, and the
 # one-rank baseline gains from a core the comparison means to leave idle).
 WORKERS="${WORKERS:-0}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) REPS=1; RAVE_STEPS=30; SSM_STEPS=20; PY_STEPS=8; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "" "REPS=1 RAVE_STEPS=30 SSM_STEPS=20 PY_STEPS=8" "$@"
 # build-cuda/bin/{train,preprocess} and the venv with the real RAVE (idempotent); the setup
 # scripts (scripts/setup.sh) through check_cuda_build.sh.
 [[ "$SETUP" == 1 ]] && "$ROOT/scripts/bench/rave_cpu_env.sh" >&2
@@ -65,11 +58,9 @@ done
 WORK="$(mktemp -d /tmp/ddp_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 6 --seed 1 >/dev/null
-"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb" --num_signal 8192 >/dev/null
-"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb32" --num_signal 32768 >/dev/null
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
-"$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
+bench_audio_db "$WORK/adb" 6 --num_signal 8192
+bench_audio_db "$WORK/adb32" 6 --num_signal 32768
+bench_neural_db "$WORK/ndb" 182 512
 
 # native CONFIG DB STEPS NPROC [TRAIN ARGS…] → examples/s of the job
 native() {

@@ -5,7 +5,8 @@
 # with preprocess, linux-perf for the profiling-overhead attribution by sampling.
 # Used by scripts/bench/run.sh and the scripts that can run on their own (ddp.sh).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_no_args "$@"
 "$ROOT/scripts/setup.sh" >/dev/null
 bench_missing=()
 for p in python3-torch python3-numpy python3-scipy sox linux-perf; do

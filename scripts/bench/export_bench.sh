@@ -24,18 +24,7 @@ ROUNDS=3
 SECONDS_TIMED=10
 THREADS="1 2"
 BLOCKS="2048 4096"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) ROUNDS="$2"; shift 2 ;;
-    --seconds) SECONDS_TIMED="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --blocks) BLOCKS="$2"; shift 2 ;;
-    --quick) ROUNDS=2; SECONDS_TIMED=4; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--rounds N, --seconds S, --threads \"1 2\", --blocks \"2048 4096\", --quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "--rounds=ROUNDS --seconds=SECONDS_TIMED --threads=THREADS --blocks=BLOCKS" "ROUNDS=2 SECONDS_TIMED=4" "$@"
 bench_need_bin export_bench
 HERE="$ROOT/scripts/bench"
 DEBIAN_PY="${DEBIAN_PY:-/usr/bin/python3}"   # python3-torch: LibTorch 1.13, OpenBLAS

@@ -21,20 +21,8 @@ CAPACITY=32
 STEPS=3000
 CHECK_SECONDS=10
 THREADS=2
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --run) RUNS+=("$2"); shift 2 ;;
-    --config) CONFIG="$2"; shift 2 ;;
-    --capacity) CAPACITY="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --check_seconds) CHECK_SECONDS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --quick) STEPS=200; CHECK_SECONDS=4; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--run DIR, --config NAME, --capacity N, --steps N, --check_seconds S, --threads N, --quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "--run=RUNS+ --config=CONFIG --capacity=CAPACITY --steps=STEPS --check_seconds=CHECK_SECONDS --threads=THREADS" \
+  "STEPS=200 CHECK_SECONDS=4" "$@"
 bench_need_bin export train preprocess
 SPEECH_PARTS=(Front_Left Front_Center Front_Right Side_Left Side_Right Rear_Left Rear_Center Rear_Right)
 files=()
@@ -48,8 +36,7 @@ sox "${files[@]}" "$SPEECH"
 
 if [ ${#RUNS[@]} -eq 0 ]; then
   echo "== training $CONFIG at capacity $CAPACITY for $STEPS steps on the demo database ($THREADS threads)" >&2
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 20 --seed 1 >&2
-  "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" >&2
+  bench_audio_db "$WORK/db" 20
   "$BIN/train" --config "$CONFIG" --db_path "$WORK/db" --out_path "$WORK/runs" --threads "$THREADS" \
     --override "model.capacity=$CAPACITY" --batch 4 --n_signal 131072 \
     --max_steps "$STEPS" --val_every "$(( STEPS / 4 > 0 ? STEPS / 4 : 1 ))" --seed 1 2>&1 | tee "$WORK/train.log" >&2

@@ -13,22 +13,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
 REPS="${REPS:-3}"
 STEPS="${STEPS:-150}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) REPS=1; STEPS=40; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "" "REPS=1 STEPS=40" "$@"
 bench_need_bin train preprocess
 unset GLIBC_TUNABLES MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_
 WORK="$(mktemp -d /tmp/heap_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
-"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 6 --seed 1 >/dev/null
-"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/adb" --num_signal 8192 >/dev/null 2>&1
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 182 --trials 512 --seed 1 >/dev/null
-"$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
+bench_audio_db "$WORK/adb" 6 --num_signal 8192
+bench_neural_db "$WORK/ndb" 182 512
 
 "$BENCH_PY" "$ROOT/scripts/bench/heap_retention.py" --bin "$BIN" --work "$WORK" --reps "$REPS" --steps "$STEPS" \
   --command "$COMMAND" --load_before "$BENCH_LOAD_BEFORE" --results_dir "$RESULTS_DIR"

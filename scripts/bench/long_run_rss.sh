@@ -15,26 +15,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PART_MB="${PART_MB:-64}"
 PARTS="${PARTS:-8}"
 MEMORY="${MEMORY:-0}"
+bench_args "ARG..." "" "$@"
 STEPS=1000000
-SHOWN=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    -*) bench_bad_arg "$1" "--results_dir DIR, STEPS" ;;
-    *) STEPS="$1"; SHOWN+=("$1"); shift ;;
-  esac
-done
+[ ${#BENCH_ARGS[@]} -eq 0 ] || STEPS="${BENCH_ARGS[-1]}"
 ENV_SHOWN="PART_MB=$PART_MB PARTS=$PARTS"
 [[ "$MEMORY" == 1 ]] && ENV_SHOWN+=" MEMORY=1"
-COMMAND="$ENV_SHOWN $(bench_command "${SHOWN[@]}")"
+COMMAND="$ENV_SHOWN $(bench_command "${BENCH_ARGS[@]}")"
 bench_need_bin train preprocess
 # The tree the figures come from, taken before anything is written.
 REV="$(git -C "$ROOT" describe --always --dirty)"
 WORK="$(mktemp -d /tmp/long_run.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
-"$BIN/preprocess" --generate_neural_demo "$WORK/h5" --force --groups 1 --units 32 --trials 64 --seed 1 >/dev/null
-"$BIN/preprocess" --kind neural --input_path "$WORK/h5" --output_path "$WORK/ndb" >/dev/null
+bench_neural_db "$WORK/ndb" 32 64
 
 "$BENCH_PY" "$ROOT/scripts/bench/long_run_rss.py" --bin "$BIN" --work "$WORK" --steps "$STEPS" --part_mb "$PART_MB" \
   --parts "$PARTS" --memory "$MEMORY" --rev "$REV" --command "$COMMAND" --load_before "$BENCH_LOAD_BEFORE" \

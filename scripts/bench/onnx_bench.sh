@@ -13,16 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
 ROUNDS=3
 SECONDS_TIMED=10
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) ROUNDS="$2"; shift 2 ;;
-    --seconds) SECONDS_TIMED="$2"; shift 2 ;;
-    --quick) ROUNDS=2; SECONDS_TIMED=4; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--rounds N, --seconds S, --quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "--rounds=ROUNDS --seconds=SECONDS_TIMED" "ROUNDS=2 SECONDS_TIMED=4" "$@"
 bench_need_bin export_bench
 HERE="$ROOT/scripts/bench"
 RAVE_PY="${RAVE_PY:-$ROOT/.venv-rave-cpu/bin/python}"

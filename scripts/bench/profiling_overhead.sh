@@ -11,24 +11,12 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
 PAIRS=6; STEPS=160; EVERY=40
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) PAIRS=4; STEPS=120; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "" "PAIRS=4 STEPS=120" "$@"
 bench_need_bin train preprocess
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
-"$BIN/preprocess" --generate_demo "$TMP/audio" --force --demo_seconds 30 --seed 1 >/dev/null 2>&1
-"$BIN/preprocess" --input_path "$TMP/audio" --output_path "$TMP/audio_db" --num_signal 16384 --max_db_size 1 >/dev/null 2>&1
-JOBS=("tiny_rave|$TMP/audio_db")
-if "$BIN/preprocess" --help 2>&1 | grep -q -- "--generate_neural_demo"; then
-  "$BIN/preprocess" --generate_neural_demo "$TMP/neural" --force --groups 1 --units 182 --seed 1 >/dev/null 2>&1
-  "$BIN/preprocess" --kind neural --input_path "$TMP/neural" --output_path "$TMP/neural_db" >/dev/null 2>&1
-  JOBS+=("s5_maze|$TMP/neural_db")
-fi
+bench_audio_db "$TMP/audio_db" 30 --num_signal 16384 --max_db_size 1
+bench_neural_db "$TMP/neural_db" 182
+JOBS=("tiny_rave|$TMP/audio_db" "s5_maze|$TMP/neural_db")
 
 run() {  # config db threads flags... → prints mean steps/s after the first interval
   local cfg="$1" db="$2" threads="$3"; shift 3

@@ -16,24 +16,13 @@ N_SIGNAL=131072
 THREADS=0
 WORK="${TMPDIR:-/tmp}/rave_configs_bench"
 STACKS="v1 v2 v2_small v2_nopqmf v3 discrete discrete_v3 hybrid onnx raspberry v2+causal v2+noise v2+snake v2+adain v2+descript_discriminator v2+wasserstein v2+spherical v2+spectral_discriminator discrete+causal"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --batch) BATCH="$2"; shift 2 ;;
-    --n_signal) N_SIGNAL="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --work) WORK="$2"; shift 2 ;;
-    --stacks) STACKS="$2"; shift 2 ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--batch, --n_signal, --threads, --work, --stacks, --results_dir" ;;
-  esac
-done
+bench_args "--batch=BATCH --n_signal=N_SIGNAL --threads=THREADS --work=WORK --stacks=STACKS" "" "$@"
 bench_need_bin train preprocess
 DB="$WORK/db_$N_SIGNAL"
 if [ ! -f "$DB/metadata.yaml" ]; then
   echo "== demo dataset with records of 2 x $N_SIGNAL samples: $DB"
-  "$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 60 --seed 1 >/dev/null
-  "$BIN/preprocess" --input_path "$WORK/audio" --output_path "$DB" --num_signal "$N_SIGNAL" --channels 1 >/dev/null
+  mkdir -p "$WORK"
+  bench_audio_db "$DB" 60 --num_signal "$N_SIGNAL" --channels 1
 fi
 REV="$(git -C "$ROOT" describe --always --dirty)"
 mkdir -p "$WORK"

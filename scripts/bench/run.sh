@@ -12,7 +12,7 @@ QUICK=()
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=(--quick) ;;
-    -h|--help) sed -n '2,8p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$arg' (accepted: --quick)" >&2; exit 2 ;;
   esac
 done
@@ -24,8 +24,7 @@ if ! command -v ffmpeg >/dev/null && [[ $(id -u) == 0 ]] && [[ -z "${BENCH_NO_AP
   timeout 300 apt-get install -y -q ffmpeg >/dev/null 2>&1 || echo "run.sh: could not install ffmpeg; skipping it"
 fi
 # Release, configured as scripts/build.sh does; only the benchmark programs are built (a full
-# build with every test suite takes far longer on this 2-core machine). BENCH_FULL_BUILD=1 runs
-# scripts/build.sh itself.
+# build with every test suite takes far longer). BENCH_FULL_BUILD=1 runs scripts/build.sh itself.
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 if [[ -n "${BENCH_FULL_BUILD:-}" ]]; then

@@ -17,19 +17,7 @@ STEPS=20
 THREADS="1 2"
 KINDS="s5 s4d lru"
 OUT=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) ROUNDS="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --kinds) KINDS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --quick) ROUNDS=3; STEPS=10; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--rounds N, --steps N, --threads \"1 2\", --kinds \"s5 s4d lru\", --out DIR, --quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "--rounds=ROUNDS --steps=STEPS --threads=THREADS --kinds=KINDS --out=OUT" "ROUNDS=3 STEPS=10" "$@"
 bench_need_bin ssm_step_bench train preprocess
 OUT="${OUT:-$(mktemp -d /tmp/rt_ssm_kinds.XXXXXX)}"
 mkdir -p "$OUT"
@@ -37,9 +25,7 @@ RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 
 echo "== parameter counts: train --config s5_maze --model.ssm KIND --summary (182-unit synthetic database)"
-"$BIN/preprocess" --generate_neural_demo "$OUT/gen" --groups 1 --units 182 --trials 8 --seed 1 --force >/dev/null
-rm -rf "$OUT/db182"
-"$BIN/preprocess" --kind neural --input_path "$OUT/gen" --output_path "$OUT/db182" >/dev/null
+bench_neural_db "$OUT/db182" 182 8
 for k in $KINDS; do
   "$BIN/train" --config s5_maze --model.ssm "$k" --summary --db_path "$OUT/db182" > "$OUT/summary_$k.txt"
   grep -E "^      ssm |^total:" "$OUT/summary_$k.txt" | sed "s/^/$k: /"

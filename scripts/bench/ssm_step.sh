@@ -21,19 +21,7 @@ STEPS=20
 THREADS="1 2"
 OUT=""
 FSSM="${FSSM_DIR:-}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) ROUNDS="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --quick) ROUNDS=3; STEPS=10; shift ;;
-    --fssm) FSSM="$2"; shift 2 ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--rounds N, --steps N, --threads \"1 2\", --out DIR, --quick, --fssm DIR, --results_dir DIR" ;;
-  esac
-done
+bench_args "--rounds=ROUNDS --steps=STEPS --threads=THREADS --out=OUT --fssm=FSSM" "ROUNDS=3 STEPS=10" "$@"
 bench_need_bin ssm_step_bench
 BENCH="$BIN/ssm_step_bench"
 PY="$BENCH_PY"

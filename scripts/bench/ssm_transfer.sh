@@ -41,30 +41,10 @@ VAL_FRACTION=0.2
 JOBS=2
 OUT=""
 KEEP=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --kinds) KINDS="$2"; shift 2 ;;
-    --fractions) FRACTIONS="$2"; shift 2 ;;
-    --seeds) SEEDS="$2"; shift 2 ;;
-    --modes) MODES="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --pretrain_steps) PRETRAIN_STEPS="$2"; shift 2 ;;
-    --trials) TRIALS="$2"; shift 2 ;;
-    --units) UNITS="$2"; shift 2 ;;
-    --data_seed) DATA_SEED="$2"; shift 2 ;;
-    --d_model) D_MODEL="$2"; shift 2 ;;
-    --state) STATE="$2"; shift 2 ;;
-    --lr) LR="$2"; shift 2 ;;
-    --val_fraction) VAL_FRACTION="$2"; shift 2 ;;
-    --jobs) JOBS="$2"; shift 2 ;;
-    --out) OUT="$2"; KEEP=1; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    --quick) KINDS="s5"; SEEDS="0"; MODES="all"; STEPS=200; PRETRAIN_STEPS=400; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    *) bench_bad_arg "$1" "--kinds, --fractions, --seeds, --modes, --steps, --pretrain_steps, --trials, --units, --data_seed, --d_model, --state, --lr, --val_fraction, --jobs, --out DIR, --keep, --quick, --results_dir DIR" ;;
-  esac
-done
+bench_args "--kinds=KINDS --fractions=FRACTIONS --seeds=SEEDS --modes=MODES --steps=STEPS --pretrain_steps=PRETRAIN_STEPS
+  --trials=TRIALS --units=UNITS --data_seed=DATA_SEED --d_model=D_MODEL --state=STATE --lr=LR --val_fraction=VAL_FRACTION
+  --jobs=JOBS --out=OUT --keep=KEEP:1" "KINDS=s5 SEEDS=0 MODES=all STEPS=200 PRETRAIN_STEPS=400" "$@"
+[ -z "$OUT" ] || KEEP=1
 read -ra UNIT_LIST <<< "$UNITS"
 [ "${#UNIT_LIST[@]}" -ge 2 ] || bench_die "--units needs at least two sessions (pretraining ones, then the new one)"
 bench_need_bin train preprocess

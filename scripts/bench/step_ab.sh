@@ -22,15 +22,8 @@ STEPS="${STEPS:-4}"
 # warming): measured, a single warm-up step left the median dominated by them.
 WARMUP="${WARMUP:-3}"
 OLD_REV="${STEP_AB_OLD:-HEAD~1}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) REPS="${REPS_QUICK:-3}"; shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    -*) bench_bad_arg "$1" "--quick, --results_dir DIR, OLD_REV" ;;
-    *) OLD_REV="$1"; shift ;;
-  esac
-done
+bench_args "ARG..." "REPS=${REPS_QUICK:-3}" "$@"
+[ ${#BENCH_ARGS[@]} -eq 0 ] || OLD_REV="${BENCH_ARGS[-1]}"
 OLD_SHA="$(git -C "$ROOT" rev-parse --short "$OLD_REV")"
 NEW_SHA="$(git -C "$ROOT" rev-parse --short HEAD)"
 [[ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]] || NEW_SHA="$NEW_SHA+changes"

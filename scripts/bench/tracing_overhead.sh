@@ -15,16 +15,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
-POSITIONAL=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) POSITIONAL=("$BUILD_DIR" 3 30); shift ;;
-    --results_dir) RESULTS_DIR="$2"; shift 2 ;;
-    -h|--help) bench_usage ;;
-    -*) bench_bad_arg "$1" "--quick, --results_dir DIR, BUILD_DIR REPS STEPS" ;;
-    *) POSITIONAL+=("$1"); shift ;;
-  esac
-done
+# shellcheck disable=SC2016  # --quick's assignment, evaluated where it stands
+bench_args "ARG..." 'BENCH_ARGS=("$BUILD_DIR" 3 30)' "$@"
+POSITIONAL=("${BENCH_ARGS[@]}")
 BUILD="${POSITIONAL[0]:-$BUILD_DIR}"
 BUILD_SHOWN="$(realpath --relative-to="$ROOT" "$BUILD" 2>/dev/null || echo "$BUILD")"
 REPS="${POSITIONAL[1]:-5}"
@@ -38,8 +31,7 @@ bench_need_bin train preprocess
 WORK="$(mktemp -d /tmp/tracing_overhead.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$BIN/preprocess" --generate_demo "$WORK/audio" --force --demo_seconds 10 --seed 1 >/dev/null 2>&1
-"$BIN/preprocess" --input_path "$WORK/audio" --output_path "$WORK/db" --num_signal 8192 >/dev/null 2>&1
+bench_audio_db "$WORK/db" 10 --num_signal 8192
 
 # Every step traced (the A/B runs), or every other step (the in-process alternation below).
 SCHEDULE_ALL="--profiling.wait 0 --profiling.warmup 0 --profiling.active $STEPS --profiling.repeat 1"
