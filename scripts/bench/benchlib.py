@@ -85,15 +85,75 @@ def environment(load_before=None, git=None, **extra):
     return env
 
 
-def summary_parser(doc, command_required=True):
-    """The argument parser every summarize_*.py starts from: --command (how the benchmark was run,
-    as lib.sh's bench_command prints it), --load_before (bench_load's line when it started) and
-    --results_dir (where the result JSON goes; default scripts/bench/results)."""
+def summary_parser(doc, options="", command_required=True):
+    """The argument parser every summary starts from: --command (how the benchmark was run, as
+    lib.sh's bench_command prints it), --load_before (bench_load's line when it started) and
+    --results_dir (where the result JSON goes; default scripts/bench/results), then `options`,
+    space-separated: NAME (a string), NAME:int or NAME:float, each required unless it ends in ?."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--command", required=command_required, help="how the benchmark was run")
     ap.add_argument("--load_before", help="the load averages when it started")
     ap.add_argument("--results_dir", help="where the result JSON goes")
+    for opt in options.split():
+        name, _, kind = opt.rstrip("?").partition(":")
+        ap.add_argument("--" + name, type={"": str, "int": int, "float": float}[kind], required=not opt.endswith("?"))
     return ap
+
+
+def write_summary(a, name, title, blocks, env=None, **fields):
+    """How a summary ends: its result (see record; env: environment(a.load_before) unless given)
+    written to a.results_dir, and the path printed."""
+    env = env if env is not None else environment(a.load_before)
+    print(write_result(record(name, title, a.command, env, blocks, **fields), a.results_dir))
+
+
+def spread(values, fmt="{:.1f}", bold=False, head=None):
+    """'median (min–max)' of values in fmt, the median in bold if asked; head replaces the median
+    (a headline figure that is not the median of these values)."""
+    v = sorted(values)
+    head = head or fmt.format(statistics.median(v))
+    return f"{f'**{head}**' if bold else head} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
+
+
+def last_json_line(path):
+    with open(path) as f:
+        return json.loads([line for line in f if line.strip()][-1])
+
+
+def job_examples_per_second(run_out):
+    """The training_summary.json of the one run under a train --out_path, and examples per second
+    of the whole job over the training loop (steps · batch · world size / training time)."""
+    import glob
+    with open(glob.glob(os.path.join(run_out, "*", "training_summary.json"))[0]) as f:
+        s = json.load(f)
+    return s, s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"]
+
+
+def latest_run(out_path):
+    """The newest run under a train --out_path (its `latest` file names it)."""
+    with open(os.path.join(out_path, "latest")) as f:
+        return os.path.join(out_path, f.read().strip())
+
+
+def demo_audio_db(bin_dir, db, seconds, *args, seed=1):
+    """preprocess's demo audio (seconds per file) at DB_audio, imported into the LMDB db with
+    preprocess's further args; returns db."""
+    pre = os.path.join(bin_dir, "preprocess")
+    subprocess.run([pre, "--generate_demo", db + "_audio", "--force", "--demo_seconds", str(seconds), "--seed",
+                    str(seed)], check=True, capture_output=True)
+    subprocess.run([pre, "--input_path", db + "_audio", "--output_path", db, *map(str, args)], check=True,
+                   capture_output=True)
+    return db
+
+
+def demo_neural_db(bin_dir, db, units, trials):
+    """One synthetic reaching session (seed 1) as the neural database db; returns db."""
+    pre = os.path.join(bin_dir, "preprocess")
+    subprocess.run([pre, "--generate_neural_demo", db + "_h5", "--force", "--groups", "1", "--units", str(units),
+                    "--trials", str(trials), "--seed", "1"], check=True, capture_output=True)
+    subprocess.run([pre, "--kind", "neural", "--input_path", db + "_h5", "--output_path", db], check=True,
+                   capture_output=True)
+    return db
 
 
 def summary(values):

@@ -2,9 +2,6 @@
 """The runs of scripts/bench/heap_retention.sh: `train` with train.retain_freed_memory false and
 true, alternating, REPS each, on the demo databases the script made (WORK/adb, WORK/ndb); writes
 scripts/bench/results/heap_retention.json with every run's examples/s and page faults per step."""
-import argparse
-import glob
-import json
 import os
 import resource
 import statistics
@@ -25,22 +22,12 @@ def run(a, cfg, db, nproc, retain):
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
-    with open(glob.glob(out + "/*/training_summary.json")[0]) as f:
-        s = json.load(f)
-    eps = s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"]
+    s, eps = benchlib.job_examples_per_second(out)
     return {"examples_per_second": eps, "page_faults_per_step": faults / (a.steps * nproc), "heap": s.get("heap", "")}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--reps", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "bin work reps:int steps:int").parse_args()
     res = {}
     for _ in range(a.reps):
         for cfg, db, n in ROWS:
@@ -68,12 +55,10 @@ def main():
     two_d = med("tiny_rave/2/defaults", "examples_per_second") / med("tiny_rave/1/defaults", "examples_per_second")
     two_k = med("tiny_rave/2/retained", "examples_per_second") / med("tiny_rave/1/retained", "examples_per_second")
     b.text(f"tiny_rave 2 ranks / 1 rank: {two_d:.2f}× with glibc's defaults, {two_k:.2f}× with freed memory retained.")
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("heap_retention", "Freed memory kept for reuse (train.retain_freed_memory)", a.command,
-                          env, b, raw={"runs": res}, derived=derived,
-                          commands=["build/bin/train [--nproc_per_node 2] --config CONFIG --db_path DB --threads 1 "
-                                    f"--workers 0 --max_steps {a.steps} --train.retain_freed_memory {{false,true}}"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "heap_retention", "Freed memory kept for reuse (train.retain_freed_memory)", b,
+                           raw={"runs": res}, derived=derived,
+                           commands=["build/bin/train [--nproc_per_node 2] --config CONFIG --db_path DB --threads 1 "
+                                     f"--workers 0 --max_steps {a.steps} --train.retain_freed_memory {{false,true}}"])
 
 
 if __name__ == "__main__":

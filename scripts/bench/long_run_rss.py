@@ -2,7 +2,6 @@
 """The run of scripts/bench/long_run_rss.sh: one long tiny_ssm `train` with --log_every 1 and the
 timing (and memory) profile, its VmRSS sampled every 5 s from /proc; writes
 scripts/bench/results/long_run_rss.json with every sample, the profile files and their sizes."""
-import argparse
 import glob
 import os
 import subprocess
@@ -12,18 +11,7 @@ import benchlib
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--part_mb", type=int, required=True)
-    ap.add_argument("--parts", type=int, required=True)
-    ap.add_argument("--memory", default="0")
-    ap.add_argument("--rev")
-    ap.add_argument("--command", required=True)
-    ap.add_argument("--load_before")
-    ap.add_argument("--results_dir")
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "bin work steps:int part_mb:int parts:int memory? rev?").parse_args()
     memory = a.memory == "1"
     steps = a.steps
     argv = [os.path.join(a.bin, "train"), "--config", "tiny_ssm", "--db_path", os.path.join(a.work, "ndb"),
@@ -91,13 +79,12 @@ def main():
         files[kind] = {os.path.basename(f): os.path.getsize(f) for f in paths}
         b.text(f"{kind.capitalize()} profile files: {len(paths)} ({', '.join(os.path.basename(f) for f in paths)}), "
                f"{total / 2**20:.1f} MiB in all (bound {a.part_mb * a.parts} MiB).")
-    env = benchlib.environment(a.load_before, git=a.rev)
-    rec = benchlib.record("long_run_rss", "Long run: RSS and profile size", a.command, env, b,
-                          raw={"rss_samples_step_kib": samples, "profile_files_bytes": files, "exit": rc,
-                               "wall_seconds": wall},
-                          derived={"rss_start_kib": start[1], "rss_end_kib": end[1], "rss_peak_kib": peak},
-                          commands=[" ".join(argv).replace(a.work, "$WORK").replace(a.bin, "build/bin")])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "long_run_rss", "Long run: RSS and profile size", b,
+                           env=benchlib.environment(a.load_before, git=a.rev),
+                           raw={"rss_samples_step_kib": samples, "profile_files_bytes": files, "exit": rc,
+                                "wall_seconds": wall},
+                           derived={"rss_start_kib": start[1], "rss_end_kib": end[1], "rss_peak_kib": peak},
+                           commands=[" ".join(argv).replace(a.work, "$WORK").replace(a.bin, "build/bin")])
 
 
 if __name__ == "__main__":

@@ -22,22 +22,17 @@ ARMS = ("one", "two", "pas", "ind", "ring", "loop", "py1", "py2")
 
 
 def run_summary(out):
-    with open(glob.glob(out + "/*/training_summary.json")[0]) as f:
-        s = json.load(f)
+    s, eps = benchlib.job_examples_per_second(out)
     d = s.get("distributed", {})
     per_rank = d.get("per_rank", [])
     step_eps = sum(r["step_examples_per_second"] for r in per_rank) if per_rank else s["step_examples_per_second"]
-    return {"eps": s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"],
-            "step_eps": step_eps, "comm_wait_share": d.get("comm_wait_share", 0.0),
+    return {"eps": eps, "step_eps": step_eps, "comm_wait_share": d.get("comm_wait_share", 0.0),
             "collectives": per_rank[0]["collectives"] if per_rank else 0,
             "comm_busy_share": max((r["comm_busy_share"] for r in per_rank), default=0.0)}
 
 
 def pair(a_path, b_path):
-    with open(a_path) as f:
-        a = json.load(f)
-    with open(b_path) as f:
-        b = json.load(f)
+    a, b = benchlib.last_json_line(a_path), benchlib.last_json_line(b_path)
     return {"eps": a["eps"] + b["eps"], "step_eps": a["step_eps"] + b["step_eps"]}
 
 
@@ -214,13 +209,12 @@ def report(a):
                                    "busy_before_pct": 100 * busy_before / busy})
             vrows.append([rank, step_no, len(ars), f"**{before}**", f"{100 * busy_before / busy:.0f} %"])
     b.table(["rank", "step", "all-reduces", "started during backward", "all-reduce time before backward ended"], vrows)
-    env = benchlib.environment(a.load_before, git=a.commit, host=os.environ.get("HOST"))
-    rec = benchlib.record("ddp", "Data-parallel training", a.command, env, b, raw=raw, derived=derived,
-                          targets=targets, analysis="docs/perf/ddp.md",
-                          commands=["build-cuda/bin/train [--nproc_per_node 2] --device cpu --config CONFIG --threads 1 "
-                                    f"--workers {a.workers} ...",
-                                    "scripts/bench/ddp_bench.py --model CONFIG --world {1,2} --threads 1 ..."])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "ddp", "Data-parallel training", b,
+                           env=benchlib.environment(a.load_before, git=a.commit, host=os.environ.get("HOST")),
+                           raw=raw, derived=derived, targets=targets, analysis="docs/perf/ddp.md",
+                           commands=["build-cuda/bin/train [--nproc_per_node 2] --device cpu --config CONFIG "
+                                     f"--threads 1 --workers {a.workers} ...",
+                                     "scripts/bench/ddp_bench.py --model CONFIG --world {1,2} --threads 1 ..."])
 
 
 def main():
@@ -230,12 +224,9 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "pair":
         print(json.dumps(pair(sys.argv[2], sys.argv[3])))
         return
-    ap = benchlib.summary_parser(__doc__)
+    ap = benchlib.summary_parser(__doc__, "results v2 ops commit workers buckets reps:int rave_steps:int "
+                                 "ssm_steps:int py_steps:int")
     ap.add_argument("what", choices=["report"])
-    for opt in ("--results", "--v2", "--ops", "--commit", "--workers", "--buckets"):
-        ap.add_argument(opt, required=True)
-    for opt in ("--reps", "--rave_steps", "--ssm_steps", "--py_steps"):
-        ap.add_argument(opt, type=int, required=True)
     report(ap.parse_args())
 
 

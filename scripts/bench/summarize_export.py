@@ -4,12 +4,9 @@ count and block size; export_bench --keep's and rave_own_export.py's records of 
 -> scripts/bench/results/export.json: per LibTorch, thread count and block, ms per block of ours
 and of RAVE's own streaming export (median over rounds and range), their realtime factors, ours ÷
 RAVE's own (median of the per-round ratios), the weight-read floor, and the ≤ 0.5 target."""
-import json
 import statistics
 
 import benchlib
-
-NAMES = (("ours", "ours"), ("rave", "RAVE's own"))
 
 
 def torch_label(row):
@@ -29,30 +26,14 @@ def version_key(v):
     return tuple(int(p) if p.isdigit() else 0 for p in v.split("+")[0].replace("a", ".").split("."))
 
 
-def ms_cell(x):
-    return f"{statistics.median(x):.1f} ({min(x):.1f}–{max(x):.1f})"
-
-
-def read_one(path):
-    with open(path) as f:
-        lines = [line for line in f if line.strip()]
-    return json.loads(lines[-1])
-
-
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--raw", required=True, help="export_race.py's JSON lines")
-    ap.add_argument("--ours_export", required=True, help="export_bench --keep's JSON line")
-    ap.add_argument("--rave_export", required=True, help="rave_own_export.py's JSON line")
-    ap.add_argument("--rounds", type=int, required=True)
-    ap.add_argument("--seconds", type=float, required=True)
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "raw ours_export rave_export rounds:int seconds:float").parse_args()
     rows = benchlib.read_jsonl(a.raw)
-    ours_export = read_one(a.ours_export)
-    rave_export = read_one(a.rave_export)
+    ours_export, rave_export = benchlib.last_json_line(a.ours_export), benchlib.last_json_line(a.rave_export)
     torches = sorted({r["torch"] for r in rows}, key=version_key)
-    label = {v: torch_label(next(r for r in rows if r["torch"] == v)) for v in torches}
-    package = {v: next(r for r in rows if r["torch"] == v).get("torch_package") for v in torches}
+    first = {v: next(r for r in rows if r["torch"] == v) for v in torches}
+    label = {v: torch_label(first[v]) for v in torches}
+    package = {v: first[v].get("torch_package") for v in torches}
     keys = sorted({(r["threads"], r["block"]) for r in rows})
 
     def sel(v, t, blk, name):
@@ -116,8 +97,8 @@ def main():
                 if t == 1 and blk in (2048, 4096):
                     ratio_runs[name] += ratios
                     ratio_by_torch[name].setdefault(v, []).extend(ratios)
-                table.append([label[v], t, blk, arm_label, ms_cell(ms), ms_cell(rave_ms),
-                              f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})",
+                table.append([label[v], t, blk, arm_label, benchlib.spread(ms), benchlib.spread(rave_ms),
+                              benchlib.spread(ratios, "{:.2f}", bold=True),
                               f"{statistics.median(rtf):.2f}×", f"{statistics.median(rave_rtf):.2f}×",
                               f"{statistics.median(floor):.1f} ms"])
     b.table(["LibTorch (BLAS)", "threads", "block", "ours", "ours: ms per block (range)",
@@ -165,24 +146,18 @@ def main():
                "meet the goal, however few operators it runs; storing the weights in fewer bytes (int8) can.")
     b.text(f"Streaming latency of our `forward`: {ours_export['forward_latency_samples']} samples "
            f"({ours_export['forward_latency_samples'] / 44.1:.0f} ms at 44.1 kHz), plus nn~'s buffering.")
-    env = benchlib.environment(a.load_before,
-                               torch={v: {"label": label[v], "blas": next(r for r in rows if r["torch"] == v)["blas"],
-                                          "python": next(r for r in rows if r["torch"] == v)["executable"]}
-                                      for v in torches})
-    rec = benchlib.record("export", "Exported RAVE v2 in realtime", a.command, env, b,
-                          raw={"runs": rows, "ours_export": ours_export, "rave_own_export": rave_export},
-                          derived=derived, targets=targets,
-                          commands=["build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1 "
-                                    "--keep OURS.ts",
-                                    "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1 "
-                                    "--quantize int8 --keep OURS_INT8.ts",
-                                    ".venv-rave-cpu/bin/python scripts/bench/rave_own_export.py --out RAVE.ts "
-                                    "--match OURS.ts",
-                                    "PYTHON scripts/bench/export_race.py --file ours=OURS.ts --file ours_int8=OURS_INT8.ts "
-                                    "--file rave=RAVE.ts "
-                                    f"--threads T --blocks B --rounds 1 --first_round R --seconds {a.seconds:g} "
-                                    "(PYTHON: /usr/bin/python3, torch 1.13; .venv-rave-cpu/bin/python, torch 2.11)"])
-    print(benchlib.write_result(rec, a.results_dir))
+    env = benchlib.environment(a.load_before, torch={v: {"label": label[v], "blas": first[v]["blas"],
+                                                         "python": first[v]["executable"]} for v in torches})
+    ours = "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1"
+    benchlib.write_summary(
+        a, "export", "Exported RAVE v2 in realtime", b, env=env,
+        raw={"runs": rows, "ours_export": ours_export, "rave_own_export": rave_export}, derived=derived,
+        targets=targets,
+        commands=[f"{ours} --keep OURS.ts", f"{ours} --quantize int8 --keep OURS_INT8.ts",
+                  ".venv-rave-cpu/bin/python scripts/bench/rave_own_export.py --out RAVE.ts --match OURS.ts",
+                  "PYTHON scripts/bench/export_race.py --file ours=OURS.ts --file ours_int8=OURS_INT8.ts --file "
+                  f"rave=RAVE.ts --threads T --blocks B --rounds 1 --first_round R --seconds {a.seconds:g} "
+                  "(PYTHON: /usr/bin/python3, torch 1.13; .venv-rave-cpu/bin/python, torch 2.11)"])
 
 
 if __name__ == "__main__":

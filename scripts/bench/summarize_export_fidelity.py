@@ -35,13 +35,7 @@ def parse(row):
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--raw", required=True)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--capacity", required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--trained_here", type=int, required=True)
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "raw config capacity steps:int trained_here:int").parse_args()
     rows = [parse(r) for r in benchlib.read_jsonl(a.raw)]
     b = benchlib.Blocks()
     if a.trained_here:
@@ -85,12 +79,9 @@ def main():
            "host's quantized engine: much with fbgemm (PyPI's x86 LibTorch), little or nothing with oneDNN "
            "(Debian's 1.13; section \"Exported RAVE v2 in realtime\"). `export` prints the same check for every "
            "file it writes, so each user sees it on their own model.")
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("export_fidelity", "Export fidelity on a trained model", a.command, env, b,
-                          raw={"rows": rows}, targets=targets,
-                          commands=["build/bin/export --run RUN --streaming --quantize none|int8 "
-                                    "--check_seconds S [--check_audio speech.wav]"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "export_fidelity", "Export fidelity on a trained model", b, raw={"rows": rows},
+                           targets=targets, commands=["build/bin/export --run RUN --streaming --quantize none|int8 "
+                                                      "--check_seconds S [--check_audio speech.wav]"])
 
 
 if __name__ == "__main__":

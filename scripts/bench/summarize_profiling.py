@@ -16,11 +16,6 @@ PROFILING_SYMBOLS = (r"rt::prof::|rt::PhaseScope|counting_delete|counting_raw_de
                      r"_Hashtable<void\*, std::pair<void\* const, unsigned long>")
 
 
-def read_numbers(path):
-    with open(path) as f:
-        return [float(x) for x in f if x.strip()]
-
-
 def perf_share(path):
     """(samples as perf prints them, total % in profiling symbols, [(pct, symbol)] best first)
     from a `perf report --no-children --sort symbol --stdio` text (not Markdown)."""
@@ -41,29 +36,26 @@ def perf_share(path):
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--configs", required=True, help="space-separated")
-    ap.add_argument("--pairs", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--every", type=int, required=True)
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "work configs pairs:int steps:int every:int").parse_args()
     configs = a.configs.split()
+
+    def numbers(name):
+        with open(os.path.join(a.work, name)) as f:
+            return [float(x) for x in f if x.strip()]
+
     b = benchlib.Blocks()
     b.text(f"{a.pairs} interleaved A/B pairs of {a.steps}-step runs, steps/s averaged over the intervals after the "
            f"first (log_every {a.every}).")
     raw, rows, derived, targets = {"pairs": {}, "perf": {}}, [], {}, []
-    fmt = lambda v: f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"  # noqa: E731
     for cfg in configs:
         for threads in (1, 2):
-            off = read_numbers(os.path.join(a.work, f"off.{cfg}.{threads}"))
-            on = read_numbers(os.path.join(a.work, f"on.{cfg}.{threads}"))
+            off, on = numbers(f"off.{cfg}.{threads}"), numbers(f"on.{cfg}.{threads}")
             pairs = [(x / y - 1.0) * 100.0 for x, y in zip(off, on)]  # step-time ratio on/off − 1
             raw["pairs"][f"{cfg}/{threads}"] = {"off_steps_per_second": off, "on_steps_per_second": on,
                                                 "overhead_pct": pairs}
             derived[f"{cfg}/{threads}/overhead_pct"] = benchlib.summary(pairs)
-            rows.append([cfg, threads, fmt(off), fmt(on), f"{statistics.median(pairs):+.2f}% "
-                         f"(pairs {min(pairs):+.1f}…{max(pairs):+.1f}%)"])
+            rows.append([cfg, threads, benchlib.spread(off, "{:.2f}"), benchlib.spread(on, "{:.2f}"),
+                         f"{statistics.median(pairs):+.2f}% (pairs {min(pairs):+.1f}…{max(pairs):+.1f}%)"])
     b.table(["job", "threads", "off: steps/s (median, min–max)", "timing+memory: steps/s",
              "overhead (median of pairs)"], rows)
     b.text(f"Attribution by sampling (`perf record -F 4999` on one run with both flags, {a.steps} steps, whole process "
@@ -88,14 +80,12 @@ def main():
         b.table(["job", "threads", "samples", "in profiling code", "top profiling symbols"], prows)
     else:
         b.text("(perf is not installed: `apt-get install linux-perf` to add this table.)")
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("profiling", "Timing + memory profiling overhead", a.command, env, b, raw=raw,
-                          derived=derived, targets=targets,
-                          commands=[f"build/bin/train --config CONFIG --max_steps {a.steps} --log_every {a.every} "
-                                    "--threads T [--enable_timing_profiling --enable_memory_profiling]",
-                                    "perf record -F 4999 -- build/bin/train ... --threads 1 "
-                                    "--enable_timing_profiling --enable_memory_profiling"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "profiling", "Timing + memory profiling overhead", b, raw=raw, derived=derived,
+                           targets=targets,
+                           commands=[f"build/bin/train --config CONFIG --max_steps {a.steps} --log_every {a.every} "
+                                     "--threads T [--enable_timing_profiling --enable_memory_profiling]",
+                                     "perf record -F 4999 -- build/bin/train ... --threads 1 "
+                                     "--enable_timing_profiling --enable_memory_profiling"])
 
 
 if __name__ == "__main__":

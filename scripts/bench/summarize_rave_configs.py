@@ -6,18 +6,10 @@ import benchlib
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--rows", required=True)
-    ap.add_argument("--batch", required=True)
-    ap.add_argument("--n_signal", required=True)
-    ap.add_argument("--threads", required=True)
-    ap.add_argument("--rev")
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "rows batch n_signal threads rev?").parse_args()
     runs = []
     with open(a.rows) as f:
-        for line in f:
-            if not line.strip():
-                continue
+        for line in filter(str.strip, f):
             stack, params, p1, p2, rss, gpu = (line.rstrip("\n").split("\t") + [""] * 6)[:6]
             runs.append({"config": stack, "parameters_trained": params, "phase_1_s_per_step": float(p1),
                          "phase_2_s_per_step": float(p2), "peak_rss_mib": float(rss), "rave_gpu_memory": gpu})
@@ -31,11 +23,10 @@ def main():
             [[f"`{r['config'].replace('+', ' + ')}`", r["parameters_trained"], f"{r['phase_1_s_per_step']:.3f} s",
               f"{r['phase_2_s_per_step']:.3f} s", f"{r['peak_rss_mib']:.1f} MiB", r["rave_gpu_memory"] or "(as its base)"]
              for r in runs])
-    env = benchlib.environment(a.load_before, git=a.rev)
-    rec = benchlib.record("rave_configs", "RAVE's configurations on the CPU", a.command, env, b, raw={"runs": runs},
-                          commands=[f"build/bin/train --config CONFIG [--config MIXIN] --db_path DB --smoke_test --batch "
-                                    f"{a.batch} --n_signal {a.n_signal} --threads {a.threads} --workers 1"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "rave_configs", "RAVE's configurations on the CPU", b,
+                           env=benchlib.environment(a.load_before, git=a.rev), raw={"runs": runs},
+                           commands=[f"build/bin/train --config CONFIG [--config MIXIN] --db_path DB --smoke_test "
+                                     f"--batch {a.batch} --n_signal {a.n_signal} --threads {a.threads} --workers 1"])
 
 
 if __name__ == "__main__":

@@ -10,35 +10,26 @@ import statistics
 import benchlib
 
 
-def count(text, pattern):
-    m = re.search(pattern, text, re.M)
-    if not m:
-        raise SystemExit(f"summarize_ssm_kinds: no match for {pattern!r} in a summary")
-    return int(m.group(1).replace(",", ""))
-
-
 def parse_summary(path):
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    layer = re.search(r"^[ ]+ssm \((\w+)\)[ ]+params ([\d,]+)", text, re.M)
-    if not layer:
-        raise SystemExit(f"summarize_ssm_kinds: no SSM layer in {path}")
-    return {"header": text.splitlines()[0].strip(),
-            "layer_class": layer.group(1),
-            "layer_params": int(layer.group(2).replace(",", "")),
-            "block_params": count(text, r"^[ ]+0 \(\w+\)[ ]+params ([\d,]+)"),
-            "model_params": count(text, r"^total params ([\d,]+)"),
-            "no_decay_params": count(text, r"^SSM parameters \(.*\): ([\d,]+)")}
+
+    def find(pattern):
+        m = re.search(pattern, text, re.M)
+        if not m:
+            raise SystemExit(f"summarize_ssm_kinds: no match for {pattern!r} in {path}")
+        return m.groups()
+    layer, layer_params = find(r"^[ ]+ssm \((\w+)\)[ ]+params ([\d,]+)")
+    count = lambda pattern: int(find(pattern)[0].replace(",", ""))  # noqa: E731
+    return {"header": text.splitlines()[0].strip(), "layer_class": layer,
+            "layer_params": int(layer_params.replace(",", "")),
+            "block_params": count(r"^[ ]+0 \(\w+\)[ ]+params ([\d,]+)"),
+            "model_params": count(r"^total params ([\d,]+)"),
+            "no_decay_params": count(r"^SSM parameters \(.*\): ([\d,]+)")}
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--raw", required=True, help="the runs' JSON lines")
-    ap.add_argument("--summaries", required=True, help="folder of summary_<kind>.txt")
-    ap.add_argument("--rounds", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--kinds", required=True)
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "raw summaries rounds:int steps:int kinds").parse_args()
     kinds = a.kinds.split()
     rows = benchlib.read_jsonl(a.raw)
     params = {k: parse_summary(os.path.join(a.summaries, f"summary_{k}.txt")) for k in kinds}
@@ -72,13 +63,11 @@ def main():
             ratio = f"{m / statistics.median(base):.2f}" if base else "—"
             table.append([t, k, f"{m:.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v), ratio])
     b.table(["threads", "kind", "median step (ms)", "spread of run medians (ms)", "runs", "vs s5"], table)
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("ssm_kinds", "SSM kinds side by side: s5, s4d, lru on the s5_maze shape", a.command,
-                          env, b, raw={"runs": rows}, derived=derived,
-                          commands=["build/bin/train --config s5_maze --model.ssm KIND --summary --db_path DB",
-                                    f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan fused "
-                                    "--ssm KIND"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "ssm_kinds", "SSM kinds side by side: s5, s4d, lru on the s5_maze shape", b,
+                           raw={"runs": rows}, derived=derived,
+                           commands=["build/bin/train --config s5_maze --model.ssm KIND --summary --db_path DB",
+                                     f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan fused "
+                                     "--ssm KIND"])
 
 
 if __name__ == "__main__":

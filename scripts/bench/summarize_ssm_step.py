@@ -45,8 +45,7 @@ def fssm_section(b, arms, fssm_rows, derived, targets):
             derived[f"native_fused_over_{impl}_t{t}"] = ratio
             derived[f"native_fused_over_{impl}_t{t}_per_round"] = per_round
             derived[f"{impl}_t{t}_ms"] = benchlib.summary(theirs)
-            row += [f"{statistics.median(theirs):.1f} ({min(theirs):.1f}–{max(theirs):.1f})",
-                    f"**{ratio:.2f}** ({min(per_round):.2f}–{max(per_round):.2f})"]
+            row += [benchlib.spread(theirs), benchlib.spread(per_round, "{:.2f}", bold=True, head=f"{ratio:.2f}")]
             if impl == "fssm_s4d":
                 targets.append(benchlib.target(
                     f"s5_maze training step, native / foundational_ssm's S4D (PyTorch), {t} thread(s)",
@@ -57,11 +56,7 @@ def fssm_section(b, arms, fssm_rows, derived, targets):
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--raw", required=True, help="the runs' JSON lines")
-    ap.add_argument("--rounds", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "raw rounds:int steps:int").parse_args()
     rows = benchlib.read_jsonl(a.raw)
     arms = {}
     for r in rows:
@@ -101,21 +96,15 @@ def main():
     fssm_rows = [r for r in rows if r["impl"].startswith("fssm_")]
     if fssm_rows:
         fssm_section(b, arms, fssm_rows, derived, targets)
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("ssm_step", "s5_maze training step: native, its Python twin, foundational_ssm", a.command, env, b,
-                          raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets,
-                          analysis="docs/perf/ssm_step.md",
-                          commands=[f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan fused "
-                                    "[--unfused_block]",
-                                    f"build/bin/ssm_step_bench --threads T --steps {a.steps} --warmup 3 --scan parallel",
-                                    f"/usr/bin/python3 tests/oracle/s5_maze.py --threads T --steps {a.steps} "
-                                    "--warmup 3"]
-                          + ([f".venv-fssm-torch/bin/python scripts/bench/fssm_step.py --fssm DIR --model s4d --threads T "
-                              f"--steps {a.steps} --warmup 3",
-                              f".venv-fssm-jax/bin/python -W ignore scripts/bench/fssm_step.py --fssm DIR --model s5 "
-                              f"--threads T --steps {a.steps} --warmup 3"]
-                             if any(r["impl"].startswith("fssm_") for r in rows) else []))
-    print(benchlib.write_result(rec, a.results_dir))
+    timing = f"--threads T --steps {a.steps} --warmup 3"
+    benchlib.write_summary(
+        a, "ssm_step", "s5_maze training step: native, its Python twin, foundational_ssm", b,
+        raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets, analysis="docs/perf/ssm_step.md",
+        commands=[f"build/bin/ssm_step_bench {timing} --scan fused [--unfused_block]",
+                  f"build/bin/ssm_step_bench {timing} --scan parallel", f"/usr/bin/python3 tests/oracle/s5_maze.py {timing}"]
+        + ([f".venv-fssm-torch/bin/python scripts/bench/fssm_step.py --fssm DIR --model s4d {timing}",
+            f".venv-fssm-jax/bin/python -W ignore scripts/bench/fssm_step.py --fssm DIR --model s5 {timing}"]
+           if fssm_rows else []))
 
 
 if __name__ == "__main__":

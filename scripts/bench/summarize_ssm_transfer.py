@@ -105,14 +105,10 @@ def plot(png, work, kinds, fractions, arms, table_data, n_train, title):
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__, command_required=False)
     # ssm_transfer.sh passes all of these; --from_result takes them from an earlier result instead.
-    for key in ("work", "kinds", "fractions", "seeds", "modes", "units", "lr"):
-        ap.add_argument("--" + key)
-    for key in ("steps", "pretrain_steps", "trials", "data_seed", "d_model", "state", "n_new", "n_train", "jobs",
-                "wall_seconds"):
-        ap.add_argument("--" + key, type=int)
-    ap.add_argument("--val_fraction", type=float)
+    ap = benchlib.summary_parser(__doc__, "work? kinds? fractions? seeds? modes? units? lr? steps:int? pretrain_steps:int? "
+                                 "trials:int? data_seed:int? d_model:int? state:int? n_new:int? n_train:int? jobs:int? "
+                                 "wall_seconds:int? val_fraction:float?", command_required=False)
     ap.add_argument("--from_result", help="rebuild the section (text, tables, plot) from this result's raw "
                                           "figures, keeping its date, command and environment (no work folder)")
     a = ap.parse_args()
@@ -255,8 +251,8 @@ def main():
            "params": params, "pretrain": pretrain, "runs": runs}
     common = (f"--model.d_model {a.d_model} --model.state_dim {a.state} --train.lr {a.lr} --train.warmup_steps 50 "
               "--threads 1")
-    rec = benchlib.record(
-        "ssm_transfer", "Why pretrain: SSM transfer to a new session vs training from scratch", a.command, env, b,
+    benchlib.write_summary(
+        a, "ssm_transfer", "Why pretrain: SSM transfer to a new session vs training from scratch", b, env=env,
         raw=raw, derived=derived,
         commands=[f"build/bin/preprocess --generate_neural_demo GEN --groups {n_sessions} --units {a.units} "
                   f"--trials {a.trials} --seed {a.data_seed}",
@@ -265,7 +261,6 @@ def main():
                   f"build/bin/train --config foundational_transfer --model.ssm KIND --db_path DB_NEW "
                   f"--data.val_fraction {a.val_fraction} --max_train_trials N --max_steps {a.steps} --val_every "
                   f"{a.steps // 3} --seed SEED {common} [--init_from PRETRAIN_RUN --train.transfer_mode MODE]"])
-    print(benchlib.write_result(rec, a.results_dir))
     if earlier:
         shutil.rmtree(a.work, ignore_errors=True)
     if failed:

@@ -12,33 +12,17 @@ LABEL = {"off": "off", "traced": "traced", "shapes": "+ record_shapes", "stack":
          "modules": "+ with_modules"}
 
 
-def step_times(path, warmup):
-    with open(path) as f:
-        return [[e["step"], e["total_batch_time"]] for e in json.load(f) if e["step"] >= warmup]
-
-
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--arms", required=True)
-    ap.add_argument("--reps", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--alt_steps", type=int, required=True)
-    ap.add_argument("--warmup", type=int, required=True)
-    ap.add_argument("--threads", required=True)
-    ap.add_argument("--workers", required=True)
-    ap.add_argument("--alt_schedule", required=True)
-    ap.add_argument("--op_cost", help="op_cost_bench --benchmark_format=json output")
-    ap.add_argument("--op_cost_command")
-    a = ap.parse_args()
+    a = benchlib.summary_parser(__doc__, "work arms reps:int steps:int alt_steps:int warmup:int threads workers "
+                                "alt_schedule op_cost? op_cost_command?").parse_args()
+
+    def step_times(name):
+        with open(os.path.join(a.work, name + ".json")) as f:
+            return [[e["step"], e["total_batch_time"]] for e in json.load(f) if e["step"] >= a.warmup]
     arms = a.arms.split()
-    raw = {"ab": {}, "alternating": {}}
-    run_medians = {}
-    for arm in arms:
-        for rep in range(1, a.reps + 1):
-            steps = step_times(os.path.join(a.work, f"ab_{arm}_{rep}.json"), a.warmup)
-            raw["ab"].setdefault(arm, []).append(steps)
-            run_medians.setdefault(arm, []).append(statistics.median(t for _, t in steps))
+    raw = {"ab": {arm: [step_times(f"ab_{arm}_{rep}") for rep in range(1, a.reps + 1)] for arm in arms},
+           "alternating": {}}
+    run_medians = {arm: [statistics.median(t for _, t in steps) for steps in raw["ab"][arm]] for arm in arms}
     b = benchlib.Blocks()
     b.text(f"tiny_rave, {a.steps} steps per run (first {a.warmup} dropped), {a.reps} interleaved repetitions of the "
            "arms (off, traced, + record_shapes, + with_stack), tracing active on every step (wait 0, warm-up 0, "
@@ -56,17 +40,14 @@ def main():
            f"schedule `{a.alt_schedule}` (every odd step traced, every even step with no callback installed; steps "
            f"before {a.warmup} dropped); medians of the two step sets of one run:")
     alt_rows = []
-    for arm in arms:
-        if arm == "off":
-            continue
-        steps = step_times(os.path.join(a.work, f"alt_{arm}.json"), a.warmup)
-        raw["alternating"][arm] = steps
-        on = [t for s, t in steps if s % 2 == 1]
-        off = [t for s, t in steps if s % 2 == 0]
-        over = (statistics.median(on) / statistics.median(off) - 1) * 100
-        derived[f"alternating_{arm}_pct"] = over
-        alt_rows.append([LABEL.get(arm, arm), f"{statistics.median(off) * 1e3:.2f}",
-                         f"{statistics.median(on) * 1e3:.2f}", f"{len(off)} / {len(on)}", f"**{over:+.1f}%**"])
+    for arm in (x for x in arms if x != "off"):
+        steps = raw["alternating"][arm] = step_times(f"alt_{arm}")
+        on = statistics.median(t for s, t in steps if s % 2 == 1)
+        off = statistics.median(t for s, t in steps if s % 2 == 0)
+        over = derived[f"alternating_{arm}_pct"] = (on / off - 1) * 100
+        n_on = sum(s % 2 for s, _ in steps)
+        alt_rows.append([LABEL.get(arm, arm), f"{off * 1e3:.2f}", f"{on * 1e3:.2f}", f"{len(steps) - n_on} / {n_on}",
+                         f"**{over:+.1f}%**"])
         if arm in ("traced", "shapes"):
             label = ("Detailed tracing overhead, tiny_rave (one process, every other step traced)" if arm == "traced"
                      else "… with record_shapes")
@@ -75,21 +56,19 @@ def main():
     b.table(["arm", "untraced steps (ms)", "traced steps (ms)", "steps (untraced / traced)", "overhead"], alt_rows)
     if a.op_cost:
         with open(a.op_cost) as f:
-            costs = {x["name"]: x["cpu_time"] for x in json.load(f)["benchmarks"]}
-        raw["op_cost_ns"] = costs
+            costs = raw["op_cost_ns"] = {x["name"]: x["cpu_time"] for x in json.load(f)["benchmarks"]}
         b.text(f"Per-operator cost: `{a.op_cost_command}` (Google Benchmark; `torch::add` of two 8-element tensors, "
                "1 thread, NoGradGuard; CPU ns per op):")
         base_ns = costs.get("BM_AddUntraced")
         b.table(["benchmark", "CPU ns/op", "added by tracing"],
                 [[name, f"{ns:.0f}", f"+{ns - base_ns:.0f} ns" if base_ns and name.startswith("BM_AddTraced") else "—"]
                  for name, ns in costs.items()])
-    env = benchlib.environment(a.load_before)
-    rec = benchlib.record("tracing", "Detailed tracing overhead", a.command, env, b, raw=raw, derived=derived,
-                          targets=targets, analysis="docs/perf/tracing.md",
-                          commands=[f"build/bin/train --config tiny_rave --max_steps {a.steps} --train.threads "
-                                    f"{a.threads} --data.workers {a.workers} --enable_timing_profiling [--enable_profiling "
-                                    "--profiling.wait 0 --profiling.warmup 0 --profiling.active STEPS ...]"])
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.write_summary(a, "tracing", "Detailed tracing overhead", b, raw=raw, derived=derived, targets=targets,
+                           analysis="docs/perf/tracing.md",
+                           commands=[f"build/bin/train --config tiny_rave --max_steps {a.steps} --train.threads "
+                                     f"{a.threads} --data.workers {a.workers} --enable_timing_profiling "
+                                     "[--enable_profiling --profiling.wait 0 --profiling.warmup 0 --profiling.active "
+                                     "STEPS ...]"])
 
 
 if __name__ == "__main__":
