@@ -4,15 +4,15 @@
 # Python with the same torch minor version as the bundle (PyPI's torch==2.11.0 by default) and its
 # NVIDIA libraries (the wheels' or a CUDA installation's); no compiler, no system packages.
 #   native.tar.xz  unpacked on the node by env.sh:
-#     bin/  train, preprocess, profile-report, export, rave_bench and the CUDA-bearing test
-#           binaries, compiled against the bundle's torch (scripts/check_cuda_build.sh), stripped;
-#           at run time they load the node's own torch, CUDA, CUPTI and NCCL libraries
+#     bin/  train, preprocess, profile-report, export and the CUDA-bearing test binaries,
+#           compiled against the bundle's torch (scripts/check_cuda_build.sh), stripped; at run
+#           time they load the node's own torch, CUDA, CUPTI and NCCL libraries
 #     lib/  the shared libraries those binaries need beyond glibc, torch and CUDA (LMDB,
 #           libsndfile and its codecs, soxr, protobuf, HDF5, toml++, libunwind, elfutils, ...),
 #           and lib/cxx/ the C++ runtime, for nodes older than Debian 12
 #   env.sh         `. offline-bundle/env.sh` on the node: PATH and LD_LIBRARY_PATH for the binaries
 #   wheels/        for scripts/gpu_check.sh's comparisons: the real RAVE with the packages its
-#                  training step imports (scripts/bench/rave_gpu_wheels.sh), Holistic Trace Analysis
+#                  training step and `rave train` import (below), Holistic Trace Analysis
 #   MANIFEST.txt   the commit, the torch version, each file's size and each library's origin
 #
 #   scripts/offline_bundle.sh [--no_wheels]
@@ -28,20 +28,35 @@ WHEELS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no_wheels) WHEELS=0 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "offline_bundle.sh: unknown argument '$1' (accepted: --no_wheels)" >&2; exit 2 ;;
   esac
   shift
 done
-# rave_bench: the native side of bench.py's comparison with the real RAVE on the CPU
-# (gpu_check.sh's cpu_vs_rave step).
-APPS=(train preprocess profile-report export rave_bench)
+APPS=(train preprocess profile-report export)
 # The test binaries that hold CUDA tests (gpu_check.sh runs those tests by name) and the worker
 # process test_trainer's multi-process tests start.
 TESTS=(test_trainer test_profiling test_data test_models)
-# Holistic Trace Analysis and the packages it imports beyond pandas, numpy, narwhals and
-# pyparsing (gpu_check.sh's python_packages step says when the node lacks those): pinned, pure Python.
-HTA_WHEELS=(holistictraceanalysis==0.5.0 plotly==7.1.0 pydot==4.0.1)
+# The wheels scripts/bench/rave_gpu_step.py and rave_train.py need on a Python 3.12 x86_64 node
+# that has torch==2.11.0, all pinned and downloaded (and installed) with --no-deps: acids-rave's
+# own requirements include scipy==1.10.0 (no Python 3.12 wheel; newer scipy lacks the
+# scipy.signal.kaiser rave/pqmf.py imports), scikit-learn, librosa, GPUtil (no wheel) and more
+# that its training step never uses; --replace-unused-imports stands in for those it imports, and
+# the PQMF prototype comes from scripts/bench/rave_pqmf_prototypes.json. torch is the node's.
+WHEELS_RAVE=(
+  acids-rave==2.3.1 cached-conv==2.5.0 gin-config==0.5.0 einops==0.8.2 torchaudio==2.11.0
+  pytorch-lightning==1.9.0 lightning-utilities==0.15.3 torchmetrics==1.9.0 pyyaml==6.0.4 tqdm==4.70.1
+  packaging==26.4
+  # `rave train` beyond the step: the LMDB database of udls AudioExample protobufs, absl's flags,
+  # Lightning's TensorBoard logger (tensorboardX; its add_audio writes through soundfile).
+  lmdb==3.0.0 udls==1.1.4 protobuf==7.36.2 absl-py==2.5.1 tensorboardX==2.6.5 soundfile==0.14.0 cffi==2.1.1
+  pycparser==3.12
+  # Holistic Trace Analysis and what it imports beyond pandas, numpy, narwhals and pyparsing.
+  holistictraceanalysis==0.5.0 plotly==7.1.0 pydot==4.0.1
+)
+# torch's own requirements that pytorch-lightning imports (pkg_resources from setuptools < 82,
+# fsspec), for a torch installed without them: gpu_check.sh installs these only where missing.
+WHEELS_EXTRA=(setuptools==81.0.0 fsspec==2026.9.0)
 
 step() { printf '== offline_bundle: %s (%(%H:%M:%S)T)\n' "$1" -1; }
 
@@ -50,7 +65,7 @@ step "binaries against torch ${TORCH_VERSION:-2.11.0} (scripts/check_cuda_build.
 
 step "assemble $KIT"
 rm -rf "$KIT.new"
-mkdir -p "$KIT.new/bin" "$KIT.new/lib" "$KIT.new/wheels"
+mkdir -p "$KIT.new/bin" "$KIT.new/lib" "$KIT.new/wheels/extra"
 for exe in "${APPS[@]}"; do install -m 755 "$CUDA_BUILD_DIR/bin/$exe" "$KIT.new/bin/"; done
 for exe in "${TESTS[@]}"; do install -m 755 "$CUDA_BUILD_DIR/tests/$exe" "$KIT.new/bin/"; done
 strip --strip-unneeded "$KIT.new"/bin/*
@@ -80,10 +95,13 @@ strip --strip-unneeded "$KIT.new"/lib/*.so* "$KIT.new"/lib/cxx/* 2>/dev/null || 
 
 if [ $WHEELS = 1 ]; then
   step "wheels"
-  "$ROOT/scripts/bench/rave_gpu_wheels.sh" "$KIT.new/wheels"
-  # numpy is left to the node's Python: every torch installation has it.
-  rm -f "$KIT.new"/wheels/numpy-*.whl
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$KIT.new/wheels" "${HTA_WHEELS[@]}"
+  get() {
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any "$@"
+  }
+  get -d "$KIT.new/wheels" "${WHEELS_RAVE[@]}"
+  get -d "$KIT.new/wheels/extra" "${WHEELS_EXTRA[@]}"
 fi
 install -m 644 "$ROOT/scripts/lib/offline_env.sh" "$KIT.new/env.sh"
 

@@ -25,7 +25,6 @@ import re
 import shlex
 import shutil
 import statistics
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ PY = "/usr/bin/python3"  # Debian's python3-torch: the same LibTorch 1.13 as the
 RAVE_STEP = os.path.join(ROOT, "scripts", "bench", "rave_gpu_step.py")
 RAVE_TRAIN = os.path.join(ROOT, "scripts", "bench", "rave_train.py")
 # scripts/bench/*.sh that set things up rather than measure: run_others skips them.
-NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "rave_gpu_wheels.sh", "lib.sh")
+NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "fssm_env.sh", "lib.sh")
 # The other scripts/bench/*.sh benchmarks, as run_others runs them. Per script: "quick", the
 # arguments (and environment) of --quick, None where the script has no quick mode (then --quick
 # leaves it out, with a note: its figures need the full run); "full", those of a full run; "build"
@@ -185,8 +184,7 @@ def bench_environment(runner, build):
 
 def host():
     """The machine a section ran on (bench.py may run on another host than the page's)."""
-    return {"cpu": sh("lscpu | grep -m1 'Model name' | sed 's/.*: *//'"), "nproc": os.cpu_count(),
-            "label": os.environ.get("BENCH_HOST_LABEL", "")}
+    return {"cpu": sh("lscpu | grep -m1 'Model name' | sed 's/.*: *//'"), "nproc": os.cpu_count()}
 
 
 def rave_step_seconds(name, data):
@@ -780,8 +778,6 @@ def main():
     if a.render_only:
         render.main(["--results_dir", a.results_dir, "--md", a.md])
         return
-    # A run cut by `timeout` (gpu_check.sh's step limit) still writes the sections it finished.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     only = set(filter(None, a.only.split(",")))
     want = lambda s: not only or s in only  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="rt_bench_")

@@ -14,11 +14,8 @@
 # .venv-rave-cpu/. Environment: BUILD_DIR (default build-cuda; its bin/ has train and
 # preprocess), RAVE_PYTHON (default .venv-rave-cpu/bin/python), CUDA_LIB (default
 # /usr/local/cuda/lib64, put before LD_LIBRARY_PATH: libtorch_cuda.so links the toolkit's
-# libraries; empty leaves LD_LIBRARY_PATH alone), REPS, RAVE_STEPS, SSM_STEPS, PY_STEPS, WORKERS;
-# and, where the tree is not a git checkout with the setup scripts' machine behind it (the GPU
-# machine's cores, scripts/gpu_check.sh's ddp step): SETUP=0 (do not run rave_cpu_env.sh),
-# HOST_PY (the Python for the summaries, standard library only; default /usr/bin/python3),
-# COMMIT (default: git describe of the tree), HOST (what the Markdown calls the machine).
+# libraries; empty leaves LD_LIBRARY_PATH alone), REPS, RAVE_STEPS, SSM_STEPS, PY_STEPS, WORKERS,
+# SETUP=0 (rave_cpu_env.sh already ran: bench.py's run of it).
 #
 # Throughput: examples per second of the whole job over the training loop (no validation, no
 # checkpoints), from training_summary.json (total_steps · batch · world_size /
@@ -33,11 +30,10 @@
 # --render_only shows it).
 set -euo pipefail
 BUILD_DIR="${BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-cuda}"
-BENCH_PY="${HOST_PY:-/usr/bin/python3}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
 # The tree the figures come from, taken before anything (the results file among it) is written.
-COMMIT="${COMMIT:-$(git -C "$ROOT" describe --always --dirty --abbrev=7)}"
+COMMIT="$(git -C "$ROOT" describe --always --dirty --abbrev=7)"
 SUMMARIZE="$ROOT/scripts/bench/summarize_ddp.py"
 SETUP="${SETUP:-1}"
 RAVE_PYTHON="${RAVE_PYTHON:-$ROOT/.venv-rave-cpu/bin/python}"

@@ -6,7 +6,9 @@
   gpu_figures.py hta TRACE_DIR OUT.json    Holistic Trace Analysis's temporal, kernel and
                                            idle-time breakdowns of the traces in TRACE_DIR
   gpu_figures.py trace TRACE.json          what the trace holds: kernel / memcpy / memset rows,
-                                           ac2g flows, deviceProperties, distributedInfo
+                                           ac2g flows, deviceProperties, distributedInfo; exit 1
+                                           unless it has kernel and memcpy rows, ac2g flows and
+                                           deviceProperties
 
 Each prints one JSON object on stdout. Only the standard library, except `hta` (HTA, pandas).
 """
@@ -111,32 +113,24 @@ def main():
     h = sub.add_parser("hta")
     h.add_argument("trace_dir")
     h.add_argument("out")
-    h.add_argument("--cpu-trace", action="store_true",
-                   help="a trace without GPU rows: the breakdowns over GPU time may fail without failing the command")
-    t = sub.add_parser("trace")
-    t.add_argument("trace")
-    t.add_argument("--require-gpu", action="store_true",
-                   help="exit 1 unless the trace has kernel and memcpy rows, ac2g flows and deviceProperties")
+    sub.add_parser("trace").add_argument("trace")
     a = p.parse_args()
+    failed = False
     if a.cmd == "step":
         out = step_figures(a.run_dir, a.skip)
     elif a.cmd == "trace":
         out = trace_figures(a.trace)
-        if a.require_gpu:
-            cats = out["events_by_category"]
-            missing = [c for c in ("kernel", "gpu_memcpy", "cuda_runtime") if not cats.get(c)]
-            missing += [] if out["ac2g_flow_events"] else ["ac2g flows"]
-            missing += [] if out["deviceProperties"] else ["deviceProperties"]
-            if missing:
-                out["missing"] = missing
-                print(json.dumps(out, default=str))
-                sys.exit(1)
+        cats = out["events_by_category"]
+        missing = [c for c in ("kernel", "gpu_memcpy", "cuda_runtime") if not cats.get(c)]
+        missing += [] if out["ac2g_flow_events"] else ["ac2g flows"]
+        missing += [] if out["deviceProperties"] else ["deviceProperties"]
+        if missing:
+            out["missing"], failed = missing, True
     else:
         out = hta_figures(a.trace_dir, a.out)
-        if out["failed"] and not a.cpu_trace:
-            print(json.dumps(out))
-            sys.exit(1)
+        failed = bool(out["failed"])
     print(json.dumps(out, default=str))
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def reserved_at_end(run_dir_name, out_dirs):
             for member in tar.getmembers():
                 if member.name.endswith("/memory_profile.json") and run_dir_name in member.name:
                     entries = json.load(tar.extractfile(member))
-                    cuda = entries[-1]["memory"].get("cuda:0")  # none in a rehearsal on the CPU
+                    cuda = entries[-1]["memory"].get("cuda:0")
                     return cuda["reserved_bytes"] / 2**30 if cuda else None
     return None
 

@@ -3,12 +3,11 @@
   python scripts/bench/rave_gpu_step.py [--device cuda] [--out rave_gpu_step.json]
       [--config v2|v3] [--configs b8x131072,b4x32768:bf16:nocrop] [--phase 1|2|both]
       [--steps 20] [--warmup 5] [--threads N] [--replace-unused-imports]
-  python scripts/bench/rave_gpu_step.py --device cpu --tiny --replace-unused-imports --out /tmp/x.json
   python scripts/bench/rave_gpu_step.py --device cpu --threads 1 --configs b4x32768:fp32:nocrop \
       --phase 1 --out -      (bench.py's CPU comparison: the JSON on stdout's last line, the table on stderr)
 
 The model is what `rave train --config v2` builds: RAVE's own v2.gin (which includes v1.gin) with
-SAMPLING_RATE 44100 and RAVE.n_channels 1, at full size (or the oracle's tiny sizes with --tiny),
+SAMPLING_RATE 44100 and RAVE.n_channels 1, at full size,
 built, crop-prepared and stepped through tests/oracle/rave_oracle.py (build, prepare, Harness:
 Lightning 1.9's per-batch calls: callbacks' on_train_batch_start, training_step,
 on_train_batch_end). n_signal is not a gin setting in v2: it is the length of the batches.
@@ -57,7 +56,6 @@ REPLACEABLE = ("GPUtil", "librosa", "lmdb", "requests", "scipy", "sklearn", "udl
 # train.valid_signal_crop = true): n_signal 32768 runs with RAVE.valid_signal_crop = False
 # (:nocrop).
 FULL_CONFIGS = ["b8x131072:fp32", "b8x131072:bf16", "b4x32768:fp32:nocrop", "b4x32768:bf16:nocrop"]
-TINY_CONFIGS = ["b2x8192:fp32", "b2x8192:bf16"]
 SR = 44100
 
 
@@ -146,10 +144,10 @@ def import_rave(replace):
     return rave_oracle, replaced, pqmf_source, table, state_sha256
 
 
-def parse_configs(spec, tiny):
+def parse_configs(spec):
     """bBxN[:fp32|:bf16][:nocrop] -> (batch, n_signal, precision, crop); no precision: both."""
     out = []
-    for tok in (spec.split(",") if spec else (TINY_CONFIGS if tiny else FULL_CONFIGS)):
+    for tok in (spec.split(",") if spec else FULL_CONFIGS):
         shape, *flags = tok.split(":")
         b, n = shape.lstrip("b").split("x")
         assert set(flags) <= {"fp32", "bf16", "nocrop"}, tok
@@ -255,7 +253,7 @@ def main():
     ap.add_argument("--out", default="rave_gpu_step.json",
                     help="the JSON record; - prints it on stdout's last line (the table goes to stderr)")
     ap.add_argument("--config", default="v2", choices=["v2", "v3"],
-                    help="RAVE's gin file (v3 includes v2.gin); --tiny sizes are v2's")
+                    help="RAVE's gin file (v3 includes v2.gin)")
     ap.add_argument("--threads", type=int,
                     help="torch.set_num_threads (default: torch's own, OMP_NUM_THREADS or the cores)")
     ap.add_argument("--configs", default="",
@@ -264,16 +262,11 @@ def main():
     ap.add_argument("--bind", action="append", default=[],
                     help="extra gin binding for every config (repeatable)")
     ap.add_argument("--phase", default="both", choices=["1", "2", "both"])
-    ap.add_argument("--steps", type=int, help="timed steps per phase (default 20; --tiny 4)")
-    ap.add_argument("--warmup", type=int, help="untimed steps first (default 5; --tiny 1)")
-    ap.add_argument("--tiny", action="store_true", help="the oracle's tiny v2 sizes (rehearsal)")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per phase")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     ap.add_argument("--replace-unused-imports", action="store_true",
                     help=f"replace, by modules whose functions raise when called, those of {', '.join(REPLACEABLE)} that fail to import")
     a = ap.parse_args()
-    a.steps = a.steps if a.steps is not None else (4 if a.tiny else 20)
-    a.warmup = a.warmup if a.warmup is not None else (1 if a.tiny else 5)
-    if a.tiny and a.config != "v2":
-        ap.error("--tiny is the oracle's tiny v2; it takes no --config")
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -282,8 +275,7 @@ def main():
     torch.backends.cudnn.benchmark = True
 
     oracle, replaced, pqmf_source, table, sha = import_rave(a.replace_unused_imports)
-    bindings = (["SAMPLING_RATE = 44100"] + (oracle.TINY_V2["bindings"] if a.tiny else [])
-                + a.bind)
+    bindings = ["SAMPLING_RATE = 44100"] + a.bind
     ctx = {"bindings": bindings, "table": table, "sha": sha}
     phases = [1, 2] if a.phase == "both" else [int(a.phase)]
     env = {"python": platform.python_version(), "torch": torch.__version__,
@@ -299,8 +291,8 @@ def main():
     else:
         env["device_name"] = platform.processor() or platform.machine()
     doc = {"benchmark": f"rave_{a.config}_training_step", "config": f"{a.config}.gin", "gin_bindings": bindings,
-           "tiny": a.tiny, "steps": a.steps, "warmup": a.warmup, "env": env, "results": []}
-    for b, n, prec, crop in parse_configs(a.configs, a.tiny):
+           "steps": a.steps, "warmup": a.warmup, "env": env, "results": []}
+    for b, n, prec, crop in parse_configs(a.configs):
         rec = run_config(oracle, ctx, b, n, prec, crop, phases, device, a)
         doc["results"].append(rec)
         if a.out != "-":

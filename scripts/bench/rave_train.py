@@ -4,8 +4,8 @@ its Lightning 1.9 loop), runnable where some of RAVE's declared requirements can
   python scripts/bench/rave_train.py [--replace-unused-imports] [--step_times FILE] -- ARGS OF `rave train`
 
 Where every requirement imports (the oracle venv, tests/oracle/run.sh's .venv-rave), this is
-exactly `rave train ARGS`. With --replace-unused-imports, for a Python 3.12 machine such as the
-GPU image (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
+exactly `rave train ARGS`. With --replace-unused-imports, for a Python 3.12 machine such as a
+GPU node's (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
 
 - GPUtil, librosa, requests and flask, when they do not import, are replaced by modules whose
   functions raise when called. `rave train --gpu N` never asks GPUtil; librosa serves the mel

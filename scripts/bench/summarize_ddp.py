@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""The figures of scripts/bench/ddp.sh (standard library only: it also runs on the GPU machine's
-host Python).
+"""The figures of scripts/bench/ddp.sh (standard library only).
 
   summarize_ddp.py run_summary RUN_OUT     one train run's training_summary.json -> a JSON line
   summarize_ddp.py pair A B                two concurrent 1-rank runs' lines -> their sum
@@ -86,7 +85,7 @@ def report(a):
     torch_version = py_rave["torch"].split("+")[0]
     rave_version = py_rave["sizes"]["rave"].split()[-1]
     pl_version = py_rave["sizes"]["pytorch_lightning"]
-    host = os.environ.get("HOST") or f"this {os.cpu_count()}-core machine"
+    host = f"this {os.cpu_count()}-core machine"
     b = benchlib.Blocks()
     b.text(f"2 ranks vs 1 on {host}. Ratios are what to compare across hosts; absolute figures differ by host.")
     b.text(f"`train --nproc_per_node 2` vs one process, 1 intra-op thread per rank and `--workers {a.workers}` (loading "
@@ -210,7 +209,7 @@ def report(a):
             vrows.append([rank, step_no, len(ars), f"**{before}**", f"{100 * busy_before / busy:.0f} %"])
     b.table(["rank", "step", "all-reduces", "started during backward", "all-reduce time before backward ended"], vrows)
     benchlib.write_summary(a, "ddp", "Data-parallel training", b,
-                           env=benchlib.environment(a.load_before, git=a.commit, host=os.environ.get("HOST")),
+                           env=benchlib.environment(a.load_before, git=a.commit),
                            raw=raw, derived=derived, targets=targets, analysis="docs/perf/ddp.md",
                            commands=["build-cuda/bin/train [--nproc_per_node 2] --device cpu --config CONFIG "
                                      f"--threads 1 --workers {a.workers} ...",
