@@ -41,45 +41,39 @@ RAVE_TRAIN = os.path.join(ROOT, "scripts", "bench", "rave_train.py")
 # scripts/bench/*.sh that set things up rather than measure: run_others skips them.
 NOT_BENCHMARKS = ("run.sh", "deps.sh", "rave_cpu_env.sh", "fssm_env.sh", "lib.sh")
 # The other scripts/bench/*.sh benchmarks, as run_others runs them. Per script: "quick", the
-# arguments (and environment) of --quick, None where the script has no quick mode (then --quick
-# leaves it out, with a note: its figures need the full run); "full", those of a full run; "build"
-# and "cuda_build", the programs it needs in --build's / --cuda_build's bin/ (BUILD_DIR is set to
-# that build for it); "needs", other paths under the repository (venvs); "note", why it is left
-# out when they are missing. A *.sh in neither this table nor NOT_BENCHMARKS is left out, with a
-# note, until it is added here.
+# arguments (and environment) of --quick (default --quick), None where the script has no quick
+# mode (then --quick leaves it out, with quick_note: its figures need the full run); "full", those
+# of a full run (default none); "build" and "cuda_build", the programs it needs in --build's /
+# --cuda_build's bin/ (BUILD_DIR is set to that build for it); "needs", other paths under the
+# repository (venvs), and "note", why it is left out when they are missing. A *.sh in neither this
+# table nor NOT_BENCHMARKS is left out, with a note, until it is added here.
+TRAIN = ("train", "preprocess")
+RAVE_CPU = {"needs": (".venv-rave-cpu/bin/python",),
+            "note": "build-cuda/ and .venv-rave-cpu/ (the real RAVE on torch 2.11) are made by "
+                    "scripts/bench/rave_cpu_env.sh"}
 OTHERS = {
-    "ddp.sh": {"quick": (["--quick"], {}), "full": ([], {}), "cuda_build": ("train", "preprocess"),
-               "needs": (".venv-rave-cpu/bin/python",), "env": {"SETUP": "0"},
-               "note": "build-cuda/ and .venv-rave-cpu/ are made by scripts/bench/rave_cpu_env.sh"},
-    "export_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",),
-                        "needs": (".venv-rave-cpu/bin/python",),
-                        "note": ".venv-rave-cpu/ (RAVE's own export, torch 2.11) is made by "
-                                "scripts/bench/rave_cpu_env.sh"},
-    "onnx_bench.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export_bench",),
-                      "needs": (".venv-rave-cpu/bin/python",),
-                      "note": ".venv-rave-cpu/ (RAVE's own ONNX export, torch 2.11) is made by "
-                              "scripts/bench/rave_cpu_env.sh"},
-    # Trains a small v2 for minutes (--quick: 200 steps) before it measures.
-    "export_fidelity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("export", "train", "preprocess")},
-    "heap_retention.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    "ddp.sh": dict(RAVE_CPU, cuda_build=TRAIN, env={"SETUP": "0"}),
+    "export_bench.sh": dict(RAVE_CPU, build=("export_bench",)),
+    "onnx_bench.sh": dict(RAVE_CPU, build=("export_bench",)),
+    "export_fidelity.sh": {"build": ("export",) + TRAIN},  # trains a small v2 first (--quick: 200 steps)
+    "heap_retention.sh": {"build": TRAIN},
     # Its question is a long run's drift: --quick is 20000 steps with 1 MiB parts, enough to see the
     # profile rotate within its bound, not to judge the RSS slope.
     "long_run_rss.sh": {"quick": (["20000"], {"PART_MB": "1", "PARTS": "4"}),
-                        "full": (["1000000"], {"PART_MB": "16", "PARTS": "4", "MEMORY": "1"}),
-                        "build": ("train", "preprocess")},
-    "profiling_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
-    "rave_configs.sh": {"quick": None, "full": ([], {}), "build": ("train", "preprocess"),
+                        "full": (["1000000"], {"PART_MB": "16", "PARTS": "4", "MEMORY": "1"}), "build": TRAIN},
+    "profiling_overhead.sh": {"build": TRAIN},
+    "rave_configs.sh": {"quick": None, "build": TRAIN,
                         "quick_note": "every configuration at full size, minutes each: run it alone"},
-    "rave_parity.sh": {"quick": (["--quick"], {}), "full": ([], {}), "needs": (".venv-rave/bin/python",),
+    "rave_parity.sh": {"needs": (".venv-rave/bin/python",),
                        "note": "the oracle venv .venv-rave/ is made by tests/oracle/run.sh; the result "
                                "is trained on a GPU machine (docs/offline_gpu.md)"},
-    "ssm_kinds.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench", "train", "preprocess")},
-    "ssm_step.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("ssm_step_bench",)},
-    # 75 training runs (3 pretrainings, 72 on the new session), about 20 min on 2 cores; --quick: s5 only.
-    "ssm_transfer.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
-    "step_ab.sh": {"quick": (["--quick"], {}), "full": ([], {})},
-    "tracing_overhead.sh": {"quick": (["--quick"], {}), "full": ([], {}), "build": ("train", "preprocess")},
+    "ssm_kinds.sh": {"build": ("ssm_step_bench",) + TRAIN},
+    "ssm_step.sh": {"build": ("ssm_step_bench",)},
+    "ssm_transfer.sh": {"build": TRAIN},  # 75 training runs; --quick: s5 only
+    "step_ab.sh": {},
+    "tracing_overhead.sh": {"build": TRAIN},
 }
+SECTIONS = ("rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others")
 CUDA_LIB = os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/lib64"
 
 
@@ -95,7 +89,6 @@ class Runner:
     def __init__(self, build, tmp):
         self.bin = os.path.join(build, "bin")
         self.tmp = tmp
-        self.commands = []
 
     def rel(self, argv):
         out = []
@@ -111,7 +104,6 @@ class Runner:
     def json_cmd(self, argv, timeout=1800):
         """Runs argv, returns (parsed last JSON line of stdout, printable command, load)."""
         load = benchlib.load_avg()
-        t0 = time.time()
         p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             raise RuntimeError(f"{self.rel(argv)} failed ({p.returncode}):\n{p.stderr[-2000:]}\n{p.stdout[-2000:]}")
@@ -122,8 +114,6 @@ class Runner:
             data = json.loads(lines[-1])  # one JSON object per line (rave_bench, rave_gpu_step.py)
         except json.JSONDecodeError:
             data = json.loads(p.stdout[p.stdout.index("{"):])  # pretty-printed (loader_bench)
-        data["_load_before"] = load
-        data["_wall"] = time.time() - t0
         return data, self.rel(argv), load
 
     def native(self, *args):
@@ -169,8 +159,8 @@ def interleave(runner, variants, reps, key="step_seconds", times=None):
 
 
 # ---------------------------------------------------------------------------------------------
-def bench_environment(runner, build):
-    env = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "uname": platform.platform(),
+def bench_environment(build):
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "uname": platform.platform(),
            "nproc": os.cpu_count(), "uptime": sh("uptime"),
            "cpu": sh("lscpu | grep -m1 'Model name' | sed 's/.*: *//'"),
            "blas_alternative": sh("update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -m1 '^Value' | sed 's/Value: //'"),
@@ -179,7 +169,6 @@ def bench_environment(runner, build):
            "python_torch": sh(f"{PY} -c 'import torch; print(torch.__version__, torch.get_num_threads(), torch.backends.mkldnn.is_available())'"),
            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
-    return env
 
 
 def host():
@@ -343,17 +332,6 @@ def bench_data(runner, quick, build, v2_step_t2):
     return res
 
 
-def demo_audio_db(build, tmp, name, seconds, seed, num_signal):
-    """Synthetic demo audio (preprocess --generate_demo) turned into an LMDB; returns its path."""
-    audio, db = os.path.join(tmp, f"{name}_audio"), os.path.join(tmp, f"{name}_db")
-    pre = os.path.join(build, "bin", "preprocess")
-    subprocess.run([pre, "--generate_demo", audio, "--force", "--demo_seconds", str(seconds), "--seed", str(seed)],
-                   check=True, capture_output=True)
-    subprocess.run([pre, "--input_path", audio, "--output_path", db, "--num_signal", str(num_signal)],
-                   check=True, capture_output=True)
-    return db
-
-
 def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps=None):
     """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on the
     training thread) against the real RAVE's `rave train` (its Lightning loop and DataLoader with
@@ -361,7 +339,8 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
     2 threads, on the same database and the same LibTorch, interleaved. Per-step times include the
     wait for data on both sides: the native one from the timing profile, RAVE's from
     on_train_batch_end to the next on_train_batch_start."""
-    db = demo_audio_db(build, crunner.tmp, "run", 20, 2, 65536)
+    db = benchlib.demo_audio_db(os.path.join(build, "bin"), os.path.join(crunner.tmp, "run_db"), 20,
+                                "--num_signal", 65536, seed=2)
     steps = steps or (8 if quick else 12)
     reps = reps or (2 if quick else 3)
     res = {"steps": steps, "reps": reps, "host": host()}
@@ -380,9 +359,7 @@ def bench_whole_run(crunner, rave_py, quick, build, cuda_build, reps=None, steps
             p = subprocess.run(argv, capture_output=True, text=True, env=env)
             if p.returncode != 0:
                 raise RuntimeError(f"train failed: {p.stderr[-2000:]}")
-            with open(os.path.join(out, "latest")) as f:  # a file naming the newest run
-                run = os.path.join(out, f.read().strip())
-            with open(os.path.join(run, "timing_profile.json")) as f:
+            with open(os.path.join(benchlib.latest_run(out), "timing_profile.json")) as f:
                 entries = json.load(f)[1:]  # the first step is warm-up
             res[name]["times"] += [e["total_batch_time"] for e in entries]
             res[name]["data"] += [e["data_time"] for e in entries]
@@ -438,13 +415,8 @@ def bench_defaults(runner, quick, build):
     res["validation_guard"] = {"command": cmd, "load": load, "no_grad": stats(d["no_grad_seconds"]),
                                "inference_mode": stats(d["inference_mode_seconds"])}
     # Threads per config: steps/s of short runs at 1 and 2 intra-op threads, interleaved.
-    neural_h5 = os.path.join(runner.tmp, "thr_h5")
-    neural_db = os.path.join(runner.tmp, "thr_neural_db")
-    thr_db = demo_audio_db(build, runner.tmp, "thr", 20, 4, 16384)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_neural_demo", neural_h5, "--force", "--groups", "1",
-                    "--units", "182", "--trials", "200", "--seed", "1"], check=True, capture_output=True)
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--kind", "neural", "--input_path", neural_h5,
-                    "--output_path", neural_db], check=True, capture_output=True)
+    thr_db = benchlib.demo_audio_db(runner.bin, os.path.join(runner.tmp, "thr_db"), 20, "--num_signal", 16384, seed=4)
+    neural_db = benchlib.demo_neural_db(runner.bin, os.path.join(runner.tmp, "thr_neural_db"), 182, 200)
     thr = {}
     jobs = [("tiny_rave", thr_db, 90, 30), ("s5_maze", neural_db, 90, 30), ("foundational", neural_db, 30, 10)]
     policies = ("default", "PASSIVE")  # OpenMP's own default (spin, then sleep) and passive waiting
@@ -497,7 +469,7 @@ def others_plan(quick, build, cuda_build):
         if spec is None:
             plan.append((rel, None, None, "not in bench.py's OTHERS table (say there how it runs)"))
             continue
-        mode = spec["quick"] if quick else spec["full"]
+        mode = spec.get("quick", (["--quick"], {})) if quick else spec.get("full", ([], {}))
         if mode is None:
             plan.append((rel, None, None, f"no quick mode ({spec.get('quick_note', 'run it alone')})"))
             continue
@@ -778,14 +750,24 @@ def main():
     if a.render_only:
         render.main(["--results_dir", a.results_dir, "--md", a.md])
         return
-    only = set(filter(None, a.only.split(",")))
-    want = lambda s: not only or s in only  # noqa: E731
+    only = set(filter(None, a.only.split(","))) or set(SECTIONS)
+    have = lambda d, *bins: all(os.path.exists(os.path.join(d, "bin", b)) for b in bins)  # noqa: E731
+    why = {}  # the sections that cannot run, and why
+    if not (have(a.cuda_build, "rave_bench", "train") and os.path.exists(a.rave_python)):
+        why.update(dict.fromkeys(("rave", "flops", "whole"), f"{a.cuda_build}/bin/rave_bench and train, or "
+                                 f"{a.rave_python}, are missing: scripts/bench/rave_cpu_env.sh makes them"))
+    for section, bins in (("data", ("preprocess", "loader_bench")), ("whole", TRAIN), ("defaults", TRAIN)):
+        if not have(a.build, *bins):
+            why.setdefault(section, f"their programs are not built in {a.build}")
+    for section in sorted(only & set(why)):
+        log(f"not run: {section} ({why[section]})")
+    want = lambda s: s in only and s not in why  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="rt_bench_")
     runner = Runner(a.build, tmp)
     crunner = Runner(a.cuda_build, tmp)  # its binaries load the CUDA toolkit's libraries, even on the CPU
     if a.cuda_lib:
         os.environ["LD_LIBRARY_PATH"] = a.cuda_lib + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
-    env = bench_environment(runner, a.build)
+    env = bench_environment(a.build)
     env["git"] = benchlib.git_describe()
     command = "scripts/bench/bench.py" + "".join(f" {x}" for x in sys.argv[1:] if not x.startswith("/"))
     R = {}
@@ -796,13 +778,6 @@ def main():
     reps, steps = (2, 1) if a.quick else (3, 3)
     reps, steps = a.reps or reps, a.steps or steps
     try:
-        rave_ready = (os.path.exists(os.path.join(a.cuda_build, "bin", "rave_bench"))
-                      and os.path.exists(os.path.join(a.cuda_build, "bin", "train")) and os.path.exists(a.rave_python))
-        if not rave_ready and (want("rave") or want("whole") or want("flops")):
-            log(f"not run: rave, flops, whole ({a.cuda_build}/bin/rave_bench and train, or {a.rave_python}, are "
-                "missing: scripts/bench/rave_cpu_env.sh makes them)")
-            only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
-                    if s not in ("rave", "whole", "flops")}
         if want("rave"):
             R["native_vs_rave"] = bench_native_vs_rave(crunner, a.rave_python, versions, reps, steps)
         if want("ops"):
@@ -816,17 +791,6 @@ def main():
             R["flops"] = bench_flops(crunner, a.quick, medians)
         if want("scaling"):
             R["scaling"] = bench_scaling(runner, a.quick)
-        have = lambda b: os.path.exists(os.path.join(a.build, "bin", b))  # noqa: E731
-        skip = set()
-        if not (have("preprocess") and have("loader_bench")):
-            skip.add("data")
-        if not (have("train") and have("preprocess")):
-            skip |= {"whole", "defaults"}
-        skip = {s for s in skip if want(s)}
-        if skip:
-            log(f"not run: {', '.join(sorted(skip))} (their programs are not built in {a.build})")
-            only = {s for s in (only or {"rave", "ops", "flops", "scaling", "data", "whole", "defaults", "others"})
-                    if s not in skip}
         if want("data"):
             R["data"] = bench_data(runner, a.quick, a.build, min(medians.items(), key=lambda kv: kv[1]) if medians else None)
         if want("whole"):

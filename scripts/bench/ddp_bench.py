@@ -1,107 +1,45 @@
 #!/usr/bin/env python3
-"""Python side of the data-parallel benchmark: the training step of tiny_rave (the real RAVE,
-acids-rave 2.3.1, its own training_step) or s5_maze (the SSM reference) under torch's own
-DistributedDataParallel (Gloo, CPU), for comparison with `train --nproc_per_node N`. Run it with
-the venv scripts/bench/rave_cpu_env.sh makes (.venv-rave-cpu/bin/python: RAVE on torch 2.11.0,
-the LibTorch build-cuda/ links; PyTorch Lightning 1.9 needs torch >= 2), with
-LD_LIBRARY_PATH=/usr/local/cuda/lib64 as for the build-cuda binaries.
+"""Python side of the data-parallel benchmark (scripts/bench/ddp.sh): the training step of
+tiny_rave (the real RAVE, acids-rave 2.3.1, its own training_step) or s5_maze (the SSM twin
+tests/oracle/s5_maze.py) under torch's DistributedDataParallel (Gloo, CPU), for comparison with
+`train --nproc_per_node N`. Runs in .venv-rave-cpu (scripts/bench/rave_cpu_env.sh: RAVE on torch
+2.11.0, the LibTorch of build-cuda/), with LD_LIBRARY_PATH=/usr/local/cuda/lib64.
 
   ddp_bench.py --model tiny_rave|s5_maze --world N [--steps 20] [--warmup 3] [--threads T]
                [--batch B] [--phase 1|2] [--config FILE] [--bins 140] [--sync_bn 1|0] [--seed 0]
                [--lockstep_only 0|1] [--rave_backward manual|tensor]
 
-It starts N processes itself with torch.multiprocessing.spawn (no torchrun). Rank 0 prints one
-JSON object on stdout (RAVE's own prints go to stderr):
-  model, world_size, threads, batch_per_rank, steps, steps_per_second (the slowest rank),
-  examples_per_second (steps/s x B x N), per_rank (steps/s and median step ms of every rank),
-  sync, params_in_sync, ddp (the wrapper's settings), torch; world 1 adds plain_steps_per_second
-  (the same step without DDP); tiny_rave adds first_step_loss (rank 0's first step) and, at
-  world 1, plain_first_step_loss (the same step without DDP: equal when DDP changes nothing of
-  what the step computes), and under sizes the gin bindings, receptive field, parameter counts.
---lockstep_only 1 drops DDP: each rank trains its own model and the ranks meet only in a
-1-element all-reduce after every step (sync "lockstep_only"), which measures what lock-stepping
-N processes alone costs on the host, whatever the gradients' communication.
+It spawns the N ranks itself (torch.multiprocessing). Rank 0 prints one JSON object: model,
+world_size, threads, batch_per_rank, steps, steps_per_second (the slowest rank),
+examples_per_second (steps/s x B x N), per_rank, sync, params_in_sync, ddp (the wrapper's
+settings), torch; at world 1 also plain_steps_per_second (the same step without DDP); tiny_rave
+adds first_step_loss (and plain_first_step_loss at world 1: equal when DDP changes nothing of the
+step) and, under sizes, the gin bindings, receptive field and parameter counts. --lockstep_only 1
+drops DDP: the ranks train apart and meet once per step in a 1-element all-reduce (what
+lock-stepping alone costs on the host).
 
-What one step is (per rank, fixed synthetic input made once per rank, seeded by rank; a fresh
-copy of it each step, as a loader gives a new batch tensor):
-  tiny_rave: RAVE v2 built from its own gin files (v2.gin, which includes v1.gin) with the
-    bindings rave_bindings() derives from configs/tiny_rave.toml, initialised by its own code,
-    its receptive field computed by its own validation_epoch_end, and stepped by
-    tests/oracle/rave_oracle.py's Harness: Lightning 1.9's per-batch calls without a Trainer
-    (callbacks' on_train_batch_start, RAVE.training_step, on_train_batch_end, which steps the
-    LinearLR), RAVE's optimizers from its configure_optimizers. RAVE is imported as
-    scripts/bench/rave_gpu_step.py's import_rave does it (stand-ins for the modules the step
-    never uses; the PQMF prototype from rave_pqmf_prototypes.json, checked against the
-    real-scipy build: sizes.pqmf_matches_scipy_build). batch_idx is the step counted from 0, or
-    from phase_1_duration with --phase 2.
-    Phase 1: VAE only (spectral distances + beta*KL; generator optimizer).
-    Phase 2 (--phase 2): the callbacks' step counts set to phase_1_duration first, as
-    rave_gpu_step.run_phase does, so that WarmupCallback switches RAVE to warmed_up (encoder
-    output detached, discriminator active) and BetaWarmupCallback gives that step's beta; every
-    update_discriminator_every-th batch_idx steps the discriminator, the others the decoder.
-  s5_maze: Linear -> S5 block(s) -> Linear on x [B, bins, input_dim], MSE against a fixed random
-    target, zero_grad, backward, AdamW (two groups, tests/oracle/s5_maze.py) -- no loss read back.
-Sizes come from configs/<model>.toml (tomllib). tiny_rave: see rave_bindings() for the mapping
-of model.*, train.* and data.sampling_rate to RAVE's gin names; data.n_signal and train.batch
-are the batch's shape. What RAVE cannot express of a native config is refused (RAVE_FIXED:
-learning rates, Adam betas, the LinearLR end factor and the twice-applied feature-matching
-weight are fixed in RAVE's code; activation, padding, noise generator, discriminator kind and
-channels are v2.gin's) -- configs/tiny_rave.toml asks for none of that, so the Python model is
-the native one's network, losses and schedule. What still differs from the native run: the
-input (synthetic here, the native one reads its database); RAVE's training_step reads a loss
-term back (reg.item()) every step; and what the gradients' all-reduce carries (below). For
-s5_maze: input_dim, output_dim, d_model, state_dim, n_layers, dropout, dt_min/dt_max and
-train.batch/lr/weight_decay. The time axis of s5_maze (bins) is no config key: the data sets it;
-140 is the synthetic reaching set's (data/neural/synthetic_reaching.h).
-
-tiny_rave under DDP, as Lightning 1.9's `Trainer(strategy="ddp", accelerator="cpu")` runs RAVE
-(pytorch_lightning/strategies/ddp.py, overrides/base.py, overrides/distributed.py):
-  - the whole LightningModule is wrapped: DistributedDataParallel(LightningDistributedModule(
-    model)), device_ids None on the CPU, with DDPStrategy's own kwargs: pre_configure_ddp sets
-    find_unused_parameters=True (read from DDPStrategy here, reported in the JSON); bucket caps
-    and broadcast_buffers are DDP's defaults (1 MiB first bucket, 25 MiB the others; rank 0's
-    buffers broadcast before a forward while require_forward_param_sync holds);
-  - DDPStrategy.training_step calls the DDP wrapper, whose forward (_LightningModuleWrapperBase)
-    calls RAVE's training_step and then, RAVE optimising manually, sets the wrapper's
-    require_backward_grad_sync = False, so that DDP's own post-forward arms no reduction;
-    DDPStrategy.post_training_step sets it back to True. The callbacks and on_train_batch_end
-    run outside the wrapper, as in Lightning's loop. Here Harness.step calls model.training_step,
-    which is pointed at that strategy call (RaveWorkload.strategy_training_step); the wrapper's
-    forward reads trainer.training and trainer.model, given by a stand-in for the Trainer;
-  - under manual optimisation Lightning arms DDP's reducer only in LightningModule.
-    manual_backward (DDPStrategy.pre_backward: overrides.distributed.prepare_for_backward, then
-    the loss's backward). RAVE 2.3.1's training_step calls loss.backward() itself, not
-    manual_backward, so under Lightning's DDP strategy RAVE as published all-reduces no
-    gradients at all: the ranks train apart from the first broadcast (Lightning issue #9237,
-    "Manual Optimization does not synchronize gradients in DDP"). --rave_backward tensor runs
-    exactly that (params_in_sync comes out false). --rave_backward manual (the default, the
-    data-parallel training the benchmark compares) runs each of RAVE's loss.backward() calls as
-    manual_backward would: Lightning's prepare_for_backward(ddp, loss), then the backward, so
-    the gradients are averaged over the ranks during backward. Checked: at world 1 the first
-    step's loss equals the plain Harness step's, and with 2 ranks the gradients after one step
-    (phase 1 generator, phase 2 discriminator and generator steps) equal the mean of the ranks'
-    plain gradients.
-  - what the all-reduce carries: every parameter of the wrapped module that requires grad (the
-    PQMF's convolutions, which no optimizer steps, included), in one bucket (tiny_rave has
-    ~53 k parameters), after find_unused_parameters' graph traversal in each backward, the
-    unused ones (the discriminator in phase 1, the detached encoder in phase 2) as zeros; a
-    phase-2 generator step thus also carries the discriminator's gradients (its backward
-    reaches them) and a discriminator step the decoder's -- where the native trainer syncs only
-    the parameters of the optimizer about to step (distributed/gradient_sync.h).
-Facts relied on (torch/nn/parallel/distributed.py, 2.11): the constructor broadcasts rank 0's
-parameters and buffers and builds a Reducer whose buckets are dist._DEFAULT_FIRST_BUCKET_BYTES
-(1 MiB) for the first and 25 MiB for the others, rebuilt in gradient-arrival order at the second
-iteration (so warm-up should cover at least two steps); gradient all-reduces start from autograd
-hooks during backward, averaged over the world size, and backward returns after the reducer has
-finished; hooks act only after prepare_for_backward armed the reducer.
-s5_maze: DistributedDataParallel(model) with DDP's defaults (find_unused_parameters=False).
-torch.nn.SyncBatchNorm (torch/nn/modules/batchnorm.py) refuses CPU input, so the S5 BatchNorm's
-statistics over every rank's rows (what the native trainer does in data-parallel training,
-distributed/sync_batch_norm.h) are computed by SyncBatchNormRows below: one Gloo all-reduce of
-[sum x, sum x^2, n] forward and one of [sum dy, sum dy*x_hat] backward, float64. --sync_bn 0
-keeps the local statistics. Gloo uses the loopback interface (GLOO_SOCKET_IFNAME=lo unless set),
-as the native process group does for a 127.0.0.1 master. libgomp reads OMP_WAIT_POLICY when it
-loads: export it before running (the JSON records it).
+One step, per rank, on fixed synthetic input seeded by rank (a fresh copy each step):
+  tiny_rave: RAVE v2 from its own v2.gin with the bindings rave_bindings() derives from
+    configs/tiny_rave.toml, stepped by tests/oracle/rave_oracle.py's Harness (Lightning 1.9's
+    per-batch calls: callbacks, training_step, the LinearLR), imported as rave_gpu_step.py does.
+    --phase 2 first sets the callbacks' step counts to phase_1_duration, as rave_gpu_step does.
+    Under DDP it is wrapped as Lightning 1.9's `strategy="ddp"` wraps it on the CPU:
+    DistributedDataParallel(LightningDistributedModule(model)) with DDPStrategy's own kwargs
+    (find_unused_parameters=True), the wrapper's forward calling RAVE's training_step with
+    require_backward_grad_sync off, reset after the step. RAVE 2.3.1 calls loss.backward() itself,
+    not manual_backward, so under Lightning's DDP strategy it all-reduces no gradients at all
+    (Lightning issue #9237): --rave_backward tensor runs exactly that (params_in_sync comes out
+    false); manual (the default, what the benchmark compares) runs each backward as
+    manual_backward would, prepare_for_backward first, so the gradients are averaged during
+    backward (every parameter requiring grad, in one bucket, the unused ones as zeros).
+  s5_maze: Linear -> S5 block(s) -> Linear, MSE to a fixed target, AdamW (s5_maze.py), under
+    DistributedDataParallel with DDP's defaults. torch.nn.SyncBatchNorm refuses CPU input, so
+    the BatchNorm statistics over every rank's rows (what the native trainer does,
+    distributed/sync_batch_norm.h) come from SyncBatchNormRows below; --sync_bn 0 keeps them local.
+Sizes come from configs/<model>.toml; what RAVE cannot express of a native config is refused
+(RAVE_FIXED). DDP rebuilds its buckets in the second iteration: warm-up should cover two steps.
+Gloo uses the loopback interface (GLOO_SOCKET_IFNAME=lo unless set); libgomp reads
+OMP_WAIT_POLICY when it loads, so export it before running (the JSON records it).
 """
 import argparse
 import contextlib
@@ -151,26 +89,10 @@ RAVE_FIXED = {"train.lr": 1e-3, "train.discriminator_lr": 1e-4, "train.adam_beta
 
 
 def rave_bindings(cfg):
-    """The gin bindings, on top of RAVE's own v2.gin (which includes v1.gin), that build the
-    network and the training settings of a native RAVE v2 config (configs/tiny_rave.toml):
-    the names are RAVE's gin macros and configurables, as rave_oracle.TINY_V2 binds them.
-
-      model.n_band, capacity, latent_size      N_BAND, CAPACITY, LATENT_SIZE
-      model.ratios, dilations, kernel_size     RATIOS, DILATIONS, KERNEL_SIZE (encoder and generator)
-      model.discriminator_capacity, _n_layers  discriminator.ConvNet.capacity, .n_layers (v1.gin ties
-                                               the capacity to CAPACITY; bound apart as the oracle does)
-      model.periods                            discriminator.MultiPeriodDiscriminator.periods
-      model.n_scales                           discriminator.MultiScaleDiscriminator.n_discriminators
-      model.stft_scales                        core.MultiScaleSTFT.scales (both spectral distances)
-      data.sampling_rate (44100)               SAMPLING_RATE
-      train.phase_1_duration                   PHASE_1_DURATION (also LinearLR's total_iters)
-      train.update_discriminator_every         RAVE.update_discriminator_every
-      train.beta_start, beta_end,              BetaWarmupCallback.initial_value, target_value,
-        beta_warmup_steps                        warmup_len
-      train.feature_matching_weight            RAVE.weights = {'feature_matching': w}
-      train.valid_signal_crop                  RAVE.valid_signal_crop
-    data.n_signal and train.batch are the shape of the batch (n_signal is no gin setting in v2).
-    RAVE_FIXED lists what RAVE hard-codes; a config differing there is refused (SystemExit)."""
+    """The gin bindings on RAVE's own v2.gin (RAVE's macros and configurables, as
+    rave_oracle.TINY_V2 binds them) that build the network and training settings of a native RAVE
+    v2 config; data.n_signal and train.batch are the batch's shape. A config asking for what
+    RAVE_FIXED says RAVE hard-codes is refused (SystemExit)."""
     m, d, t = cfg["model"], cfg.get("data", {}), cfg.get("train", {})
     require(m.get("family") == "rave" and m.get("version") == "v2",
             "tiny_rave: built on RAVE's v2.gin: model.version must be v2")

@@ -166,8 +166,7 @@ def main():
         rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
         events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
         curves[f"rave_{r}"] = scalars(os.path.dirname(events[-1]), "validation")
-        with open(os.path.join(ours_out, "latest")) as f:  # train's pointer to its newest run
-            curves[f"ours_{r}"] = scalars(os.path.join(ours_out, f.read().strip()), "validation")
+        curves[f"ours_{r}"] = scalars(benchlib.latest_run(ours_out), "validation")
     # RAVE validates every val_every batches within each epoch (Lightning's val_check_interval
     # restarts with the epoch: steps 199, 399, 599, 830, ... on this database), ours every
     # val_every steps: their last points fall on different steps. A run's final distance is
