@@ -25,4 +25,9 @@ if ! cmp -s "$HERE/rave_cpu_requirements.txt" "$VENV/requirements.txt" \
   cp "$HERE/rave_cpu_requirements.txt" "$VENV/requirements.txt"
 fi
 # RAVE imports GPUtil and librosa at module level; the benchmarks stand in for them (rave_gpu_step.py).
-"$VENV/bin/python" -W ignore "$HERE/rave_import_check.py"
+PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -W ignore -c 'import torch
+from rave_gpu_step import replace_unused_imports
+replaced = replace_unused_imports()
+import rave
+print("rave_cpu_env: acids-rave imports on torch", torch.__version__, "from", torch.__file__,
+      "; stand-ins for", ", ".join(replaced) or "nothing")'

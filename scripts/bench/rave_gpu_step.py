@@ -29,12 +29,15 @@ mel filters, the LMDB/HTTP datasets and their protobuf records, data augmentatio
 of validation_epoch_end). Those that fail to import are replaced by empty modules
 whose functions raise if called, and are listed in the JSON. scipy is also used to design the
 PQMF prototype at construction; with scipy replaced, rave.pqmf.get_prototype answers from
-rave_pqmf_prototypes.json (computed with RAVE's scipy 1.10.0; see rave_pqmf_table.py) and the
-built PQMF state is checked against that table's sha256 of the real-scipy build.
+rave_pqmf_prototypes.json and the built PQMF state is checked against the table's sha256 of the
+real-scipy build. The table was computed once by RAVE's own get_prototype under its pinned scipy
+1.10.0 (attenuation 100 dB, 2 to 32 bands), a CachedPQMF built through it checked bit-identical to
+one built with that scipy.
 """
 import argparse
 import functools
 import gc
+import hashlib
 import importlib
 import importlib.abc
 import importlib.util
@@ -125,6 +128,26 @@ def replace_unused_imports(roots=REPLACEABLE):
     return missing
 
 
+def state_sha256(module):
+    """sha256 over a module's state tensors (sorted names, their bytes): the table's check."""
+    d = hashlib.sha256()
+    for k, v in sorted(module.state_dict().items()):
+        d.update(k.encode())
+        d.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return d.hexdigest()
+
+
+def pqmf_lookup(table):
+    """A rave.pqmf.get_prototype(atten, M, N=None) answering from the table (float64, exact)."""
+    def get_prototype(atten, M, N=None):
+        import numpy as np
+        key = f"{int(atten)},{int(M)}"
+        if N is not None or key not in table:
+            raise KeyError(f"no PQMF prototype stored for attenuation={atten} n_band={M} N={N}")
+        return np.array([float.fromhex(s) for s in table[key]["h"]], dtype=np.float64)
+    return get_prototype
+
+
 def import_rave(replace):
     """Imports RAVE (and the oracle's helpers), replacing what --replace-unused-imports allows."""
     # RAVE's real dependencies first, so their own optional-import probes see no stand-ins.
@@ -134,12 +157,11 @@ def import_rave(replace):
     sys.path.insert(0, HERE)
     import rave_oracle
     import rave.pqmf
-    from rave_pqmf_table import lookup, state_sha256
     with open(os.path.join(HERE, "rave_pqmf_prototypes.json")) as f:
         table = json.load(f)
     pqmf_source = "scipy " + version("scipy") if "scipy" not in replaced else None
     if pqmf_source is None:
-        rave.pqmf.get_prototype = lookup(table["prototypes"])
+        rave.pqmf.get_prototype = pqmf_lookup(table["prototypes"])
         pqmf_source = f"table rave_pqmf_prototypes.json (scipy {table['scipy']})"
     return rave_oracle, replaced, pqmf_source, table, state_sha256
 
@@ -205,7 +227,7 @@ def run_config(oracle, ctx, b, n, prec, crop, phases, device, a):
         torch.manual_seed(0)
         nocrop = [] if crop else ["RAVE.valid_signal_crop = False"]
         model = oracle.build(a.config, ctx["bindings"] + nocrop)
-        # The PQMF state as built here, against the real-scipy build's (rave_pqmf_table.py).
+        # The PQMF state as built here, against the real-scipy build's (the table's sha256).
         entry = ctx["table"]["prototypes"].get(f"100,{model.pqmf.n_band}")   # v1.gin: 100 dB
         rec["pqmf_matches_scipy_build"] = (None if entry is None
                                            else ctx["sha"](model.pqmf) == entry["state_sha256"])

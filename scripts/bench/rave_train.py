@@ -16,7 +16,7 @@ GPU node's (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network):
   `scipy.signal.windows.kaiser` (the same function, moved in scipy 1.1), put back under the old name.
 - The PQMF prototype is designed by scipy.optimize.fmin, whose result depends on scipy's version.
   With a scipy other than 1.10.0, rave.pqmf.get_prototype answers from rave_pqmf_prototypes.json
-  (computed with scipy 1.10.0 by rave_pqmf_table.py), and the largest difference from this scipy's
+  (computed with scipy 1.10.0: rave_gpu_step.py), and the largest difference from this scipy's
   own design (which fails with numpy 2 and scipy 1.18) is printed.
 
 What was replaced is printed on the first line, prefixed `rave_train:`.
@@ -58,8 +58,8 @@ def prepare(replace):
     if version("scipy") != table["scipy"]:
         import numpy as np
         import rave.pqmf
-        from rave_pqmf_table import lookup
-        designed, stored = rave.pqmf.get_prototype, lookup(table["prototypes"])
+        from rave_gpu_step import pqmf_lookup
+        designed, stored = rave.pqmf.get_prototype, pqmf_lookup(table["prototypes"])
 
         def get_prototype(atten, M, N=None):
             h = stored(atten, M, N)
