@@ -74,9 +74,8 @@ tests=ON
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-# 32 sources to a compiler run instead of the main build's 8 (CMakeLists.txt): a check build is
-# compiled whole rather than edited file by file, and 2.x's headers cost more per run (a cold
-# --compile-only build: 574 s at 32 against 786 s at 8, both on 2 cores; docs/cuda_build.md).
+# UNITY_BATCH sources to a compiler run, not the main build's 8: a check build is compiled whole
+# rather than edited file by file (docs/cuda_build.md).
 cmake -S "$ROOT" -B "$CUDA_BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${RT_LT_CMAKE_ARGS[@]}" \
   -DCMAKE_UNITY_BUILD_BATCH_SIZE="$UNITY_BATCH" \
   -DRT_BUILD_TESTS="$tests" >"$log" 2>&1 || {
@@ -106,11 +105,9 @@ step "build ($JOBS jobs)"
 cmake --build "$CUDA_BUILD_DIR" -j "$JOBS"
 
 if [ $CI_ORACLE = 1 ]; then
-  # The real-RAVE oracle tests against PyPI's CUDA LibTorch: the main suite runs them all
-  # against Debian's 1.13; here every configuration's float32 step and float64 gradients run on
-  # 2.x too, except the float64 gradients of the four largest models (v3, discrete v3, v2 with
-  # the descript and the Wasserstein discriminators), 6 of the 8 CPU minutes, whose code paths
-  # the smaller configurations share (docs/rave_fidelity.md).
+  # The real-RAVE oracle tests against PyPI's CUDA LibTorch (the main suite runs them against
+  # Debian's 1.13), less the float64 gradients of the four largest models, whose code paths the
+  # smaller configurations share (docs/cuda_build.md).
   step "the real-RAVE oracle tests against torch $TORCH_VERSION"
   cmake -S "$ROOT" -B "$CUDA_BUILD_DIR" -DRT_BUILD_TESTS=ON >/dev/null
   cmake --build "$CUDA_BUILD_DIR" -j "$JOBS" --target test_models

@@ -26,8 +26,8 @@ done
 # commands).
 TARGETS="${TARGETS:-train preprocess}" "$ROOT/scripts/build.sh"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
-# OpenMP threads that spin while waiting collapse when anything else wants the cores (a busy
-# shared machine: measured 25x slower steps); passive waiting costs little when idle.
+# OpenMP threads that spin while waiting collapse when anything else wants the cores; passive
+# waiting costs little when idle.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 DATASETS="$ROOT/datasets"
 RUNS="$ROOT/runs"

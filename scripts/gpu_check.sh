@@ -231,8 +231,8 @@ pack_step() {
   [ -f "$WORK/rave_step.json" ] && cp "$WORK/rave_step.json" "$OUT/rave_step.json"
   [ -d "$WORK/runs" ] && tar -C "$WORK" --exclude='*.ckpt' --exclude='*.ckpt.*' -czf "$OUT/runs.tar.gz" runs
   # The parity runs without their database and checkpoints: logs, events, summaries, parity_meta.json.
-  [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude=parity/db --exclude=parity/audio --exclude='*.ckpt' \
-    --exclude='*.ckpt.*' -czf "$OUT/parity.tar.gz" parity
+  [ -d "$WORK/parity" ] && tar -C "$WORK" --exclude='parity/db*' --exclude='*.ckpt' --exclude='*.ckpt.*' \
+    -czf "$OUT/parity.tar.gz" parity
   ls -l "$OUT"
 }
 

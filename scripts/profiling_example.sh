@@ -139,14 +139,6 @@ audio_db() {
 neural_db() {
   DB="$OUT/neural_db"
   [ -f "$DB/metadata.yaml" ] || [ -f "$DB/data.mdb" ] && return 0
-  local help
-  help="$("$BIN/preprocess" --help 2>&1 || true)"
-  if ! grep -q -- '--generate_neural_demo' <<<"$help" || ! grep -q -- 'neural' <<<"$help"; then
-    echo "profiling_example.sh: the ssm preset needs 'preprocess --generate_neural_demo DIR' and" \
-      "'preprocess --kind neural', which this build of preprocess ($BIN/preprocess) does not offer;" \
-      "rebuild from a tree that has them (scripts/build.sh)" >&2
-    exit 3
-  fi
   say "building the synthetic neural database $DB"
   run_shown "$BIN/preprocess" --generate_neural_demo "$OUT/neural" --force --groups 1 --seed 1
   run_shown "$BIN/preprocess" --kind neural --input_path "$OUT/neural" --output_path "$DB"

@@ -11,9 +11,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/build.sh"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 cd "$BUILD_DIR"
-# Tests run two at a time on 2 cores: OpenMP threads that spin while waiting would steal the
-# core the other test needs (measured: a 2-thread training step ran hundreds of times slower
-# under oversubscription). Passive waiting keeps parallel test processes from fighting.
+# Tests run two at a time: OpenMP threads that spin while waiting would steal the core the other
+# test needs. Passive waiting keeps parallel test processes from fighting.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # shellcheck source=lib/libtorch.sh
 . "$ROOT/scripts/lib/libtorch.sh"

@@ -92,32 +92,22 @@ for row in tiny_rave s5_maze s5_maze_local; do
   cfg="${row%_local}" db="$WORK/adb" steps="$RAVE_STEPS" extra=() pyextra=()
   [[ "$cfg" == s5_maze ]] && { db="$WORK/ndb"; steps="$SSM_STEPS"; }
   [[ "$row" == *_local ]] && { extra=(--train.distributed.batch_norm local); pyextra=(--sync_bn 0); }
-  one=(); two=(); pas=(); ind=(); ring=(); loop=()
   for ((r = 0; r < REPS; ++r)); do
-    one+=("$(native "$cfg" "$db" "$steps" 1)")
-    two+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}")")
-    pas+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.wait passive)")
-    ring+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.small_all_reduce_kib 0)")
-    loop+=("$(native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.gloo_loop normal)")
-    [[ "$row" != *_local ]] && ind+=("$(pair "$cfg" "$db" "$steps" 1)")
+    native "$cfg" "$db" "$steps" 1 >>"$RES/$row.one"
+    native "$cfg" "$db" "$steps" 2 "${extra[@]}" >>"$RES/$row.two"
+    native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.wait passive >>"$RES/$row.pas"
+    native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.small_all_reduce_kib 0 >>"$RES/$row.ring"
+    native "$cfg" "$db" "$steps" 2 "${extra[@]}" --train.distributed.gloo_loop normal >>"$RES/$row.loop"
+    [[ "$row" != *_local ]] && pair "$cfg" "$db" "$steps" 1 >>"$RES/$row.ind"
   done
-  printf '%s\n' "${one[@]}" >"$RES/$row.one"
-  printf '%s\n' "${two[@]}" >"$RES/$row.two"
-  printf '%s\n' "${pas[@]}" >"$RES/$row.pas"
-  printf '%s\n' "${ind[@]}" >"$RES/$row.ind"
-  printf '%s\n' "${ring[@]}" >"$RES/$row.ring"
-  printf '%s\n' "${loop[@]}" >"$RES/$row.loop"
-  py1=(); py2=()
+  py=("$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --steps "$PY_STEPS" --warmup 3 --threads 1)
   for ((r = 0; r < REPS; ++r)); do
-    py1+=("$("$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 1 --steps "$PY_STEPS" --warmup 3 --threads 1)")
-    py2+=("$("$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 2 --steps "$PY_STEPS" --warmup 3 --threads 1 "${pyextra[@]}")")
+    "${py[@]}" --world 1 >>"$RES/$row.py1"
+    "${py[@]}" --world 2 "${pyextra[@]}" >>"$RES/$row.py2"
     # The same 2 ranks without DDP, meeting once per step in a 1-element all-reduce: what
     # lock-stepping alone costs on this host (BatchNorm local has no other lock-step).
-    [[ "$row" != *_local ]] && "$RAVE_PYTHON" "$ROOT/scripts/bench/ddp_bench.py" --model "$cfg" --world 2 \
-      --steps "$PY_STEPS" --warmup 3 --threads 1 --lockstep_only 1 >>"$RES/$row.lockstep"
+    [[ "$row" != *_local ]] && "${py[@]}" --world 2 --lockstep_only 1 >>"$RES/$row.lockstep"
   done
-  printf '%s\n' "${py1[@]}" >"$RES/$row.py1"
-  printf '%s\n' "${py2[@]}" >"$RES/$row.py2"
 done
 cp "$RES/s5_maze.ind" "$RES/s5_maze_local.ind"
 

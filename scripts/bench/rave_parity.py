@@ -117,12 +117,8 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     db = os.path.join(a.work, "db")
     if not a.collect_only and not os.path.exists(os.path.join(db, "metadata.yaml")):
-        audio = os.path.join(a.work, "audio")
-        subprocess.run([os.path.join(a.bin, "preprocess"), "--generate_demo", audio, "--force", "--demo_seconds", "240",
-                        "--seed", "1"], check=True)
-        subprocess.run([os.path.join(a.bin, "preprocess"), "--input_path", audio, "--output_path", db,
-                        "--sampling_rate", "44100", "--channels", "1", "--num_signal", "16384",
-                        "--max_db_size", "1"], check=True)
+        benchlib.demo_audio_db(a.bin, db, 240, "--sampling_rate", 44100, "--channels", 1, "--num_signal", 16384,
+                               "--max_db_size", 1)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
     curves, started, jobs = {}, time.time(), []
     rave_gpu = "-1" if a.device == "cpu" else "0"

@@ -3,7 +3,7 @@
 # rendered from those files (scripts/bench/bench.py --render_only renders it alone).
 #   scripts/bench/run.sh [--quick]
 # Builds Release (JOBS=1 by default: the machine is shared), then hands over to scripts/bench/bench.py, which interleaves A/B runs and records the load
-# before each. --quick uses fewer repetitions/steps and finishes in under 15 minutes on 2 cores.
+# before each. --quick uses fewer repetitions and steps.
 # The other scripts/bench/*.sh benchmarks run too, each writing its own result file (bench.py's
 # OTHERS table says with which arguments, and which are left out when their builds or venvs are missing).
 set -euo pipefail

@@ -18,8 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMMAND="$(bench_command "$@")"
 REPS="${REPS:-5}"
 STEPS="${STEPS:-4}"
-# The first steps after construction run up to 2× slower (allocator and oneDNN primitive caches
-# warming): measured, a single warm-up step left the median dominated by them.
+# The first steps after construction are slower (allocator and oneDNN primitive caches warming).
 WARMUP="${WARMUP:-3}"
 OLD_REV="${STEP_AB_OLD:-HEAD~1}"
 bench_args "ARG..." "REPS=${REPS_QUICK:-3}" "$@"
