@@ -289,10 +289,7 @@ def bench_data(runner, quick, build, v2_step_t2):
         res["v2_step_examples_per_second_4x32768"] = 4.0 / v2_step_t2[1]
         res["v2_step_threads"] = v2_step_t2[0]
     # Preprocess throughput vs sox / ffmpeg decoding the same files.
-    audio = os.path.join(runner.tmp, "pre_audio")
-    secs = 30 if quick else 60
-    subprocess.run([os.path.join(build, "bin", "preprocess"), "--generate_demo", audio, "--force", "--demo_seconds", str(secs),
-                    "--seed", "1"], check=True, capture_output=True)
+    audio = benchlib.demo_audio(runner.bin, os.path.join(runner.tmp, "pre_audio"), 30 if quick else 60)
     files = sorted(glob.glob(os.path.join(audio, "**", "*.*"), recursive=True))
     total_s = 0.0
     for f in files:

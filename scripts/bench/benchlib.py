@@ -26,6 +26,7 @@ import os
 import platform
 import statistics
 import subprocess
+import time
 
 RESULT_SCHEMA = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -135,15 +136,32 @@ def latest_run(out_path):
         return os.path.join(out_path, f.read().strip())
 
 
+def demo_audio(bin_dir, folder, seconds, seed=1):
+    """preprocess --generate_demo: the demo's audio files (seconds per file) in folder."""
+    subprocess.run([os.path.join(bin_dir, "preprocess"), "--generate_demo", folder, "--force", "--demo_seconds",
+                    str(seconds), "--seed", str(seed)], check=True, capture_output=True)
+    return folder
+
+
 def demo_audio_db(bin_dir, db, seconds, *args, seed=1):
-    """preprocess's demo audio (seconds per file) at DB_audio, imported into the LMDB db with
-    preprocess's further args; returns db."""
-    pre = os.path.join(bin_dir, "preprocess")
-    subprocess.run([pre, "--generate_demo", db + "_audio", "--force", "--demo_seconds", str(seconds), "--seed",
-                    str(seed)], check=True, capture_output=True)
-    subprocess.run([pre, "--input_path", db + "_audio", "--output_path", db, *map(str, args)], check=True,
-                   capture_output=True)
+    """The demo audio (demo_audio, at DB_audio) imported into the LMDB db with preprocess's
+    further args; returns db."""
+    audio = demo_audio(bin_dir, db + "_audio", seconds, seed)
+    subprocess.run([os.path.join(bin_dir, "preprocess"), "--input_path", audio, "--output_path", db, *map(str, args)],
+                   check=True, capture_output=True)
     return db
+
+
+def time_calls(call, warm, timed):
+    """call(x) for every x of warm untimed, then of timed: the ms of each timed call."""
+    for x in warm:
+        call(x)
+    ms = []
+    for x in timed:
+        t0 = time.perf_counter()
+        call(x)
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
 
 
 def demo_neural_db(bin_dir, db, units, trials):

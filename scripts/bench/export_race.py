@@ -22,6 +22,7 @@ that round's blocks, min, max), realtime factor (audio seconds per second of com
 the torch version and its BLAS.
 """
 import argparse
+import itertools
 import json
 import math
 import os
@@ -33,6 +34,8 @@ import sys
 import time
 
 import torch
+
+import benchlib
 
 SR = 44100
 WARMUP_BLOCKS = 5
@@ -95,17 +98,9 @@ def weights_read_ms(module, reps=9):
 
 def race_one(module, audio, block, n_blocks):
     """WARMUP_BLOCKS calls, then n_blocks timed calls of forward; the per-call ms."""
-    forward = module.forward
-    ms = []
+    blocks = (audio[..., i * block:(i + 1) * block] for i in range(WARMUP_BLOCKS + n_blocks))
     with torch.inference_mode():
-        for i in range(WARMUP_BLOCKS):
-            forward(audio[..., i * block:(i + 1) * block])
-        for i in range(WARMUP_BLOCKS, WARMUP_BLOCKS + n_blocks):
-            x = audio[..., i * block:(i + 1) * block]
-            t0 = time.perf_counter()
-            forward(x)
-            ms.append((time.perf_counter() - t0) * 1e3)
-    return ms
+        return benchlib.time_calls(module.forward, itertools.islice(blocks, WARMUP_BLOCKS), blocks)
 
 
 def words(text):

@@ -70,16 +70,9 @@ class Caller:
 
 
 def time_blocks(call, audio, block):
-    n = audio.shape[-1] // block
-    for i in range(WARMUP):
-        call(np.ascontiguousarray(audio[..., i * block:(i + 1) * block]))
-    ms = []
-    for i in range(n):
-        x = np.ascontiguousarray(audio[..., i * block:(i + 1) * block])
-        t0 = time.perf_counter()
-        call(x)
-        ms.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(ms)
+    """The median ms of call on each block of audio, after WARMUP calls on its first blocks."""
+    blocks = lambda n: (np.ascontiguousarray(audio[..., i * block:(i + 1) * block]) for i in range(n))  # noqa: E731
+    return statistics.median(benchlib.time_calls(call, blocks(WARMUP), blocks(audio.shape[-1] // block)))
 
 
 def spectral_distance(x, y):
