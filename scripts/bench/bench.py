@@ -745,7 +745,7 @@ def main():
                     help="rewrite BENCHMARKS.md from the results JSON alone (no measurement)")
     a = ap.parse_args()
     if a.render_only:
-        render.main(["--results_dir", a.results_dir, "--md", a.md])
+        render.write(a.results_dir, a.md)
         return
     only = set(filter(None, a.only.split(","))) or set(SECTIONS)
     have = lambda d, *bins: all(os.path.exists(os.path.join(d, "bin", b)) for b in bins)  # noqa: E731
@@ -806,7 +806,7 @@ def main():
         for r in records(R, env_of(env), command):
             log(f"wrote {benchlib.write_result(r, a.results_dir)}")
         shutil.rmtree(tmp, ignore_errors=True)
-    render.main(["--results_dir", a.results_dir, "--md", a.md])
+    render.write(a.results_dir, a.md)
     log(f"done in {time.time() - t_start:.0f} s: {a.results_dir}, {a.md}")
 
 

@@ -5,7 +5,7 @@ scripts/bench/bench.py --render_only turns into its BENCHMARKS.md section. A res
 object:
 
   schema        RESULT_SCHEMA
-  name          the file's stem; bench.py's TOPICS fixes where its section goes
+  name          the file's stem; render.py's TOPICS fixes where its section goes
   title         the section's heading
   date          when it was measured (ISO 8601, local time of the machine that measured it)
   command       what was run to produce it (the script and its arguments)

@@ -1,8 +1,5 @@
-#!/usr/bin/python3
-"""BENCHMARKS.md from scripts/bench/results/*.json alone (standard library only).
-
-  scripts/bench/render.py [--results_dir DIR] [--md BENCHMARKS.md]
-  (scripts/bench/bench.py --render_only does the same)
+"""BENCHMARKS.md from scripts/bench/results/*.json alone (standard library only), for
+scripts/bench/bench.py, whose --render_only does nothing else.
 
 One section per result file, in the order of TOPICS; a result whose name is not listed comes
 after them, by name, and is reported on stderr. Each section says what produced its figures and
@@ -10,7 +7,6 @@ when. The targets table gathers every result's targets: the headline figure, the
 over the runs behind it, and "met" only when every run meets the goal. The output depends on the
 JSON files alone, so rendering twice gives the same bytes.
 """
-import argparse
 import glob
 import json
 import os
@@ -168,19 +164,11 @@ def render(results):
     return "\n".join(L).rstrip("\n") + "\n"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results_dir", default=benchlib.RESULTS_DIR)
-    ap.add_argument("--md", default=os.path.join(benchlib.ROOT, "BENCHMARKS.md"))
-    a = ap.parse_args(argv)
-    results = load(a.results_dir)
+def write(results_dir, md):
+    """Renders every result of results_dir into the file md."""
+    results = load(results_dir)
     if not results:
-        raise SystemExit(f"render: no results in {a.results_dir}")
-    text = render(results)
-    with open(a.md, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"render: {a.md} from {len(results)} results in {a.results_dir}")
-
-
-if __name__ == "__main__":
-    main()
+        raise SystemExit(f"render: no results in {results_dir}")
+    with open(md, "w", encoding="utf-8") as f:
+        f.write(render(results))
+    print(f"render: {md} from {len(results)} results in {results_dir}")

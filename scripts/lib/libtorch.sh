@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Which LibTorch the build uses, and getting it ready. Sourced by scripts/setup.sh,
 # scripts/build.sh, scripts/demo.sh and scripts/check_cuda_build.sh (docs/gpu.md explains the
 # choice); `bash scripts/lib/libtorch.sh` prints the choice and why, changing nothing.
