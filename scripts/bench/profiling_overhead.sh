@@ -24,7 +24,7 @@ run() {  # config db threads flags... → prints mean steps/s after the first in
     --log_every "$EVERY" --val_every 100000 --save_every 100000 --threads "$threads" "$@" > "$TMP/log" 2>&1; then
     echo "profiling_overhead.sh: train --config $cfg failed:" >&2; tail -5 "$TMP/log" >&2; exit 1
   fi
-  sed -n 's/.*| \([0-9.e+]*\) steps\/s$/\1/p' "$TMP/log" | tail -n +2 |
+  sed -n 's/.*| \([0-9.e+]*\) steps\/s\( |.*\)\{0,1\}$/\1/p' "$TMP/log" | tail -n +2 |
     awk '{ s += $1; n++ } END { if (n) printf "%.4f\n", s / n }'
 }
 
