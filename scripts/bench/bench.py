@@ -446,7 +446,7 @@ def bench_defaults(runner, quick, build):
     argv = [os.path.join(build, "bin", "train"), "--config", "tiny_rave", "--db_path", thr_db, "--out_path",
             os.path.join(runner.tmp, "def_runs"), "--max_steps", "2"]
     p = subprocess.run(argv, capture_output=True, text=True)
-    m = re.search(r"(\d+) threads", p.stdout)
+    m = re.search(r"(\d+) threads?\b", p.stdout)
     res["train_default_threads"] = int(m.group(1)) if m else None
     res["train_default_threads_command"] = runner.rel(argv)
     res["print_config_workers"] = sh(f"{build}/bin/train --config v2 --print_config | grep -E '^workers|^threads'")
