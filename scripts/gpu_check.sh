@@ -38,6 +38,7 @@ done
 KIT="$(readlink -f "${OFFLINE_BUNDLE:-$ROOT/offline-bundle}")"
 OUT="${OUT:-$ROOT/gpu-check-out}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT"
 LOG="$OUT/gpu_check.log"
 : >"$LOG"
@@ -254,5 +255,4 @@ run_step rave_parity 480 parity_step
 run_step pack 60 pack_step
 log "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED) in $((SECONDS - T0)) s"
 cat "$STEPS_JSON"
-rm -rf "$WORK"
 exit $FAILED
