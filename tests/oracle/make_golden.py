@@ -21,9 +21,7 @@ deviations from the float64 values are recorded as "float32_vs_float64": the siz
 rounding error a correct float32 implementation shows, against which the test's tolerances are
 chosen.
 """
-import argparse
 import json
-import os
 import sys
 
 import torch
@@ -106,13 +104,7 @@ def make_s5(out):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.normpath(os.path.join(here, "..", ".."))
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    a = rt_golden.golden_args(__doc__)
     torch.set_num_threads(1)
     for make in (make_s5,):
         size, m = make(a.out)

@@ -55,9 +55,7 @@ written through tests/oracle/rt_golden.py):
 The float64 values are the exact values of the function RAVE's float32 model computes (weights
 and inputs are stored as the float32 values both sides start from).
 """
-import argparse
 import math
-import os
 import sys
 import warnings
 
@@ -945,14 +943,7 @@ def make_configs(out):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.normpath(os.path.join(here, "..", ".."))
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
-    ap.add_argument("--only", default="", help="comma-separated stems to make (default: all)")
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    a = rt_golden.golden_args(__doc__, (("--only",), {"default": "", "help": "comma-separated stems to make (default: all)"}))
     torch.set_num_threads(1)
     jobs = {"rave_v2_modules": lambda: make_modules(a.out, "v2", TINY_V2),
             "rave_v2_step": lambda: make_step(a.out, "v2", TINY_V2),

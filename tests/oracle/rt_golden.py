@@ -63,6 +63,20 @@ class Writer:
         return manifest
 
 
+def golden_args(doc, *extra):
+    """The command line of a golden writer: --out (default tests/assets/golden), then `extra`
+    as (flags, keyword arguments) pairs for argparse; the output folder is made."""
+    import argparse
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(root, "tests", "assets", "golden"))
+    for flags, kwargs in extra:
+        ap.add_argument(*flags, **kwargs)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
 def read(stem):
     """Reads <stem>.json and <stem>.bin: (manifest, {name: numpy array}), the arrays in their
     stored dtype except pcm16, which comes as float32 value / 32768. Exits naming the file
