@@ -28,6 +28,7 @@
 
 #include "export/onnx_rave.h"
 #include "export/rave_script.h"
+#include "util/blas_kernels.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"
 
@@ -65,6 +66,7 @@ double read_once_ms(const std::vector<torch::Tensor>& tensors) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   CLI::App app{"Realtime factor of the exported RAVE model (forward, block by block)"};
   std::string version = "v2";
   int64_t block = 2048, capacity = 0, threads = 1;

@@ -26,6 +26,7 @@
 #include "models/common/onednn_check.h"
 #include "models/rave/rave.h"
 #include "trainer/fused_adam.h"
+#include "util/blas_kernels.h"
 #include "util/json.h"
 
 namespace {
@@ -319,6 +320,7 @@ int cmd_validate(const ModelArgs& a, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   CLI::App app{"Native RAVE measurements (scripts/bench/run.sh)"};
   app.require_subcommand(1);
   ModelArgs a;

@@ -18,6 +18,7 @@
 
 #include "models/ssm/decoders.h"
 #include "trainer/fused_adam.h"
+#include "util/blas_kernels.h"
 #include "util/enum_names.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"
@@ -98,6 +99,7 @@ void export_check(const std::filesystem::path& dir, const rt::ssm::SsmOptions& b
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   CLI::App app{"Training-step time of the s5_maze SSM decoder (forward + backward + AdamW)"};
   int threads = 1, steps = 30, warmup = 5, check_steps = 3;
   int64_t batch = 64, bins = 140, units = 182, d_model = 64, state = 64, layers = 1;

@@ -11,6 +11,7 @@
 #include "trainer/job_start.h"
 #include "trainer/model_family.h"
 #include "util/atomic_file.h"
+#include "util/blas_kernels.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/printable.h"
@@ -160,6 +161,7 @@ void describe_job(prof::TrainingSummary& summary, const Config& config, const st
   summary.set_info(S::kRunName, config.get_string("train.name"));
   summary.set_info(S::kDevice, job.device.str());
   summary.set_info(S::kThreads, torch::get_num_threads());
+  if (const std::string blas = blas_kernels_running(); !blas.empty()) summary.set_info(S::kBlasKernels, blas);
   summary.set_info(S::kHeap, job.heap.description.empty()
                                  ? "the C library's malloc defaults (train.retain_freed_memory = false)"
                                  : job.heap.description);

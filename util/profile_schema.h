@@ -113,6 +113,8 @@ inline constexpr const char* kWorldSize = "world_size";      // int: ranks of th
 inline constexpr const char* kSampleUnit = "sample_unit";    // string: what samples_per_second counts
 inline constexpr const char* kFirstStep = "first_step";      // int: the step the run started at
 inline constexpr const char* kHeap = "heap";                 // string: the malloc settings in force
+inline constexpr const char* kBlasKernels =
+    "blas_kernels";  // string: OpenBLAS's kernels ("SkylakeX"), absent with another BLAS
 inline constexpr const char* kGlobalBatch = "global_batch";  // int: batch × world_size (data-parallel jobs)
 inline constexpr const char* kLaunch = "launch";  // string: how the ranks were launched (data-parallel jobs)
 inline constexpr const char* kPreviousConfig =

@@ -18,6 +18,7 @@
 #include "export/rave_export.h"
 #include "export/realtime_check.h"
 #include "families/builtin.h"
+#include "util/blas_kernels.h"
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
@@ -63,6 +64,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   rt::register_builtin_model_families();
   CLI::App app{"Export a trained RAVE model as TorchScript for nn~ and the RAVE VST (docs/export.md)."};
   rt::exporting::ExportOptions opt;

@@ -8,12 +8,14 @@
 
 #include "export/generate.h"
 #include "families/builtin.h"
+#include "util/blas_kernels.h"
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/signals.h"
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   rt::register_builtin_model_families();
   rt::install_stop_signal_handlers();
   CLI::App app{

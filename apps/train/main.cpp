@@ -5,6 +5,7 @@
 
 #include "families/builtin.h"
 #include "trainer/trainer.h"
+#include "util/blas_kernels.h"
 #include "util/signals.h"
 
 namespace {
@@ -30,6 +31,7 @@ __attribute__((constructor(101))) void install_handlers_again() { rt::install_st
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();  // first: the local ranks inherit the choice
   rt::register_builtin_model_families();
   return rt::train_command(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -168,7 +168,8 @@ def bench_environment(build):
            "ldd_torch_blas": sh("ldd $(ls /usr/lib/x86_64-linux-gnu/libtorch_cpu.so* | head -1) | grep -i -E 'blas|gomp' | sed 's/ (0x.*//'"),
            "python_torch": sh(f"{PY} -c 'import torch; print(torch.__version__, torch.get_num_threads(), torch.backends.mkldnn.is_available())'"),
            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
 
 
 def host():
@@ -764,6 +765,8 @@ def main():
     crunner = Runner(a.cuda_build, tmp)  # its binaries load the CUDA toolkit's libraries, even on the CPU
     if a.cuda_lib:
         os.environ["LD_LIBRARY_PATH"] = a.cuda_lib + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+    if benchlib.openblas_coretype():  # every arm on the BLAS kernels the CPU allows (benchlib)
+        os.environ["OPENBLAS_CORETYPE"] = benchlib.openblas_coretype()
     env = bench_environment(a.build)
     env["git"] = benchlib.git_describe()
     command = "scripts/bench/bench.py" + "".join(f" {x}" for x in sys.argv[1:] if not x.startswith("/"))

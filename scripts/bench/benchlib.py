@@ -26,6 +26,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 
 RESULT_SCHEMA = 1
@@ -73,6 +74,25 @@ def now():
     return datetime.datetime.now().isoformat(timespec="seconds")
 
 
+def openblas_coretype():
+    """The OPENBLAS_CORETYPE every arm of a benchmark runs with: the user's; else, where OpenBLAS
+    falls back to its SSE3 (Prescott) kernels on a CPU with AVX2 and FMA, the kernels our
+    programs choose there (util/blas_kernels.h), so that the Python peers get them too; None
+    leaves OpenBLAS's own choice."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return os.environ["OPENBLAS_CORETYPE"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+        probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
+                               env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
+    except OSError:
+        return None
+    if not {"avx2", "fma"} <= flags or "Core: Prescott" not in probe.stdout + probe.stderr:
+        return None
+    return "SkylakeX" if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags else "Haswell"
+
+
 def environment(load_before=None, git=None, **extra):
     """The machine and tree a result comes from. load_before: the load when the benchmark
     started (a list, or the text of /proc/loadavg's first three fields); the load now is taken
@@ -81,7 +101,8 @@ def environment(load_before=None, git=None, **extra):
         load_before = parse_load(load_before)
     env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
            "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
-           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
 

@@ -6,7 +6,7 @@
 # library only), RESULTS_DIR (where the result JSON goes: $BENCH_RESULTS_DIR, default
 # scripts/bench/results; --results_dir sets it), BENCH_LOAD_BEFORE (the load averages when the
 # script started) and BENCH_NAME; exports OMP_WAIT_POLICY=PASSIVE unless it is set (a shared
-# machine needs it; docs/cli.md).
+# machine needs it; docs/cli.md), and OPENBLAS_CORETYPE where OpenBLAS would fall back.
 
 BENCH_NAME="$(basename "${BASH_SOURCE[1]:-$0}")"
 BENCH_SELF="${BASH_SOURCE[1]:-$0}"
@@ -17,6 +17,12 @@ BENCH_PY="${BENCH_PY:-/usr/bin/python3}"
 # shellcheck disable=SC2034  # used by the scripts that source this file
 RESULTS_DIR="${BENCH_RESULTS_DIR:-$ROOT/scripts/bench/results}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+# A CPU OpenBLAS does not know gets its SSE3 fallback in every process that loads it, the Python
+# peers as well as ours (docs/cli.md, "Threads and BLAS kernels"): every arm runs on the kernels
+# the CPU allows, as our programs choose them (benchlib.openblas_coretype).
+OPENBLAS_CORETYPE="$("$BENCH_PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib
+print(benchlib.openblas_coretype() or "")' "$ROOT/scripts/bench")"
+if [[ -n "$OPENBLAS_CORETYPE" ]]; then export OPENBLAS_CORETYPE; else unset OPENBLAS_CORETYPE; fi
 
 bench_load() {  # the 1-, 5- and 15-minute load averages, space-separated
   cut -d' ' -f1-3 /proc/loadavg

@@ -126,6 +126,8 @@ def provenance(r):
         parts.append(load_text)
     if env.get("omp_wait_policy"):
         parts.append(f"`OMP_WAIT_POLICY={env['omp_wait_policy']}`")
+    if env.get("openblas_coretype"):
+        parts.append(f"`OPENBLAS_CORETYPE={env['openblas_coretype']}`")
     text = "; ".join(parts) + "."
     if r.get("migrated_from"):
         text += f" Figures copied from {r['migrated_from']} when results became JSON."

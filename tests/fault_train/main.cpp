@@ -6,6 +6,7 @@
 
 #include "families/builtin.h"
 #include "support/nan_batches.h"
+#include "util/blas_kernels.h"
 #include "util/signals.h"
 
 namespace {
@@ -15,6 +16,7 @@ __attribute__((constructor(101))) void install_handlers_first() { rt::install_st
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::announce_blas_kernels();
   rt::register_builtin_model_families();
   return rt::train_command(std::vector<std::string>(argv + 1, argv + argc),
                            rt::testing::nan_options_from_environment());

@@ -13,8 +13,16 @@
 #include <stdexcept>
 
 #include "support/libtorch_version.h"
+#include "util/blas_kernels.h"
 
 namespace rt::testing {
+namespace {
+
+// Every test binary runs on the BLAS kernels its CPU allows, as the programs do
+// (util/blas_kernels.h), and the programs the tests start inherit the choice (silently).
+const bool blas_chosen = (choose_blas_kernels(), true);
+
+}  // namespace
 
 ScratchDir::ScratchDir(const std::string& prefix) {
   std::random_device rd;

@@ -7,6 +7,7 @@
 #include "distributed/launch_env.h"
 #include "distributed/local_launcher.h"
 #include "distributed/process_group.h"
+#include "util/blas_kernels.h"
 #include "worker.h"
 
 namespace rt::testing::dist {
@@ -28,6 +29,7 @@ std::map<std::string, Scenario>& scenarios() {
 }  // namespace rt::testing::dist
 
 int main(int argc, char** argv) {
+  rt::choose_blas_kernels();
   using namespace rt::testing::dist;
   namespace dist = rt::dist;
   if (argc >= 5 && std::string(argv[1]) == "launch" && std::string(argv[4]) == "--") {
