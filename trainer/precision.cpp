@@ -8,15 +8,7 @@
 namespace rt {
 namespace {
 
-// ATen's autocast state of `device`'s type (torch.autocast's __enter__/__exit__ set these). The
-// per-device-type functions came in LibTorch 2.4; before, CUDA and CPU had functions of their own.
-bool autocast_enabled(const torch::Device& device) {
-#if RT_TORCH_AT_LEAST(2, 4)
-  return at::autocast::is_autocast_enabled(device.type());
-#else
-  return device.is_cuda() ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-#endif
-}
+bool autocast_enabled(const torch::Device& device) { return compat::autocast_enabled(device.type()); }
 
 at::ScalarType autocast_dtype_of(const torch::Device& device) {
 #if RT_TORCH_AT_LEAST(2, 4)

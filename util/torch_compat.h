@@ -2,6 +2,7 @@
 // LibTorch >= 1.13).
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -105,6 +106,16 @@ inline void zero_grad_filled(torch::optim::Optimizer& opt) {
   opt.zero_grad(/*set_to_none=*/false);
 #else
   opt.zero_grad();
+#endif
+}
+
+// ATen's autocast state of a device type (torch.autocast's __enter__/__exit__ set it). The
+// per-device-type functions came in LibTorch 2.4; before, CUDA and CPU had functions of their own.
+inline bool autocast_enabled(c10::DeviceType type) {
+#if RT_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(type);
+#else
+  return type == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
 #endif
 }
 

@@ -2,6 +2,7 @@
 
 #include "distributed/sync_batch_norm.h"
 #include "models/common/batch_slice.h"
+#include "models/common/row_linear.h"
 #include "models/ssm/fused_ops.h"
 #include "profiling/annotation.h"
 #include "util/error.h"
@@ -108,7 +109,7 @@ torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
                                p > 0 ? fused::draw_dropout_seed() : 0);
   auto w = torch::cat({glu_w1->weight, glu_w2->weight}, 0);  // [2H, H]: both halves in one addmm
   auto b = torch::cat({glu_w1->bias, glu_w2->bias}, 0);
-  auto ab = torch::addmm(b, h, w.t()).to(x2.scalar_type());
+  auto ab = models::row_linear(h, w, b).to(x2.scalar_type());
   return fused::glu_dropout_residual(ab, x2, p, p > 0 ? fused::draw_dropout_seed() : 0).view({B, T, H});
 }
 
@@ -147,13 +148,13 @@ torch::Tensor S5DecoderImpl::forward(const torch::Tensor& x, int64_t /*group*/) 
   const int64_t B = x.size(0), T = x.size(1);
   torch::Tensor h;
   {
-    // 2-D Linear = one addmm (a 3-D input would take matmul + a separate bias add).
+    // In rows: one product with its bias (a 3-D input would take matmul + a separate bias add).
     prof::ModuleScope span("encoder");
-    h = encoder(x.reshape({B * T, x.size(2)})).view({B, T, -1});
+    h = models::row_linear(x.reshape({B * T, x.size(2)}), encoder->weight, encoder->bias).view({B, T, -1});
   }
   for (auto& b : blocks) h = b(h);
   prof::ModuleScope span("decoder");
-  return decoder(h.reshape({B * T, h.size(2)})).view({B, T, -1});
+  return models::row_linear(h.reshape({B * T, h.size(2)}), decoder->weight, decoder->bias).view({B, T, -1});
 }
 
 FoundationalDecoderImpl::FoundationalDecoderImpl(const SsmOptions& options, int64_t n_groups)

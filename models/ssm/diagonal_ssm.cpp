@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/common/row_linear.h"
 #include "util/error.h"
 
 namespace rt::ssm {
@@ -137,12 +138,12 @@ torch::Tensor LruLayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t 
   const int64_t rows = u2.size(0), P = options_.state_dim;
   auto gamma = torch::sqrt(-torch::expm1(-2.0 * torch::exp(nu_log))).unsqueeze(1);  // [P, 1]
   auto w_in = torch::cat({B.select(2, 0) * gamma, B.select(2, 1) * gamma}, 0);      // [2P, H]
-  auto bu = torch::mm(u2.to(w_in.scalar_type()), w_in.t()).view({batch, rows / batch, 2 * P});
+  auto bu = models::row_linear(u2.to(w_in.scalar_type()), w_in).view({batch, rows / batch, 2 * P});
   auto lam = lambda();
   auto x = complex_recurrence(torch::real(lam).contiguous(), torch::imag(lam).contiguous(), bu)
                .view({rows, 2 * P});
   auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]: Re(Cx)
-  return torch::mm(x, w_out.t());
+  return models::row_linear(x, w_out);
 }
 
 std::shared_ptr<SsmLayerBase> make_ssm_layer(const S5LayerOptions& options) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/common/row_linear.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -302,12 +303,12 @@ torch::Tensor S5LayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t b
   // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
   auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
   // Autocast: the recurrence in the parameters' precision (see forward).
-  auto bu = torch::mm(u2, w_in.t()).to(w_in.scalar_type()).view({batch, N / batch, 2 * P});
+  auto bu = models::row_linear(u2, w_in).to(w_in.scalar_type()).view({batch, N / batch, 2 * P});
   auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), bu).view({N, 2 * P});
   // Re(C̃x) = C_re·x_re − C_im·x_im.
   auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]
   if (options_.conj_sym) w_out = 2.0 * w_out;
-  return torch::mm(x, w_out.t());
+  return models::row_linear(x, w_out);
 }
 
 bool is_ssm_parameter_name(const std::string& name) {

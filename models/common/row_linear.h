@@ -1,0 +1,22 @@
+// Linear layers applied to rows [N, K] (the SSM decoders' [B·T, H] layout): x · weightᵀ + bias,
+// as one autograd node whose forward and backward products go to oneDNN's row-major sgemm
+// (dnnl_sgemm) when the LibTorch in the process links oneDNN as a shared library (Debian's
+// does), and to aten's addmm / mm otherwise. oneDNN's JIT kernels are chosen for the CPU at run
+// time and keep narrow products (64 to 256 columns, as the decoders' are) near the core's peak,
+// where a general BLAS spends its time packing. Same function and gradients; only the order of
+// the float32 sums differs.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace rt::models {
+
+// x [N, K], weight [M, K], bias [M] or undefined → [N, M]. Float32 CPU tensors go to oneDNN
+// (contiguous copies are made where needed); anything else (double, CUDA, autocast's low
+// precision) takes aten's ops.
+torch::Tensor row_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
+
+// Whether row_linear can use oneDNN's sgemm in this process.
+bool row_linear_uses_onednn();
+
+}  // namespace rt::models
