@@ -16,7 +16,7 @@
 #include "util/torch_compat.h"
 
 // The elementwise kernels below are plain loops the compiler vectorises; RT_SIMD_CLONES also
-// compiles them for AVX2 (picked at load time), since the default target is SSE2.
+// compiles them for AVX-512 and AVX2 (picked at load time), since the default target is SSE2.
 // Without -fno-trapping-math (torch's own kernels build with it) GCC will not if-convert the
 // selects in exp/sigmoid, and the loops stay scalar. FP exceptions are never enabled here.
 #if defined(__GNUC__) && !defined(__clang__)
