@@ -20,6 +20,7 @@
 #include "trainer/fused_adam.h"
 #include "util/blas_kernels.h"
 #include "util/enum_names.h"
+#include "util/heap_retention.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"
 
@@ -128,11 +129,18 @@ int main(int argc, char** argv) {
          "--fused_optimizer", fused_optimizer,
          "1: rt::FusedAdamW + set-to-none gradients (train's default); 0: torch::optim::AdamW, zero_grad()")
       ->capture_default_str();
+  int retain_freed_memory = 1;
+  app.add_option(
+         "--retain_freed_memory", retain_freed_memory,
+         "1: keep the memory a step frees for the next (train.retain_freed_memory, train's default); 0: "
+         "glibc's malloc defaults")
+      ->capture_default_str();
   app.add_option(
       "--export", export_dir,
       "write weights, batch and reference losses to DIR/ssm_step.{json,bin} (rt-golden/1) and exit");
   app.add_option("--check_steps", check_steps, "steps whose losses --export records")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (retain_freed_memory) rt::retain_freed_heap_memory();
   torch::set_num_threads(threads);
   torch::manual_seed(static_cast<int64_t>(seed));
 
@@ -175,6 +183,7 @@ int main(int argc, char** argv) {
                   {"ssm", kind},
                   {"block", s.model->blocks.front()->uses_fused_kernels(x) ? "fused" : "unfused"},
                   {"fused_optimizer", fused_optimizer != 0},
+                  {"retain_freed_memory", retain_freed_memory != 0},
                   {"steps", steps},
                   {"median_ms", sorted[sorted.size() / 2]},
                   {"min_ms", sorted.front()},
