@@ -22,6 +22,10 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
     throw Error("data.smoothing_sigma_ms = " + std::to_string(options_.smoothing_sigma_ms) +
                 ": must be <= " + std::to_string(kMaxSigmaMs));
   }
+  if (options_.example_cache_mb < 0) {
+    throw Error("data.example_cache_mb = " + std::to_string(options_.example_cache_mb) +
+                ": must be >= 0 (0 = no cache)");
+  }
   if (const std::string why = not_a_folder(db); !why.empty())
     throw Error("neural database " + db.string() + " " + why);
   store_ = std::make_unique<LmdbStore>(db, LmdbStore::Mode::kReadOnly);
@@ -53,6 +57,24 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
 }
 
 Example NeuralDataset::get(size_t index, std::mt19937_64& /*rng*/) const {
+  if (options_.example_cache_mb <= 0) return prepare(index);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (index < cache_.size() && cache_[index].input.defined()) return cache_[index];
+  }
+  Example ex = prepare(index);
+  const int64_t bytes = ex.input.nbytes() + ex.target.nbytes();
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (cache_.size() < size()) cache_.resize(size());
+  if (!cache_[index].input.defined() &&
+      cache_bytes_ + bytes <= options_.example_cache_mb * (int64_t{1} << 20)) {
+    cache_[index] = ex;
+    cache_bytes_ += bytes;
+  }
+  return ex;
+}
+
+Example NeuralDataset::prepare(size_t index) const {
   const auto key = LmdbStore::key_for_index(index);
   auto value = store_->get(key);
   if (!value) throw Error("neural database " + path().string() + ": no record under key " + key);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct NeuralDatasetOptions {
   // Zero-pad every example's units to the widest group (what the multi-session model and a
   // batch stacking examples of different groups need); false keeps each group's own width.
   bool pad_to_widest = true;
+  // data.example_cache_mb: examples are kept once prepared (decoded, smoothed, padded), up to
+  // this many MiB in all, and later epochs read them from memory; the examples past the budget
+  // are prepared on every read. 0 = prepare every read. Smoothing raw counts is most of a
+  // batch's loading, and it gives the same example every epoch.
+  int64_t example_cache_mb = 1024;
 };
 
 class NeuralDataset : public ExampleSource {
@@ -36,7 +42,8 @@ class NeuralDataset : public ExampleSource {
 
   size_t size() const override { return groups_.size(); }
   // input = smoothed spikes [T, units or max_units()] float32, target = behaviour [T, dims],
-  // group = index into group_names(). Thread-safe; uses no randomness.
+  // group = index into group_names(). Thread-safe; uses no randomness. A cached example's
+  // tensors are shared with the cache: read them, never write into them.
   Example get(size_t index, std::mt19937_64& rng) const override;
   int64_t group_of(size_t index) const override { return groups_.at(index); }
 
@@ -57,6 +64,11 @@ class NeuralDataset : public ExampleSource {
   int64_t behavior_dims_ = 0;
   double bin_ms_ = 5.0;
   bool stored_smoothed_ = false;
+  Example prepare(size_t index) const;
+  // The examples prepared so far (example_cache_mb), by index; undefined input = not cached.
+  mutable std::mutex cache_mutex_;
+  mutable std::vector<Example> cache_;
+  mutable int64_t cache_bytes_ = 0;
 };
 
 // Batches of dataset indices drawn from `indices` such that every batch holds one group only:

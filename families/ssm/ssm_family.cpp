@@ -105,6 +105,11 @@ const OptionsTable<SsmTrainOptions>& ssm_train_keys() {
 const OptionsTable<neural::NeuralDatasetOptions>& ssm_data_keys() {
   static const OptionsTable<neural::NeuralDatasetOptions> table = {
       {&neural::NeuralDatasetOptions::smoothing_sigma_ms, "data.smoothing_sigma_ms"},
+      {&neural::NeuralDatasetOptions::example_cache_mb,
+       keys::Field("data.example_cache_mb",
+                   "SSM: keep each example once prepared (decoded, smoothed, padded), up to this many MiB in "
+                   "all, so later epochs read it from memory; 0 = prepare every read")
+           .ge(0)},
   };
   return table;
 }
@@ -496,7 +501,8 @@ FamilyRegistration ssm_family_registration() {
   using namespace keys;
   return {"ssm",
           "S5-style SSM decoders of neural activity (s5_maze, foundational) trained on a neural database",
-          family_factory<SsmFamily>(), concat_specs({ssm_model_keys().specs(), ssm_train_keys().specs()}),
+          family_factory<SsmFamily>(),
+          concat_specs({ssm_model_keys().specs(), ssm_train_keys().specs(), ssm_data_keys().specs()}),
           check_ssm_config};
 }
 

@@ -40,7 +40,7 @@ struct SsmTrainOptions {
   std::string batch_norm = "sync";  // train.distributed.batch_norm
 };
 const OptionsTable<SsmTrainOptions>& ssm_train_keys();
-// The neural data keys of the common schema (data.smoothing_sigma_ms).
+// The neural data keys: data.smoothing_sigma_ms (the common schema's) and data.example_cache_mb.
 const OptionsTable<neural::NeuralDatasetOptions>& ssm_data_keys();
 
 // The [model] keys bound to ssm::SsmOptions, and the options a config describes (input_dim and

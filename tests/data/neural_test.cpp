@@ -223,6 +223,57 @@ TEST(NeuralImport, SyntheticFilesRoundTripIntoTheDataset) {
   EXPECT_TRUE(torch::equal(raw_ds.get(0, rng).input, raw));
 }
 
+TEST(NeuralDatasetCache, ExamplesArePreparedOnceWithinTheBudgetAndEqualFreshOnes) {
+  testing::ScratchDir dir;
+  SyntheticOptions so;
+  so.units = {12};
+  so.trials = 6;
+  so.eval_trials = 0;
+  so.bins = 40;
+  so.onset_bin = 10;
+  write_synthetic_reaching(dir / "h5", so);
+  NeuralImportOptions io;
+  io.inputs = {dir / "h5"};
+  io.output = dir / "db";
+  io.max_db_size_bytes = 1 << 24;
+  import_neural_hdf5(io);
+  std::mt19937_64 rng(0);
+  NeuralDatasetOptions none;
+  none.example_cache_mb = 0;
+  NeuralDataset fresh(dir / "db", none), cached(dir / "db");
+  ASSERT_EQ(cached.size(), 6u);
+  for (size_t i = 0; i < cached.size(); ++i) {
+    const Example a = cached.get(i, rng), b = cached.get(i, rng), c = fresh.get(i, rng),
+                  d = fresh.get(i, rng);
+    EXPECT_TRUE(torch::equal(a.input, c.input)) << i;
+    EXPECT_TRUE(torch::equal(a.target, c.target)) << i;
+    EXPECT_EQ(a.group, c.group);
+    // Cached: the second read is the first one's tensors; without the cache, a new example.
+    EXPECT_EQ(a.input.data_ptr(), b.input.data_ptr()) << i;
+    EXPECT_NE(c.input.data_ptr(), d.input.data_ptr()) << i;
+  }
+  // A budget below one example's size (200 bins x 1500 units of float32: 1.2 MB) keeps none, and
+  // every read still gives the example.
+  so.units = {1500};
+  so.trials = 2;
+  so.bins = 200;
+  so.onset_bin = 50;
+  write_synthetic_reaching(dir / "wide_h5", so);
+  io.inputs = {dir / "wide_h5"};
+  io.output = dir / "wide_db";
+  import_neural_hdf5(io);
+  NeuralDatasetOptions tiny;
+  tiny.example_cache_mb = 1;
+  NeuralDataset wide(dir / "wide_db", tiny), wide_fresh(dir / "wide_db", none);
+  const Example w1 = wide.get(0, rng), w2 = wide.get(0, rng);
+  EXPECT_NE(w1.input.data_ptr(), w2.input.data_ptr());
+  EXPECT_TRUE(torch::equal(w1.input, wide_fresh.get(0, rng).input));
+  NeuralDatasetOptions bad;
+  bad.example_cache_mb = -1;
+  EXPECT_NE(error_of([&] { NeuralDataset b(dir / "db", bad); }).find("data.example_cache_mb"),
+            std::string::npos);
+}
+
 TEST(NeuralImport, SmoothingAtImportIsRecordedAndNotAppliedTwice) {
   testing::ScratchDir dir;
   SyntheticOptions so;
