@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--onnx_dir", onnx_dir,
                  "instead of timing: write the model's weights (DIR/weights, rt-golden/1, every float "
                  "parameter and buffer by name) and its ONNX forward graphs, DIR/ours_streaming.onnx and "
-                 "DIR/ours_offline.onnx (scripts/bench/onnx_bench.sh)");
+                 "DIR/ours_offline.onnx (benchmarks/onnx_bench.sh)");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
 

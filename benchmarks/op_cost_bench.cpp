@@ -1,7 +1,7 @@
 // Cost of operator tracing per ATen operator (overhead budget: <= 10% while tracing), with Google Benchmark:
 // a small op (add of two 8-element tensors) untraced, traced, traced + record_shapes, traced +
 // with_stack, and the cost of a module span off and on. Results: BENCHMARKS.md, "Detailed tracing
-// overhead" (scripts/bench/tracing_overhead.sh runs it); reading: docs/perf/tracing.md.
+// overhead" (benchmarks/tracing_overhead.sh runs it); reading: docs/perf/tracing.md.
 //
 //   ./build/bin/op_cost_bench --benchmark_min_time=0.5
 //

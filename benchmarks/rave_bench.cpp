@@ -1,8 +1,8 @@
-// rave_bench: measurements of the native RAVE model for scripts/bench/run.sh (not a test).
+// rave_bench: measurements of the native RAVE model for benchmarks/run.sh (not a test).
 //
 //   rave_bench step --version v2 --batch 4 --n_signal 32768 --threads 1 --steps N
 //       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split;
-//       bench.py times it against the real RAVE's training_step (scripts/bench/rave_gpu_step.py).
+//       bench.py times it against the real RAVE's training_step (benchmarks/rave_gpu_step.py).
 //       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
 //       operator calls per phase (RecordFunction) for one extra step.
 //   rave_bench flops --version v2 --batch 4 --n_signal 32768
@@ -321,7 +321,7 @@ int cmd_validate(const ModelArgs& a, int reps) {
 
 int main(int argc, char** argv) {
   rt::announce_blas_kernels();
-  CLI::App app{"Native RAVE measurements (scripts/bench/run.sh)"};
+  CLI::App app{"Native RAVE measurements (benchmarks/run.sh)"};
   app.require_subcommand(1);
   ModelArgs a;
   int steps = 5, warmup = 1, reps = 5;

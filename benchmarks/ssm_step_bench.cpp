@@ -1,7 +1,7 @@
 // ssm_step_bench: one training step (forward + MSE + backward + AdamW) of the s5_maze SSM decoder
 // (models/ssm/decoders.h; --ssm s5, s4d or lru: the layer in its block) on a fixed random batch,
 // timed step by step. The Python twin
-// is tests/oracle/s5_maze.py; scripts/bench/ssm_step.sh runs both interleaved.
+// is tests/oracle/s5_maze.py; benchmarks/ssm_step.sh runs both interleaved.
 //
 // --export DIR writes what the twin needs to check it computes the same thing: every named
 // parameter and buffer after initialisation, the batch, and the losses of the first

@@ -121,7 +121,7 @@ std::string config_reference_markdown() {
       "its first place, so the second could not overlay v3). `--print_config` shows\n"
       "which file set each key, and `--summary` the parameter count (tested against the real RAVE's).\n"
       "Each one's step time and memory on a CPU, measured: BENCHMARKS.md, \"RAVE's configurations on the\n"
-      "CPU\" (`scripts/bench/rave_configs.sh`).\n\n" +
+      "CPU\" (`benchmarks/rave_configs.sh`).\n\n" +
       rave_configs_markdown() + "\n## Common keys\n";
   std::vector<const KeySpec*> common;
   for (const auto& spec : config_schema()) {

@@ -148,7 +148,7 @@ torch::jit::Module load_file(const fs::path& file) {
     // Timing it with our own operator runner would time LibTorch, not the host's runtime.
     throw Error(name +
                 " is an ONNX file: its speed is ONNX Runtime's, which export does not link; time it in the "
-                "host, or with scripts/bench/onnx_race.py (ONNX Runtime, one thread, block by block)");
+                "host, or with benchmarks/onnx_race.py (ONNX Runtime, one thread, block by block)");
   }
   try {
     auto m = torch::jit::load(file.string());  // as nn~'s Backend::load

@@ -17,7 +17,7 @@
 # profile-report on those runs; HTA's breakdowns of the traces; v2's step time and memory at
 # 8 x 131072 and 4 x 32768 in fp32 and bf16, ours and the real RAVE's training_step on the same GPU.
 # rave_parity runs only when named with --only: the same small v2 trained 2000 steps by the real
-# RAVE's `rave train` and by ours, three runs each, all at once (scripts/bench/rave_parity.py).
+# RAVE's `rave train` and by ours, three runs each, all at once (benchmarks/rave_parity.py).
 # Each step is timed and bounded; one failing does not stop the others; the exit status is 1 when
 # any step failed.
 #
@@ -178,10 +178,10 @@ trace_step() {  # each trace's GPU rows (kernels, memcpy, ac2g flows, deviceProp
   local rc=0 run trace
   for run in "$WORK"/runs/*_profiled_*/; do
     trace="$(ls "$run"/profiler_traces/*.pt.trace.json | head -1)"
-    "$PY" "$ROOT/scripts/bench/gpu_figures.py" trace "$trace" >"$run/trace_figures.json" || rc=1
+    "$PY" "$ROOT/benchmarks/gpu_figures.py" trace "$trace" >"$run/trace_figures.json" || rc=1
     cat "$run/trace_figures.json"
     echo
-    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/gpu_figures.py" hta "$run/profiler_traces" "$run/hta.json" || rc=1
+    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/benchmarks/gpu_figures.py" hta "$run/profiler_traces" "$run/hta.json" || rc=1
   done
   return $rc
 }
@@ -203,7 +203,7 @@ ours_step() {
           --data.n_signal "$n_signal" --precision "$p" --train.val_every 100000 --train.save_every 100000 \
           --enable_timing_profiling --enable_memory_profiling --profiling.memory_every 1 --train.log_every 1000 \
           "${phase_args[@]}" >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log"; rc=1; continue; }
-        "$PY" "$ROOT/scripts/bench/gpu_figures.py" step "$(last_run)" --skip 5 >"$WORK/$name.json" || rc=1
+        "$PY" "$ROOT/benchmarks/gpu_figures.py" step "$(last_run)" --skip 5 >"$WORK/$name.json" || rc=1
         tee -a "$WORK/ours.jsonl" <"$WORK/$name.json"
       done
     done
@@ -212,14 +212,14 @@ ours_step() {
 }
 
 rave_step() {
-  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/rave_gpu_step.py" --out "$WORK/rave_step.json" --steps "$STEPS" \
+  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/benchmarks/rave_gpu_step.py" --out "$WORK/rave_step.json" --steps "$STEPS" \
     --replace-unused-imports
 }
 
-# Training parity with the real RAVE (scripts/bench/rave_parity.py): training here, the curves
+# Training parity with the real RAVE (benchmarks/rave_parity.py): training here, the curves
 # and the figure later, where TensorBoard's reader is (rave_parity.sh --collect_only).
 parity_step() {
-  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/scripts/bench/rave_parity.py" --bin "$BIN" --work "$WORK/parity" \
+  PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/benchmarks/rave_parity.py" --bin "$BIN" --work "$WORK/parity" \
     --device cuda --steps 2000 --val_every 200 --runs 3 --train_only --replace-unused-imports \
     --trained_by "scripts/gpu_check.sh --only $(echo "$ONLY" | sed 's/^,//; s/,$//')"
 }

@@ -37,12 +37,12 @@ APPS=(train preprocess profile-report export)
 # The test binaries that hold CUDA tests (gpu_check.sh runs those tests by name) and the worker
 # process test_trainer's multi-process tests start.
 TESTS=(test_trainer test_profiling test_data test_models)
-# The wheels scripts/bench/rave_gpu_step.py and rave_train.py need on a Python 3.12 x86_64 node
+# The wheels benchmarks/rave_gpu_step.py and rave_train.py need on a Python 3.12 x86_64 node
 # that has torch==2.11.0, all pinned and downloaded (and installed) with --no-deps: acids-rave's
 # own requirements include scipy==1.10.0 (no Python 3.12 wheel; newer scipy lacks the
 # scipy.signal.kaiser rave/pqmf.py imports), scikit-learn, librosa, GPUtil (no wheel) and more
 # that its training step never uses; --replace-unused-imports stands in for those it imports, and
-# the PQMF prototype comes from scripts/bench/rave_pqmf_prototypes.json. torch is the node's.
+# the PQMF prototype comes from benchmarks/rave_pqmf_prototypes.json. torch is the node's.
 WHEELS_RAVE=(
   acids-rave==2.3.1 cached-conv==2.5.0 gin-config==0.5.0 einops==0.8.2 torchaudio==2.11.0
   pytorch-lightning==1.9.0 lightning-utilities==0.15.3 torchmetrics==1.9.0 pyyaml==6.0.4 tqdm==4.70.1

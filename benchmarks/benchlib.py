@@ -1,0 +1,303 @@
+"""Shared pieces of the benchmark programs under benchmarks/ (standard library only).
+
+Every benchmark ends in one result file, benchmarks/results/<name>.json, which
+benchmarks/bench.py --render_only turns into its BENCHMARKS.md section. A result is a JSON
+object:
+
+  schema        RESULT_SCHEMA
+  name          the file's stem; render.py's TOPICS fixes where its section goes
+  title         the section's heading
+  date          when it was measured (ISO 8601, local time of the machine that measured it)
+  command       what was run to produce it (the script and its arguments)
+  environment   date, git describe, cpu, nproc, load before/after, OMP_WAIT_POLICY, ...
+  commands      the programs that script ran, exactly (optional)
+  raw           every run's figures as measured (per round, per step), free-form per benchmark
+  derived       figures computed from raw (medians, ratios), free-form per benchmark
+  blocks        what the section shows, in order: {"text": "..."}, {"heading": "..."},
+                {"table": {"columns": [...], "rows": [[...], ...]}}
+  targets       goals this benchmark answers: see target()
+  analysis      a docs/perf/*.md page with the hand-written reading of these figures (optional)
+  migrated_from where the figures were copied from, for results measured before this format
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+RESULT_SCHEMA = 1
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS_DIR = os.path.join(HERE, "results")
+
+
+def load_avg():
+    """The 1-, 5- and 15-minute load averages, or None."""
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(v) for v in f.read().split()[:3]]
+    except OSError:
+        return None
+
+
+def parse_load(text):
+    """'0.75 0.99 1.22' (as lib.sh's bench_load prints it) -> [0.75, 0.99, 1.22]; None if empty."""
+    if not text:
+        return None
+    return [float(v) for v in text.split()[:3]]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_describe(root=ROOT):
+    try:
+        return subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--abbrev=7"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def now():
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def openblas_coretype():
+    """The OPENBLAS_CORETYPE every arm of a benchmark runs with: the user's; else, where OpenBLAS
+    falls back to its SSE3 (Prescott) kernels on a CPU with AVX2 and FMA, the kernels our
+    programs choose there (util/blas_kernels.h), so that the Python peers get them too; None
+    leaves OpenBLAS's own choice."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return os.environ["OPENBLAS_CORETYPE"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+        probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
+                               env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
+    except OSError:
+        return None
+    if not {"avx2", "fma"} <= flags or "Core: Prescott" not in probe.stdout + probe.stderr:
+        return None
+    return "SkylakeX" if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags else "Haswell"
+
+
+def environment(load_before=None, git=None, **extra):
+    """The machine and tree a result comes from. load_before: the load when the benchmark
+    started (a list, or the text of /proc/loadavg's first three fields); the load now is taken
+    as load_after."""
+    if isinstance(load_before, str):
+        load_before = parse_load(load_before)
+    env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
+           "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def summary_parser(doc, options="", command_required=True):
+    """The argument parser every summary starts from: --command (how the benchmark was run, as
+    lib.sh's bench_command prints it), --load_before (bench_load's line when it started) and
+    --results_dir (where the result JSON goes; default benchmarks/results), then `options`,
+    space-separated: NAME (a string), NAME:int or NAME:float, each required unless it ends in ?."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--command", required=command_required, help="how the benchmark was run")
+    ap.add_argument("--load_before", help="the load averages when it started")
+    ap.add_argument("--results_dir", help="where the result JSON goes")
+    for opt in options.split():
+        name, _, kind = opt.rstrip("?").partition(":")
+        ap.add_argument("--" + name, type={"": str, "int": int, "float": float}[kind], required=not opt.endswith("?"))
+    return ap
+
+
+def write_summary(a, name, title, blocks, env=None, **fields):
+    """How a summary ends: its result (see record; env: environment(a.load_before) unless given)
+    written to a.results_dir, and the path printed."""
+    env = env if env is not None else environment(a.load_before)
+    print(write_result(record(name, title, a.command, env, blocks, **fields), a.results_dir))
+
+
+def spread(values, fmt="{:.1f}", bold=False, head=None):
+    """'median (min–max)' of values in fmt, the median in bold if asked; head replaces the median
+    (a headline figure that is not the median of these values)."""
+    v = sorted(values)
+    head = head or fmt.format(statistics.median(v))
+    return f"{f'**{head}**' if bold else head} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
+
+
+def last_json_line(path):
+    with open(path) as f:
+        return json.loads([line for line in f if line.strip()][-1])
+
+
+def job_examples_per_second(run_out):
+    """The training_summary.json of the one run under a train --out_path, and examples per second
+    of the whole job over the training loop (steps · batch · world size / training time)."""
+    import glob
+    with open(glob.glob(os.path.join(run_out, "*", "training_summary.json"))[0]) as f:
+        s = json.load(f)
+    return s, s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"]
+
+
+def latest_run(out_path):
+    """The newest run under a train --out_path (its `latest` file names it)."""
+    with open(os.path.join(out_path, "latest")) as f:
+        return os.path.join(out_path, f.read().strip())
+
+
+def demo_audio(bin_dir, folder, seconds, seed=1):
+    """preprocess --generate_demo: the demo's audio files (seconds per file) in folder."""
+    subprocess.run([os.path.join(bin_dir, "preprocess"), "--generate_demo", folder, "--force", "--demo_seconds",
+                    str(seconds), "--seed", str(seed)], check=True, capture_output=True)
+    return folder
+
+
+def demo_audio_db(bin_dir, db, seconds, *args, seed=1):
+    """The demo audio (demo_audio, at DB_audio) imported into the LMDB db with preprocess's
+    further args; returns db."""
+    audio = demo_audio(bin_dir, db + "_audio", seconds, seed)
+    subprocess.run([os.path.join(bin_dir, "preprocess"), "--input_path", audio, "--output_path", db, *map(str, args)],
+                   check=True, capture_output=True)
+    return db
+
+
+def time_calls(call, warm, timed):
+    """call(x) for every x of warm untimed, then of timed: the ms of each timed call."""
+    for x in warm:
+        call(x)
+    ms = []
+    for x in timed:
+        t0 = time.perf_counter()
+        call(x)
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
+
+
+def demo_neural_db(bin_dir, db, units, trials):
+    """One synthetic reaching session (seed 1) as the neural database db; returns db."""
+    pre = os.path.join(bin_dir, "preprocess")
+    subprocess.run([pre, "--generate_neural_demo", db + "_h5", "--force", "--groups", "1", "--units", str(units),
+                    "--trials", str(trials), "--seed", "1"], check=True, capture_output=True)
+    subprocess.run([pre, "--kind", "neural", "--input_path", db + "_h5", "--output_path", db], check=True,
+                   capture_output=True)
+    return db
+
+
+def summary(values):
+    """Median, min, max and n of a list of numbers (None for an empty list)."""
+    v = sorted(values)
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)}
+
+
+def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, section=None):
+    """One goal the targets table shows. runs: the figure of every run (or round, or repetition,
+    as `over` says); the goal is met only when every run meets it (op: "<=", ">=", "<", ">",
+    "=="). value: the headline figure, when it is not the median of runs (e.g. a ratio of medians);
+    fmt formats value and runs. section: the topic whose section holds the figure (default: the
+    result's own)."""
+    t = {"target": label, "goal": goal, "op": op, "threshold": threshold, "runs": list(runs),
+         "format": fmt, "over": over}
+    if value is not None:
+        t["value"] = value
+    if note:
+        t["note"] = note
+    if section:
+        t["section"] = section
+    return t
+
+
+def meets(op, value, threshold):
+    return {"<=": value <= threshold, ">=": value >= threshold, "<": value < threshold,
+            ">": value > threshold, "==": value == threshold}[op]
+
+
+class Blocks(list):
+    """The section's content in order (see the module docstring)."""
+
+    def text(self, *parts):
+        self.append({"text": " ".join(p for p in parts if p)})
+        return self
+
+    def heading(self, title):
+        self.append({"heading": title})
+        return self
+
+    def table(self, columns, rows, title=None):
+        t = {"columns": list(columns), "rows": [list(r) for r in rows]}
+        if title:
+            t["title"] = title
+        self.append({"table": t})
+        return self
+
+
+def record(name, title, command, env, blocks, raw=None, derived=None, targets=None, commands=None,
+           analysis=None, **extra):
+    """A result object (see the module docstring); write it with write_result."""
+    r = {"schema": RESULT_SCHEMA, "name": name, "title": title, "date": env.get("date") or now(),
+         "command": command, "environment": env}
+    if commands:
+        r["commands"] = list(commands)
+    r["raw"] = raw if raw is not None else {}
+    r["derived"] = derived if derived is not None else {}
+    r["blocks"] = list(blocks)
+    r["targets"] = list(targets or [])
+    if analysis:
+        r["analysis"] = analysis
+    r.update(extra)
+    return r
+
+
+def check(r):
+    """Raises ValueError when r is not a result bench.py can render."""
+    for key in ("schema", "name", "title", "date", "command", "blocks", "targets"):
+        if key not in r:
+            raise ValueError(f"result {r.get('name', '?')}: no '{key}'")
+    if r["schema"] != RESULT_SCHEMA:
+        raise ValueError(f"result {r['name']}: schema {r['schema']}, expected {RESULT_SCHEMA}")
+    for b in r["blocks"]:
+        if len(b) != 1 or next(iter(b)) not in ("text", "heading", "table"):
+            raise ValueError(f"result {r['name']}: block {str(b)[:80]} is none of text, heading, table")
+        if "table" in b:
+            width = len(b["table"]["columns"])
+            for row in b["table"]["rows"]:
+                if len(row) != width:
+                    raise ValueError(f"result {r['name']}: row {row} has {len(row)} cells, not {width}")
+    for t in r["targets"]:
+        if t["op"] not in ("<=", ">=", "<", ">", "==") or not t["runs"]:
+            raise ValueError(f"result {r['name']}: target {t['target']!r} needs an op and at least one run")
+
+
+def results_dir(path=None):
+    """--results_dir, else $BENCH_RESULTS_DIR, else benchmarks/results."""
+    return path or os.environ.get("BENCH_RESULTS_DIR") or RESULTS_DIR
+
+
+def write_result(r, directory=None):
+    """Writes r to <directory>/<name>.json (see results_dir) and returns the path."""
+    check(r)
+    directory = results_dir(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, r["name"] + ".json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(r, f, indent=1, ensure_ascii=False, default=str)
+        f.write("\n")
+    return path
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

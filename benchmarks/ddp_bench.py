@@ -1,0 +1,502 @@
+#!/usr/bin/env python3
+"""Python side of the data-parallel benchmark (benchmarks/ddp.sh): the training step of
+tiny_rave (the real RAVE, acids-rave 2.3.1, its own training_step) or s5_maze (the SSM twin
+tests/oracle/s5_maze.py) under torch's DistributedDataParallel (Gloo, CPU), for comparison with
+`train --nproc_per_node N`. Runs in .venv-rave-cpu (benchmarks/rave_cpu_env.sh: RAVE on torch
+2.11.0, the LibTorch of build-cuda/), with LD_LIBRARY_PATH=/usr/local/cuda/lib64.
+
+  ddp_bench.py --model tiny_rave|s5_maze --world N [--steps 20] [--warmup 3] [--threads T]
+               [--batch B] [--phase 1|2] [--config FILE] [--bins 140] [--sync_bn 1|0] [--seed 0]
+               [--lockstep_only 0|1] [--rave_backward manual|tensor]
+
+It spawns the N ranks itself (torch.multiprocessing). Rank 0 prints one JSON object: model,
+world_size, threads, batch_per_rank, steps, steps_per_second (the slowest rank),
+examples_per_second (steps/s x B x N), per_rank, sync, params_in_sync, ddp (the wrapper's
+settings), torch; at world 1 also plain_steps_per_second (the same step without DDP); tiny_rave
+adds first_step_loss (and plain_first_step_loss at world 1: equal when DDP changes nothing of the
+step) and, under sizes, the gin bindings, receptive field and parameter counts. --lockstep_only 1
+drops DDP: the ranks train apart and meet once per step in a 1-element all-reduce (what
+lock-stepping alone costs on the host).
+
+One step, per rank, on fixed synthetic input seeded by rank (a fresh copy each step):
+  tiny_rave: RAVE v2 from its own v2.gin with the bindings rave_bindings() derives from
+    configs/tiny_rave.toml, stepped by tests/oracle/rave_oracle.py's Harness (Lightning 1.9's
+    per-batch calls: callbacks, training_step, the LinearLR), imported as rave_gpu_step.py does.
+    --phase 2 first sets the callbacks' step counts to phase_1_duration, as rave_gpu_step does.
+    Under DDP it is wrapped as Lightning 1.9's `strategy="ddp"` wraps it on the CPU:
+    DistributedDataParallel(LightningDistributedModule(model)) with DDPStrategy's own kwargs
+    (find_unused_parameters=True), the wrapper's forward calling RAVE's training_step with
+    require_backward_grad_sync off, reset after the step. RAVE 2.3.1 calls loss.backward() itself,
+    not manual_backward, so under Lightning's DDP strategy it all-reduces no gradients at all
+    (Lightning issue #9237): --rave_backward tensor runs exactly that (params_in_sync comes out
+    false); manual (the default, what the benchmark compares) runs each backward as
+    manual_backward would, prepare_for_backward first, so the gradients are averaged during
+    backward (every parameter requiring grad, in one bucket, the unused ones as zeros).
+  s5_maze: Linear -> S5 block(s) -> Linear, MSE to a fixed target, AdamW (s5_maze.py), under
+    DistributedDataParallel with DDP's defaults. torch.nn.SyncBatchNorm refuses CPU input, so
+    the BatchNorm statistics over every rank's rows (what the native trainer does,
+    distributed/sync_batch_norm.h) come from SyncBatchNormRows below; --sync_bn 0 keeps them local.
+Sizes come from configs/<model>.toml; what RAVE cannot express of a native config is refused
+(RAVE_FIXED). DDP rebuilds its buckets in the second iteration: warm-up should cover two steps.
+Gloo uses the loopback interface (GLOO_SOCKET_IFNAME=lo unless set); libgomp reads
+OMP_WAIT_POLICY when it loads, so export it before running (the JSON records it).
+"""
+import argparse
+import contextlib
+import datetime
+import functools
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import tomllib
+import types
+from importlib.metadata import version
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(BENCH, "..", "tests", "oracle"))
+import s5_maze  # noqa: E402  (tests/oracle/s5_maze.py)
+
+REPO = os.path.abspath(os.path.join(BENCH, ".."))
+
+
+def require(ok, message):
+    if not ok:
+        raise SystemExit(f"ddp_bench: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny_rave: the real RAVE (acids-rave 2.3.1)
+
+# What RAVE fixes in code and the native config can change (RAVE.configure_optimizers: Adam at
+# 1e-3 and 1e-4, betas (0.5, 0.9), LinearLR to 0.1 over phase 1; its training_step applies the
+# feature-matching weight twice; the v2 blocks' activation is LeakyReLU(0.2); v2.gin has no
+# noise generator): a config that asks for something else is refused, not silently changed.
+RAVE_FIXED = {"train.lr": 1e-3, "train.discriminator_lr": 1e-4, "train.adam_beta1": 0.5,
+              "train.adam_beta2": 0.9, "train.lr_end_factor": 0.1,
+              "train.feature_matching_weight_twice": True, "model.activation": "leaky_relu",
+              "model.noise_bands": 0, "model.padding": "centered", "model.discriminator": "period_scale",
+              "model.amplitude_modulation": True, "model.adain": False, "data.channels": 1}
+
+
+def rave_bindings(cfg):
+    """The gin bindings on RAVE's own v2.gin (RAVE's macros and configurables, as
+    rave_oracle.TINY_V2 binds them) that build the network and training settings of a native RAVE
+    v2 config; data.n_signal and train.batch are the batch's shape. A config asking for what
+    RAVE_FIXED says RAVE hard-codes is refused (SystemExit)."""
+    m, d, t = cfg["model"], cfg.get("data", {}), cfg.get("train", {})
+    require(m.get("family") == "rave" and m.get("version") == "v2",
+            "tiny_rave: built on RAVE's v2.gin: model.version must be v2")
+    sections = {"model": m, "data": d, "train": t}
+    for key, fixed in RAVE_FIXED.items():
+        section, name = key.split(".")
+        value = sections[section].get(name, fixed)
+        require(value == fixed, f"tiny_rave: {key} = {value!r}: RAVE 2.3.1 fixes it to {fixed!r} "
+                "(no gin setting reaches it)")
+    b = [f"SAMPLING_RATE = {d.get('sampling_rate', 44100)}"]
+    for key, macro in (("n_band", "N_BAND"), ("capacity", "CAPACITY"), ("latent_size", "LATENT_SIZE"),
+                       ("ratios", "RATIOS"), ("dilations", "DILATIONS"), ("kernel_size", "KERNEL_SIZE")):
+        if key in m:
+            b.append(f"{macro} = {m[key]!r}")
+    for key, name in (("discriminator_capacity", "discriminator.ConvNet.capacity"),
+                      ("discriminator_n_layers", "discriminator.ConvNet.n_layers"),
+                      ("periods", "discriminator.MultiPeriodDiscriminator.periods"),
+                      ("n_scales", "discriminator.MultiScaleDiscriminator.n_discriminators"),
+                      ("stft_scales", "core.MultiScaleSTFT.scales")):
+        if key in m:
+            b.append(f"{name} = {m[key]!r}")
+    # The native defaults of these keys are v2.gin's (families/rave/rave_family.cpp), except
+    # phase_1_duration's and the beta schedule's, which are bound whenever the config sets them.
+    for key, name in (("phase_1_duration", "PHASE_1_DURATION"),
+                      ("update_discriminator_every", "RAVE.update_discriminator_every"),
+                      ("beta_start", "BetaWarmupCallback.initial_value"),
+                      ("beta_end", "BetaWarmupCallback.target_value"),
+                      ("beta_warmup_steps", "BetaWarmupCallback.warmup_len"),
+                      ("valid_signal_crop", "RAVE.valid_signal_crop")):
+        if key in t:
+            b.append(f"{name} = {t[key]!r}")
+    if "feature_matching_weight" in t:
+        b.append(f"RAVE.weights = {{'feature_matching': {float(t['feature_matching_weight'])!r}}}")
+    return b
+
+
+_RAVE = {}
+
+
+def rave_modules():
+    """rave_oracle and the PQMF check, imported once per process the way rave_gpu_step.py does
+    (stand-ins for the modules the step never uses, the PQMF prototype from the table)."""
+    if not _RAVE:
+        sys.path.insert(0, BENCH)
+        import rave_gpu_step
+        oracle, replaced, pqmf_source, table, sha = rave_gpu_step.import_rave(True)
+        from pytorch_lightning.overrides.distributed import LightningDistributedModule, prepare_for_backward
+        from pytorch_lightning.strategies import DDPStrategy
+        _RAVE.update(oracle=oracle, replaced=replaced, pqmf_source=pqmf_source, table=table, sha=sha,
+                     LightningDistributedModule=LightningDistributedModule,
+                     prepare_for_backward=prepare_for_backward, DDPStrategy=DDPStrategy)
+    return _RAVE
+
+
+def lightning_ddp_kwargs():
+    """The DistributedDataParallel arguments of Lightning 1.9's `strategy="ddp"` (on the CPU:
+    device_ids None; DDPStrategy.pre_configure_ddp sets find_unused_parameters True unless given)."""
+    s = rave_modules()["DDPStrategy"]()
+    s.pre_configure_ddp()
+    return dict(s._ddp_kwargs)
+
+
+class RaveWorkload:
+    """RAVE's own training_step, with its callbacks, optimizers and LR scheduler, through
+    rave_oracle.Harness (Lightning 1.9's per-batch calls without a Trainer). With ddp, the module
+    is wrapped as Lightning's DDP strategy wraps it (see the module docstring)."""
+
+    def __init__(self, cfg, a, rank, ddp):
+        r = rave_modules()
+        oracle = r["oracle"]
+        d, t = cfg.get("data", {}), cfg.get("train", {})
+        require("batch" in t or a.batch, "tiny_rave: the config has no train.batch; give --batch")
+        self.bindings = rave_bindings(cfg)
+        self.batch = a.batch or t["batch"]
+        self.n_signal = d["n_signal"]
+        self.phase = a.phase
+        self.rave_backward = a.rave_backward
+        torch.manual_seed(a.seed)  # the same initial model on every rank (DDP broadcasts rank 0's anyway)
+        with contextlib.redirect_stdout(sys.stderr):   # RAVE prints as it builds; stdout is the JSON's
+            self.model = model = oracle.build("v2", self.bindings)
+            self.receptive_field = oracle.prepare(model)   # what Lightning's sanity validation leaves
+        entry = r["table"]["prototypes"].get(f"100,{model.pqmf.n_band}")   # v1.gin: 100 dB
+        self.pqmf_matches_scipy_build = None if entry is None else r["sha"](model.pqmf) == entry["state_sha256"]
+        self.h = oracle.Harness(model)
+        # batch_idx is the step (one epoch): RAVE steps the discriminator when batch_idx %
+        # update_discriminator_every == 0 in phase 2.
+        self.first_step = int(model.warmup) if self.phase == 2 else 0
+        if self.phase == 2:   # as rave_gpu_step.run_phase: WarmupCallback flips warmed_up at model.warmup
+            for cb in self.h.callbacks:   # and BetaWarmupCallback's beta is the step's
+                cb.state["training_steps"] = max(cb.state["training_steps"], self.first_step)
+        self.ddp = None
+        if ddp:
+            self.ddp = DistributedDataParallel(r["LightningDistributedModule"](model), device_ids=None,
+                                               **lightning_ddp_kwargs())
+            # What _LightningModuleWrapperBase.forward reads of the Trainer when training.
+            model._trainer = types.SimpleNamespace(training=True, model=self.ddp)
+            self.inside_ddp = False
+            model.training_step = self.strategy_training_step
+        torch.manual_seed(a.seed + 1 + rank)  # reparametrisation noise differs per rank
+        g = torch.Generator().manual_seed(a.seed + 1000 + rank)
+        self.x = torch.rand(self.batch, 1, self.n_signal, generator=g) - 0.5
+        self.first_loss = None
+
+    def strategy_training_step(self, batch, batch_idx):
+        """Harness.step calls this as model.training_step: DDPStrategy.training_step (the DDP
+        wrapper's forward, whose LightningDistributedModule calls model.training_step again: RAVE's
+        own this time), then DDPStrategy.post_training_step."""
+        if self.inside_ddp:
+            step = functools.partial(type(self.model).training_step, self.model)
+            if self.rave_backward == "tensor":
+                return step(batch, batch_idx)
+            # manual: the loss's backward as LightningModule.manual_backward runs it under DDP
+            # (DDPStrategy.pre_backward: Lightning's prepare_for_backward, then the backward).
+            original, ddp = torch.Tensor.backward, self.ddp
+            prepare = rave_modules()["prepare_for_backward"]
+
+            def backward(loss, *args, **kwargs):
+                prepare(ddp, loss)
+                return original(loss, *args, **kwargs)
+            torch.Tensor.backward = backward
+            try:
+                return step(batch, batch_idx)
+            finally:
+                torch.Tensor.backward = original
+        self.inside_ddp = True
+        try:
+            out = self.ddp(batch, batch_idx)
+        finally:
+            self.inside_ddp = False
+        self.ddp.require_backward_grad_sync = True   # DDPStrategy.post_training_step
+        return out
+
+    def is_dis_step(self, i):
+        return self.phase == 2 and (self.first_step + i) % int(self.model.update_discriminator_every) == 0
+
+    def step(self, i):
+        # A fresh batch tensor each step, as a loader gives (training_step sets its requires_grad).
+        loss, _ = self.h.step(self.x.clone(), self.first_step + i)
+        if self.first_loss is None:
+            self.first_loss = float(loss)
+            assert bool(self.model.warmed_up) == (self.phase == 2)
+
+    def modules(self):
+        return [self.model]
+
+    def describe(self, steps):
+        r = rave_modules()
+        m = self.model
+        out = {"phase": self.phase, "n_signal": self.n_signal, "rave": "acids-rave " + version("acids-rave"),
+               "gin": "v2.gin", "gin_bindings": self.bindings, "receptive_field": self.receptive_field,
+               "parameters": {k: sum(p.numel() for p in getattr(m, k).parameters())
+                              for k in ("encoder", "decoder", "discriminator")},
+               "pytorch_lightning": version("pytorch-lightning"), "replaced_imports": r["replaced"],
+               "pqmf_prototype": r["pqmf_source"], "pqmf_matches_scipy_build": self.pqmf_matches_scipy_build,
+               "rave_backward": self.rave_backward}
+        if self.phase == 2:
+            out["discriminator_steps_timed"] = sum(self.is_dis_step(i) for i in steps)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# s5_maze
+
+
+class SyncBatchNormRows(torch.autograd.Function):
+    """(x - mean) * invstd over the rows x [N, C] with every rank's statistics (see the module
+    docstring). Returns (y, mean, var, count); only y is differentiable."""
+
+    @staticmethod
+    def forward(ctx, x, eps):
+        x = x.contiguous()
+        c = x.size(1)
+        xd = x.double()
+        sums = torch.cat([xd.sum(0), (xd * xd).sum(0), xd.new_full((1,), x.size(0))])
+        dist.all_reduce(sums)
+        n = sums[2 * c:]
+        mean = sums[:c] / n
+        var = (sums[c:2 * c] / n - mean * mean).clamp_min(0)
+        invstd = (var + eps).rsqrt()
+        y = (x - mean.to(x.dtype)) * invstd.to(x.dtype)
+        ctx.save_for_backward(y, invstd.to(x.dtype), n)
+        ctx.mark_non_differentiable(mean, var, n)
+        return y, mean, var, n
+
+    @staticmethod
+    def backward(ctx, dy, *_):
+        y, invstd, n = ctx.saved_tensors
+        dy = dy.contiguous()  # autograd materialises a zero gradient when y got none
+        c = y.size(1)
+        gd = dy.double()
+        sums = torch.cat([gd.sum(0), (gd * y.double()).sum(0)])
+        dist.all_reduce(sums)
+        mean_g = (sums[:c] / n).to(y.dtype)
+        mean_gy = (sums[c:] / n).to(y.dtype)
+        return invstd * (dy - mean_g - y * mean_gy), None
+
+
+class SyncBatchNorm1d(nn.BatchNorm1d):
+    """s5_maze.S5Block's norm (input [B, C, T], statistics over B x T) with the statistics of
+    every rank in training; running statistics updated from the global ones (unbiased var)."""
+
+    def forward(self, x):
+        if not self.training:
+            return super().forward(x)
+        b, c, t = x.shape
+        y, mean, var, n = SyncBatchNormRows.apply(x.transpose(1, 2).reshape(b * t, c), self.eps)
+        with torch.no_grad():
+            count = float(n)
+            self.num_batches_tracked += 1
+            m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+            self.running_mean.mul_(1 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
+            self.running_var.mul_(1 - m).add_(var.to(self.running_var.dtype), alpha=m * count / (count - 1))
+        if self.affine:
+            y = y * self.weight + self.bias
+        return y.reshape(b, t, c).transpose(1, 2)
+
+
+class SsmWorkload:
+    def __init__(self, cfg, a, rank, ddp):
+        m, t = cfg["model"], cfg.get("train", {})
+        require(m.get("family") == "ssm" and m.get("variant") == "s5_maze",
+                "s5_maze: the Python reference implements model.variant = s5_maze only")
+        require(m.get("discretization", "zoh") == "zoh", "s5_maze: only model.discretization = zoh")
+        require("batch" in t or a.batch, "s5_maze: the config has no train.batch; give --batch")
+        self.batch = a.batch or t["batch"]
+        self.bins = a.bins
+        self.units, self.out = m.get("input_dim", 182), m.get("output_dim", 2)
+        self.d_model, self.state, self.layers = m.get("d_model", 64), m.get("state_dim", 64), m.get("n_layers", 1)
+        self.dropout = m.get("dropout", 0.05)
+        torch.manual_seed(a.seed)
+        self.model = s5_maze.S5Decoder(self.units, self.d_model, self.state, self.out, self.layers, self.dropout,
+                                       m.get("dt_min", 1e-3), m.get("dt_max", 1e-1))
+        self.sync_bn = bool(ddp and a.world > 1 and a.sync_bn)
+        for block in self.model.blocks:
+            if self.sync_bn:
+                norm = SyncBatchNorm1d(self.d_model, affine=False)
+                norm.load_state_dict(block.norm.state_dict())
+                block.norm = norm
+        self.model.train()
+        self.run = DistributedDataParallel(self.model) if ddp else self.model
+        self.opt = s5_maze.make_optimizer(self.model, t.get("lr", 1e-3), t.get("weight_decay", 0.01))
+        torch.manual_seed(a.seed + 1 + rank)  # dropout masks differ per rank
+        g = torch.Generator().manual_seed(a.seed + 1000 + rank)
+        self.x = torch.rand(self.batch, self.bins, self.units, generator=g) * 0.5
+        self.y = torch.randn(self.batch, self.bins, self.out, generator=g)
+
+    def step(self, i):
+        self.opt.zero_grad()
+        loss = F.mse_loss(self.run(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+
+    def modules(self):
+        return [self.model]
+
+    def describe(self, steps):
+        return {"bins": self.bins, "input_dim": self.units, "output_dim": self.out, "d_model": self.d_model,
+                "state_dim": self.state, "n_layers": self.layers, "dropout": self.dropout,
+                "scan": "parallel (complex Hillis-Steele, s5_maze.py)", "sync_batch_norm": self.sync_bn}
+
+
+WORKLOADS = {"tiny_rave": RaveWorkload, "s5_maze": SsmWorkload}
+
+
+# ---------------------------------------------------------------------------------------------
+# timing and checks
+
+
+def timed_steps(work, a, after_step=lambda: None):
+    """W warm-up steps, then S timed ones; returns the per-step seconds. Under DDP every rank
+    meets at a barrier before the clock starts. `after_step` runs inside each step's time."""
+    for i in range(a.warmup):
+        work.step(i)
+        after_step()
+    if dist.is_initialized():
+        dist.barrier()
+    times = []
+    for i in range(a.warmup, a.warmup + a.steps):
+        t0 = time.perf_counter()
+        work.step(i)
+        after_step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def lockstep(flag=torch.zeros(1)):
+    """--lockstep_only: one 1-element all-reduce per step, the ranks' only meeting."""
+    dist.all_reduce(flag)
+
+
+def parameter_checksums(work):
+    """Per parameter: sum, sum of squares and an index-weighted sum (float64)."""
+    rows = []
+    for module in work.modules():
+        for p in module.parameters():
+            v = p.detach().double().flatten()
+            w = torch.arange(1, v.numel() + 1, dtype=torch.float64)
+            rows.append(torch.stack([v.sum(), (v * v).sum(), (v * w).sum()]))
+    return torch.stack(rows)
+
+
+def worker(rank, a, cfg, port):
+    torch.set_num_threads(a.threads if a.threads > 0 else os.cpu_count())
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.world,
+                            timeout=datetime.timedelta(seconds=a.timeout))
+    plain = plain_work = None
+    if a.world == 1:
+        plain_work = WORKLOADS[a.model](cfg, a, rank, ddp=False)
+        plain = timed_steps(plain_work, a)
+    if a.lockstep_only:
+        work = WORKLOADS[a.model](cfg, a, rank, ddp=False)
+        times = timed_steps(work, a, lockstep if a.world > 1 else lambda: None)
+    else:
+        work = WORKLOADS[a.model](cfg, a, rank, ddp=True)
+        times = timed_steps(work, a)
+
+    # Every rank's step times, then the parameter check: identical checksums on every rank.
+    all_times = torch.zeros(a.world, a.steps, dtype=torch.float64)
+    all_times[rank] = torch.tensor(times, dtype=torch.float64)
+    dist.all_reduce(all_times)
+    sums = parameter_checksums(work)
+    lo, hi = sums.clone(), sums.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        per_rank = []
+        for r in range(a.world):
+            t = all_times[r].tolist()
+            per_rank.append({"rank": r, "steps_per_second": a.steps / sum(t),
+                             "median_step_ms": statistics.median(t) * 1e3})
+        sps = min(p["steps_per_second"] for p in per_rank)
+        out = {"model": a.model, "world_size": a.world, "threads": torch.get_num_threads(),
+               "batch_per_rank": work.batch, "steps": a.steps, "warmup": a.warmup,
+               "steps_per_second": sps, "examples_per_second": sps * work.batch * a.world,
+               "per_rank": per_rank}
+        if plain is not None:
+            out["plain_steps_per_second"] = a.steps / sum(plain)
+            out["plain_median_step_ms"] = statistics.median(plain) * 1e3
+        if getattr(work, "first_loss", None) is not None:
+            # Rank 0's loss of its first step (the loss RAVE's training_step backpropagates); at
+            # world 1 also the plain run's: DDP must not change what the step computes.
+            out["first_step_loss"] = work.first_loss
+            if plain_work is not None:
+                out["plain_first_step_loss"] = plain_work.first_loss
+        ddp = getattr(work, "ddp", None)
+        out.update({"sync": "lockstep_only" if a.lockstep_only else "ddp",
+                    "params_in_sync": bool(torch.equal(lo, hi)),
+                    "param_checksum_max_spread": float((hi - lo).abs().max()),
+                    "config": os.path.relpath(a.config, REPO) if a.config.startswith(REPO) else a.config,
+                    "sizes": work.describe(range(a.warmup, a.warmup + a.steps))})
+        if ddp is not None:
+            out["ddp"] = {"backend": "gloo", "wrapped": type(ddp.module).__name__,
+                          "bucket_cap_mb": ddp.bucket_bytes_cap / 2 ** 20,
+                          "first_bucket_bytes": dist._DEFAULT_FIRST_BUCKET_BYTES,
+                          "broadcast_buffers": ddp.broadcast_buffers,
+                          "find_unused_parameters": ddp.find_unused_parameters}
+        out.update({"gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                    "torch": torch.__version__})
+        print(json.dumps(out), flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--world", type=int, default=2, help="processes (ranks)")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (DDP rebuilds its buckets in the 2nd)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads per rank (default: train.threads; 0: all cores)")
+    ap.add_argument("--batch", type=int, default=0, help="examples per rank (default: train.batch)")
+    ap.add_argument("--phase", type=int, default=1, choices=(1, 2), help="tiny_rave: 2 = adversarial phase")
+    ap.add_argument("--config", help="TOML (default: configs/<model>.toml)")
+    ap.add_argument("--bins", type=int, default=140, help="s5_maze: time bins per example")
+    ap.add_argument("--sync_bn", type=int, default=1, choices=(0, 1),
+                    help="s5_maze: BatchNorm statistics over all ranks")
+    ap.add_argument("--lockstep_only", type=int, default=0, choices=(0, 1),
+                    help="no DDP, no gradient sync: the ranks meet once per step in a 1-element all-reduce "
+                         "(what lock-stepping alone costs on this host; the models drift apart)")
+    ap.add_argument("--rave_backward", default="manual", choices=("manual", "tensor"),
+                    help="tiny_rave under DDP: manual = RAVE's loss.backward() run as Lightning's "
+                         "manual_backward runs a backward (the gradients all-reduced); tensor = as RAVE 2.3.1 "
+                         "runs under Lightning's DDP strategy (a plain Tensor.backward: no gradient sync)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
+    a = ap.parse_args()
+    require(a.world >= 1 and a.steps >= 1 and a.warmup >= 0, "--world and --steps must be >= 1, --warmup >= 0")
+    require(a.phase == 1 or a.model == "tiny_rave", "--phase 2 is for tiny_rave")
+    a.config = os.path.abspath(a.config or os.path.join(REPO, "configs", f"{a.model}.toml"))
+    with open(a.config, "rb") as f:
+        cfg = tomllib.load(f)
+    if a.threads is None:
+        a.threads = cfg.get("train", {}).get("threads", 0)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    mp.spawn(worker, args=(a, cfg, free_port()), nprocs=a.world, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""One training step of foundational_ssm's own models on the s5_maze shape, timed.
+
+foundational_ssm (github.com/Melina-Jingting/foundational_ssm) is not on PyPI: pass a checkout of
+it with --fssm. Nothing of it is copied here; its modules are imported from that checkout.
+
+  --model s4d   its PyTorch S4D decoder (src/foundational_ssm/models/archive/S4DNeuroModel.py with
+                archive/s4d.py), built as its scripts/archive/nlb_train_decoding_torch.py builds it
+                for MC_Maze (input 182, output 2, hidden 64, state 64, 1 layer, dropout 0.1,
+                AdamW lr 5e-4, weight decay 0.01), in float32 (that script moves it to float64;
+                our s5_maze is float32). Step: zero_grad, forward, MSE, backward, AdamW step.
+  --model s5    its JAX S5 decoder (models/decoders.py SSMDecoder with models/s5.py S5Layer:
+                Linear 182→64, one S5 block of state 64, Linear 64→2, dropout 0.05), stepped by
+                its own jitted make_step_foundational / mse_loss_foundational
+                (utils/pretrain_utils.py) with the optimizer of create_optimizer_and_state
+                (utils/training_utils.py: AdamW 1e-3 / 0.01, Adam for the SSM's A).
+
+Threads: torch.set_num_threads for s4d; for s5 the process is pinned to the first N CPUs
+(XLA's CPU backend sizes its pools from the CPUs it may use) and, at 1 thread, XLA's
+multi-threaded Eigen is turned off.
+
+Prints one JSON line like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
+from s5_maze import add_shape_args  # noqa: E402  (the same shape options as our Python twin)
+
+
+def load_fssm_archive(root):
+    """archive/ has no __init__.py and models/__init__.py imports JAX: load the two PyTorch files
+    as a package of their own so that S4DNeuroModel's `from .s4d import S4D` resolves."""
+    archive = os.path.join(root, "src", "foundational_ssm", "models", "archive")
+    for name in ("s4d.py", "S4DNeuroModel.py"):
+        if not os.path.isfile(os.path.join(archive, name)):
+            sys.exit(f"fssm_step: {os.path.join(archive, name)} not found; --fssm must be a checkout of "
+                     "github.com/Melina-Jingting/foundational_ssm")
+    pkg = types.ModuleType("fssm_archive")
+    pkg.__path__ = [archive]
+    sys.modules["fssm_archive"] = pkg
+    for mod in ("s4d", "S4DNeuroModel"):
+        spec = importlib.util.spec_from_file_location(f"fssm_archive.{mod}", os.path.join(archive, mod + ".py"))
+        m = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = m
+        spec.loader.exec_module(m)
+    return sys.modules["fssm_archive.S4DNeuroModel"].S4DNeuroModel
+
+
+def time_steps(step, warmup, steps):
+    for _ in range(warmup):
+        step()
+    ms = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
+
+
+def run_s4d(a):
+    import torch
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    S4DNeuroModel = load_fssm_archive(a.fssm)
+    model = S4DNeuroModel(input_dim=a.units, output_dim=2, d_state=a.state, num_layers=a.layers,
+                          hidden_dim=a.d_model, dropout=0.1)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.01)
+    loss_fn = torch.nn.MSELoss()
+    x = torch.rand(a.batch, a.bins, a.units) * 0.5
+    y = torch.randn(a.batch, a.bins, 2)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return time_steps(step, a.warmup, a.steps), {"torch": torch.__version__}
+
+
+def run_s5(a):
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:a.threads]))
+    if a.threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    src = os.path.join(a.fssm, "src")
+    if not os.path.isfile(os.path.join(src, "foundational_ssm", "utils", "pretrain_utils.py")):
+        sys.exit(f"fssm_step: {src}/foundational_ssm/utils/pretrain_utils.py not found; --fssm must be a "
+                 "checkout of github.com/Melina-Jingting/foundational_ssm")
+    sys.path.insert(0, src)
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    from omegaconf import OmegaConf
+    from foundational_ssm.models import SSMDecoder
+    from foundational_ssm.utils.pretrain_utils import make_step_foundational, mse_loss_foundational
+    from foundational_ssm.utils.training_utils import create_optimizer_and_state
+
+    model, state = eqx.nn.make_with_state(SSMDecoder)(
+        rng_seed=a.seed, input_dim=a.units, output_dim=2, dim_ssm_io=a.d_model, num_ssm_layers=a.layers,
+        num_dataset_groups=1, dropout_p=0.05, ssm_layer_cls="S5Layer",
+        ssm_layer_kwargs={"dim_ssm_state": a.state, "dt_min": 0.001, "dt_max": 0.1, "blocks": 1})
+    opt, opt_state, _ = create_optimizer_and_state(model, OmegaConf.create(
+        {"mode": "all", "algorithm_cls": "adamw",
+         "algorithm_kwargs": {"learning_rate": 1e-3, "weight_decay": 0.01}}))
+    key = jr.PRNGKey(a.seed)
+    kx, ky, key = jr.split(key, 3)
+    x = jr.uniform(kx, (a.batch, a.bins, a.units)) * 0.5
+    y = jr.normal(ky, (a.batch, a.bins, 2))
+    mask = jnp.ones((a.batch, a.bins), dtype=bool)
+    groups = jnp.zeros((a.batch,), dtype=jnp.int32)
+    box = {"model": model, "state": state, "opt_state": opt_state, "key": key}
+
+    def step():
+        box["key"], k = jr.split(box["key"])
+        box["model"], box["state"], box["opt_state"], loss, _ = make_step_foundational(
+            box["model"], box["state"], x, y, mask, k, groups, mse_loss_foundational, opt, box["opt_state"])
+        loss.block_until_ready()
+
+    return time_steps(step, a.warmup, a.steps), {"jax": jax.__version__, "equinox": eqx.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fssm", required=True, help="a checkout of foundational_ssm")
+    ap.add_argument("--model", choices=("s4d", "s5"), required=True)
+    add_shape_args(ap, steps=20, warmup=3)
+    a = ap.parse_args()
+    if a.threads < 1:
+        sys.exit(f"fssm_step: --threads {a.threads}: must be at least 1")
+    if not os.path.isdir(a.fssm):
+        sys.exit(f"fssm_step: --fssm {a.fssm}: not a folder")
+    ms, versions = (run_s4d if a.model == "s4d" else run_s5)(a)
+    commit = subprocess.run(["git", "-C", a.fssm, "rev-parse", "HEAD"], capture_output=True, text=True)
+    versions["fssm_commit"] = commit.stdout.strip() if commit.returncode == 0 else None
+    s = sorted(ms)
+    print(json.dumps({"impl": "fssm_s4d" if a.model == "s4d" else "fssm_s5_jax", **versions, "threads": a.threads,
+                      "batch": a.batch, "bins": a.bins, "units": a.units, "d_model": a.d_model, "state": a.state,
+                      "layers": a.layers, "steps": a.steps, "median_ms": s[len(s) // 2], "min_ms": s[0],
+                      "max_ms": s[-1], "step_ms": ms}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Training parity with the real RAVE: the same small v2 trained by RAVE's own `rave train`
+(acids-rave 2.3.1, its Lightning loop) and by our `train`, on the same database, steps, batch and
+configuration, with two runs (seeds) per trainer; their validation spectral distances over
+the steps go into one figure and a JSON result.
+
+Run through benchmarks/rave_parity.sh (which makes the oracle venv and builds the binaries):
+  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] [--steps 2000]
+On a GPU machine (scripts/gpu_check.sh's rave_parity step), training only, both trainers on cuda:
+  rave_parity.py --bin BIN --work DIR --device cuda --train_only --replace-unused-imports
+and back here, the curves of those runs into the figure and the result:
+  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] --collect_only
+and the result again from the figures a rave_parity.json holds (for a change of the section's text):
+  rave_parity.py --from_json benchmarks/results/rave_parity.json [--results_dir DIR]
+
+RAVE runs through rave_train.py, which is `rave train` itself (--replace-unused-imports: see there).
+
+The configuration is tiny_rave's (configs/tiny_rave.toml) with phase 1 ending half way; RAVE gets
+the same network through --override bindings on its v2.gin. RAVE's train.py seeds nothing (its
+two runs differ by their random initialisation and data order); ours take --seed 1 and 2.
+Every run has one intra-op thread, and all run at once. The training side writes
+parity_meta.json under --work (device, versions, steps, wall time), which the collection reads.
+The result, results/rave_parity.json (benchlib's format, dated by parity_meta.json), holds every
+run's validation curve (raw), the final distances and their comparison (derived), the section's
+text and table (blocks) and the gap-within-spread target; rave_parity.png beside it is the figure.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+
+NAME = "rave_parity"
+TITLE = "RAVE training parity: our `train` against RAVE's own `rave train`"
+RAW_KEYS = ("trained_by", "steps", "phase_1_duration", "runs_per_trainer", "val_every", "config", "curves", "wall_s",
+            "device", "torch", "oracle")
+DERIVED_KEYS = ("final_validation", "final_is_mean_of_validations_from_step", "ratio_of_mean_finals", "rave_spread",
+                "ours_spread", "gap_of_means", "within_spread")
+CONFIG = "tiny_rave (v2 network, capacity 8, 16 bands, ratios 2·2·2), batch 4, n_signal 8192"
+
+TOML_KEYS = ["--config", "tiny_rave", "--batch", "4", "--n_signal", "8192", "--threads", "1",
+             "--workers", "0"]
+
+
+def rave_overrides(phase_1, beta_warmup):
+    """tiny_rave's network and schedule, as gin bindings on RAVE's v2.gin."""
+    return ["N_BAND=16", "CAPACITY=8", "LATENT_SIZE=8", "RATIOS=[2, 2, 2]",
+            "DILATIONS=[[1, 3], [1, 3], [1, 3]]",
+            "discriminator.ConvNet.capacity=4", "discriminator.ConvNet.n_layers=2",
+            "discriminator.MultiPeriodDiscriminator.periods=[2, 3]",
+            "discriminator.MultiScaleDiscriminator.n_discriminators=2",
+            "core.MultiScaleSTFT.scales=[512, 256, 128, 64]",
+            f"PHASE_1_DURATION={phase_1}",
+            f"BetaWarmupCallback.warmup_len={beta_warmup}",
+            "BetaWarmupCallback.target_value=0.01"]
+
+
+def scalars(event_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(event_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        raise SystemExit(f"rave_parity: no '{tag}' scalar in {event_dir} (has {acc.Tags()['scalars']})")
+    return [(int(e.step), float(e.value)) for e in acc.Scalars(tag)]
+
+
+def run(cmd, log, env):
+    print("+", " ".join(cmd), file=sys.stderr)
+    with open(log, "w") as f:
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin")
+    ap.add_argument("--work")
+    ap.add_argument("--results_dir", "--out", dest="results_dir",
+                    help="where rave_parity.{json,png} go (default: $BENCH_RESULTS_DIR, else benchmarks/results)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="both trainers on this device (RAVE: --gpu -1 or --gpu 0; ours: --device)")
+    ap.add_argument("--val_every", type=int, default=200)
+    ap.add_argument("--trained_by", default="benchmarks/rave_parity.sh",
+                    help="the command that ran the training, for the result's text")
+    ap.add_argument("--replace-unused-imports", action="store_true",
+                    help="passed to rave_train.py: stand-ins for what RAVE imports but never calls")
+    ap.add_argument("--train_only", action="store_true",
+                    help="train and write parity_meta.json; the curves are read later with --collect_only")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="400 steps (benchmarks/run.sh --quick)")
+    ap.add_argument("--collect_only", action="store_true",
+                    help="train nothing: read the curves of the runs already under --work")
+    ap.add_argument("--from_json", help="train and read nothing: remake the result from this rave_parity.json's "
+                    "figures (its date kept)")
+    a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json, encoding="utf-8") as f:
+            old = json.load(f)
+        write(figures(old), old["date"], a.results_dir, a.work or "/tmp")
+        return 0
+    if not (a.bin and a.work):
+        ap.error("--bin and --work are needed unless --from_json")
+    if a.quick:
+        a.steps = 400
+    meta_path = os.path.join(a.work, "parity_meta.json")
+    if a.collect_only:  # the runs say how long they were and how many there are
+        with open(meta_path) as f:
+            meta = json.load(f)
+        a.steps, a.runs = meta["steps"], meta["runs_per_trainer"]
+    phase_1, beta_warmup = a.steps // 2, 100
+    os.makedirs(a.work, exist_ok=True)
+    db = os.path.join(a.work, "db")
+    if not a.collect_only and not os.path.exists(os.path.join(db, "metadata.yaml")):
+        benchlib.demo_audio_db(a.bin, db, 240, "--sampling_rate", 44100, "--channels", 1, "--num_signal", 16384,
+                               "--max_db_size", 1)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    curves, started, jobs = {}, time.time(), []
+    rave_gpu = "-1" if a.device == "cpu" else "0"
+    rave_train = [sys.executable, "-W", "ignore", os.path.join(HERE, "rave_train.py")]
+    if a.replace_unused_imports:
+        rave_train.append("--replace-unused-imports")
+    for r in range(1, a.runs + 1):
+        rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
+        rave_cmd = [*rave_train, "--", "--config", "v2",
+                    "--db_path", db, "--name", f"parity{r}", "--out_path", rave_out,
+                    "--max_steps", str(a.steps), "--val_every", str(a.val_every), "--n_signal", "8192",
+                    "--batch", "4", "--workers", "0", "--gpu", rave_gpu, "--channels", "1",
+                    "--save_every", str(10 * a.steps), "--noprogress"]
+        for o in rave_overrides(phase_1, beta_warmup):
+            rave_cmd += ["--override", o]
+        ours_cmd = [os.path.join(a.bin, "train"), *TOML_KEYS, "--db_path", db, "--out_path", ours_out,
+                    "--name", f"parity{r}", "--max_steps", str(a.steps), "--seed", str(r),
+                    "--train.phase_1_duration", str(phase_1), "--train.beta_warmup_steps", str(beta_warmup),
+                    "--val_every", str(a.val_every), "--save_every", str(10 * a.steps), "--log_every", "100",
+                    "--device", a.device]
+        if not a.collect_only:
+            jobs += [(run(rave_cmd, rave_out + ".log", env), rave_out + ".log"),
+                     (run(ours_cmd, ours_out + ".log", env), ours_out + ".log")]
+    # Every run at once: the comparison is of what they learn, not of their speed.
+    for p, log in jobs:
+        if p.wait() != 0:
+            raise SystemExit(f"rave_parity: {log} ended with exit status {p.returncode}:\n" + open(log).read()[-3000:])
+    if not a.collect_only:
+        import torch
+        from importlib.metadata import version
+        device = (torch.cuda.get_device_name(0) if a.device == "cuda"
+                  else f"CPU ({os.cpu_count()} cores), one intra-op thread per run")
+        meta = {"trained_by": a.trained_by, "date": benchlib.now(), "device": device, "steps": a.steps, "runs_per_trainer": a.runs, "val_every": a.val_every,
+                "wall_s": time.time() - started, "torch": torch.__version__, "oracle": "acids-rave " + version("acids-rave")}
+        with open(meta_path, "w") as f:
+            json.dump(meta, f, indent=1)
+        if a.train_only:
+            print(json.dumps(meta, indent=1))
+            return 0
+    for r in range(1, a.runs + 1):
+        rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
+        events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
+        curves[f"rave_{r}"] = scalars(os.path.dirname(events[-1]), "validation")
+        curves[f"ours_{r}"] = scalars(benchlib.latest_run(ours_out), "validation")
+    # RAVE validates every val_every batches within each epoch (Lightning's val_check_interval
+    # restarts with the epoch: steps 199, 399, 599, 830, ... on this database), ours every
+    # val_every steps: their last points fall on different steps. A run's final distance is
+    # therefore the mean of its validations over the last 30 % of the steps (phase 2, settled).
+    d = {"trained_by": meta["trained_by"], "steps": a.steps, "phase_1_duration": phase_1, "runs_per_trainer": a.runs,
+         "val_every": meta["val_every"], "config": CONFIG, "curves": curves, "wall_s": meta["wall_s"],
+         "device": meta["device"], "torch": meta["torch"], "oracle": meta["oracle"]}
+    d.update(compare(d))
+    # When the training ended (runs trained before the date was recorded: the file's time).
+    date = meta.get("date") or datetime.datetime.fromtimestamp(os.path.getmtime(meta_path)).isoformat(
+        timespec="seconds")
+    write(d, date, a.results_dir, a.work)
+    return 0
+
+
+def compare(d):
+    """The final distance of every run and the comparison of the two trainers."""
+    late_from = int(0.7 * d["steps"])
+    finals = {}
+    for name, points in d["curves"].items():
+        late = [v for s, v in points if s >= late_from]
+        finals[name] = sum(late) / len(late)
+    rave_runs = [finals[f"rave_{r}"] for r in range(1, d["runs_per_trainer"] + 1)]
+    ours_runs = [finals[f"ours_{r}"] for r in range(1, d["runs_per_trainer"] + 1)]
+    out = {"final_validation": finals, "final_is_mean_of_validations_from_step": late_from,
+           "ratio_of_mean_finals": (sum(ours_runs) / len(ours_runs)) / (sum(rave_runs) / len(rave_runs)),
+           "rave_spread": max(rave_runs) - min(rave_runs), "ours_spread": max(ours_runs) - min(ours_runs),
+           "gap_of_means": abs(sum(ours_runs) / len(ours_runs) - sum(rave_runs) / len(rave_runs))}
+    out["within_spread"] = out["gap_of_means"] <= max(out["rave_spread"], out["ours_spread"])
+    return out
+
+
+def figures(result):
+    """The figures of a rave_parity.json: raw and derived of a result written by this program, or
+    the top-level fields of one written before results had raw/derived (its command is who
+    trained; its validation interval is that of our runs' curve)."""
+    if result.get("raw"):
+        return dict(result["raw"], **result.get("derived", {}))
+    d = {k: result[k] for k in RAW_KEYS + DERIVED_KEYS if k in result}
+    d.setdefault("trained_by", result["command"])
+    ours = d["curves"]["ours_1"]
+    d.setdefault("val_every", ours[1][0] - ours[0][0])
+    return d
+
+
+def plot(d, png, work):
+    """Every run's validation curve, through gnuplot (profile-report's plotter too)."""
+    os.makedirs(work, exist_ok=True)
+    dat = os.path.join(work, "curves.dat")
+    with open(dat, "w") as f:
+        for name, points in d["curves"].items():
+            f.write(f'# {name}\n')
+            for s, v in points:
+                f.write(f"{s} {v}\n")
+            f.write("\n\n")
+    styles = {"rave": "lc rgb '#c0392b'", "ours": "lc rgb '#2471a3'"}
+    plots = ", ".join(f"'{dat}' index {i} with linespoints {styles[n.split('_')[0]]} dt {1 + i % 2} "
+                      f"title '{'RAVE 2.3.1 (rave train)' if n.startswith('rave') else 'ours (train)'} run {n[-1]}'"
+                      for i, n in enumerate(d["curves"]))
+    phase_1 = d["phase_1_duration"]
+    script = (f"set terminal pngcairo size 900,520 font 'DejaVu Sans,10'\nset output '{png}'\n"
+              f"set xlabel 'step'\nset ylabel 'validation (fullband spectral distance)'\nset grid\n"
+              f"set arrow from {phase_1}, graph 0 to {phase_1}, graph 1 nohead dt 3\n"
+              f"set label 'phase 2' at {phase_1}, graph 0.95 offset 1,0\n"
+              f"set title 'tiny v2, batch 4 x 8192, {d['steps']} steps: validation over training'\nplot {plots}\n")
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def result(d, date, png):
+    """The result: figures in raw and derived, the section's text and table in blocks."""
+    late_from, curves, finals = d["final_is_mean_of_validations_from_step"], d["curves"], d["final_validation"]
+    runs = d["runs_per_trainer"]
+    b = benchlib.Blocks()
+    b.text(f"Trained by `{d['trained_by']}`; figure and table by `WORK=DIR benchmarks/rave_parity.sh "
+           "--collect_only`, DIR holding those runs (gpu_check.sh returns them as `parity.tar.gz`).")
+    b.text(f"{d['config']}, {d['steps']} steps (phase 2 from step {d['phase_1_duration']}), {runs} runs per trainer "
+           f"on the demo database, all at once on {d['device']} (torch {d['torch']}); RAVE is {d['oracle']} "
+           "through its own `rave train`, with its Lightning loop (train.py seeds nothing: its runs differ by "
+           "initialisation and data order), ours with --seed " + ", ".join(str(r) for r in range(1, runs + 1)) + ". "
+           "Validation: the fullband spectral distance (RAVE's `validation`, lower is better).")
+    b.text(f"![validation curves]({os.path.relpath(png, benchlib.ROOT)})")
+    b.text(f"A run's final distance is the mean of its validations from step {late_from} on (RAVE validates every "
+           f"{d['val_every']} batches within each epoch, ours every {d['val_every']} steps).")
+    b.table(["run", f"validations from step {late_from}", "final (their mean)", "last validation"],
+            [[k, ", ".join(str(s) for s, _ in curves[k] if s >= late_from), f"{v:.4f}",
+              f"{curves[k][-1][1]:.4f} (step {curves[k][-1][0]})"] for k, v in sorted(finals.items())])
+    b.text(f"Ours ÷ RAVE's mean final distance: **{d['ratio_of_mean_finals']:.3f}**; gap of the means "
+           f"{d['gap_of_means']:.4f} against a seed-to-seed spread of {d['rave_spread']:.4f} (RAVE) and "
+           f"{d['ours_spread']:.4f} (ours): " + ("within the spread." if d["within_spread"] else "**outside** the spread.")
+           + f" Wall time {d['wall_s'] / 60:.1f} min.")
+    spread = max(d["rave_spread"], d["ours_spread"])
+    targets = [] if not spread else [benchlib.target(
+        f"RAVE training parity, tiny v2, {d['steps']} steps × {runs} runs per trainer ({d['device']}): gap of the "
+        "mean final validations / the larger seed-to-seed spread", "≤ 1 (gap within the spread)", "<=", 1.0,
+        [d["gap_of_means"] / spread], fmt="{:.3f}", over="comparison",
+        note=f"ours / RAVE {d['ratio_of_mean_finals']:.3f}; gap {d['gap_of_means']:.3f}; spread "
+             f"{d['rave_spread']:.3f} RAVE, {d['ours_spread']:.3f} ours")]
+    env = {"date": date, "device": d["device"], "torch": d["torch"], "oracle": d["oracle"]}
+    return benchlib.record(NAME, TITLE, d["trained_by"], env, b,
+                           raw={k: d[k] for k in RAW_KEYS}, derived={k: d[k] for k in DERIVED_KEYS}, targets=targets)
+
+
+def write(d, date, results_dir, work):
+    """rave_parity.png and rave_parity.json into results_dir (benchlib.results_dir's default)."""
+    directory = benchlib.results_dir(results_dir)
+    os.makedirs(directory, exist_ok=True)
+    png = os.path.join(directory, "rave_parity.png")
+    plot(d, png, work)
+    r = result(d, date, png)
+    print(benchlib.write_result(r, directory))
+    print(json.dumps({k: v for k, v in r["derived"].items()}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
