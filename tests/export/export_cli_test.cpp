@@ -97,7 +97,6 @@ std::string ExportCli::output_;
 TEST_F(ExportCli, ExportsTheRunWithTheLatentSizeTheFidelityRuleGives) {
   auto r = run_export("--run " + quote(run_.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::cout << r.output;
   const fs::path file = run_ / "export" / "tiny_rave.ts";
   ASSERT_TRUE(fs::is_regular_file(file)) << r.output;
   auto m = torch::jit::load(file.string());

@@ -140,7 +140,6 @@ TEST(OnnxRuntime, RunsEveryExportOfflineAndStreamingAsTheModelComputes) {
   const auto r = rt::testing::run_command(python.string() + " " +
                                           rt::testing::source_path("tests/export/check_onnx.py").string() +
                                           " " + dir.path().string() + " 2>&1");
-  std::cout << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   size_t passed = 0;
   for (size_t at = r.output.find(": ok ("); at != std::string::npos; at = r.output.find(": ok (", at + 1))

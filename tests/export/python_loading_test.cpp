@@ -43,7 +43,6 @@ TEST(PythonLoading, DebianTorchLoadsTheFilesAndComputesWhatTheModelComputes) {
   auto r = rt::testing::run_command("/usr/bin/python3 " +
                                     rt::testing::source_path("tests/export/check_torchscript.py").string() +
                                     " " + dir.path().string() + " 2>&1");
-  std::cout << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

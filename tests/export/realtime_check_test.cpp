@@ -229,7 +229,6 @@ TEST(RealtimeCheckCli, PrintsTheTableOrRefusesNamingTheFlag) {
   const fs::path onnx_file = write_onnx(*tiny, true, dir.path()).forward;
   auto r = run_command(bench + " --block 128,256 --seconds 0.2 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::cout << r.output;
   for (const char* part : {"realtime check of ", "LibTorch " TORCH_VERSION, "1 thread", "median ms",
                            "slowest ms", "RTF total", "voices", "\n    128 ", "\n    256 "}) {
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
