@@ -1,5 +1,8 @@
-// The one-line text of an exception for the apps' top-level handlers: torch's errors
-// (c10::Error) without the 20–30 lines of C++ backtrace their what() carries.
+// The one-line text of an exception for the top-level handlers of the apps that link LibTorch:
+// torch's errors (c10::Error) without the 20–30 lines of C++ backtrace their what() carries.
+// Its dynamic_cast needs c10::Error's type information, which some LibTorch and compiler
+// pairs leave to libc10 (Debian 13's LibTorch 2.6 with g++ 14) rather than emit in the program:
+// profile-report, which links no LibTorch, does not use it.
 #pragma once
 
 #include <c10/util/Exception.h>

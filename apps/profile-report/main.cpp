@@ -8,7 +8,6 @@
 #include "profiling/report/run_report.h"
 #include "util/cli_parse.h"
 #include "util/error.h"
-#include "util/error_text.h"
 #include "util/path_kind.h"
 #include "util/run_pointer.h"
 
@@ -94,7 +93,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << rt::error_text(e) << "\n";
+    // Not rt::error_text (util/error_text.h): profile-report links no LibTorch.
+    std::cerr << "error: " << rt::terminal_safe(e.what()) << "\n";
     return 1;
   }
 }
