@@ -63,7 +63,7 @@ std::vector<std::pair<std::string, ConfigStack::File>> rave_configs() {
 
 std::string needs(const ConfigStack::File& f) {
   std::string out;
-  for (const auto& [key, values] : f.requires) {
+  for (const auto& [key, values] : f.required) {
     std::string v;
     for (const auto& x : values) v += (v.empty() ? "" : " or ") + x;
     out += (out.empty() ? "" : "; ") + key + " = " + v;

@@ -73,7 +73,7 @@ ConfigStack::File parse_header(const fs::path& path) {
       for (auto&& [rk, rnode] : *node.as_table()) {
         const std::string req_key(rk.str());
         if (find_key_spec(req_key) == nullptr) throw Error(where + ": unknown config key '" + req_key + "'");
-        f.requires.emplace_back(req_key, string_array(rnode, where + "." + req_key));
+        f.required.emplace_back(req_key, string_array(rnode, where + "." + req_key));
       }
     } else {
       throw Error(where +
@@ -204,7 +204,7 @@ ConfigStack ConfigStack::merge(const std::vector<std::string>& names, const std:
 
 void ConfigStack::check(const Config& config) const {
   for (const File& f : files_) {
-    for (const auto& [key, accepted] : f.requires) {
+    for (const auto& [key, accepted] : f.required) {
       const std::string value = bare(config.text(key));
       if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) continue;
       std::string by = config.origin(key);

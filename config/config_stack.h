@@ -52,8 +52,8 @@ class ConfigStack {
     std::filesystem::path path;
     std::string included_by;  // the stem of the file whose include reached it; "" at top level
     std::string mirrors, summary, rave_gpu_memory;
-    std::vector<std::pair<std::string, std::vector<std::string>>>
-    requires;
+    // [stack] requires: key -> accepted final values ('requires' is a C++20 keyword)
+    std::vector<std::pair<std::string, std::vector<std::string>>> required;
     std::vector<std::string> exclusive;
     std::vector<std::string> include;  // as written
     bool base = false;                 // sets model.family, or has no [stack] table

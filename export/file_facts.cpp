@@ -168,7 +168,8 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
     << "\n";
   if (m.hasattr("_methods")) {
     s << "  nn~ methods";
-    for (const auto& name : m.attr("_methods").toListRef()) {
+    const c10::IValue methods = m.attr("_methods");  // kept: toListRef() views into it
+    for (const auto& name : methods.toListRef()) {
       const std::string method = name.toStringRef();
       s << "\n    " << printable(method);
       if (m.hasattr(method + "_params")) {

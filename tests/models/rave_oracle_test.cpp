@@ -406,7 +406,7 @@ TEST_P(RaveOracleStep, StepLossesAndEveryGradientMatchInFloat64) {
     // Cauchy–Schwarz bound ‖g_ref‖·‖pattern‖).
     for (const auto& name : g.manifest.value("formula_weights", std::vector<std::string>{})) {
       if (!names.erase(name)) continue;  // (after the check above: RAVE's step gave it a gradient)
-      const auto& grad = model->named_parameters(true)[name].grad();
+      const torch::Tensor grad = model->named_parameters(true)[name].grad();  // the dict is a temporary
       ASSERT_TRUE(grad.defined()) << name << ": no gradient computed";
       const auto ours = gradient_projection(grad), ref_proj = g.at("gradproj:" + c.name + "." + name);
       const double norm = ref_proj[0].item<double>();

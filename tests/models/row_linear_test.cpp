@@ -47,7 +47,9 @@ TEST(RowLinear, ForwardAndGradientsAreAddmmsOnTheShapesTheDecodersUse) {
     } else {
       EXPECT_FALSE(x.grad().defined()) << what;
     }
-    if (c.bias) EXPECT_LT(max_rel(b.grad(), bd.grad()), 1e-5) << what;
+    if (c.bias) {
+      EXPECT_LT(max_rel(b.grad(), bd.grad()), 1e-5) << what;
+    }
   }
 }
 

@@ -27,7 +27,9 @@ void expect_same_keys(const OptionsTable<Options>& table, const Options& a, cons
   for (const auto& binding : table.bindings()) {
     const auto va = binding.value(a), vb = binding.value(b);
     ASSERT_EQ(va.has_value(), vb.has_value()) << binding.key();
-    if (va) EXPECT_EQ(value_text(*va), value_text(*vb)) << what << ": " << binding.key();
+    if (va) {
+      EXPECT_EQ(value_text(*va), value_text(*vb)) << what << ": " << binding.key();
+    }
   }
 }
 
@@ -41,7 +43,9 @@ void expect_initialisers_are_the_defaults(const OptionsTable<Options>& table, co
   for (const auto& binding : table.bindings()) {
     const KeySpec* spec = find_key_spec(binding.key());
     ASSERT_NE(spec, nullptr) << what << ": " << binding.key() << " is no key of the schema";
-    if (binding.declares()) EXPECT_FALSE(spec->owner.empty()) << what << ": " << binding.key();
+    if (binding.declares()) {
+      EXPECT_FALSE(spec->owner.empty()) << what << ": " << binding.key();
+    }
   }
 }
 

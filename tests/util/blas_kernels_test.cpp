@@ -41,7 +41,9 @@ TEST(BlasKernels, ThisProcessRunsKernelsItsCpuAllowsAndProductsStayRight) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const char* user = std::getenv("OPENBLAS_CORETYPE");
-  if (avx2 && (user == nullptr || c.chosen.size() > 0)) EXPECT_NE(blas_kernels_running(), "Prescott");
+  if (avx2 && (user == nullptr || c.chosen.size() > 0)) {
+    EXPECT_NE(blas_kernels_running(), "Prescott");
+  }
   torch::manual_seed(1);
   const auto a = torch::randn({300, 182}), b = torch::randn({182, 64});
   const auto expected = torch::mm(a.to(torch::kDouble), b.to(torch::kDouble));
