@@ -31,6 +31,7 @@
 #include "util/blas_kernels.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"
+#include "util/torch_compat.h"
 
 namespace {
 
@@ -67,6 +68,7 @@ double read_once_ms(const std::vector<torch::Tensor>& tensors) {
 
 int main(int argc, char** argv) {
   rt::announce_blas_kernels();
+  rt::compat::disable_tensorexpr_fuser();
   CLI::App app{"Realtime factor of the exported RAVE model (forward, block by block)"};
   std::string version = "v2";
   int64_t block = 2048, capacity = 0, threads = 1;

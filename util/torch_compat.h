@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -118,6 +119,14 @@ inline bool autocast_enabled(c10::DeviceType type) {
   return type == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
 #endif
 }
+
+// TorchScript's tensor-expression (NNC) fuser off for the process; the programs that run
+// TorchScript files (export, generate, export_bench) and every test binary call it first. A
+// LibTorch built with LLVM (Debian's) fuses TorchScript graphs on the CPU and compiles each fused
+// group with LLVM on the first call: with Debian 13's 2.6 that compilation of an exported RAVE
+// graph did not finish (export's read-back check spun in LLVMCodeGen). PyPI's builds have no LLVM
+// and fuse nothing on the CPU, so with this every LibTorch runs the files the same way.
+inline void disable_tensorexpr_fuser() { torch::jit::setTensorExprFuserEnabled(false); }
 
 // F::apply(args...) for a torch::autograd::Function F. g++ 14 reports a false -Warray-bounds
 // (or, depending on inlining, -Wstringop-overflow) in the std::vector<bool>::reserve() that LibTorch 2.x's

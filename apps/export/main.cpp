@@ -22,6 +22,7 @@
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/torch_compat.h"
 
 namespace {
 
@@ -65,6 +66,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
 
 int main(int argc, char** argv) {
   rt::announce_blas_kernels();
+  rt::compat::disable_tensorexpr_fuser();
   rt::register_builtin_model_families();
   CLI::App app{"Export a trained RAVE model as TorchScript for nn~ and the RAVE VST (docs/export.md)."};
   rt::exporting::ExportOptions opt;

@@ -13,9 +13,11 @@
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/signals.h"
+#include "util/torch_compat.h"
 
 int main(int argc, char** argv) {
   rt::announce_blas_kernels();
+  rt::compat::disable_tensorexpr_fuser();
   rt::register_builtin_model_families();
   rt::install_stop_signal_handlers();
   CLI::App app{

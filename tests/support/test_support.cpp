@@ -14,6 +14,7 @@
 
 #include "support/libtorch_version.h"
 #include "util/blas_kernels.h"
+#include "util/torch_compat.h"
 
 namespace rt::testing {
 namespace {
@@ -21,6 +22,8 @@ namespace {
 // Every test binary runs on the BLAS kernels its CPU allows, as the programs do
 // (util/blas_kernels.h), and the programs the tests start inherit the choice (silently).
 const bool blas_chosen = (choose_blas_kernels(), true);
+// And TorchScript runs without the tensor-expression fuser, as in export and generate.
+const bool fuser_off = (compat::disable_tensorexpr_fuser(), true);
 
 }  // namespace
 
