@@ -54,6 +54,7 @@ NeuralDataset::NeuralDataset(const std::filesystem::path& db, const NeuralDatase
                 " (or 0), or re-import raw counts");
   }
   max_units_ = *std::max_element(group_units_.begin(), group_units_.end());
+  if (options_.example_cache_mb > 0) cache_.resize(size());
 }
 
 Example NeuralDataset::get(size_t index, std::mt19937_64& /*rng*/) const {
@@ -65,8 +66,7 @@ Example NeuralDataset::get(size_t index, std::mt19937_64& /*rng*/) const {
   Example ex = prepare(index);
   const int64_t bytes = ex.input.nbytes() + ex.target.nbytes();
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() < size()) cache_.resize(size());
-  if (!cache_[index].input.defined() &&
+  if (index < cache_.size() && !cache_[index].input.defined() &&
       cache_bytes_ + bytes <= options_.example_cache_mb * (int64_t{1} << 20)) {
     cache_[index] = ex;
     cache_bytes_ += bytes;

@@ -65,7 +65,8 @@ class NeuralDataset : public ExampleSource {
   double bin_ms_ = 5.0;
   bool stored_smoothed_ = false;
   Example prepare(size_t index) const;
-  // The examples prepared so far (example_cache_mb), by index; undefined input = not cached.
+  // The examples prepared so far (example_cache_mb), by index, sized at construction when the
+  // cache is on; undefined input = not cached.
   mutable std::mutex cache_mutex_;
   mutable std::vector<Example> cache_;
   mutable int64_t cache_bytes_ = 0;
