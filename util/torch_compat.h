@@ -122,7 +122,7 @@ inline bool autocast_enabled(c10::DeviceType type) {
 
 // TorchScript's tensor-expression (NNC) fuser off for the process; the programs that run
 // TorchScript files (export, generate, export_bench) and every test binary call it first. A
-// LibTorch built with LLVM (Debian's) fuses TorchScript graphs on the CPU and compiles each fused
+// LibTorch built with LLVM (Debian 13's) fuses TorchScript graphs on the CPU and compiles each fused
 // group with LLVM on the first call: with Debian 13's 2.6 that compilation of an exported RAVE
 // graph did not finish (export's read-back check spun in LLVMCodeGen). PyPI's builds have no LLVM
 // and fuse nothing on the CPU, so with this every LibTorch runs the files the same way.
