@@ -16,6 +16,14 @@ namespace rt::models {
 // precision) takes aten's ops.
 torch::Tensor row_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
 
+// C [M, N] (row-major, row stride ldc) = beta·C + op(A)·op(B) on row-major buffers, op = 'N' or
+// 'T' (A is [M, K] or [K, M] with row stride lda; B likewise): oneDNN's sgemm for float where
+// the process has it, aten's mm / addmm otherwise (and for double). For kernels that work on
+// tiles of rows (fused::ssm_block in models/ssm/fused_ops.h); callable inside at::parallel_for.
+template <typename T>
+void gemm_rows(char ta, char tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T beta, T* C, int64_t ldc);
+
 // Whether row_linear can use oneDNN's sgemm in this process.
 bool row_linear_uses_onednn();
 

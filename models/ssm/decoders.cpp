@@ -1,11 +1,14 @@
 #include "models/ssm/decoders.h"
 
+#include <optional>
+
 #include "distributed/sync_batch_norm.h"
 #include "models/common/batch_slice.h"
 #include "models/common/row_linear.h"
 #include "models/ssm/fused_ops.h"
 #include "profiling/annotation.h"
 #include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace rt::ssm {
 
@@ -89,20 +92,44 @@ torch::Tensor S5BlockImpl::forward(const torch::Tensor& x) {
   return x + h;
 }
 
-// The same block in rows [B·T, H], as four fused kernels around three matmuls (fused_ops.h):
-// BatchNorm without transposes, the S5 projections and recurrence, gelu ⊕ D·u ⊕ dropout, one
-// addmm for both GLU halves, and GLU ⊕ dropout ⊕ residual. Dropout seeds are drawn from torch's
-// default generator in the order the unfused path draws its two masks.
+// The same block in rows [B·T, H] (fused_ops.h). For an SSM with a recurrence form (S5, LRU)
+// outside autocast: fused::ssm_block, the whole body as one node, a few sequences at a time
+// (the module span of the SSM covers its discretisation only; the block's span the rest).
+// Otherwise (S4D's convolution, autocast) single kernels around the layer's rows form:
+// BatchNorm without transposes, gelu ⊕ D·u ⊕ dropout, one product for both GLU halves, and
+// GLU ⊕ dropout ⊕ residual. Either way the dropout seeds are drawn from torch's default
+// generator in the order the unfused path draws its two masks.
 torch::Tensor S5BlockImpl::forward_fused(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
   auto x2 = x.reshape({B * T, H});
+  const double p = drop->is_training() ? drop->options.p() : 0.0;
+  if (!compat::autocast_enabled(c10::DeviceType::CPU)) {
+    // Layers with a recurrence form (S5, LRU): the whole block as one node, tile by tile.
+    std::optional<SsmLayerBase::RecurrenceWeights> rw;
+    {
+      prof::ModuleScope ssm_span(ssm_path_);
+      rw = ssm->recurrence_weights();
+    }
+    if (rw.has_value()) {
+      const auto dtype = x2.scalar_type();
+      fused::BlockWeights w{rw->w_in.to(dtype),
+                            rw->a_re.to(dtype),
+                            rw->a_im.to(dtype),
+                            rw->w_out.to(dtype),
+                            ssm->feedthrough().to(dtype),
+                            torch::cat({glu_w1->weight, glu_w2->weight}, 0),
+                            torch::cat({glu_w1->bias, glu_w2->bias}, 0)};
+      const uint64_t seed_gelu = p > 0 ? fused::draw_dropout_seed() : 0;
+      const uint64_t seed_glu = p > 0 ? fused::draw_dropout_seed() : 0;
+      return fused::ssm_block(x2, B, *norm, norm_sync.get(), w, p, seed_gelu, seed_glu).view({B, T, H});
+    }
+  }
   auto u = fused::batch_norm_module(x2, *norm, norm_sync.get());
   torch::Tensor z;
   {
     prof::ModuleScope ssm_span(ssm_path_);
     z = ssm->forward_fused_rows(u, B);
   }
-  const double p = drop->is_training() ? drop->options.p() : 0.0;
   // Under autocast (train.precision bf16/fp16) the matmuls' outputs are in the low precision; the
   // fused kernels run in the activations' float32, as autocast runs the ops on its float32 list.
   auto h = fused::gelu_dropout(z.to(u.scalar_type()), u, ssm->feedthrough(), p,

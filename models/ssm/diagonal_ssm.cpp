@@ -131,19 +131,12 @@ torch::Tensor LruLayerImpl::forward(const torch::Tensor& u) {
   return torch::real(torch::matmul(x, torch::view_as_complex(C).t())) + D * us;
 }
 
-torch::Tensor LruLayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t batch) {
-  TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
-              "LruLayer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch,
-              ", got ", u2.sizes());
-  const int64_t rows = u2.size(0), P = options_.state_dim;
+std::optional<SsmLayerBase::RecurrenceWeights> LruLayerImpl::recurrence_weights() const {
   auto gamma = torch::sqrt(-torch::expm1(-2.0 * torch::exp(nu_log))).unsqueeze(1);  // [P, 1]
-  auto w_in = torch::cat({B.select(2, 0) * gamma, B.select(2, 1) * gamma}, 0);      // [2P, H]
-  auto bu = models::row_linear(u2.to(w_in.scalar_type()), w_in).view({batch, rows / batch, 2 * P});
   auto lam = lambda();
-  auto x = complex_recurrence(torch::real(lam).contiguous(), torch::imag(lam).contiguous(), bu)
-               .view({rows, 2 * P});
-  auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]: Re(Cx)
-  return models::row_linear(x, w_out);
+  return RecurrenceWeights{torch::cat({B.select(2, 0) * gamma, B.select(2, 1) * gamma}, 0),  // [2P, H]
+                           torch::real(lam), torch::imag(lam),
+                           torch::cat({C.select(2, 0), -C.select(2, 1)}, 1)};  // [H, 2P]: Re(Cx)
 }
 
 std::shared_ptr<SsmLayerBase> make_ssm_layer(const S5LayerOptions& options) {

@@ -61,7 +61,7 @@ class LruLayerImpl : public SsmLayerBase {
  public:
   explicit LruLayerImpl(const S5LayerOptions& options);
   torch::Tensor forward(const torch::Tensor& u) override;
-  torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch) override;
+  std::optional<RecurrenceWeights> recurrence_weights() const override;
   const torch::Tensor& feedthrough() const override { return D; }
   // λ [P] complex.
   torch::Tensor lambda() const;

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "distributed/sync_batch_norm.h"
 #include "models/common/batch_slice.h"
+#include "models/common/row_linear.h"
 #include "util/simd_clones.h"
 #include "util/torch_compat.h"
 
@@ -321,6 +323,35 @@ RT_SIMD_CLONES void bn_backward_row(const scalar_t* __restrict g, const scalar_t
   for (int64_t c = 0; c < H; ++c) gx[c] = invstd[c] * (g[c] - mean_g[c] - y[c] * mean_gy[c]);
 }
 
+// Mean and biased variance of each column of x [N, H] (double). Locally two passes (the mean,
+// then squared deviations); with `comm`, one pass and one all-reduce of [Σx, Σx², n] (in
+// double: the cancellation in Σx²/n − mean² stays far below float's precision). `count`: the
+// local rows in, the rows over every rank out.
+template <typename scalar_t>
+void column_statistics(const scalar_t* xp, int64_t N, int64_t H, dist::Communicator* comm, double& count,
+                       std::vector<double>& mean, std::vector<double>& var) {
+  if (comm != nullptr) {
+    auto sums = reduce_rows(
+        N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_rows_and_squares(xp, r0, r1, H, acc); });
+    sums.push_back(count);
+    sum_over_ranks(sums, *comm);
+    count = sums[2 * H];
+    TORCH_CHECK(count >= 1, "fused::batch_norm_rows: no rows on any rank");
+    mean.assign(sums.begin(), sums.begin() + H);
+    var.resize(static_cast<size_t>(H));
+    for (int64_t c = 0; c < H; ++c) {
+      mean[c] /= count;
+      var[c] = std::max(0.0, sums[H + c] / count - mean[c] * mean[c]);
+    }
+    return;
+  }
+  mean = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
+  for (auto& v : mean) v /= count;
+  var = reduce_rows(
+      N, H, [&](int64_t r0, int64_t r1, double* acc) { add_sq_dev_rows(xp, mean.data(), r0, r1, H, acc); });
+  for (auto& v : var) v /= count;
+}
+
 class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
  public:
   // Returns {y, mean, biased var}; only y is differentiable. comm_handle: 0, or the
@@ -335,33 +366,9 @@ class BatchNormRowsFn : public torch::autograd::Function<BatchNormRowsFn> {
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_batch_norm", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
       std::vector<double> sum, sq;
-      if (comm != nullptr) {
-        // One pass and one all-reduce of [Σx, Σx², n] (in double: the cancellation in
-        // Σx²/n − mean² stays far below float's precision).
-        auto sums = reduce_rows(
-            N, 2 * H, [&](int64_t r0, int64_t r1, double* acc) { add_rows_and_squares(xp, r0, r1, H, acc); });
-        sums.push_back(count);
-        sum_over_ranks(sums, *comm);
-        count = sums[2 * H];
-        TORCH_CHECK(count >= 1, "fused::batch_norm_rows: no rows on any rank");
-        sum.assign(sums.begin(), sums.begin() + H);
-        sq.resize(static_cast<size_t>(H));
-        for (int64_t c = 0; c < H; ++c) {
-          sum[c] /= count;
-          sq[c] = std::max(0.0, sums[H + c] / count - sum[c] * sum[c]) * count;
-        }
-      } else {
-        sum = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) { add_rows(xp, r0, r1, H, acc); });
-        for (auto& v : sum) v /= count;
-        sq = reduce_rows(N, H, [&](int64_t r0, int64_t r1, double* acc) {
-          add_sq_dev_rows(xp, sum.data(), r0, r1, H, acc);
-        });
-      }
+      column_statistics(xp, N, H, comm, count, sum, sq);
       std::vector<double> invstd(static_cast<size_t>(H));
-      for (int64_t c = 0; c < H; ++c) {
-        sq[c] /= count;
-        invstd[c] = 1.0 / std::sqrt(sq[c] + eps);
-      }
+      for (int64_t c = 0; c < H; ++c) invstd[c] = 1.0 / std::sqrt(sq[c] + eps);
       mean_t = vector_from<scalar_t>(sum, x);
       var_t = vector_from<scalar_t>(sq, x);
       invstd_t = vector_from<scalar_t>(invstd, x);
@@ -598,6 +605,337 @@ class GluDropoutResidualFn : public torch::autograd::Function<GluDropoutResidual
   }
 };
 
+// ---------------------------------------------------------------------------------------------
+// The whole block, tile by tile (ssm_block in fused_ops.h).
+
+// One sequence of the recurrence x_t = a ⊙ x_{t−1} + b_t, [T, 2P] real (re | im).
+template <typename scalar_t>
+RT_SIMD_CLONES void scan_sequence(const scalar_t* __restrict ar, const scalar_t* __restrict ai,
+                                  const scalar_t* __restrict b, scalar_t* __restrict x, int64_t T,
+                                  int64_t P) {
+  for (int64_t p = 0; p < 2 * P; ++p) x[p] = b[p];
+  for (int64_t t = 1; t < T; ++t) {
+    const scalar_t* prev = x + (t - 1) * 2 * P;
+    const scalar_t* bt = b + t * 2 * P;
+    scalar_t* xt = x + t * 2 * P;
+    for (int64_t p = 0; p < P; ++p) {
+      const scalar_t pr = prev[p], pi = prev[P + p];
+      xt[p] = ar[p] * pr - ai[p] * pi + bt[p];
+      xt[P + p] = ar[p] * pi + ai[p] * pr + bt[P + p];
+    }
+  }
+}
+
+// Its adjoint: h_t = g_t + conj(a) ⊙ h_{t+1}; ga += Σ_{t≥1} h_t ⊙ conj(x_{t−1}) as [re P | im P].
+template <typename scalar_t>
+RT_SIMD_CLONES void scan_sequence_backward(const scalar_t* __restrict ar, const scalar_t* __restrict ai,
+                                           const scalar_t* __restrict x, const scalar_t* __restrict g,
+                                           scalar_t* __restrict h, scalar_t* __restrict ga, int64_t T,
+                                           int64_t P) {
+  const int64_t last = (T - 1) * 2 * P;
+  for (int64_t p = 0; p < 2 * P; ++p) h[last + p] = g[last + p];
+  for (int64_t t = T - 1; t >= 1; --t) {
+    const scalar_t* ht = h + t * 2 * P;
+    const scalar_t* xp = x + (t - 1) * 2 * P;
+    const scalar_t* gp = g + (t - 1) * 2 * P;
+    scalar_t* hp = h + (t - 1) * 2 * P;
+    for (int64_t p = 0; p < P; ++p) {
+      const scalar_t hr = ht[p], hi = ht[P + p], xr = xp[p], xi = xp[P + p];
+      ga[p] += hr * xr + hi * xi;
+      ga[P + p] += hi * xr - hr * xi;
+      hp[p] = gp[p] + ar[p] * hr + ai[p] * hi;
+      hp[P + p] = gp[P + p] - ai[p] * hr + ar[p] * hi;
+    }
+  }
+}
+
+// out = res + a' ⊙ σ(b') ⊙ mask with [a' | b'] = ab + bias (the GLU's bias added here, not in its
+// product).
+template <typename scalar_t>
+RT_SIMD_CLONES void glu_bias_row(const scalar_t* __restrict ab, const scalar_t* __restrict bias,
+                                 const scalar_t* __restrict res, const scalar_t* __restrict mask,
+                                 scalar_t* __restrict out, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) {
+    out[c] = res[c] + (ab[c] + bias[c]) * sigmoid_fast(ab[H + c] + bias[H + c]) * mask[c];
+  }
+}
+
+// gab = d/d[a' | b'] for the output gradient g; gb += gab (the bias gradient of this row).
+template <typename scalar_t>
+RT_SIMD_CLONES void glu_bias_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict ab,
+                                          const scalar_t* __restrict bias, const scalar_t* __restrict mask,
+                                          scalar_t* __restrict gab, scalar_t* __restrict gb, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) {
+    const scalar_t a = ab[c] + bias[c];
+    const scalar_t s = sigmoid_fast(ab[H + c] + bias[H + c]);
+    const scalar_t gm = g[c] * mask[c];
+    const scalar_t ga = gm * s, gbv = gm * a * s * (scalar_t(1) - s);
+    gab[c] = ga;
+    gab[H + c] = gbv;
+    gb[c] += ga;
+    gb[H + c] += gbv;
+  }
+}
+
+// Σ over rows of gu and gu ⊙ y into acc [2H] (double), for one tile's rows.
+template <typename scalar_t>
+RT_SIMD_CLONES void add_bn_grad_sums(const scalar_t* __restrict gu, const scalar_t* __restrict y,
+                                     int64_t rows, int64_t H, double* __restrict acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < H; ++c) {
+      acc[c] += static_cast<double>(gu[r * H + c]);
+      acc[H + c] += static_cast<double>(gu[r * H + c]) * static_cast<double>(y[r * H + c]);
+    }
+  }
+}
+
+// gx = g + invstd ⊙ (gu − mean_g − y ⊙ mean_gy): the residual's gradient and the norm's in one pass.
+template <typename scalar_t>
+RT_SIMD_CLONES void bn_residual_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict gu,
+                                             const scalar_t* __restrict y, const scalar_t* __restrict invstd,
+                                             const scalar_t* __restrict mean_g,
+                                             const scalar_t* __restrict mean_gy, scalar_t* __restrict gx,
+                                             int64_t H) {
+  for (int64_t c = 0; c < H; ++c) gx[c] = g[c] + invstd[c] * (gu[c] - mean_g[c] - y[c] * mean_gy[c]);
+}
+
+// The dropout masks of the block are kept from the forward as bytes (1 = kept): cheaper to read
+// back than to hash again.
+template <typename scalar_t>
+RT_SIMD_CLONES void store_keep_row(const scalar_t* __restrict mask, uint8_t* __restrict keep, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) keep[c] = mask[c] != scalar_t(0) ? 1 : 0;
+}
+template <typename scalar_t>
+RT_SIMD_CLONES void load_keep_row(const uint8_t* __restrict keep, scalar_t scale, scalar_t* __restrict mask,
+                                  int64_t H) {
+  for (int64_t c = 0; c < H; ++c) mask[c] = keep[c] != 0 ? scale : scalar_t(0);
+}
+
+// gelu_dropout_row and gelu_dropout_backward_row in one pass, sharing the tanh: h = the
+// forward's output (the GLU's input, for its weight gradient), gz, gu = gz ⊙ D, gD += gz ⊙ u.
+template <typename scalar_t>
+RT_SIMD_CLONES void gelu_dropout_both_row(const scalar_t* __restrict g, const scalar_t* __restrict z,
+                                          const scalar_t* __restrict u, const scalar_t* __restrict D,
+                                          const scalar_t* __restrict mask, scalar_t* __restrict h,
+                                          scalar_t* __restrict gz, scalar_t* __restrict gu,
+                                          scalar_t* __restrict gD, int64_t H) {
+  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
+  for (int64_t c = 0; c < H; ++c) {
+    const scalar_t x = z[c] + D[c] * u[c];
+    const scalar_t x2 = x * x;
+    const scalar_t t = tanh_fast(k * (x + c3 * x2 * x));
+    h[c] = scalar_t(0.5) * x * (scalar_t(1) + t) * mask[c];
+    const scalar_t d = scalar_t(0.5) * (scalar_t(1) + t) +
+                       scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2);
+    const scalar_t gp = g[c] * mask[c] * d;
+    gz[c] = gp;
+    gu[c] = gp * D[c];
+    gD[c] += gp * u[c];
+  }
+}
+
+// Sequences per tile: about kTileRows rows, so that a tile's activations (~2.3 KB a row at
+// H = 64) stay in a core's L2 cache between the block's steps.
+constexpr int64_t kTileRows = 512;
+
+// An uninitialised buffer of n elements.
+template <typename T>
+struct Scratch {
+  explicit Scratch(int64_t n) : p(new T[static_cast<size_t>(n)]) {}
+  T* data() { return p.get(); }
+  T& operator[](int64_t i) { return p[static_cast<size_t>(i)]; }
+  std::unique_ptr<T[]> p;
+};
+
+struct BlockShape {
+  int64_t N, H, P2, batch, T, per_tile, tiles;
+  BlockShape(int64_t n, int64_t h, int64_t p2, int64_t b) : N(n), H(h), P2(p2), batch(b), T(n / b) {
+    per_tile = std::max<int64_t>(1, kTileRows / std::max<int64_t>(1, T));
+    tiles = (batch + per_tile - 1) / per_tile;
+  }
+  int64_t first_row(int64_t tile) const { return std::min(batch, tile * per_tile) * T; }
+  int64_t rows(int64_t tile) const { return first_row(tile + 1) - first_row(tile); }
+};
+
+class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
+ public:
+  // x [N, H]; w_in [2P, H]; a_re, a_im [P]; w_out [H, 2P]; D [H]; w_glu [2H, H]; b_glu [2H];
+  // mean, invstd [H] (no gradient: the backward differentiates through batch statistics itself
+  // when batch_stats). Saves u (normalised), the states, C̃x and the GLU's product.
+  static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const Tensor& w_in, const Tensor& a_re,
+                        const Tensor& a_im, const Tensor& w_out, const Tensor& D, const Tensor& w_glu,
+                        const Tensor& b_glu, const Tensor& mean, const Tensor& invstd, int64_t batch,
+                        double p, int64_t seed_gelu, int64_t seed_glu, int64_t comm_handle, double count,
+                        bool batch_stats) {
+    auto x = x_in.contiguous();
+    const BlockShape s(x.size(0), x.size(1), w_in.size(0), batch);
+    const int64_t H = s.H, P2 = s.P2, P = P2 / 2;
+    auto u = torch::empty_like(x), z = torch::empty_like(x), out = torch::empty_like(x);
+    auto states = torch::empty({s.N, P2}, x.options());
+    auto ab = torch::empty({s.N, 2 * H}, x.options());
+    const int64_t row_base = models::batch_row_offset(s.N);
+    const bool dropout = p > 0;
+    auto keep_opts = x.options().dtype(torch::kUInt8);
+    auto keep1 = torch::empty({dropout ? s.N : 0, H}, keep_opts),
+         keep2 = torch::empty({dropout ? s.N : 0, H}, keep_opts);
+    uint8_t *k1 = keep1.data_ptr<uint8_t>(), *k2 = keep2.data_ptr<uint8_t>();
+    const auto spec1 = make_spec(p, static_cast<uint64_t>(seed_gelu), row_base);
+    const auto spec2 = make_spec(p, static_cast<uint64_t>(seed_glu), row_base);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_ssm_block", [&] {
+      const scalar_t *xp = x.data_ptr<scalar_t>(), *win = w_in.data_ptr<scalar_t>(),
+                     *ar = a_re.data_ptr<scalar_t>(), *ai = a_im.data_ptr<scalar_t>(),
+                     *wout = w_out.data_ptr<scalar_t>(), *Dp = D.data_ptr<scalar_t>(),
+                     *wg = w_glu.data_ptr<scalar_t>(), *bg = b_glu.data_ptr<scalar_t>(),
+                     *m = mean.data_ptr<scalar_t>(), *is = invstd.data_ptr<scalar_t>();
+      scalar_t *up = u.data_ptr<scalar_t>(), *zp = z.data_ptr<scalar_t>(), *op = out.data_ptr<scalar_t>(),
+               *sp = states.data_ptr<scalar_t>(), *abp = ab.data_ptr<scalar_t>();
+      at::parallel_for(0, s.tiles, 1, [&](int64_t t0, int64_t t1) {
+        const int64_t most = s.per_tile * s.T;
+        Scratch<scalar_t> bu(most * P2), h(most * H);
+        std::vector<scalar_t> mask(static_cast<size_t>(H));
+        for (int64_t tile = t0; tile < t1; ++tile) {
+          const int64_t r0 = s.first_row(tile), R = s.rows(tile);
+          for (int64_t r = r0; r < r0 + R; ++r) normalize_row(xp + r * H, m, is, up + r * H, H);
+          models::gemm_rows<scalar_t>('N', 'T', R, P2, H, up + r0 * H, H, win, H, 0, bu.data(), P2);
+          for (int64_t q = 0; q < R / s.T; ++q) {
+            scan_sequence(ar, ai, bu.data() + q * s.T * P2, sp + (r0 + q * s.T) * P2, s.T, P);
+          }
+          models::gemm_rows<scalar_t>('N', 'T', R, H, P2, sp + r0 * P2, P2, wout, P2, 0, zp + r0 * H, H);
+          for (int64_t r = 0; r < R; ++r) {
+            row_mask(spec1, r0 + r, mask.data(), H);
+            if (dropout) store_keep_row(mask.data(), k1 + (r0 + r) * H, H);
+            gelu_dropout_row(zp + (r0 + r) * H, up + (r0 + r) * H, Dp, mask.data(), h.data() + r * H, H);
+          }
+          models::gemm_rows<scalar_t>('N', 'T', R, 2 * H, H, h.data(), H, wg, H, 0, abp + r0 * 2 * H, 2 * H);
+          for (int64_t r = r0; r < r0 + R; ++r) {
+            row_mask(spec2, r, mask.data(), H);
+            if (dropout) store_keep_row(mask.data(), k2 + r * H, H);
+            glu_bias_row(abp + r * 2 * H, bg, xp + r * H, mask.data(), op + r * H, H);
+          }
+        }
+      });
+    });
+    ctx->save_for_backward(
+        {w_in, a_re, a_im, w_out, D, w_glu, b_glu, invstd, u, states, z, ab, keep1, keep2});
+    ctx->saved_data["batch"] = batch;
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["comm"] = comm_handle;
+    ctx->saved_data["count"] = count;
+    ctx->saved_data["batch_stats"] = batch_stats;
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    dist::Communicator* comm = from_handle(ctx->saved_data["comm"].toInt());
+    const bool batch_stats = ctx->saved_data["batch_stats"].toBool();
+    auto sv = ctx->get_saved_variables();
+    const auto &w_in = sv[0], &a_re = sv[1], &a_im = sv[2], &w_out = sv[3], &D = sv[4], &w_glu = sv[5],
+               &b_glu = sv[6], &invstd = sv[7], &u = sv[8], &states = sv[9], &z = sv[10], &ab = sv[11],
+               &keep1 = sv[12], &keep2 = sv[13];
+    // Every rank joins the all-reduce, also one whose output got no gradient.
+    auto g = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(u);
+    const BlockShape s(u.size(0), u.size(1), w_in.size(0), ctx->saved_data["batch"].toInt());
+    const int64_t H = s.H, P2 = s.P2, P = P2 / 2;
+    const double p = ctx->saved_data["p"].toDouble();
+    const bool dropout = p > 0;
+    const uint8_t *k1 = keep1.data_ptr<uint8_t>(), *k2 = keep2.data_ptr<uint8_t>();
+    auto gu = torch::empty_like(u), gx = torch::empty_like(u);
+    // Per-tile partial sums, added in tile order below: bitwise the same at any thread count.
+    const int64_t n_glu = 2 * H * H, n_out = H * P2, n_in = P2 * H;
+    const int64_t width = n_glu + n_out + n_in + P2 + H + 2 * H;  // w_glu, w_out, w_in, a, D, b_glu
+    std::vector<double> bn_partial(static_cast<size_t>(s.tiles * 2 * H), 0.0);
+    Tensor gw_in, ga_re, ga_im, gw_out, gD, gw_glu, gb_glu;
+    AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "fused_ssm_block_backward", [&] {
+      Scratch<scalar_t> partial(s.tiles * width);
+      const scalar_t *gp = g.data_ptr<scalar_t>(), *win = w_in.data_ptr<scalar_t>(),
+                     *ar = a_re.data_ptr<scalar_t>(), *ai = a_im.data_ptr<scalar_t>(),
+                     *wout = w_out.data_ptr<scalar_t>(), *Dp = D.data_ptr<scalar_t>(),
+                     *wg = w_glu.data_ptr<scalar_t>(), *bg = b_glu.data_ptr<scalar_t>(),
+                     *up = u.data_ptr<scalar_t>(), *sp = states.data_ptr<scalar_t>(),
+                     *zp = z.data_ptr<scalar_t>(), *abp = ab.data_ptr<scalar_t>();
+      scalar_t* gup = gu.data_ptr<scalar_t>();
+      const auto scale = static_cast<scalar_t>(1.0 / (1.0 - p));
+      at::parallel_for(0, s.tiles, 1, [&](int64_t t0, int64_t t1) {
+        const int64_t most = s.per_tile * s.T;
+        Scratch<scalar_t> gab(most * 2 * H), h(most * H), gh(most * H), gzb(most * H), gst(most * P2),
+            adj(most * P2);
+        std::vector<scalar_t> mask(static_cast<size_t>(H), scalar_t(1));
+        for (int64_t tile = t0; tile < t1; ++tile) {
+          const int64_t r0 = s.first_row(tile), R = s.rows(tile);
+          scalar_t* part = partial.data() + tile * width;
+          scalar_t *pw_glu = part, *pw_out = pw_glu + n_glu, *pw_in = pw_out + n_out, *pa = pw_in + n_in,
+                   *pD = pa + P2, *pb = pD + H;
+          std::fill(pa, pb + 2 * H, scalar_t(0));  // the sums (the products' parts are written whole)
+          // GLU ⊕ dropout ⊕ residual, and its bias.
+          for (int64_t r = 0; r < R; ++r) {
+            if (dropout) load_keep_row(k2 + (r0 + r) * H, scale, mask.data(), H);
+            glu_bias_backward_row(gp + (r0 + r) * H, abp + (r0 + r) * 2 * H, bg, mask.data(),
+                                  gab.data() + r * 2 * H, pb, H);
+          }
+          models::gemm_rows<scalar_t>('N', 'N', R, H, 2 * H, gab.data(), 2 * H, wg, H, 0, gh.data(), H);
+          // gelu ⊕ D·u ⊕ dropout: its output again (h, for the GLU's weight gradient), gz, the
+          // D·u path's gradient into gu, and D's.
+          for (int64_t r = 0; r < R; ++r) {
+            if (dropout) load_keep_row(k1 + (r0 + r) * H, scale, mask.data(), H);
+            gelu_dropout_both_row(gh.data() + r * H, zp + (r0 + r) * H, up + (r0 + r) * H, Dp, mask.data(),
+                                  h.data() + r * H, gzb.data() + r * H, gup + (r0 + r) * H, pD, H);
+          }
+          models::gemm_rows<scalar_t>('T', 'N', 2 * H, H, R, gab.data(), 2 * H, h.data(), H, 0, pw_glu, H);
+          const scalar_t* gz = gzb.data();
+          models::gemm_rows<scalar_t>('T', 'N', H, P2, R, gz, H, sp + r0 * P2, P2, 0, pw_out, P2);
+          models::gemm_rows<scalar_t>('N', 'N', R, P2, H, gz, H, wout, P2, 0, gst.data(), P2);
+          for (int64_t q = 0; q < R / s.T; ++q) {
+            const int64_t o = q * s.T * P2;
+            scan_sequence_backward(ar, ai, sp + r0 * P2 + o, gst.data() + o, adj.data() + o, pa, s.T, P);
+          }
+          models::gemm_rows<scalar_t>('T', 'N', P2, H, R, adj.data(), P2, up + r0 * H, H, 0, pw_in, H);
+          models::gemm_rows<scalar_t>('N', 'N', R, H, P2, adj.data(), P2, win, H, 1, gup + r0 * H, H);
+          if (batch_stats)
+            add_bn_grad_sums(gup + r0 * H, up + r0 * H, R, H, bn_partial.data() + tile * 2 * H);
+        }
+      });
+      std::vector<double> total(static_cast<size_t>(width), 0.0), bn(static_cast<size_t>(2 * H), 0.0);
+      for (int64_t tile = 0; tile < s.tiles; ++tile) {
+        for (int64_t j = 0; j < width; ++j) total[j] += static_cast<double>(partial[tile * width + j]);
+        for (int64_t j = 0; j < 2 * H; ++j) bn[j] += bn_partial[tile * 2 * H + j];
+      }
+      auto from = [&](int64_t offset, at::IntArrayRef shape) {
+        auto t = torch::empty(shape, u.options());
+        auto* q = t.data_ptr<scalar_t>();
+        for (int64_t j = 0; j < t.numel(); ++j) q[j] = static_cast<scalar_t>(total[offset + j]);
+        return t;
+      };
+      gw_glu = from(0, {2 * H, H});
+      gw_out = from(n_glu, {H, P2});
+      gw_in = from(n_glu + n_out, {P2, H});
+      ga_re = from(n_glu + n_out + n_in, {P});
+      ga_im = from(n_glu + n_out + n_in + P, {P});
+      gD = from(n_glu + n_out + n_in + P2, {H});
+      gb_glu = from(n_glu + n_out + n_in + P2 + H, {2 * H});
+      // The norm's backward with the residual's gradient: mean_g, mean_gy are 0 without batch
+      // statistics (running statistics are constants).
+      if (comm != nullptr) sum_over_ranks(bn, *comm);
+      const double count = ctx->saved_data["count"].toDouble();
+      std::vector<scalar_t> mg(static_cast<size_t>(H), 0), mgy(static_cast<size_t>(H), 0);
+      if (batch_stats) {
+        for (int64_t c = 0; c < H; ++c) {
+          mg[c] = static_cast<scalar_t>(bn[c] / count);
+          mgy[c] = static_cast<scalar_t>(bn[H + c] / count);
+        }
+      }
+      const scalar_t* isp = invstd.data_ptr<scalar_t>();
+      scalar_t* gxp = gx.data_ptr<scalar_t>();
+      at::parallel_for(0, s.N, row_grain(H), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          bn_residual_backward_row(gp + r * H, gup + r * H, up + r * H, isp, mg.data(), mgy.data(),
+                                   gxp + r * H, H);
+      });
+    });
+    return {gx,       gw_in,    ga_re,    ga_im,    gw_out,   gD,       gw_glu,   gb_glu,  Tensor(),
+            Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
 int64_t seed_arg(uint64_t seed) { return static_cast<int64_t>(seed); }  // IValue holds int64
 
 }  // namespace
@@ -651,6 +989,54 @@ Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm, dist
     return y;
   }
   return (x - norm.running_mean) * torch::rsqrt(norm.running_var + o.eps());
+}
+
+Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& norm, dist::Communicator* sync,
+                 const BlockWeights& w, double p, uint64_t seed_gelu, uint64_t seed_glu) {
+  check_rows(x2, "fused::ssm_block");
+  const int64_t N = x2.size(0), H = x2.size(1);
+  TORCH_CHECK(batch >= 1 && N % batch == 0, "fused::ssm_block: ", N, " rows are not ", batch, " sequences");
+  const int64_t P2 = w.w_in.size(0);
+  auto same = [&](const Tensor& t, at::IntArrayRef shape, const char* what) {
+    TORCH_CHECK(t.sizes() == shape && t.scalar_type() == x2.scalar_type() && t.device().is_cpu(),
+                "fused::ssm_block: ", what, " must be ", shape, " ", x2.scalar_type(), " on the CPU, got ",
+                t.sizes(), " ", t.scalar_type());
+    return t.contiguous();
+  };
+  const auto& o = norm.options;
+  TORCH_CHECK(!o.affine(), "fused::ssm_block: only a norm without affine parameters is supported");
+  make_spec(p, seed_gelu);
+  const bool batch_stats = norm.is_training() || !o.track_running_stats();
+  // torch: only training synchronises.
+  dist::Communicator* comm = norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
+  auto x = x2.contiguous();
+  Tensor mean, invstd;
+  double count = static_cast<double>(N);
+  if (batch_stats) {
+    TORCH_CHECK(comm != nullptr || N >= 1, "fused::ssm_block: no rows");
+    Tensor var;
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_ssm_block_statistics", [&] {
+      std::vector<double> m, v;
+      column_statistics(x.data_ptr<scalar_t>(), N, H, comm, count, m, v);
+      std::vector<double> is(static_cast<size_t>(H));
+      for (int64_t c = 0; c < H; ++c) is[c] = 1.0 / std::sqrt(v[c] + o.eps());
+      mean = vector_from<scalar_t>(m, x);
+      var = vector_from<scalar_t>(v, x);
+      invstd = vector_from<scalar_t>(is, x);
+    });
+    TORCH_CHECK(!norm.is_training() || count > 1,
+                "BatchNorm: expected more than 1 value per channel when training, got input ", x2.sizes(),
+                comm ? " (rows over all ranks: " + std::to_string(count) + ")" : std::string());
+    if (norm.is_training() && o.track_running_stats()) dist::update_running_stats(norm, mean, var, count);
+  } else {
+    mean = norm.running_mean.to(x.scalar_type()).contiguous();
+    invstd = torch::rsqrt(norm.running_var.to(x.scalar_type()) + o.eps()).contiguous();
+  }
+  return SsmBlockFn::apply(x, same(w.w_in, {P2, H}, "w_in"), same(w.a_re, {P2 / 2}, "a_re"),
+                           same(w.a_im, {P2 / 2}, "a_im"), same(w.w_out, {H, P2}, "w_out"),
+                           same(w.D, {H}, "D"), same(w.w_glu, {2 * H, H}, "w_glu"),
+                           same(w.b_glu, {2 * H}, "b_glu"), mean, invstd, batch, p, seed_arg(seed_gelu),
+                           seed_arg(seed_glu), to_handle(comm), count, batch_stats);
 }
 
 Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p, uint64_t seed) {

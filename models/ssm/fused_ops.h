@@ -10,6 +10,10 @@
 // Bernoulli tensor: the seed is one 64-bit draw from torch's default CPU generator per call
 // (draw_dropout_seed), so torch::manual_seed and a restored generator state reproduce the masks,
 // and the backward regenerates the mask instead of saving it.
+//
+// ssm_block runs the whole block (norm, recurrence, gelu, GLU, residual) as one node over tiles
+// of whole sequences, with the same functions and masks; the single kernels serve the blocks
+// whose SSM has no recurrence form (S4D) and autocast.
 #pragma once
 
 #include <torch/torch.h>
@@ -61,5 +65,26 @@ torch::Tensor gelu_dropout(const torch::Tensor& z, const torch::Tensor& u, const
 // Gradients for ab and residual.
 torch::Tensor glu_dropout_residual(const torch::Tensor& ab, const torch::Tensor& residual, double p,
                                    uint64_t seed);
+
+// The parameters of one S5 block's body, in the row layout of forward_fused: the recurrence's
+// input and output products (w_in [2P, H]: B̄ as [re; im]; w_out [H, 2P]: Re(C̃x), conjugate
+// symmetry's factor 2 included), its discretised diagonal a_re, a_im [P], the feed-through D [H]
+// and the GLU's two halves stacked, w_glu [2H, H], b_glu [2H].
+struct BlockWeights {
+  torch::Tensor w_in, a_re, a_im, w_out, D, w_glu, b_glu;
+};
+
+// x + dropout(glu(dropout(gelu(C̃·scan(B̄·u) + D ⊙ u)))) with u = norm(x), for x [B·T, H] (rows
+// batch-major, `batch` sequences), as one autograd node: the same function, masks and norm
+// semantics as batch_norm_module → the recurrence → gelu_dropout → glu_dropout_residual, but
+// computed a few whole sequences at a time, so that each tile's activations stay in cache
+// between the steps, and with the residual's and the norm's gradients, the feed-through's and
+// the recurrence's, summed in the passes that make them (no separate accumulation by autograd).
+// Weight gradients are summed per tile, then over tiles in order: bitwise the same at any
+// thread count. Float or double, CPU. The norm's running statistics are updated as
+// batch_norm_module does.
+torch::Tensor ssm_block(const torch::Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& norm,
+                        dist::Communicator* sync, const BlockWeights& w, double p, uint64_t seed_gelu,
+                        uint64_t seed_glu);
 
 }  // namespace rt::ssm::fused

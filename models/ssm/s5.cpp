@@ -294,21 +294,27 @@ torch::Tensor S5LayerImpl::forward(const torch::Tensor& u) {
   return y + D * u;
 }
 
-torch::Tensor S5LayerImpl::forward_fused_rows(const torch::Tensor& u2, int64_t batch) {
-  TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
-              "S5Layer::forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch,
-              ", got ", u2.sizes());
+std::optional<SsmLayerBase::RecurrenceWeights> S5LayerImpl::recurrence_weights() const {
   auto [lambda_bar, B_bar] = discretize();
-  const int64_t N = u2.size(0), P = stored_states_;
-  // Real layout [re | im] along the state axis: one matmul in, the kernel, one matmul out.
-  auto w_in = torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0);  // [2P, H]
-  // Autocast: the recurrence in the parameters' precision (see forward).
-  auto bu = models::row_linear(u2, w_in).to(w_in.scalar_type()).view({batch, N / batch, 2 * P});
-  auto x = complex_recurrence(torch::real(lambda_bar), torch::imag(lambda_bar), bu).view({N, 2 * P});
-  // Re(C̃x) = C_re·x_re − C_im·x_im.
+  // Real layout [re | im] along the state axis. Re(C̃x) = C_re·x_re − C_im·x_im.
   auto w_out = torch::cat({C.select(2, 0), -C.select(2, 1)}, 1);  // [H, 2P]
   if (options_.conj_sym) w_out = 2.0 * w_out;
-  return models::row_linear(x, w_out);
+  return RecurrenceWeights{torch::cat({torch::real(B_bar), torch::imag(B_bar)}, 0),  // [2P, H]
+                           torch::real(lambda_bar), torch::imag(lambda_bar), w_out};
+}
+
+torch::Tensor SsmLayerBase::forward_fused_rows(const torch::Tensor& u2, int64_t batch) {
+  TORCH_CHECK(u2.dim() == 2 && u2.size(1) == options_.d_model && batch >= 1 && u2.size(0) % batch == 0,
+              "forward_fused_rows: expected u [B*T, ", options_.d_model, "] with B = ", batch, ", got ",
+              u2.sizes());
+  auto w = recurrence_weights();
+  TORCH_CHECK(w.has_value(), "forward_fused_rows: this SSM layer has no recurrence form");
+  const int64_t N = u2.size(0), P2 = w->w_in.size(0);
+  // Autocast: the recurrence in the parameters' precision (see S5LayerImpl::forward).
+  const auto dtype = w->w_in.scalar_type();
+  auto bu = models::row_linear(u2.to(dtype), w->w_in).to(dtype).view({batch, N / batch, P2});
+  auto x = complex_recurrence(w->a_re.contiguous(), w->a_im.contiguous(), bu).view({N, P2});
+  return models::row_linear(x, w->w_out);
 }
 
 bool is_ssm_parameter_name(const std::string& name) {

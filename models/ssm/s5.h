@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "util/enum_names.h"
@@ -91,7 +92,17 @@ class SsmLayerBase : public torch::nn::Module {
   // feed-through: u2 [B·T, H] (rows batch-major) → SSM(u) [B·T, H] (no D ⊙ u, which the block
   // folds into its next kernel), whatever options().scan says. REQUIRES: u2.size(0) divisible by
   // batch.
-  virtual torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch) = 0;
+  // The default is the recurrence of recurrence_weights(); layers without one override it.
+  virtual torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch);
+  // Layers whose fused form is one diagonal recurrence (S5, LRU): forward_fused_rows(u) =
+  // row_linear(complex_recurrence(a_re, a_im, row_linear(u, w_in)), w_out), with w_in [2P, H]
+  // (the input matrix's real part over its imaginary part), a_re, a_im [P] (the discretised
+  // diagonal) and w_out [H, 2P] (Re of the readout). nullopt where the layer computes otherwise
+  // (S4D's convolution).
+  struct RecurrenceWeights {
+    torch::Tensor w_in, a_re, a_im, w_out;
+  };
+  virtual std::optional<RecurrenceWeights> recurrence_weights() const { return std::nullopt; }
   // D [H], the feed-through.
   virtual const torch::Tensor& feedthrough() const = 0;
   const S5LayerOptions& options() const { return options_; }
@@ -107,7 +118,7 @@ class S5LayerImpl : public SsmLayerBase {
   explicit S5LayerImpl(const S5LayerOptions& options);
   torch::Tensor forward(const torch::Tensor& u) override;
   // 2·Re(C̃x) under conjugate symmetry.
-  torch::Tensor forward_fused_rows(const torch::Tensor& u2, int64_t batch) override;
+  std::optional<RecurrenceWeights> recurrence_weights() const override;
   const torch::Tensor& feedthrough() const override { return D; }
 
   // Number of complex states actually stored (state_dim/2 under conjugate symmetry).
