@@ -63,7 +63,8 @@ TEST(SsmFusedBlock, EqualsTheKernelChainAcrossTilesWithDropout) {
     auto yb = kernel_chain(*chain, xb.reshape({B * T, H}), B);
     EXPECT_LE(max_rel_diff(ya, yb), 1e-5) << what;
     // The same masks: the dropped elements' contributions agree exactly where both are zero.
-    EXPECT_TRUE(((ya - xa.reshape({B * T, H})).abs() < 1e-30).equal((yb - xb.reshape({B * T, H})).abs() < 1e-30))
+    EXPECT_TRUE(
+        ((ya - xa.reshape({B * T, H})).abs() < 1e-30).equal((yb - xb.reshape({B * T, H})).abs() < 1e-30))
         << what;
     (ya * w).sum().backward();
     (yb * w).sum().backward();
@@ -79,7 +80,8 @@ TEST(SsmFusedBlock, EqualsTheKernelChainAcrossTilesWithDropout) {
     tiled->eval();
     chain->eval();
     torch::NoGradGuard ng;
-    EXPECT_LE(max_rel_diff(tiled->forward_fused(x).reshape({B * T, H}), kernel_chain(*chain, x.reshape({B * T, H}), B)),
+    EXPECT_LE(max_rel_diff(tiled->forward_fused(x).reshape({B * T, H}),
+                           kernel_chain(*chain, x.reshape({B * T, H}), B)),
               1e-5)
         << what;
   }
@@ -99,13 +101,13 @@ TEST(SsmFusedBlock, GradientsMatchFiniteDifferencesInDouble) {
     }
     torch::manual_seed(31);
     std::vector<torch::Tensor> in = {torch::randn({B * T, H}, f64) * 2 + 0.5,  // x
-                                     torch::randn({2 * P, H}, f64),           // w_in
-                                     torch::rand({P}, f64) * 0.6 - 0.3,       // a_re
-                                     torch::rand({P}, f64) * 0.6 - 0.3,       // a_im
-                                     torch::randn({H, 2 * P}, f64),           // w_out
-                                     torch::randn({H}, f64),                  // D
-                                     torch::randn({2 * H, H}, f64),           // w_glu
-                                     torch::randn({2 * H}, f64)};             // b_glu
+                                     torch::randn({2 * P, H}, f64),            // w_in
+                                     torch::rand({P}, f64) * 0.6 - 0.3,        // a_re
+                                     torch::rand({P}, f64) * 0.6 - 0.3,        // a_im
+                                     torch::randn({H, 2 * P}, f64),            // w_out
+                                     torch::randn({H}, f64),                   // D
+                                     torch::randn({2 * H, H}, f64),            // w_glu
+                                     torch::randn({2 * H}, f64)};              // b_glu
     for (auto& t : in) t.requires_grad_();
     auto f = [&](const std::vector<torch::Tensor>& v) {
       fused::BlockWeights w{v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
