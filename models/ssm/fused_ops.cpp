@@ -940,6 +940,36 @@ int64_t seed_arg(uint64_t seed) { return static_cast<int64_t>(seed); }  // IValu
 
 }  // namespace
 
+template <typename scalar_t>
+void recurrence_forward(const scalar_t* a_re, const scalar_t* a_im, const scalar_t* b, scalar_t* x, int64_t B,
+                        int64_t T, int64_t P) {
+  at::parallel_for(0, B, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) scan_sequence(a_re, a_im, b + n * T * 2 * P, x + n * T * 2 * P, T, P);
+  });
+}
+
+template <typename scalar_t>
+void recurrence_backward(const scalar_t* a_re, const scalar_t* a_im, const scalar_t* x, const scalar_t* g,
+                         scalar_t* h, scalar_t* ga_rows, int64_t B, int64_t T, int64_t P) {
+  at::parallel_for(0, B, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      scalar_t* ga = ga_rows + n * 2 * P;
+      std::fill(ga, ga + 2 * P, scalar_t(0));
+      const int64_t o = n * T * 2 * P;
+      scan_sequence_backward(a_re, a_im, x + o, g + o, h + o, ga, T, P);
+    }
+  });
+}
+
+template void recurrence_forward<float>(const float*, const float*, const float*, float*, int64_t, int64_t,
+                                        int64_t);
+template void recurrence_forward<double>(const double*, const double*, const double*, double*, int64_t,
+                                         int64_t, int64_t);
+template void recurrence_backward<float>(const float*, const float*, const float*, const float*, float*,
+                                         float*, int64_t, int64_t, int64_t);
+template void recurrence_backward<double>(const double*, const double*, const double*, const double*, double*,
+                                          double*, int64_t, int64_t, int64_t);
+
 uint64_t draw_dropout_seed() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());

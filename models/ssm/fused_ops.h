@@ -66,6 +66,16 @@ torch::Tensor gelu_dropout(const torch::Tensor& z, const torch::Tensor& u, const
 torch::Tensor glu_dropout_residual(const torch::Tensor& ab, const torch::Tensor& residual, double p,
                                    uint64_t seed);
 
+// complex_recurrence's kernels (models/ssm/s5.h): x_t = a ⊙ x_{t−1} + b_t over b [B, T, 2P]
+// real ([re | im] along the last axis), and its adjoint h_t = g_t + conj(a) ⊙ h_{t+1} with
+// ga_rows [B, 2P] = Σ_{t≥1} h_t ⊙ conj(x_{t−1}) per sequence ([re | im]). One sequence per task.
+template <typename scalar_t>
+void recurrence_forward(const scalar_t* a_re, const scalar_t* a_im, const scalar_t* b, scalar_t* x, int64_t B,
+                        int64_t T, int64_t P);
+template <typename scalar_t>
+void recurrence_backward(const scalar_t* a_re, const scalar_t* a_im, const scalar_t* x, const scalar_t* g,
+                         scalar_t* h, scalar_t* ga_rows, int64_t B, int64_t T, int64_t P);
+
 // The parameters of one S5 block's body, in the row layout of forward_fused: the recurrence's
 // input and output products (w_in [2P, H]: B̄ as [re; im]; w_out [H, 2P]: Re(C̃x), conjugate
 // symmetry's factor 2 included), its discretised diagonal a_re, a_im [P], the feed-through D [H]

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/common/row_linear.h"
+#include "models/ssm/fused_ops.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -66,62 +67,6 @@ torch::Tensor scan_parallel(const torch::Tensor& a, const torch::Tensor& b) {
 
 namespace {
 
-// Forward kernel of complex_recurrence: every (batch, state) chain runs sequentially in time;
-// the inner loop over states is contiguous (vectorisable), batches are split across threads.
-template <typename scalar_t>
-void recurrence_forward_cpu(const scalar_t* ar, const scalar_t* ai, const scalar_t* b, scalar_t* x, int64_t B,
-                            int64_t T, int64_t P) {
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      const scalar_t* bn = b + n * T * 2 * P;
-      scalar_t* xn = x + n * T * 2 * P;
-      for (int64_t p = 0; p < 2 * P; ++p) xn[p] = bn[p];
-      for (int64_t t = 1; t < T; ++t) {
-        const scalar_t* prev = xn + (t - 1) * 2 * P;
-        const scalar_t* bt = bn + t * 2 * P;
-        scalar_t* xt = xn + t * 2 * P;
-        for (int64_t p = 0; p < P; ++p) {
-          const scalar_t pr = prev[p], pi = prev[P + p];
-          xt[p] = ar[p] * pr - ai[p] * pi + bt[p];
-          xt[P + p] = ar[p] * pi + ai[p] * pr + bt[P + p];
-        }
-      }
-    }
-  });
-}
-
-// Backward: the adjoint h_t = g_t + conj(a)·h_{t+1} runs backwards in time; dL/dbu = h and
-// dL/da = Σ_{n,t≥1} h_t · conj(x_{t−1}) (as real and imaginary parts), summed per batch row
-// first (no shared accumulators between threads) and over the batch at the end.
-template <typename scalar_t>
-void recurrence_backward_cpu(const scalar_t* ar, const scalar_t* ai, const scalar_t* x, const scalar_t* g,
-                             scalar_t* h, scalar_t* ga_rows, int64_t B, int64_t T, int64_t P) {
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      const scalar_t* xn = x + n * T * 2 * P;
-      const scalar_t* gn = g + n * T * 2 * P;
-      scalar_t* hn = h + n * T * 2 * P;
-      scalar_t* ga = ga_rows + n * 2 * P;  // [re P | im P]
-      for (int64_t p = 0; p < 2 * P; ++p) ga[p] = 0;
-      const int64_t last = (T - 1) * 2 * P;
-      for (int64_t p = 0; p < 2 * P; ++p) hn[last + p] = gn[last + p];
-      for (int64_t t = T - 1; t >= 1; --t) {
-        const scalar_t* ht = hn + t * 2 * P;
-        const scalar_t* xp = xn + (t - 1) * 2 * P;
-        const scalar_t* gp = gn + (t - 1) * 2 * P;
-        scalar_t* hp = hn + (t - 1) * 2 * P;
-        for (int64_t p = 0; p < P; ++p) {
-          const scalar_t hr = ht[p], hi = ht[P + p], xr = xp[p], xi = xp[P + p];
-          ga[p] += hr * xr + hi * xi;
-          ga[P + p] += hi * xr - hr * xi;
-          hp[p] = gp[p] + ar[p] * hr + ai[p] * hi;
-          hp[P + p] = gp[P + p] - ai[p] * hr + ar[p] * hi;
-        }
-      }
-    }
-  });
-}
-
 class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_re,
@@ -130,8 +75,8 @@ class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
     auto x = torch::empty_like(b);
     const int64_t B = b.size(0), T = b.size(1), P = b.size(2) / 2;
     AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "complex_recurrence_forward", [&] {
-      recurrence_forward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
-                                       b.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), B, T, P);
+      fused::recurrence_forward<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
+                                          b.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), B, T, P);
     });
     ctx->save_for_backward({ar, ai, x});
     return x;
@@ -146,9 +91,9 @@ class ComplexRecurrence : public torch::autograd::Function<ComplexRecurrence> {
     auto h = torch::empty_like(x);
     auto ga_rows = torch::empty({B, 2 * P}, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "complex_recurrence_backward", [&] {
-      recurrence_backward_cpu<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
-                                        x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
-                                        h.data_ptr<scalar_t>(), ga_rows.data_ptr<scalar_t>(), B, T, P);
+      fused::recurrence_backward<scalar_t>(ar.data_ptr<scalar_t>(), ai.data_ptr<scalar_t>(),
+                                           x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+                                           h.data_ptr<scalar_t>(), ga_rows.data_ptr<scalar_t>(), B, T, P);
     });
     auto ga = ga_rows.sum(0);
     return {ga.narrow(0, 0, P), ga.narrow(0, P, P), h};

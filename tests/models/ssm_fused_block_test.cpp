@@ -10,6 +10,7 @@
 #include "models/common/row_linear.h"
 #include "models/ssm/decoders.h"
 #include "models/ssm/fused_ops.h"
+#include "support/expect.h"
 
 using namespace rt::ssm;
 
@@ -108,30 +109,12 @@ TEST(SsmFusedBlock, GradientsMatchFiniteDifferencesInDouble) {
                                      torch::randn({H}, f64),                   // D
                                      torch::randn({2 * H, H}, f64),            // w_glu
                                      torch::randn({2 * H}, f64)};              // b_glu
-    for (auto& t : in) t.requires_grad_();
     auto f = [&](const std::vector<torch::Tensor>& v) {
       fused::BlockWeights w{v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
       return fused::ssm_block(v[0], B, *norm, nullptr, w, training ? 0.3 : 0.0, 11, 12);
     };
-    auto wts = torch::randn({B * T, H}, f64);
-    (f(in) * wts).sum().backward();
-    const double eps = 1e-6;
-    for (size_t k = 0; k < in.size(); ++k) {
-      ASSERT_TRUE(in[k].grad().defined()) << "input " << k;
-      auto grad = in[k].grad().reshape(-1);
-      for (int64_t i = 0; i < in[k].numel(); ++i) {
-        torch::NoGradGuard ng;
-        auto eval = [&](double delta) {
-          std::vector<torch::Tensor> v;
-          for (auto& t : in) v.push_back(t.detach().clone());
-          v[k].view(-1)[i] += delta;
-          return (f(v) * wts).sum().item<double>();
-        };
-        const double num = (eval(eps) - eval(-eps)) / (2 * eps);
-        EXPECT_NEAR(grad[i].item<double>(), num, 1e-6 * std::max(1.0, std::abs(num)))
-            << (training ? "training" : "eval") << " input " << k << " element " << i;
-      }
-    }
+    SCOPED_TRACE(training ? "training" : "eval");
+    rt::testing::expect_gradients_match(f, in, 1e-6, /*relative=*/true);
   }
 }
 

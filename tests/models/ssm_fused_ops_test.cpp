@@ -9,6 +9,7 @@
 
 #include "models/ssm/decoders.h"
 #include "models/ssm/fused_ops.h"
+#include "support/expect.h"
 #include "util/torch_compat.h"
 
 using namespace rt::ssm;
@@ -21,29 +22,7 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
-// Central differences of L = Σ f(inputs) ⊙ w against the analytic gradients, element by element.
-void expect_gradients_match(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& f,
-                            std::vector<torch::Tensor> inputs, double tol = 1e-6) {
-  for (auto& t : inputs) t = t.detach().clone().requires_grad_();
-  auto w = torch::randn(f(inputs).sizes(), f64());
-  (f(inputs) * w).sum().backward();
-  const double eps = 1e-6;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    ASSERT_TRUE(inputs[k].grad().defined()) << "input " << k;
-    auto grad = inputs[k].grad().reshape(-1);
-    for (int64_t i = 0; i < inputs[k].numel(); ++i) {
-      torch::NoGradGuard ng;
-      auto eval = [&](double delta) {
-        std::vector<torch::Tensor> in;
-        for (auto& t : inputs) in.push_back(t.detach().clone());
-        in[k].view(-1)[i] += delta;
-        return (f(in) * w).sum().item<double>();
-      };
-      const double num = (eval(eps) - eval(-eps)) / (2 * eps);
-      EXPECT_NEAR(grad[i].item<double>(), num, tol) << "input " << k << " element " << i;
-    }
-  }
-}
+using rt::testing::expect_gradients_match;
 
 }  // namespace
 
