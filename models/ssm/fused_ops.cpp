@@ -734,8 +734,9 @@ RT_SIMD_CLONES void gelu_dropout_both_row(const scalar_t* __restrict g, const sc
   }
 }
 
-// Sequences per tile: about kTileRows rows, so that a tile's activations (~2.3 KB a row at
-// H = 64) stay in a core's L2 cache between the block's steps.
+// Sequences per tile: about kTileRows rows (3 sequences of 140 bins). At one thread the size
+// hardly matters; at two, tiles of 280 to 2240 rows were within 10 % of each other and one
+// tile of the whole batch 50 % slower (s5_maze shape, timed in one process, interleaved).
 constexpr int64_t kTileRows = 512;
 
 // An uninitialised buffer of n elements.

@@ -87,12 +87,11 @@ struct BlockWeights {
 // x + dropout(glu(dropout(gelu(C̃·scan(B̄·u) + D ⊙ u)))) with u = norm(x), for x [B·T, H] (rows
 // batch-major, `batch` sequences), as one autograd node: the same function, masks and norm
 // semantics as batch_norm_module → the recurrence → gelu_dropout → glu_dropout_residual, but
-// computed a few whole sequences at a time, so that each tile's activations stay in cache
-// between the steps, and with the residual's and the norm's gradients, the feed-through's and
-// the recurrence's, summed in the passes that make them (no separate accumulation by autograd).
-// Weight gradients are summed per tile, then over tiles in order: bitwise the same at any
-// thread count. Float or double, CPU. The norm's running statistics are updated as
-// batch_norm_module does.
+// computed a few whole sequences at a time (the tiles are what threads share out; a tile's
+// intermediates live in per-thread buffers), and with the residual's and the norm's gradients, the
+// feed-through's and the recurrence's, summed in the passes that make them (no separate accumulation by
+// autograd). Weight gradients are summed per tile, then over tiles in order: bitwise the same at any thread
+// count. Float or double, CPU. The norm's running statistics are updated as batch_norm_module does.
 torch::Tensor ssm_block(const torch::Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& norm,
                         dist::Communicator* sync, const BlockWeights& w, double p, uint64_t seed_gelu,
                         uint64_t seed_glu);
