@@ -24,14 +24,56 @@ SgemmFn onednn_sgemm() {
   return fn;
 }
 
+template <typename T>
+void aten_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T beta, T* C, int64_t ldc) {
+  const auto opts = torch::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+  auto view = [&](const T* p, int64_t rows, int64_t cols, int64_t ld, bool transposed) {
+    auto t = torch::from_blob(const_cast<T*>(p),
+                              transposed ? at::IntArrayRef{cols, rows} : at::IntArrayRef{rows, cols}, {ld, 1},
+                              opts);
+    return transposed ? t.t() : t;
+  };
+  auto a = view(A, M, K, lda, ta == 'T');
+  auto b = view(B, K, N, ldb, tb == 'T');
+  auto c = torch::from_blob(C, {M, N}, {ldc, 1}, opts);
+  if (beta == T(0)) {
+    at::mm_out(c, a, b);
+  } else {
+    c.addmm_(a, b, beta, 1);
+  }
+}
+
+}  // namespace
+
+template <>
+void gemm_rows<float>(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (onednn_sgemm() != nullptr) {
+    const int status = onednn_sgemm()(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status, " on [", M, " x ", K, "] x [", K,
+                " x ", N, "]");
+    return;
+  }
+  aten_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <>
+void gemm_rows<double>(char ta, char tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                       const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  aten_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+
 // out[M, N] (row-major, contiguous) = beta · out + op(a) · op(b).
 void sgemm(char ta, char tb, const torch::Tensor& a, const torch::Tensor& b, float beta, torch::Tensor& out) {
   const int64_t M = out.size(0), N = out.size(1);
   const int64_t K = ta == 'N' ? a.size(1) : a.size(0);
-  const int status = onednn_sgemm()(ta, tb, M, N, K, 1.0f, a.data_ptr<float>(), a.size(1),
-                                    b.data_ptr<float>(), b.size(1), beta, out.data_ptr<float>(), N);
-  TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status, " on [", M, " x ", K, "] x [", K, " x ",
-              N, "]");
+  gemm_rows<float>(ta, tb, M, N, K, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1), beta,
+                   out.data_ptr<float>(), N);
 }
 
 bool takes_onednn(const torch::Tensor& x, const torch::Tensor& w) {
@@ -112,50 +154,6 @@ class RowLinear : public torch::autograd::Function<RowLinear> {
 }  // namespace
 
 bool row_linear_uses_onednn() { return onednn_sgemm() != nullptr; }
-
-namespace {
-
-template <typename T>
-void aten_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
-  const auto opts = torch::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
-  auto view = [&](const T* p, int64_t rows, int64_t cols, int64_t ld, bool transposed) {
-    auto t = torch::from_blob(const_cast<T*>(p),
-                              transposed ? at::IntArrayRef{cols, rows} : at::IntArrayRef{rows, cols}, {ld, 1},
-                              opts);
-    return transposed ? t.t() : t;
-  };
-  auto a = view(A, M, K, lda, ta == 'T');
-  auto b = view(B, K, N, ldb, tb == 'T');
-  auto c = torch::from_blob(C, {M, N}, {ldc, 1}, opts);
-  if (beta == T(0)) {
-    at::mm_out(c, a, b);
-  } else {
-    c.addmm_(a, b, beta, 1);
-  }
-}
-
-}  // namespace
-
-template <>
-void gemm_rows<float>(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (onednn_sgemm() != nullptr) {
-    const int status = onednn_sgemm()(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-    TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status, " on [", M, " x ", K, "] x [", K,
-                " x ", N, "]");
-    return;
-  }
-  aten_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-}
-
-template <>
-void gemm_rows<double>(char ta, char tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-                       const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  aten_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-}
 
 torch::Tensor row_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!takes_onednn(x, weight) ||

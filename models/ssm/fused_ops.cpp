@@ -677,18 +677,6 @@ RT_SIMD_CLONES void glu_bias_backward_row(const scalar_t* __restrict g, const sc
   }
 }
 
-// Σ over rows of gu and gu ⊙ y into acc [2H] (double), for one tile's rows.
-template <typename scalar_t>
-RT_SIMD_CLONES void add_bn_grad_sums(const scalar_t* __restrict gu, const scalar_t* __restrict y,
-                                     int64_t rows, int64_t H, double* __restrict acc) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < H; ++c) {
-      acc[c] += static_cast<double>(gu[r * H + c]);
-      acc[H + c] += static_cast<double>(gu[r * H + c]) * static_cast<double>(y[r * H + c]);
-    }
-  }
-}
-
 // gx = g + invstd ⊙ (gu − mean_g − y ⊙ mean_gy): the residual's gradient and the norm's in one pass.
 template <typename scalar_t>
 RT_SIMD_CLONES void bn_residual_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict gu,
@@ -891,8 +879,7 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
           }
           models::gemm_rows<scalar_t>('T', 'N', P2, H, R, adj.data(), P2, up + r0 * H, H, 0, pw_in, H);
           models::gemm_rows<scalar_t>('N', 'N', R, H, P2, adj.data(), P2, win, H, 1, gup + r0 * H, H);
-          if (batch_stats)
-            add_bn_grad_sums(gup + r0 * H, up + r0 * H, R, H, bn_partial.data() + tile * 2 * H);
+          if (batch_stats) add_g_gy_rows(gup, up, r0, r0 + R, H, bn_partial.data() + tile * 2 * H);
         }
       });
       std::vector<double> total(static_cast<size_t>(width), 0.0), bn(static_cast<size_t>(2 * H), 0.0);
@@ -1002,21 +989,41 @@ Tensor batch_norm_rows(const Tensor& x, double eps, Tensor* mean, Tensor* var, d
   return outs[0];
 }
 
+namespace {
+
+// torch's BatchNorm semantics for `norm`: batch statistics in training and wherever it tracks no
+// running statistics; only training synchronises (with `sync` of more than one rank).
+struct NormMode {
+  bool batch_stats;
+  dist::Communicator* comm;
+};
+NormMode norm_mode(const torch::nn::BatchNorm1dImpl& norm, dist::Communicator* sync) {
+  return {norm.is_training() || !norm.options.track_running_stats(),
+          norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr};
+}
+
+// After batch statistics over `count` rows of input `sizes`: torch's check that training saw more
+// than one value per channel, then the running statistics' update.
+void after_batch_statistics(torch::nn::BatchNorm1dImpl& norm, at::IntArrayRef sizes, const Tensor& mean,
+                            const Tensor& var, double count, const NormMode& mode) {
+  TORCH_CHECK(!norm.is_training() || count > 1,
+              "BatchNorm: expected more than 1 value per channel when training, got input ", sizes,
+              mode.comm ? " (rows over all ranks: " + std::to_string(count) + ")" : std::string());
+  if (norm.is_training() && norm.options.track_running_stats())
+    dist::update_running_stats(norm, mean, var, count);
+}
+
+}  // namespace
+
 Tensor batch_norm_module(const Tensor& x, torch::nn::BatchNorm1dImpl& norm, dist::Communicator* sync) {
   const auto& o = norm.options;
   TORCH_CHECK(!o.affine(), "fused::batch_norm_module: only affine = false is supported");
-  const bool track = o.track_running_stats();
-  if (norm.is_training() || !track) {
-    // torch: only training synchronises.
-    dist::Communicator* comm =
-        norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
+  const NormMode mode = norm_mode(norm, sync);
+  if (mode.batch_stats) {
     Tensor mean, var;
     double count = 0;
-    auto y = batch_norm_rows(x, o.eps(), &mean, &var, comm, &count);
-    TORCH_CHECK(!norm.is_training() || count > 1,
-                "BatchNorm: expected more than 1 value per channel when training, got input ", x.sizes(),
-                comm ? " (rows over all ranks: " + std::to_string(count) + ")" : std::string());
-    if (norm.is_training() && track) dist::update_running_stats(norm, mean, var, count);
+    auto y = batch_norm_rows(x, o.eps(), &mean, &var, mode.comm, &count);
+    after_batch_statistics(norm, x.sizes(), mean, var, count, mode);
     return y;
   }
   return (x - norm.running_mean) * torch::rsqrt(norm.running_var + o.eps());
@@ -1037,13 +1044,12 @@ Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& no
   const auto& o = norm.options;
   TORCH_CHECK(!o.affine(), "fused::ssm_block: only a norm without affine parameters is supported");
   make_spec(p, seed_gelu);
-  const bool batch_stats = norm.is_training() || !o.track_running_stats();
-  // torch: only training synchronises.
-  dist::Communicator* comm = norm.is_training() && sync != nullptr && sync->world_size() > 1 ? sync : nullptr;
+  const NormMode mode = norm_mode(norm, sync);
+  dist::Communicator* comm = mode.comm;
   auto x = x2.contiguous();
   Tensor mean, invstd;
   double count = static_cast<double>(N);
-  if (batch_stats) {
+  if (mode.batch_stats) {
     TORCH_CHECK(comm != nullptr || N >= 1, "fused::ssm_block: no rows");
     Tensor var;
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_ssm_block_statistics", [&] {
@@ -1055,10 +1061,7 @@ Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& no
       var = vector_from<scalar_t>(v, x);
       invstd = vector_from<scalar_t>(is, x);
     });
-    TORCH_CHECK(!norm.is_training() || count > 1,
-                "BatchNorm: expected more than 1 value per channel when training, got input ", x2.sizes(),
-                comm ? " (rows over all ranks: " + std::to_string(count) + ")" : std::string());
-    if (norm.is_training() && o.track_running_stats()) dist::update_running_stats(norm, mean, var, count);
+    after_batch_statistics(norm, x2.sizes(), mean, var, count, mode);
   } else {
     mean = norm.running_mean.to(x.scalar_type()).contiguous();
     invstd = torch::rsqrt(norm.running_var.to(x.scalar_type()) + o.eps()).contiguous();
@@ -1067,7 +1070,7 @@ Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& no
                            same(w.a_im, {P2 / 2}, "a_im"), same(w.w_out, {H, P2}, "w_out"),
                            same(w.D, {H}, "D"), same(w.w_glu, {2 * H, H}, "w_glu"),
                            same(w.b_glu, {2 * H}, "b_glu"), mean, invstd, batch, p, seed_arg(seed_gelu),
-                           seed_arg(seed_glu), to_handle(comm), count, batch_stats);
+                           seed_arg(seed_glu), to_handle(comm), count, mode.batch_stats);
 }
 
 Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p, uint64_t seed) {
