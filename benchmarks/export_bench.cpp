@@ -24,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 #include <vector>
 
 #include "export/onnx_rave.h"
@@ -82,10 +83,11 @@ int main(int argc, char** argv) {
   app.add_option("--keep", keep, "also write the streaming export to this file (for profiling)");
   app.add_option("--quantize", quantize, "none | int8 (export --quantize)")->capture_default_str();
   std::string onnx_dir;
-  app.add_option("--onnx_dir", onnx_dir,
-                 "instead of timing: write the model's weights (DIR/weights, rt-golden/1, every float "
-                 "parameter and buffer by name) and its ONNX forward graphs, DIR/ours_streaming.onnx and "
-                 "DIR/ours_offline.onnx (benchmarks/onnx_bench.sh)");
+  app.add_option(
+      "--onnx_dir", onnx_dir,
+      "instead of timing: write the model's weights (DIR/weights, rt-golden/1, every float "
+      "parameter and buffer by name) and its ONNX forward graphs, DIR/ours_streaming.onnx, "
+      "DIR/ours_offline.onnx and DIR/ours_streaming_int8.onnx (--quantize int8) (benchmarks/onnx_bench.sh)");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
 
@@ -107,12 +109,20 @@ int main(int argc, char** argv) {
     weights.write(dir / "weights", {{"generated_by", "benchmarks/export_bench.cpp --onnx_dir"},
                                     {"version", version},
                                     {"capacity", o.capacity}});
-    for (bool streaming : {true, false}) {
+    // float32 streaming and offline, and streaming on int8 weights (export --format onnx --quantize int8).
+    for (const auto& [file, streaming, int8] :
+         {std::tuple{"ours_streaming.onnx", true, false}, std::tuple{"ours_offline.onnx", false, false},
+          std::tuple{"ours_streaming_int8.onnx", true, true}}) {
       rt::exporting::onnx::RaveGraphOptions g;
       g.streaming = streaming;
-      rt::exporting::onnx::build_rave_graphs(*model, g).forward.save(
-          dir / (streaming ? "ours_streaming.onnx" : "ours_offline.onnx"), {{"rt_method", "forward"}},
-          "export_bench");
+      if (int8) g.int8_min_weights = rt::exporting::ScriptOptions{}.int8_min_weights;
+      const auto graphs = rt::exporting::onnx::build_rave_graphs(*model, g);
+      graphs.forward.save(dir / file, {{"rt_method", "forward"}}, "export_bench");
+      if (int8) {
+        std::cout << "{\"int8_layers\": " << graphs.int8_layers
+                  << ", \"int8_weights\": " << graphs.int8_weights
+                  << ", \"float_weights\": " << graphs.forward.weight_count() << "}" << std::endl;
+      }
     }
     return 0;
   }

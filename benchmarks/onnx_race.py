@@ -4,11 +4,13 @@
   .venv-onnx/bin/python benchmarks/onnx_race.py --dir DIR --command "..." [--rounds 3] [--seconds 10]
 
 DIR holds export_bench --onnx_dir's files (ours_streaming.onnx, ours_offline.onnx: the forward
-graphs of a random full-size v2) and rave_own_onnx.py's rave.onnx (the same weights, through
+graphs of a random full-size v2; ours_streaming_int8.onnx: the streaming one on int8 weights, as
+`export --format onnx --quantize int8` writes it) and rave_own_onnx.py's rave.onnx (the same weights, through
 RAVE's export_onnx.py steps) with its JSON record rave.json. Per round, per block size (2048,
 4096): each file in turn (order reversed every other round), 5 warm-up calls, then --seconds of
 audio at 44.1 kHz in consecutive [1, 1, block] blocks of the same noise, each call timed:
-  - ours, streaming: the state inputs fed from the previous call's outputs (a host's loop);
+  - ours, streaming (float32 and int8): the state inputs fed from the previous call's outputs (a
+    host's loop);
   - ours, offline graph, and RAVE's own file (offline only): each block on its own.
 The realtime factor at 48 kHz and a host buffer of B samples (128 … 2048): a call of 2048
 samples (the ratio) must finish within B / 48000 s when the host runs it in the callback that
@@ -53,6 +55,7 @@ class Caller:
         self.sess = sess
         self.input = sess.get_inputs()[0].name
         self.outputs = [o.name for o in sess.get_outputs()]
+        self.audio = next(i for i, name in enumerate(self.outputs) if not name.startswith("state."))
         self.state = {}
         for i in sess.get_inputs():
             if i.name.startswith("state."):
@@ -66,7 +69,7 @@ class Caller:
         for name, value in zip(self.outputs, out):
             if name.endswith(".next"):
                 self.state[name[:-len(".next")]] = value
-        return out[0]
+        return out[self.audio]
 
 
 def time_blocks(call, audio, block):
@@ -95,10 +98,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10.0)
     a = ap.parse_args()
-    files = {"ours": "ours_streaming.onnx", "ours_offline": "ours_offline.onnx", "rave": "rave.onnx"}
+    files = {"ours": "ours_streaming.onnx", "ours_offline": "ours_offline.onnx", "ours_int8": "ours_streaming_int8.onnx",
+             "rave": "rave.onnx"}
+    streaming = ("ours", "ours_int8")
     sessions = {k: session(os.path.join(a.dir, f)) for k, f in files.items()}
     with open(os.path.join(a.dir, "rave.json")) as f:
         rave_record = json.loads(f.read().strip().splitlines()[-1])
+    with open(os.path.join(a.dir, "ours_int8.json")) as f:
+        int8_record = json.loads(f.read().strip().splitlines()[-1])
     rng = np.random.default_rng(1)
     blocks = (2048, 4096)
     raw = []
@@ -108,11 +115,11 @@ def main():
                      ).astype(np.float32)
             order = list(files) if r % 2 else list(reversed(files))
             for name in order:
-                call = Caller(sessions[name]) if name == "ours" else \
+                call = Caller(sessions[name]) if name in streaming else \
                     (lambda s: (lambda x: s.run(None, {"audio_in": x})[0]))(sessions[name])
                 raw.append({"round": r, "block": block, "name": name,
                             "ms_per_block_median": time_blocks(call, audio, block)})
-            print(json.dumps(raw[-3:]), file=sys.stderr)
+            print(json.dumps(raw[-len(files):]), file=sys.stderr)
 
     def ms(name, block):
         return [x["ms_per_block_median"] for x in raw if x["name"] == name and x["block"] == block]
@@ -125,22 +132,45 @@ def main():
     rave = [sessions["rave"].run(None, {"audio_in": x})[0] for _ in range(2)]
     d_ours = spectral_distance(rave[0], ours)
     d_rave = spectral_distance(rave[0], rave[1])
-    derived, table, ratio_runs = {}, [], []
+    # int8 against float32, both streaming and deterministic (noise_scale 0), on the same chord.
+    quiet = {"noise_scale": np.array(0.0, np.float32)}
+
+    def streamed_call(c, block):
+        out = c.sess.run(c.outputs, {**c.state, c.input: block, **quiet})
+        for name, value in zip(c.outputs, out):
+            if name.endswith(".next"):
+                c.state[name[:-len(".next")]] = value
+        return out[c.audio]
+
+    def streamed(name):
+        c = Caller(sessions[name])
+        return np.concatenate([streamed_call(c, np.ascontiguousarray(x[..., i:i + 2048]))
+                               for i in range(0, x.shape[-1], 2048)], -1)
+    f32, i8 = streamed("ours"), streamed("ours_int8")
+    snr_int8 = float(10 * np.log10(np.sum(f32.astype(np.float64) ** 2) / np.sum((f32 - i8).astype(np.float64) ** 2)))
+    derived, table, ratio_runs, int8_runs = {}, [], [], []
     for block in blocks:
-        o, f, rv = ms("ours", block), ms("ours_offline", block), ms("rave", block)
+        o, f, q, rv = ms("ours", block), ms("ours_offline", block), ms("ours_int8", block), ms("rave", block)
         ratios = [a_ / b_ for a_, b_ in zip(o, rv)]
+        qratios = [a_ / b_ for a_, b_ in zip(q, rv)]
         ratio_runs += ratios
+        int8_runs += qratios
         derived[f"b{block}"] = {"ours_ms": benchlib.summary(o), "ours_offline_ms": benchlib.summary(f),
-                                "rave_ms": benchlib.summary(rv), "ours_over_rave": benchlib.summary(ratios)}
+                                "ours_int8_ms": benchlib.summary(q), "rave_ms": benchlib.summary(rv),
+                                "ours_over_rave": benchlib.summary(ratios),
+                                "ours_int8_over_rave": benchlib.summary(qratios)}
         table.append([block, f"{statistics.median(o):.1f}", f"{statistics.median(f):.1f}",
-                      f"{statistics.median(rv):.1f}",
-                      f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})"])
+                      f"{statistics.median(q):.1f}", f"{statistics.median(rv):.1f}",
+                      f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})",
+                      f"**{statistics.median(qratios):.2f}** ({min(qratios):.2f}–{max(qratios):.2f})"])
     rt_rows = []
     for b in BUFFERS:
         deadline = 1e3 * b / 48000
         rt_rows.append([b, f"{deadline:.2f} ms", f"{deadline / statistics.median(ms('ours', 2048)):.2f}×",
+                        f"{deadline / statistics.median(ms('ours_int8', 2048)):.2f}×",
                         f"{deadline / statistics.median(ms('rave', 2048)):.2f}×"])
     derived["spectral_distance"] = {"ours_vs_rave": d_ours, "rave_vs_rave": d_rave}
+    derived["int8_vs_float32_snr_db"] = snr_int8
     # The floor: a call reads every weight once (at 2048 samples the top layers see one frame).
     weights = np.fromfile(os.path.join(a.dir, "weights.bin"), dtype=np.float32)
     reads = []
@@ -151,19 +181,25 @@ def main():
     floor = statistics.median(reads[1:])
     derived["weights_read_ms"] = floor
     bl = benchlib.Blocks()
-    bl.text("RAVE v2 at full size (capacity 96, latent 128, ratio 2048), random weights, the same weights in both "
+    bl.text("RAVE v2 at full size (capacity 96, latent 128, ratio 2048), random weights, the same weights in all "
             "files. **Ours**: `build/bin/export_bench --onnx_dir` writes the forward graphs `export --format onnx` "
             "writes (opset 17), streaming and offline. **RAVE's own**: `benchmarks/rave_own_onnx.py` follows "
             f"acids-rave {rave_record['acids-rave']}'s `scripts/export_onnx.py` (cached_conv replaced by plain "
             "convolutions, weight norm removed, `torch.onnx.export` at opset 12 with a dynamic length) on torch "
             f"{rave_record['torch']}'s TorchScript-based exporter; its file is offline only (no state: each block on "
             f"its own, with clicks at the edges). export_onnx.py as shipped {rave_record['export_onnx_py_status']}. "
-            f"All three run under ONNX Runtime {ort.__version__}, one thread (intra- and inter-op), "
+            f"All four run under ONNX Runtime {ort.__version__}, one thread (intra- and inter-op), "
             f"{a.rounds} rounds of {a.seconds:g} s of noise per block size, the files alternating "
             "(`benchmarks/onnx_race.py`). ms per call: median over a round's calls, then over rounds; "
             "ours ÷ RAVE's own: the median of the per-round ratios (range).")
-    bl.table(["block", "ours, streaming: ms", "ours, offline graph: ms", "RAVE's own ONNX: ms",
-              "ours (streaming) ÷ RAVE's own"], table)
+    bl.table(["block", "ours, streaming: ms", "ours, offline graph: ms", "ours, streaming, int8: ms",
+              "RAVE's own ONNX: ms", "ours (streaming) ÷ RAVE's own", "ours (streaming, int8) ÷ RAVE's own"], table)
+    bl.text(f"int8: `--quantize int8` on the same weights, {int8_record['int8_layers']} layers "
+            f"({100.0 * int8_record['int8_weights'] / (int8_record['int8_weights'] + int8_record['float_weights']):.0f} % "
+            "of the weights) stored as int8, one scale per output channel, their inputs quantized per call "
+            "(DynamicQuantizeLinear → MatMulInteger, which ONNX Runtime fuses into DynamicQuantizeMatMul). "
+            f"Lossy: on the chord below, streaming at noise_scale 0, int8 against float32 is {snr_int8:.1f} dB SNR "
+            "on these random weights (what it adds on a trained model: `export` prints it for each file).")
     half = statistics.median(ms("rave", 2048)) / 2
     bl.text(f"The floor: one read of the {weights.nbytes / 2**20:.0f} MiB of float32 weights takes {floor:.1f} ms "
             "here (numpy, one thread, median of 9), and every call reads them all. Half of RAVE's own time at 2048 "
@@ -174,17 +210,20 @@ def main():
             "collects 2048 samples and calls once. Run in the callback that completes them, the call must finish "
             "within one buffer: deadline ÷ median call time (≥ 1 keeps up; below 1 the host must run the model "
             "on another thread, with one more block of latency).")
-    bl.table(["host buffer", "deadline", "ours, streaming", "RAVE's own"], rt_rows)
+    bl.table(["host buffer", "deadline", "ours, streaming", "ours, streaming, int8", "RAVE's own"], rt_rows)
     bl.text(f"Output: both graphs sample (RAVE's posterior and noise, ours at noise_scale 1). On 16 frames of a "
             f"chord, the multi-scale spectral distance between ours and RAVE's output is {d_ours:.3f}, between two "
             f"calls of RAVE's file {d_rave:.3f} (scales {', '.join(map(str, SCALES))}: mean |log-magnitude "
             "difference| + relative magnitude error).")
     targets = [benchlib.target("ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: "
                                "time per block, ours (streaming) ÷ RAVE's own ONNX export", "≤ 0.5", "<=", 0.5,
-                               ratio_runs, over="rounds × blocks")]
+                               ratio_runs, over="rounds × blocks"),
+               benchlib.target("ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, "
+                               "ONNX Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", "≤ 0.5",
+                               "<=", 0.5, int8_runs, over="rounds × blocks")]
     env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
     rec = benchlib.record("onnx_export", "ONNX export under ONNX Runtime", a.command, env, bl,
-                          raw={"runs": raw, "rave_own_onnx": rave_record}, derived=derived, targets=targets,
+                          raw={"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record}, derived=derived, targets=targets,
                           commands=["build/bin/export_bench --version v2 --onnx_dir DIR",
                                     ".venv-rave-cpu/bin/python benchmarks/rave_own_onnx.py --weights DIR/weights "
                                     "--out DIR/rave.onnx",

@@ -1,5 +1,7 @@
 #include "export/onnx_eval.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -14,24 +16,39 @@ using Tensors = std::vector<torch::Tensor>;
 
 torch::Tensor to_tensor(const rt_onnx::TensorProto& p) {
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  const bool is_long = p.data_type() == rt_onnx::TensorProto::INT64;
-  if (!is_long && p.data_type() != rt_onnx::TensorProto::FLOAT)
-    throw Error("initializer '" + p.name() + "': element type " + std::to_string(p.data_type()) +
-                " is not read");
-  auto t = torch::empty(dims, is_long ? torch::kLong : torch::kFloat);
+  torch::ScalarType type = torch::kFloat;
+  switch (p.data_type()) {
+    case rt_onnx::TensorProto::FLOAT:
+      break;
+    case rt_onnx::TensorProto::INT64:
+      type = torch::kLong;
+      break;
+    case rt_onnx::TensorProto::INT8:
+      type = torch::kChar;
+      break;
+    case rt_onnx::TensorProto::UINT8:
+      type = torch::kByte;
+      break;
+    default:
+      throw Error("initializer '" + p.name() + "': element type " + std::to_string(p.data_type()) +
+                  " is not read");
+  }
+  auto t = torch::empty(dims, type);
   const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
   if (p.has_raw_data()) {
     if (p.raw_data().size() != bytes)
       throw Error("initializer '" + p.name() + "': raw_data has the wrong size");
     std::memcpy(t.data_ptr(), p.raw_data().data(), bytes);
-  } else if (is_long) {
+  } else if (type == torch::kLong) {
     if (static_cast<int64_t>(p.int64_data_size()) != t.numel())
       throw Error("initializer '" + p.name() + "': size");
     std::copy(p.int64_data().begin(), p.int64_data().end(), t.data_ptr<int64_t>());
-  } else {
+  } else if (type == torch::kFloat) {
     if (static_cast<int64_t>(p.float_data_size()) != t.numel())
       throw Error("initializer '" + p.name() + "': size");
     std::copy(p.float_data().begin(), p.float_data().end(), t.data_ptr<float>());
+  } else {
+    throw Error("initializer '" + p.name() + "': 8-bit data not in raw_data is not read");
   }
   return t;
 }
@@ -102,9 +119,9 @@ torch::Tensor slice(const Tensors& in) {
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t axis = wrap(axes[k], x.dim()), dim = x.size(axis);
     auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
-    if (steps[k] != 1) throw Error("Slice with steps other than 1 is not run here");
+    if (steps[k] < 1) throw Error("Slice with steps below 1 is not run here");
     const int64_t s = clamp(starts[k]), e = std::max(s, clamp(ends[k]));
-    x = x.narrow(axis, s, e - s);
+    x = steps[k] == 1 ? x.narrow(axis, s, e - s) : x.slice(axis, s, e, steps[k]);
   }
   return x;
 }
@@ -141,12 +158,45 @@ torch::Tensor unsqueeze(const Tensors& in) {
   return x;
 }
 
+// DynamicQuantizeLinear (opset 11): x → (y uint8, scale, zero point) over the whole tensor, its
+// range widened to hold 0, as ONNX defines it and ONNX Runtime computes it (scale 1 for a range
+// of 0; rounding half to even).
+Tensors dynamic_quantize_linear(const Tensors& in) {
+  const auto x = in[0].to(torch::kFloat).contiguous();
+  const float lo = std::min(x.numel() > 0 ? x.min().item<float>() : 0.0f, 0.0f);
+  const float hi = std::max(x.numel() > 0 ? x.max().item<float>() : 0.0f, 0.0f);
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  const float zp = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  auto q = torch::clamp(torch::round(x / scale) + zp, 0, 255).to(torch::kByte);
+  return {q, torch::tensor(scale), torch::tensor(static_cast<uint8_t>(zp), torch::kByte)};
+}
+
+// MatMulInteger (opset 10): (a − a_zero_point) · (b − b_zero_point) in int32; b's zero point a
+// scalar or one per column. In float64 here: every product and sum of the 8-bit operands our
+// graphs multiply (K below 2^16) is exact there.
+torch::Tensor matmul_integer(const Tensors& in) {
+  auto a = in[0].to(torch::kDouble), b = in[1].to(torch::kDouble);
+  if (in.size() > 2 && in[2].defined()) a = a - in[2].to(torch::kDouble);
+  if (in.size() > 3 && in[3].defined()) b = b - in[3].to(torch::kDouble);
+  return torch::matmul(a, b).to(torch::kInt);
+}
+
 using OpFn = std::function<torch::Tensor(const Node&, const Tensors&)>;
+using MultiOpFn = std::function<Tensors(const Node&, const Tensors&)>;
+
+// Operators with more than one output.
+const std::map<std::string, MultiOpFn>& multi_ops() {
+  static const std::map<std::string, MultiOpFn> table = {
+      {"DynamicQuantizeLinear", [](const Node&, const Tensors& in) { return dynamic_quantize_linear(in); }},
+  };
+  return table;
+}
 
 const std::map<std::string, OpFn>& ops() {
   static const std::map<std::string, OpFn> table = {
       {"Add", [](const Node&, const Tensors& in) { return in[0] + in[1]; }},
       {"Sub", [](const Node&, const Tensors& in) { return in[0] - in[1]; }},
+      {"Max", [](const Node&, const Tensors& in) { return torch::maximum(in[0], in[1]); }},
       {"Mul", [](const Node&, const Tensors& in) { return in[0] * in[1]; }},
       {"Pow", [](const Node&, const Tensors& in) { return torch::pow(in[0], in[1]); }},
       {"Reciprocal", [](const Node&, const Tensors& in) { return in[0].reciprocal(); }},
@@ -158,6 +208,7 @@ const std::map<std::string, OpFn>& ops() {
        [](const Node& n, const Tensors& in) { return torch::leaky_relu(in[0], n.f("alpha", 0.01)); }},
       {"Identity", [](const Node&, const Tensors& in) { return in[0]; }},
       {"MatMul", [](const Node&, const Tensors& in) { return torch::matmul(in[0], in[1]); }},
+      {"MatMulInteger", [](const Node&, const Tensors& in) { return matmul_integer(in); }},
       {"Conv", conv},
       {"ConvTranspose", conv_transpose},
       {"BatchNormalization",
@@ -225,6 +276,7 @@ int64_t rows_of(const std::variant<int64_t, std::string>& d) {
 
 }  // namespace eval_detail
 
+using eval_detail::multi_ops;
 using eval_detail::Node;
 using eval_detail::ops;
 
@@ -245,7 +297,7 @@ Runner::Runner(const std::filesystem::path& file) : impl_(std::make_unique<Impl>
   for (const auto& n : g.node()) {
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       throw Error(file.string() + ": operator domain '" + n.domain() + "' is not run here");
-    if (ops().count(n.op_type()) == 0)
+    if (ops().count(n.op_type()) == 0 && multi_ops().count(n.op_type()) == 0)
       throw Error(file.string() + ": operator " + n.op_type() + " is not run here (not one export writes)");
     Node node{n.op_type(), {n.input().begin(), n.input().end()}, {n.output().begin(), n.output().end()}, {}};
     for (const auto& a : n.attribute()) node.attrs[a.name()] = a;
@@ -281,7 +333,12 @@ std::map<std::string, torch::Tensor> Runner::run(const std::map<std::string, tor
       if (it == env.end()) throw Error("ONNX graph: value '" + name + "' used before it is made");
       in.push_back(it->second);
     }
-    env[n.outputs.at(0)] = ops().at(n.op)(n, in);
+    if (auto multi = multi_ops().find(n.op); multi != multi_ops().end()) {
+      auto outs = multi->second(n, in);
+      for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) env[n.outputs[k]] = outs[k];
+    } else {
+      env[n.outputs.at(0)] = ops().at(n.op)(n, in);
+    }
   }
   std::map<std::string, torch::Tensor> out;
   for (const auto& name : impl_->outputs) out[name] = env.at(name);

@@ -47,12 +47,15 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
   RaveGraphOptions go;
   go.streaming = o.streaming;
   go.latent_size = r.latent_size;
+  if (o.quantize == Quantize::kInt8) go.int8_min_weights = ScriptOptions{}.int8_min_weights;
   RaveGraphs graphs = build_rave_graphs(*c.model, go);
   r.script.ratio = graphs.ratio;
   r.script.encode_latency = o.streaming ? graphs.encode_latency : 0;
   r.script.decode_latency = o.streaming ? graphs.decode_latency : 0;
   r.script.dropped = graphs.dropped;
   r.script.float_weights = graphs.forward.weight_count();
+  r.script.int8_layers = graphs.int8_layers;
+  r.script.int8_weights = graphs.int8_weights;
   std::vector<StateSpec> all = graphs.encode_states;
   all.insert(all.end(), graphs.decode_states.begin(), graphs.decode_states.end());
   for (const auto& s : all) r.onnx_states.push_back(s.name);
@@ -63,7 +66,7 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
       {kFactStep, str(r.step)},
       {kFactConfig, c.meta.config_toml},
       {kFactBlockMultiple, str(graphs.ratio)},
-      {kFactQuantize, "none"},
+      {kFactQuantize, std::string(enum_name(o.quantize))},
       {kFactCheck, o.check_seconds > 0.0 ? "not measured" : "not measured (--check_seconds 0)"},
       {"rt_onnx_opset", str(kOpset)},
       {"rt_onnx_ir_version", str(kIrVersion)},

@@ -1,5 +1,6 @@
 #include "export/onnx_graph.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -28,10 +29,20 @@ void fill_type(rt_onnx::ValueInfoProto* info, const ValueSpec& spec) {
 
 void fill_tensor(rt_onnx::TensorProto* p, const std::string& name, const torch::Tensor& value) {
   p->set_name(name);
-  const bool integral = !torch::isFloatingType(value.scalar_type());
-  const auto t = value.detach().to(torch::kCPU, integral ? torch::kLong : torch::kFloat).contiguous();
+  // int8 / uint8 as they are (quantized weights, zero points), other integers as int64.
+  const auto type = value.scalar_type();
+  const bool bytes = type == torch::kChar || type == torch::kByte;
+  const bool integral = !bytes && !torch::isFloatingType(type);
+  const auto t = value.detach()
+                     .to(torch::kCPU, bytes      ? type
+                                      : integral ? torch::kLong
+                                                 : torch::kFloat)
+                     .contiguous();
   for (auto d : t.sizes()) p->add_dims(d);
-  p->set_data_type(integral ? rt_onnx::TensorProto::INT64 : rt_onnx::TensorProto::FLOAT);
+  p->set_data_type(type == torch::kChar   ? rt_onnx::TensorProto::INT8
+                   : type == torch::kByte ? rt_onnx::TensorProto::UINT8
+                   : integral             ? rt_onnx::TensorProto::INT64
+                                          : rt_onnx::TensorProto::FLOAT);
   // raw_data is little-endian, as this machine's memory.
   p->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size()));
 }
@@ -106,8 +117,22 @@ void Graph::output(const std::string& value, const ValueSpec& spec) {
 std::string Graph::initializer(const std::string& hint, const torch::Tensor& t) {
   const std::string name = unique(hint);
   if (torch::isFloatingType(t.scalar_type())) weights_ += t.numel();
+  if (t.scalar_type() == torch::kChar) int8_weights_ += t.numel();
   initializers_.emplace_back(name, t);
   return name;
+}
+
+std::vector<std::string> Graph::initializer_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : initializers_) names.push_back(name);
+  return names;
+}
+
+std::string Graph::op_of(const std::string& value) const {
+  for (auto n = nodes_.rbegin(); n != nodes_.rend(); ++n) {
+    if (std::find(n->outputs.begin(), n->outputs.end(), value) != n->outputs.end()) return n->op;
+  }
+  return "";
 }
 
 std::string Graph::ints(const std::string& hint, const std::vector<int64_t>& v) {
@@ -122,6 +147,15 @@ std::string Graph::node(const std::string& op, const std::vector<std::string>& i
                         const std::string& hint) {
   const std::string out = unique(hint.empty() ? op : hint);
   nodes_.push_back(Node{op, out, inputs, {out}, attrs});
+  return out;
+}
+
+std::vector<std::string> Graph::nodes(const std::string& op, const std::vector<std::string>& inputs,
+                                      size_t outputs, const Attrs& attrs, const std::string& hint) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < outputs; ++k)
+    out.push_back(unique((hint.empty() ? op : hint) + "_" + std::to_string(k)));
+  nodes_.push_back(Node{op, out.front(), inputs, out, attrs});
   return out;
 }
 

@@ -47,8 +47,9 @@ class Graph {
   // Declares `value` (a node output or input) as a graph output named spec.name: an Identity
   // node renames it when the names differ.
   void output(const std::string& value, const ValueSpec& spec);
-  // A constant: float32 tensors as float32, integer tensors as int64. `hint` names it (made
-  // unique). Weights keep their model names, e.g. "decoder.net.0.weight".
+  // A constant: float32 tensors as float32, int8 and uint8 as they are, other integer tensors
+  // as int64. `hint` names it (made unique). Weights keep their model names, e.g.
+  // "decoder.net.0.weight".
   std::string initializer(const std::string& hint, const torch::Tensor& t);
   std::string ints(const std::string& hint, const std::vector<int64_t>& v);
   // A float32 scalar, shape [].
@@ -56,6 +57,9 @@ class Graph {
   // A node with one output, named after `hint`; returns it.
   std::string node(const std::string& op, const std::vector<std::string>& inputs, const Attrs& attrs = {},
                    const std::string& hint = "");
+  // A node with `outputs` outputs (DynamicQuantizeLinear's three), named after `hint`.
+  std::vector<std::string> nodes(const std::string& op, const std::vector<std::string>& inputs,
+                                 size_t outputs, const Attrs& attrs = {}, const std::string& hint = "");
   // A graph input whose initializer is its default value (a host may feed it or leave it).
   std::string input_with_default(const ValueSpec& spec, const torch::Tensor& value);
 
@@ -66,7 +70,11 @@ class Graph {
   std::string concat(const std::vector<std::string>& xs, int64_t axis);
 
   const std::string& name() const { return name_; }
-  int64_t weight_count() const { return weights_; }
+  int64_t weight_count() const { return weights_; }            // float32 initializer elements
+  int64_t int8_weight_count() const { return int8_weights_; }  // int8 initializer elements
+  std::vector<std::string> initializer_names() const;
+  // The operator of the node that makes `value` ("" for an input or initializer).
+  std::string op_of(const std::string& value) const;
 
   // The model file: this graph with opset kOpset, IR kIrVersion, and `metadata` as its
   // metadata_props. Written atomically (a temporary beside `file`, then renamed).
@@ -87,7 +95,7 @@ class Graph {
   std::vector<ValueSpec> inputs_, outputs_;
   std::map<std::string, int> used_;  // suffixes handed out per hint
   std::set<std::string> names_;      // every value name of the graph
-  int64_t weights_ = 0;
+  int64_t weights_ = 0, int8_weights_ = 0;
 };
 
 // What a model file holds, read back: its metadata and the names, element types and dims of its

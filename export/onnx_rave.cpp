@@ -41,17 +41,56 @@ void require(bool ok, const std::string& key, const std::string& what) {
   if (!ok) throw Error("export --format onnx: '" + key + "': " + what);
 }
 
+// `weight` [K, M] as int8 with one symmetric scale per column (max |w| / 63) and the scales.
+// Seven bits, not eight: x86 CPUs without VNNI multiply uint8 × int8 pairs into int16
+// (vpmaddubsw), where 2 · 255 · 127 saturates and 2 · 255 · 63 does not, so the file computes
+// the same on every CPU ONNX Runtime runs on.
+std::pair<torch::Tensor, torch::Tensor> int8_columns(const torch::Tensor& weight) {
+  const auto w = weight.to(torch::kFloat);
+  auto scale = w.abs().amax(0) / 63.0;
+  scale = torch::where(scale > 0, scale, torch::ones_like(scale));
+  const auto q = torch::round(w / scale).clamp(-63, 63).to(torch::kChar).contiguous();
+  return {q, scale.contiguous()};
+}
+
 // Emits into one graph: its ledger (every tensor it takes) and its streaming states.
 class Emitter {
  public:
   Emitter(Graph& g, TensorLedger& ledger, bool streaming, std::vector<StateSpec>& states,
-          const std::string& noise_scale)
-      : g(g), ledger(ledger), streaming(streaming), noise_scale(noise_scale), states_(states) {}
+          const std::string& noise_scale, int64_t int8_min_weights)
+      : g(g),
+        ledger(ledger),
+        streaming(streaming),
+        noise_scale(noise_scale),
+        int8_min_weights(int8_min_weights),
+        states_(states) {}
 
   Graph& g;
   TensorLedger& ledger;
   const bool streaming;
-  const std::string noise_scale;  // the graph's noise_scale input
+  const std::string noise_scale;   // the graph's noise_scale input
+  const int64_t int8_min_weights;  // RaveGraphOptions::int8_min_weights
+  int64_t int8_layers = 0, int8_weights = 0;
+
+  bool int8_for(int64_t weights) const { return int8_min_weights >= 0 && weights >= int8_min_weights; }
+
+  // rows [..., K] (float32) times `weight` [K, M] stored as int8 with one scale per column, + bias:
+  // the rows are quantized at each call over their own range (DynamicQuantizeLinear: uint8),
+  // multiplied in int32 (MatMulInteger) and scaled back to float32. ONNX Runtime fuses the
+  // four nodes into one (DynamicQuantizeMatMul) and packs the weight once, when it loads the file.
+  std::string rows_times_int8(const std::string& rows, const torch::Tensor& weight, const torch::Tensor& bias,
+                              const std::string& key) {
+    const auto [q, scale] = int8_columns(weight);
+    const auto dq = g.nodes("DynamicQuantizeLinear", {rows}, 3, {}, key + ".rows");
+    const std::string product =
+        g.node("MatMulInteger", {dq[0], g.initializer(key + ".weight_int8", q), dq[2]});
+    const std::string scales = g.node("Mul", {dq[1], g.initializer(key + ".weight_scale", scale)});
+    std::string y = g.node("Mul", {g.node("Cast", {product}, {{"to", int64_t{1}}}), scales});
+    if (bias.defined()) y = g.node("Add", {y, g.initializer(key + ".bias", bias)});
+    ++int8_layers;
+    int8_weights += weight.numel();
+    return y;
+  }
 
   Sig with(const Sig& like, const std::string& v) const {
     Sig s = like;
@@ -114,12 +153,10 @@ class Emitter {
 
   // A convolution with the kernel given (groups, stride, dilation, padding from `o`).
   Sig conv(const Sig& x, const WNConv1dOptions& o, const torch::Tensor& kernel, const torch::Tensor& bias,
-           const std::string& key) {
+           const std::string& key, bool int8 = false) {
     require(
         x.channels == o.in_channels(), key,
         "expects " + std::to_string(o.in_channels()) + " input channels, gets " + std::to_string(x.channels));
-    std::vector<std::string> in{x.v, g.initializer(key + ".weight", kernel)};
-    if (bias.defined()) in.push_back(g.initializer(key + ".bias", bias));
     Sig src = x;
     std::vector<int64_t> pads{o.pad_left(), o.pad_right()};
     if (streaming) {
@@ -133,7 +170,14 @@ class Emitter {
       src.delay = x.delay + (right + stride_delay) * x.hop;
       pads = {0, 0};
     }
-    in[0] = src.v;
+    if (int8) {
+      Sig y = with(src, conv_int8(src.v, o, kernel, bias, pads, key));
+      y.channels = o.out_channels();
+      y.hop = x.hop * o.stride();
+      return y;
+    }
+    std::vector<std::string> in{src.v, g.initializer(key + ".weight", kernel)};
+    if (bias.defined()) in.push_back(g.initializer(key + ".bias", bias));
     Sig y = op(src, "Conv", in,
                {{"kernel_shape", std::vector<int64_t>{o.kernel_size()}},
                 {"strides", std::vector<int64_t>{o.stride()}},
@@ -147,7 +191,31 @@ class Emitter {
 
   Sig conv(const Sig& x, const WNConv1dImpl& c, const std::string& key) {
     const torch::Tensor kernel = ledger.take_kernel(key);
-    return conv(x, c.options, kernel, ledger.take_bias(key), key);
+    const bool int8 = c.options.groups() == 1 && int8_for(kernel.numel());
+    return conv(x, c.options, kernel, ledger.take_bias(key), key, int8);
+  }
+
+  // The convolution (groups 1) of `src` [N, in, L] on int8 weights: its windows gathered by
+  // k strided slices, [N, T, k·in] (column j·in + c: input channel c at tap j), times the kernel
+  // laid out [k·in, out] to match. `pads` (offline) are applied first.
+  std::string conv_int8(const std::string& src, const WNConv1dOptions& o, const torch::Tensor& kernel,
+                        const torch::Tensor& bias, const std::vector<int64_t>& pads, const std::string& key) {
+    std::string in = src;
+    if (pads[0] + pads[1] > 0) in = g.node("Pad", {in, g.ints("pads", {0, 0, pads[0], 0, 0, pads[1]})});
+    const int64_t k = o.kernel_size(), d = o.dilation(), s = o.stride(), span = (k - 1) * d;
+    std::vector<std::string> taps;
+    for (int64_t j = 0; j < k; ++j) {
+      if (k == 1 && s == 1) {
+        taps.push_back(in);
+        break;
+      }
+      const int64_t end = j * d - span;  // the window's last tap ends at the signal's end
+      taps.push_back(g.node("Slice", {in, g.ints("start", {j * d}), g.ints("end", {end == 0 ? kEnd : end}),
+                                      g.ints("axis", {2}), g.ints("step", {s})}));
+    }
+    const std::string windows = taps.size() == 1 ? taps[0] : g.concat(taps, 1);
+    const torch::Tensor w = kernel.permute({2, 1, 0}).reshape({k * o.in_channels(), o.out_channels()});
+    return g.transpose(rows_times_int8(g.transpose(windows, {0, 2, 1}), w, bias, key), {0, 2, 1});
   }
 
   Sig conv_transpose(const Sig& x, const models::WNConvTranspose1dImpl& c, const std::string& key) {
@@ -156,6 +224,7 @@ class Emitter {
     require(x.hop % o.stride() == 0, key, "upsampling below the audio rate");
     const torch::Tensor kernel = ledger.take_kernel(key), b = ledger.take_bias(key);
     const int64_t s = o.stride(), k = o.kernel_size();
+    if ((k == s || k == 2 * s) && int8_for(kernel.numel())) return conv_transpose_int8(x, o, kernel, b, key);
     const std::string w = g.initializer(key + ".weight", kernel);
     Attrs attrs{{"kernel_shape", std::vector<int64_t>{k}}, {"strides", std::vector<int64_t>{s}}};
     Sig y;
@@ -184,6 +253,47 @@ class Emitter {
     y.hop = x.hop / s;
     y.delay = x.delay + (streaming ? o.padding() * y.hop : 0);
     return y;
+  }
+
+  // The transposed convolution with kernel s or 2s on int8 weights, as the TorchScript export's
+  // matrix form: each input step t gives k output samples from t·s, [N, T, in] times the kernel
+  // [in, out·k] (column co·k + j: kernel[:, co, j]); with k = 2s each step's second half
+  // overlaps the next step's first. Streaming, the last step's second half is the state (as
+  // the float32 graph's); offline, the full output is cropped by the padding as ConvTranspose's.
+  Sig conv_transpose_int8(const Sig& x, const models::WNConvTranspose1dOptions& o,
+                          const torch::Tensor& kernel, const torch::Tensor& b, const std::string& key) {
+    const int64_t s = o.stride(), k = o.kernel_size(), cout = o.out_channels(), p = o.padding();
+    const std::string z = rows_times_int8(g.transpose(x.v, {0, 2, 1}),
+                                          kernel.reshape({o.in_channels(), cout * k}), torch::Tensor(), key);
+    const std::string steps = g.transpose(g.reshape(z, {0, 0, cout, k}), {0, 2, 1, 3});  // [N, out, T, k]
+    Sig y = with(x, g.reshape(g.slice(steps, 3, 0, s), {0, cout, -1}));
+    y.channels = cout;
+    y.hop = x.hop / s;
+    if (k == 2 * s) {
+      const std::string tail = g.reshape(g.slice(steps, 3, s, kEnd), {0, cout, -1});
+      if (streaming) {
+        const StateSpec state = state_input(key + ".cache", y, s);
+        state_output(state, g.slice(tail, 2, -s, kEnd));
+        y.v = g.node("Add", {y.v, g.concat({state.name, g.slice(tail, 2, 0, -s)}, 2)});
+      } else {
+        y.v = g.node("Add", {g.node("Pad", {y.v, g.ints("pads", {0, 0, 0, 0, 0, s})}),
+                             g.node("Pad", {tail, g.ints("pads", {0, 0, s, 0, 0, 0})})});
+      }
+    }
+    if (!streaming && p > 0) y.v = g.slice(y.v, 2, p, -p);
+    if (b.defined()) y.v = g.node("Add", {y.v, g.initializer(key + ".bias", b.reshape({-1, 1}))});
+    y.delay = x.delay + (streaming ? p * y.hop : 0);
+    return y;
+  }
+
+  // LeakyReLU. After a Conv as LeakyRelu, which ONNX Runtime fuses into the convolution
+  // (FusedConv); anywhere else as Max(x, α·x), the same values for 0 < α < 1: ONNX Runtime
+  // 1.17's standalone LeakyRelu made the full-size v2 streaming graph on int8 weights 4.1 ms
+  // per 2048-sample call where Mul + Max make it 3.0 (6.6 and 4.6 ms at 4096; docs/perf/export.md).
+  Sig leaky_relu(const Sig& x, double alpha) {
+    if (g.op_of(x.v) == "Conv" || alpha <= 0.0 || alpha >= 1.0)
+      return op(x, "LeakyRelu", {x.v}, {{"alpha", alpha}});
+    return op(x, "Max", {x.v, g.node("Mul", {x.v, g.scalar("slope", alpha)})});
   }
 
   Sig snake(const Sig& x, const std::string& key) {
@@ -240,7 +350,7 @@ class Emitter {
     if (auto* c = dynamic_cast<WNConv1dImpl*>(&m)) return conv(x, *c, key);
     if (auto* t = dynamic_cast<models::WNConvTranspose1dImpl*>(&m)) return conv_transpose(x, *t, key);
     if (auto* lr = dynamic_cast<torch::nn::LeakyReLUImpl*>(&m))
-      return op(x, "LeakyRelu", {x.v}, {{"alpha", lr->options.negative_slope()}});
+      return leaky_relu(x, lr->options.negative_slope());
     if (dynamic_cast<models::SnakeImpl*>(&m)) return snake(x, key);
     if (dynamic_cast<models::AdaINImpl*>(&m)) return adain(x, key);
     if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m)) return batch_norm(x, *bn, key);
@@ -647,7 +757,7 @@ void build(Graph& g, std::vector<StateSpec>& states, TensorLedger& ledger, rave:
   const std::string noise_scale =
       g.input_with_default(ValueSpec{"noise_scale", {}, false, "scales every random draw; 0: deterministic"},
                            torch::tensor(static_cast<float>(s.noise_scale)));
-  Emitter e(g, ledger, s.streaming, states, noise_scale);
+  Emitter e(g, ledger, s.streaming, states, noise_scale, s.int8_min_weights);
   std::string value;
   if (halves.encode) {
     value = emit_encode(e, model, s, latent, &r.encode_latency);
@@ -666,6 +776,10 @@ void build(Graph& g, std::vector<StateSpec>& states, TensorLedger& ledger, rave:
     value = emit_decode(e, model, value, latent, &r.decode_latency);
     g.output(value,
              ValueSpec{"audio_out", {"batch", o.channels, time}, false, "audio, (batch, channels, samples)"});
+  }
+  if (halves.encode && halves.decode) {
+    r.int8_layers = e.int8_layers;
+    r.int8_weights = e.int8_weights;
   }
 }
 

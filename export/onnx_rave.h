@@ -3,6 +3,10 @@
 // browser/WASM runtimes). Built from the same module tree, ledger and streaming rules as the
 // TorchScript export (export/emit_layers.h), one small emitter per block type.
 //
+// With int8 weights (RaveGraphOptions::int8_min_weights) a large layer is DynamicQuantizeLinear →
+// MatMulInteger → Cast → Mul (+ Add): its input quantized per call over the tensor's range,
+// its weight int8 with one scale per output channel.
+//
 // Streaming has no hidden buffers: every cached convolution's, delay's and transposed
 // convolution's state is a graph input "state.<key>" and the matching output
 // "state.<key>.next" (float32, [batch·rows, channels, samples], zeros before the first block).
@@ -27,6 +31,10 @@ struct RaveGraphOptions {
   bool streaming = false;
   int64_t latent_size = 0;  // the exported (PCA-cropped) latent; 0 = all
   double noise_scale = 1.0;
+  // export --quantize int8: convolutions (groups 1) and transposed convolutions (kernel s or
+  // 2s) with at least this many weights run on int8 weights (ScriptOptions::int8_min_weights,
+  // as the TorchScript file); -1: float32 only. The PQMF's fixed filters stay float32.
+  int64_t int8_min_weights = -1;
 };
 
 // One streaming state: input `name`, output `name + ".next"`.
@@ -42,6 +50,7 @@ struct RaveGraphs {
   int64_t ratio = 0;                                    // audio samples per latent frame
   int64_t latent_size = 0, full_latent_size = 0, channels = 0;
   int64_t encode_latency = 0, decode_latency = 0;  // streaming delays, audio samples
+  int64_t int8_layers = 0, int8_weights = 0;       // forward: the layers on int8 weights
   std::map<std::string, std::vector<std::string>> dropped;
 };
 

@@ -143,6 +143,16 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
   }
 }
 
+// A lossy file over the fidelity budget (export/fidelity.h) is written, with a warning.
+void warn_if_over_budget(ExportReport& r) {
+  if (!r.check.measured || r.check.within_budget() || r.quantize == Quantize::kNone) return;
+  std::ostringstream w;
+  w << "--quantize " << enum_name(r.quantize) << " adds " << std::fixed << std::setprecision(1)
+    << 100.0 * r.check.share() << "% of the model's own reconstruction distance (budget "
+    << 100.0 * kFidelityBudget << "%): listen before you use it, or export without --quantize";
+  r.warnings.push_back(w.str());
+}
+
 }  // namespace
 
 ExportReport export_rave(const ExportOptions& options) {
@@ -174,9 +184,6 @@ ExportReport export_rave(const ExportOptions& options) {
   }
   r.format = o.format;
   if (o.format == ExportFormat::kOnnx) {
-    if (o.quantize != Quantize::kNone)
-      throw Error(
-          "--quantize int8 applies to TorchScript files; export --format onnx writes float32 weights");
     if (!o.target_libtorch.empty())
       throw Error("--target_libtorch applies to TorchScript files; export --format onnx writes opset " +
                   std::to_string(onnx::kOpset) + " for ONNX Runtime 1.17 or later");
@@ -210,8 +217,10 @@ ExportReport export_rave(const ExportOptions& options) {
     }
     return database_audio(c, samples, source);
   };
+  r.quantize = o.quantize;
   if (o.format == ExportFormat::kOnnx) {
     onnx::write_rave_onnx(o, c, check_input, r);
+    warn_if_over_budget(r);
     return r;
   }
   ScriptOptions s;
@@ -219,7 +228,6 @@ ExportReport export_rave(const ExportOptions& options) {
   s.latent_size = r.latent_size;
   s.sampling_rate = c.sampling_rate;
   s.quantize = o.quantize;
-  r.quantize = o.quantize;
   auto module = script_rave(*c.model, s, &r.script);
   ExportFacts facts;
   facts.checkpoint = r.checkpoint.string();
@@ -269,13 +277,7 @@ ExportReport export_rave(const ExportOptions& options) {
     // The file carries its own check figures (export --inspect).
     set_check_fact(module, format_fidelity(r.check));
     write_file_atomic(r.output, serialized());
-    if (r.check.measured && !r.check.within_budget() && o.quantize != Quantize::kNone) {
-      std::ostringstream w;
-      w << "--quantize " << enum_name(o.quantize) << " adds " << std::fixed << std::setprecision(1)
-        << 100.0 * r.check.share() << "% of the model's own reconstruction distance (budget "
-        << 100.0 * kFidelityBudget << "%): listen before you use it, or export without --quantize";
-      r.warnings.push_back(w.str());
-    }
+    warn_if_over_budget(r);
   }
   return r;
 }

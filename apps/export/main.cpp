@@ -93,9 +93,10 @@ int main(int argc, char** argv) {
   app.add_option(
          "--quantize", quantize,
          "none: float32 weights, lossless. int8: the large layers' weights as int8 (one scale per "
-         "output channel) run by aten's dynamic quantized linear: a quarter of the weight reads, "
+         "output channel), a quarter of the weight reads. TorchScript: aten's dynamic quantized linear, "
          "2-2.6x faster than none on PyPI's x86 LibTorch 2.x (fbgemm), little or nothing on Debian's "
-         "1.13 (oneDNN) (BENCHMARKS.md). Lossy (activations quantized to 7 bits per call), so opt-in: "
+         "1.13 (oneDNN). ONNX: DynamicQuantizeLinear + MatMulInteger, 1.9-2.2x faster than none under "
+         "ONNX Runtime 1.17 (BENCHMARKS.md). Lossy (activations quantized per call), so opt-in: "
          "export prints what it adds on your model; on a v2 at capacity 32 trained 3000 steps on the "
          "demo database it added 0.8% of the model's own reconstruction distance on the database and "
          "0.3% on recorded speech (SNR 52 and 43 dB), too unconverged a model to make it the default "

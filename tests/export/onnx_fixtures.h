@@ -2,6 +2,8 @@
 // own noise synthesis silenced for a deterministic reference (the graphs run at noise_scale 0).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "export/onnx_rave.h"
@@ -14,17 +16,25 @@ struct OnnxFiles {
   exporting::onnx::RaveGraphs graphs;
 };
 
+// int8_min_weights: RaveGraphOptions' (0: every layer that can be on int8 weights; -1: float32).
 inline OnnxFiles write_onnx(rave::RaveModelImpl& model, bool streaming, const std::filesystem::path& dir,
-                            int64_t latent_size = 0) {
+                            int64_t latent_size = 0, int64_t int8_min_weights = -1) {
   exporting::onnx::RaveGraphOptions o;
   o.streaming = streaming;
   o.latent_size = latent_size;
+  o.int8_min_weights = int8_min_weights;
   OnnxFiles f{dir / "m.encode.onnx", dir / "m.decode.onnx", dir / "m.onnx",
               exporting::onnx::build_rave_graphs(model, o)};
   f.graphs.encode.save(f.encode, {{"rt_method", "encode"}}, "test");
   f.graphs.decode.save(f.decode, {{"rt_method", "decode"}}, "test");
   f.graphs.forward.save(f.forward, {{"rt_method", "forward"}}, "test");
   return f;
+}
+
+// Signal-to-noise ratio of `got` against `want`, in dB.
+inline double snr_db(const torch::Tensor& got, const torch::Tensor& want) {
+  const double noise = (got - want).pow(2).sum().item<double>();
+  return 10.0 * std::log10(want.pow(2).sum().item<double>() / std::max(noise, 1e-30));
 }
 
 // Every noise generator of the model (v2's noise_module, v1's third synthesis branch) at scale 0.
