@@ -119,9 +119,10 @@ int main(int argc, char** argv) {
       const auto graphs = rt::exporting::onnx::build_rave_graphs(*model, g);
       graphs.forward.save(dir / file, {{"rt_method", "forward"}}, "export_bench");
       if (int8) {
-        std::cout << "{\"int8_layers\": " << graphs.int8_layers
-                  << ", \"int8_weights\": " << graphs.int8_weights
-                  << ", \"float_weights\": " << graphs.forward.weight_count() << "}" << std::endl;
+        const rt::Json record{{"int8_layers", graphs.int8_layers},
+                              {"int8_weights", graphs.int8_weights},
+                              {"float_weights", graphs.forward.weight_count()}};
+        std::cout << record.dump() << std::endl;
       }
     }
     return 0;

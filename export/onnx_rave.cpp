@@ -203,17 +203,16 @@ class Emitter {
     std::string in = src;
     if (pads[0] + pads[1] > 0) in = g.node("Pad", {in, g.ints("pads", {0, 0, pads[0], 0, 0, pads[1]})});
     const int64_t k = o.kernel_size(), d = o.dilation(), s = o.stride(), span = (k - 1) * d;
-    std::vector<std::string> taps;
-    for (int64_t j = 0; j < k; ++j) {
-      if (k == 1 && s == 1) {
-        taps.push_back(in);
-        break;
+    std::string windows = in;  // a 1×1 convolution's window is its input
+    if (k > 1 || s > 1) {
+      std::vector<std::string> taps;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t end = j * d - span;  // the window's last tap ends at the signal's end
+        taps.push_back(g.node("Slice", {in, g.ints("start", {j * d}), g.ints("end", {end == 0 ? kEnd : end}),
+                                        g.ints("axis", {2}), g.ints("step", {s})}));
       }
-      const int64_t end = j * d - span;  // the window's last tap ends at the signal's end
-      taps.push_back(g.node("Slice", {in, g.ints("start", {j * d}), g.ints("end", {end == 0 ? kEnd : end}),
-                                      g.ints("axis", {2}), g.ints("step", {s})}));
+      windows = taps.size() == 1 ? taps[0] : g.concat(taps, 1);
     }
-    const std::string windows = taps.size() == 1 ? taps[0] : g.concat(taps, 1);
     const torch::Tensor w = kernel.permute({2, 1, 0}).reshape({k * o.in_channels(), o.out_channels()});
     return g.transpose(rows_times_int8(g.transpose(windows, {0, 2, 1}), w, bias, key), {0, 2, 1});
   }

@@ -38,6 +38,16 @@ torch::Tensor run_blocks(const std::filesystem::path& file, const std::string& i
   return torch::cat(outs, -1);
 }
 
+// A stream compared after its warm-up: `skip` samples (twice the latency, whole blocks, one
+// more), then kCompared blocks; `blocks` in all, the latency's worth included.
+struct StreamSpan {
+  int64_t skip, blocks;
+};
+StreamSpan stream_span(int64_t latency) {
+  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock;
+  return {skip, skip / kBlock + kCompared + (latency + kBlock - 1) / kBlock + 1};
+}
+
 class OnnxExport : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(OnnxExport, OfflineGraphsComputeWhatTheModelComputes) {
@@ -67,8 +77,7 @@ TEST_P(OnnxExport, StreamingForwardInBlocksEqualsOfflineShiftedByTheLatency) {
   silence_noise(*model);
   const auto files = write_onnx(*model, true, dir.path());
   const int64_t latency = files.graphs.encode_latency + files.graphs.decode_latency;
-  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock;
-  const int64_t blocks = skip / kBlock + kCompared + (latency + kBlock - 1) / kBlock + 1;
+  const auto [skip, blocks] = stream_span(latency);
   torch::manual_seed(42);
   auto x = torch::randn({2, model->options().channels, blocks * kBlock}) * 0.3;
   auto stream = run_blocks(files.forward, "audio_in", x, kBlock);
@@ -151,8 +160,7 @@ TEST_P(OnnxInt8, GraphsOnInt8WeightsComputeTheModelWithinQuantizationNoise) {
   const int64_t latency = stream_files.graphs.encode_latency + stream_files.graphs.decode_latency;
   EXPECT_EQ(latency, float_stream.graphs.encode_latency + float_stream.graphs.decode_latency);
   EXPECT_EQ(stream_files.graphs.decode_states.size(), float_stream.graphs.decode_states.size());
-  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock;
-  const int64_t blocks = skip / kBlock + kCompared + (latency + kBlock - 1) / kBlock + 1;
+  const auto [skip, blocks] = stream_span(latency);
   auto xs = torch::randn({2, model->options().channels, blocks * kBlock}) * 0.3;
   auto stream = run_blocks(stream_files.forward, "audio_in", xs, kBlock);
   auto expected = reference_decode(*model, reference_latent(*model, xs, false));
