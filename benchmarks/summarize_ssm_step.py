@@ -56,7 +56,7 @@ def fssm_section(b, arms, fssm_rows, derived, targets):
 
 
 def main():
-    a = benchlib.summary_parser(__doc__, "raw rounds:int steps:int").parse_args()
+    a = benchlib.summary_parser(__doc__, "raw rounds:int steps:int fused_steps:int").parse_args()
     rows = benchlib.read_jsonl(a.raw)
     arms = {}
     for r in rows:
@@ -69,7 +69,9 @@ def main():
     b = benchlib.Blocks()
     b.text("Batch 64 × 140 bins × 182 units, one step = zero_grad + forward + MSE + backward + AdamW; "
            f"{a.rounds} interleaved rounds (fused block, python, op-by-op block, parallel scan per thread count) × "
-           f"{a.steps} steps after 3 warm-up steps; medians of the per-run medians. Equivalence checked first "
+           f"{a.steps} steps after 3 warm-up steps ({a.fused_steps} for the fused block, whose run then lasts about "
+           "as long as the others': a shared host's slow and fast phases weigh alike on both sides of a ratio); "
+           "medians of the per-run medians. Equivalence checked first "
            "(same weights and batch, dropout 0: losses and parameters after 3 steps)"
            + (": " + "; ".join(f"{k}: {v}" for k, v in checks.items()) if checks else "") + ".")
     table, derived, targets = [], {}, []
@@ -100,7 +102,8 @@ def main():
     benchlib.write_summary(
         a, "ssm_step", "s5_maze training step: native, its Python twin, foundational_ssm", b,
         raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets, analysis="docs/perf/ssm_step.md",
-        commands=[f"build/bin/ssm_step_bench {timing} --scan fused [--unfused_block]",
+        commands=[f"build/bin/ssm_step_bench --threads T --steps {a.fused_steps} --warmup 3 --scan fused",
+                  f"build/bin/ssm_step_bench {timing} --scan fused --unfused_block",
                   f"build/bin/ssm_step_bench {timing} --scan parallel", f"/usr/bin/python3 tests/oracle/s5_maze.py {timing}"]
         + ([f".venv-fssm-torch/bin/python benchmarks/fssm_step.py --fssm DIR --model s4d {timing}",
             f".venv-fssm-jax/bin/python -W ignore benchmarks/fssm_step.py --fssm DIR --model s5 {timing}"]

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -650,26 +651,30 @@ RT_SIMD_CLONES void scan_sequence_backward(const scalar_t* __restrict ar, const 
 }
 
 // out = res + a' ⊙ σ(b') ⊙ mask with [a' | b'] = ab + bias (the GLU's bias added here, not in its
-// product).
+// product). With keep, ab is overwritten by what the backward needs, the two factors of the
+// output's derivative: [mask ⊙ σ(b') | mask ⊙ a' ⊙ σ(b') ⊙ (1 − σ(b'))] (same memory, no sigmoid
+// and no mask in the backward).
 template <typename scalar_t>
-RT_SIMD_CLONES void glu_bias_row(const scalar_t* __restrict ab, const scalar_t* __restrict bias,
+RT_SIMD_CLONES void glu_bias_row(scalar_t* __restrict ab, const scalar_t* __restrict bias,
                                  const scalar_t* __restrict res, const scalar_t* __restrict mask,
-                                 scalar_t* __restrict out, int64_t H) {
+                                 scalar_t* __restrict out, int64_t H, bool keep) {
   for (int64_t c = 0; c < H; ++c) {
-    out[c] = res[c] + (ab[c] + bias[c]) * sigmoid_fast(ab[H + c] + bias[H + c]) * mask[c];
+    const scalar_t a = ab[c] + bias[c];
+    const scalar_t sg = sigmoid_fast(ab[H + c] + bias[H + c]), sm = sg * mask[c];
+    out[c] = res[c] + a * sm;
+    if (keep) {
+      ab[c] = sm;
+      ab[H + c] = a * sm * (scalar_t(1) - sg);
+    }
   }
 }
 
-// gab = d/d[a' | b'] for the output gradient g; gb += gab (the bias gradient of this row).
+// gab = g ⊙ the kept factors (glu_bias_row); gb += gab (the bias gradient of this row).
 template <typename scalar_t>
-RT_SIMD_CLONES void glu_bias_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict ab,
-                                          const scalar_t* __restrict bias, const scalar_t* __restrict mask,
+RT_SIMD_CLONES void glu_bias_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict kept,
                                           scalar_t* __restrict gab, scalar_t* __restrict gb, int64_t H) {
   for (int64_t c = 0; c < H; ++c) {
-    const scalar_t a = ab[c] + bias[c];
-    const scalar_t s = sigmoid_fast(ab[H + c] + bias[H + c]);
-    const scalar_t gm = g[c] * mask[c];
-    const scalar_t ga = gm * s, gbv = gm * a * s * (scalar_t(1) - s);
+    const scalar_t ga = g[c] * kept[c], gbv = g[c] * kept[H + c];
     gab[c] = ga;
     gab[H + c] = gbv;
     gb[c] += ga;
@@ -687,35 +692,34 @@ RT_SIMD_CLONES void bn_residual_backward_row(const scalar_t* __restrict g, const
   for (int64_t c = 0; c < H; ++c) gx[c] = g[c] + invstd[c] * (gu[c] - mean_g[c] - y[c] * mean_gy[c]);
 }
 
-// The dropout masks of the block are kept from the forward as bytes (1 = kept): cheaper to read
-// back than to hash again.
+// gelu_tanh(z + D ⊙ u) ⊙ mask into h, and with dh its derivative ⊙ mask (what the backward
+// multiplies the incoming gradient by: no tanh and no mask there).
 template <typename scalar_t>
-RT_SIMD_CLONES void store_keep_row(const scalar_t* __restrict mask, uint8_t* __restrict keep, int64_t H) {
-  for (int64_t c = 0; c < H; ++c) keep[c] = mask[c] != scalar_t(0) ? 1 : 0;
-}
-template <typename scalar_t>
-RT_SIMD_CLONES void load_keep_row(const uint8_t* __restrict keep, scalar_t scale, scalar_t* __restrict mask,
-                                  int64_t H) {
-  for (int64_t c = 0; c < H; ++c) mask[c] = keep[c] != 0 ? scale : scalar_t(0);
-}
-
-// gelu_dropout_row and gelu_dropout_backward_row in one pass, sharing the tanh: h = the
-// forward's output (the GLU's input, for its weight gradient), gz, gu = gz ⊙ D, gD += gz ⊙ u.
-template <typename scalar_t>
-RT_SIMD_CLONES void gelu_dropout_both_row(const scalar_t* __restrict g, const scalar_t* __restrict z,
-                                          const scalar_t* __restrict u, const scalar_t* __restrict D,
-                                          const scalar_t* __restrict mask, scalar_t* __restrict h,
-                                          scalar_t* __restrict gz, scalar_t* __restrict gu,
-                                          scalar_t* __restrict gD, int64_t H) {
+RT_SIMD_CLONES void gelu_keep_row(const scalar_t* __restrict z, const scalar_t* __restrict u,
+                                  const scalar_t* __restrict D, const scalar_t* __restrict mask,
+                                  scalar_t* __restrict h, scalar_t* __restrict dh, int64_t H) {
   const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
   for (int64_t c = 0; c < H; ++c) {
     const scalar_t x = z[c] + D[c] * u[c];
     const scalar_t x2 = x * x;
     const scalar_t t = tanh_fast(k * (x + c3 * x2 * x));
     h[c] = scalar_t(0.5) * x * (scalar_t(1) + t) * mask[c];
-    const scalar_t d = scalar_t(0.5) * (scalar_t(1) + t) +
-                       scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2);
-    const scalar_t gp = g[c] * mask[c] * d;
+    if (dh) {
+      dh[c] = (scalar_t(0.5) * (scalar_t(1) + t) +
+               scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2)) *
+              mask[c];
+    }
+  }
+}
+
+// gz = g ⊙ dh (gelu_keep_row's), gu = gz ⊙ D, gD += gz ⊙ u.
+template <typename scalar_t>
+RT_SIMD_CLONES void gelu_kept_backward_row(const scalar_t* __restrict g, const scalar_t* __restrict dh,
+                                           const scalar_t* __restrict u, const scalar_t* __restrict D,
+                                           scalar_t* __restrict gz, scalar_t* __restrict gu,
+                                           scalar_t* __restrict gD, int64_t H) {
+  for (int64_t c = 0; c < H; ++c) {
+    const scalar_t gp = g[c] * dh[c];
     gz[c] = gp;
     gu[c] = gp * D[c];
     gD[c] += gp * u[c];
@@ -746,28 +750,41 @@ struct BlockShape {
   int64_t rows(int64_t tile) const { return first_row(tile + 1) - first_row(tile); }
 };
 
+// Runs body(scratch, tile) for every tile, the tiles handed out one at a time from a shared
+// counter rather than split in fixed shares: on a shared machine a thread whose core is slowed
+// takes fewer tiles instead of holding the others up. make_scratch() runs once per thread. The
+// results do not depend on which thread ran a tile (every tile writes its own rows and partials).
+template <typename MakeScratch, typename Body>
+void for_each_tile(int64_t tiles, const MakeScratch& make_scratch, const Body& body) {
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), tiles));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    auto scratch = make_scratch();
+    for (int64_t tile = next.fetch_add(1); tile < tiles; tile = next.fetch_add(1)) body(scratch, tile);
+  });
+}
+
 class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
  public:
   // x [N, H]; w_in [2P, H]; a_re, a_im [P]; w_out [H, 2P]; D [H]; w_glu [2H, H]; b_glu [2H];
   // mean, invstd [H] (no gradient: the backward differentiates through batch statistics itself
-  // when batch_stats). Saves u (normalised), the states, C̃x and the GLU's product.
+  // when batch_stats). With keep (a backward will follow) it saves u (normalised), the states,
+  // the GELU's output h (the GLU's input) and its derivative ⊙ mask, and the GLU's two derivative
+  // factors (glu_bias_row): the backward then evaluates no tanh, sigmoid or dropout mask.
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const Tensor& w_in, const Tensor& a_re,
                         const Tensor& a_im, const Tensor& w_out, const Tensor& D, const Tensor& w_glu,
                         const Tensor& b_glu, const Tensor& mean, const Tensor& invstd, int64_t batch,
                         double p, int64_t seed_gelu, int64_t seed_glu, int64_t comm_handle, double count,
-                        bool batch_stats) {
+                        bool batch_stats, bool keep) {
     auto x = x_in.contiguous();
     const BlockShape s(x.size(0), x.size(1), w_in.size(0), batch);
     const int64_t H = s.H, P2 = s.P2, P = P2 / 2;
-    auto u = torch::empty_like(x), z = torch::empty_like(x), out = torch::empty_like(x);
+    auto u = torch::empty_like(x), out = torch::empty_like(x);
     auto states = torch::empty({s.N, P2}, x.options());
-    auto ab = torch::empty({s.N, 2 * H}, x.options());
+    const int64_t kept_rows = keep ? s.N : 0;
+    auto h = torch::empty({kept_rows, H}, x.options()), dh = torch::empty({kept_rows, H}, x.options());
+    auto kept = torch::empty({kept_rows, 2 * H}, x.options());
     const int64_t row_base = models::batch_row_offset(s.N);
-    const bool dropout = p > 0;
-    auto keep_opts = x.options().dtype(torch::kUInt8);
-    auto keep1 = torch::empty({dropout ? s.N : 0, H}, keep_opts),
-         keep2 = torch::empty({dropout ? s.N : 0, H}, keep_opts);
-    uint8_t *k1 = keep1.data_ptr<uint8_t>(), *k2 = keep2.data_ptr<uint8_t>();
     const auto spec1 = make_spec(p, static_cast<uint64_t>(seed_gelu), row_base);
     const auto spec2 = make_spec(p, static_cast<uint64_t>(seed_glu), row_base);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_ssm_block", [&] {
@@ -776,36 +793,47 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
                      *wout = w_out.data_ptr<scalar_t>(), *Dp = D.data_ptr<scalar_t>(),
                      *wg = w_glu.data_ptr<scalar_t>(), *bg = b_glu.data_ptr<scalar_t>(),
                      *m = mean.data_ptr<scalar_t>(), *is = invstd.data_ptr<scalar_t>();
-      scalar_t *up = u.data_ptr<scalar_t>(), *zp = z.data_ptr<scalar_t>(), *op = out.data_ptr<scalar_t>(),
-               *sp = states.data_ptr<scalar_t>(), *abp = ab.data_ptr<scalar_t>();
-      at::parallel_for(0, s.tiles, 1, [&](int64_t t0, int64_t t1) {
-        const int64_t most = s.per_tile * s.T;
-        Scratch<scalar_t> bu(most * P2), h(most * H);
-        std::vector<scalar_t> mask(static_cast<size_t>(H));
-        for (int64_t tile = t0; tile < t1; ++tile) {
+      scalar_t *up = u.data_ptr<scalar_t>(), *op = out.data_ptr<scalar_t>(),
+               *sp = states.data_ptr<scalar_t>(), *hp = h.data_ptr<scalar_t>(),
+               *dhp = dh.data_ptr<scalar_t>(), *kp = kept.data_ptr<scalar_t>();
+      struct Buffers {
+        Scratch<scalar_t> bu, zt, ht, abt;
+        std::vector<scalar_t> mask;
+      };
+      const int64_t most = s.per_tile * s.T;
+      // Without keep, h and the GLU's product live only in the tile.
+      auto buffers = [&] {
+        return Buffers{Scratch<scalar_t>(most * P2), Scratch<scalar_t>(most * H),
+                       Scratch<scalar_t>(keep ? 0 : most * H), Scratch<scalar_t>(keep ? 0 : most * 2 * H),
+                       std::vector<scalar_t>(static_cast<size_t>(H))};
+      };
+      for_each_tile(s.tiles, buffers, [&](Buffers& b, int64_t tile) {
+        auto &bu = b.bu, &zt = b.zt, &ht = b.ht, &abt = b.abt;
+        auto& mask = b.mask;
+        {
           const int64_t r0 = s.first_row(tile), R = s.rows(tile);
+          scalar_t* hr = keep ? hp + r0 * H : ht.data();
+          scalar_t* abr = keep ? kp + r0 * 2 * H : abt.data();
           for (int64_t r = r0; r < r0 + R; ++r) normalize_row(xp + r * H, m, is, up + r * H, H);
           models::gemm_rows<scalar_t>('N', 'T', R, P2, H, up + r0 * H, H, win, H, 0, bu.data(), P2);
           for (int64_t q = 0; q < R / s.T; ++q) {
             scan_sequence(ar, ai, bu.data() + q * s.T * P2, sp + (r0 + q * s.T) * P2, s.T, P);
           }
-          models::gemm_rows<scalar_t>('N', 'T', R, H, P2, sp + r0 * P2, P2, wout, P2, 0, zp + r0 * H, H);
+          models::gemm_rows<scalar_t>('N', 'T', R, H, P2, sp + r0 * P2, P2, wout, P2, 0, zt.data(), H);
           for (int64_t r = 0; r < R; ++r) {
             row_mask(spec1, r0 + r, mask.data(), H);
-            if (dropout) store_keep_row(mask.data(), k1 + (r0 + r) * H, H);
-            gelu_dropout_row(zp + (r0 + r) * H, up + (r0 + r) * H, Dp, mask.data(), h.data() + r * H, H);
+            gelu_keep_row(zt.data() + r * H, up + (r0 + r) * H, Dp, mask.data(), hr + r * H,
+                          keep ? dhp + (r0 + r) * H : nullptr, H);
           }
-          models::gemm_rows<scalar_t>('N', 'T', R, 2 * H, H, h.data(), H, wg, H, 0, abp + r0 * 2 * H, 2 * H);
-          for (int64_t r = r0; r < r0 + R; ++r) {
-            row_mask(spec2, r, mask.data(), H);
-            if (dropout) store_keep_row(mask.data(), k2 + r * H, H);
-            glu_bias_row(abp + r * 2 * H, bg, xp + r * H, mask.data(), op + r * H, H);
+          models::gemm_rows<scalar_t>('N', 'T', R, 2 * H, H, hr, H, wg, H, 0, abr, 2 * H);
+          for (int64_t r = 0; r < R; ++r) {
+            row_mask(spec2, r0 + r, mask.data(), H);
+            glu_bias_row(abr + r * 2 * H, bg, xp + (r0 + r) * H, mask.data(), op + (r0 + r) * H, H, keep);
           }
         }
       });
     });
-    ctx->save_for_backward(
-        {w_in, a_re, a_im, w_out, D, w_glu, b_glu, invstd, u, states, z, ab, keep1, keep2});
+    ctx->save_for_backward({w_in, a_re, a_im, w_out, D, w_glu, b_glu, invstd, u, states, h, dh, kept});
     ctx->saved_data["batch"] = batch;
     ctx->saved_data["p"] = p;
     ctx->saved_data["comm"] = comm_handle;
@@ -819,15 +847,12 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
     const bool batch_stats = ctx->saved_data["batch_stats"].toBool();
     auto sv = ctx->get_saved_variables();
     const auto &w_in = sv[0], &a_re = sv[1], &a_im = sv[2], &w_out = sv[3], &D = sv[4], &w_glu = sv[5],
-               &b_glu = sv[6], &invstd = sv[7], &u = sv[8], &states = sv[9], &z = sv[10], &ab = sv[11],
-               &keep1 = sv[12], &keep2 = sv[13];
+               &invstd = sv[7], &u = sv[8], &states = sv[9], &h = sv[10], &dh = sv[11], &kept = sv[12];
+    TORCH_CHECK(h.size(0) == u.size(0), "fused::ssm_block: backward of a forward run without gradients");
     // Every rank joins the all-reduce, also one whose output got no gradient.
     auto g = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(u);
     const BlockShape s(u.size(0), u.size(1), w_in.size(0), ctx->saved_data["batch"].toInt());
     const int64_t H = s.H, P2 = s.P2, P = P2 / 2;
-    const double p = ctx->saved_data["p"].toDouble();
-    const bool dropout = p > 0;
-    const uint8_t *k1 = keep1.data_ptr<uint8_t>(), *k2 = keep2.data_ptr<uint8_t>();
     auto gu = torch::empty_like(u), gx = torch::empty_like(u);
     // Per-tile partial sums, added in tile order below: bitwise the same at any thread count.
     const int64_t n_glu = 2 * H * H, n_out = H * P2, n_in = P2 * H;
@@ -839,17 +864,22 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
       const scalar_t *gp = g.data_ptr<scalar_t>(), *win = w_in.data_ptr<scalar_t>(),
                      *ar = a_re.data_ptr<scalar_t>(), *ai = a_im.data_ptr<scalar_t>(),
                      *wout = w_out.data_ptr<scalar_t>(), *Dp = D.data_ptr<scalar_t>(),
-                     *wg = w_glu.data_ptr<scalar_t>(), *bg = b_glu.data_ptr<scalar_t>(),
-                     *up = u.data_ptr<scalar_t>(), *sp = states.data_ptr<scalar_t>(),
-                     *zp = z.data_ptr<scalar_t>(), *abp = ab.data_ptr<scalar_t>();
+                     *wg = w_glu.data_ptr<scalar_t>(), *up = u.data_ptr<scalar_t>(),
+                     *sp = states.data_ptr<scalar_t>(), *hp = h.data_ptr<scalar_t>(),
+                     *dhp = dh.data_ptr<scalar_t>(), *kp = kept.data_ptr<scalar_t>();
       scalar_t* gup = gu.data_ptr<scalar_t>();
-      const auto scale = static_cast<scalar_t>(1.0 / (1.0 - p));
-      at::parallel_for(0, s.tiles, 1, [&](int64_t t0, int64_t t1) {
-        const int64_t most = s.per_tile * s.T;
-        Scratch<scalar_t> gab(most * 2 * H), h(most * H), gh(most * H), gzb(most * H), gst(most * P2),
-            adj(most * P2);
-        std::vector<scalar_t> mask(static_cast<size_t>(H), scalar_t(1));
-        for (int64_t tile = t0; tile < t1; ++tile) {
+      struct Buffers {
+        Scratch<scalar_t> gab, gh, gzb, gst, adj;
+      };
+      const int64_t most = s.per_tile * s.T;
+      auto buffers = [&] {
+        return Buffers{Scratch<scalar_t>(most * 2 * H), Scratch<scalar_t>(most * H),
+                       Scratch<scalar_t>(most * H), Scratch<scalar_t>(most * P2),
+                       Scratch<scalar_t>(most * P2)};
+      };
+      for_each_tile(s.tiles, buffers, [&](Buffers& b, int64_t tile) {
+        auto &gab = b.gab, &gh = b.gh, &gzb = b.gzb, &gst = b.gst, &adj = b.adj;
+        {
           const int64_t r0 = s.first_row(tile), R = s.rows(tile);
           scalar_t* part = partial.data() + tile * width;
           scalar_t *pw_glu = part, *pw_out = pw_glu + n_glu, *pw_in = pw_out + n_out, *pa = pw_in + n_in,
@@ -857,19 +887,15 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
           std::fill(pa, pb + 2 * H, scalar_t(0));  // the sums (the products' parts are written whole)
           // GLU ⊕ dropout ⊕ residual, and its bias.
           for (int64_t r = 0; r < R; ++r) {
-            if (dropout) load_keep_row(k2 + (r0 + r) * H, scale, mask.data(), H);
-            glu_bias_backward_row(gp + (r0 + r) * H, abp + (r0 + r) * 2 * H, bg, mask.data(),
-                                  gab.data() + r * 2 * H, pb, H);
+            glu_bias_backward_row(gp + (r0 + r) * H, kp + (r0 + r) * 2 * H, gab.data() + r * 2 * H, pb, H);
           }
           models::gemm_rows<scalar_t>('N', 'N', R, H, 2 * H, gab.data(), 2 * H, wg, H, 0, gh.data(), H);
-          // gelu ⊕ D·u ⊕ dropout: its output again (h, for the GLU's weight gradient), gz, the
-          // D·u path's gradient into gu, and D's.
+          // gelu ⊕ D·u ⊕ dropout: gz, the D·u path's gradient into gu, and D's.
           for (int64_t r = 0; r < R; ++r) {
-            if (dropout) load_keep_row(k1 + (r0 + r) * H, scale, mask.data(), H);
-            gelu_dropout_both_row(gh.data() + r * H, zp + (r0 + r) * H, up + (r0 + r) * H, Dp, mask.data(),
-                                  h.data() + r * H, gzb.data() + r * H, gup + (r0 + r) * H, pD, H);
+            gelu_kept_backward_row(gh.data() + r * H, dhp + (r0 + r) * H, up + (r0 + r) * H, Dp,
+                                   gzb.data() + r * H, gup + (r0 + r) * H, pD, H);
           }
-          models::gemm_rows<scalar_t>('T', 'N', 2 * H, H, R, gab.data(), 2 * H, h.data(), H, 0, pw_glu, H);
+          models::gemm_rows<scalar_t>('T', 'N', 2 * H, H, R, gab.data(), 2 * H, hp + r0 * H, H, 0, pw_glu, H);
           const scalar_t* gz = gzb.data();
           models::gemm_rows<scalar_t>('T', 'N', H, P2, R, gz, H, sp + r0 * P2, P2, 0, pw_out, P2);
           models::gemm_rows<scalar_t>('N', 'N', R, P2, H, gz, H, wout, P2, 0, gst.data(), P2);
@@ -919,8 +945,8 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
                                    gxp + r * H, H);
       });
     });
-    return {gx,       gw_in,    ga_re,    ga_im,    gw_out,   gD,       gw_glu,   gb_glu,  Tensor(),
-            Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    return {gx,       gw_in,    ga_re,    ga_im,    gw_out,   gD,       gw_glu,   gb_glu,   Tensor(),
+            Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -1066,11 +1092,16 @@ Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& no
     mean = norm.running_mean.to(x.scalar_type()).contiguous();
     invstd = torch::rsqrt(norm.running_var.to(x.scalar_type()) + o.eps()).contiguous();
   }
+  // What the backward needs is kept only when there will be one.
+  const bool keep =
+      torch::GradMode::is_enabled() &&
+      (x.requires_grad() || w.w_in.requires_grad() || w.a_re.requires_grad() || w.a_im.requires_grad() ||
+       w.w_out.requires_grad() || w.D.requires_grad() || w.w_glu.requires_grad() || w.b_glu.requires_grad());
   return SsmBlockFn::apply(x, same(w.w_in, {P2, H}, "w_in"), same(w.a_re, {P2 / 2}, "a_re"),
                            same(w.a_im, {P2 / 2}, "a_im"), same(w.w_out, {H, P2}, "w_out"),
                            same(w.D, {H}, "D"), same(w.w_glu, {2 * H, H}, "w_glu"),
                            same(w.b_glu, {2 * H}, "b_glu"), mean, invstd, batch, p, seed_arg(seed_gelu),
-                           seed_arg(seed_glu), to_handle(comm), count, mode.batch_stats);
+                           seed_arg(seed_glu), to_handle(comm), count, mode.batch_stats, keep);
 }
 
 Tensor gelu_dropout(const Tensor& z, const Tensor& u, const Tensor& D, double p, uint64_t seed) {

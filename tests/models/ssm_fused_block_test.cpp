@@ -88,6 +88,26 @@ TEST(SsmFusedBlock, EqualsTheKernelChainAcrossTilesWithDropout) {
   }
 }
 
+// Under NoGradGuard the node keeps nothing for a backward (h, the GELU's derivative and the
+// GLU's factors stay in the tile): the training forward must not change.
+TEST(SsmFusedBlock, TrainingForwardWithoutGradientsIsTheSame) {
+  const int64_t B = 9, T = 60, H = 16;  // 8 sequences a tile: two tiles
+  torch::manual_seed(3);
+  auto block = make_block(SsmKind::kS5, 0.2, H);
+  auto x = torch::randn({B, T, H});
+  torch::manual_seed(8);
+  auto with_grad = block->forward_fused(x.clone().requires_grad_());
+  ASSERT_TRUE(with_grad.requires_grad());
+  torch::Tensor without;
+  {
+    torch::NoGradGuard ng;
+    torch::manual_seed(8);
+    without = block->forward_fused(x);
+  }
+  EXPECT_FALSE(without.requires_grad());
+  EXPECT_TRUE(with_grad.detach().equal(without));
+}
+
 TEST(SsmFusedBlock, GradientsMatchFiniteDifferencesInDouble) {
   const int64_t B = 3, T = 5, H = 3, P = 2;
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
