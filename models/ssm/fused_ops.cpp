@@ -909,8 +909,9 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
         }
       });
       std::vector<double> total(static_cast<size_t>(width), 0.0), bn(static_cast<size_t>(2 * H), 0.0);
+      // Tile order, vectorised (a plain loop here ran on SSE2: 1 % of the s5_maze step).
+      add_rows(partial.data(), 0, s.tiles, width, total.data());
       for (int64_t tile = 0; tile < s.tiles; ++tile) {
-        for (int64_t j = 0; j < width; ++j) total[j] += static_cast<double>(partial[tile * width + j]);
         for (int64_t j = 0; j < 2 * H; ++j) bn[j] += bn_partial[tile * 2 * H + j];
       }
       auto from = [&](int64_t offset, at::IntArrayRef shape) {
