@@ -810,32 +810,29 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
       for_each_tile(s.tiles, buffers, [&](Buffers& b, int64_t tile) {
         auto &bu = b.bu, &zt = b.zt, &ht = b.ht, &abt = b.abt;
         auto& mask = b.mask;
-        {
-          const int64_t r0 = s.first_row(tile), R = s.rows(tile);
-          scalar_t* hr = keep ? hp + r0 * H : ht.data();
-          scalar_t* abr = keep ? kp + r0 * 2 * H : abt.data();
-          for (int64_t r = r0; r < r0 + R; ++r) normalize_row(xp + r * H, m, is, up + r * H, H);
-          models::gemm_rows<scalar_t>('N', 'T', R, P2, H, up + r0 * H, H, win, H, 0, bu.data(), P2);
-          for (int64_t q = 0; q < R / s.T; ++q) {
-            scan_sequence(ar, ai, bu.data() + q * s.T * P2, sp + (r0 + q * s.T) * P2, s.T, P);
-          }
-          models::gemm_rows<scalar_t>('N', 'T', R, H, P2, sp + r0 * P2, P2, wout, P2, 0, zt.data(), H);
-          for (int64_t r = 0; r < R; ++r) {
-            row_mask(spec1, r0 + r, mask.data(), H);
-            gelu_keep_row(zt.data() + r * H, up + (r0 + r) * H, Dp, mask.data(), hr + r * H,
-                          keep ? dhp + (r0 + r) * H : nullptr, H);
-          }
-          models::gemm_rows<scalar_t>('N', 'T', R, 2 * H, H, hr, H, wg, H, 0, abr, 2 * H);
-          for (int64_t r = 0; r < R; ++r) {
-            row_mask(spec2, r0 + r, mask.data(), H);
-            glu_bias_row(abr + r * 2 * H, bg, xp + (r0 + r) * H, mask.data(), op + (r0 + r) * H, H, keep);
-          }
+        const int64_t r0 = s.first_row(tile), R = s.rows(tile);
+        scalar_t* hr = keep ? hp + r0 * H : ht.data();
+        scalar_t* abr = keep ? kp + r0 * 2 * H : abt.data();
+        for (int64_t r = r0; r < r0 + R; ++r) normalize_row(xp + r * H, m, is, up + r * H, H);
+        models::gemm_rows<scalar_t>('N', 'T', R, P2, H, up + r0 * H, H, win, H, 0, bu.data(), P2);
+        for (int64_t q = 0; q < R / s.T; ++q) {
+          scan_sequence(ar, ai, bu.data() + q * s.T * P2, sp + (r0 + q * s.T) * P2, s.T, P);
+        }
+        models::gemm_rows<scalar_t>('N', 'T', R, H, P2, sp + r0 * P2, P2, wout, P2, 0, zt.data(), H);
+        for (int64_t r = 0; r < R; ++r) {
+          row_mask(spec1, r0 + r, mask.data(), H);
+          gelu_keep_row(zt.data() + r * H, up + (r0 + r) * H, Dp, mask.data(), hr + r * H,
+                        keep ? dhp + (r0 + r) * H : nullptr, H);
+        }
+        models::gemm_rows<scalar_t>('N', 'T', R, 2 * H, H, hr, H, wg, H, 0, abr, 2 * H);
+        for (int64_t r = 0; r < R; ++r) {
+          row_mask(spec2, r0 + r, mask.data(), H);
+          glu_bias_row(abr + r * 2 * H, bg, xp + (r0 + r) * H, mask.data(), op + (r0 + r) * H, H, keep);
         }
       });
     });
-    ctx->save_for_backward({w_in, a_re, a_im, w_out, D, w_glu, b_glu, invstd, u, states, h, dh, kept});
+    ctx->save_for_backward({w_in, a_re, a_im, w_out, D, w_glu, invstd, u, states, h, dh, kept});
     ctx->saved_data["batch"] = batch;
-    ctx->saved_data["p"] = p;
     ctx->saved_data["comm"] = comm_handle;
     ctx->saved_data["count"] = count;
     ctx->saved_data["batch_stats"] = batch_stats;
@@ -847,7 +844,7 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
     const bool batch_stats = ctx->saved_data["batch_stats"].toBool();
     auto sv = ctx->get_saved_variables();
     const auto &w_in = sv[0], &a_re = sv[1], &a_im = sv[2], &w_out = sv[3], &D = sv[4], &w_glu = sv[5],
-               &invstd = sv[7], &u = sv[8], &states = sv[9], &h = sv[10], &dh = sv[11], &kept = sv[12];
+               &invstd = sv[6], &u = sv[7], &states = sv[8], &h = sv[9], &dh = sv[10], &kept = sv[11];
     TORCH_CHECK(h.size(0) == u.size(0), "fused::ssm_block: backward of a forward run without gradients");
     // Every rank joins the all-reduce, also one whose output got no gradient.
     auto g = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(u);
@@ -879,34 +876,32 @@ class SsmBlockFn : public torch::autograd::Function<SsmBlockFn> {
       };
       for_each_tile(s.tiles, buffers, [&](Buffers& b, int64_t tile) {
         auto &gab = b.gab, &gh = b.gh, &gzb = b.gzb, &gst = b.gst, &adj = b.adj;
-        {
-          const int64_t r0 = s.first_row(tile), R = s.rows(tile);
-          scalar_t* part = partial.data() + tile * width;
-          scalar_t *pw_glu = part, *pw_out = pw_glu + n_glu, *pw_in = pw_out + n_out, *pa = pw_in + n_in,
-                   *pD = pa + P2, *pb = pD + H;
-          std::fill(pa, pb + 2 * H, scalar_t(0));  // the sums (the products' parts are written whole)
-          // GLU ⊕ dropout ⊕ residual, and its bias.
-          for (int64_t r = 0; r < R; ++r) {
-            glu_bias_backward_row(gp + (r0 + r) * H, kp + (r0 + r) * 2 * H, gab.data() + r * 2 * H, pb, H);
-          }
-          models::gemm_rows<scalar_t>('N', 'N', R, H, 2 * H, gab.data(), 2 * H, wg, H, 0, gh.data(), H);
-          // gelu ⊕ D·u ⊕ dropout: gz, the D·u path's gradient into gu, and D's.
-          for (int64_t r = 0; r < R; ++r) {
-            gelu_kept_backward_row(gh.data() + r * H, dhp + (r0 + r) * H, up + (r0 + r) * H, Dp,
-                                   gzb.data() + r * H, gup + (r0 + r) * H, pD, H);
-          }
-          models::gemm_rows<scalar_t>('T', 'N', 2 * H, H, R, gab.data(), 2 * H, hp + r0 * H, H, 0, pw_glu, H);
-          const scalar_t* gz = gzb.data();
-          models::gemm_rows<scalar_t>('T', 'N', H, P2, R, gz, H, sp + r0 * P2, P2, 0, pw_out, P2);
-          models::gemm_rows<scalar_t>('N', 'N', R, P2, H, gz, H, wout, P2, 0, gst.data(), P2);
-          for (int64_t q = 0; q < R / s.T; ++q) {
-            const int64_t o = q * s.T * P2;
-            scan_sequence_backward(ar, ai, sp + r0 * P2 + o, gst.data() + o, adj.data() + o, pa, s.T, P);
-          }
-          models::gemm_rows<scalar_t>('T', 'N', P2, H, R, adj.data(), P2, up + r0 * H, H, 0, pw_in, H);
-          models::gemm_rows<scalar_t>('N', 'N', R, H, P2, adj.data(), P2, win, H, 1, gup + r0 * H, H);
-          if (batch_stats) add_g_gy_rows(gup, up, r0, r0 + R, H, bn_partial.data() + tile * 2 * H);
+        const int64_t r0 = s.first_row(tile), R = s.rows(tile);
+        scalar_t* part = partial.data() + tile * width;
+        scalar_t *pw_glu = part, *pw_out = pw_glu + n_glu, *pw_in = pw_out + n_out, *pa = pw_in + n_in,
+                 *pD = pa + P2, *pb = pD + H;
+        std::fill(pa, pb + 2 * H, scalar_t(0));  // the sums (the products' parts are written whole)
+        // GLU ⊕ dropout ⊕ residual, and its bias.
+        for (int64_t r = 0; r < R; ++r) {
+          glu_bias_backward_row(gp + (r0 + r) * H, kp + (r0 + r) * 2 * H, gab.data() + r * 2 * H, pb, H);
         }
+        models::gemm_rows<scalar_t>('N', 'N', R, H, 2 * H, gab.data(), 2 * H, wg, H, 0, gh.data(), H);
+        // gelu ⊕ D·u ⊕ dropout: gz, the D·u path's gradient into gu, and D's.
+        for (int64_t r = 0; r < R; ++r) {
+          gelu_kept_backward_row(gh.data() + r * H, dhp + (r0 + r) * H, up + (r0 + r) * H, Dp,
+                                 gzb.data() + r * H, gup + (r0 + r) * H, pD, H);
+        }
+        models::gemm_rows<scalar_t>('T', 'N', 2 * H, H, R, gab.data(), 2 * H, hp + r0 * H, H, 0, pw_glu, H);
+        const scalar_t* gz = gzb.data();
+        models::gemm_rows<scalar_t>('T', 'N', H, P2, R, gz, H, sp + r0 * P2, P2, 0, pw_out, P2);
+        models::gemm_rows<scalar_t>('N', 'N', R, P2, H, gz, H, wout, P2, 0, gst.data(), P2);
+        for (int64_t q = 0; q < R / s.T; ++q) {
+          const int64_t o = q * s.T * P2;
+          scan_sequence_backward(ar, ai, sp + r0 * P2 + o, gst.data() + o, adj.data() + o, pa, s.T, P);
+        }
+        models::gemm_rows<scalar_t>('T', 'N', P2, H, R, adj.data(), P2, up + r0 * H, H, 0, pw_in, H);
+        models::gemm_rows<scalar_t>('N', 'N', R, H, P2, adj.data(), P2, win, H, 1, gup + r0 * H, H);
+        if (batch_stats) add_g_gy_rows(gup, up, r0, r0 + R, H, bn_partial.data() + tile * 2 * H);
       });
       std::vector<double> total(static_cast<size_t>(width), 0.0), bn(static_cast<size_t>(2 * H), 0.0);
       // Tile order, vectorised (a plain loop here ran on SSE2: 1 % of the s5_maze step).
