@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/functions/utils.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1088,11 +1089,10 @@ Tensor ssm_block(const Tensor& x2, int64_t batch, torch::nn::BatchNorm1dImpl& no
     mean = norm.running_mean.to(x.scalar_type()).contiguous();
     invstd = torch::rsqrt(norm.running_var.to(x.scalar_type()) + o.eps()).contiguous();
   }
-  // What the backward needs is kept only when there will be one.
+  // What the backward needs is kept only when there will be one: the rule by which apply() records
+  // the node.
   const bool keep =
-      torch::GradMode::is_enabled() &&
-      (x.requires_grad() || w.w_in.requires_grad() || w.a_re.requires_grad() || w.a_im.requires_grad() ||
-       w.w_out.requires_grad() || w.D.requires_grad() || w.w_glu.requires_grad() || w.b_glu.requires_grad());
+      torch::autograd::compute_requires_grad(x, w.w_in, w.a_re, w.a_im, w.w_out, w.D, w.w_glu, w.b_glu);
   return SsmBlockFn::apply(x, same(w.w_in, {P2, H}, "w_in"), same(w.a_re, {P2 / 2}, "a_re"),
                            same(w.a_im, {P2 / 2}, "a_im"), same(w.w_out, {H, P2}, "w_out"),
                            same(w.D, {H}, "D"), same(w.w_glu, {2 * H, H}, "w_glu"),
