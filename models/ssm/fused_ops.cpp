@@ -156,6 +156,21 @@ inline T sigmoid_fast(T b) {
 constexpr double kGeluK = 0.7978845608028654;  // sqrt(2/π)
 constexpr double kGeluC = 0.044715;
 
+// GELU, tanh form, through t = tanh(√(2/π)·(x + 0.044715·x³)): the value and the derivative share t.
+template <typename T>
+inline T gelu_tanh_t(T x) {
+  return tanh_fast(static_cast<T>(kGeluK) * (x + static_cast<T>(kGeluC) * x * x * x));
+}
+template <typename T>
+inline T gelu_from_t(T x, T t) {
+  return T(0.5) * x * (T(1) + t);
+}
+template <typename T>
+inline T gelu_derivative_from_t(T x, T t) {
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * static_cast<T>(kGeluK) *
+                                   (T(1) + T(3) * static_cast<T>(kGeluC) * x * x);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Deterministic reductions over rows: rows are cut into fixed chunks of kChunkRows; each chunk
 // accumulates into its own partial (in double), and the partials are summed in chunk order.
@@ -429,10 +444,7 @@ template <typename scalar_t>
 RT_SIMD_CLONES void gelu_dropout_row(const scalar_t* __restrict z, const scalar_t* __restrict u,
                                      const scalar_t* __restrict D, const scalar_t* __restrict mask,
                                      scalar_t* __restrict out, int64_t H) {
-  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
-  auto gelu = [&](scalar_t x) {
-    return scalar_t(0.5) * x * (scalar_t(1) + tanh_fast(k * (x + c3 * x * x * x)));
-  };
+  auto gelu = [](scalar_t x) { return gelu_from_t(x, gelu_tanh_t(x)); };
   if (u) {
     for (int64_t c = 0; c < H; ++c) out[c] = gelu(z[c] + D[c] * u[c]) * mask[c];
   } else {
@@ -447,13 +459,7 @@ RT_SIMD_CLONES void gelu_dropout_backward_row(const scalar_t* __restrict g, cons
                                               const scalar_t* __restrict u, const scalar_t* __restrict D,
                                               const scalar_t* __restrict mask, scalar_t* __restrict gz,
                                               scalar_t* __restrict gu, scalar_t* __restrict gD, int64_t H) {
-  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
-  auto dgelu = [&](scalar_t x) {
-    const scalar_t x2 = x * x;
-    const scalar_t t = tanh_fast(k * (x + c3 * x2 * x));
-    return scalar_t(0.5) * (scalar_t(1) + t) +
-           scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2);
-  };
+  auto dgelu = [](scalar_t x) { return gelu_derivative_from_t(x, gelu_tanh_t(x)); };
   if (u) {
     for (int64_t c = 0; c < H; ++c) {
       const scalar_t gp = g[c] * mask[c] * dgelu(z[c] + D[c] * u[c]);
@@ -699,17 +705,11 @@ template <typename scalar_t>
 RT_SIMD_CLONES void gelu_keep_row(const scalar_t* __restrict z, const scalar_t* __restrict u,
                                   const scalar_t* __restrict D, const scalar_t* __restrict mask,
                                   scalar_t* __restrict h, scalar_t* __restrict dh, int64_t H) {
-  const scalar_t k = static_cast<scalar_t>(kGeluK), c3 = static_cast<scalar_t>(kGeluC);
   for (int64_t c = 0; c < H; ++c) {
     const scalar_t x = z[c] + D[c] * u[c];
-    const scalar_t x2 = x * x;
-    const scalar_t t = tanh_fast(k * (x + c3 * x2 * x));
-    h[c] = scalar_t(0.5) * x * (scalar_t(1) + t) * mask[c];
-    if (dh) {
-      dh[c] = (scalar_t(0.5) * (scalar_t(1) + t) +
-               scalar_t(0.5) * x * (scalar_t(1) - t * t) * k * (scalar_t(1) + scalar_t(3) * c3 * x2)) *
-              mask[c];
-    }
+    const scalar_t t = gelu_tanh_t(x);
+    h[c] = gelu_from_t(x, t) * mask[c];
+    if (dh) dh[c] = gelu_derivative_from_t(x, t) * mask[c];
   }
 }
 
