@@ -4,7 +4,11 @@
 //       Times phase-1 training steps (forward + losses + backward + Adam), per-phase split;
 //       bench.py times it against the real RAVE's training_step (benchmarks/rave_gpu_step.py).
 //       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
-//       operator calls per phase (RecordFunction) for one extra step.
+//       operator calls per phase (RecordFunction) for one extra step. --conv_backward aten and
+//       --fused_spectral 0 turn off the step's two CPU kernels of our own (the Conv1d
+//       backward, the spectral terms as one node); --ab conv|spectral alternates one of them on
+//       and off step by step in the one process, the A/B that host noise between processes
+//       does not drown (step_seconds_by_arm: on, off).
 //   rave_bench flops --version v2 --batch 4 --n_signal 32768
 //       Forward convolution FLOPs of one phase-1 forward pass, from aten::convolution shapes.
 //   rave_bench peak --threads T [--size 2048]
@@ -23,6 +27,7 @@
 #include <string_view>
 #include <thread>
 
+#include "models/common/conv1d_backward.h"
 #include "models/common/onednn_check.h"
 #include "models/rave/rave.h"
 #include "trainer/fused_adam.h"
@@ -43,9 +48,12 @@ struct ModelArgs {
   int64_t batch = 4;
   int64_t n_signal = 32768;
   uint64_t seed = 1;
-  int threads = 0;          // 0: all cores
-  int mkldnn = -1;          // -1: leave LibTorch's default
-  int fused_optimizer = 1;  // 1: rt::FusedAdam + set-to-none gradients (train's default); 0: stock
+  int threads = 0;                     // 0: all cores
+  int mkldnn = -1;                     // -1: leave LibTorch's default
+  int fused_optimizer = 1;             // 1: rt::FusedAdam + set-to-none gradients (train's default); 0: stock
+  std::string conv_backward = "gemm";  // models/common/conv1d_backward.h; "aten": aten's own
+  int fused_spectral = 1;              // models/rave/losses.h set_fused_spectral_terms
+  std::string ab;                      // step: "conv" or "spectral" alternate step by step
 };
 
 void add_model_args(CLI::App* c, ModelArgs& a) {
@@ -61,6 +69,20 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
                 "1: rt::FusedAdam and set-to-none gradients (train.fused_optimizer's default); 0: "
                 "torch::optim::Adam, zero_grad()")
       ->capture_default_str();
+  c->add_option("--conv_backward", a.conv_backward,
+                "gemm: the Conv1d backward of models/common/conv1d_backward.h (the default); aten: "
+                "aten's convolution_backward")
+      ->check(CLI::IsMember({"gemm", "aten"}))
+      ->capture_default_str();
+  c->add_option("--fused_spectral", a.fused_spectral,
+                "1: the spectral distance's terms as one node per scale (models/rave/losses.h, the "
+                "default); 0: aten's operator chain")
+      ->capture_default_str();
+  c->add_option(
+       "--ab", a.ab,
+       "step: alternate one change on and off step by step in this process, timings in "
+       "step_seconds_by_arm: conv (--conv_backward gemm vs aten) or spectral (--fused_spectral 1 vs 0)")
+      ->check(CLI::IsMember({"conv", "spectral"}));
 }
 
 void apply_runtime(const ModelArgs& a) {
@@ -68,6 +90,8 @@ void apply_runtime(const ModelArgs& a) {
   torch::set_num_threads(std::max(1, n));
   rt::models::ensure_correct_cpu_convolutions();  // first, so an explicit --mkldnn still wins
   if (a.mkldnn >= 0) at::globalContext().setUserEnabledMkldnn(a.mkldnn != 0);
+  rt::models::set_conv1d_backward_gemm(a.conv_backward != "aten");
+  rt::rave::set_fused_spectral_terms(a.fused_spectral != 0);
 }
 
 rt::rave::RaveOptions options_of(const ModelArgs& a) {
@@ -91,6 +115,8 @@ rt::Json runtime_info() {
   const auto& onednn = rt::models::ensure_correct_cpu_convolutions();
   return {{"threads", torch::get_num_threads()},
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
+          {"conv_backward", rt::models::conv1d_backward_gemm() ? "gemm" : "aten"},
+          {"fused_spectral", rt::rave::fused_spectral_terms()},
           {"onednn_check", {{"max_rel_error", onednn.max_rel_error}, {"disabled_onednn", onednn.disabled}}},
           {"hardware_concurrency", std::thread::hardware_concurrency()},
           {"torch_version", TORCH_VERSION}};
@@ -162,8 +188,12 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   out["fused_optimizer"] = fused;
   std::vector<double> total;
   for (int i = 0; i < steps; ++i) {
+    const bool on = i % 2 == 0;  // --ab: even steps with the change, odd steps without
+    if (a.ab == "conv") rt::models::set_conv1d_backward_gemm(on);
+    if (a.ab == "spectral") rt::rave::set_fused_spectral_terms(on);
     const auto s = one_step(*model, opt, x, lo);
     total.push_back(s.total);
+    if (!a.ab.empty()) out["step_seconds_by_arm"][on ? "on" : "off"].push_back(s.total);
     out["phases"].push_back(
         {{"forward", s.forward}, {"loss", s.loss}, {"backward", s.backward}, {"optimizer", s.optimizer}});
     out["loss"] = s.value;

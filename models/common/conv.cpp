@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/common/conv1d_backward.h"
 #include "models/common/onednn_check.h"
 
 namespace rt::models {
@@ -69,7 +70,13 @@ torch::Tensor WNConv1dImpl::forward(const torch::Tensor& x) {
   } else {
     in = torch::constant_pad_nd(x, {o.pad_left(), o.pad_right()}, 0);
   }
-  return torch::conv1d(in, weight(), bias, o.stride(), symmetric, o.dilation(), o.groups());
+  const torch::Tensor w = weight();
+  // Training on the CPU: the same forward, a faster backward (models/common/conv1d_backward.h).
+  if (o.groups() == 1 && torch::GradMode::is_enabled() && (in.requires_grad() || w.requires_grad()) &&
+      conv1d_backward_gemm() && conv1d_gemm_applies(in, w, o.stride(), symmetric, o.dilation())) {
+    return conv1d_gemm(in, w, bias, o.stride(), symmetric, o.dilation());
+  }
+  return torch::conv1d(in, w, bias, o.stride(), symmetric, o.dilation(), o.groups());
 }
 
 WNConvTranspose1dImpl::WNConvTranspose1dImpl(WNConvTranspose1dOptions options_)
@@ -92,7 +99,12 @@ torch::Tensor WNConvTranspose1dImpl::weight() const {
 
 torch::Tensor WNConvTranspose1dImpl::forward(const torch::Tensor& x) {
   const auto& o = options;
-  return torch::conv_transpose1d(x, weight(), bias, o.stride(), o.padding());
+  const torch::Tensor w = weight();
+  if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()) && conv1d_backward_gemm() &&
+      conv_transpose1d_gemm_applies(x, w, o.stride(), o.padding())) {
+    return conv_transpose1d_gemm(x, w, bias, o.stride(), o.padding());
+  }
+  return torch::conv_transpose1d(x, w, bias, o.stride(), o.padding());
 }
 
 WNConv2dImpl::WNConv2dImpl(WNConv2dOptions options_) : options(std::move(options_)) { reset(); }

@@ -29,10 +29,18 @@ void set_stft_window_source(StftWindowSource source);
 // `x_magnitudes` (optional): stft_magnitudes(x, scales), computed beforehand (a data-parallel
 // step needs them early for the denominators; passing them spares computing them twice).
 // REQUIRES with x_magnitudes: x carries no gradient (it is the real audio).
+// On the CPU, with a target that carries no gradient, each scale's two terms are one autograd
+// node (one pass over the spectrum each way, models/rave/spectral_kernel.h) instead of a chain of
+// about ten aten operators; same values and gradients within float rounding.
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
                                 const std::vector<int64_t>& scales, double log_epsilon = 1e-7,
                                 const torch::Tensor& energy = {},
                                 const std::vector<torch::Tensor>* x_magnitudes = nullptr);
+
+// Process-wide switch for that node (default on); off: the operator chain everywhere
+// (`rave_bench step --ab spectral`, for A/B runs).
+void set_fused_spectral_terms(bool enabled);
+bool fused_spectral_terms();
 
 // |STFT(x)| at each scale, as spectral_distance computes it (no gradient).
 std::vector<torch::Tensor> stft_magnitudes(const torch::Tensor& x, const std::vector<int64_t>& scales);

@@ -1,0 +1,379 @@
+#include "models/common/conv1d_backward.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <tuple>
+#include <vector>
+
+#include "models/common/row_linear.h"
+#include "util/torch_compat.h"
+
+namespace rt::models {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+// The output steps t in [t0, t1) whose input index t·s + o (o = j·d − p, tap j) lies in [0, T_in):
+// the others read padding.
+inline std::pair<int64_t, int64_t> tap_range(int64_t o, int64_t s, int64_t Tin, int64_t Tout) {
+  const int64_t t0 = std::min(Tout, o >= 0 ? int64_t{0} : (-o + s - 1) / s);
+  const int64_t last = Tin - 1 - o;  // t·s ≤ last
+  const int64_t t1 = last < 0 ? t0 : std::clamp<int64_t>(last / s + 1, t0, Tout);
+  return {t0, t1};
+}
+
+// Long outputs: dw[o][i][j] = Σ_b (g_b[:, t0:t1] · x_b[:, t0+o_j : t1+o_j]ᵀ)[o][i] with
+// o_j = j·d − p, the products on row slices (the padding's zeros are skipped, not read), one
+// GEMM per example and tap, each on one thread into its own [C_out, C_in] partial (the channels
+// are few at these lengths, so the partials are small); then the partials summed over b in
+// order, interleaved into the kernel's layout. The result does not depend on the thread count.
+template <typename T>
+void weight_grad_per_example(const T* x, const T* g, T* dw, int64_t B, int64_t Cin, int64_t Tin, int64_t Cout,
+                             int64_t Tout, int64_t k, int64_t p, int64_t d,
+                             const torch::TensorOptions& options) {
+  const int64_t plane = Cout * Cin;
+  torch::Tensor partial_t = torch::empty({B, k, plane}, options);
+  T* partial = partial_t.data_ptr<T>();
+  at::parallel_for(0, B * k, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t b = q / k, j = q % k, o = j * d - p;
+      const auto [t0, t1] = tap_range(o, 1, Tin, Tout);
+      T* out = partial + q * plane;
+      if (t1 <= t0) {  // the tap only ever reads padding
+        std::fill(out, out + plane, T(0));
+        continue;
+      }
+      gemm_rows<T>('N', 'T', Cout, Cin, t1 - t0, g + b * Cout * Tout + t0, Tout, x + b * Cin * Tin + t0 + o,
+                   Tin, T(0), out, Cin);
+    }
+  });
+  at::parallel_for(0, plane, 2048, [&](int64_t e0, int64_t e1) {
+    for (int64_t e = e0; e < e1; ++e) {
+      for (int64_t j = 0; j < k; ++j) {
+        T sum = partial[j * plane + e];
+        for (int64_t b = 1; b < B; ++b) sum += partial[(b * k + j) * plane + e];
+        dw[e * k + j] = sum;
+      }
+    }
+  });
+}
+
+// Short outputs: the batch folded into the products' inner dimension. cols [C_in·k, B·T_out]
+// holds, at row (i, j) and column (b, t), x_b[i, t + j·d − p] (0 in the padding): unfold's
+// matrix, small at these lengths. Then, with the kernel read as it is stored ([C_out, C_in·k]),
+//   weight gradient  dW = G · colsᵀ                 ([C_out, B·T_out] · [B·T_out, C_in·k]),
+//   input gradient   dcols = Wᵀ · G, folded back by adding each tap's rows at their offsets,
+// one GEMM each over every example and tap at once, and no copy of the kernel.
+template <typename T>
+void unfold_taps(const T* x, T* cols, int64_t B, int64_t Cin, int64_t Tin, int64_t Tout, int64_t k, int64_t s,
+                 int64_t p, int64_t d) {
+  at::parallel_for(0, Cin, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t o = j * d - p;
+        const auto [t0, t1] = tap_range(o, s, Tin, Tout);
+        T* row = cols + (i * k + j) * B * Tout;
+        for (int64_t b = 0; b < B; ++b) {
+          T* dst = row + b * Tout;
+          const T* src = x + (b * Cin + i) * Tin + o;
+          std::fill(dst, dst + t0, T(0));
+          if (s == 1) {
+            std::copy(src + t0, src + t1, dst + t0);
+          } else {
+            for (int64_t t = t0; t < t1; ++t) dst[t] = src[t * s];
+          }
+          std::fill(dst + t1, dst + Tout, T(0));
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void fold_taps(const T* cols, T* dx, int64_t B, int64_t Cin, int64_t Tin, int64_t Tout, int64_t k, int64_t s,
+               int64_t p, int64_t d) {
+  at::parallel_for(0, Cin, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t b = 0; b < B; ++b) std::fill(dx + (b * Cin + i) * Tin, dx + (b * Cin + i + 1) * Tin, T(0));
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t o = j * d - p;
+        const auto [t0, t1] = tap_range(o, s, Tin, Tout);
+        const T* row = cols + (i * k + j) * B * Tout;
+        for (int64_t b = 0; b < B; ++b) {
+          const T* src = row + b * Tout;
+          T* dst = dx + (b * Cin + i) * Tin + o;
+          for (int64_t t = t0; t < t1; ++t) dst[t * s] += src[t];
+        }
+      }
+    }
+  });
+}
+
+// Both gradients of a short-output convolution (either may be skipped: undefined on return).
+template <typename T>
+void short_output_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& g, int64_t s,
+                        int64_t p, int64_t d, bool need_x, bool need_w, torch::Tensor& gx,
+                        torch::Tensor& gw) {
+  const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
+  const int64_t Tout = g.size(2), n = B * Tout;
+  const torch::Tensor gf = g.permute({1, 0, 2}).contiguous();  // [C_out, B·T_out]
+  if (need_w) {
+    auto cols = torch::empty({Cin * k, n}, x.options());
+    unfold_taps<T>(x.data_ptr<T>(), cols.data_ptr<T>(), B, Cin, Tin, Tout, k, s, p, d);
+    gw = torch::empty({Cout, Cin, k}, x.options());
+    gemm_rows<T>('N', 'T', Cout, Cin * k, n, gf.data_ptr<T>(), n, cols.data_ptr<T>(), n, T(0),
+                 gw.data_ptr<T>(), Cin * k);
+  }
+  if (need_x) {
+    const torch::Tensor wc = w.contiguous();
+    auto dcols = torch::empty({Cin * k, n}, x.options());
+    gemm_rows<T>('T', 'N', Cin * k, n, Cout, wc.data_ptr<T>(), Cin * k, gf.data_ptr<T>(), n, T(0),
+                 dcols.data_ptr<T>(), n);
+    gx = torch::empty_like(x);
+    fold_taps<T>(dcols.data_ptr<T>(), gx.data_ptr<T>(), B, Cin, Tin, Tout, k, s, p, d);
+  }
+}
+
+// A transposed convolution y = conv_transpose1d(x, w, stride s, padding p), w [C_in, C_out, k]:
+// y[b, o, t·s + j − p] += Σ_i w[i, o, j] · x[b, i, t]. Its gradients read the output gradient G
+// the way a strided convolution reads its input: cols [C_out·k, B·T_x] with, at row (o, j) and
+// column (b, t), g_b[o, t·s + j − p] (0 outside), unfolded once; then, with the kernel read as
+// stored ([C_in, C_out·k]) and X [C_in, B·T_x] (the batch folded into the columns),
+//   input gradient   dX = W · cols,
+//   weight gradient  dW = X · colsᵀ,
+// two GEMMs where aten's backward (oneDNN in LibTorch 2.x, im2col in 1.13) ran at half of them.
+template <typename T>
+void transposed_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& g, int64_t s,
+                      int64_t p, bool need_x, bool need_w, torch::Tensor& gx, torch::Tensor& gw) {
+  const int64_t B = x.size(0), Cin = x.size(1), Tx = x.size(2), Cout = w.size(1), k = w.size(2);
+  const int64_t Ty = g.size(2), n = B * Tx;
+  auto cols = torch::empty({Cout * k, n}, g.options());
+  unfold_taps<T>(g.data_ptr<T>(), cols.data_ptr<T>(), B, Cout, Ty, Tx, k, s, p, 1);
+  if (need_x) {
+    const torch::Tensor wc = w.contiguous();
+    auto dxf = torch::empty({Cin, B, Tx}, x.options());
+    gemm_rows<T>('N', 'N', Cin, n, Cout * k, wc.data_ptr<T>(), Cout * k, cols.data_ptr<T>(), n, T(0),
+                 dxf.data_ptr<T>(), n);
+    gx = dxf.permute({1, 0, 2}).contiguous();
+  }
+  if (need_w) {
+    const torch::Tensor xf = x.permute({1, 0, 2}).contiguous();  // [C_in, B·T_x]
+    gw = torch::empty({Cin, Cout, k}, x.options());
+    gemm_rows<T>('N', 'T', Cin, Cout * k, n, xf.data_ptr<T>(), n, cols.data_ptr<T>(), n, T(0),
+                 gw.data_ptr<T>(), Cout * k);
+  }
+}
+
+// wt [C_in, C_out, k] with wt[i][o][k−1−j] = w[o][i][j]: the input gradient's kernel. Blocked
+// over (o, i) so both sides stay in cache (aten's flip + transpose + contiguous of a
+// [768, 768, 3] kernel took 3.5–15 ms, as long as the convolution itself).
+template <typename T>
+void flipped_transpose(const T* __restrict w, T* __restrict wt, int64_t Cout, int64_t Cin, int64_t k) {
+  constexpr int64_t kBlock = 32;
+  at::parallel_for(0, (Cout + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t o0 = b0 * kBlock; o0 < std::min(Cout, b1 * kBlock); o0 += kBlock) {
+      const int64_t o1 = std::min(Cout, o0 + kBlock);
+      for (int64_t i0 = 0; i0 < Cin; i0 += kBlock) {
+        const int64_t i1 = std::min(Cin, i0 + kBlock);
+        for (int64_t i = i0; i < i1; ++i) {
+          for (int64_t o = o0; o < o1; ++o) {
+            const T* src = w + (o * Cin + i) * k;
+            T* dst = wt + (i * Cout + o) * k;
+            for (int64_t j = 0; j < k; ++j) dst[k - 1 - j] = src[j];
+          }
+        }
+      }
+    }
+  });
+}
+
+class Conv1dGemm : public torch::autograd::Function<Conv1dGemm> {
+ public:
+  // No bias: an empty tensor (autograd functions take defined tensors).
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
+                               int64_t padding, int64_t dilation) {
+    const bool has_bias = bias.numel() > 0;
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["bias"] = has_bias;
+    return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {dilation}, false,
+                           {0}, 1);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1];
+    const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt(),
+                  d = ctx->saved_data["dilation"].toInt();
+    const bool has_bias = ctx->saved_data["bias"].toBool();
+    const torch::Tensor g = grads[0].contiguous();
+    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+    const bool need_b = has_bias && ctx->needs_input_grad(2);
+    torch::Tensor gx, gw, gb;
+    if (torch::GradMode::is_enabled()) {
+      // create_graph: aten's backward, which is itself differentiable.
+      const std::vector<int64_t> bias_sizes{w.size(0)};
+      auto r =
+          at::convolution_backward(g, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                   {s}, {p}, {d}, false, {0}, 1, {need_x, need_w, need_b});
+      return {std::get<0>(r), std::get<1>(r), std::get<2>(r), {}, {}, {}};
+    }
+    std::tie(gx, gw) = conv1d_gemm_grads(x, w, g, s, p, d, kFoldBelowSteps, need_x, need_w);
+    if (need_b) gb = g.sum(at::IntArrayRef{0, 2});
+    return {gx, gw, gb, {}, {}, {}};
+  }
+};
+
+class ConvTranspose1dGemm : public torch::autograd::Function<ConvTranspose1dGemm> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
+                               int64_t padding) {
+    const bool has_bias = bias.numel() > 0;
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["bias"] = has_bias;
+    return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {1}, true, {0}, 1);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1];
+    const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt();
+    const bool has_bias = ctx->saved_data["bias"].toBool();
+    const torch::Tensor g = grads[0].contiguous();
+    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+    const bool need_b = has_bias && ctx->needs_input_grad(2);
+    torch::Tensor gx, gw, gb;
+    if (torch::GradMode::is_enabled()) {  // create_graph: aten's differentiable backward
+      const std::vector<int64_t> bias_sizes{w.size(1)};
+      auto r =
+          at::convolution_backward(g, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                   {s}, {p}, {1}, true, {0}, 1, {need_x, need_w, need_b});
+      return {std::get<0>(r), std::get<1>(r), std::get<2>(r), {}, {}};
+    }
+    std::tie(gx, gw) = conv_transpose1d_gemm_grads(x, w, g, s, p, need_x, need_w);
+    if (need_b) gb = g.sum(at::IntArrayRef{0, 2});
+    return {gx, gw, gb, {}, {}};
+  }
+};
+
+int64_t output_steps(int64_t Tin, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (Tin + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+}  // namespace
+
+bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride, int64_t padding,
+                         int64_t dilation) {
+  const auto type = x.scalar_type();
+  if (!(x.device().is_cpu() && w.device().is_cpu() && (type == torch::kFloat || type == torch::kDouble) &&
+        w.scalar_type() == type && x.dim() == 3 && w.dim() == 3 && x.size(1) == w.size(1) && stride >= 1 &&
+        dilation >= 1 && padding >= 0 && !compat::autocast_enabled(c10::DeviceType::CPU))) {
+    return false;
+  }
+  const int64_t k = w.size(2);
+  if (output_steps(x.size(2), k, stride, padding, dilation) < 1) return false;
+  // Stride 1: a kernel longer than 1 (1×1 products stay with aten), padding the input gradient's
+  // convolution can mirror. Longer strides: any kernel (the short-output path takes them all).
+  return stride > 1 || (k > 1 && padding <= (k - 1) * dilation);
+}
+
+torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                          int64_t stride, int64_t padding, int64_t dilation) {
+  TORCH_CHECK(conv1d_gemm_applies(x, w, stride, padding, dilation), "conv1d_gemm: input ", x.sizes(), " ",
+              x.scalar_type(), ", weight ", w.sizes(), ", stride ", stride, ", padding ", padding,
+              ", dilation ", dilation, " is not a case it takes (conv1d_gemm_applies)");
+  return Conv1dGemm::apply(x, w, bias.defined() ? bias : torch::empty({0}, w.options()), stride, padding,
+                           dilation);
+}
+
+bool conv_transpose1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride,
+                                   int64_t padding) {
+  const auto type = x.scalar_type();
+  if (!(x.device().is_cpu() && w.device().is_cpu() && (type == torch::kFloat || type == torch::kDouble) &&
+        w.scalar_type() == type && x.dim() == 3 && w.dim() == 3 && x.size(1) == w.size(0) && stride >= 1 &&
+        padding >= 0 && x.size(2) >= 1 && !compat::autocast_enabled(c10::DeviceType::CPU))) {
+    return false;
+  }
+  return (x.size(2) - 1) * stride - 2 * padding + w.size(2) >= 1;  // at least one output step
+}
+
+torch::Tensor conv_transpose1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                    int64_t stride, int64_t padding) {
+  TORCH_CHECK(conv_transpose1d_gemm_applies(x, w, stride, padding), "conv_transpose1d_gemm: input ",
+              x.sizes(), " ", x.scalar_type(), ", weight ", w.sizes(), ", stride ", stride, ", padding ",
+              padding, " is not a case it takes (conv_transpose1d_gemm_applies)");
+  return ConvTranspose1dGemm::apply(x, w, bias.defined() ? bias : torch::empty({0}, w.options()), stride,
+                                    padding);
+}
+
+std::pair<torch::Tensor, torch::Tensor> conv_transpose1d_gemm_grads(const torch::Tensor& x_in,
+                                                                    const torch::Tensor& w,
+                                                                    const torch::Tensor& g_in, int64_t s,
+                                                                    int64_t p, bool need_x, bool need_w) {
+  const torch::Tensor x = x_in.contiguous(), g = g_in.contiguous();
+  const int64_t B = x.size(0), Tx = x.size(2), Cout = w.size(1), k = w.size(2);
+  TORCH_CHECK(g.size(0) == B && g.size(1) == Cout && g.size(2) == (Tx - 1) * s - 2 * p + k,
+              "conv_transpose1d_gemm_grads: output gradient ", g.sizes(), " does not match input ", x.sizes(),
+              " and kernel ", w.sizes(), " with stride ", s, ", padding ", p);
+  torch::Tensor gx, gw;
+  if (B == 0) {
+    if (need_x) gx = torch::zeros_like(x);
+    if (need_w) gw = torch::zeros_like(w);
+    return {gx, gw};
+  }
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_transpose1d_gemm_grads",
+                             [&] { transposed_grads<scalar_t>(x, w, g, s, p, need_x, need_w, gx, gw); });
+  return {gx, gw};
+}
+
+void set_conv1d_backward_gemm(bool enabled) { g_enabled.store(enabled); }
+bool conv1d_backward_gemm() { return g_enabled.load(); }
+
+std::pair<torch::Tensor, torch::Tensor> conv1d_gemm_grads(const torch::Tensor& x_in, const torch::Tensor& w,
+                                                          const torch::Tensor& g_in, int64_t s, int64_t p,
+                                                          int64_t d, int64_t fold_below, bool need_x,
+                                                          bool need_w) {
+  const torch::Tensor x = x_in.contiguous(), g = g_in.contiguous();
+  const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
+  const int64_t Tout = g.size(2);
+  TORCH_CHECK(g.size(0) == B && g.size(1) == Cout && Tout == output_steps(Tin, k, s, p, d),
+              "conv1d_gemm_grads: output gradient ", g.sizes(), " does not match input ", x.sizes(),
+              " and kernel ", w.sizes(), " with stride ", s, ", padding ", p, ", dilation ", d);
+  torch::Tensor gx, gw;
+  if (B == 0 || Tout == 0) {
+    if (need_x) gx = torch::zeros_like(x);
+    if (need_w) gw = torch::zeros_like(w);
+    return {gx, gw};
+  }
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv1d_gemm_grads", [&] {
+    if (s > 1 || Tout < fold_below) {
+      short_output_grads<scalar_t>(x, w, g, s, p, d, need_x, need_w, gx, gw);
+      return;
+    }
+    if (need_x) {  // a forward convolution of g with the flipped, transposed kernel
+      const torch::Tensor wc = w.contiguous();
+      torch::Tensor w_flipped = torch::empty({Cin, Cout, k}, w.options());
+      flipped_transpose<scalar_t>(wc.data_ptr<scalar_t>(), w_flipped.data_ptr<scalar_t>(), Cout, Cin, k);
+      gx = at::convolution(g, w_flipped, {}, {1}, {(k - 1) * d - p}, {d}, false, {0}, 1);
+    }
+    if (need_w) {
+      gw = torch::empty({Cout, Cin, k}, x.options());
+      weight_grad_per_example<scalar_t>(x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+                                        gw.data_ptr<scalar_t>(), B, Cin, Tin, Cout, Tout, k, p, d,
+                                        x.options());
+    }
+  });
+  return {gx, gw};
+}
+
+}  // namespace rt::models

@@ -1,0 +1,80 @@
+// A Conv1d and a ConvTranspose1d whose backward takes other kernels than aten's
+// convolution_backward, on the CPU. The forward is aten's own convolution (the same kernel, the
+// same values).
+//
+// Why: on the CPU aten hands a convolution's backward to oneDNN, whose backward kernels run well
+// below its forward ones at RAVE's shapes. Measured at 1 thread, batch 4, float32 (oneDNN in
+// LibTorch 1.13 and 2.11; docs/perf/rave_cpu.md): 768 channels × 32 steps, kernel 3: forward
+// 4–5 ms, backward 13–24 ms, of which the weight gradient alone 7–15 ms; 96 channels × 2048
+// steps at dilation 9: 5–11 ms and 11–22 ms; the encoder's strided downsampling convolutions
+// 44 GFLOP/s in their backward, a third of the GEMM peak. The gradients are products, computed
+// here with faster kernels:
+//   - stride 1, long outputs (at least kFoldBelowSteps steps):
+//     - input gradient: a forward convolution of the output gradient with the kernel flipped in
+//       time and its channel axes swapped, padding (k−1)·d − p on both sides (aten's forward,
+//       oneDNN's kernel where it takes it);
+//     - weight gradient: for each tap j, Σ_b G_b · X_bᵀ over the time steps tap j reads (a row
+//       slice of each example's input, the padding skipped), one GEMM per example and tap
+//       (gemm_rows: oneDNN's sgemm where the process has it, else aten's mm);
+//   - short outputs (where the channels are many) and every stride longer than 1: both
+//     gradients as one GEMM each over every example and tap, on the unfolded input
+//     [C_in·k, B·T_out] and the kernel as stored ([C_out, C_in·k]), so that the kernel is never
+//     copied or transposed;
+//   - transposed convolutions (the decoder's upsampling; aten's backward 75 GFLOP/s in
+//     LibTorch 2.11, half the GEMM peak): the output gradient unfolded once as a strided
+//     convolution reads its input, then both gradients one GEMM each;
+//   - bias gradient: the sum of G over batch and time.
+// Same function and gradients as aten's; only the order of the floating-point sums differs.
+// A second backward (create_graph) goes through aten's differentiable convolution_backward.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace rt::models {
+
+// Whether conv1d_gemm can take (x, w): CPU, float or double, no autocast, groups 1, at least one
+// output step; at stride 1 a kernel longer than 1 (1×1 products stay with aten) and
+// 0 ≤ padding ≤ (k−1)·dilation; at longer strides any kernel and padding ≥ 0 (those always take
+// the short-output path).
+bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride, int64_t padding,
+                         int64_t dilation);
+
+// y = conv1d(x, w, bias, stride, padding (both sides), dilation) with the backward above.
+// x [B, C_in, T], w [C_out, C_in, k], bias [C_out] or undefined. Callers check
+// conv1d_gemm_applies first (WNConv1d does).
+torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                          int64_t stride, int64_t padding, int64_t dilation);
+
+// The same for a transposed convolution (WNConvTranspose1d: groups 1, dilation 1, no output
+// padding): y = conv_transpose1d(x, w, bias, stride, padding), x [B, C_in, T], w [C_in, C_out, k];
+// the forward is aten's, both gradients are GEMMs over the output gradient unfolded once (a
+// strided convolution's view of it). Applies: CPU, float or double, no autocast, at least one
+// input and one output step.
+bool conv_transpose1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride,
+                                   int64_t padding);
+torch::Tensor conv_transpose1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                    int64_t stride, int64_t padding);
+
+// Process-wide switch (default on), read by WNConv1d and WNConvTranspose1d: off sends every
+// convolution to aten's convolution and its backward (`rave_bench step --conv_backward aten`, for A/B runs).
+void set_conv1d_backward_gemm(bool enabled);
+bool conv1d_backward_gemm();
+
+// Both gradients of y = conv1d(x, w, stride, padding, dilation) given g = ∂L/∂y, as the node
+// computes them: the short-output path when the stride is longer than 1 or T_out < fold_below,
+// else the long one (exposed so that tests reach both; at stride 1, 0 never folds and a large
+// value always does). Undefined where not needed.
+inline constexpr int64_t kFoldBelowSteps = 256;
+std::pair<torch::Tensor, torch::Tensor> conv1d_gemm_grads(const torch::Tensor& x, const torch::Tensor& w,
+                                                          const torch::Tensor& g, int64_t stride,
+                                                          int64_t padding, int64_t dilation,
+                                                          int64_t fold_below = kFoldBelowSteps,
+                                                          bool need_x = true, bool need_w = true);
+// The transposed convolution's two gradients, as its node computes them.
+std::pair<torch::Tensor, torch::Tensor> conv_transpose1d_gemm_grads(const torch::Tensor& x,
+                                                                    const torch::Tensor& w,
+                                                                    const torch::Tensor& g, int64_t stride,
+                                                                    int64_t padding, bool need_x = true,
+                                                                    bool need_w = true);
+
+}  // namespace rt::models

@@ -1,0 +1,329 @@
+// models/common/conv1d_backward.h: the Conv1d node has aten's forward and aten's gradients
+// (input, weight, bias), on both paths (long outputs, and the unfolded short ones that every
+// stride > 1 takes), at RAVE's paddings, dilations and strides, and WNConv1d takes it only
+// where it applies; the same for the transposed convolution's node and WNConvTranspose1d.
+#include "models/common/conv1d_backward.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "models/common/conv.h"
+
+namespace rt::models {
+namespace {
+
+double conv_max_rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
+          (b.abs().max().to(torch::kDouble) + 1e-300))
+      .item<double>();
+}
+
+struct ConvCase {
+  int64_t batch, c_in, c_out, steps, kernel, dilation, padding;
+  bool bias;
+  int64_t stride = 1;
+};
+
+std::string conv_case_name(const ConvCase& c, int64_t fold_below) {
+  return std::to_string(c.batch) + "x" + std::to_string(c.c_in) + "x" + std::to_string(c.steps) + " -> " +
+         std::to_string(c.c_out) + ", k " + std::to_string(c.kernel) + ", d " + std::to_string(c.dilation) +
+         ", p " + std::to_string(c.padding) + ", s " + std::to_string(c.stride) + (c.bias ? ", bias" : "") +
+         ", fold below " + std::to_string(fold_below);
+}
+
+// RAVE's paddings (centered: (k−1)·d/2 both sides; a causal or asymmetric conv is padded by
+// WNConv1d first and comes here with padding 0), kernels 3 and 7, dilations up to 9, a
+// one-example batch, a tap that reads only padding (steps ≤ d), odd channel counts; the
+// encoder's downsampling (kernel 2s, stride s: 4 and 8 at 2 and 4) and strides that leave input
+// steps unread, with padding and dilation, a 1×1 kernel at stride 2.
+const ConvCase kConvCases[] = {
+    {4, 6, 5, 40, 3, 1, 1, true},     {3, 4, 7, 33, 3, 9, 9, false},    {2, 5, 5, 21, 7, 1, 3, true},
+    {1, 3, 4, 16, 3, 3, 0, true},     {2, 4, 3, 6, 3, 9, 9, false},     {2, 3, 2, 12, 5, 2, 8, true},
+    {2, 4, 6, 39, 8, 1, 0, true, 4},  {3, 5, 4, 35, 4, 1, 0, false, 2}, {2, 3, 4, 29, 3, 2, 2, true, 3},
+    {2, 4, 3, 17, 1, 1, 0, false, 2}, {1, 2, 3, 10, 5, 1, 6, true, 4},
+};
+
+TEST(Conv1dGemm, ForwardAndGradientsAreAtensInDouble) {
+  torch::manual_seed(11);
+  for (const ConvCase& c : kConvCases) {
+    for (int64_t fold_below : {int64_t{0}, int64_t{1} << 30}) {
+      const std::string what = conv_case_name(c, fold_below);
+      auto opts = torch::TensorOptions().dtype(torch::kDouble);
+      auto x = torch::randn({c.batch, c.c_in, c.steps}, opts).requires_grad_();
+      auto w = torch::randn({c.c_out, c.c_in, c.kernel}, opts).requires_grad_();
+      auto b = c.bias ? torch::randn({c.c_out}, opts).requires_grad_() : torch::Tensor();
+      ASSERT_TRUE(conv1d_gemm_applies(x, w, c.stride, c.padding, c.dilation)) << what;
+      auto y = conv1d_gemm(x, w, b, c.stride, c.padding, c.dilation);
+      auto g = torch::randn(y.sizes(), opts);
+      auto gb = c.bias ? torch::autograd::grad({y}, {b}, {g}, true)[0] : torch::Tensor();
+      auto [gx, gw] =
+          conv1d_gemm_grads(x.detach(), w.detach(), g, c.stride, c.padding, c.dilation, fold_below);
+
+      auto xr = x.detach().clone().requires_grad_();
+      auto wr = w.detach().clone().requires_grad_();
+      auto br = c.bias ? b.detach().clone().requires_grad_() : torch::Tensor();
+      auto yr = torch::conv1d(xr, wr, br, c.stride, c.padding, c.dilation);
+      yr.backward(g);
+      ASSERT_EQ(y.sizes(), yr.sizes()) << what;
+      EXPECT_TRUE(torch::equal(y, yr)) << what << ": the forward is aten's own convolution";
+      EXPECT_LT(conv_max_rel(gx, xr.grad()), 1e-12) << what;
+      EXPECT_LT(conv_max_rel(gw, wr.grad()), 1e-12) << what;
+      if (c.bias) {
+        EXPECT_LT(conv_max_rel(gb, br.grad()), 1e-12) << what;
+      }
+    }
+  }
+}
+
+TEST(Conv1dGemm, TheNodeTakesTheShortOrTheLongPathByLength) {
+  // Through backward(): both sides of kFoldBelowSteps, input and weight gradients equal aten's.
+  torch::manual_seed(12);
+  for (int64_t steps : {kFoldBelowSteps - 1, kFoldBelowSteps + 40}) {
+    auto x = torch::randn({3, 8, steps}, torch::kDouble).requires_grad_();
+    auto w = torch::randn({6, 8, 3}, torch::kDouble).requires_grad_();
+    auto y = conv1d_gemm(x, w, {}, 1, 3, 3);
+    auto g = torch::randn(y.sizes(), torch::kDouble);
+    y.backward(g);
+    auto xr = x.detach().clone().requires_grad_();
+    auto wr = w.detach().clone().requires_grad_();
+    torch::conv1d(xr, wr, {}, 1, 3, 3).backward(g);
+    EXPECT_LT(conv_max_rel(x.grad(), xr.grad()), 1e-12) << steps << " steps";
+    EXPECT_LT(conv_max_rel(w.grad(), wr.grad()), 1e-12) << steps << " steps";
+  }
+}
+
+TEST(Conv1dGemm, TheLongPathsWeightGradientDoesNotDependOnTheThreadCount) {
+  // Each example's products run on one thread and are summed in example order.
+  torch::manual_seed(16);
+  auto x = torch::randn({4, 16, 600});
+  auto w = torch::randn({12, 16, 3});
+  auto g = torch::randn({4, 12, 600});
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto one = conv1d_gemm_grads(x, w, g, 1, 3, 3, 0, false, true).second;
+  at::set_num_threads(2);
+  auto two = conv1d_gemm_grads(x, w, g, 1, 3, 3, 0, false, true).second;
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(one, two));
+}
+
+TEST(Conv1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
+  // At RAVE v2's shapes (batch 2 here): 96 channels × 2048 steps at dilation 9 and 768 × 32.
+  torch::manual_seed(13);
+  for (const ConvCase& c :
+       {ConvCase{2, 96, 96, 2048, 3, 9, 9, true}, ConvCase{2, 768, 768, 32, 3, 1, 1, false}}) {
+    const std::string what = conv_case_name(c, kFoldBelowSteps);
+    auto x = torch::randn({c.batch, c.c_in, c.steps}).requires_grad_();
+    auto w = (torch::randn({c.c_out, c.c_in, c.kernel}) * 0.05).requires_grad_();
+    auto b = c.bias ? torch::randn({c.c_out}).requires_grad_() : torch::Tensor();
+    auto y = conv1d_gemm(x, w, b, c.stride, c.padding, c.dilation);
+    auto g = torch::randn(y.sizes());
+    y.backward(g);
+    auto xd = x.detach().to(torch::kDouble).requires_grad_();
+    auto wd = w.detach().to(torch::kDouble).requires_grad_();
+    auto bd = c.bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+    torch::conv1d(xd, wd, bd, c.stride, c.padding, c.dilation).backward(g.to(torch::kDouble));
+    EXPECT_LT(conv_max_rel(x.grad(), xd.grad()), 1e-5) << what;
+    EXPECT_LT(conv_max_rel(w.grad(), wd.grad()), 1e-5) << what;
+    if (c.bias) {
+      EXPECT_LT(conv_max_rel(b.grad(), bd.grad()), 1e-5) << what;
+    }
+  }
+}
+
+TEST(Conv1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
+  // create_graph (a gradient penalty): the node's backward must itself be differentiable, with
+  // aten's second derivatives.
+  torch::manual_seed(14);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const auto x0 = torch::randn({2, 3, 9}, opts), w0 = torch::randn({4, 3, 3}, opts),
+             b0 = torch::randn({4}, opts);
+  std::vector<torch::Tensor> second[2];
+  for (bool node : {true, false}) {
+    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    auto y = node ? conv1d_gemm(x, w, b, 1, 2, 2) : torch::conv1d(x, w, b, 1, 2, 2);
+    auto gx =
+        torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(conv_max_rel(second[1][i], second[0][i]), 1e-12) << i;
+}
+
+TEST(Conv1dGemm, ItTakesOnlyWhatItCanCompute) {
+  auto x = torch::randn({2, 4, 16});
+  auto w3 = torch::randn({5, 4, 3});
+  EXPECT_TRUE(conv1d_gemm_applies(x, w3, 1, 1, 1));
+  EXPECT_TRUE(conv1d_gemm_applies(x, w3, 1, 0, 1));
+  EXPECT_FALSE(conv1d_gemm_applies(x, w3, 1, 3, 1)) << "padding beyond (k−1)·d at stride 1";
+  EXPECT_TRUE(conv1d_gemm_applies(x, w3, 2, 3, 1)) << "any padding at longer strides";
+  EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 1, 0, 1)) << "1×1 stays with aten";
+  EXPECT_TRUE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 2, 0, 1)) << "1×1 at stride 2";
+  EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 4, 40}), 2, 0, 1)) << "no output step";
+  EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 2, 3}), 1, 1, 1)) << "groups";
+  EXPECT_FALSE(conv1d_gemm_applies(x.to(torch::kHalf), w3.to(torch::kHalf), 1, 1, 1)) << "half";
+  EXPECT_FALSE(conv1d_gemm_applies(x, w3.to(torch::kDouble), 1, 1, 1)) << "mixed types";
+  EXPECT_THROW(conv1d_gemm(x, w3, {}, 1, 3, 1), c10::Error);
+}
+
+TEST(Conv1dGemm, WNConv1dUsesItWhenTrainingAndNotOtherwise) {
+  // Weight-normed, centered and causal: the same outputs and gradients with the switch on and off,
+  // and the node appears in the graph only when on and something requires grad.
+  torch::manual_seed(15);
+  for (bool causal : {false, true}) {
+    auto [pl, pr] = get_padding(3, 3, causal ? PaddingMode::kCausal : PaddingMode::kCentered);
+    WNConv1d conv(WNConv1dOptions(6, 5, 3).dilation(3).bias(true).pad_left(pl).pad_right(pr));
+    conv->to(torch::kDouble);
+    auto x = torch::randn({2, 6, 30}, torch::kDouble).requires_grad_();
+    std::vector<torch::Tensor> grads[2];
+    torch::Tensor outs[2];
+    for (bool on : {true, false}) {
+      set_conv1d_backward_gemm(on);
+      conv->zero_grad();
+      x.mutable_grad() = torch::Tensor();
+      auto y = conv->forward(x);
+      const std::string node = y.grad_fn()->name();
+      EXPECT_EQ(node.find("Conv1dGemm") != std::string::npos, on) << node;
+      y.backward(torch::ones_like(y));
+      outs[on] = y.detach();
+      grads[on] = {x.grad().clone(), conv->weight_g.grad().clone(), conv->weight_v.grad().clone(),
+                   conv->bias.grad().clone()};
+    }
+    set_conv1d_backward_gemm(true);
+    EXPECT_TRUE(torch::equal(outs[0], outs[1]));
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_LT(conv_max_rel(grads[1][i], grads[0][i]), 1e-12) << i;
+    {
+      torch::NoGradGuard ng;
+      auto y = conv->forward(x);
+      EXPECT_FALSE(y.requires_grad());
+      EXPECT_TRUE(torch::equal(y, outs[1]));
+    }
+  }
+  WNConv1d pointwise(WNConv1dOptions(4, 4, 1));
+  auto y = pointwise->forward(torch::randn({1, 4, 16}));
+  EXPECT_EQ(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "1×1 at stride 1";
+  WNConv1d strided(WNConv1dOptions(4, 4, 4).stride(2).pad_left(1).pad_right(1));
+  y = strided->forward(torch::randn({1, 4, 16}));
+  EXPECT_NE(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "downsampling";
+}
+
+// Transposed: RAVE's upsampling (kernel 2r, stride r, padding r/2: r = 2, 4, 8, and an odd r),
+// a one-example batch, padding beyond the kernel's reach, stride 1, a single input step.
+struct TransposedCase {
+  int64_t batch, c_in, c_out, steps, kernel, stride, padding;
+  bool bias;
+};
+const TransposedCase kTransposedCases[] = {
+    {4, 6, 5, 9, 4, 2, 1, true},  {3, 4, 7, 8, 8, 4, 2, false}, {1, 3, 4, 5, 16, 8, 4, true},
+    {2, 5, 3, 7, 6, 3, 1, true},  {2, 3, 2, 6, 3, 1, 1, false}, {2, 4, 3, 4, 4, 2, 3, true},
+    {2, 3, 3, 1, 4, 2, 1, false},
+};
+
+TEST(ConvTranspose1dGemm, ForwardAndGradientsAreAtensInDouble) {
+  torch::manual_seed(21);
+  for (const TransposedCase& c : kTransposedCases) {
+    const std::string what = std::to_string(c.batch) + "x" + std::to_string(c.c_in) + "x" +
+                             std::to_string(c.steps) + " -> " + std::to_string(c.c_out) + ", k " +
+                             std::to_string(c.kernel) + ", s " + std::to_string(c.stride) + ", p " +
+                             std::to_string(c.padding);
+    auto opts = torch::TensorOptions().dtype(torch::kDouble);
+    auto x = torch::randn({c.batch, c.c_in, c.steps}, opts).requires_grad_();
+    auto w = torch::randn({c.c_in, c.c_out, c.kernel}, opts).requires_grad_();
+    auto b = c.bias ? torch::randn({c.c_out}, opts).requires_grad_() : torch::Tensor();
+    ASSERT_TRUE(conv_transpose1d_gemm_applies(x, w, c.stride, c.padding)) << what;
+    auto y = conv_transpose1d_gemm(x, w, b, c.stride, c.padding);
+    auto g = torch::randn(y.sizes(), opts);
+    y.backward(g);
+
+    auto xr = x.detach().clone().requires_grad_();
+    auto wr = w.detach().clone().requires_grad_();
+    auto br = c.bias ? b.detach().clone().requires_grad_() : torch::Tensor();
+    auto yr = torch::conv_transpose1d(xr, wr, br, c.stride, c.padding);
+    yr.backward(g);
+    ASSERT_EQ(y.sizes(), yr.sizes()) << what;
+    EXPECT_TRUE(torch::equal(y, yr)) << what << ": the forward is aten's own";
+    EXPECT_LT(conv_max_rel(x.grad(), xr.grad()), 1e-12) << what;
+    EXPECT_LT(conv_max_rel(w.grad(), wr.grad()), 1e-12) << what;
+    if (c.bias) {
+      EXPECT_LT(conv_max_rel(b.grad(), br.grad()), 1e-12) << what;
+    }
+    auto [gx_only, no_w] =
+        conv_transpose1d_gemm_grads(x.detach(), w.detach(), g, c.stride, c.padding, true, false);
+    EXPECT_FALSE(no_w.defined()) << what;
+    EXPECT_LT(conv_max_rel(gx_only, xr.grad()), 1e-12) << what;
+  }
+}
+
+TEST(ConvTranspose1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
+  // RAVE v2's first and last upsampling layers (batch 2): 1536 → 768 × 2 and 192 → 96 × 4.
+  torch::manual_seed(22);
+  for (const TransposedCase& c :
+       {TransposedCase{2, 1536, 768, 16, 4, 2, 1, false}, TransposedCase{2, 192, 96, 512, 8, 4, 2, false}}) {
+    auto x = torch::randn({c.batch, c.c_in, c.steps}).requires_grad_();
+    auto w = (torch::randn({c.c_in, c.c_out, c.kernel}) * 0.05).requires_grad_();
+    auto y = conv_transpose1d_gemm(x, w, {}, c.stride, c.padding);
+    auto g = torch::randn(y.sizes());
+    y.backward(g);
+    auto xd = x.detach().to(torch::kDouble).requires_grad_();
+    auto wd = w.detach().to(torch::kDouble).requires_grad_();
+    torch::conv_transpose1d(xd, wd, {}, c.stride, c.padding).backward(g.to(torch::kDouble));
+    EXPECT_LT(conv_max_rel(x.grad(), xd.grad()), 1e-5) << c.c_in;
+    EXPECT_LT(conv_max_rel(w.grad(), wd.grad()), 1e-5) << c.c_in;
+  }
+}
+
+TEST(ConvTranspose1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
+  torch::manual_seed(23);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const auto x0 = torch::randn({2, 3, 5}, opts), w0 = torch::randn({3, 4, 4}, opts),
+             b0 = torch::randn({4}, opts);
+  std::vector<torch::Tensor> second[2];
+  for (bool node : {true, false}) {
+    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    auto y = node ? conv_transpose1d_gemm(x, w, b, 2, 1) : torch::conv_transpose1d(x, w, b, 2, 1);
+    auto gx =
+        torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(conv_max_rel(second[1][i], second[0][i]), 1e-12) << i;
+}
+
+TEST(ConvTranspose1dGemm, ItTakesOnlyWhatItCanComputeAndWNConvTranspose1dUsesIt) {
+  auto x = torch::randn({2, 4, 8});
+  EXPECT_TRUE(conv_transpose1d_gemm_applies(x, torch::randn({4, 3, 4}), 2, 1));
+  EXPECT_FALSE(conv_transpose1d_gemm_applies(x, torch::randn({3, 3, 4}), 2, 1)) << "channels";
+  EXPECT_FALSE(conv_transpose1d_gemm_applies(x, torch::randn({4, 3, 2}), 1, 5)) << "no output step";
+  EXPECT_FALSE(
+      conv_transpose1d_gemm_applies(x.to(torch::kHalf), torch::randn({4, 3, 4}).to(torch::kHalf), 2, 1))
+      << "half";
+  EXPECT_THROW(conv_transpose1d_gemm(x, torch::randn({3, 3, 4}), {}, 2, 1), c10::Error);
+
+  torch::manual_seed(24);
+  WNConvTranspose1d up(WNConvTranspose1dOptions(6, 5, 8).stride(4).padding(2).bias(true));
+  up->to(torch::kDouble);
+  auto xd = torch::randn({2, 6, 7}, torch::kDouble).requires_grad_();
+  std::vector<torch::Tensor> grads[2];
+  torch::Tensor outs[2];
+  for (bool on : {true, false}) {
+    set_conv1d_backward_gemm(on);
+    up->zero_grad();
+    xd.mutable_grad() = torch::Tensor();
+    auto y = up->forward(xd);
+    const std::string node = y.grad_fn()->name();
+    EXPECT_EQ(node.find("ConvTranspose1dGemm") != std::string::npos, on) << node;
+    y.backward(torch::ones_like(y));
+    outs[on] = y.detach();
+    grads[on] = {xd.grad().clone(), up->weight_g.grad().clone(), up->weight_v.grad().clone(),
+                 up->bias.grad().clone()};
+  }
+  set_conv1d_backward_gemm(true);
+  EXPECT_TRUE(torch::equal(outs[0], outs[1]));
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_LT(conv_max_rel(grads[1][i], grads[0][i]), 1e-12) << i;
+  torch::NoGradGuard ng;
+  EXPECT_FALSE(up->forward(xd).requires_grad());
+}
+
+}  // namespace
+}  // namespace rt::models

@@ -1,0 +1,113 @@
+// models/rave/losses.cpp's one-node spectral terms (models/rave/spectral_kernel.h) compute what
+// the chain of aten operators computes: RAVE's multi-scale distance and its gradient, in float
+// and double, with the target's magnitudes given or computed, and the float log it uses is
+// within rounding of std::log.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "models/rave/losses.h"
+#include "models/rave/spectral_kernel.h"
+
+namespace rt::rave {
+namespace {
+
+// RAVE's distance written out with aten's operators (the pre-fusion code path).
+torch::Tensor chain_distance(const torch::Tensor& x, const torch::Tensor& y,
+                             const std::vector<int64_t>& scales, double eps) {
+  auto xf = x.reshape({-1, x.size(-1)}), yf = y.reshape({-1, y.size(-1)});
+  torch::Tensor total = torch::zeros({}, x.options());
+  for (int64_t n : scales) {
+    auto window = torch::hann_window(n, x.options().dtype(torch::kFloat32)).to(x.scalar_type());
+    auto mag = [&](const torch::Tensor& s) {
+      return torch::stft(s, n, n / 4, n, window, true, "reflect", false, true, true).abs();
+    };
+    auto sx = mag(xf), sy = mag(yf);
+    total = total + (sx - sy).pow(2).mean() / sx.pow(2).mean() +
+            ((sx + eps).log() - (sy + eps).log()).abs().mean();
+  }
+  return total;
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
+          (b.abs().max().to(torch::kDouble) + 1e-300))
+      .item<double>();
+}
+
+TEST(SpectralTerms, TheDistanceAndItsGradientAreTheOperatorChainsInDoubleAndFloat) {
+  torch::manual_seed(21);
+  const std::vector<int64_t> scales{256, 128, 64, 32};
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    const double tol = dtype == torch::kDouble ? 1e-12 : 2e-5;
+    auto x = torch::randn({2, 3, 1000}, dtype);
+    // Some bins of y equal to x's (a zero log difference) and a silent example (zero magnitudes).
+    auto base = (0.7 * x + 0.3 * torch::randn_like(x));
+    base.select(1, 2).zero_();
+    auto y = base.clone().requires_grad_();
+    auto d = spectral_distance(x, y, scales, 1e-7);
+    d.backward();
+    auto yr = base.clone().requires_grad_();
+    auto dr = chain_distance(x, yr, scales, 1e-7);
+    dr.backward();
+    EXPECT_LT(rel(d, dr), tol) << dtype << ": " << d.item<double>() << " vs " << dr.item<double>();
+    EXPECT_LT(rel(y.grad(), yr.grad()), tol * 10) << dtype;
+
+    // The magnitudes precomputed (rave.cpp's reuse of the target's spectra) and given energies.
+    auto mags = stft_magnitudes(x, scales);
+    auto energies = spectral_energy(mags);
+    auto y2 = base.clone().requires_grad_();
+    auto d2 = spectral_distance(x, y2, scales, 1e-7, energies, &mags);
+    d2.backward();
+    EXPECT_LT(rel(d2, dr), tol) << dtype;
+    EXPECT_LT(rel(y2.grad(), yr.grad()), tol * 10) << dtype;
+  }
+}
+
+TEST(SpectralTerms, ATargetThatRequiresGradTakesTheOperatorChainWithItsGradient) {
+  torch::manual_seed(22);
+  auto x = torch::randn({1, 1, 600}, torch::kDouble).requires_grad_();
+  auto y = torch::randn({1, 1, 600}, torch::kDouble).requires_grad_();
+  spectral_distance(x, y, {128, 64}, 1e-7).backward();
+  auto xr = x.detach().clone().requires_grad_(), yr = y.detach().clone().requires_grad_();
+  chain_distance(xr, yr, {128, 64}, 1e-7).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_LT(rel(x.grad(), xr.grad()), 1e-12);
+  EXPECT_LT(rel(y.grad(), yr.grad()), 1e-12);
+}
+
+TEST(SpectralTerms, WithoutGradientsTheValueIsTheSame) {
+  torch::manual_seed(23);
+  auto x = torch::randn({2, 1, 800}), y = torch::randn({2, 1, 800});
+  auto with = spectral_distance(x, y.clone().requires_grad_(), {128, 64}, 1e-7).item<double>();
+  torch::NoGradGuard ng;
+  EXPECT_EQ(spectral_distance(x, y, {128, 64}, 1e-7).item<double>(), with);
+}
+
+TEST(SpectralTerms, TheFloatLogIsWithinRoundingOfStdLog) {
+  // Magnitudes + ε span 1e-7 … 1e4 in RAVE's losses; the mantissa's reduction edges (powers of
+  // two, √2) and values next to 1 (where log is near 0) included.
+  std::vector<float> xs;
+  for (float v = 1e-7f; v < 1e5f; v *= 1.013f) xs.push_back(v);
+  for (int e = -24; e <= 16; ++e) {
+    const float p = std::ldexp(1.0f, e);
+    for (float f : {1.0f, 1.41421354f, 1.41421366f, 1.9999999f}) xs.push_back(p * f);
+  }
+  for (float d = -1e-3f; d <= 1e-3f; d += 1.7e-5f) xs.push_back(1.0f + d);
+  double worst = 0;
+  for (float v : xs) {
+    const double exact = std::log(static_cast<double>(v));
+    const double err = std::abs(static_cast<double>(detail::log_positive(v)) - exact);
+    // Two float ulps of the result, or of 1e-7 absolute near log(1) = 0.
+    const double allowed = 2.0 * std::max(std::abs(exact), 0.5) * std::numeric_limits<float>::epsilon();
+    worst = std::max(worst, err / allowed);
+    ASSERT_LE(err, allowed) << "log(" << v << ")";
+  }
+  EXPECT_GT(worst, 0.0);
+}
+
+}  // namespace
+}  // namespace rt::rave
