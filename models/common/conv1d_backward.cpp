@@ -282,9 +282,9 @@ bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t
   }
   const int64_t k = w.size(2);
   if (output_steps(x.size(2), k, stride, padding, dilation) < 1) return false;
-  // Stride 1: a kernel longer than 1 (1×1 products stay with aten), padding the input gradient's
-  // convolution can mirror. Longer strides: any kernel (the short-output path takes them all).
-  return stride > 1 || (k > 1 && padding <= (k - 1) * dilation);
+  // Stride 1: padding the input gradient's convolution can mirror. Longer strides: any kernel
+  // and padding (the short-output path takes them all).
+  return stride > 1 || padding <= (k - 1) * dilation;
 }
 
 torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,

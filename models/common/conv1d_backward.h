@@ -33,9 +33,9 @@
 namespace rt::models {
 
 // Whether conv1d_gemm can take (x, w): CPU, float or double, no autocast, groups 1, at least one
-// output step; at stride 1 a kernel longer than 1 (1×1 products stay with aten) and
-// 0 ≤ padding ≤ (k−1)·dilation; at longer strides any kernel and padding ≥ 0 (those always take
-// the short-output path).
+// output step; at stride 1 0 ≤ padding ≤ (k−1)·dilation (1×1 kernels included: aten hands them
+// to oneDNN at 2 threads, whose backward ran at half the GEMMs' speed); at longer strides any kernel and
+// padding ≥ 0 (those always take the short-output path).
 bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride, int64_t padding,
                          int64_t dilation);
 

@@ -37,12 +37,13 @@ std::string conv_case_name(const ConvCase& c, int64_t fold_below) {
 // WNConv1d first and comes here with padding 0), kernels 3 and 7, dilations up to 9, a
 // one-example batch, a tap that reads only padding (steps ≤ d), odd channel counts; the
 // encoder's downsampling (kernel 2s, stride s: 4 and 8 at 2 and 4) and strides that leave input
-// steps unread, with padding and dilation, a 1×1 kernel at stride 2.
+// steps unread, with padding and dilation, 1×1 kernels at strides 1 and 2.
 const ConvCase kConvCases[] = {
     {4, 6, 5, 40, 3, 1, 1, true},     {3, 4, 7, 33, 3, 9, 9, false},    {2, 5, 5, 21, 7, 1, 3, true},
     {1, 3, 4, 16, 3, 3, 0, true},     {2, 4, 3, 6, 3, 9, 9, false},     {2, 3, 2, 12, 5, 2, 8, true},
     {2, 4, 6, 39, 8, 1, 0, true, 4},  {3, 5, 4, 35, 4, 1, 0, false, 2}, {2, 3, 4, 29, 3, 2, 2, true, 3},
-    {2, 4, 3, 17, 1, 1, 0, false, 2}, {1, 2, 3, 10, 5, 1, 6, true, 4},
+    {2, 4, 3, 17, 1, 1, 0, false, 2}, {1, 2, 3, 10, 5, 1, 6, true, 4},  {3, 5, 4, 300, 1, 1, 0, true},
+    {2, 6, 3, 20, 1, 1, 0, false},
 };
 
 TEST(Conv1dGemm, ForwardAndGradientsAreAtensInDouble) {
@@ -158,7 +159,8 @@ TEST(Conv1dGemm, ItTakesOnlyWhatItCanCompute) {
   EXPECT_TRUE(conv1d_gemm_applies(x, w3, 1, 0, 1));
   EXPECT_FALSE(conv1d_gemm_applies(x, w3, 1, 3, 1)) << "padding beyond (k−1)·d at stride 1";
   EXPECT_TRUE(conv1d_gemm_applies(x, w3, 2, 3, 1)) << "any padding at longer strides";
-  EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 1, 0, 1)) << "1×1 stays with aten";
+  EXPECT_TRUE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 1, 0, 1)) << "1×1";
+  EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 1, 1, 1)) << "1×1 with padding";
   EXPECT_TRUE(conv1d_gemm_applies(x, torch::randn({5, 4, 1}), 2, 0, 1)) << "1×1 at stride 2";
   EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 4, 40}), 2, 0, 1)) << "no output step";
   EXPECT_FALSE(conv1d_gemm_applies(x, torch::randn({5, 2, 3}), 1, 1, 1)) << "groups";
@@ -203,7 +205,7 @@ TEST(Conv1dGemm, WNConv1dUsesItWhenTrainingAndNotOtherwise) {
   }
   WNConv1d pointwise(WNConv1dOptions(4, 4, 1));
   auto y = pointwise->forward(torch::randn({1, 4, 16}));
-  EXPECT_EQ(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "1×1 at stride 1";
+  EXPECT_NE(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "1×1 at stride 1";
   WNConv1d strided(WNConv1dOptions(4, 4, 4).stride(2).pad_left(1).pad_right(1));
   y = strided->forward(torch::randn({1, 4, 16}));
   EXPECT_NE(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "downsampling";
