@@ -5,10 +5,10 @@
 //       bench.py times it against the real RAVE's training_step (benchmarks/rave_gpu_step.py).
 //       --mkldnn 0|1 toggles at::globalContext().setUserEnabledMkldnn; --count_ops counts
 //       operator calls per phase (RecordFunction) for one extra step. --conv_backward aten and
-//       --fused_spectral 0 turn off the step's two CPU kernels of our own (the Conv1d
-//       backward, the spectral terms as one node); --ab conv|spectral alternates one of them on
-//       and off step by step in the one process, the A/B that host noise between processes
-//       does not drown (step_seconds_by_arm: on, off).
+//       --fused_spectral 0 turn off the step's two CPU kernels of our own (the convolutions'
+//       backward; the spectral distance's STFT and terms); --ab conv|spectral alternates one of
+//       them on and off step by step in the one process, the A/B that host noise between
+//       processes does not drown (step_seconds_by_arm: on, off).
 //   rave_bench flops --version v2 --batch 4 --n_signal 32768
 //       Forward convolution FLOPs of one phase-1 forward pass, from aten::convolution shapes.
 //   rave_bench peak --threads T [--size 2048]
@@ -75,8 +75,8 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
       ->check(CLI::IsMember({"gemm", "aten"}))
       ->capture_default_str();
   c->add_option("--fused_spectral", a.fused_spectral,
-                "1: the spectral distance's terms as one node per scale (models/rave/losses.h, the "
-                "default); 0: aten's operator chain")
+                "1: the spectral distance's STFT and terms as nodes of our own (models/rave/losses.h, "
+                "the default); 0: torch.stft and aten's operator chain")
       ->capture_default_str();
   c->add_option(
        "--ab", a.ab,

@@ -18,6 +18,102 @@ StftWindowSource& window_source() {
   return source;
 }
 
+std::atomic<bool> g_fused_terms{true};
+
+// torch's "reflect" padding (the edge not repeated): the signal index padded index q − pad reads.
+inline int64_t reflected(int64_t q, int64_t T) { return q < 0 ? -q : (q >= T ? 2 * (T - 1) - q : q); }
+
+// torch.stft(s, n, hop, n, window, center, "reflect", onesided, unnormalised) of s [B, T] as one
+// node on the CPU, returned as [B, frames, bins] (torch.stft's result transposed back):
+//   forward: the windowed frames of the reflect-padded signal written in one pass ([B, F, n]),
+//     then a real FFT over each frame;
+//   backward: the bins' gradient into an inverse real FFT (a onesided spectrum's inner bins stand
+//     for two: halved, so that irfft's Hermitian sum counts them once), then windowed and
+//     overlap-added into the signal in one pass per example, the padding folded back as it goes.
+// aten's backward takes a full-length complex FFT of the zero-padded gradient, the window's
+// product and as_strided's backward (index_add): about 27 ms of a v2 step at one thread.
+class StftFrames : public torch::autograd::Function<StftFrames> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& s_in,
+                               const torch::Tensor& window_in, int64_t n, int64_t hop) {
+    const torch::Tensor s = s_in.contiguous(), window = window_in.contiguous();
+    const int64_t B = s.size(0), T = s.size(1), pad = n / 2, F = 1 + (T + 2 * pad - n) / hop;
+    torch::Tensor frames = torch::empty({B, F, n}, s.options());
+    AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "stft_frames", [&] {
+      const scalar_t* sp = s.data_ptr<scalar_t>();
+      const scalar_t* wp = window.data_ptr<scalar_t>();
+      scalar_t* fp = frames.data_ptr<scalar_t>();
+      at::parallel_for(0, B * F, 16, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const scalar_t* row = sp + (q / F) * T;
+          const int64_t start = (q % F) * hop - pad;
+          scalar_t* out = fp + q * n;
+          if (start >= 0 && start + n <= T) {
+            for (int64_t i = 0; i < n; ++i) out[i] = row[start + i] * wp[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i) out[i] = row[reflected(start + i, T)] * wp[i];
+          }
+        }
+      });
+    });
+    ctx->save_for_backward({window});
+    ctx->saved_data["T"] = T;
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["hop"] = hop;
+    return torch::fft::rfft(frames, n, -1);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor window = ctx->get_saved_variables()[0];
+    const int64_t T = ctx->saved_data["T"].toInt(), n = ctx->saved_data["n"].toInt(),
+                  hop = ctx->saved_data["hop"].toInt();
+    const torch::Tensor& g = grads[0];
+    const int64_t B = g.size(0), F = g.size(1), bins = g.size(2), pad = n / 2;
+    torch::Tensor half = torch::full({bins}, 0.5, window.options());
+    half[0] = 1.0;
+    if (n % 2 == 0) half[bins - 1] = 1.0;  // the Nyquist bin stands for itself
+    const torch::Tensor gf = torch::fft::irfft(g * half, n, -1, "forward");  // [B, F, n], unscaled
+    if (torch::GradMode::is_enabled()) {  // create_graph: differentiable aten operators
+      auto q = torch::arange(n, window.options().dtype(torch::kLong)) +
+               (torch::arange(F, window.options().dtype(torch::kLong)) * hop - pad).unsqueeze(1);
+      q = torch::where(q < 0, -q, torch::where(q >= T, 2 * (T - 1) - q, q)).reshape({-1});
+      auto ds = torch::zeros({B, T}, gf.options()).index_add(1, q, (gf * window).reshape({B, F * n}));
+      return {ds, {}, {}, {}};
+    }
+    const torch::Tensor gc = gf.contiguous();
+    torch::Tensor ds = torch::zeros({B, T}, gc.options());
+    AT_DISPATCH_FLOATING_TYPES(gc.scalar_type(), "stft_frames_backward", [&] {
+      const scalar_t* gp = gc.data_ptr<scalar_t>();
+      const scalar_t* wp = window.data_ptr<scalar_t>();
+      scalar_t* dp = ds.data_ptr<scalar_t>();
+      at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {  // frames in order: a fixed sum order
+        for (int64_t b = b0; b < b1; ++b) {
+          scalar_t* row = dp + b * T;
+          for (int64_t f = 0; f < F; ++f) {
+            const scalar_t* in = gp + (b * F + f) * n;
+            const int64_t start = f * hop - pad;
+            if (start >= 0 && start + n <= T) {
+              for (int64_t i = 0; i < n; ++i) row[start + i] += in[i] * wp[i];
+            } else {
+              for (int64_t i = 0; i < n; ++i) row[reflected(start + i, T)] += in[i] * wp[i];
+            }
+          }
+        }
+      });
+    });
+    return {ds, {}, {}, {}};
+  }
+};
+
+// Whether StftFrames and the magnitude kernel take a signal: on (set_fused_spectral_terms), CPU,
+// float or double, [B, T] with the reflect padding inside the signal.
+bool own_stft_applies(const torch::Tensor& s, int64_t n) {
+  const auto t = s.scalar_type();
+  return g_fused_terms.load() && s.device().is_cpu() && (t == torch::kFloat || t == torch::kDouble) &&
+         s.dim() == 2 && s.size(0) > 0 && n / 2 < s.size(1) && n >= 2;
+}
+
 torch::Tensor complex_stft(const torch::Tensor& signal, int64_t n) {
   const auto s = models::fft_input(signal);  // float32 under autocast
   // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
@@ -26,11 +122,28 @@ torch::Tensor complex_stft(const torch::Tensor& signal, int64_t n) {
   auto window = (source ? source(n).to(s.device(), torch::kFloat32)
                         : torch::hann_window(n, s.options().dtype(torch::kFloat32)))
                     .to(s.scalar_type());
+  if (own_stft_applies(s, n)) return StftFrames::apply(s, window, n, n / 4).transpose(1, 2);
   return torch::stft(s, n, n / 4, n, window, /*center=*/true, "reflect",
                      /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
 }
 
-torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) { return complex_stft(signal, n).abs(); }
+torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
+  const torch::Tensor y = complex_stft(signal, n);
+  const bool own = own_stft_applies(models::fft_input(signal), n) && !y.requires_grad();
+  if (!own) return y.abs();
+  // The target's magnitudes (no gradient): one vectorised pass, in y's layout.
+  const torch::Tensor frames = y.transpose(1, 2);  // StftFrames' contiguous [B, F, bins]
+  torch::Tensor m =
+      torch::empty(frames.sizes(), frames.options().dtype(c10::toRealValueType(y.scalar_type())));
+  AT_DISPATCH_FLOATING_TYPES(m.scalar_type(), "stft_magnitude", [&] {
+    const auto* yp = static_cast<const scalar_t*>(frames.data_ptr());
+    scalar_t* mp = m.data_ptr<scalar_t>();
+    at::parallel_for(0, m.numel(), detail::kSpectralChunk, [&](int64_t i0, int64_t i1) {
+      detail::complex_magnitudes(yp + 2 * i0, i1 - i0, mp + i0);
+    });
+  });
+  return m.transpose(1, 2);
+}
 
 // Both terms' sums at one scale, [Σ (sx − |y|)², Σ |log(sx + ε) − log(|y| + ε)|], as one node:
 // one pass over the spectrum forward, one backward (spectral_kernel.h), where the chain of
@@ -78,6 +191,11 @@ class SpectralTerms : public torch::autograd::Function<SpectralTerms> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &y = saved[0], &sx = saved[1];  // same layouts (forward)
     const double eps = ctx->saved_data["eps"].toDouble();
+    if (torch::GradMode::is_enabled()) {  // create_graph: the same gradient from aten's operators
+      const torch::Tensor m = y.abs(), diff = m - sx;
+      const torch::Tensor dm = 2 * grads[0][0] * diff + grads[0][1] * diff.sign() / (m + eps);
+      return {torch::where(m > 0, dm / m, torch::zeros_like(m)) * y, {}, {}};
+    }
     const torch::Tensor g = grads[0].to(torch::kDouble).cpu();
     const double a = g[0].item<double>(), c = g[1].item<double>();
     torch::Tensor dy = torch::empty_strided(y.sizes(), y.strides(), y.options());
@@ -97,7 +215,6 @@ class SpectralTerms : public torch::autograd::Function<SpectralTerms> {
 
 // Whether SpectralTerms takes a scale: on (set_fused_spectral_terms), CPU float or double, a
 // constant target, the generated signal of the same type.
-std::atomic<bool> g_fused_terms{true};
 
 bool fused_terms_apply(const torch::Tensor& sx, const torch::Tensor& y_signal) {
   const auto t = sx.scalar_type();

@@ -29,16 +29,20 @@ void set_stft_window_source(StftWindowSource source);
 // `x_magnitudes` (optional): stft_magnitudes(x, scales), computed beforehand (a data-parallel
 // step needs them early for the denominators; passing them spares computing them twice).
 // REQUIRES with x_magnitudes: x carries no gradient (it is the real audio).
-// On the CPU, with a target that carries no gradient, each scale's two terms are one autograd
-// node (one pass over the spectrum each way, models/rave/spectral_kernel.h) instead of a chain of
-// about ten aten operators; same values and gradients within float rounding.
+// On the CPU (float or double), the STFT is one autograd node of our own (the windowed frames
+// written in one pass, a real FFT; backward an inverse real FFT and one overlap-add pass) instead
+// of torch.stft's padding, strided view, window product and their backward (a full-length complex
+// FFT, index_add); the target's magnitudes are one vectorised pass; and, with a target that
+// carries no gradient, each scale's two terms are one node (one pass over the spectrum each way,
+// models/rave/spectral_kernel.h) instead of about ten aten operators. Same values and gradients
+// within float rounding; second derivatives (create_graph) through aten's operators.
 torch::Tensor spectral_distance(const torch::Tensor& x, const torch::Tensor& y,
                                 const std::vector<int64_t>& scales, double log_epsilon = 1e-7,
                                 const torch::Tensor& energy = {},
                                 const std::vector<torch::Tensor>* x_magnitudes = nullptr);
 
-// Process-wide switch for that node (default on); off: the operator chain everywhere
-// (`rave_bench step --ab spectral`, for A/B runs).
+// Process-wide switch for those nodes and the magnitude kernel (default on); off: torch.stft
+// and the operator chain everywhere (`rave_bench step --ab spectral`, for A/B runs).
 void set_fused_spectral_terms(bool enabled);
 bool fused_spectral_terms();
 

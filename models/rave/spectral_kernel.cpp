@@ -75,6 +75,13 @@ inline __attribute__((always_inline)) void backward_loop(const T* __restrict y, 
   }
 }
 
+template <typename T>
+inline __attribute__((always_inline)) void magnitude_loop(const T* __restrict y, int64_t n, T* __restrict m) {
+  for (int64_t i = 0; i < n; ++i) m[i] = std::sqrt(y[2 * i] * y[2 * i] + y[2 * i + 1] * y[2 * i + 1]);
+}
+
+RT_SIMD_CLONES void magnitudes_float(const float* y, int64_t n, float* m) { magnitude_loop<float>(y, n, m); }
+
 RT_SIMD_CLONES void chunk_float(const float* y, const float* sx, int64_t n, float eps, double* partial) {
   chunk_loop<float>(y, sx, n, eps, partial);
 }
@@ -86,6 +93,9 @@ RT_SIMD_CLONES void backward_float(const float* y, const float* sx, int64_t n, f
 }  // namespace
 
 float log_positive(float x) { return log_positive_inline(x); }
+
+void complex_magnitudes(const float* y, int64_t n, float* m) { magnitudes_float(y, n, m); }
+void complex_magnitudes(const double* y, int64_t n, double* m) { magnitude_loop<double>(y, n, m); }
 
 void spectral_terms_chunk(const float* y, const float* sx, int64_t n, float eps, double* partial) {
   chunk_float(y, sx, n, eps, partial);

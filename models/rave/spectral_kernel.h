@@ -28,6 +28,10 @@ void spectral_terms_backward(const float* y, const float* sx, int64_t n, float e
 void spectral_terms_backward(const double* y, const double* sx, int64_t n, double eps, double a, double c,
                              double* dy);
 
+// m[i] = |y[i]| = √(re² + im²) over n complex values (aten's complex abs calls hypot per value).
+void complex_magnitudes(const float* y, int64_t n, float* m);
+void complex_magnitudes(const double* y, int64_t n, double* m);
+
 // log(x) for normal, finite x > 0 in float, to about 1 ulp of the float result (the argument's
 // mantissa reduced to [√½, √2), then 2·atanh((m − 1)/(m + 1)) as an odd series to s⁹), written so
 // that the compiler vectorises it. Exposed for its test.

@@ -1,7 +1,8 @@
-// models/rave/losses.cpp's one-node spectral terms (models/rave/spectral_kernel.h) compute what
-// the chain of aten operators computes: RAVE's multi-scale distance and its gradient, in float
-// and double, with the target's magnitudes given or computed, and the float log it uses is
-// within rounding of std::log.
+// models/rave/losses.cpp's one-node STFT and spectral terms (models/rave/spectral_kernel.h)
+// compute what the chain of aten operators (torch.stft, abs, …) computes: RAVE's multi-scale
+// distance, its gradient and its second derivatives, in float and double, with the target's
+// magnitudes given or computed; the magnitudes are torch.stft's; the float log it uses is within
+// rounding of std::log.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -85,6 +86,43 @@ TEST(SpectralTerms, WithoutGradientsTheValueIsTheSame) {
   auto with = spectral_distance(x, y.clone().requires_grad_(), {128, 64}, 1e-7).item<double>();
   torch::NoGradGuard ng;
   EXPECT_EQ(spectral_distance(x, y, {128, 64}, 1e-7).item<double>(), with);
+}
+
+TEST(SpectralTerms, TheStftsMagnitudesAreTorchStftsAtOddAndEvenScalesAndShortSignals) {
+  // The own STFT (frames of the reflect-padded signal, rfft) and its magnitude kernel against
+  // torch.stft(...).abs(): even and odd frame lengths, a signal only just longer than n/2 (every
+  // frame reflected), a single example.
+  torch::manual_seed(25);
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    const double tol = dtype == torch::kDouble ? 1e-12 : 2e-6;
+    for (int64_t T : {int64_t{1000}, int64_t{65}, int64_t{33}}) {
+      for (int64_t n : {int64_t{64}, int64_t{63}, int64_t{16}}) {
+        if (n / 2 >= T) continue;
+        auto x = torch::randn({T <= 65 ? 1 : 3, 1, T}, dtype);
+        auto mine = stft_magnitudes(x, {n})[0];
+        auto window = torch::hann_window(n, torch::TensorOptions().dtype(torch::kFloat32)).to(dtype);
+        auto ref =
+            torch::stft(x.reshape({-1, T}), n, n / 4, n, window, true, "reflect", false, true, true).abs();
+        ASSERT_EQ(mine.sizes(), ref.sizes()) << "T " << T << ", n " << n;
+        EXPECT_LT(rel(mine, ref), tol) << dtype << ", T " << T << ", n " << n;
+      }
+    }
+  }
+}
+
+TEST(SpectralTerms, SecondDerivativesAreTheOperatorChains) {
+  // create_graph through both nodes (the STFT's and the terms'): aten's differentiable operators.
+  torch::manual_seed(26);
+  const auto x = torch::randn({2, 1, 300}, torch::kDouble), y0 = torch::randn({2, 1, 300}, torch::kDouble);
+  const auto v = torch::randn({2, 1, 300}, torch::kDouble);
+  torch::Tensor hv[2];
+  for (bool own : {true, false}) {
+    auto y = y0.clone().requires_grad_();
+    auto d = own ? spectral_distance(x, y, {64, 32}, 1e-7) : chain_distance(x, y, {64, 32}, 1e-7);
+    auto g = torch::autograd::grad({d}, {y}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    hv[own] = torch::autograd::grad({(g * v).sum()}, {y})[0];  // a Hessian-vector product
+  }
+  EXPECT_LT(rel(hv[1], hv[0]), 1e-9);
 }
 
 TEST(SpectralTerms, TheFloatLogIsWithinRoundingOfStdLog) {
