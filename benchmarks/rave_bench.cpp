@@ -8,7 +8,8 @@
 //       --fused_spectral 0 turn off the step's two CPU kernels of our own (the convolutions'
 //       backward; the spectral distance's STFT and terms); --ab conv|spectral alternates one of
 //       them on and off step by step in the one process, the A/B that host noise between
-//       processes does not drown (step_seconds_by_arm: on, off).
+//       processes does not drown (step_seconds_by_arm: on, off). --retain_freed_memory 1 (the
+//       default, as train.retain_freed_memory) keeps freed heap blocks for the next step.
 //   rave_bench flops --version v2 --batch 4 --n_signal 32768
 //       Forward convolution FLOPs of one phase-1 forward pass, from aten::convolution shapes.
 //   rave_bench peak --threads T [--size 2048]
@@ -32,6 +33,7 @@
 #include "models/rave/rave.h"
 #include "trainer/fused_adam.h"
 #include "util/blas_kernels.h"
+#include "util/heap_retention.h"
 #include "util/json.h"
 
 namespace {
@@ -53,6 +55,7 @@ struct ModelArgs {
   int fused_optimizer = 1;             // 1: rt::FusedAdam + set-to-none gradients (train's default); 0: stock
   std::string conv_backward = "gemm";  // models/common/conv1d_backward.h; "aten": aten's own
   int fused_spectral = 1;              // models/rave/losses.h set_fused_spectral_terms
+  int retain_freed_memory = 1;         // util/heap_retention.h, as train.retain_freed_memory
   std::string ab;                      // step: "conv" or "spectral" alternate step by step
 };
 
@@ -78,11 +81,20 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
                 "1: the spectral distance's STFT and terms as nodes of our own (models/rave/losses.h, "
                 "the default); 0: torch.stft and aten's operator chain")
       ->capture_default_str();
+  c->add_option("--retain_freed_memory", a.retain_freed_memory,
+                "1: glibc's malloc keeps freed blocks up to 32 MiB for the next step (util/heap_retention.h, "
+                "train.retain_freed_memory's default); 0: the C library's defaults")
+      ->capture_default_str();
   c->add_option(
        "--ab", a.ab,
        "step: alternate one change on and off step by step in this process, timings in "
        "step_seconds_by_arm: conv (--conv_backward gemm vs aten) or spectral (--fused_spectral 1 vs 0)")
       ->check(CLI::IsMember({"conv", "spectral"}));
+}
+
+rt::HeapRetention& heap_retention() {
+  static rt::HeapRetention h{false, "the C library's malloc defaults (--retain_freed_memory 0)"};
+  return h;
 }
 
 void apply_runtime(const ModelArgs& a) {
@@ -92,6 +104,7 @@ void apply_runtime(const ModelArgs& a) {
   if (a.mkldnn >= 0) at::globalContext().setUserEnabledMkldnn(a.mkldnn != 0);
   rt::models::set_conv1d_backward_gemm(a.conv_backward != "aten");
   rt::rave::set_fused_spectral_terms(a.fused_spectral != 0);
+  if (a.retain_freed_memory != 0) heap_retention() = rt::retain_freed_heap_memory();
 }
 
 rt::rave::RaveOptions options_of(const ModelArgs& a) {
@@ -117,6 +130,7 @@ rt::Json runtime_info() {
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
           {"conv_backward", rt::models::conv1d_backward_gemm() ? "gemm" : "aten"},
           {"fused_spectral", rt::rave::fused_spectral_terms()},
+          {"heap_retention", heap_retention().description},
           {"onednn_check", {{"max_rel_error", onednn.max_rel_error}, {"disabled_onednn", onednn.disabled}}},
           {"hardware_concurrency", std::thread::hardware_concurrency()},
           {"torch_version", TORCH_VERSION}};

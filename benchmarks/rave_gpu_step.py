@@ -2,7 +2,7 @@
 
   python benchmarks/rave_gpu_step.py [--device cuda] [--out rave_gpu_step.json]
       [--config v2|v3] [--configs b8x131072,b4x32768:bf16:nocrop] [--phase 1|2|both]
-      [--steps 20] [--warmup 5] [--threads N] [--replace-unused-imports]
+      [--steps 20] [--warmup 5] [--threads N] [--replace-unused-imports] [--op_table PREFIX]
   python benchmarks/rave_gpu_step.py --device cpu --threads 1 --configs b4x32768:fp32:nocrop \
       --phase 1 --out -      (bench.py's CPU comparison: the JSON on stdout's last line, the table on stderr)
 
@@ -188,6 +188,23 @@ def summary(ms):
             "min_ms": min(ms), "max_ms": max(ms)} if ms else {}
 
 
+def write_op_table(h, phase, b, n, device, a):
+    """One more step, untimed, under torch.profiler: the operators by self CPU time per step
+    (what profile-report prints for the native trainer), to --op_table's file, one per phase."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    x = torch.randn(b, 1, n, device=device) * 0.1
+    with profile(activities=activities) as prof:
+        h.step(x, a.warmup + a.steps)
+        sync(device)
+    path = f"{a.op_table}.phase{phase}.txt"
+    with open(path, "w") as f:
+        f.write(f"RAVE {a.config}, phase {phase}, batch {b} x {n}, {torch.get_num_threads()} thread(s), "
+                f"torch {torch.__version__}: one training step under torch.profiler\n")
+        f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
+    print(f"rave_gpu_step: operator table in {path}", file=sys.stderr)
+
+
 def run_phase(h, model, phase, b, n, device, a):
     """--warmup then --steps timed Harness steps; returns the phase's record."""
     if phase == 2:   # WarmupCallback flips warmed_up once its count reaches model.warmup
@@ -208,6 +225,8 @@ def run_phase(h, model, phase, b, n, device, a):
             times.append(dt)
             kinds.append("discriminator" if dis else "generator")
     assert bool(model.warmed_up) == (phase == 2)
+    if a.op_table:
+        write_op_table(h, phase, b, n, device, a)
     r = {"phase": phase, "status": "ok", **summary(times), "step_ms": times, "kinds": kinds,
          "last_loss": float(loss), "audio_s_per_s": b * n / SR / (statistics.median(times) / 1e3)}
     if phase == 2:
@@ -286,6 +305,9 @@ def main():
     ap.add_argument("--phase", default="both", choices=["1", "2", "both"])
     ap.add_argument("--steps", type=int, default=20, help="timed steps per phase")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    ap.add_argument("--op_table", metavar="PREFIX",
+                    help="after each phase's timed steps, one more step under torch.profiler; its "
+                    "operators by self CPU time go to PREFIX.phaseN.txt (not timed)")
     ap.add_argument("--replace-unused-imports", action="store_true",
                     help=f"replace, by modules whose functions raise when called, those of {', '.join(REPLACEABLE)} that fail to import")
     a = ap.parse_args()
