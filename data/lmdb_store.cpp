@@ -83,6 +83,14 @@ void LmdbStore::check_not_shrunk() const {
     throw changed_under_reader("its newest meta page names page " + std::to_string(info.me_last_pgno) +
                                ", past the end of data.mdb (" + std::to_string(size) + " bytes)");
   }
+  // Nobody writes a database a reader opened read-only: a newest meta page that names another
+  // last page is another database, caught while it is still being copied over this one (before
+  // any cut back), before a read follows its tree into records that are not this dataset's.
+  if (last != used_bytes_) {
+    throw changed_under_reader("its newest meta page names page " + std::to_string(info.me_last_pgno) +
+                               ", where it named page " + std::to_string(used_bytes_ / psize_ - 1) +
+                               " when the reader opened it");
+  }
 }
 
 Error LmdbStore::changed_under_reader(const std::string& what) const {

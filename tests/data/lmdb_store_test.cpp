@@ -155,6 +155,27 @@ TEST(LmdbStore, ADatabaseRewrittenAndCutBackToItsSizeIsAnErrorNamingIt) {
   expect_every_read_refused(ro, dir / "db", "past the end of data.mdb");
 }
 
+// The same rewrite caught before the cut back: while the bigger database lies over this one
+// (its size check and its pages' bounds both pass), the newest meta page names another last
+// page than the reader opened. Before: the read followed the new tree and returned the other
+// database's records (a training run failed on "record … has no buffer 'waveform'").
+TEST(LmdbStore, ADatabaseRewrittenInPlaceIsAnErrorBeforeItIsCutBack) {
+  testing::ScratchDir dir;
+  auto make = [&](const std::filesystem::path& db, int entries, char fill) {
+    LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
+    LmdbStore::Writer w(rw);
+    for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(64 * 1024, fill));
+    w.commit();
+  };
+  make(dir / "db", 8, 'v');
+  make(dir / "bigger", 40, 'w');
+  LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
+  ASSERT_EQ(ro.get(LmdbStore::key_for_index(7)).value(), std::string(64 * 1024, 'v'));
+  std::filesystem::copy_file(dir / "bigger" / "data.mdb", dir / "db" / "data.mdb",
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_every_read_refused(ro, dir / "db", "when the reader opened it");
+}
+
 // The guard itself: a read of a mapped page the file no longer holds returns false inside
 // run_guarded (whatever the check before it missed), and the same read outside a guard still
 // ends the process by SIGBUS (the disposition it had).
