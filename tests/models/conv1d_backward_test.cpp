@@ -7,17 +7,44 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "models/common/conv.h"
+#include "tests/support/expect.h"
 
 namespace rt::models {
 namespace {
 
-double conv_max_rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
-          (b.abs().max().to(torch::kDouble) + 1e-300))
-      .item<double>();
+using rt::testing::max_rel_error;
+
+// A module's forward with set_conv1d_backward_gemm on and off: the node `node` in the graph only
+// when on, the same output (aten's forward either way) and the same gradients of x and of every
+// parameter; without gradients, no graph and the same output.
+void expect_switch_changes_only_the_node(torch::nn::Module& m, const std::function<torch::Tensor()>& forward,
+                                         torch::Tensor& x, const std::string& node) {
+  std::vector<torch::Tensor> grads[2];
+  torch::Tensor outs[2];
+  for (bool on : {true, false}) {
+    set_conv1d_backward_gemm(on);
+    m.zero_grad();
+    x.mutable_grad() = torch::Tensor();
+    auto y = forward();
+    const std::string name = y.grad_fn()->name();
+    EXPECT_EQ(name.find(node) != std::string::npos, on) << name;
+    y.backward(torch::ones_like(y));
+    outs[on] = y.detach();
+    grads[on] = {x.grad().clone()};
+    for (const auto& p : m.parameters()) grads[on].push_back(p.grad().clone());
+  }
+  set_conv1d_backward_gemm(true);
+  EXPECT_TRUE(torch::equal(outs[0], outs[1]));
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_LT(max_rel_error(grads[1][i], grads[0][i]), 1e-12) << i;
+  torch::NoGradGuard ng;
+  auto y = forward();
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(torch::equal(y, outs[1]));
 }
 
 struct ConvCase {
@@ -69,10 +96,10 @@ TEST(Conv1dGemm, ForwardAndGradientsAreAtensInDouble) {
       yr.backward(g);
       ASSERT_EQ(y.sizes(), yr.sizes()) << what;
       EXPECT_TRUE(torch::equal(y, yr)) << what << ": the forward is aten's own convolution";
-      EXPECT_LT(conv_max_rel(gx, xr.grad()), 1e-12) << what;
-      EXPECT_LT(conv_max_rel(gw, wr.grad()), 1e-12) << what;
+      EXPECT_LT(max_rel_error(gx, xr.grad()), 1e-12) << what;
+      EXPECT_LT(max_rel_error(gw, wr.grad()), 1e-12) << what;
       if (c.bias) {
-        EXPECT_LT(conv_max_rel(gb, br.grad()), 1e-12) << what;
+        EXPECT_LT(max_rel_error(gb, br.grad()), 1e-12) << what;
       }
     }
   }
@@ -90,8 +117,8 @@ TEST(Conv1dGemm, TheNodeTakesTheShortOrTheLongPathByLength) {
     auto xr = x.detach().clone().requires_grad_();
     auto wr = w.detach().clone().requires_grad_();
     torch::conv1d(xr, wr, {}, 1, 3, 3).backward(g);
-    EXPECT_LT(conv_max_rel(x.grad(), xr.grad()), 1e-12) << steps << " steps";
-    EXPECT_LT(conv_max_rel(w.grad(), wr.grad()), 1e-12) << steps << " steps";
+    EXPECT_LT(max_rel_error(x.grad(), xr.grad()), 1e-12) << steps << " steps";
+    EXPECT_LT(max_rel_error(w.grad(), wr.grad()), 1e-12) << steps << " steps";
   }
 }
 
@@ -126,10 +153,10 @@ TEST(Conv1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
     auto wd = w.detach().to(torch::kDouble).requires_grad_();
     auto bd = c.bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
     torch::conv1d(xd, wd, bd, c.stride, c.padding, c.dilation).backward(g.to(torch::kDouble));
-    EXPECT_LT(conv_max_rel(x.grad(), xd.grad()), 1e-5) << what;
-    EXPECT_LT(conv_max_rel(w.grad(), wd.grad()), 1e-5) << what;
+    EXPECT_LT(max_rel_error(x.grad(), xd.grad()), 1e-5) << what;
+    EXPECT_LT(max_rel_error(w.grad(), wd.grad()), 1e-5) << what;
     if (c.bias) {
-      EXPECT_LT(conv_max_rel(b.grad(), bd.grad()), 1e-5) << what;
+      EXPECT_LT(max_rel_error(b.grad(), bd.grad()), 1e-5) << what;
     }
   }
 }
@@ -149,7 +176,7 @@ TEST(Conv1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
         torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
     second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
   }
-  for (size_t i = 0; i < 3; ++i) EXPECT_LT(conv_max_rel(second[1][i], second[0][i]), 1e-12) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-12) << i;
 }
 
 TEST(Conv1dGemm, ItTakesOnlyWhatItCanCompute) {
@@ -178,30 +205,8 @@ TEST(Conv1dGemm, WNConv1dUsesItWhenTrainingAndNotOtherwise) {
     WNConv1d conv(WNConv1dOptions(6, 5, 3).dilation(3).bias(true).pad_left(pl).pad_right(pr));
     conv->to(torch::kDouble);
     auto x = torch::randn({2, 6, 30}, torch::kDouble).requires_grad_();
-    std::vector<torch::Tensor> grads[2];
-    torch::Tensor outs[2];
-    for (bool on : {true, false}) {
-      set_conv1d_backward_gemm(on);
-      conv->zero_grad();
-      x.mutable_grad() = torch::Tensor();
-      auto y = conv->forward(x);
-      const std::string node = y.grad_fn()->name();
-      EXPECT_EQ(node.find("Conv1dGemm") != std::string::npos, on) << node;
-      y.backward(torch::ones_like(y));
-      outs[on] = y.detach();
-      grads[on] = {x.grad().clone(), conv->weight_g.grad().clone(), conv->weight_v.grad().clone(),
-                   conv->bias.grad().clone()};
-    }
-    set_conv1d_backward_gemm(true);
-    EXPECT_TRUE(torch::equal(outs[0], outs[1]));
-    for (size_t i = 0; i < grads[0].size(); ++i)
-      EXPECT_LT(conv_max_rel(grads[1][i], grads[0][i]), 1e-12) << i;
-    {
-      torch::NoGradGuard ng;
-      auto y = conv->forward(x);
-      EXPECT_FALSE(y.requires_grad());
-      EXPECT_TRUE(torch::equal(y, outs[1]));
-    }
+    expect_switch_changes_only_the_node(
+        *conv, [&] { return conv->forward(x); }, x, "Conv1dGemm");
   }
   WNConv1d pointwise(WNConv1dOptions(4, 4, 1));
   auto y = pointwise->forward(torch::randn({1, 4, 16}));
@@ -246,15 +251,15 @@ TEST(ConvTranspose1dGemm, ForwardAndGradientsAreAtensInDouble) {
     yr.backward(g);
     ASSERT_EQ(y.sizes(), yr.sizes()) << what;
     EXPECT_TRUE(torch::equal(y, yr)) << what << ": the forward is aten's own";
-    EXPECT_LT(conv_max_rel(x.grad(), xr.grad()), 1e-12) << what;
-    EXPECT_LT(conv_max_rel(w.grad(), wr.grad()), 1e-12) << what;
+    EXPECT_LT(max_rel_error(x.grad(), xr.grad()), 1e-12) << what;
+    EXPECT_LT(max_rel_error(w.grad(), wr.grad()), 1e-12) << what;
     if (c.bias) {
-      EXPECT_LT(conv_max_rel(b.grad(), br.grad()), 1e-12) << what;
+      EXPECT_LT(max_rel_error(b.grad(), br.grad()), 1e-12) << what;
     }
     auto [gx_only, no_w] =
         conv_transpose1d_gemm_grads(x.detach(), w.detach(), g, c.stride, c.padding, true, false);
     EXPECT_FALSE(no_w.defined()) << what;
-    EXPECT_LT(conv_max_rel(gx_only, xr.grad()), 1e-12) << what;
+    EXPECT_LT(max_rel_error(gx_only, xr.grad()), 1e-12) << what;
   }
 }
 
@@ -271,8 +276,8 @@ TEST(ConvTranspose1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
     auto xd = x.detach().to(torch::kDouble).requires_grad_();
     auto wd = w.detach().to(torch::kDouble).requires_grad_();
     torch::conv_transpose1d(xd, wd, {}, c.stride, c.padding).backward(g.to(torch::kDouble));
-    EXPECT_LT(conv_max_rel(x.grad(), xd.grad()), 1e-5) << c.c_in;
-    EXPECT_LT(conv_max_rel(w.grad(), wd.grad()), 1e-5) << c.c_in;
+    EXPECT_LT(max_rel_error(x.grad(), xd.grad()), 1e-5) << c.c_in;
+    EXPECT_LT(max_rel_error(w.grad(), wd.grad()), 1e-5) << c.c_in;
   }
 }
 
@@ -289,7 +294,7 @@ TEST(ConvTranspose1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
         torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
     second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
   }
-  for (size_t i = 0; i < 3; ++i) EXPECT_LT(conv_max_rel(second[1][i], second[0][i]), 1e-12) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-12) << i;
 }
 
 TEST(ConvTranspose1dGemm, ItTakesOnlyWhatItCanComputeAndWNConvTranspose1dUsesIt) {
@@ -306,25 +311,8 @@ TEST(ConvTranspose1dGemm, ItTakesOnlyWhatItCanComputeAndWNConvTranspose1dUsesIt)
   WNConvTranspose1d up(WNConvTranspose1dOptions(6, 5, 8).stride(4).padding(2).bias(true));
   up->to(torch::kDouble);
   auto xd = torch::randn({2, 6, 7}, torch::kDouble).requires_grad_();
-  std::vector<torch::Tensor> grads[2];
-  torch::Tensor outs[2];
-  for (bool on : {true, false}) {
-    set_conv1d_backward_gemm(on);
-    up->zero_grad();
-    xd.mutable_grad() = torch::Tensor();
-    auto y = up->forward(xd);
-    const std::string node = y.grad_fn()->name();
-    EXPECT_EQ(node.find("ConvTranspose1dGemm") != std::string::npos, on) << node;
-    y.backward(torch::ones_like(y));
-    outs[on] = y.detach();
-    grads[on] = {xd.grad().clone(), up->weight_g.grad().clone(), up->weight_v.grad().clone(),
-                 up->bias.grad().clone()};
-  }
-  set_conv1d_backward_gemm(true);
-  EXPECT_TRUE(torch::equal(outs[0], outs[1]));
-  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_LT(conv_max_rel(grads[1][i], grads[0][i]), 1e-12) << i;
-  torch::NoGradGuard ng;
-  EXPECT_FALSE(up->forward(xd).requires_grad());
+  expect_switch_changes_only_the_node(
+      *up, [&] { return up->forward(xd); }, xd, "ConvTranspose1dGemm");
 }
 
 }  // namespace

@@ -5,14 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/support/expect.h"
+
 namespace rt::models {
 namespace {
 
-double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
-          (b.abs().max().to(torch::kDouble) + 1e-12))
-      .item<double>();
-}
+using rt::testing::max_rel_error;
 
 struct Case {
   int64_t n, k, m;
@@ -40,15 +38,15 @@ TEST(RowLinear, ForwardAndGradientsAreAddmmsOnTheShapesTheDecodersUse) {
     yd.backward(g.to(torch::kDouble));
     const std::string what = std::to_string(c.n) + "x" + std::to_string(c.k) + " -> " + std::to_string(c.m);
     ASSERT_EQ(y.sizes(), yd.sizes()) << what;
-    EXPECT_LT(max_rel(y, yd), 1e-5) << what;
-    EXPECT_LT(max_rel(w.grad(), wd.grad()), 1e-5) << what;
+    EXPECT_LT(max_rel_error(y, yd), 1e-5) << what;
+    EXPECT_LT(max_rel_error(w.grad(), wd.grad()), 1e-5) << what;
     if (c.x_grad) {
-      EXPECT_LT(max_rel(x.grad(), xd.grad()), 1e-5) << what;
+      EXPECT_LT(max_rel_error(x.grad(), xd.grad()), 1e-5) << what;
     } else {
       EXPECT_FALSE(x.grad().defined()) << what;
     }
     if (c.bias) {
-      EXPECT_LT(max_rel(b.grad(), bd.grad()), 1e-5) << what;
+      EXPECT_LT(max_rel_error(b.grad(), bd.grad()), 1e-5) << what;
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include "models/rave/losses.h"
 #include "models/rave/spectral_kernel.h"
+#include "tests/support/expect.h"
 
 namespace rt::rave {
 namespace {
@@ -33,11 +34,7 @@ torch::Tensor chain_distance(const torch::Tensor& x, const torch::Tensor& y,
   return total;
 }
 
-double rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
-          (b.abs().max().to(torch::kDouble) + 1e-300))
-      .item<double>();
-}
+using rt::testing::max_rel_error;
 
 TEST(SpectralTerms, TheDistanceAndItsGradientAreTheOperatorChainsInDoubleAndFloat) {
   torch::manual_seed(21);
@@ -54,8 +51,8 @@ TEST(SpectralTerms, TheDistanceAndItsGradientAreTheOperatorChainsInDoubleAndFloa
     auto yr = base.clone().requires_grad_();
     auto dr = chain_distance(x, yr, scales, 1e-7);
     dr.backward();
-    EXPECT_LT(rel(d, dr), tol) << dtype << ": " << d.item<double>() << " vs " << dr.item<double>();
-    EXPECT_LT(rel(y.grad(), yr.grad()), tol * 10) << dtype;
+    EXPECT_LT(max_rel_error(d, dr), tol) << dtype << ": " << d.item<double>() << " vs " << dr.item<double>();
+    EXPECT_LT(max_rel_error(y.grad(), yr.grad()), tol * 10) << dtype;
 
     // The magnitudes precomputed (rave.cpp's reuse of the target's spectra) and given energies.
     auto mags = stft_magnitudes(x, scales);
@@ -63,8 +60,8 @@ TEST(SpectralTerms, TheDistanceAndItsGradientAreTheOperatorChainsInDoubleAndFloa
     auto y2 = base.clone().requires_grad_();
     auto d2 = spectral_distance(x, y2, scales, 1e-7, energies, &mags);
     d2.backward();
-    EXPECT_LT(rel(d2, dr), tol) << dtype;
-    EXPECT_LT(rel(y2.grad(), yr.grad()), tol * 10) << dtype;
+    EXPECT_LT(max_rel_error(d2, dr), tol) << dtype;
+    EXPECT_LT(max_rel_error(y2.grad(), yr.grad()), tol * 10) << dtype;
   }
 }
 
@@ -76,8 +73,8 @@ TEST(SpectralTerms, ATargetThatRequiresGradTakesTheOperatorChainWithItsGradient)
   auto xr = x.detach().clone().requires_grad_(), yr = y.detach().clone().requires_grad_();
   chain_distance(xr, yr, {128, 64}, 1e-7).backward();
   ASSERT_TRUE(x.grad().defined());
-  EXPECT_LT(rel(x.grad(), xr.grad()), 1e-12);
-  EXPECT_LT(rel(y.grad(), yr.grad()), 1e-12);
+  EXPECT_LT(max_rel_error(x.grad(), xr.grad()), 1e-12);
+  EXPECT_LT(max_rel_error(y.grad(), yr.grad()), 1e-12);
 }
 
 TEST(SpectralTerms, WithoutGradientsTheValueIsTheSame) {
@@ -104,7 +101,7 @@ TEST(SpectralTerms, TheStftsMagnitudesAreTorchStftsAtOddAndEvenScalesAndShortSig
         auto ref =
             torch::stft(x.reshape({-1, T}), n, n / 4, n, window, true, "reflect", false, true, true).abs();
         ASSERT_EQ(mine.sizes(), ref.sizes()) << "T " << T << ", n " << n;
-        EXPECT_LT(rel(mine, ref), tol) << dtype << ", T " << T << ", n " << n;
+        EXPECT_LT(max_rel_error(mine, ref), tol) << dtype << ", T " << T << ", n " << n;
       }
     }
   }
@@ -122,7 +119,7 @@ TEST(SpectralTerms, SecondDerivativesAreTheOperatorChains) {
     auto g = torch::autograd::grad({d}, {y}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
     hv[own] = torch::autograd::grad({(g * v).sum()}, {y})[0];  // a Hessian-vector product
   }
-  EXPECT_LT(rel(hv[1], hv[0]), 1e-9);
+  EXPECT_LT(max_rel_error(hv[1], hv[0]), 1e-9);
 }
 
 TEST(SpectralTerms, TheFloatLogIsWithinRoundingOfStdLog) {

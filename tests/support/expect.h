@@ -30,6 +30,13 @@ std::string error_of(F f) {
   return "";
 }
 
+// max |a − b| / max |b| (in double): the relative error of a against the reference b.
+inline double max_rel_error(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
+          (b.abs().max().to(torch::kDouble) + 1e-300))
+      .item<double>();
+}
+
 // Same shape, and allclose with `tol` as both its relative and absolute tolerance; prints the
 // largest difference otherwise.
 inline void expect_allclose(const torch::Tensor& a, const torch::Tensor& b, const std::string& what,
