@@ -47,6 +47,23 @@ void expect_switch_changes_only_the_node(torch::nn::Module& m, const std::functi
   EXPECT_TRUE(torch::equal(y, outs[1]));
 }
 
+using ConvFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+
+// create_graph (a gradient penalty): the node's backward must itself be differentiable, with
+// aten's second derivatives: ∂/∂(x, w, b) of ‖∂‖y‖²/∂x‖² through `node` and through `aten`.
+void expect_second_derivatives_are_atens(const ConvFn& node, const ConvFn& aten, const torch::Tensor& x0,
+                                         const torch::Tensor& w0, const torch::Tensor& b0) {
+  std::vector<torch::Tensor> second[2];
+  for (bool mine : {true, false}) {
+    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    auto y = mine ? node(x, w, b) : aten(x, w, b);
+    auto gx =
+        torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    second[mine] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-12) << i;
+}
+
 struct ConvCase {
   int64_t batch, c_in, c_out, steps, kernel, dilation, padding;
   bool bias;
@@ -162,21 +179,12 @@ TEST(Conv1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
 }
 
 TEST(Conv1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
-  // create_graph (a gradient penalty): the node's backward must itself be differentiable, with
-  // aten's second derivatives.
   torch::manual_seed(14);
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  const auto x0 = torch::randn({2, 3, 9}, opts), w0 = torch::randn({4, 3, 3}, opts),
-             b0 = torch::randn({4}, opts);
-  std::vector<torch::Tensor> second[2];
-  for (bool node : {true, false}) {
-    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-    auto y = node ? conv1d_gemm(x, w, b, 1, 2, 2) : torch::conv1d(x, w, b, 1, 2, 2);
-    auto gx =
-        torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
-    second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
-  }
-  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-12) << i;
+  expect_second_derivatives_are_atens(
+      [](const auto& x, const auto& w, const auto& b) { return conv1d_gemm(x, w, b, 1, 2, 2); },
+      [](const auto& x, const auto& w, const auto& b) { return torch::conv1d(x, w, b, 1, 2, 2); },
+      torch::randn({2, 3, 9}, opts), torch::randn({4, 3, 3}, opts), torch::randn({4}, opts));
 }
 
 TEST(Conv1dGemm, ItTakesOnlyWhatItCanCompute) {
@@ -284,17 +292,10 @@ TEST(ConvTranspose1dGemm, FloatGradientsAreWithinRoundingOfTheDoubleOnes) {
 TEST(ConvTranspose1dGemm, GradientsOfGradientsGoThroughAtensBackward) {
   torch::manual_seed(23);
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  const auto x0 = torch::randn({2, 3, 5}, opts), w0 = torch::randn({3, 4, 4}, opts),
-             b0 = torch::randn({4}, opts);
-  std::vector<torch::Tensor> second[2];
-  for (bool node : {true, false}) {
-    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-    auto y = node ? conv_transpose1d_gemm(x, w, b, 2, 1) : torch::conv_transpose1d(x, w, b, 2, 1);
-    auto gx =
-        torch::autograd::grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
-    second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, w, b});
-  }
-  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-12) << i;
+  expect_second_derivatives_are_atens(
+      [](const auto& x, const auto& w, const auto& b) { return conv_transpose1d_gemm(x, w, b, 2, 1); },
+      [](const auto& x, const auto& w, const auto& b) { return torch::conv_transpose1d(x, w, b, 2, 1); },
+      torch::randn({2, 3, 5}, opts), torch::randn({3, 4, 4}, opts), torch::randn({4}, opts));
 }
 
 TEST(ConvTranspose1dGemm, ItTakesOnlyWhatItCanComputeAndWNConvTranspose1dUsesIt) {
