@@ -73,7 +73,7 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
                 "torch::optim::Adam, zero_grad()")
       ->capture_default_str();
   c->add_option("--conv_backward", a.conv_backward,
-                "gemm: the Conv1d backward of models/common/conv1d_backward.h (the default); aten: "
+                "gemm: the convolutions' backward of models/common/conv1d_backward.h (the default); aten: "
                 "aten's convolution_backward")
       ->check(CLI::IsMember({"gemm", "aten"}))
       ->capture_default_str();

@@ -43,6 +43,12 @@ torch::Tensor effective_weight(bool weight_norm, const torch::Tensor& g, const t
   return weight_norm ? torch::_weight_norm(v, g, 0) : w;
 }
 
+// Training on the CPU: the same forward, a faster backward (models/common/conv1d_backward.h),
+// when something needs a gradient and the switch is on; the node checks the rest.
+bool wants_gemm_backward(const torch::Tensor& x, const torch::Tensor& w) {
+  return torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()) && conv1d_backward_gemm();
+}
+
 }  // namespace
 
 WNConv1dImpl::WNConv1dImpl(WNConv1dOptions options_) : options(std::move(options_)) { reset(); }
@@ -71,9 +77,8 @@ torch::Tensor WNConv1dImpl::forward(const torch::Tensor& x) {
     in = torch::constant_pad_nd(x, {o.pad_left(), o.pad_right()}, 0);
   }
   const torch::Tensor w = weight();
-  // Training on the CPU: the same forward, a faster backward (models/common/conv1d_backward.h).
-  if (o.groups() == 1 && torch::GradMode::is_enabled() && (in.requires_grad() || w.requires_grad()) &&
-      conv1d_backward_gemm() && conv1d_gemm_applies(in, w, o.stride(), symmetric, o.dilation())) {
+  if (o.groups() == 1 && wants_gemm_backward(in, w) &&
+      conv1d_gemm_applies(in, w, o.stride(), symmetric, o.dilation())) {
     return conv1d_gemm(in, w, bias, o.stride(), symmetric, o.dilation());
   }
   return torch::conv1d(in, w, bias, o.stride(), symmetric, o.dilation(), o.groups());
@@ -100,8 +105,7 @@ torch::Tensor WNConvTranspose1dImpl::weight() const {
 torch::Tensor WNConvTranspose1dImpl::forward(const torch::Tensor& x) {
   const auto& o = options;
   const torch::Tensor w = weight();
-  if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()) && conv1d_backward_gemm() &&
-      conv_transpose1d_gemm_applies(x, w, o.stride(), o.padding())) {
+  if (wants_gemm_backward(x, w) && conv_transpose1d_gemm_applies(x, w, o.stride(), o.padding())) {
     return conv_transpose1d_gemm(x, w, bias, o.stride(), o.padding());
   }
   return torch::conv_transpose1d(x, w, bias, o.stride(), o.padding());

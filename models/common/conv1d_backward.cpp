@@ -189,44 +189,63 @@ void flipped_transpose(const T* __restrict w, T* __restrict wt, int64_t Cout, in
   });
 }
 
+// Both nodes' forward and backward: the forward is aten's convolution (transposed or not); the
+// backward is conv1d_gemm_grads or conv_transpose1d_gemm_grads, and under create_graph aten's
+// own convolution_backward, which is itself differentiable. No bias: an empty tensor (autograd
+// functions take defined tensors). A transposed convolution has dilation 1.
+torch::Tensor conv_gemm_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
+                                int64_t padding, int64_t dilation, bool transposed) {
+  const bool has_bias = bias.numel() > 0;
+  ctx->save_for_backward({x, w});
+  ctx->saved_data["stride"] = stride;
+  ctx->saved_data["padding"] = padding;
+  ctx->saved_data["dilation"] = dilation;
+  ctx->saved_data["transposed"] = transposed;
+  ctx->saved_data["bias"] = has_bias;
+  return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {dilation}, transposed,
+                         {0}, 1);
+}
+
+// The gradients of x, w and bias, then one undefined one per remaining forward argument.
+torch::autograd::variable_list conv_gemm_backward(torch::autograd::AutogradContext* ctx,
+                                                  const torch::autograd::variable_list& grads,
+                                                  size_t other_arguments) {
+  const auto saved = ctx->get_saved_variables();
+  const torch::Tensor &x = saved[0], &w = saved[1];
+  const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt(),
+                d = ctx->saved_data["dilation"].toInt();
+  const bool transposed = ctx->saved_data["transposed"].toBool();
+  const bool has_bias = ctx->saved_data["bias"].toBool();
+  const torch::Tensor g = grads[0].contiguous();
+  const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+  const bool need_b = has_bias && ctx->needs_input_grad(2);
+  torch::Tensor gx, gw, gb;
+  if (torch::GradMode::is_enabled()) {
+    const std::vector<int64_t> bias_sizes{w.size(transposed ? 1 : 0)};
+    std::tie(gx, gw, gb) =
+        at::convolution_backward(g, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, {s},
+                                 {p}, {d}, transposed, {0}, 1, {need_x, need_w, need_b});
+  } else {
+    std::tie(gx, gw) = transposed ? conv_transpose1d_gemm_grads(x, w, g, s, p, need_x, need_w)
+                                  : conv1d_gemm_grads(x, w, g, s, p, d, kFoldBelowSteps, need_x, need_w);
+    if (need_b) gb = g.sum(at::IntArrayRef{0, 2});
+  }
+  torch::autograd::variable_list out{gx, gw, gb};
+  out.resize(3 + other_arguments);
+  return out;
+}
+
 class Conv1dGemm : public torch::autograd::Function<Conv1dGemm> {
  public:
-  // No bias: an empty tensor (autograd functions take defined tensors).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
                                int64_t padding, int64_t dilation) {
-    const bool has_bias = bias.numel() > 0;
-    ctx->save_for_backward({x, w});
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["bias"] = has_bias;
-    return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {dilation}, false,
-                           {0}, 1);
+    return conv_gemm_forward(ctx, x, w, bias, stride, padding, dilation, false);
   }
-
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1];
-    const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt(),
-                  d = ctx->saved_data["dilation"].toInt();
-    const bool has_bias = ctx->saved_data["bias"].toBool();
-    const torch::Tensor g = grads[0].contiguous();
-    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-    const bool need_b = has_bias && ctx->needs_input_grad(2);
-    torch::Tensor gx, gw, gb;
-    if (torch::GradMode::is_enabled()) {
-      // create_graph: aten's backward, which is itself differentiable.
-      const std::vector<int64_t> bias_sizes{w.size(0)};
-      auto r =
-          at::convolution_backward(g, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-                                   {s}, {p}, {d}, false, {0}, 1, {need_x, need_w, need_b});
-      return {std::get<0>(r), std::get<1>(r), std::get<2>(r), {}, {}, {}};
-    }
-    std::tie(gx, gw) = conv1d_gemm_grads(x, w, g, s, p, d, kFoldBelowSteps, need_x, need_w);
-    if (need_b) gb = g.sum(at::IntArrayRef{0, 2});
-    return {gx, gw, gb, {}, {}, {}};
+    return conv_gemm_backward(ctx, grads, 3);  // stride, padding, dilation
   }
 };
 
@@ -235,36 +254,22 @@ class ConvTranspose1dGemm : public torch::autograd::Function<ConvTranspose1dGemm
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
                                int64_t padding) {
-    const bool has_bias = bias.numel() > 0;
-    ctx->save_for_backward({x, w});
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["bias"] = has_bias;
-    return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {1}, true, {0}, 1);
+    return conv_gemm_forward(ctx, x, w, bias, stride, padding, 1, true);
   }
-
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1];
-    const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt();
-    const bool has_bias = ctx->saved_data["bias"].toBool();
-    const torch::Tensor g = grads[0].contiguous();
-    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-    const bool need_b = has_bias && ctx->needs_input_grad(2);
-    torch::Tensor gx, gw, gb;
-    if (torch::GradMode::is_enabled()) {  // create_graph: aten's differentiable backward
-      const std::vector<int64_t> bias_sizes{w.size(1)};
-      auto r =
-          at::convolution_backward(g, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-                                   {s}, {p}, {1}, true, {0}, 1, {need_x, need_w, need_b});
-      return {std::get<0>(r), std::get<1>(r), std::get<2>(r), {}, {}};
-    }
-    std::tie(gx, gw) = conv_transpose1d_gemm_grads(x, w, g, s, p, need_x, need_w);
-    if (need_b) gb = g.sum(at::IntArrayRef{0, 2});
-    return {gx, gw, gb, {}, {}};
+    return conv_gemm_backward(ctx, grads, 2);  // stride, padding
   }
 };
+
+// What both nodes need of their operands: CPU, float or double, the same type, 1-D
+// convolutions' shapes, no autocast.
+bool cpu_float_conv_operands(const torch::Tensor& x, const torch::Tensor& w) {
+  const auto type = x.scalar_type();
+  return x.device().is_cpu() && w.device().is_cpu() && (type == torch::kFloat || type == torch::kDouble) &&
+         w.scalar_type() == type && x.dim() == 3 && w.dim() == 3 &&
+         !compat::autocast_enabled(c10::DeviceType::CPU);
+}
 
 int64_t output_steps(int64_t Tin, int64_t k, int64_t s, int64_t p, int64_t d) {
   return (Tin + 2 * p - d * (k - 1) - 1) / s + 1;
@@ -274,10 +279,8 @@ int64_t output_steps(int64_t Tin, int64_t k, int64_t s, int64_t p, int64_t d) {
 
 bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride, int64_t padding,
                          int64_t dilation) {
-  const auto type = x.scalar_type();
-  if (!(x.device().is_cpu() && w.device().is_cpu() && (type == torch::kFloat || type == torch::kDouble) &&
-        w.scalar_type() == type && x.dim() == 3 && w.dim() == 3 && x.size(1) == w.size(1) && stride >= 1 &&
-        dilation >= 1 && padding >= 0 && !compat::autocast_enabled(c10::DeviceType::CPU))) {
+  if (!(cpu_float_conv_operands(x, w) && x.size(1) == w.size(1) && stride >= 1 && dilation >= 1 &&
+        padding >= 0)) {
     return false;
   }
   const int64_t k = w.size(2);
@@ -298,10 +301,8 @@ torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const 
 
 bool conv_transpose1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride,
                                    int64_t padding) {
-  const auto type = x.scalar_type();
-  if (!(x.device().is_cpu() && w.device().is_cpu() && (type == torch::kFloat || type == torch::kDouble) &&
-        w.scalar_type() == type && x.dim() == 3 && w.dim() == 3 && x.size(1) == w.size(0) && stride >= 1 &&
-        padding >= 0 && x.size(2) >= 1 && !compat::autocast_enabled(c10::DeviceType::CPU))) {
+  if (!(cpu_float_conv_operands(x, w) && x.size(1) == w.size(0) && stride >= 1 && padding >= 0 &&
+        x.size(2) >= 1)) {
     return false;
   }
   return (x.size(2) - 1) * stride - 2 * padding + w.size(2) >= 1;  // at least one output step

@@ -114,8 +114,9 @@ bool own_stft_applies(const torch::Tensor& s, int64_t n) {
          s.dim() == 2 && s.size(0) > 0 && n / 2 < s.size(1) && n >= 2;
 }
 
-torch::Tensor complex_stft(const torch::Tensor& signal, int64_t n) {
-  const auto s = models::fft_input(signal);  // float32 under autocast
+// torch.stft's (centred, reflect-padded, hann, hop n/4, onesided) of s, a signal as
+// models::fft_input gives it; StftFrames where it applies.
+torch::Tensor stft_of(const torch::Tensor& s, int64_t n) {
   // RAVE's window is a float32 module buffer (torchaudio's Spectrogram), cast to the signal's
   // dtype with the module: a float64 run uses the float32-rounded hann window, and so do we.
   const auto& source = window_source();
@@ -127,10 +128,14 @@ torch::Tensor complex_stft(const torch::Tensor& signal, int64_t n) {
                      /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
 }
 
+torch::Tensor complex_stft(const torch::Tensor& signal, int64_t n) {
+  return stft_of(models::fft_input(signal), n);  // float32 under autocast
+}
+
 torch::Tensor stft_magnitude(const torch::Tensor& signal, int64_t n) {
-  const torch::Tensor y = complex_stft(signal, n);
-  const bool own = own_stft_applies(models::fft_input(signal), n) && !y.requires_grad();
-  if (!own) return y.abs();
+  const torch::Tensor s = models::fft_input(signal);
+  const torch::Tensor y = stft_of(s, n);
+  if (!own_stft_applies(s, n) || y.requires_grad()) return y.abs();
   // The target's magnitudes (no gradient): one vectorised pass, in y's layout.
   const torch::Tensor frames = y.transpose(1, 2);  // StftFrames' contiguous [B, F, bins]
   torch::Tensor m =
@@ -219,7 +224,6 @@ class SpectralTerms : public torch::autograd::Function<SpectralTerms> {
 
 // Whether SpectralTerms takes a scale: on (set_fused_spectral_terms), CPU float or double, a
 // constant target, the generated signal of the same type.
-
 bool fused_terms_apply(const torch::Tensor& sx, const torch::Tensor& y_signal) {
   const auto t = sx.scalar_type();
   return g_fused_terms.load() && sx.device().is_cpu() && y_signal.device().is_cpu() &&
