@@ -125,6 +125,7 @@ Child start_child(int rank, const std::string& program, const std::vector<std::s
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the launcher died before prctl
+    restore_exec_signal_mask();
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
     ::execve(program.c_str(), args.data(), envp.data());

@@ -13,6 +13,7 @@ namespace {
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_tell{false};
 std::atomic<bool> g_checkpoint{false};
+std::atomic<long> g_received{0};
 
 // write(2) only: the one way to print from a signal handler.
 void say(const char* text) {
@@ -21,12 +22,14 @@ void say(const char* text) {
   (void)n;
 }
 
-extern "C" void on_checkpoint_signal(int) {
-  g_checkpoint.store(true);
-  say("\nSIGUSR1: writing a checkpoint after this step\n");
-}
-
-extern "C" void on_stop_signal(int sig) {
+// What a signal does, wherever it is taken (the signal thread, or a handler on a thread that
+// does not block it). Async-signal-safe.
+void act_on_signal(int sig) {
+  if (sig == SIGUSR1) {
+    g_checkpoint.store(true);
+    say("\nSIGUSR1: writing a checkpoint after this step\n");
+    return;
+  }
   int expected = 0;
   if (g_signal.compare_exchange_strong(expected, sig)) {
     say(sig == SIGINT    ? "\nstopping after this step… (Ctrl-C again to stop now)\n"
@@ -42,23 +45,65 @@ extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT) {
     say("\nsecond Ctrl-C: stopping now\n");
     std::signal(SIGINT, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, SIGINT);
+    // Pending until this handler returns when run as one; at once on the signal thread.
     ::raise(SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
   }
 }
 
-// SIGHUP's disposition as exec left it, read before any library's initialiser runs: Debian 13's
-// LibTorch 2.6 installs a SIGHUP handler while it loads, so by main() `nohup train …`'s
-// SIG_IGN is gone. An executable's DT_PREINIT_ARRAY runs before the initialisers of the shared
-// objects it needs (this object is only ever linked into executables: rt_util is static).
+// Counted once done (a second Ctrl-C ends the process before).
+void take_signal(int sig) {
+  act_on_signal(sig);
+  g_received.fetch_add(1);
+}
+
+extern "C" void on_signal(int sig) { take_signal(sig); }
+
+// SIGHUP's disposition and the signal mask as exec left them, read before any library's
+// initialiser runs: Debian 13's LibTorch 2.6 installs a SIGHUP handler while it loads, so by
+// main() `nohup train …`'s SIG_IGN is gone. An executable's DT_PREINIT_ARRAY runs before the
+// initialisers of the shared objects it needs (this object is only ever linked into
+// executables: rt_util is static).
 bool g_sighup_ignored_at_exec = false;
+sigset_t g_exec_mask;
+bool g_exec_mask_known = false;
 
 extern "C" void rt_record_exec_signal_dispositions(int, char**, char**) {
   struct sigaction old {};
   g_sighup_ignored_at_exec = sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
+  g_exec_mask_known = pthread_sigmask(SIG_BLOCK, nullptr, &g_exec_mask) == 0;
 }
 
 __attribute__((section(".preinit_array"), used)) void (*const rt_preinit_signal_dispositions)(
     int, char**, char**) = &rt_record_exec_signal_dispositions;
+
+// The signals the process takes on its signal thread: the stop signals (without an ignored
+// SIGHUP) and SIGUSR1.
+sigset_t taken_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1}) {
+    struct sigaction now {};
+    if (sig == SIGHUP && sigaction(SIGHUP, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
+extern "C" void* signal_thread_main(void*) {
+  const sigset_t set = taken_signals();
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) == 0) take_signal(sig);
+  }
+  return nullptr;
+}
+
+// The process whose signal thread runs (a forked child has none until it installs again).
+std::atomic<pid_t> g_signal_thread_of{0};
 
 }  // namespace
 
@@ -66,7 +111,7 @@ void install_stop_signal_handlers() {
   // Messages only where a person reads them: a terminal on stderr (not a rank's pipe or log).
   g_tell.store(::isatty(STDERR_FILENO) == 1);
   struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
+  sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
@@ -80,19 +125,49 @@ void install_stop_signal_handlers() {
     }
     sigaction(sig, &sa, nullptr);
   }
-  struct sigaction usr {};
-  usr.sa_handler = on_checkpoint_signal;
-  sigemptyset(&usr.sa_mask);
+  struct sigaction usr = sa;
   usr.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &usr, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  // A signal that arrived before the handlers were installed, held pending by a mask the
-  // parent left blocked, is delivered now, to the handler.
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1}) sigaddset(&handled, sig);
-  pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+  // The signals are taken on a thread of their own, never by a handler on the stack of code
+  // that was computing: oneDNN's sgemm (Debian's libdnnl 2.6) keeps data below its stack
+  // pointer that a handler's frame overwrites, and a signal arriving there corrupted the heap. Blocked in
+  // this thread, and so in every thread it starts (a thread inherits its creator's mask): call this before
+  // any other thread exists.
+  const sigset_t set = taken_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A signal already pending (one that arrived before, held by a mask the parent left blocked:
+  // a blocked mask is inherited across exec, or raised in this thread) is taken now.
+  const timespec now{0, 0};
+  for (int sig; (sig = sigtimedwait(&set, nullptr, &now)) > 0;) take_signal(sig);
+  const pid_t self = ::getpid();
+  if (g_signal_thread_of.exchange(self) != self) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    if (pthread_create(&thread, &attr, signal_thread_main, nullptr) == 0) {
+      pthread_setname_np(thread, "rt-signals");
+    } else {
+      // No thread: the handlers take the signals where they land, as before.
+      g_signal_thread_of.store(0);
+      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    }
+    pthread_attr_destroy(&attr);
+  }
 }
+
+void restore_exec_signal_mask() {
+  if (!g_exec_mask_known) {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    return;
+  }
+  pthread_sigmask(SIG_SETMASK, &g_exec_mask, nullptr);
+}
+
+long signals_received() { return g_received.load(); }
 
 bool take_checkpoint_request() { return g_checkpoint.exchange(false); }
 

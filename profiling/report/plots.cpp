@@ -11,6 +11,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::report {
 namespace fs = std::filesystem;
@@ -42,6 +43,7 @@ void run_gnuplot(const std::string& gnuplot, const fs::path& script) {
   const pid_t pid = fork();
   if (pid < 0) throw Error("profile-report --plots: cannot start " + gnuplot);
   if (pid == 0) {
+    rt::restore_exec_signal_mask();
     dup2(pipefd[1], STDOUT_FILENO);
     dup2(pipefd[1], STDERR_FILENO);
     close(pipefd[0]);

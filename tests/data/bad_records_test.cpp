@@ -544,7 +544,7 @@ struct PendingSigterm {
   PendingSigterm() {
     install_stop_signal_handlers();
     set_stop_messages(false);
-    ::raise(SIGTERM);
+    EXPECT_TRUE(rt::testing::signal_this_process(SIGTERM));
   }
   ~PendingSigterm() { clear_stop_request(); }
 };

@@ -5,15 +5,19 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "support/libtorch_version.h"
 #include "util/blas_kernels.h"
+#include "util/signals.h"
 #include "util/torch_compat.h"
 
 namespace rt::testing {
@@ -96,6 +100,17 @@ std::string torchrun_unusable_reason() {
                                     : probe.output.substr(at, probe.output.find('\n', at) - at));
   }();
   return reason;
+}
+
+bool signal_this_process(int sig) {
+  const long before = rt::signals_received();
+  if (::kill(::getpid(), sig) != 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (rt::signals_received() == before) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
 }
 
 std::string bin_path(const std::string& name) { return std::string(RT_BIN_DIR) + "/" + name; }

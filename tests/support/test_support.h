@@ -36,6 +36,11 @@ CommandResult run_command(const std::string& command);
 // PyTorch was build without libuv support"). Probed once per process with a 1-rank /bin/true.
 std::string torchrun_unusable_reason();
 
+// Sends `sig` to this process the way a terminal or a launcher does (kill(2): the signal
+// thread of util/signals.h takes it; raise(3) would leave it pending in a thread that blocks
+// it) and returns once it was taken (false after 30 s). With the stop handlers installed.
+bool signal_this_process(int sig);
+
 // Path of one of our built executables (train, preprocess, profile-report).
 std::string bin_path(const std::string& name);
 

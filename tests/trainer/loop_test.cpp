@@ -124,7 +124,9 @@ TEST_F(LoopTest, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
 
 TEST_F(LoopTest, SigtermEndsTheStepSavesLastAndMarksTheRunInterrupted) {
   testing::set_fake_step_hook([](int64_t step) {
-    if (step == 4) std::raise(SIGTERM);
+    if (step == 4) {
+      ASSERT_TRUE(testing::signal_this_process(SIGTERM));
+    }
   });
   const int code = run_training(fake_run_config(dir.path(), "signal", {{"train.max_steps", "50"}}));
   EXPECT_EQ(code, 128 + SIGTERM);
