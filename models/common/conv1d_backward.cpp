@@ -166,6 +166,26 @@ void transposed_grads(const torch::Tensor& x, const torch::Tensor& w, const torc
   }
 }
 
+// The forward of the same transposed convolution as one GEMM and a fold: the output is the
+// kernel's columns times the input, cols = Wᵀ · X ([C_out·k, C_in] · [C_in, B·T_x], the
+// kernel read as stored), each tap's rows then added at their offsets (fold_taps, the input
+// gradient's fold of a strided convolution), the bias last.
+template <typename T>
+torch::Tensor transposed_forward(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                 int64_t s, int64_t p) {
+  const int64_t B = x.size(0), Cin = x.size(1), Tx = x.size(2), Cout = w.size(1), k = w.size(2);
+  const int64_t Ty = (Tx - 1) * s - 2 * p + k, n = B * Tx;
+  const torch::Tensor wc = w.contiguous();
+  const torch::Tensor xf = x.permute({1, 0, 2}).contiguous();  // [C_in, B·T_x]
+  auto cols = torch::empty({Cout * k, n}, x.options());
+  gemm_rows<T>('T', 'N', Cout * k, n, Cin, wc.data_ptr<T>(), Cout * k, xf.data_ptr<T>(), n, T(0),
+               cols.data_ptr<T>(), n);
+  auto y = torch::empty({B, Cout, Ty}, x.options());
+  fold_taps<T>(cols.data_ptr<T>(), y.data_ptr<T>(), B, Cout, Ty, Tx, k, s, p, 1);
+  if (bias.numel() > 0) y.add_(bias.view({1, Cout, 1}));
+  return y;
+}
+
 // wt [C_in, C_out, k] with wt[i][o][k−1−j] = w[o][i][j]: the input gradient's kernel. Blocked
 // over (o, i) so both sides stay in cache (aten's flip + transpose + contiguous of a
 // [768, 768, 3] kernel took 3.5–15 ms, as long as the convolution itself).
@@ -189,10 +209,12 @@ void flipped_transpose(const T* __restrict w, T* __restrict wt, int64_t Cout, in
   });
 }
 
-// Both nodes' forward and backward: the forward is aten's convolution (transposed or not); the
-// backward is conv1d_gemm_grads or conv_transpose1d_gemm_grads, and under create_graph aten's
-// own convolution_backward, which is itself differentiable. No bias: an empty tensor (autograd
-// functions take defined tensors). A transposed convolution has dilation 1.
+// Both nodes' forward and backward: the forward is aten's convolution, or transposed_forward
+// for a transposed one (v2 at batch 4 × 32768, LibTorch 2.11, interleaved runs of 6 steps:
+// 0.971–0.995 of the step with aten's at 1 thread, 0.95–1.02 at 2); the backward is conv1d_gemm_grads or
+// conv_transpose1d_gemm_grads, and under create_graph aten's own convolution_backward, which is itself
+// differentiable. No bias: an empty tensor (autograd functions take defined tensors). A transposed
+// convolution has dilation 1.
 torch::Tensor conv_gemm_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                 const torch::Tensor& w, const torch::Tensor& bias, int64_t stride,
                                 int64_t padding, int64_t dilation, bool transposed) {
@@ -203,6 +225,13 @@ torch::Tensor conv_gemm_forward(torch::autograd::AutogradContext* ctx, const tor
   ctx->saved_data["dilation"] = dilation;
   ctx->saved_data["transposed"] = transposed;
   ctx->saved_data["bias"] = has_bias;
+  if (transposed && x.size(0) > 0) {
+    torch::Tensor y;
+    const torch::Tensor xc = x.contiguous();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_transpose1d_gemm_forward",
+                               [&] { y = transposed_forward<scalar_t>(xc, w, bias, stride, padding); });
+    return y;
+  }
   return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {dilation}, transposed,
                          {0}, 1);
 }

@@ -1,6 +1,8 @@
 // A Conv1d and a ConvTranspose1d whose backward takes other kernels than aten's
-// convolution_backward, on the CPU. The forward is aten's own convolution (the same kernel, the
-// same values).
+// convolution_backward, on the CPU. The Conv1d's forward is aten's own convolution (the same
+// kernel, the same values); the ConvTranspose1d's is one GEMM of the kernel as stored with the
+// input ([C_out·k, C_in] · [C_in, B·T]) and a fold of the taps' rows into the output (a
+// temporary of k/stride outputs' size), where aten's (oneDNN in LibTorch 2.x) ran at 78 GFLOP/s.
 //
 // Why: on the CPU aten hands a convolution's backward to oneDNN, whose backward kernels run well
 // below its forward ones at RAVE's shapes. Measured at 1 thread, batch 4, float32 (oneDNN in
@@ -47,9 +49,9 @@ torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const 
 
 // The same for a transposed convolution (WNConvTranspose1d: groups 1, dilation 1, no output
 // padding): y = conv_transpose1d(x, w, bias, stride, padding), x [B, C_in, T], w [C_in, C_out, k];
-// the forward is aten's, both gradients are GEMMs over the output gradient unfolded once (a
-// strided convolution's view of it). Applies: CPU, float or double, no autocast, at least one
-// input and one output step.
+// the forward is a GEMM and a fold (above), both gradients are GEMMs over the output gradient
+// unfolded once (a strided convolution's view of it). Applies: CPU, float or double, no autocast, at least
+// one input and one output step.
 bool conv_transpose1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride,
                                    int64_t padding);
 torch::Tensor conv_transpose1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
