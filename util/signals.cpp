@@ -68,13 +68,12 @@ extern "C" void on_signal(int sig) { take_signal(sig); }
 // initialisers of the shared objects it needs (this object is only ever linked into
 // executables: rt_util is static).
 bool g_sighup_ignored_at_exec = false;
-sigset_t g_exec_mask;
-bool g_exec_mask_known = false;
+sigset_t g_exec_mask;  // zero-initialised: the empty set, where no preinit recorded it
 
 extern "C" void rt_record_exec_signal_dispositions(int, char**, char**) {
   struct sigaction old {};
   g_sighup_ignored_at_exec = sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
-  g_exec_mask_known = pthread_sigmask(SIG_BLOCK, nullptr, &g_exec_mask) == 0;
+  pthread_sigmask(SIG_BLOCK, nullptr, &g_exec_mask);
 }
 
 __attribute__((section(".preinit_array"), used)) void (*const rt_preinit_signal_dispositions)(
@@ -93,11 +92,13 @@ sigset_t taken_signals() {
   return set;
 }
 
+// The set install_stop_signal_handlers() blocked, which its signal thread waits on.
+sigset_t g_taken;
+
 extern "C" void* signal_thread_main(void*) {
-  const sigset_t set = taken_signals();
   for (;;) {
     int sig = 0;
-    if (sigwait(&set, &sig) == 0) take_signal(sig);
+    if (sigwait(&g_taken, &sig) == 0) take_signal(sig);
   }
   return nullptr;
 }
@@ -142,6 +143,7 @@ void install_stop_signal_handlers() {
   for (int sig; (sig = sigtimedwait(&set, nullptr, &now)) > 0;) take_signal(sig);
   const pid_t self = ::getpid();
   if (g_signal_thread_of.exchange(self) != self) {
+    g_taken = set;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -157,15 +159,7 @@ void install_stop_signal_handlers() {
   }
 }
 
-void restore_exec_signal_mask() {
-  if (!g_exec_mask_known) {
-    sigset_t none;
-    sigemptyset(&none);
-    pthread_sigmask(SIG_SETMASK, &none, nullptr);
-    return;
-  }
-  pthread_sigmask(SIG_SETMASK, &g_exec_mask, nullptr);
-}
+void restore_exec_signal_mask() { pthread_sigmask(SIG_SETMASK, &g_exec_mask, nullptr); }
 
 long signals_received() { return g_received.load(); }
 

@@ -226,10 +226,9 @@ torch::Tensor conv_gemm_forward(torch::autograd::AutogradContext* ctx, const tor
   ctx->saved_data["transposed"] = transposed;
   ctx->saved_data["bias"] = has_bias;
   if (transposed && x.size(0) > 0) {
-    torch::Tensor y;
-    const torch::Tensor xc = x.contiguous();
+    torch::Tensor y;  // transposed_forward reads x through its own contiguous copy
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_transpose1d_gemm_forward",
-                               [&] { y = transposed_forward<scalar_t>(xc, w, bias, stride, padding); });
+                               [&] { y = transposed_forward<scalar_t>(x, w, bias, stride, padding); });
     return y;
   }
   return at::convolution(x, w, has_bias ? bias : torch::Tensor(), {stride}, {padding}, {dilation}, transposed,
