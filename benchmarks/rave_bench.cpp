@@ -30,6 +30,7 @@
 
 #include "models/common/conv1d_backward.h"
 #include "models/common/onednn_check.h"
+#include "models/common/row_linear.h"
 #include "models/rave/rave.h"
 #include "trainer/fused_adam.h"
 #include "util/blas_kernels.h"
@@ -56,7 +57,9 @@ struct ModelArgs {
   std::string conv_backward = "gemm";  // models/common/conv1d_backward.h; "aten": aten's own
   int fused_spectral = 1;              // models/rave/losses.h set_fused_spectral_terms
   int retain_freed_memory = 1;         // util/heap_retention.h, as train.retain_freed_memory
-  std::string ab;                      // step: "conv" or "spectral" alternate step by step
+  std::string conv_forward = "gemm";   // models/common/conv1d_backward.h; "aten": aten's convolution
+  std::string gemm = "onednn";         // models/common/row_linear.h set_onednn_gemm; "aten": aten's mm
+  std::string ab;                      // step: "conv", "conv_forward", "gemm" or "spectral" alternate
 };
 
 void add_model_args(CLI::App* c, ModelArgs& a) {
@@ -77,6 +80,16 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
                 "aten's convolution_backward")
       ->check(CLI::IsMember({"gemm", "aten"}))
       ->capture_default_str();
+  c->add_option("--conv_forward", a.conv_forward,
+                "gemm: the convolutions' forward as products of models/common/conv1d_backward.h (the "
+                "default); aten: aten's convolution")
+      ->check(CLI::IsMember({"gemm", "aten"}))
+      ->capture_default_str();
+  c->add_option("--gemm", a.gemm,
+                "onednn: our products through oneDNN's sgemm where the process has or can open it "
+                "(models/common/row_linear.h, the default); aten: aten's mm")
+      ->check(CLI::IsMember({"onednn", "aten"}))
+      ->capture_default_str();
   c->add_option("--fused_spectral", a.fused_spectral,
                 "1: the spectral distance's STFT and terms as nodes of our own (models/rave/losses.h, "
                 "the default); 0: torch.stft and aten's operator chain")
@@ -88,8 +101,9 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
   c->add_option(
        "--ab", a.ab,
        "step: alternate one change on and off step by step in this process, timings in "
-       "step_seconds_by_arm: conv (--conv_backward gemm vs aten) or spectral (--fused_spectral 1 vs 0)")
-      ->check(CLI::IsMember({"conv", "spectral"}));
+       "step_seconds_by_arm: conv (--conv_backward gemm vs aten), conv_forward (--conv_forward gemm vs "
+       "aten), gemm (--gemm onednn vs aten) or spectral (--fused_spectral 1 vs 0)")
+      ->check(CLI::IsMember({"conv", "conv_forward", "gemm", "spectral"}));
 }
 
 rt::HeapRetention& heap_retention() {
@@ -103,6 +117,8 @@ void apply_runtime(const ModelArgs& a) {
   rt::models::ensure_correct_cpu_convolutions();  // first, so an explicit --mkldnn still wins
   if (a.mkldnn >= 0) at::globalContext().setUserEnabledMkldnn(a.mkldnn != 0);
   rt::models::set_conv1d_backward_gemm(a.conv_backward != "aten");
+  rt::models::set_conv1d_forward_gemm(a.conv_forward != "aten");
+  rt::models::set_onednn_gemm(a.gemm != "aten");
   rt::rave::set_fused_spectral_terms(a.fused_spectral != 0);
   if (a.retain_freed_memory != 0) heap_retention() = rt::retain_freed_heap_memory();
 }
@@ -129,6 +145,8 @@ rt::Json runtime_info() {
   return {{"threads", torch::get_num_threads()},
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
           {"conv_backward", rt::models::conv1d_backward_gemm() ? "gemm" : "aten"},
+          {"conv_forward", rt::models::conv1d_forward_gemm() ? "gemm" : "aten"},
+          {"gemm", rt::models::gemm_library()},
           {"fused_spectral", rt::rave::fused_spectral_terms()},
           {"heap_retention", heap_retention().description},
           {"onednn_check", {{"max_rel_error", onednn.max_rel_error}, {"disabled_onednn", onednn.disabled}}},
@@ -204,6 +222,8 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
   for (int i = 0; i < steps; ++i) {
     const bool on = i % 2 == 0;  // --ab: even steps with the change, odd steps without
     if (a.ab == "conv") rt::models::set_conv1d_backward_gemm(on);
+    if (a.ab == "conv_forward") rt::models::set_conv1d_forward_gemm(on);
+    if (a.ab == "gemm") rt::models::set_onednn_gemm(on);
     if (a.ab == "spectral") rt::rave::set_fused_spectral_terms(on);
     const auto s = one_step(*model, opt, x, lo);
     total.push_back(s.total);

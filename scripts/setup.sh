@@ -8,6 +8,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# libtorch-dev brings oneDNN (libdnnl2 on Debian 12), whose sgemm our own CPU products call also
+# in a build against PyPI's torch (models/common/row_linear.h, docs/cli.md "Threads and BLAS kernels").
 PACKAGES=(
   build-essential cmake ccache pkg-config git
   libtorch-dev libgloo-dev libopenblas0-openmp

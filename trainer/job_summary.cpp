@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/config.h"
+#include "models/common/row_linear.h"
 #include "profiling/memory.h"
 #include "tensorboard/tensorboard_writer.h"
 #include "trainer/job_start.h"
@@ -162,6 +163,7 @@ void describe_job(prof::TrainingSummary& summary, const Config& config, const st
   summary.set_info(S::kDevice, job.device.str());
   summary.set_info(S::kThreads, torch::get_num_threads());
   if (const std::string blas = blas_kernels_running(); !blas.empty()) summary.set_info(S::kBlasKernels, blas);
+  if (job.device.is_cpu()) summary.set_info(S::kGemm, models::gemm_library());
   summary.set_info(S::kHeap, job.heap.description.empty()
                                  ? "the C library's malloc defaults (train.retain_freed_memory = false)"
                                  : job.heap.description);

@@ -115,6 +115,8 @@ inline constexpr const char* kFirstStep = "first_step";      // int: the step th
 inline constexpr const char* kHeap = "heap";                 // string: the malloc settings in force
 inline constexpr const char* kBlasKernels =
     "blas_kernels";  // string: OpenBLAS's kernels ("SkylakeX"), absent with another BLAS
+inline constexpr const char* kGemm =
+    "gemm";  // string: the library our own CPU products call ("oneDNN 2.6.3 (libdnnl.so.2, …)"), CPU runs
 inline constexpr const char* kGlobalBatch = "global_batch";  // int: batch × world_size (data-parallel jobs)
 inline constexpr const char* kLaunch = "launch";  // string: how the ranks were launched (data-parallel jobs)
 inline constexpr const char* kPreviousConfig =

@@ -1,8 +1,13 @@
-// A Conv1d and a ConvTranspose1d whose backward takes other kernels than aten's
-// convolution_backward, on the CPU. The Conv1d's forward is aten's own convolution (the same
-// kernel, the same values); the ConvTranspose1d's is one GEMM of the kernel as stored with the
+// A Conv1d and a ConvTranspose1d computed as products of our own on the CPU, forward and
+// backward, where aten's convolution kernels ran below the GEMM speed at RAVE's shapes. The
+// Conv1d's forward: at stride 1 over long outputs, one GEMM per example, tap and block of 1024
+// output steps on row slices of the input, accumulated in place (no copy of the input: the
+// padding's zeros are skipped); otherwise the input unfolded ([C_in·k, B·T_out]) and one GEMM
+// with the kernel as stored. The ConvTranspose1d's: one GEMM of the kernel as stored with the
 // input ([C_out·k, C_in] · [C_in, B·T]) and a fold of the taps' rows into the output (a
 // temporary of k/stride outputs' size), where aten's (oneDNN in LibTorch 2.x) ran at 78 GFLOP/s.
+// The Conv1d forward's products against aten's (oneDNN's) convolution: 0.88–0.91 of a RAVE v2/v3
+// phase-1 step at 1 thread on a Zen 5 core, LibTorch 1.13 and 2.11 (docs/perf/rave_cpu.md).
 //
 // Why: on the CPU aten hands a convolution's backward to oneDNN, whose backward kernels run well
 // below its forward ones at RAVE's shapes. Measured at 1 thread, batch 4, float32 (oneDNN in
@@ -12,9 +17,9 @@
 // 44 GFLOP/s in their backward, a third of the GEMM peak. The gradients are products, computed
 // here with faster kernels:
 //   - stride 1, long outputs (at least kFoldBelowSteps steps):
-//     - input gradient: a forward convolution of the output gradient with the kernel flipped in
-//       time and its channel axes swapped, padding (k−1)·d − p on both sides (aten's forward,
-//       oneDNN's kernel where it takes it);
+//     - input gradient: Σ_j W_jᵀ · G shifted by p − j·d, the forward's products with each tap
+//       read transposed (with set_conv1d_forward_gemm off: aten's forward convolution of G
+//       with the kernel flipped in time and its channel axes swapped);
 //     - weight gradient: for each tap j, Σ_b G_b · X_bᵀ over the time steps tap j reads (a row
 //       slice of each example's input, the padding skipped), one GEMM per example and tap
 //       (gemm_rows: oneDNN's sgemm where the process has it, else aten's mm);
@@ -61,6 +66,10 @@ torch::Tensor conv_transpose1d_gemm(const torch::Tensor& x, const torch::Tensor&
 // convolution to aten's convolution and its backward (`rave_bench step --conv_backward aten`, for A/B runs).
 void set_conv1d_backward_gemm(bool enabled);
 bool conv1d_backward_gemm();
+// The same for the Conv1d node's forward and, at stride 1 over long outputs, its input gradient:
+// products of our own (default on) or aten's convolution (`rave_bench step --conv_forward aten`).
+void set_conv1d_forward_gemm(bool enabled);
+bool conv1d_forward_gemm();
 
 // Both gradients of y = conv1d(x, w, stride, padding, dilation) given g = ∂L/∂y, as the node
 // computes them: the short-output path when the stride is longer than 1 or T_out < fold_below,
@@ -72,6 +81,13 @@ std::pair<torch::Tensor, torch::Tensor> conv1d_gemm_grads(const torch::Tensor& x
                                                           int64_t padding, int64_t dilation,
                                                           int64_t fold_below = kFoldBelowSteps,
                                                           bool need_x = true, bool need_w = true);
+// The Conv1d node's forward value, as it computes it (set_conv1d_forward_gemm on): at stride 1
+// and at least fold_below output steps, one GEMM per example, tap and block of output steps on
+// row slices of the input (no copy); otherwise the input unfolded ([C_in·k, B·T_out]) and one
+// GEMM with the kernel as stored. Exposed so that tests reach both paths.
+torch::Tensor conv1d_gemm_output(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                 int64_t stride, int64_t padding, int64_t dilation,
+                                 int64_t fold_below = kFoldBelowSteps);
 // The transposed convolution's two gradients, as its node computes them.
 std::pair<torch::Tensor, torch::Tensor> conv_transpose1d_gemm_grads(const torch::Tensor& x,
                                                                     const torch::Tensor& w,

@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "util/simd_clones.h"
@@ -19,9 +21,63 @@ using SgemmFn = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t 
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                         int64_t ldc);
 
+struct DnnlVersion {  // dnnl_version_t
+  int major, minor, patch;
+  const char* hash;
+  unsigned cpu_runtime, gpu_runtime;
+};
+using VersionFn = const DnnlVersion* (*)();
+
+struct OnednnGemm {
+  SgemmFn sgemm = nullptr;
+  std::string where;  // "oneDNN 2.6.3 (libdnnl.so.2, opened beside LibTorch)"
+};
+
+// Where oneDNN's sgemm comes from: the LibTorch in the process, when it links oneDNN as a shared
+// library (Debian's 1.13 and 2.6), else the system's libdnnl opened beside it (RTLD_LOCAL: its
+// symbols do not interpose on anyone's). PyPI's LibTorch carries oneDNN inside itself with its
+// symbols hidden and hands mm to MKL, which takes its AVX2 kernels on AMD CPUs: 78–116 GFLOP/s at
+// RAVE's shapes on one Zen 5 core, where oneDNN's sgemm runs at about 250 (docs/perf/rave_cpu.md).
+// The library opened shares the process's OpenMP runtime (libgomp.so.1 is already loaded).
+OnednnGemm find_onednn_gemm() {
+  OnednnGemm found;
+  auto describe = [](void* handle, const std::string& source) {
+    const auto version = reinterpret_cast<VersionFn>(dlsym(handle, "dnnl_version"));
+    std::string text = "oneDNN";
+    if (version != nullptr && version() != nullptr) {
+      const DnnlVersion* v = version();
+      text +=
+          " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    }
+    return text + " (" + source + ")";
+  };
+  if (void* fn = dlsym(RTLD_DEFAULT, "dnnl_sgemm")) {
+    found.sgemm = reinterpret_cast<SgemmFn>(fn);
+    found.where = describe(RTLD_DEFAULT, "linked by LibTorch");
+    return found;
+  }
+  for (const char* name : {"libdnnl.so.3", "libdnnl.so.2"}) {
+    void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle == nullptr) continue;
+    if (void* fn = dlsym(handle, "dnnl_sgemm")) {
+      found.sgemm = reinterpret_cast<SgemmFn>(fn);
+      found.where = describe(handle, std::string(name) + ", opened beside LibTorch");
+      return found;  // kept open for the process's life
+    }
+    dlclose(handle);
+  }
+  return found;
+}
+
+const OnednnGemm& onednn_gemm() {
+  static const OnednnGemm found = find_onednn_gemm();
+  return found;
+}
+
+std::atomic<bool> g_onednn_enabled{true};
+
 SgemmFn onednn_sgemm() {
-  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
-  return fn;
+  return g_onednn_enabled.load(std::memory_order_relaxed) ? onednn_gemm().sgemm : nullptr;
 }
 
 template <typename T>
@@ -154,6 +210,13 @@ class RowLinear : public torch::autograd::Function<RowLinear> {
 }  // namespace
 
 bool row_linear_uses_onednn() { return onednn_sgemm() != nullptr; }
+
+void set_onednn_gemm(bool enabled) { g_onednn_enabled.store(enabled); }
+
+std::string gemm_library() {
+  if (onednn_sgemm() != nullptr) return onednn_gemm().where;
+  return "aten's mm (the BLAS LibTorch links)";
+}
 
 torch::Tensor row_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!takes_onednn(x, weight) ||

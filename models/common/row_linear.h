@@ -24,7 +24,18 @@ template <typename T>
 void gemm_rows(char ta, char tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
                int64_t ldb, T beta, T* C, int64_t ldc);
 
-// Whether row_linear can use oneDNN's sgemm in this process.
+// Whether row_linear can use oneDNN's sgemm in this process: the one of the LibTorch in the
+// process when it links oneDNN as a shared library (Debian's), else the system's libdnnl
+// (libdnnl.so.3 or .so.2) opened beside it, as PyPI's LibTorch keeps its own oneDNN's symbols
+// hidden.
 bool row_linear_uses_onednn();
+
+// Process-wide switch (default on): off sends every float product to aten's mm
+// (`rave_bench step --gemm aten`, for A/B runs).
+void set_onednn_gemm(bool enabled);
+
+// The library that gemm_rows<float> calls, for logs and benchmark records:
+// "oneDNN 2.6.3 (libdnnl.so.2, opened beside LibTorch)", or aten's mm.
+std::string gemm_library();
 
 }  // namespace rt::models
