@@ -30,38 +30,53 @@ inline std::pair<int64_t, int64_t> tap_range(int64_t o, int64_t s, int64_t Tin, 
   return {t0, t1};
 }
 
-// Long outputs: dw[o][i][j] = Σ_b (g_b[:, t0:t1] · x_b[:, t0+o_j : t1+o_j]ᵀ)[o][i] with
-// o_j = j·d − p, the products on row slices (the padding's zeros are skipped, not read), one
-// GEMM per example and tap, each on one thread into its own [C_out, C_in] partial (the channels
-// are few at these lengths, so the partials are small); then the partials summed over b in
-// order, interleaved into the kernel's layout. The result does not depend on the thread count.
+// Long outputs: dW = Σ_b Σ_t G_b[:, t] · col_b[:, t]ᵀ with col_b[(i, j), t] = x_b[i, t + j·d − p]
+// (0 in the padding), computed as [C_out, C_in·k], the kernel's own layout. Each example on one
+// thread, its output steps in chunks of kWeightGradSteps: the chunk of G_b and of the unfolded
+// input copied into compact buffers, one GEMM per chunk accumulated into the example's partial;
+// then the partials summed over the examples in order, so the result does not depend on the
+// thread count. Why the copies: one GEMM per example and tap on the rows in place
+// ([C_out, T] · [T, C_in] with rows T floats apart) ran at 97 GFLOP/s with oneDNN's sgemm on a
+// Zen 5 core at 96 channels × 2048 steps (rows 8 KiB apart share cache sets; the products' K is
+// long and their M, N short), the compact chunks ([96, 256] · [256, 288]) at 240.
 template <typename T>
-void weight_grad_per_example(const T* x, const T* g, T* dw, int64_t B, int64_t Cin, int64_t Tin, int64_t Cout,
-                             int64_t Tout, int64_t k, int64_t p, int64_t d,
-                             const torch::TensorOptions& options) {
-  const int64_t plane = Cout * Cin;
-  torch::Tensor partial_t = torch::empty({B, k, plane}, options);
+void weight_grad_chunked(const T* x, const T* g, T* dw, int64_t B, int64_t Cin, int64_t Tin, int64_t Cout,
+                         int64_t Tout, int64_t k, int64_t p, int64_t d, const torch::TensorOptions& options) {
+  constexpr int64_t kWeightGradSteps = 256;
+  const int64_t rows = Cin * k, plane = Cout * rows;
+  torch::Tensor partial_t = torch::empty({B, plane}, options);
   T* partial = partial_t.data_ptr<T>();
-  at::parallel_for(0, B * k, 1, [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t b = q / k, j = q % k, o = j * d - p;
-      const auto [t0, t1] = tap_range(o, 1, Tin, Tout);
-      T* out = partial + q * plane;
-      if (t1 <= t0) {  // the tap only ever reads padding
-        std::fill(out, out + plane, T(0));
-        continue;
+  at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> cols(static_cast<size_t>(rows * kWeightGradSteps));
+    std::vector<T> gc(static_cast<size_t>(Cout * kWeightGradSteps));
+    for (int64_t b = b0; b < b1; ++b) {
+      const T* xb = x + b * Cin * Tin;
+      const T* gb = g + b * Cout * Tout;
+      for (int64_t c0 = 0; c0 < Tout; c0 += kWeightGradSteps) {
+        const int64_t c1 = std::min(Tout, c0 + kWeightGradSteps), n = c1 - c0;
+        for (int64_t i = 0; i < Cin; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t o = j * d - p;
+            const auto [t0, t1] = tap_range(o, 1, Tin, Tout);
+            const int64_t a = std::clamp(t0, c0, c1), e = std::clamp(t1, a, c1);
+            T* dst = cols.data() + (i * k + j) * n;
+            std::fill(dst, dst + (a - c0), T(0));
+            std::copy(xb + i * Tin + a + o, xb + i * Tin + e + o, dst + (a - c0));
+            std::fill(dst + (e - c0), dst + n, T(0));
+          }
+        }
+        for (int64_t r = 0; r < Cout; ++r)
+          std::copy(gb + r * Tout + c0, gb + r * Tout + c1, gc.data() + r * n);
+        gemm_rows<T>('N', 'T', Cout, rows, n, gc.data(), n, cols.data(), n, c0 == 0 ? T(0) : T(1),
+                     partial + b * plane, rows);
       }
-      gemm_rows<T>('N', 'T', Cout, Cin, t1 - t0, g + b * Cout * Tout + t0, Tout, x + b * Cin * Tin + t0 + o,
-                   Tin, T(0), out, Cin);
     }
   });
-  at::parallel_for(0, plane, 2048, [&](int64_t e0, int64_t e1) {
+  at::parallel_for(0, plane, 4096, [&](int64_t e0, int64_t e1) {
     for (int64_t e = e0; e < e1; ++e) {
-      for (int64_t j = 0; j < k; ++j) {
-        T sum = partial[j * plane + e];
-        for (int64_t b = 1; b < B; ++b) sum += partial[(b * k + j) * plane + e];
-        dw[e * k + j] = sum;
-      }
+      T sum = partial[e];
+      for (int64_t b = 1; b < B; ++b) sum += partial[b * plane + e];
+      dw[e] = sum;
     }
   });
 }
@@ -520,9 +535,8 @@ std::pair<torch::Tensor, torch::Tensor> conv1d_gemm_grads(const torch::Tensor& x
     }
     if (need_w) {
       gw = torch::empty({Cout, Cin, k}, x.options());
-      weight_grad_per_example<scalar_t>(x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
-                                        gw.data_ptr<scalar_t>(), B, Cin, Tin, Cout, Tout, k, p, d,
-                                        x.options());
+      weight_grad_chunked<scalar_t>(x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
+                                    B, Cin, Tin, Cout, Tout, k, p, d, x.options());
     }
   });
   return {gx, gw};

@@ -20,9 +20,11 @@
 //     - input gradient: Σ_j W_jᵀ · G shifted by p − j·d, the forward's products with each tap
 //       read transposed (with set_conv1d_forward_gemm off: aten's forward convolution of G
 //       with the kernel flipped in time and its channel axes swapped);
-//     - weight gradient: for each tap j, Σ_b G_b · X_bᵀ over the time steps tap j reads (a row
-//       slice of each example's input, the padding skipped), one GEMM per example and tap
-//       (gemm_rows: oneDNN's sgemm where the process has it, else aten's mm);
+//     - weight gradient: Σ_b G_b · col_bᵀ as [C_out, C_in·k] (the kernel's layout), col_b the
+//       example's input unfolded, over chunks of 256 output steps copied into compact buffers,
+//       one GEMM per example and chunk (gemm_rows: oneDNN's sgemm where the process has it or
+//       can open it, else aten's mm); one GEMM per tap on the rows in place ran at 0.4 of that
+//       speed at 96 channels × 2048 steps (0.93–0.95 of a v2/v3 step, docs/perf/rave_cpu.md);
 //   - short outputs (where the channels are many) and every stride longer than 1: both
 //     gradients as one GEMM each over every example and tap, on the unfolded input
 //     [C_in·k, B·T_out] and the kernel as stored ([C_out, C_in·k]), so that the kernel is never

@@ -145,9 +145,9 @@ TEST(Conv1dGemm, TheNodeTakesTheShortOrTheLongPathByLength) {
 }
 
 TEST(Conv1dGemm, TheLongPathDoesNotDependOnTheThreadCount) {
-  // Each example's weight-gradient products run on one thread and are summed in example order;
-  // each block of the forward's and the input gradient's outputs is one thread's (1500 steps:
-  // two blocks, the second short).
+  // Each example's weight-gradient products run on one thread (chunks of 256 steps, the last
+  // short) and are summed in example order; each block of the forward's and the input
+  // gradient's outputs is one thread's (1500 steps: two blocks, the second short).
   torch::manual_seed(16);
   auto x = torch::randn({3, 16, 1500});
   auto w = torch::randn({12, 16, 3});
