@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "models/common/conv1d_backward.h"
+
 namespace {
 
 using rt::models::Pqmf;
@@ -98,6 +100,42 @@ TEST(Pqmf, FoldsChannelsIntoBatch) {
   auto y = pqmf->inverse(bands);
   EXPECT_EQ(y.sizes(), x.sizes());
   EXPECT_TRUE(torch::allclose(y.narrow(1, 2, 1), pqmf->inverse(bands.narrow(1, 32, 16)), 1e-5, 1e-6));
+}
+
+TEST(Pqmf, TrainingSynthesisGoesThroughTheConvNodeWithAtensValuesAndGradient) {
+  // The decoder's synthesis under gradients: the Conv1d node of conv1d_backward.h (its input
+  // gradient as tap products) against aten's convolution and backward, in double (1e-12) and at
+  // RAVE v2's shape in float (1e-5 of the largest value).
+  torch::manual_seed(2);
+  Pqmf pqmf(16);
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    pqmf->to(dtype);
+    auto bands = torch::randn({2, 16, dtype == torch::kDouble ? 300 : 2048}, dtype);
+    auto g = torch::randn({2, 1, bands.size(2) * 16}, dtype);
+    torch::Tensor out[2], grad[2];
+    for (bool node : {false, true}) {
+      rt::models::set_conv1d_backward_gemm(node);
+      auto x = bands.clone().requires_grad_();
+      out[node] = pqmf->inverse(x);
+      out[node].backward(g);
+      grad[node] = x.grad();
+    }
+    rt::models::set_conv1d_backward_gemm(true);
+    const double tol = dtype == torch::kDouble ? 1e-12 : 1e-5;
+    auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+      return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+    };
+    EXPECT_LT(rel(out[1], out[0]), tol) << dtype;
+    EXPECT_LT(rel(grad[1], grad[0]), tol) << dtype;
+    auto x = bands.clone().requires_grad_();
+    auto y = pqmf->inverse(x);
+    bool found = false;
+    for (auto fn = y.grad_fn(); fn && !found;) {
+      found = fn->name().find("Conv1dGemm") != std::string::npos;
+      fn = fn->next_edges().empty() ? nullptr : fn->next_edges()[0].function;
+    }
+    EXPECT_TRUE(found) << "the synthesis's graph has the Conv1d node";
+  }
 }
 
 }  // namespace
