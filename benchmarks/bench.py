@@ -216,6 +216,7 @@ def bench_native_vs_rave(crunner, rave_py, versions, reps, steps):
                                                                            "torchaudio", "numpy", "replaced_imports",
                                                                            "pqmf_prototype", "threads")},
                                       "rave_parameters": r["rave"]["runs"][-1]["results"][0].get("parameters"),
+                                      "native_gemm": r["native"]["runs"][-1].get("gemm"),
                                       "host": host()}
             log(f"  ratio native/RAVE = {ratio:.3f}")
     return res
@@ -532,7 +533,11 @@ def rec_rave_cpu_step(nvr, env, command):
            "stand-ins for " + (", ".join(re_.get("replaced_imports") or []) or "nothing") + ", which the step "
            "never calls; PQMF prototype: " + str(re_.get("pqmf_prototype")) + "). Both sides run torch "
            + str(re_.get("torch")) + "'s LibTorch on the CPU: the native one is `build-cuda/` "
-           "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries; "
+           "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries"
+           + ("; its own products (the convolutions' forward and backward) call "
+              + str(e0["native_gemm"]) + ", as train does (models/common/row_linear.h: the wheel's "
+              "LibTorch keeps its oneDNN's symbols hidden and hands its own products to MKL)"
+              if e0.get("native_gemm") else "") + ". "
            "`benchmarks/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
            "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).")
     b.text("Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "

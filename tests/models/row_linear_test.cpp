@@ -118,6 +118,33 @@ void products_under_signals() {
   ::_exit(mismatches == 0 ? 0 : 2);
 }
 
+TEST(GemmRows, TheLibraryIsNamedAndTheSwitchGivesBackAtensProducts) {
+  // Where the process has oneDNN (Debian's LibTorch links it; beside PyPI's the system's
+  // libdnnl is opened), gemm_rows calls its sgemm and says so with its version; switched off,
+  // aten's mm; the same products either way, within float rounding.
+  torch::manual_seed(31);
+  auto a = torch::randn({96, 300}), b = torch::randn({288, 300});
+  torch::Tensor c[2];
+  std::string names[2];
+  for (bool onednn : {false, true}) {
+    set_onednn_gemm(onednn);
+    names[onednn] = gemm_library();
+    c[onednn] = torch::empty({96, 288});
+    gemm_rows<float>('N', 'T', 96, 288, 300, a.data_ptr<float>(), 300, b.data_ptr<float>(), 300, 0.0f,
+                     c[onednn].data_ptr<float>(), 288);
+  }
+  set_onednn_gemm(true);
+  EXPECT_EQ(names[0], "aten's mm (the BLAS LibTorch links)");
+  EXPECT_TRUE(torch::allclose(c[0], torch::mm(a, b.t()), 1e-4, 1e-4));
+  if (row_linear_uses_onednn()) {
+    EXPECT_EQ(names[1].rfind("oneDNN ", 0), 0u) << names[1];
+    EXPECT_NE(names[1].find('.'), std::string::npos) << "a version: " << names[1];
+    EXPECT_LT(max_rel_error(c[1], c[0]), 1e-5);
+  } else {
+    EXPECT_EQ(names[1], names[0]);
+  }
+}
+
 TEST(GemmRows, ProductsStayExactAndTheHeapIntactWhileSignalsArrive) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: only this test's threads
   EXPECT_EXIT(products_under_signals(), ::testing::ExitedWithCode(0), "");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/common/row_linear.h"
 #include "support/fake_family.h"
 #include "support/nan_batches.h"
 #include "support/test_support.h"
@@ -92,6 +93,8 @@ TEST_F(LoopTest, BestCheckpointHoldsTheLowestValidationLoss) {
 TEST_F(LoopTest, ResumeFromLastContinuesExactlyAsAnUninterruptedRun) {
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "whole", {{"train.max_steps", "10"}})), 0);
   const Json whole = read_json(latest_run(dir.path()) / "training_summary.json");
+  // A CPU run names the library our own products call (docs/cli.md "Threads and BLAS kernels").
+  EXPECT_EQ(whole.at("gemm"), models::gemm_library());
 
   ASSERT_EQ(run_training(fake_run_config(dir.path(), "split", {{"train.max_steps", "4"}})), 0);
   const fs::path first = fs::canonical(latest_run(dir.path()));
