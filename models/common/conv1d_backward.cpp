@@ -443,6 +443,10 @@ torch::Tensor conv1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const 
 
 torch::Tensor conv1d_gemm_output(const torch::Tensor& x_in, const torch::Tensor& w, const torch::Tensor& bias,
                                  int64_t stride, int64_t padding, int64_t dilation, int64_t fold_below) {
+  TORCH_CHECK(conv1d_gemm_applies(x_in, w, stride, padding, dilation), "conv1d_gemm_output: input ",
+              x_in.sizes(), " ", x_in.scalar_type(), ", weight ", w.sizes(), ", stride ", stride,
+              ", padding ", padding, ", dilation ", dilation,
+              " is not a case it takes (conv1d_gemm_applies)");
   const torch::Tensor x = x_in.contiguous();
   const torch::Tensor b = bias.defined() ? bias.contiguous() : torch::empty({0}, w.options());
   if (x.size(0) == 0) {

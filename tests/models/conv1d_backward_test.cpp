@@ -236,6 +236,7 @@ TEST(Conv1dGemm, ItTakesOnlyWhatItCanCompute) {
   EXPECT_FALSE(conv1d_gemm_applies(x.to(torch::kHalf), w3.to(torch::kHalf), 1, 1, 1)) << "half";
   EXPECT_FALSE(conv1d_gemm_applies(x, w3.to(torch::kDouble), 1, 1, 1)) << "mixed types";
   EXPECT_THROW(conv1d_gemm(x, w3, {}, 1, 3, 1), c10::Error);
+  EXPECT_THROW(conv1d_gemm_output(x, torch::randn({5, 3, 3}), {}, 1, 1, 1), c10::Error) << "channels";
 }
 
 TEST(Conv1dGemm, WNConv1dUsesItWhenTrainingAndNotOtherwise) {
