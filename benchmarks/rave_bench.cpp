@@ -59,6 +59,7 @@ struct ModelArgs {
   int retain_freed_memory = 1;         // util/heap_retention.h, as train.retain_freed_memory
   std::string conv_forward = "gemm";   // models/common/conv1d_backward.h; "aten": aten's convolution
   std::string gemm = "onednn";         // models/common/row_linear.h set_onednn_gemm; "aten": aten's mm
+  int weight_norm_fused = 1;           // models/common/conv1d_backward.h set_conv1d_weight_norm_fused
   std::string ab;                      // step: "conv", "conv_forward", "gemm" or "spectral" alternate
 };
 
@@ -90,6 +91,10 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
                 "(models/common/row_linear.h, the default); aten: aten's mm")
       ->check(CLI::IsMember({"onednn", "aten"}))
       ->capture_default_str();
+  c->add_option("--weight_norm_fused", a.weight_norm_fused,
+                "1: WNConv1d's weight norm inside its convolution node (models/common/conv1d_backward.h, the "
+                "default); 0: aten's weight norm before it")
+      ->capture_default_str();
   c->add_option("--fused_spectral", a.fused_spectral,
                 "1: the spectral distance's STFT and terms as nodes of our own (models/rave/losses.h, "
                 "the default); 0: torch.stft and aten's operator chain")
@@ -102,8 +107,9 @@ void add_model_args(CLI::App* c, ModelArgs& a) {
        "--ab", a.ab,
        "step: alternate one change on and off step by step in this process, timings in "
        "step_seconds_by_arm: conv (--conv_backward gemm vs aten), conv_forward (--conv_forward gemm vs "
-       "aten), gemm (--gemm onednn vs aten) or spectral (--fused_spectral 1 vs 0)")
-      ->check(CLI::IsMember({"conv", "conv_forward", "gemm", "spectral"}));
+       "aten), gemm (--gemm onednn vs aten), weight_norm (WNConv1d's weight norm in the convolution node vs "
+       "aten's) or spectral (--fused_spectral 1 vs 0)")
+      ->check(CLI::IsMember({"conv", "conv_forward", "gemm", "weight_norm", "spectral"}));
 }
 
 rt::HeapRetention& heap_retention() {
@@ -119,6 +125,7 @@ void apply_runtime(const ModelArgs& a) {
   rt::models::set_conv1d_backward_gemm(a.conv_backward != "aten");
   rt::models::set_conv1d_forward_gemm(a.conv_forward != "aten");
   rt::models::set_onednn_gemm(a.gemm != "aten");
+  rt::models::set_conv1d_weight_norm_fused(a.weight_norm_fused != 0);
   rt::rave::set_fused_spectral_terms(a.fused_spectral != 0);
   if (a.retain_freed_memory != 0) heap_retention() = rt::retain_freed_heap_memory();
 }
@@ -146,6 +153,7 @@ rt::Json runtime_info() {
           {"mkldnn_enabled", at::globalContext().userEnabledMkldnn()},
           {"conv_backward", rt::models::conv1d_backward_gemm() ? "gemm" : "aten"},
           {"conv_forward", rt::models::conv1d_forward_gemm() ? "gemm" : "aten"},
+          {"weight_norm_fused", rt::models::conv1d_weight_norm_fused()},
           {"gemm", rt::models::gemm_library()},
           {"fused_spectral", rt::rave::fused_spectral_terms()},
           {"heap_retention", heap_retention().description},
@@ -224,6 +232,7 @@ int cmd_step(const ModelArgs& a, int steps, int warmup, bool count_ops) {
     if (a.ab == "conv") rt::models::set_conv1d_backward_gemm(on);
     if (a.ab == "conv_forward") rt::models::set_conv1d_forward_gemm(on);
     if (a.ab == "gemm") rt::models::set_onednn_gemm(on);
+    if (a.ab == "weight_norm") rt::models::set_conv1d_weight_norm_fused(on);
     if (a.ab == "spectral") rt::rave::set_fused_spectral_terms(on);
     const auto s = one_step(*model, opt, x, lo);
     total.push_back(s.total);

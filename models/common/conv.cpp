@@ -43,8 +43,9 @@ torch::Tensor effective_weight(bool weight_norm, const torch::Tensor& g, const t
   return weight_norm ? torch::_weight_norm(v, g, 0) : w;
 }
 
-// Training on the CPU: the same forward, a faster backward (models/common/conv1d_backward.h),
-// when something needs a gradient and the switch is on; the node checks the rest.
+// Training on the CPU: the convolution nodes of models/common/conv1d_backward.h (products of
+// our own, forward and backward; WNConv1d's weight norm inside the node in float32) when
+// something needs a gradient and the switch is on; the nodes check the rest.
 bool wants_gemm_backward(const torch::Tensor& x, const torch::Tensor& w) {
   return torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()) && conv1d_backward_gemm();
 }
@@ -75,6 +76,10 @@ torch::Tensor WNConv1dImpl::forward(const torch::Tensor& x) {
     symmetric = o.pad_left();  // let the convolution pad: no extra copy
   } else {
     in = torch::constant_pad_nd(x, {o.pad_left(), o.pad_right()}, 0);
+  }
+  if (o.weight_norm() && o.groups() == 1 && wants_gemm_backward(in, weight_v) &&
+      wn_conv1d_gemm_applies(in, weight_v, weight_g, o.stride(), symmetric, o.dilation())) {
+    return wn_conv1d_gemm(in, weight_v, weight_g, bias, o.stride(), symmetric, o.dilation());
   }
   const torch::Tensor w = weight();
   if (o.groups() == 1 && wants_gemm_backward(in, w) &&

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <tuple>
 #include <vector>
 
 #include "models/common/row_linear.h"
+#include "util/simd_clones.h"
 #include "util/torch_compat.h"
 
 namespace rt::models {
@@ -134,14 +137,16 @@ void fold_taps(const T* cols, T* dx, int64_t B, int64_t Cin, int64_t Tin, int64_
 
 // The kernel [C_out, C_in, k] as k matrices [C_out, C_in], one per tap: taps[j][o][i] = w[o][i][j],
 // so that each tap is an operand the GEMMs read as stored ('N' for the forward, 'T' for the
-// input gradient).
+// input gradient); with row_scale, w[o] is taken times row_scale[o] (a weight norm's g/‖v‖).
 template <typename T>
-void split_taps(const T* __restrict w, T* __restrict taps, int64_t Cout, int64_t Cin, int64_t k) {
+void split_taps(const T* __restrict w, T* __restrict taps, int64_t Cout, int64_t Cin, int64_t k,
+                const T* row_scale = nullptr) {
   at::parallel_for(0, Cout, 16, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
+      const T sc = row_scale ? row_scale[o] : T(1);
       for (int64_t i = 0; i < Cin; ++i) {
         const T* src = w + (o * Cin + i) * k;
-        for (int64_t j = 0; j < k; ++j) taps[(j * Cout + o) * Cin + i] = src[j];
+        for (int64_t j = 0; j < k; ++j) taps[(j * Cout + o) * Cin + i] = row_scale ? src[j] * sc : src[j];
       }
     }
   });
@@ -187,7 +192,8 @@ void tap_products(const T* taps, char op, int64_t Cout, int64_t Cin, const T* x,
 // with the bias added in the same pass.
 template <typename T>
 torch::Tensor gemm_forward(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                           int64_t s, int64_t p, int64_t d, int64_t fold_below) {
+                           int64_t s, int64_t p, int64_t d, int64_t fold_below,
+                           const T* row_scale = nullptr) {
   const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
   const int64_t Tout = output_steps(Tin, k, s, p, d), n = B * Tout;
   const torch::Tensor wc = w.contiguous();
@@ -195,7 +201,7 @@ torch::Tensor gemm_forward(const torch::Tensor& x, const torch::Tensor& w, const
   auto y = torch::empty({B, Cout, Tout}, x.options());
   if (s == 1 && Tout >= fold_below) {
     auto taps = torch::empty({k, Cout, Cin}, w.options());
-    split_taps<T>(wc.data_ptr<T>(), taps.data_ptr<T>(), Cout, Cin, k);
+    split_taps<T>(wc.data_ptr<T>(), taps.data_ptr<T>(), Cout, Cin, k, row_scale);
     tap_products<T>(taps.data_ptr<T>(), 'N', Cout, Cin, x.data_ptr<T>(), Tin, y.data_ptr<T>(), Tout, B, k, d,
                     p, b);
     return y;
@@ -213,17 +219,31 @@ torch::Tensor gemm_forward(const torch::Tensor& x, const torch::Tensor& w, const
       const T* from = src + o * n + bi * Tout;
       T* to = dst + r * Tout;
       const T add = b ? b[o] : T(0);
-      for (int64_t t = 0; t < Tout; ++t) to[t] = from[t] + add;
+      if (row_scale) {
+        const T sc = row_scale[o];
+        for (int64_t t = 0; t < Tout; ++t) to[t] = from[t] * sc + add;
+      } else {
+        for (int64_t t = 0; t < Tout; ++t) to[t] = from[t] + add;
+      }
     }
   });
   return y;
 }
 
+// What a weight-normed kernel adds to the products (WnConv1dGemm): the kernel's rows are taken
+// times row_scale (g/‖v‖), and finish_rows(r0, r1) turns rows [r0, r1) of the weight gradient,
+// just written, into the weight norm's gradients.
+template <typename T>
+struct RowScaled {
+  const T* row_scale = nullptr;
+  std::function<void(const torch::Tensor& gw, int64_t r0, int64_t r1)> finish_rows;
+};
+
 // Both gradients of a short-output convolution (either may be skipped: undefined on return).
 template <typename T>
 void short_output_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& g, int64_t s,
-                        int64_t p, int64_t d, bool need_x, bool need_w, torch::Tensor& gx,
-                        torch::Tensor& gw) {
+                        int64_t p, int64_t d, bool need_x, bool need_w, torch::Tensor& gx, torch::Tensor& gw,
+                        const RowScaled<T>& wn = {}) {
   const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
   const int64_t Tout = g.size(2), n = B * Tout;
   const torch::Tensor gf = g.permute({1, 0, 2}).contiguous();  // [C_out, B·T_out]
@@ -233,11 +253,23 @@ void short_output_grads(const torch::Tensor& x, const torch::Tensor& w, const to
     gw = torch::empty({Cout, Cin, k}, x.options());
     gemm_rows<T>('N', 'T', Cout, Cin * k, n, gf.data_ptr<T>(), n, cols.data_ptr<T>(), n, T(0),
                  gw.data_ptr<T>(), Cin * k);
+    if (wn.finish_rows) wn.finish_rows(gw, 0, Cout);
   }
   if (need_x) {
     const torch::Tensor wc = w.contiguous();
+    torch::Tensor gs = gf;  // the rows of G times row_scale: Wᵀ·G = Vᵀ·(S·G)
+    if (wn.row_scale) {
+      gs = torch::empty_like(gf);
+      const T* src = gf.data_ptr<T>();
+      T* dst = gs.data_ptr<T>();
+      at::parallel_for(0, Cout, 16, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          for (int64_t t = 0; t < n; ++t) dst[o * n + t] = src[o * n + t] * wn.row_scale[o];
+        }
+      });
+    }
     auto dcols = torch::empty({Cin * k, n}, x.options());
-    gemm_rows<T>('T', 'N', Cin * k, n, Cout, wc.data_ptr<T>(), Cin * k, gf.data_ptr<T>(), n, T(0),
+    gemm_rows<T>('T', 'N', Cin * k, n, Cout, wc.data_ptr<T>(), Cin * k, gs.data_ptr<T>(), n, T(0),
                  dcols.data_ptr<T>(), n);
     gx = torch::empty_like(x);
     fold_taps<T>(dcols.data_ptr<T>(), gx.data_ptr<T>(), B, Cin, Tin, Tout, k, s, p, d);
@@ -417,6 +449,184 @@ bool cpu_float_conv_operands(const torch::Tensor& x, const torch::Tensor& w) {
          !compat::autocast_enabled(c10::DeviceType::CPU);
 }
 
+// conv1d_gemm_grads on contiguous x and g, with what a weight-normed kernel adds (RowScaled).
+template <typename T>
+std::pair<torch::Tensor, torch::Tensor> conv_grads(const torch::Tensor& x, const torch::Tensor& w,
+                                                   const torch::Tensor& g, int64_t s, int64_t p, int64_t d,
+                                                   int64_t fold_below, bool need_x, bool need_w,
+                                                   const RowScaled<T>& wn = {}) {
+  const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
+  const int64_t Tout = g.size(2);
+  TORCH_CHECK(g.size(0) == B && g.size(1) == Cout && Tout == output_steps(Tin, k, s, p, d),
+              "conv1d_gemm_grads: output gradient ", g.sizes(), " does not match input ", x.sizes(),
+              " and kernel ", w.sizes(), " with stride ", s, ", padding ", p, ", dilation ", d);
+  torch::Tensor gx, gw;
+  if (B == 0 || Tout == 0) {
+    if (need_x) gx = torch::zeros_like(x);
+    if (need_w) {
+      gw = torch::zeros_like(w);
+      if (wn.finish_rows) wn.finish_rows(gw, 0, Cout);
+    }
+    return {gx, gw};
+  }
+  if (s > 1 || Tout < fold_below) {
+    short_output_grads<T>(x, w, g, s, p, d, need_x, need_w, gx, gw, wn);
+    return {gx, gw};
+  }
+  if (need_x && (g_forward_enabled.load() || wn.row_scale)) {  // Σ_j W_jᵀ · g shifted by p − j·d
+    const torch::Tensor wc = w.contiguous();
+    auto taps = torch::empty({k, Cout, Cin}, w.options());
+    split_taps<T>(wc.data_ptr<T>(), taps.data_ptr<T>(), Cout, Cin, k, wn.row_scale);
+    gx = torch::empty_like(x);
+    tap_products<T>(taps.data_ptr<T>(), 'T', Cout, Cin, g.data_ptr<T>(), Tout, gx.data_ptr<T>(), Tin, B, k, d,
+                    p, nullptr);
+  } else if (need_x) {  // a forward convolution of g with the flipped, transposed kernel
+    const torch::Tensor wc = w.contiguous();
+    torch::Tensor w_flipped = torch::empty({Cin, Cout, k}, w.options());
+    flipped_transpose<T>(wc.data_ptr<T>(), w_flipped.data_ptr<T>(), Cout, Cin, k);
+    gx = at::convolution(g, w_flipped, {}, {1}, {(k - 1) * d - p}, {d}, false, {0}, 1);
+  }
+  if (need_w) {
+    gw = torch::empty({Cout, Cin, k}, x.options());
+    weight_grad_chunked<T>(x.data_ptr<T>(), g.data_ptr<T>(), gw.data_ptr<T>(), B, Cin, Tin, Cout, Tout, k, p,
+                           d, x.options());
+    if (wn.finish_rows) wn.finish_rows(gw, 0, Cout);
+  }
+  return {gx, gw};
+}
+
+// A weight-normed kernel w = g · v / ‖v‖ (norms over all dims but 0, as RAVE's weight_norm).
+// Row kernels, vectorised (16 partial sums, as aten's own reduction keeps vector lanes, then
+// added in double): Σ a·b over a row, and out = α·gw − β·v.
+constexpr int kLanes = 16;
+template <typename T>
+inline __attribute__((always_inline)) double row_dot(const T* __restrict a, const T* __restrict b,
+                                                     int64_t n) {
+  T acc[kLanes] = {};
+  int64_t l = 0;
+  for (; l + kLanes <= n; l += kLanes) {
+    for (int q = 0; q < kLanes; ++q) acc[q] += a[l + q] * b[l + q];
+  }
+  double sum = 0;
+  for (int q = 0; q < kLanes; ++q) sum += acc[q];
+  for (; l < n; ++l) sum += static_cast<double>(a[l]) * b[l];
+  return sum;
+}
+RT_SIMD_CLONES double wn_row_dot(const float* a, const float* b, int64_t n) { return row_dot(a, b, n); }
+RT_SIMD_CLONES double wn_row_dot(const double* a, const double* b, int64_t n) { return row_dot(a, b, n); }
+template <typename T>
+inline __attribute__((always_inline)) void row_axpby(T* __restrict gw, const T* __restrict v, T alpha, T beta,
+                                                     int64_t n) {
+  for (int64_t l = 0; l < n; ++l) gw[l] = alpha * gw[l] - beta * v[l];
+}
+RT_SIMD_CLONES void wn_row_update(float* gw, const float* v, float alpha, float beta, int64_t n) {
+  row_axpby(gw, v, alpha, beta, n);
+}
+RT_SIMD_CLONES void wn_row_update(double* gw, const double* v, double alpha, double beta, int64_t n) {
+  row_axpby(gw, v, alpha, beta, n);
+}
+
+// n_r = ‖v_r‖ and s_r = g_r / n_r for each of the R rows of v [R, L].
+template <typename T>
+void wn_scales(const T* v, const T* g, T* norm, T* scale, int64_t R, int64_t L) {
+  at::parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      norm[r] = static_cast<T>(std::sqrt(wn_row_dot(v + r * L, v + r * L, L)));
+      scale[r] = g[r] / norm[r];
+    }
+  });
+}
+
+// The weight norm's backward on rows [r0, r1), aten's formula: with gw = ∂L/∂w,
+// ∂L/∂g = (gw·v)/n and ∂L/∂v = s·gw − (s·∂L/∂g / n)·v, written over gw.
+template <typename T>
+void wn_backward_rows(T* gw, const T* v, const T* norm, const T* scale, T* gg, int64_t r0, int64_t r1,
+                      int64_t L) {
+  at::parallel_for(r0, r1, 16, [&](int64_t a0, int64_t a1) {
+    for (int64_t r = a0; r < a1; ++r) {
+      const T grad_g = static_cast<T>(wn_row_dot(gw + r * L, v + r * L, L) / norm[r]);
+      gg[r] = grad_g;
+      const T a = scale[r], b = a * grad_g / norm[r];
+      wn_row_update(gw + r * L, v + r * L, a, b, L);
+    }
+  });
+}
+
+std::atomic<bool> g_weight_norm_fused{true};
+
+// WNConv1d's convolution with its weight norm in the node (float or double; WNConv1d sends
+// float32): the kernel g·v/‖v‖ is never materialised. Forward: the rows of v taken times s = g/‖v‖
+// where the products read them anyway (the long path's taps; the short path's output rows, in the
+// pass that lays them out). Backward: the input gradient with the same scaled taps, or Vᵀ·(S·G);
+// the weight gradient as the plain node computes it, then turned in place into ∂L/∂v and ∂L/∂g
+// (wn_backward_rows) while it is still in cache. Under create_graph, aten's differentiable
+// weight norm, convolution backward and weight-norm backward.
+class WnConv1dGemm : public torch::autograd::Function<WnConv1dGemm> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& v_in, const torch::Tensor& g_in,
+                               const torch::Tensor& bias, int64_t stride, int64_t padding, int64_t dilation) {
+    const torch::Tensor x = x_in.contiguous(), v = v_in.contiguous(), g = g_in.contiguous();
+    const int64_t R = v.size(0), L = v.numel() / R;
+    auto norm = torch::empty({R}, v.options()), scale = torch::empty({R}, v.options());
+    torch::Tensor y;
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "wn_conv1d_gemm_forward", [&] {
+      wn_scales<scalar_t>(v.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), norm.data_ptr<scalar_t>(),
+                          scale.data_ptr<scalar_t>(), R, L);
+      const torch::Tensor b = bias.numel() > 0 ? bias.contiguous() : bias;
+      y = x.size(0) == 0 ? torch::empty({0, R, output_steps(x.size(2), v.size(2), stride, padding, dilation)},
+                                        x.options())
+                         : gemm_forward<scalar_t>(x, v, b, stride, padding, dilation, kFoldBelowSteps,
+                                                  scale.data_ptr<scalar_t>());
+    });
+    ctx->save_for_backward({x, v, g, norm, scale});
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &v = saved[1], &g = saved[2], &norm = saved[3], &scale = saved[4];
+    const int64_t s = ctx->saved_data["stride"].toInt(), p = ctx->saved_data["padding"].toInt(),
+                  d = ctx->saved_data["dilation"].toInt();
+    const bool has_bias = ctx->saved_data["bias"].toBool();
+    const torch::Tensor go = grads[0].contiguous();
+    const bool need_x = ctx->needs_input_grad(0),
+               need_vg = ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
+    const bool need_b = has_bias && ctx->needs_input_grad(3);
+    torch::Tensor gx, gv, gg, gb;
+    if (torch::GradMode::is_enabled()) {  // create_graph: every piece differentiable
+      const torch::Tensor w = at::_weight_norm(v, g, 0);
+      const std::vector<int64_t> bias_sizes{v.size(0)};
+      std::tie(gx, gv, gb) =
+          at::convolution_backward(go, x, w, has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                   {s}, {p}, {d}, false, {0}, 1, {need_x, need_vg, need_b});
+      if (need_vg)
+        std::tie(gv, gg) =
+            at::_weight_norm_differentiable_backward(gv, v, g, at::norm_except_dim(v, 2, 0), 0);
+    } else {
+      const int64_t R = v.size(0), L = v.numel() / R;
+      gg = torch::empty_like(g);
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "wn_conv1d_gemm_backward", [&] {
+        RowScaled<scalar_t> wn;
+        wn.row_scale = scale.data_ptr<scalar_t>();
+        wn.finish_rows = [&](const torch::Tensor& gw, int64_t r0, int64_t r1) {
+          wn_backward_rows<scalar_t>(gw.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                                     norm.data_ptr<scalar_t>(), scale.data_ptr<scalar_t>(),
+                                     gg.data_ptr<scalar_t>(), r0, r1, L);
+        };
+        std::tie(gx, gv) = conv_grads<scalar_t>(x, v, go, s, p, d, kFoldBelowSteps, need_x, need_vg, wn);
+      });
+      if (need_b) gb = go.sum(at::IntArrayRef{0, 2});
+    }
+    return {gx, gv, gg, gb, {}, {}, {}};
+  }
+};
+
 }  // namespace
 
 bool conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& w, int64_t stride, int64_t padding,
@@ -498,6 +708,26 @@ std::pair<torch::Tensor, torch::Tensor> conv_transpose1d_gemm_grads(const torch:
   return {gx, gw};
 }
 
+bool wn_conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& g,
+                            int64_t stride, int64_t padding, int64_t dilation) {
+  return g_weight_norm_fused.load() && g_enabled.load() && g_forward_enabled.load() &&
+         x.scalar_type() == torch::kFloat && conv1d_gemm_applies(x, v, stride, padding, dilation) &&
+         g.device().is_cpu() && g.scalar_type() == v.scalar_type() && g.numel() == v.size(0);
+}
+
+torch::Tensor wn_conv1d_gemm(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& g,
+                             const torch::Tensor& bias, int64_t stride, int64_t padding, int64_t dilation) {
+  TORCH_CHECK(conv1d_gemm_applies(x, v, stride, padding, dilation) && g.scalar_type() == v.scalar_type() &&
+                  g.numel() == v.size(0),
+              "wn_conv1d_gemm: input ", x.sizes(), " ", x.scalar_type(), ", v ", v.sizes(), ", g ", g.sizes(),
+              ", stride ", stride, ", padding ", padding, ", dilation ", dilation, " is not a case it takes");
+  return WnConv1dGemm::apply(x, v, g, bias.defined() ? bias : torch::empty({0}, v.options()), stride, padding,
+                             dilation);
+}
+
+void set_conv1d_weight_norm_fused(bool enabled) { g_weight_norm_fused.store(enabled); }
+bool conv1d_weight_norm_fused() { return g_weight_norm_fused.load(); }
+
 void set_conv1d_backward_gemm(bool enabled) { g_enabled.store(enabled); }
 void set_conv1d_forward_gemm(bool enabled) { g_forward_enabled.store(enabled); }
 bool conv1d_forward_gemm() { return g_forward_enabled.load(); }
@@ -508,40 +738,9 @@ std::pair<torch::Tensor, torch::Tensor> conv1d_gemm_grads(const torch::Tensor& x
                                                           int64_t d, int64_t fold_below, bool need_x,
                                                           bool need_w) {
   const torch::Tensor x = x_in.contiguous(), g = g_in.contiguous();
-  const int64_t B = x.size(0), Cin = x.size(1), Tin = x.size(2), Cout = w.size(0), k = w.size(2);
-  const int64_t Tout = g.size(2);
-  TORCH_CHECK(g.size(0) == B && g.size(1) == Cout && Tout == output_steps(Tin, k, s, p, d),
-              "conv1d_gemm_grads: output gradient ", g.sizes(), " does not match input ", x.sizes(),
-              " and kernel ", w.sizes(), " with stride ", s, ", padding ", p, ", dilation ", d);
   torch::Tensor gx, gw;
-  if (B == 0 || Tout == 0) {
-    if (need_x) gx = torch::zeros_like(x);
-    if (need_w) gw = torch::zeros_like(w);
-    return {gx, gw};
-  }
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv1d_gemm_grads", [&] {
-    if (s > 1 || Tout < fold_below) {
-      short_output_grads<scalar_t>(x, w, g, s, p, d, need_x, need_w, gx, gw);
-      return;
-    }
-    if (need_x && g_forward_enabled.load()) {  // Σ_j W_jᵀ · g shifted by p − j·d
-      const torch::Tensor wc = w.contiguous();
-      auto taps = torch::empty({k, Cout, Cin}, w.options());
-      split_taps<scalar_t>(wc.data_ptr<scalar_t>(), taps.data_ptr<scalar_t>(), Cout, Cin, k);
-      gx = torch::empty_like(x);
-      tap_products<scalar_t>(taps.data_ptr<scalar_t>(), 'T', Cout, Cin, g.data_ptr<scalar_t>(), Tout,
-                             gx.data_ptr<scalar_t>(), Tin, B, k, d, p, nullptr);
-    } else if (need_x) {  // a forward convolution of g with the flipped, transposed kernel
-      const torch::Tensor wc = w.contiguous();
-      torch::Tensor w_flipped = torch::empty({Cin, Cout, k}, w.options());
-      flipped_transpose<scalar_t>(wc.data_ptr<scalar_t>(), w_flipped.data_ptr<scalar_t>(), Cout, Cin, k);
-      gx = at::convolution(g, w_flipped, {}, {1}, {(k - 1) * d - p}, {d}, false, {0}, 1);
-    }
-    if (need_w) {
-      gw = torch::empty({Cout, Cin, k}, x.options());
-      weight_grad_chunked<scalar_t>(x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
-                                    B, Cin, Tin, Cout, Tout, k, p, d, x.options());
-    }
+    std::tie(gx, gw) = conv_grads<scalar_t>(x, w, g, s, p, d, fold_below, need_x, need_w);
   });
   return {gx, gw};
 }

@@ -8,6 +8,8 @@
 // temporary of k/stride outputs' size), where aten's (oneDNN in LibTorch 2.x) ran at 78 GFLOP/s.
 // The Conv1d forward's products against aten's (oneDNN's) convolution: 0.88–0.91 of a RAVE v2/v3
 // phase-1 step at 1 thread on a Zen 5 core, LibTorch 1.13 and 2.11 (docs/perf/rave_cpu.md).
+// WNConv1d's weight norm can ride in the Conv1d node too (wn_conv1d_gemm, below): 0.98 of the
+// step at 1 and 2 threads.
 //
 // Why: on the CPU aten hands a convolution's backward to oneDNN, whose backward kernels run well
 // below its forward ones at RAVE's shapes. Measured at 1 thread, batch 4, float32 (oneDNN in
@@ -63,6 +65,20 @@ bool conv_transpose1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& 
                                    int64_t padding);
 torch::Tensor conv_transpose1d_gemm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
                                     int64_t stride, int64_t padding);
+
+// WNConv1d's weight-normed convolution, w = g · v / ‖v‖ (norms over all dims but 0), as one node
+// whose products read v and scale its rows by g/‖v‖ where they pass anyway, so that the kernel
+// is never materialised, and whose backward turns the weight gradient into ∂L/∂v and ∂L/∂g in
+// place (aten's formulas). v [C_out, C_in, k], g with C_out elements ([C_out, 1, 1] as
+// WNConv1d stores it). WNConv1d takes it for float32 training when wn_conv1d_gemm_applies
+// (float64, the golden tests' precision, keeps aten's weight norm and the plain node).
+bool wn_conv1d_gemm_applies(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& g,
+                            int64_t stride, int64_t padding, int64_t dilation);
+torch::Tensor wn_conv1d_gemm(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& g,
+                             const torch::Tensor& bias, int64_t stride, int64_t padding, int64_t dilation);
+// Process-wide switch (default on) for it (`rave_bench step --ab weight_norm`).
+void set_conv1d_weight_norm_fused(bool enabled);
+bool conv1d_weight_norm_fused();
 
 // Process-wide switch (default on), read by WNConv1d and WNConvTranspose1d: off sends every
 // convolution to aten's convolution and its backward (`rave_bench step --conv_backward aten`, for A/B runs).

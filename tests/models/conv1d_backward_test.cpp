@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,117 @@ TEST(Conv1dGemm, WNConv1dUsesItWhenTrainingAndNotOtherwise) {
   WNConv1d strided(WNConv1dOptions(4, 4, 4).stride(2).pad_left(1).pad_right(1));
   y = strided->forward(torch::randn({1, 4, 16}));
   EXPECT_NE(std::string(y.grad_fn()->name()).find("Conv1dGemm"), std::string::npos) << "downsampling";
+}
+
+// The weight-normed node: y = conv1d(x, g·v/‖v‖, b) and the gradients of x, v, g and b as aten's
+// _weight_norm followed by aten's convolution gives them.
+struct WnResult {
+  torch::Tensor y, gx, gv, gg, gb;
+};
+WnResult wn_run(bool node, const ConvCase& c, const torch::Tensor& x0, const torch::Tensor& v0,
+                const torch::Tensor& g0, const torch::Tensor& b0, const torch::Tensor& go) {
+  auto x = x0.clone().requires_grad_(), v = v0.clone().requires_grad_(), g = g0.clone().requires_grad_();
+  auto b = b0.defined() ? b0.clone().requires_grad_() : torch::Tensor();
+  auto y = node ? wn_conv1d_gemm(x, v, g, b, c.stride, c.padding, c.dilation)
+                : torch::conv1d(x, torch::_weight_norm(v, g, 0), b, c.stride, c.padding, c.dilation);
+  y.backward(go);
+  return {y.detach(), x.grad(), v.grad(), g.grad(), b.defined() ? b.grad() : torch::Tensor()};
+}
+
+TEST(WnConv1dGemm, ValuesAndGradientsAreAtensWeightNormAndConvolutionInDouble) {
+  // Every case of kConvCases (short and strided ones, and at stride 1 outputs long enough for the
+  // long path: a 300- and a 1100-step case), and a 300-step dilated kernel 3.
+  torch::manual_seed(41);
+  std::vector<ConvCase> cases(std::begin(kConvCases), std::end(kConvCases));
+  cases.push_back({2, 5, 4, 300, 3, 3, 3, true});
+  for (const ConvCase& c : cases) {
+    const std::string what = conv_case_name(c, kFoldBelowSteps);
+    auto opts = torch::TensorOptions().dtype(torch::kDouble);
+    auto x = torch::randn({c.batch, c.c_in, c.steps}, opts);
+    auto v = torch::randn({c.c_out, c.c_in, c.kernel}, opts);
+    auto g = torch::rand({c.c_out, 1, 1}, opts) + 0.5;
+    auto b = c.bias ? torch::randn({c.c_out}, opts) : torch::Tensor();
+    const int64_t out_steps = (c.steps + 2 * c.padding - c.dilation * (c.kernel - 1) - 1) / c.stride + 1;
+    auto go = torch::randn({c.batch, c.c_out, out_steps}, opts);
+    const WnResult mine = wn_run(true, c, x, v, g, b, go), ref = wn_run(false, c, x, v, g, b, go);
+    ASSERT_EQ(mine.y.sizes(), ref.y.sizes()) << what;
+    EXPECT_LT(max_rel_error(mine.y, ref.y), 1e-12) << what;
+    EXPECT_LT(max_rel_error(mine.gx, ref.gx), 1e-12) << what;
+    EXPECT_LT(max_rel_error(mine.gv, ref.gv), 1e-12) << what;
+    EXPECT_LT(max_rel_error(mine.gg, ref.gg), 1e-12) << what;
+    EXPECT_EQ(mine.gg.sizes(), g.sizes()) << what;
+    if (c.bias) {
+      EXPECT_LT(max_rel_error(mine.gb, ref.gb), 1e-12) << what;
+    }
+  }
+}
+
+TEST(WnConv1dGemm, FloatIsWithinRoundingOfTheDoubleReferenceAtRavesShapes) {
+  torch::manual_seed(42);
+  for (const ConvCase& c :
+       {ConvCase{2, 96, 96, 2048, 3, 9, 9, true}, ConvCase{2, 768, 768, 32, 3, 1, 1, true},
+        ConvCase{2, 96, 192, 2048, 8, 1, 2, true, 4}}) {
+    const std::string what = conv_case_name(c, kFoldBelowSteps);
+    auto x = torch::randn({c.batch, c.c_in, c.steps});
+    auto v = torch::randn({c.c_out, c.c_in, c.kernel}) * 0.05;
+    auto g = torch::rand({c.c_out, 1, 1}) + 0.5;
+    auto b = torch::randn({c.c_out});
+    const int64_t out_steps = (c.steps + 2 * c.padding - c.dilation * (c.kernel - 1) - 1) / c.stride + 1;
+    auto go = torch::randn({c.batch, c.c_out, out_steps});
+    const WnResult mine = wn_run(true, c, x, v, g, b, go);
+    auto d = [](const torch::Tensor& t) { return t.to(torch::kDouble); };
+    const WnResult ref = wn_run(false, c, d(x), d(v), d(g), d(b), d(go));
+    EXPECT_LT(max_rel_error(mine.y, ref.y), 1e-5) << what;
+    EXPECT_LT(max_rel_error(mine.gx, ref.gx), 1e-5) << what;
+    EXPECT_LT(max_rel_error(mine.gv, ref.gv), 1e-4) << what;
+    EXPECT_LT(max_rel_error(mine.gg, ref.gg), 1e-4) << what;
+    EXPECT_LT(max_rel_error(mine.gb, ref.gb), 1e-5) << what;
+  }
+}
+
+TEST(WnConv1dGemm, GradientsOfGradientsAreAtens) {
+  // create_graph (a gradient penalty): ∂/∂(x, v, g, b) of ‖∂‖y‖²/∂x‖², through the node and
+  // through aten's weight norm and convolution, both paths of the node.
+  torch::manual_seed(43);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  for (int64_t steps : {int64_t{9}, kFoldBelowSteps + 10}) {
+    auto x0 = torch::randn({2, 3, steps}, opts), v0 = torch::randn({4, 3, 3}, opts);
+    auto g0 = torch::rand({4, 1, 1}, opts) + 0.5, b0 = torch::randn({4}, opts);
+    std::vector<torch::Tensor> second[2];
+    for (bool node : {false, true}) {
+      auto x = x0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+      auto g = g0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      auto y = node ? wn_conv1d_gemm(x, v, g, b, 1, 2, 2)
+                    : torch::conv1d(x, torch::_weight_norm(v, g, 0), b, 1, 2, 2);
+      auto gx = torch::autograd::grad({y.pow(2).sum()}, {x}, {}, true, true)[0];
+      second[node] = torch::autograd::grad({gx.pow(2).sum()}, {x, v, g, b}, {}, false, false, true);
+    }
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_LT(max_rel_error(second[1][i], second[0][i]), 1e-10) << steps << " " << i;
+  }
+}
+
+TEST(WnConv1dGemm, WNConv1dTakesItForFloatTrainingOnly) {
+  torch::manual_seed(44);
+  WNConv1d conv(WNConv1dOptions(6, 5, 3).dilation(3).bias(true).pad_left(3).pad_right(3));
+  auto node_of = [&](const torch::Tensor& x) {
+    auto y = conv->forward(x);
+    return y.grad_fn() ? std::string(y.grad_fn()->name()) : std::string("none");
+  };
+  auto x = torch::randn({2, 6, 300}).requires_grad_();
+  EXPECT_NE(node_of(x).find("WnConv1dGemm"), std::string::npos) << node_of(x);
+  set_conv1d_weight_norm_fused(false);
+  EXPECT_EQ(node_of(x).find("WnConv1dGemm"), std::string::npos) << "switched off: " << node_of(x);
+  EXPECT_NE(node_of(x).find("Conv1dGemm"), std::string::npos) << node_of(x);
+  set_conv1d_weight_norm_fused(true);
+  EXPECT_TRUE(conv1d_weight_norm_fused());
+  {
+    torch::NoGradGuard ng;
+    EXPECT_EQ(node_of(x), "none");
+  }
+  conv->to(torch::kDouble);
+  EXPECT_EQ(node_of(x.detach().to(torch::kDouble).requires_grad_()).find("WnConv1dGemm"), std::string::npos)
+      << "float64 keeps aten's weight norm";
 }
 
 // Transposed: RAVE's upsampling (kernel 2r, stride r, padding r/2: r = 2, 4, 8, and an odd r),
