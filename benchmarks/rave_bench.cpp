@@ -60,7 +60,7 @@ struct ModelArgs {
   std::string conv_forward = "gemm";   // models/common/conv1d_backward.h; "aten": aten's convolution
   std::string gemm = "onednn";         // models/common/row_linear.h set_onednn_gemm; "aten": aten's mm
   int weight_norm_fused = 1;           // models/common/conv1d_backward.h set_conv1d_weight_norm_fused
-  std::string ab;                      // step: "conv", "conv_forward", "gemm" or "spectral" alternate
+  std::string ab;                      // step: the change --ab alternates step by step (its help)
 };
 
 void add_model_args(CLI::App* c, ModelArgs& a) {

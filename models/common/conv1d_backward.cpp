@@ -231,7 +231,7 @@ torch::Tensor gemm_forward(const torch::Tensor& x, const torch::Tensor& w, const
 }
 
 // What a weight-normed kernel adds to the products (WnConv1dGemm): the kernel's rows are taken
-// times row_scale (g/‖v‖), and finish_rows(r0, r1) turns rows [r0, r1) of the weight gradient,
+// times row_scale (g/‖v‖), and finish_rows(gw, r0, r1) turns rows [r0, r1) of the weight gradient gw,
 // just written, into the weight norm's gradients.
 template <typename T>
 struct RowScaled {
@@ -559,7 +559,9 @@ std::atomic<bool> g_weight_norm_fused{true};
 // where the products read them anyway (the long path's taps; the short path's output rows, in the
 // pass that lays them out). Backward: the input gradient with the same scaled taps, or Vᵀ·(S·G);
 // the weight gradient as the plain node computes it, then turned in place into ∂L/∂v and ∂L/∂g
-// (wn_backward_rows) while it is still in cache. Under create_graph, aten's differentiable
+// (wn_backward_rows) right after the GEMM wrote it (still in L3 for all but the largest kernels;
+// blocking the GEMM by rows would repack its other operand once per block, as large as the
+// gradient at RAVE's short-path shapes). Under create_graph, aten's differentiable
 // weight norm, convolution backward and weight-norm backward.
 class WnConv1dGemm : public torch::autograd::Function<WnConv1dGemm> {
  public:

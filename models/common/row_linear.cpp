@@ -34,8 +34,11 @@ struct OnednnGemm {
 };
 
 // Where oneDNN's sgemm comes from: the LibTorch in the process, when it links oneDNN as a shared
-// library (Debian's 1.13 and 2.6), else the system's libdnnl opened beside it (RTLD_LOCAL: its
-// symbols do not interpose on anyone's). PyPI's LibTorch carries oneDNN inside itself with its
+// library (Debian's 1.13 and 2.6), else the system's libdnnl opened beside it: RTLD_LOCAL, so its
+// symbols interpose on no one's, and RTLD_DEEPBIND, so that it binds its own weak template
+// symbols first (without it, oneDNN 2.6's gemm_info_t::jit_init call_once thunks bound to the
+// copies inside PyPI's libtorch_cpu, oneDNN 3.10, and every call failed with invalid_arguments).
+// PyPI's LibTorch carries oneDNN inside itself with its
 // symbols hidden and hands mm to MKL, which takes its AVX2 kernels on AMD CPUs: 78–116 GFLOP/s at
 // RAVE's shapes on one Zen 5 core, where oneDNN's sgemm runs at about 250 (docs/perf/rave_cpu.md).
 // The library opened shares the process's OpenMP runtime (libgomp.so.1 is already loaded).
@@ -44,8 +47,7 @@ OnednnGemm find_onednn_gemm() {
   auto describe = [](void* handle, const std::string& source) {
     const auto version = reinterpret_cast<VersionFn>(dlsym(handle, "dnnl_version"));
     std::string text = "oneDNN";
-    if (version != nullptr && version() != nullptr) {
-      const DnnlVersion* v = version();
+    if (const DnnlVersion* v = version != nullptr ? version() : nullptr) {
       text +=
           " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     }
