@@ -62,6 +62,32 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
+def cpu_identity():
+    """The host as a benchmark row names it: vendor, family and model numbers and the widest
+    vector ISA, from /proc/cpuinfo (a VM's model name is often just "AMD EPYC"; the numbers tell
+    the generations apart). label: e.g. "AMD EPYC (family 26 model 2, AVX-512), 2 cores"."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    flags = set(fields.get("flags", "").split())
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags
+           else "SSE" if flags else None)
+    ident = {"vendor": fields.get("vendor_id"), "family": fields.get("cpu family"), "model": fields.get("model"),
+             "model_name": fields.get("model name") or platform.processor() or platform.machine(), "isa": isa,
+             "nproc": os.cpu_count()}
+    numbers = ", ".join(x for x in (f"family {ident['family']} model {ident['model']}" if ident["family"] else None,
+                                    isa) if x)
+    ident["label"] = f"{ident['model_name']}" + (f" ({numbers})" if numbers else "") + f", {ident['nproc']} cores"
+    return ident
+
+
 def git_describe(root=ROOT):
     try:
         return subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--abbrev=7"],
@@ -102,7 +128,7 @@ def environment(load_before=None, git=None, **extra):
     env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
            "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "cpu_id": cpu_identity()}
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
 
@@ -296,6 +322,49 @@ def write_result(r, directory=None):
         json.dump(r, f, indent=1, ensure_ascii=False, default=str)
         f.write("\n")
     return path
+
+
+def host_label(env):
+    """The host a result's environment names: cpu_identity's label, or for results written before
+    it was recorded, the model name and cores."""
+    env = env or {}
+    if env.get("cpu_id"):
+        return env["cpu_id"]["label"]
+    return f"{env.get('cpu', '?')}, {env.get('nproc', '?')} cores (family and model not recorded)"
+
+
+def with_host(label, host):
+    """A target's label naming the host it was measured on (targets kept per host: other_hosts)."""
+    return f"{label}; {host}"
+
+
+def other_hosts(name, host, directory=None):
+    """The hosts an earlier result of benchmark `name` (in directory) measured other than `host`,
+    kept so that a targets table holds one row per host: that result's own figures (when its host
+    differs) and the hosts it carried. Each: host, date, git, command, load_before, table (the
+    section's first table: columns and rows), targets (each with its host)."""
+    path = os.path.join(results_dir(directory), name + ".json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            prev = json.load(f)
+    except (OSError, ValueError):
+        return []
+    kept = [h for h in prev.get("other_hosts", []) if h["host"] != host]
+    env = prev.get("environment") or {}
+    prev_host = host_label(env)
+    if prev_host != host:
+        table = next((b["table"] for b in prev.get("blocks", []) if "table" in b), None)
+        targets = []
+        for t in prev.get("targets", []):
+            t = dict(t)
+            if "host" not in t:  # written before targets named their host
+                t["host"] = prev_host
+                t["target"] = with_host(t["target"], prev_host)
+            targets.append(t)
+        kept.insert(0, {"host": prev_host, "date": prev.get("date"), "git": env.get("git"),
+                        "command": prev.get("command"), "load_before": env.get("load_before"), "table": table,
+                        "targets": targets})
+    return kept
 
 
 def read_jsonl(path):

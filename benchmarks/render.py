@@ -116,7 +116,8 @@ def provenance(r):
     parts = [f"Measured {r['date'][:10]} by {shown}"]
     if env.get("git"):
         parts[0] += f" at {env['git']}"
-    machine = ", ".join(str(x) for x in (env.get("cpu"), f"{env['nproc']} cores" if env.get("nproc") else None) if x)
+    machine = (env["cpu_id"]["label"] if env.get("cpu_id") else
+               ", ".join(str(x) for x in (env.get("cpu"), f"{env['nproc']} cores" if env.get("nproc") else None) if x))
     if machine:
         parts.append(machine)
     if env.get("load_before"):

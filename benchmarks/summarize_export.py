@@ -3,7 +3,8 @@
 count and block size; export_bench --keep's and rave_own_export.py's records of the files)
 -> benchmarks/results/export.json: per LibTorch, thread count and block, ms per block of ours
 and of RAVE's own streaming export (median over rounds and range), their realtime factors, ours ÷
-RAVE's own (median of the per-round ratios), the weight-read floor, and the ≤ 0.5 target."""
+RAVE's own (median of the per-round ratios), the weight-read floor, and the ≤ 0.5 target, one
+per host and LibTorch: the hosts an earlier result measured are kept beside this one (benchlib.other_hosts)."""
 import statistics
 
 import benchlib
@@ -116,13 +117,18 @@ def main():
            f"{1e3 * 2048 / 44100:.1f} ms of audio, one of 4096 {1e3 * 4096 / 44100:.1f} ms.")
     # One target per file and LibTorch: the goal compares ours with RAVE's own on the same
     # LibTorch, and the two builds differ in what they can run fast (int8: fbgemm or not).
+    # One row per host too: the hosts earlier runs measured stay beside this one (other_hosts).
+    host = benchlib.cpu_identity()["label"]
+    carried = benchlib.other_hosts("export", host, a.results_dir)
     targets = []
     for name, arm_label in arms:
         for v, runs in ratio_by_torch[name].items():
-            targets.append(benchlib.target(
+            t = benchlib.target(benchlib.with_host(
                 f"Exported RAVE v2 (streaming, {arm_label.replace('ours, ', '')}, LibTorch {label[v]}), forward on "
-                "2048- and 4096-sample blocks, 1 thread: time per block, ours ÷ RAVE's own export", "≤ 0.5", "<=",
-                0.5, runs, fmt="{:.2f}", over="rounds × blocks"))
+                "2048- and 4096-sample blocks, 1 thread: time per block, ours ÷ RAVE's own export", host), "≤ 0.5",
+                "<=", 0.5, runs, fmt="{:.2f}", over="rounds × blocks")
+            t["host"] = host
+            targets.append(t)
         verdicts = []
         for v, x in ratio_by_torch[name].items():
             verdict = ("met" if all(r <= 0.5 for r in x)
@@ -143,16 +149,34 @@ def main():
     if halves:
         b.text("Half of RAVE's own time per block at 1 thread (what ≤ 0.5 allows ours) against the weight-read "
                "floor: " + "; ".join(halves) + ". Where the half is near or below the floor, no float32 file can "
-               "meet the goal, however few operators it runs; storing the weights in fewer bytes (int8) can.")
+               "meet the goal, however few operators it runs; storing the weights in fewer bytes (int8) can. "
+               "Where it is above, what bounds a file is how fast the LibTorch's BLAS runs the products at these "
+               "shapes (docs/perf/export.md).")
     b.text(f"Streaming latency of our `forward`: {ours_export['forward_latency_samples']} samples "
            f"({ours_export['forward_latency_samples'] / 44.1:.0f} ms at 44.1 kHz), plus nn~'s buffering.")
+    if carried:
+        b.heading("Other hosts")
+        b.text(f"This section's figures are from {host}. The same command on other hosts, kept from earlier "
+               "runs (each run keeps the hosts it does not measure; the targets table has a row per host and "
+               "LibTorch, each noting when and at which commit it was measured):")
+        for h in carried:
+            load = (", load before " + " ".join(f"{x:.2f}" for x in h["load_before"])) if h.get("load_before") else ""
+            b.text(f"**{h['host']}**: measured {(h.get('date') or '?')[:10]} by `{h.get('command')}` at "
+                   f"{h.get('git') or '?'}{load}.")
+            if h.get("table"):
+                b.table(h["table"]["columns"], h["table"]["rows"])
+        for h in carried:
+            for t in h["targets"]:
+                t = dict(t)
+                t["note"] = f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}"
+                targets.append(t)
     env = benchlib.environment(a.load_before, torch={v: {"label": label[v], "blas": first[v]["blas"],
                                                          "python": first[v]["executable"]} for v in torches})
     ours = "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1"
     benchlib.write_summary(
         a, "export", "Exported RAVE v2 in realtime", b, env=env,
         raw={"runs": rows, "ours_export": ours_export, "rave_own_export": rave_export}, derived=derived,
-        targets=targets,
+        targets=targets, other_hosts=carried, analysis="docs/perf/export.md",
         commands=[f"{ours} --keep OURS.ts", f"{ours} --quantize int8 --keep OURS_INT8.ts",
                   ".venv-rave-cpu/bin/python benchmarks/rave_own_export.py --out RAVE.ts --match OURS.ts",
                   "PYTHON benchmarks/export_race.py --file ours=OURS.ts --file ours_int8=OURS_INT8.ts --file "
