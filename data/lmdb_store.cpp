@@ -135,6 +135,7 @@ size_t LmdbStore::count() const {
     throw changed_under_reader(faulted_text());
   }
   if (txn != nullptr) mdb_txn_abort(txn);
+  check_not_shrunk();  // as in get: a rewrite during the read
   check(rc, "stat");
   return stat.ms_entries;
 }
@@ -157,6 +158,11 @@ std::optional<std::string> LmdbStore::get(std::string_view key) const {
   }
   if (txn != nullptr) mdb_txn_abort(txn);
   if (!ok) throw changed_under_reader(faulted_text());
+  // The check before the read cannot see a rewrite that starts during it: the read may then
+  // follow the new meta page into the other database (its record, no record, an LMDB error).
+  // A copy over the file writes it from its start, meta pages first, so if they still name
+  // this database now, every page the read touched was still this database's.
+  check_not_shrunk();
   if (rc != 0 && rc != MDB_NOTFOUND) check(rc, "get '" + std::string(key) + "'");
   if (rc != 0) out.reset();
   return out;
@@ -199,8 +205,8 @@ void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_
             std::memcpy(vd, v.mv_data, v.mv_size);
           }))
         throw changed_under_reader(faulted_text());
+      check_not_shrunk();  // as in get: what the step read is this database's only if it still is
       if (!fn(key, value)) break;
-      check_not_shrunk();  // before the cursor reads its next page
       op = MDB_NEXT;
     }
   } catch (...) {
@@ -208,6 +214,7 @@ void LmdbStore::for_each(const std::function<bool(std::string_view, std::string_
     throw;
   }
   close();
+  check_not_shrunk();  // the end (or an error) of the walk, read while it was still this database
   if (rc != 0 && rc != MDB_NOTFOUND) check(rc, "read");
 }
 
