@@ -367,6 +367,32 @@ def other_hosts(name, host, directory=None):
     return kept
 
 
+def keep_other_hosts(blocks, targets, name, host, directory=None):
+    """Keeps the hosts an earlier result of `name` measured (other_hosts) beside this one: an
+    "Other hosts" part of the section (each host's provenance and first table) appended to blocks,
+    their targets appended to targets, each noting when and at which commit it was measured.
+    Returns them, for the result's other_hosts field."""
+    carried = other_hosts(name, host, directory)
+    if not carried:
+        return carried
+    blocks.heading("Other hosts")
+    blocks.text(f"This section's figures are from {host}. The same command on other hosts, kept from earlier runs "
+                "(each run keeps the hosts it does not measure; the targets table has a row per host, each noting "
+                "when and at which commit it was measured):")
+    for h in carried:
+        load = (", load before " + " ".join(f"{x:.2f}" for x in h["load_before"])) if h.get("load_before") else ""
+        blocks.text(f"**{h['host']}**: measured {(h.get('date') or '?')[:10]} by `{h.get('command')}` at "
+                    f"{h.get('git') or '?'}{load}.")
+        if h.get("table"):
+            blocks.table(h["table"]["columns"], h["table"]["rows"])
+    for h in carried:
+        for t in h["targets"]:
+            t = dict(t)
+            t["note"] = f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}"
+            targets.append(t)
+    return carried
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -210,15 +210,23 @@ def main():
             f"chord, the multi-scale spectral distance between ours and RAVE's output is {d_ours:.3f}, between two "
             f"calls of RAVE's file {d_rave:.3f} (scales {', '.join(map(str, SCALES))}: mean |log-magnitude "
             "difference| + relative magnitude error).")
-    targets = [benchlib.target("ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: "
-                               "time per block, ours (streaming) ÷ RAVE's own ONNX export", "≤ 0.5", "<=", 0.5,
-                               ratio_runs, over="rounds × blocks"),
-               benchlib.target("ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, "
-                               "ONNX Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", "≤ 0.5",
-                               "<=", 0.5, int8_runs, over="rounds × blocks")]
+    host = benchlib.cpu_identity()["label"]
+    targets = [benchlib.target(benchlib.with_host(
+                   "ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: time per "
+                   "block, ours (streaming) ÷ RAVE's own ONNX export", host), "≤ 0.5", "<=", 0.5, ratio_runs,
+                   over="rounds × blocks"),
+               benchlib.target(benchlib.with_host(
+                   "ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX "
+                   "Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", host), "≤ 0.5", "<=",
+                   0.5, int8_runs, over="rounds × blocks")]
+    for t in targets:
+        t["host"] = host
+    # One row per host: the hosts an earlier result measured stay beside this one.
+    carried = benchlib.keep_other_hosts(bl, targets, "onnx_export", host, a.results_dir)
     env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
     rec = benchlib.record("onnx_export", "ONNX export under ONNX Runtime", a.command, env, bl,
                           raw={"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record}, derived=derived, targets=targets,
+                          other_hosts=carried, analysis="docs/perf/export.md",
                           commands=["build/bin/export_bench --version v2 --onnx_dir DIR",
                                     ".venv-rave-cpu/bin/python benchmarks/rave_own_onnx.py --weights DIR/weights "
                                     "--out DIR/rave.onnx",

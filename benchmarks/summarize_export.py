@@ -119,7 +119,6 @@ def main():
     # LibTorch, and the two builds differ in what they can run fast (int8: fbgemm or not).
     # One row per host too: the hosts earlier runs measured stay beside this one (other_hosts).
     host = benchlib.cpu_identity()["label"]
-    carried = benchlib.other_hosts("export", host, a.results_dir)
     targets = []
     for name, arm_label in arms:
         for v, runs in ratio_by_torch[name].items():
@@ -154,22 +153,7 @@ def main():
                "shapes (docs/perf/export.md).")
     b.text(f"Streaming latency of our `forward`: {ours_export['forward_latency_samples']} samples "
            f"({ours_export['forward_latency_samples'] / 44.1:.0f} ms at 44.1 kHz), plus nn~'s buffering.")
-    if carried:
-        b.heading("Other hosts")
-        b.text(f"This section's figures are from {host}. The same command on other hosts, kept from earlier "
-               "runs (each run keeps the hosts it does not measure; the targets table has a row per host and "
-               "LibTorch, each noting when and at which commit it was measured):")
-        for h in carried:
-            load = (", load before " + " ".join(f"{x:.2f}" for x in h["load_before"])) if h.get("load_before") else ""
-            b.text(f"**{h['host']}**: measured {(h.get('date') or '?')[:10]} by `{h.get('command')}` at "
-                   f"{h.get('git') or '?'}{load}.")
-            if h.get("table"):
-                b.table(h["table"]["columns"], h["table"]["rows"])
-        for h in carried:
-            for t in h["targets"]:
-                t = dict(t)
-                t["note"] = f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}"
-                targets.append(t)
+    carried = benchlib.keep_other_hosts(b, targets, "export", host, a.results_dir)
     env = benchlib.environment(a.load_before, torch={v: {"label": label[v], "blas": first[v]["blas"],
                                                          "python": first[v]["executable"]} for v in torches})
     ours = "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1"
