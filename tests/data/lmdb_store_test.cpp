@@ -90,6 +90,15 @@ TEST(LmdbStore, OpeningSomethingElseNamesThePath) {
   }
 }
 
+// A database at `db` of `entries` records of 64 KiB of `fill` each (overflow pages, well past
+// the file's first pages).
+void make_db(const std::filesystem::path& db, int entries, char fill) {
+  LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
+  LmdbStore::Writer w(rw);
+  for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(64 * 1024, fill));
+  w.commit();
+}
+
 // get, count and for_each of `ro` each throw rt::Error naming `db` as changed under the reader,
 // with `detail` in the message.
 void expect_every_read_refused(const LmdbStore& ro, const std::filesystem::path& db,
@@ -139,14 +148,8 @@ TEST(LmdbStore, ADatabaseTruncatedUnderTheReaderIsAnErrorNamingIt) {
 TEST(LmdbStore, ADatabaseRewrittenAndCutBackToItsSizeIsAnErrorNamingIt) {
   testing::ScratchDir dir;
   const std::string value(64 * 1024, 'v');
-  auto make = [&](const std::filesystem::path& db, int entries, char fill) {
-    LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
-    LmdbStore::Writer w(rw);
-    for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(value.size(), fill));
-    w.commit();
-  };
-  make(dir / "db", 8, 'v');
-  make(dir / "bigger", 40, 'w');
+  make_db(dir / "db", 8, 'v');
+  make_db(dir / "bigger", 40, 'w');
   const auto data = dir / "db" / "data.mdb";
   const auto size = std::filesystem::file_size(data);
   LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
@@ -165,14 +168,8 @@ TEST(LmdbStore, ADatabaseRewrittenAndCutBackToItsSizeIsAnErrorNamingIt) {
 // database's records (a training run failed on "record … has no buffer 'waveform'").
 TEST(LmdbStore, ADatabaseRewrittenInPlaceIsAnErrorBeforeItIsCutBack) {
   testing::ScratchDir dir;
-  auto make = [&](const std::filesystem::path& db, int entries, char fill) {
-    LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
-    LmdbStore::Writer w(rw);
-    for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(64 * 1024, fill));
-    w.commit();
-  };
-  make(dir / "db", 8, 'v');
-  make(dir / "bigger", 40, 'w');
+  make_db(dir / "db", 8, 'v');
+  make_db(dir / "bigger", 40, 'w');
   LmdbStore ro(dir / "db", LmdbStore::Mode::kReadOnly);
   ASSERT_EQ(ro.get(LmdbStore::key_for_index(7)).value(), std::string(64 * 1024, 'v'));
   std::filesystem::copy_file(dir / "bigger" / "data.mdb", dir / "db" / "data.mdb",
@@ -188,14 +185,8 @@ TEST(LmdbStore, ADatabaseRewrittenInPlaceIsAnErrorBeforeItIsCutBack) {
 // a decoding error instead of naming the change, about one run in thirty under load).
 TEST(LmdbStore, ADatabaseRewrittenWhileAReadRunsIsRefusedNeverReadAcross) {
   testing::ScratchDir dir;
-  auto make = [&](const std::filesystem::path& db, int entries, char fill) {
-    LmdbStore rw(db, LmdbStore::Mode::kReadWrite, 32 << 20);
-    LmdbStore::Writer w(rw);
-    for (int i = 0; i < entries; ++i) w.put(LmdbStore::key_for_index(i), std::string(64 * 1024, fill));
-    w.commit();
-  };
-  make(dir / "original", 8, 'v');
-  make(dir / "bigger", 40, 'w');
+  make_db(dir / "original", 8, 'v');
+  make_db(dir / "bigger", 40, 'w');
   const std::string value(64 * 1024, 'v');
   const auto size = std::filesystem::file_size(dir / "original" / "data.mdb");
   std::mt19937 rng(7);
