@@ -51,21 +51,8 @@ def parse_load(text):
     return [float(v) for v in text.split()[:3]]
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_identity():
-    """The host as a benchmark row names it: vendor, family and model numbers and the widest
-    vector ISA, from /proc/cpuinfo (a VM's model name is often just "AMD EPYC"; the numbers tell
-    the generations apart). label: e.g. "AMD EPYC (family 26 model 2, AVX-512), 2 cores"."""
+def cpuinfo():
+    """The first processor's fields in /proc/cpuinfo (name -> value); {} where there is none."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -76,11 +63,23 @@ def cpu_identity():
                 fields[key.strip()] = value.strip()
     except OSError:
         pass
+    return fields
+
+
+def cpu_model():
+    return cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_identity():
+    """The host as a benchmark row names it: vendor, family and model numbers and the widest
+    vector ISA, from /proc/cpuinfo (a VM's model name is often just "AMD EPYC"; the numbers tell
+    the generations apart). label: e.g. "AMD EPYC (family 26 model 2, AVX-512), 2 cores"."""
+    fields = cpuinfo()
     flags = set(fields.get("flags", "").split())
     isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags
            else "SSE" if flags else None)
     ident = {"vendor": fields.get("vendor_id"), "family": fields.get("cpu family"), "model": fields.get("model"),
-             "model_name": fields.get("model name") or platform.processor() or platform.machine(), "isa": isa,
+             "model_name": cpu_model(), "isa": isa,
              "nproc": os.cpu_count()}
     numbers = ", ".join(x for x in (f"family {ident['family']} model {ident['model']}" if ident["family"] else None,
                                     isa) if x)
@@ -107,9 +106,8 @@ def openblas_coretype():
     leaves OpenBLAS's own choice."""
     if os.environ.get("OPENBLAS_CORETYPE"):
         return os.environ["OPENBLAS_CORETYPE"]
+    flags = set(cpuinfo().get("flags", "").split())
     try:
-        with open("/proc/cpuinfo") as f:
-            flags = set(next((line for line in f if line.startswith("flags")), "").split())
         probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
                                env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
     except OSError:
@@ -229,20 +227,24 @@ def summary(values):
     return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)}
 
 
-def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, section=None):
+def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, section=None,
+           host=None):
     """One goal the targets table shows. runs: the figure of every run (or round, or repetition,
     as `over` says); the goal is met only when every run meets it (op: "<=", ">=", "<", ">",
     "=="). value: the headline figure, when it is not the median of runs (e.g. a ratio of medians);
     fmt formats value and runs. section: the topic whose section holds the figure (default: the
-    result's own)."""
-    t = {"target": label, "goal": goal, "op": op, "threshold": threshold, "runs": list(runs),
-         "format": fmt, "over": over}
+    result's own). host: the host it was measured on (cpu_identity's label), named in the label
+    and kept, for results that keep a row per host (keep_other_hosts)."""
+    t = {"target": with_host(label, host) if host else label, "goal": goal, "op": op, "threshold": threshold,
+         "runs": list(runs), "format": fmt, "over": over}
     if value is not None:
         t["value"] = value
     if note:
         t["note"] = note
     if section:
         t["section"] = section
+    if host:
+        t["host"] = host
     return t
 
 

@@ -211,16 +211,12 @@ def main():
             f"calls of RAVE's file {d_rave:.3f} (scales {', '.join(map(str, SCALES))}: mean |log-magnitude "
             "difference| + relative magnitude error).")
     host = benchlib.cpu_identity()["label"]
-    targets = [benchlib.target(benchlib.with_host(
-                   "ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: time per "
-                   "block, ours (streaming) ÷ RAVE's own ONNX export", host), "≤ 0.5", "<=", 0.5, ratio_runs,
-                   over="rounds × blocks"),
-               benchlib.target(benchlib.with_host(
-                   "ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX "
-                   "Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", host), "≤ 0.5", "<=",
-                   0.5, int8_runs, over="rounds × blocks")]
-    for t in targets:
-        t["host"] = host
+    targets = [benchlib.target("ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: "
+                               "time per block, ours (streaming) ÷ RAVE's own ONNX export", "≤ 0.5", "<=", 0.5,
+                               ratio_runs, over="rounds × blocks", host=host),
+               benchlib.target("ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, "
+                               "ONNX Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", "≤ 0.5",
+                               "<=", 0.5, int8_runs, over="rounds × blocks", host=host)]
     # One row per host: the hosts an earlier result measured stay beside this one.
     carried = benchlib.keep_other_hosts(bl, targets, "onnx_export", host, a.results_dir)
     env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
