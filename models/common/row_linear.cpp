@@ -38,9 +38,9 @@ struct OnednnGemm {
 // symbols interpose on no one's, and RTLD_DEEPBIND, so that it binds its own weak template
 // symbols first (without it, oneDNN 2.6's gemm_info_t::jit_init call_once thunks bound to the
 // copies inside PyPI's libtorch_cpu, oneDNN 3.10, and every call failed with invalid_arguments).
-// PyPI's LibTorch carries oneDNN inside itself with its
-// symbols hidden and hands mm to MKL, which takes its AVX2 kernels on AMD CPUs: 78–116 GFLOP/s at
-// RAVE's shapes on one Zen 5 core, where oneDNN's sgemm runs at about 250 (docs/perf/rave_cpu.md).
+// PyPI's LibTorch carries oneDNN inside itself with its symbols hidden and hands mm to MKL, which
+// takes its AVX2 kernels on AMD CPUs: 78–116 GFLOP/s at RAVE's shapes on one Zen 5 core, where
+// oneDNN's sgemm runs at about 250 (docs/perf/rave_cpu.md).
 // The library opened shares the process's OpenMP runtime (libgomp.so.1 is already loaded).
 OnednnGemm find_onednn_gemm() {
   OnednnGemm found;
