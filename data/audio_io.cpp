@@ -184,6 +184,24 @@ int audio_format_from_name(const std::string& name) {
   throw Error("unknown audio format '" + name + "' (accepted: " + names + ")");
 }
 
+std::string audio_format_extension(int sf_format) {
+  if ((sf_format & SF_FORMAT_SUBMASK) == SF_FORMAT_OPUS) return ".opus";
+  switch (sf_format & SF_FORMAT_TYPEMASK) {
+    case SF_FORMAT_WAV:
+      return ".wav";
+    case SF_FORMAT_FLAC:
+      return ".flac";
+    case SF_FORMAT_OGG:
+      return ".ogg";
+    case SF_FORMAT_AIFF:
+      return ".aiff";
+    case SF_FORMAT_MPEG:
+      return ".mp3";
+    default:
+      throw Error("no file name extension known for libsndfile format " + std::to_string(sf_format));
+  }
+}
+
 void write_audio_file(const std::filesystem::path& path, const AudioData& audio, int sf_format) {
   SF_INFO info{};
   info.samplerate = audio.sample_rate;

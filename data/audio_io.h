@@ -56,6 +56,9 @@ int16_t float_to_int16(float x);
 // "wav16", "wav24", "wavf32", "flac16", "flac24", "ogg", "aiff16", "aiff24", "opus", "mp3".
 // Throws rt::Error listing the names on an unknown one.
 int audio_format_from_name(const std::string& name);
+// The file name extension of a libsndfile format: ".wav", ".flac", ".ogg", ".opus", ".aiff",
+// ".mp3" (the major format's; Ogg Opus is ".opus").
+std::string audio_format_extension(int sf_format);
 
 // Writes `audio` with libsndfile in `sf_format`. Throws rt::Error naming the path and reason
 // (including "format not supported by this libsndfile").

@@ -13,6 +13,7 @@
 #include "util/printable.h"
 
 namespace rt {
+namespace fs = std::filesystem;
 namespace {
 
 std::string yaml_float(double v) {
@@ -108,6 +109,12 @@ DbMetadata require_db_metadata(const std::filesystem::path& db) {
 void require_no_database_at(const std::filesystem::path& folder, const std::string& flag) {
   const std::string at = flag + " '" + folder.string() + "'";
   const std::string choose = "; choose a new folder, or delete the database there first";
+  std::error_code ec;
+  if (fs::is_regular_file(folder / "data.mdb", ec) && fs::file_size(folder / "data.mdb", ec) == 0 && !ec) {
+    throw Error(at +
+                " holds an empty data.mdb (0 bytes: left by an import that crashed or was killed before "
+                "its first write); delete it (and lock.mdb), or choose a new folder");
+  }
   if (something_is_at(folder / "data.mdb")) {
     const uint64_t entries = LmdbStore(folder, LmdbStore::Mode::kReadOnly).count();
     if (entries > 0)
@@ -116,6 +123,31 @@ void require_no_database_at(const std::filesystem::path& folder, const std::stri
   if (something_is_at(folder / "metadata.yaml")) {
     throw Error(at + " already holds a metadata.yaml, which this import would replace" + choose);
   }
+}
+
+NewDatabase::NewDatabase(const fs::path& folder, const std::string& flag) : folder_(folder) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(folder, ec);
+  if (fs::exists(st) && !fs::is_directory(st)) {
+    throw Error(flag + " '" + folder.string() + "' is " + file_kind_text(st) +
+                ", not a folder: a database is a folder (data.mdb, lock.mdb, metadata.yaml); choose a new "
+                "folder's path");
+  }
+  require_no_database_at(folder, flag);
+  if (!fs::exists(st)) {
+    fs::create_directories(folder, ec);
+    if (ec) {
+      throw Error(flag + " '" + folder.string() + "': cannot create the folder (" + ec.message() + ")");
+    }
+    created_folder_ = true;
+  }
+}
+
+NewDatabase::~NewDatabase() {
+  if (keep_) return;
+  std::error_code ec;
+  for (const char* name : {"data.mdb", "lock.mdb", "metadata.yaml"}) fs::remove(folder_ / name, ec);
+  if (created_folder_ && fs::is_empty(folder_, ec)) fs::remove(folder_, ec);
 }
 
 }  // namespace rt

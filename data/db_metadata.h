@@ -43,4 +43,24 @@ DbMetadata require_db_metadata(const std::filesystem::path& db);
 // passes. Nothing is created or opened for writing.
 void require_no_database_at(const std::filesystem::path& folder, const std::string& flag);
 
+// A database an import is building in `folder` (preprocess --output_path): an import that fails
+// or is stopped part way, or writes nothing, leaves the folder as it found it. The constructor
+// refuses what require_no_database_at refuses, a data.mdb of 0 bytes (a crashed import's), and
+// a path that is a file or anything but a folder, naming `flag`; then it creates the folder
+// when needed. Unless keep() was called, the destructor removes the database files the import
+// made (data.mdb, lock.mdb, metadata.yaml) and the folder when it created it and it is empty.
+// Destroy it after the LmdbStore writing into it.
+class NewDatabase {
+ public:
+  NewDatabase(const std::filesystem::path& folder, const std::string& flag);
+  ~NewDatabase();
+  NewDatabase(const NewDatabase&) = delete;
+  NewDatabase& operator=(const NewDatabase&) = delete;
+  void keep() { keep_ = true; }
+
+ private:
+  std::filesystem::path folder_;
+  bool created_folder_ = false, keep_ = false;
+};
+
 }  // namespace rt

@@ -90,6 +90,13 @@ std::string hms(double seconds) {
   return buf;
 }
 
+// A flag's number as the user would write it ("0.5", "16384").
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f GB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -112,8 +119,10 @@ void validate(const PreprocessOptions& o) {
                 std::to_string(kMaxDecodedSamples / 2 / o.channels) + "] at " + std::to_string(o.channels) +
                 " channel(s)");
   }
-  if (!(o.max_db_size_gb > 0))
-    throw Error("--max_db_size must be > 0 (GB), got " + std::to_string(o.max_db_size_gb));
+  if (!(o.max_db_size_gb > 0 && o.max_db_size_gb <= kMaxDbSizeGb)) {
+    throw Error("--max_db_size " + number_text(o.max_db_size_gb) + " is not accepted: > 0 and at most " +
+                number_text(kMaxDbSizeGb) + " (GB, the LMDB map size)");
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.workers < 0 || o.workers > 4 * cores) {
     throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " + std::to_string(4 * cores) +
@@ -134,6 +143,12 @@ std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
       for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink |
                                                               fs::directory_options::skip_permission_denied);
            it != fs::recursive_directory_iterator(); ++it) {
+        // A database inside the folder (an earlier import's output) is no audio to import.
+        if (it->is_directory(ec) && fs::is_regular_file(it->path() / "data.mdb", ec)) {
+          it.disable_recursion_pending();
+          missing.push_back({it->path(), "an LMDB database (data.mdb), not audio: not searched"});
+          continue;
+        }
         if (it->is_regular_file(ec)) files.insert(fs::absolute(it->path()).lexically_normal());
       }
     } else {
@@ -157,7 +172,33 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t map_size =
       std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
-  require_no_database_at(opt.output_path, "--output_path");
+  if (files.empty()) {
+    // Nothing to import: no database is made (the folder is left as it was).
+    for (const auto& sk : result.skipped)
+      log << "preprocess: skipped " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason)
+          << "\n";
+    log << "preprocess: no input file found: no database was made at '"
+        << terminal_safe(opt.output_path.string()) << "'\n";
+    return result;
+  }
+  // Nothing is imported from inside the database being written: the next import of that folder
+  // would count the database's own files among its inputs.
+  std::error_code canon_ec;
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(opt.output_path), canon_ec);
+  for (const auto& in : opt.input_paths) {
+    std::error_code ec;
+    if (!fs::is_directory(in, ec)) continue;
+    const fs::path in_abs = fs::weakly_canonical(fs::absolute(in), ec);
+    const fs::path rel = out_abs.lexically_relative(in_abs);
+    if (!rel.empty() && *rel.begin() != "..") {
+      throw Error("--output_path '" + opt.output_path.string() + "' is inside --input_path '" + in.string() +
+                  "': the database would be written among the files it is made from; choose a folder outside "
+                  "the inputs (e.g. datasets/<name>)");
+    }
+  }
+  // A failed, stopped or empty import leaves the folder as it was (NewDatabase); declared before
+  // the store, which must close first.
+  NewDatabase target(opt.output_path, "--output_path");
   LmdbStore store(opt.output_path, LmdbStore::Mode::kReadWrite, map_size);
 
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -224,7 +265,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
         while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return ready.count(i) > 0; })) {
           throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
                                   std::to_string(result.files_used) +
-                                  " files; the database is unfinished (no metadata.yaml)");
+                                  " files; the unfinished database was removed");
         }
         r = std::move(ready[i]);
         ready.erase(i);
@@ -234,7 +275,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
       // A worker stopped by the signal leaves a failure, not a file to skip.
       throw_if_stop_requested("after " + std::to_string(result.chunks) + " chunks from " +
                               std::to_string(result.files_used) +
-                              " files; the database is unfinished (no metadata.yaml)");
+                              " files; the unfinished database was removed");
       if (!r.skip_reason.empty()) {
         result.skipped.push_back({files[i], r.skip_reason});
       } else {
@@ -281,8 +322,21 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
 
   std::error_code ec;
   result.db_bytes = fs::file_size(opt.output_path / "data.mdb", ec);
+  if (result.chunks == 0) {
+    // Nothing to train on: the folder is left as it was (a corrected command can use it).
+    if (!result.skipped.empty()) {
+      log << "preprocess: skipped " << result.skipped.size() << " file(s):\n";
+      for (const auto& sk : result.skipped)
+        log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
+    }
+    log << "preprocess: no chunk written (" << result.files_total
+        << " input file(s), none gave a chunk): no database was made at '"
+        << terminal_safe(opt.output_path.string()) << "'\n";
+    return result;
+  }
   // Written last and also after a full map, so the database always describes itself.
   write_db_metadata(opt.output_path, DbMetadata{false, opt.channels, result.seconds, opt.sampling_rate});
+  target.keep();
 
   if (result.map_full) {
     log << "preprocess: the database reached --max_db_size " << opt.max_db_size_gb << " (map size "
@@ -292,18 +346,19 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   }
   if (!result.skipped.empty()) {
     log << "preprocess: skipped " << result.skipped.size() << " file(s):\n";
-    for (const auto& s : result.skipped) log << "  " << s.path.string() << ": " << s.reason << "\n";
+    for (const auto& sk : result.skipped)
+      log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
   }
   log << "preprocess: wrote " << result.chunks << " chunks (" << hms(result.seconds) << ", " << result.seconds
       << " s) from " << result.files_used << " of " << result.files_total << " files to '"
-      << opt.output_path.string() << "'; skipped " << result.skipped.size() << "\n";
+      << terminal_safe(opt.output_path.string()) << "'; skipped " << result.skipped.size() << "\n";
   return result;
 }
 
 std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out) {
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
   const size_t entries = store.count();
-  out << "database: " << db.string() << "\n";
+  out << "database: " << terminal_safe(db.string()) << "\n";
   out << "entries: " << entries << "\n";
   // What the loader (AudioDataset) refuses, inspect lists: the database-level problems first.
   std::vector<std::string> problems;

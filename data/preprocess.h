@@ -12,6 +12,10 @@
 
 namespace rt {
 
+// --max_db_size's largest value, in GB: 16 TiB of address space for LMDB's map (a limit, not an
+// allocation: the file grows as records are written), audio or neural.
+inline constexpr double kMaxDbSizeGb = 16384.0;
+
 struct PreprocessOptions {
   std::vector<std::filesystem::path> input_paths;  // Files or folders (walked recursively).
   std::filesystem::path output_path;

@@ -3,11 +3,15 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/version.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "export/libtorch_target.h"
 #include "export/onnx_export.h"
 #include "export/onnx_graph.h"
+#include "onnx_model.pb.h"
+#include "trainer/checkpoint.h"
+#include "trainer/zip_integrity.h"
 #include "util/error.h"
 #include "util/path_kind.h"
 #include "util/printable.h"
@@ -62,7 +66,9 @@ std::string dims_text(const onnx::ValueSpec& v) {
 // --inspect on an ONNX file: its IR version and opset, the graph's inputs and outputs, and the
 // metadata_props export --format onnx records (the same facts as a TorchScript file's attributes).
 std::string inspect_onnx(const std::filesystem::path& file) {
-  const onnx::FileFacts f = onnx::read_facts(file);
+  const rt_onnx::ModelProto model = onnx::parse_model(file);  // its CRC-32 checked
+  const onnx::FileFacts f = onnx::facts_of(model);
+  const std::string crc = onnx::verify_crc32(model, file);
   auto meta = [&](const std::string& key) {
     auto it = f.metadata.find(key);
     return it == f.metadata.end() ? std::string() : it->second;
@@ -82,6 +88,9 @@ std::string inspect_onnx(const std::filesystem::path& file) {
     s << "\n";
   }
   auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
+  fact("integrity", crc.empty()
+                        ? "no CRC-32 recorded (not written by this exporter): not checked"
+                        : "CRC-32 " + crc + " (metadata " + onnx::kMetaCrc32 + ") matches the content");
   fact("method", meta(onnx::kMetaMethod));
   fact("runtime", meta("rt_onnx_runtime"));
   fact("sampling rate", meta("sampling_rate").empty() ? "" : meta("sampling_rate") + " Hz");
@@ -113,6 +122,40 @@ std::string inspect_onnx(const std::filesystem::path& file) {
 
 }  // namespace
 
+bool starts_like_zip(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+}
+
+void refuse_training_checkpoint(const std::filesystem::path& file, const std::string& flag) {
+  CheckpointMeta meta;
+  try {
+    meta = read_checkpoint_meta(file);
+  } catch (const std::exception&) {
+    return;  // not a checkpoint
+  }
+  throw Error(flag + " '" + file.string() + "' is a training checkpoint (step " + std::to_string(meta.step) +
+              "), not an exported file: export it first (export --ckpt " + file.string() +
+              " --streaming), then use the file export writes");
+}
+
+std::string verify_export_file(const std::filesystem::path& file) {
+  if (onnx::looks_like_onnx(file) || file.extension() == ".onnx") {
+    const std::string crc = onnx::verify_crc32(onnx::parse_model(file), file);
+    return crc.empty() ? "no CRC-32 recorded (not written by this exporter): not checked"
+                       : "CRC-32 " + crc + " (metadata " + onnx::kMetaCrc32 + ") matches the content";
+  }
+  // Not a zip archive at all: no TorchScript file, which the caller's loader says in its words.
+  if (!starts_like_zip(file)) return "not a zip archive: not checked";
+  ZipRole role;
+  role.noun = "exported file";
+  role.remedy = "export it again (a copy or a download cut short or altered it)";
+  const size_t entries = verify_zip_entries(file, role);
+  return "each of the archive's " + std::to_string(entries) +
+         " entries (code, constants, weights) matches the CRC-32 its writer recorded";
+}
+
 std::string exported_with_text() {
   return "rt export, LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
          std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH);
@@ -138,13 +181,15 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
                            std::string* refusal) {
   if (const std::string why = not_a_regular_file(file); !why.empty())
     throw Error("--inspect '" + file.string() + "' " + why);
-  if (onnx::looks_like_onnx(file)) {
+  if (onnx::looks_like_onnx(file) || file.extension() == ".onnx") {
     if (!target_libtorch.empty()) {
       throw Error("--target_libtorch applies to TorchScript files; '" + file.string() +
                   "' is ONNX, which names its opset instead (printed by --inspect without the flag)");
     }
     return inspect_onnx(file);
   }
+  refuse_training_checkpoint(file, "--inspect");
+  const std::string integrity = verify_export_file(file);
   uint64_t version = 0;
   torch::jit::Module m;
   try {
@@ -159,6 +204,7 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
   s << printable(file.string()) << "\n  TorchScript, file format version " << version << " ("
     << libtorch_text() << " reads versions " << caffe2::serialize::kMinSupportedFileFormatVersion << " … "
     << caffe2::serialize::kMaxSupportedFileFormatVersion << ")\n";
+  s << "  integrity         " << integrity << "\n";
   const TorchScriptNeeds needs = torchscript_needs(m, version);
   s << "  loads in          " << loads_in_text(needs) << "\n";
   if (refusal != nullptr && !target_libtorch.empty())

@@ -39,6 +39,20 @@ std::string exported_with_text();
 void record_export_facts(torch::jit::Module& m, const ExportFacts& facts);
 void set_check_fact(torch::jit::Module& m, const std::string& check);
 
+// Whether an exported file is whole, before anything loads it (`export --inspect`, `generate`,
+// `export --benchmark`): a TorchScript file is torch's zip archive, whose writer records each
+// entry's CRC-32 (code, constants and every weight tensor) and whose reader never compares them,
+// so every entry is checked here (trainer/zip_integrity.h); an ONNX file of ours records its own
+// CRC-32 (export/onnx_graph.h kMetaCrc32). Returns the line --inspect prints; throws rt::Error
+// naming the file, and saying to export it again, when a byte changed. A file that is no zip
+// archive and no ONNX model is not checked here: the loader that reads it next says what it is.
+std::string verify_export_file(const std::filesystem::path& file);
+// Whether the file starts as a zip archive does (torch's checkpoints and TorchScript files).
+bool starts_like_zip(const std::filesystem::path& file);
+// Throws rt::Error naming `flag` and the step when `file` is a training checkpoint (export
+// --inspect, --benchmark and generate read exported files; a checkpoint is exported first).
+void refuse_training_checkpoint(const std::filesystem::path& file, const std::string& flag);
+
 // `export --inspect FILE`: the file's TorchScript format version and the LibTorch releases that
 // load it (export/libtorch_target.h), its nn~ methods with their channels and ratios, and every
 // recorded fact. With `target_libtorch` ("1.13"), `*refusal` receives the line refusing the file

@@ -5,13 +5,17 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "data/audio_io.h"
 #include "data/preprocess.h"
+#include "export/file_facts.h"
 #include "export/onnx_eval.h"
 #include "export/onnx_export.h"
 #include "export/onnx_graph.h"
@@ -22,8 +26,10 @@
 #include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/error_text.h"
 #include "util/path_kind.h"
 #include "util/printable.h"
+#include "util/run_pointer.h"
 #include "util/signals.h"
 
 namespace rt::exporting {
@@ -118,9 +124,17 @@ LoadedModel load_model(const GenerateOptions& o) {
   LoadedModel m;
   const fs::path given = o.model;
   std::error_code ec;
-  if (fs::is_regular_file(given, ec) && onnx::looks_like_onnx(given)) {
+  const bool file = fs::is_regular_file(given, ec);
+  if (file && (onnx::looks_like_onnx(given) || given.extension() == ".onnx")) {
+    verify_export_file(given);  // parses it: "not an ONNX model", or damaged
     load_onnx(o, given, m);
+  } else if (file && dangling_run_pointer(given).empty() && !starts_like_zip(given)) {
+    throw Error("--model '" + given.string() +
+                "' is not a model: expected a run directory, a `latest` pointer, a checkpoint (.ckpt), a "
+                "TorchScript export (.ts) or an ONNX export (.onnx); audio to run through the model goes to "
+                "--input");
   } else if (is_torchscript_file(given)) {
+    verify_export_file(given);  // every entry against its CRC-32: a damaged file is refused
     try {
       m.bytes = read_file(given);
       m.module = m.fresh();
@@ -213,7 +227,6 @@ torch::Tensor run_model(const ForwardCall& forward, const torch::Tensor& x, bool
   auto in = torch::constant_pad_nd(x, {0, total - n});
   std::vector<torch::Tensor> blocks;
   for (int64_t i = 0; i < total; i += chunk) {
-    throw_if_stop_requested("while generating");
     blocks.push_back(forward(in.narrow(-1, i, chunk)));
   }
   return torch::cat(blocks, -1).narrow(-1, latency, n);
@@ -233,18 +246,26 @@ void write_audio_atomic(const fs::path& path, const AudioData& audio, int format
   }
 }
 
-// Where each input's output goes: <folder>/<its path under the input folder>.wav, or
-// <folder>/<stem>.wav for a file given by name.
+// Where each input's output goes: <folder>/<its path under the input folder>.<ext>, or
+// <folder>/<stem>.<ext> for a file given by name (ext: the --format's, audio_io.h). A file given
+// twice (by name, or also inside a given folder) is run once. Two inputs that would still write
+// one output are refused, naming both: nothing is written over.
 std::vector<std::pair<fs::path, fs::path>> plan_outputs(const std::vector<fs::path>& inputs,
-                                                        const fs::path& folder,
+                                                        const fs::path& folder, const std::string& ext,
                                                         std::vector<GeneratedFile>& missing) {
   std::vector<std::pair<fs::path, fs::path>> plan;
+  std::set<fs::path> seen;  // inputs by absolute, normal path
+  auto add = [&](const fs::path& in, const fs::path& out) {
+    std::error_code ec;
+    const fs::path key = fs::weakly_canonical(fs::absolute(in, ec), ec);
+    if (seen.insert(key).second) plan.emplace_back(in, out);
+  };
   for (const auto& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
       std::vector<SkippedFile> none;
       for (const auto& f : collect_input_files({in}, none)) {
-        plan.emplace_back(f, (folder / fs::relative(f, in, ec)).replace_extension(".wav"));
+        add(f, (folder / fs::relative(f, in, ec)).replace_extension(ext));
       }
     } else if (const std::string why = not_a_regular_file(in); !why.empty()) {
       GeneratedFile g;
@@ -252,16 +273,83 @@ std::vector<std::pair<fs::path, fs::path>> plan_outputs(const std::vector<fs::pa
       g.error = "'" + in.string() + "' " + why;
       missing.push_back(g);
     } else {
-      plan.emplace_back(in, (folder / in.filename()).replace_extension(".wav"));
+      add(in, (folder / in.filename()).replace_extension(ext));
     }
   }
   // Two inputs of one name in one folder (a.wav, a.flac) keep their extension (a.flac.wav).
-  std::map<fs::path, int> uses;
-  for (const auto& p : plan) ++uses[p.second];
+  std::map<fs::path, std::vector<fs::path>> by_output;
+  for (const auto& [in, out] : plan) by_output[out].push_back(in.parent_path());
   for (auto& [in, out] : plan) {
-    if (uses[out] > 1) out = out.parent_path() / (in.filename().string() + ".wav");
+    const auto& dirs = by_output[out];
+    if (dirs.size() > 1 &&
+        std::count(dirs.begin(), dirs.end(), dirs.front()) == static_cast<long>(dirs.size()))
+      out = out.parent_path() / (in.filename().string() + ext);
+  }
+  std::map<fs::path, fs::path> writer;
+  for (const auto& [in, out] : plan) {
+    auto [it, fresh] = writer.emplace(out, in);
+    if (!fresh) {
+      throw Error("--input '" + it->second.string() + "' and --input '" + in.string() +
+                  "' would both write '" + out.string() +
+                  "': give files of one name in separate runs (--name keeps their outputs apart), or rename "
+                  "one");
+    }
   }
   return plan;
+}
+
+// A name is one folder name under --out_path, not a path: no separator, not "." or "..", no
+// control character.
+void check_name(const std::string& name) {
+  if (name.empty()) return;
+  bool control = false;
+  for (const char c : name) control |= static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  if (name == "." || name == ".." || name.find('/') != std::string::npos || control) {
+    throw Error("--name '" + name +
+                "' is not accepted: one folder name under --out_path (no '/', not '.' or '..', no control "
+                "characters); choose the parent folder with --out_path");
+  }
+}
+
+// The generations never go into a training run's own folder or its checkpoints/: that is where
+// train, export and resume read and write.
+void check_folder(const fs::path& folder) {
+  std::error_code ec;
+  auto is_run = [](const fs::path& dir) {
+    std::error_code e;
+    return fs::is_regular_file(dir / "config.toml", e) && fs::is_directory(dir / "checkpoints", e);
+  };
+  const fs::path abs = fs::weakly_canonical(fs::absolute(folder, ec), ec);
+  for (fs::path d = abs; !d.empty(); d = d.parent_path()) {
+    if (is_run(d) && (d == abs || abs.lexically_relative(d).begin()->string() == "checkpoints")) {
+      throw Error("--out_path/--name '" + folder.string() + "' is " +
+                  (d == abs ? std::string("a training run's own folder")
+                            : "inside the checkpoints of the run '" + d.string() + "'") +
+                  ": generate writes its audio and report.json elsewhere (e.g. --out_path generations)");
+    }
+    if (d == d.parent_path()) break;
+  }
+}
+
+// `compute` on a thread of its own while this one watches for Ctrl-C and SIGTERM: a model call
+// cannot be interrupted, and an offline call on a long file takes minutes. On a stop signal
+// StopRequested is thrown at once and the call is left running (the command then ends with
+// std::_Exit: apps/generate); its output was not written yet, so nothing half-written remains.
+torch::Tensor interruptible(const std::function<torch::Tensor()>& compute, const std::string& during) {
+  auto task = std::make_shared<std::packaged_task<torch::Tensor()>>([compute] {
+    at::init_num_threads();  // this thread takes --threads as the caller's did
+    return compute();
+  });
+  std::future<torch::Tensor> done = task->get_future();
+  std::thread worker([task] { (*task)(); });
+  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (stop_requested()) {
+      worker.detach();
+      throw_if_stop_requested(during);
+    }
+  }
+  worker.join();
+  return done.get();
 }
 
 }  // namespace
@@ -274,11 +362,20 @@ int64_t GenerateReport::failed() const {
 
 GenerateReport generate(const GenerateOptions& o) {
   if (o.inputs.empty()) throw Error("--input: give audio files or folders to run through the model");
-  if (o.chunk_size < 0)
-    throw Error("--chunk_size " + std::to_string(o.chunk_size) + ": a number of samples > 0");
+  if (o.chunk_size < 0 || o.chunk_size > kMaxChunkSize) {
+    throw Error("--chunk_size " + std::to_string(o.chunk_size) +
+                " is not accepted: samples per block, 1 to " + std::to_string(kMaxChunkSize) +
+                " and a multiple of the model's ratio");
+  }
   if (o.chunk_size > 0 && !o.stream)
     throw Error("--chunk_size goes with --stream (offline runs whole files)");
-  const int format = audio_format_from_name(o.format);
+  check_name(o.name);
+  int format = 0;
+  try {
+    format = audio_format_from_name(o.format);
+  } catch (const Error& e) {
+    throw Error(std::string("--format: ") + e.what());
+  }
   LoadedModel m = load_model(o);
   GenerateReport r;
   r.model = m.description;
@@ -294,8 +391,9 @@ GenerateReport generate(const GenerateOptions& o) {
                 std::to_string(std::max<int64_t>(1, r.chunk_size / m.ratio) * m.ratio));
   }
   r.folder = o.out_path / (o.name.empty() ? m.name : o.name);
+  check_folder(r.folder);
   std::vector<GeneratedFile> missing;
-  const auto plan = plan_outputs(o.inputs, r.folder, missing);
+  const auto plan = plan_outputs(o.inputs, r.folder, audio_format_extension(format), missing);
   // Before any model call: nothing already there is replaced without --force.
   std::vector<fs::path> inputs;
   for (const auto& [in, out] : plan) inputs.push_back(in);
@@ -304,6 +402,10 @@ GenerateReport generate(const GenerateOptions& o) {
   for (const auto& [in, out] : plan) {
     GeneratedFile g;
     g.input = in;
+    if (o.progress != nullptr) {
+      *o.progress << "generate: [" << r.files.size() + 1 << "/" << plan.size() << "] "
+                  << terminal_safe(in.string()) << std::endl;
+    }
     try {
       const AudioData raw = decode_audio_file(in);
       if (!raw.truncated.empty()) g.notes.push_back("truncated file: " + raw.truncated);
@@ -325,7 +427,10 @@ GenerateReport generate(const GenerateOptions& o) {
       torch::manual_seed(o.seed);
       const auto t0 = std::chrono::steady_clock::now();
       // Each file from silence: a streaming model's state does not carry from one file to the next.
-      const auto y = run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio);
+      const auto y = interruptible(
+          [&] { return run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio); },
+          "while generating '" + in.string() + "'; " + std::to_string(r.files.size()) +
+              " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());
       g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (x.size(-1) >= kDistanceScales.front()) {
         g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
@@ -333,9 +438,13 @@ GenerateReport generate(const GenerateOptions& o) {
       write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
       g.output = out;
     } catch (const StopRequested&) {
+      // What was written so far is described, as a finished run's report would.
+      r.files.insert(r.files.end(), missing.begin(), missing.end());
+      fs::create_directories(r.folder);
+      write_file_atomic(r.folder / "report.json", r.to_json().dump(2) + "\n");
       throw;
     } catch (const std::exception& e) {
-      g.error = terminal_safe(e.what());
+      g.error = first_line(error_text(e));
     }
     r.files.push_back(g);
   }
@@ -355,7 +464,7 @@ std::string GenerateReport::text() const {
   s << std::fixed;
   for (const auto& f : files) {
     if (!f.error.empty()) {
-      s << "  skipped " << printable(f.input.string()) << ": " << f.error << "\n";
+      s << "  skipped " << printable(f.input.string()) << ": " << terminal_safe(f.error) << "\n";
       continue;
     }
     s << "  " << printable(f.output.string()) << ": " << std::setprecision(2) << f.seconds << " s in "

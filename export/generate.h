@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -16,17 +17,21 @@
 
 namespace rt::exporting {
 
+// --chunk_size's largest value: 2^20 samples (about 22 s at 48 kHz), far above any host's block.
+inline constexpr int64_t kMaxChunkSize = int64_t{1} << 20;
+
 struct GenerateOptions {
   std::string model;  // a run directory, a checkpoint, a `latest` pointer, an exported .ts or .onnx file
   std::vector<std::filesystem::path> inputs;  // audio files or folders (searched recursively)
   std::filesystem::path out_path = "generations";
-  std::string name;               // sub-folder of out_path; "" = the run's name or the file's stem
-  bool stream = false;            // block by block through the streaming caches
-  int64_t chunk_size = 0;         // samples per block with --stream; 0 = 4096
-  bool ema_weights = false;       // a run trained with --ema: its moving averages
-  bool force = false;             // replace existing outputs
-  uint64_t seed = 0;              // the model's random draws (posterior sample, noise synthesis)
-  std::string format = "wavf32";  // data/audio_io.h audio_format_from_name
+  std::string name;                  // sub-folder of out_path; "" = the run's name or the file's stem
+  bool stream = false;               // block by block through the streaming caches
+  int64_t chunk_size = 0;            // samples per block with --stream; 0 = 4096
+  bool ema_weights = false;          // a run trained with --ema: its moving averages
+  bool force = false;                // replace existing outputs
+  uint64_t seed = 0;                 // the model's random draws (posterior sample, noise synthesis)
+  std::string format = "wavf32";     // data/audio_io.h audio_format_from_name
+  std::ostream* progress = nullptr;  // "generate: [k/n] <input>" as each file starts (apps: stderr)
 };
 
 struct GeneratedFile {
@@ -56,6 +61,9 @@ struct GenerateReport {
 // training audio: resampled to the model's rate, channels mapped (averaged or repeated), each
 // said in the file's notes. A file that cannot be used (not audio, missing) is skipped with its
 // reason in the report; the others are written. Outputs and the report are written atomically.
+// Ctrl-C or SIGTERM during a model call throws StopRequested at once, after writing report.json
+// for the files done, while the call goes on on its own thread: the caller ends the process
+// (std::_Exit) rather than return through destructors under it.
 GenerateReport generate(const GenerateOptions& options);
 
 }  // namespace rt::exporting

@@ -1,6 +1,9 @@
 #include "export/onnx_graph.h"
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -206,13 +209,52 @@ void Graph::save(const std::filesystem::path& file, const std::map<std::string, 
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes)) throw Error(file.string() + ": cannot serialise the ONNX model");
+  // The model's CRC-32 as its last metadata entry, over the model without that entry.
+  auto* digest = model.add_metadata_props();
+  digest->set_key(kMetaCrc32);
+  digest->set_value(crc32_text(bytes));
+  if (!model.SerializeToString(&bytes)) throw Error(file.string() + ": cannot serialise the ONNX model");
   write_file_atomic(file, bytes);
+}
+
+std::string crc32_text(const std::string& bytes) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t n = std::min<size_t>(bytes.size() - at, size_t{1} << 30);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), static_cast<uInt>(n));
+    at += n;
+  }
+  char text[16];
+  std::snprintf(text, sizeof(text), "%08lx", static_cast<unsigned long>(crc));
+  return text;
+}
+
+std::string verify_crc32(const rt_onnx::ModelProto& model, const std::filesystem::path& file) {
+  const int n = model.metadata_props_size();
+  if (n == 0 || model.metadata_props(n - 1).key() != kMetaCrc32) return "";
+  rt_onnx::ModelProto without = model;
+  without.mutable_metadata_props()->RemoveLast();
+  std::string bytes;
+  if (!without.SerializeToString(&bytes)) throw Error(file.string() + ": cannot serialise the ONNX model");
+  const std::string recorded = model.metadata_props(n - 1).value(), now = crc32_text(bytes);
+  if (recorded != now) {
+    throw Error(
+        "'" + file.string() + "' is damaged: its content's CRC-32 is " + now + ", the exporter recorded " +
+        recorded + " (metadata " + kMetaCrc32 +
+        "); a byte changed since it was written (a copy or a download cut short or altered): export it "
+        "again");
+  }
+  return recorded;
 }
 
 rt_onnx::ModelProto parse_model(const std::filesystem::path& file) {
   rt_onnx::ModelProto model;
   if (!model.ParseFromString(read_file(file)) || !model.has_graph())
-    throw Error(file.string() + ": not an ONNX model (its protobuf does not parse as onnx.ModelProto)");
+    throw Error(
+        "'" + file.string() +
+        "' is not an ONNX model (its bytes do not parse as onnx.ModelProto with a graph): damaged, cut "
+        "short, or another kind of file");
+  verify_crc32(model, file);
   return model;
 }
 

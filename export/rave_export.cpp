@@ -331,7 +331,7 @@ std::string format_report(const ExportReport& r) {
   for (const auto& [why, keys] : r.script.dropped)
     s << "  not exported: " << keys.size() << " tensor(s), " << why << "\n";
   for (const auto& w : r.warnings) s << "warning: " << w << "\n";
-  return s.str();
+  return terminal_safe(s.str());  // paths the user chose (--output, the run's) as they can be shown
 }
 
 }  // namespace rt::exporting

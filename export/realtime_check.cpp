@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "export/file_facts.h"
 #include "export/onnx_graph.h"
 #include "util/error.h"
 #include "util/error_text.h"
@@ -150,6 +151,8 @@ torch::jit::Module load_file(const fs::path& file) {
                 " is an ONNX file: its speed is ONNX Runtime's, which export does not link; time it in the "
                 "host, or with benchmarks/onnx_race.py (ONNX Runtime, one thread, block by block)");
   }
+  refuse_training_checkpoint(file, "--benchmark");
+  verify_export_file(file);  // a damaged file is refused, not timed
   try {
     auto m = torch::jit::load(file.string());  // as nn~'s Backend::load
     m.eval();

@@ -16,7 +16,7 @@ SECONDS_EACH="${1:-60}"
 case "$SECONDS_EACH" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$SECONDS_EACH'" >&2; exit 2 ;; esac
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
-ALL_TARGETS=(fuzz_audio_record fuzz_neural_record fuzz_db_metadata fuzz_checkpoint fuzz_config)
+ALL_TARGETS=(fuzz_audio_record fuzz_neural_record fuzz_db_metadata fuzz_checkpoint fuzz_config fuzz_export_file)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 for t in "${TARGETS[@]}"; do

@@ -113,15 +113,17 @@ OpenedRun open_run(const Config& config, const JobStart& job, ModelFamily& famil
   RunDir& run = opened.run;
   if (job.writer) run = prepare_run_dir(config, checkpoint, checkpoint.empty() ? -1 : opened.state.step);
   if (!run.previous_config.empty()) {
-    job.console() << "the run's earlier config.toml is kept as " << run.previous_config.string() << std::endl;
+    job.console() << "the run's earlier config.toml is kept as "
+                  << terminal_safe(run.previous_config.string()) << std::endl;
     summary.summary().set_info(S::kPreviousConfig, run.previous_config.filename().string());
   }
   if (job.distributed) run.path = dist::broadcast_text(*job.comm, run.path.string());
   run.checkpoint = checkpoint;
   if (job.writer) summary.set_file(run.path / "training_summary.json");
-  job.console() << "run directory: " << run.path.string() << std::endl;
+  job.console() << "run directory: " << terminal_safe(run.path.string()) << std::endl;
   if (!checkpoint.empty()) {
-    job.console() << "resumed from " << checkpoint.string() << " at step " << opened.state.step << std::endl;
+    job.console() << "resumed from " << terminal_safe(checkpoint.string()) << " at step " << opened.state.step
+                  << std::endl;
   }
   for (auto& [name, module] : family.modules()) dist::broadcast_parameters(*job.comm, *module);
   return opened;

@@ -183,6 +183,10 @@ fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
   if (ckpt.empty()) return {};
   std::error_code ec;
   if (ckpt == "last") {
+    if (const fs::path gone = dangling_run_pointer(out_path / "latest"); !gone.empty()) {
+      throw Error("train.ckpt = \"last\": '" + (out_path / "latest").string() + "' names the run '" +
+                  gone.string() + "', which no longer exists (deleted or moved): name a checkpoint file");
+    }
     const fs::path p = resolve_run_pointer(out_path / "latest") / "checkpoints" / "last.ckpt";
     if (!fs::is_regular_file(p, ec)) {
       throw Error(
@@ -190,6 +194,10 @@ fs::path resolve_checkpoint(const std::string& ckpt, const fs::path& out_path) {
           "' (expected checkpoints/last.ckpt in the run <train.out_path>/latest names, from an earlier run)");
     }
     return fs::canonical(p);  // fixed now: the new run re-points `latest`
+  }
+  if (const fs::path gone = dangling_run_pointer(ckpt); !gone.empty()) {
+    throw Error("train.ckpt = '" + ckpt + "' is a `latest` pointer naming the run '" + gone.string() +
+                "', which no longer exists (deleted or moved): name a checkpoint file or \"last\"");
   }
   if (const std::string why = not_a_regular_file(ckpt); !why.empty()) {
     throw Error("train.ckpt = '" + ckpt + "' " + why + " (expected a checkpoint file or \"last\")");
@@ -209,6 +217,10 @@ fs::path resolve_run_or_checkpoint(const std::string& value, const std::string& 
     throw Error(name + " = '" + value +
                 "' is a directory without checkpoints/best.ckpt or checkpoints/last.ckpt (expected a run "
                 "directory, a `latest` pointer or a checkpoint file)");
+  }
+  if (const fs::path gone = dangling_run_pointer(value); !gone.empty()) {
+    throw Error(name + " = '" + value + "' is a `latest` pointer naming the run '" + gone.string() +
+                "', which no longer exists (deleted or moved): name a run directory or a checkpoint file");
   }
   if (const std::string why = not_a_regular_file(value); !why.empty()) {
     throw Error(name + " = '" + value + "' " + why + " (expected a run directory or a checkpoint file)");

@@ -233,7 +233,8 @@ void RunProfilers::after_step(int64_t step, int64_t batch_idx, int64_t examples,
     guarded("the memory snapshot", [&] {
       prof::write_cuda_memory_snapshot(path);
       if (rank_.rank == 0)
-        std::cout << "memory snapshot: " << path.string() << " (https://pytorch.org/memory_viz)\n";
+        std::cout << "memory snapshot: " << terminal_safe(path.string())
+                  << " (https://pytorch.org/memory_viz)\n";
     });
   }
   if (timing_ && timing_->wants(step)) {

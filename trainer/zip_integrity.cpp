@@ -36,16 +36,16 @@ std::string hex32(uint32_t v) {
 
 class ZipFile {
  public:
-  explicit ZipFile(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
-    if (!in_) throw Error("cannot open checkpoint '" + path.string() + "'");
+  ZipFile(const std::filesystem::path& path, const ZipRole& role)
+      : path_(path), role_(role), in_(path, std::ios::binary) {
+    if (!in_) throw Error("cannot open " + role_.noun + " '" + path.string() + "'");
     in_.seekg(0, std::ios::end);
     size_ = static_cast<uint64_t>(in_.tellg());
   }
 
   [[noreturn]] void damaged(const std::string& what) const {
-    throw Error(
-        "checkpoint '" + path_.string() + "' is damaged (" + what +
-        "); it cannot be loaded: use another checkpoint of the run (checkpoints/step_<N>.ckpt, best.ckpt)");
+    throw Error(role_.noun + " '" + path_.string() + "' is damaged (" + what +
+                "); it cannot be loaded: " + role_.remedy);
   }
 
   std::vector<unsigned char> read(uint64_t offset, uint64_t n, const char* what) {
@@ -105,14 +105,15 @@ class ZipFile {
 
  private:
   std::filesystem::path path_;
+  ZipRole role_;
   std::ifstream in_;
   uint64_t size_ = 0;
 };
 
 }  // namespace
 
-size_t verify_zip_entries(const std::filesystem::path& path) {
-  ZipFile zip(path);
+size_t verify_zip_entries(const std::filesystem::path& path, const ZipRole& role) {
+  ZipFile zip(path, role);
   if (zip.size() < kEndSize) zip.damaged("too short for a zip archive");
   // The end record sits in the last 22 bytes plus a comment of at most 64 KiB.
   const uint64_t tail_size = std::min<uint64_t>(zip.size(), kEndSize + 0xffff);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace rt {
 
@@ -17,6 +18,12 @@ namespace rt {
 // central directory's), does not have torch's layout (no entries, entries outside one top folder,
 // no `version` record) or an entry's bytes do not match its stored CRC-32. Reads the file
 // once, in blocks; returns the number of entries checked.
-size_t verify_zip_entries(const std::filesystem::path& path);
+// `role` names the file in the messages: a checkpoint by default, or an exported TorchScript
+// file (export/file_facts.h), which torch writes as the same zip archive.
+struct ZipRole {
+  std::string noun = "checkpoint";
+  std::string remedy = "use another checkpoint of the run (checkpoints/step_<N>.ckpt, best.ckpt)";
+};
+size_t verify_zip_entries(const std::filesystem::path& path, const ZipRole& role = ZipRole());
 
 }  // namespace rt

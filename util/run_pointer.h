@@ -20,4 +20,9 @@ void write_latest_pointer(const std::filesystem::path& out_path, const std::file
 // directory" error then names what the user typed).
 std::filesystem::path resolve_run_pointer(const std::filesystem::path& path);
 
+// The run a file named `latest` names when that run is gone (deleted or moved): the path it
+// names, for an error that says so rather than reading the pointer as a damaged checkpoint;
+// empty for anything else (a directory, a pointer to a run that exists, another file).
+std::filesystem::path dangling_run_pointer(const std::filesystem::path& path);
+
 }  // namespace rt

@@ -12,6 +12,14 @@
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/signals.h"
+#include "util/thread_limits.h"
+
+namespace {
+
+// --batch's largest value: the figures do not depend on it, only the memory a batch takes.
+constexpr int64_t kMaxBatch = 65536;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   rt::announce_blas_kernels();
@@ -36,33 +44,36 @@ int main(int argc, char** argv) {
                  "val: the held-out split training validated on (data.val_fraction, data.val_max, "
                  "data.split_seed); train: the training split; all: every example")
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "batch size (default: the checkpoint's train.batch)");
-  app.add_option("--threads", o.threads, "intra-op CPU threads (default: the checkpoint's train.threads)");
-  app.add_option("--workers", o.workers, "loader worker threads (default: the checkpoint's data.workers)");
+  app.add_option("--batch", o.batch, "batch size, 1 to 65536 (default: the checkpoint's train.batch)");
+  app.add_option(
+      "--threads", o.threads,
+      "intra-op CPU threads, 1 to 4 × the machine's cores (default: the checkpoint's train.threads)");
+  app.add_option(
+      "--workers", o.workers,
+      "loader worker threads, 0 (load on the main thread) to 4 × the machine's cores (default: the "
+      "checkpoint's data.workers)");
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N (default: the checkpoint's train.device)");
   app.add_option("--output", output, "also write the figures as JSON to this file");
   app.add_flag("--force", force,
                "replace the file at --output when it exists; a checkpoint, a run's own files and anything "
                "that is not a regular file are never replaced");
-  RT_CLI_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv, "evaluate");
   try {
     o.split = rt::parse_enum<rt::EvalSplit>(split, "--split");
-    if (app.count("--batch") > 0 && o.batch < 1)
-      throw rt::Error("--batch " + std::to_string(o.batch) + ": at least 1");
-    if (app.count("--threads") > 0 && o.threads < 1) {
-      throw rt::Error("--threads " + std::to_string(o.threads) +
-                      ": at least 1 (omit it for the checkpoint's)");
+    if (app.count("--batch") > 0 && (o.batch < 1 || o.batch > kMaxBatch)) {
+      throw rt::Error("--batch " + std::to_string(o.batch) + " is not accepted: 1 to " +
+                      std::to_string(kMaxBatch) + " examples");
     }
-    if (app.count("--workers") > 0 && o.workers < 0) {
-      throw rt::Error("--workers " + std::to_string(o.workers) + ": 0 (load on the main thread) or more");
-    }
+    if (app.count("--threads") > 0) rt::check_thread_count("--threads", o.threads, 1);
+    if (app.count("--workers") > 0)
+      rt::check_thread_count("--workers", o.workers, 0, "load on the main thread");
     if (app.count("--force") > 0 && output.empty()) throw rt::Error("--force goes with --output");
     if (!output.empty()) rt::check_output_target(output, {o.checkpoint, o.db_path}, force, "evaluate");
     const rt::EvaluateResult r = rt::evaluate_checkpoint(o);
     std::cout << r.text();
     if (!output.empty()) {
       rt::write_file_atomic(output, r.to_json().dump(2) + "\n");
-      std::cout << "wrote " << output << "\n";
+      std::cout << "wrote " << rt::terminal_safe(output) << "\n";
     }
     return 0;
   } catch (const rt::StopRequested& e) {

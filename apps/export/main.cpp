@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
       "instead of exporting: print what an exported FILE.ts records (LibTorch it was written with, "
       "file format version, nn~ methods, sampling rate, block sizes, latency, checkpoint and step, "
       "fidelity check, the run's model config); RAVE's own files record fewer");
-  RT_CLI_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv, "export");
   opt.run = run;
   opt.checkpoint = ckpt;
   opt.output = output;
@@ -146,9 +146,9 @@ int main(int argc, char** argv) {
                       " is not accepted: the number of latent dimensions to keep, at least 1 (omit the flag "
                       "to choose by --fidelity)");
     }
-    if (!(opt.check_seconds >= 0.0) || !std::isfinite(opt.check_seconds)) {
+    if (!(opt.check_seconds >= 0.0 && opt.check_seconds <= 3600.0)) {
       throw rt::Error("--check_seconds " + app.get_option("--check_seconds")->as<std::string>() +
-                      " is not accepted: seconds of audio, a finite number >= 0 (0 skips the check)");
+                      " is not accepted: seconds of audio, 0 to 3600 (0 skips the check)");
     }
     opt.quantize = rt::parse_enum<rt::exporting::Quantize>(quantize, "--quantize");
     opt.format = rt::parse_enum<rt::exporting::ExportFormat>(format, "--format");

@@ -4,6 +4,7 @@
 //            [--format wavf32] [--force]
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "export/generate.h"
@@ -13,6 +14,7 @@
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/signals.h"
+#include "util/thread_limits.h"
 #include "util/torch_compat.h"
 
 int main(int argc, char** argv) {
@@ -36,25 +38,39 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--input", inputs, "audio files or folders (searched recursively); repeatable")->required();
   app.add_option("--out_path", out_path, "folder of the generations")->capture_default_str();
-  app.add_option("--name", o.name, "sub-folder of --out_path (default: the run's name or the file's stem)");
+  app.add_option(
+      "--name", o.name,
+      "sub-folder of --out_path, a folder name (no '/', not '.' or '..'; default: the run's name or "
+      "the file's stem)");
   app.add_flag("--stream", o.stream,
                "run block by block through the streaming caches, as nn~ does (an exported file must be a "
                "--streaming export); the outputs are aligned with the inputs (the latency removed)");
-  app.add_option("--chunk_size", o.chunk_size,
-                 "with --stream: samples per block, a multiple of the model's ratio (default 4096)");
+  app.add_option(
+      "--chunk_size", o.chunk_size,
+      "with --stream: samples per block, a multiple of the model's ratio, at most 1048576 (default "
+      "4096)");
   app.add_flag("--ema_weights", o.ema_weights, "a run trained with --ema: use its moving averages");
   app.add_option("--seed", o.seed, "seed of the model's random draws (posterior sample, noise)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "torch intra-op threads")->capture_default_str();
-  app.add_option("--format", o.format, "output format: wav16, wav24, wavf32, flac16, flac24, …")
+  app.add_option("--threads", threads, "torch intra-op threads, 1 to 4 × the machine's cores")
+      ->capture_default_str();
+  app.add_option("--format", o.format,
+                 "output format: wav16, wav24, wavf32, flac16, flac24, ogg, aiff16, aiff24, opus, mp3 (the "
+                 "outputs' extension follows it: .wav, .flac, .ogg, .aiff, .opus, .mp3)")
       ->capture_default_str();
   app.add_flag("--force", o.force, "replace outputs and report.json already there");
-  RT_CLI_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv, "generate");
   try {
-    if (threads < 1) throw rt::Error("--threads " + std::to_string(threads) + ": at least 1");
+    rt::check_thread_count("--threads", threads, 1);
+    if (app.count("--chunk_size") > 0 && o.chunk_size < 1) {
+      throw rt::Error("--chunk_size " + std::to_string(o.chunk_size) +
+                      " is not accepted: samples per block, 1 to " +
+                      std::to_string(rt::exporting::kMaxChunkSize) + " and a multiple of the model's ratio");
+    }
     torch::set_num_threads(threads);
     for (const auto& i : inputs) o.inputs.emplace_back(i);
     o.out_path = out_path;
+    o.progress = &std::cerr;
     const rt::exporting::GenerateReport r = rt::exporting::generate(o);
     std::cout << r.text();
     if (r.failed() > 0) {
@@ -64,8 +80,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const rt::StopRequested& e) {
+    // The interrupted model call may still be running on its thread (export/generate.h): the
+    // process ends here, without running destructors under it; the outputs written before it
+    // and report.json are complete.
     std::cerr << "generate: " << e.what() << "\n";
-    return 128 + e.signal();
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(128 + e.signal());
   } catch (const std::exception& e) {
     std::cerr << "generate: error: " << rt::error_text(e) << "\n";
     return 1;

@@ -63,12 +63,13 @@ int main(int argc, char** argv) {
   app.add_option("--units", demo_units,
                  "neural demo: units per group (one value for all, or one per group; "
                  "default 64, 48, 32 repeated)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{2}, int64_t{100000}));
   app.add_option("--trials", sopt.trials, "neural demo: train trials per group")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
   app.add_option("--eval_trials", sopt.eval_trials, "neural demo: eval trials per group")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
       ->capture_default_str();
   app.add_option("--bins", sopt.bins, "neural demo: bins per trial")
       ->check(CLI::Range(int64_t{2}, int64_t{100000}))
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
                "DIR (without it they are refused, and nothing is written)");
   app.add_option("--demo_seconds", demo_seconds, "length of each demo file (s)")->capture_default_str();
   app.add_option("--seed", seed, "demo generator seed (audio and neural)")->capture_default_str();
-  RT_CLI_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv, "preprocess");
   // Long preparations (decoding, import, demo data, inspecting) stop within a fraction of a
   // second on Ctrl-C or SIGTERM; the trainer's "stopping after this step" does not apply here.
   rt::install_stop_signal_handlers();
@@ -112,20 +113,22 @@ int main(int argc, char** argv) {
       sopt.replace = force;
       auto files = rt::neural::write_synthetic_reaching(neural_demo_dir, sopt);
       for (size_t g = 0; g < files.size(); ++g) {
-        std::cout << files[g].string() << "  " << sopt.units[g] << " units, " << sopt.trials << " train + "
-                  << sopt.eval_trials << " eval trials of " << sopt.bins << " bins (" << sopt.bin_ms
-                  << " ms)\n";
+        std::cout << rt::terminal_safe(files[g].string()) << "  " << sopt.units[g] << " units, "
+                  << sopt.trials << " train + " << sopt.eval_trials << " eval trials of " << sopt.bins
+                  << " bins (" << sopt.bin_ms << " ms)\n";
       }
-      std::cout << "wrote " << files.size() << " synthetic reaching files to " << neural_demo_dir << "\n";
+      std::cout << "wrote " << files.size() << " synthetic reaching files to "
+                << rt::terminal_safe(neural_demo_dir) << "\n";
       return 0;
     }
     if (!demo_dir.empty()) {
       auto files = rt::generate_demo_audio(demo_dir, demo_seconds, seed, force);
       for (const auto& f : files) {
-        std::cout << (std::filesystem::path(demo_dir) / f.path).string() << "  " << f.format << ", "
-                  << f.sample_rate << " Hz, " << f.channels << " ch, " << f.seconds << " s\n";
+        std::cout << rt::terminal_safe((std::filesystem::path(demo_dir) / f.path).string()) << "  "
+                  << f.format << ", " << f.sample_rate << " Hz, " << f.channels << " ch, " << f.seconds
+                  << " s\n";
       }
-      std::cout << "wrote " << files.size() << " demo files to " << demo_dir << "\n";
+      std::cout << "wrote " << files.size() << " demo files to " << rt::terminal_safe(demo_dir) << "\n";
       return 0;
     }
     if (force) {
@@ -146,8 +149,11 @@ int main(int argc, char** argv) {
       nopt.output = output;
       nopt.groups = group_names;
       nopt.include_eval = no_eval_opt->count() == 0;
-      if (!(opt.max_db_size_gb > 0))
-        throw rt::Error("--max_db_size " + std::to_string(opt.max_db_size_gb) + ": must be > 0 (GB)");
+      if (!(opt.max_db_size_gb > 0 && opt.max_db_size_gb <= rt::kMaxDbSizeGb)) {
+        throw rt::Error("--max_db_size " + app.get_option("--max_db_size")->as<std::string>() +
+                        " is not accepted: > 0 and at most " +
+                        std::to_string(static_cast<int>(rt::kMaxDbSizeGb)) + " (GB, the LMDB map size)");
+      }
       nopt.max_db_size_bytes = static_cast<uint64_t>(opt.max_db_size_gb * 1073741824.0);
       try {
         auto report = rt::neural::import_neural_hdf5(nopt);
@@ -157,7 +163,7 @@ int main(int argc, char** argv) {
                     << " behaviour dims, " << g.trials << " trials, " << g.bin_ms << " ms bins\n";
         }
         std::cout << "wrote " << report.trials_written << " trials (" << report.groups.size()
-                  << " group(s)) to " << output
+                  << " group(s)) to " << rt::terminal_safe(output)
                   << (nopt.smoothing_sigma_ms > 0
                           ? ", spikes smoothed at sigma " + std::to_string(nopt.smoothing_sigma_ms) + " ms"
                           : std::string(", spikes stored as counts"))
@@ -166,7 +172,8 @@ int main(int argc, char** argv) {
       } catch (const rt::MapFullError& e) {
         std::cerr << "preprocess: the database reached --max_db_size (" << opt.max_db_size_gb
                   << " GB): " << e.what()
-                  << "\nthe trials committed so far are usable (see preprocess --inspect " << output << ")\n";
+                  << "\nthe trials committed so far are usable (see preprocess --inspect "
+                  << rt::terminal_safe(output) << ")\n";
         return 1;
       }
     }

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   bool force = false;
   app.add_flag("--force", force,
                "let --plots and --export_list replace files of those names already in their folder");
-  RT_CLI_PARSE(app, argc, argv);
+  RT_CLI_PARSE(app, argc, argv, "profile-report");
 
   try {
     // What --plots would write over, before anything is read or written (--export_list checks

@@ -131,6 +131,9 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
     throw Error("--bin_ms " + std::to_string(options.bin_ms) + ": must be in [" + std::to_string(kMinBinMs) +
                 ", " + std::to_string(kMaxBinMs) + "] ms (or 0 = from the file)");
   }
+  // A failed or stopped import leaves the folder as it was (NewDatabase, declared before the
+  // store, which closes first); a full map keeps what was committed.
+  NewDatabase target(options.output, "--output_path");
   const auto files = expand_inputs(options.inputs);
   if (files.empty()) throw Error("no input files given for the neural import");
   if (!options.groups.empty() && options.groups.size() != files.size()) {
@@ -139,7 +142,6 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
                 " input files; give one per file or none (file stems are used)");
   }
 
-  require_no_database_at(options.output, "--output_path");
   LmdbStore store(options.output, LmdbStore::Mode::kReadWrite, options.max_db_size_bytes);
 
   NeuralImportReport report;
@@ -160,8 +162,7 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
   try {
     for (size_t fi = 0; fi < files.size(); ++fi) {
       const auto& path = files[fi];
-      throw_if_stop_requested("before reading " + path.string() +
-                              "; the database is unfinished (no metadata.yaml)");
+      throw_if_stop_requested("before reading " + path.string() + "; the unfinished database was removed");
       auto file = H5File::open_read(path);
       const std::string group = options.groups.empty() ? path.stem().string() : options.groups[fi];
       double bin_ms = options.bin_ms;
@@ -210,7 +211,7 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
         int64_t skipped = 0;
         for (int64_t n = 0; n < split.trials(); ++n) {
           throw_if_stop_requested("while importing " + path.string() +
-                                  "; the database is unfinished (no metadata.yaml)");
+                                  "; the unfinished database was removed");
           auto tensors = trial_tensors(split, n);
           if (!tensors) {
             ++skipped;
@@ -242,22 +243,19 @@ NeuralImportReport import_neural_hdf5(const NeuralImportOptions& options) {
   } catch (const MapFullError& e) {
     writer.reset();
     write_neural_metadata(options.output, committed, options.smoothing_sigma_ms, committed_groups);
+    if (committed > 0) target.keep();
     throw MapFullError(
         "neural database " + options.output.string() + " is full after " + std::to_string(committed) +
         " trials (max_db_size = " + std::to_string(options.max_db_size_bytes) +
         " bytes); those trials are committed and usable — raise --max_db_size to import the rest (" +
         e.what() + ")");
-  } catch (const StopRequested&) {
-    // A stopped import is unfinished: without metadata.yaml, training and inspect say so.
-    throw;
-  } catch (const Error&) {
-    // Keep the database self-describing: what was committed stays, metadata.yaml says so.
-    writer.reset();
-    write_neural_metadata(options.output, committed, options.smoothing_sigma_ms, committed_groups);
-    throw;
   }
+  // A stopped or failed import (StopRequested, a bad file) leaves nothing: `target` removes the
+  // database on the way out.
   writer.reset();
+  if (report.trials_written == 0) return report;  // nothing to train on: nothing kept
   write_neural_metadata(options.output, report.trials_written, options.smoothing_sigma_ms, report.groups);
+  target.keep();
   return report;
 }
 

@@ -138,8 +138,10 @@ torch::Tensor r2_from_sums(const R2Sums& s) {
   return 1.0 - s.ss_res / (ss_tot + 1e-8);
 }
 
-// The database's session names, stored in the checkpoint as one byte tensor ("a\nb\nc").
+// The database's session names, stored in the checkpoint as one byte tensor ("a\nb\nc"), and
+// their unit counts (int64, one per session, in the same order).
 constexpr const char* kGroupNamesKey = "ssm_group_names";
+constexpr const char* kGroupUnitsKey = "ssm_group_units";
 
 torch::Tensor group_names_tensor(const std::vector<std::string>& names) {
   std::string text;
@@ -354,6 +356,7 @@ class SsmFamily final : public ModelFamily {
     opt_->save(o);
     a.write("opt", o);
     a.write(kGroupNamesKey, group_names_tensor(dataset_->group_names()), /*is_buffer=*/true);
+    a.write(kGroupUnitsKey, torch::tensor(dataset_->group_units(), torch::kInt64), /*is_buffer=*/true);
   }
 
   void load(torch::serialize::InputArchive& a) override {
@@ -374,6 +377,36 @@ class SsmFamily final : public ModelFamily {
                     ": each session has its own read-in, so the model decodes the sessions it was trained "
                     "on, in that order (a new session takes a transfer: train --init_from CKPT)");
       }
+    }
+    // The same sessions with other unit counts (a session re-recorded, a database rebuilt): a
+    // read-in padded to the widest session keeps its shape, so the weights load, but each unit
+    // column means another neuron. Checkpoints written before the key existed are not checked.
+    torch::Tensor units;
+    if (a.try_read(kGroupUnitsKey, units)) check_group_units(units);
+  }
+
+  void check_group_units(const torch::Tensor& units) const {
+    const auto t = units.to(torch::kCPU, torch::kInt64).contiguous();
+    const std::vector<int64_t> there(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+    const std::vector<int64_t>& here = dataset_->group_units();
+    const auto& names = dataset_->group_names();
+    std::string differ;
+    for (size_t g = 0; g < names.size(); ++g) {
+      const int64_t was = g < there.size() ? there[g] : -1;
+      if (g >= there.size() || was != here[g]) {
+        differ += (differ.empty() ? "" : ", ") + printable(names[g]) + ": " +
+                  (was < 0 ? std::string("none recorded") : std::to_string(was)) + " → " +
+                  std::to_string(here[g]);
+      }
+    }
+    if (!differ.empty() || there.size() != here.size()) {
+      throw Error("the checkpoint's sessions have other unit counts in database '" + db_path_ + "' (" +
+                  (differ.empty() ? std::to_string(there.size()) + " recorded for " +
+                                        std::to_string(here.size()) + " sessions"
+                                  : differ) +
+                  " units): each unit is one input column of its session's read-in, so the model "
+                  "decodes only the recordings it was trained on (other units take a transfer: train "
+                  "--init_from CKPT)");
     }
   }
 

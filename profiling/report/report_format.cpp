@@ -26,6 +26,15 @@ std::string pad(const std::string& s, size_t width, bool right = false) {
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
+// A name cut to `width` characters in the middle, keeping its first 8 and most of its end:
+// the end is what tells long names apart ("autograd::engine::evaluate_function: <node>", a C++
+// node's type).
+std::string fit_name(const std::string& name, size_t width) {
+  if (name.size() <= width) return name;
+  const size_t head = 8, tail = width - 3 - head;
+  return name.substr(0, head) + "..." + name.substr(name.size() - tail);
+}
+
 std::string rate(double v) {
   if (v >= 1e6) return fixed(v / 1e6, 2) + "M";
   if (v >= 1e4) return fixed(v / 1e3, 1) + "k";
@@ -310,8 +319,7 @@ std::string format_report(const RunAnalysis& a) {
       << pad("name", 42) << pad("self", 11, true) << pad("self %", 8, true) << pad("total", 11, true)
       << pad("calls", 8, true) << "\n";
     for (const auto& op : a.ops.cpu_ops) {
-      o << "  " << pad(op.name.size() > 41 ? op.name.substr(0, 38) + "..." : op.name, 42)
-        << pad(format_seconds(op.self_us * 1e-6), 11, true)
+      o << "  " << pad(fit_name(op.name, 41), 42) << pad(format_seconds(op.self_us * 1e-6), 11, true)
         << pad(fixed(a.ops.cpu_self_total_us > 0 ? 100 * op.self_us / a.ops.cpu_self_total_us : 0, 1) + "%",
                8, true)
         << pad(format_seconds(op.total_us * 1e-6), 11, true) << pad(std::to_string(op.count), 8, true)
@@ -321,8 +329,8 @@ std::string format_report(const RunAnalysis& a) {
   if (!a.ops.device_ops.empty()) {
     o << "\nTop GPU kernels / copies by time\n";
     for (const auto& op : a.ops.device_ops) {
-      o << "  " << pad(op.name.size() > 60 ? op.name.substr(0, 57) + "..." : op.name, 61)
-        << pad(format_seconds(op.self_us * 1e-6), 11, true) << pad(std::to_string(op.count), 8, true) << "\n";
+      o << "  " << pad(fit_name(op.name, 60), 61) << pad(format_seconds(op.self_us * 1e-6), 11, true)
+        << pad(std::to_string(op.count), 8, true) << "\n";
     }
   }
 

@@ -52,6 +52,30 @@ std::vector<OpTotal> merge_sorted(std::vector<OpTotal> existing,
 
 }  // namespace
 
+std::string op_display_name(const std::string& name) {
+  static const std::string kNode = "torch::autograd::CppNode<";
+  std::string out;
+  size_t at = 0;
+  for (size_t found; (found = name.find(kNode, at)) != std::string::npos;) {
+    // The node's type, to its matching '>'.
+    size_t end = found + kNode.size();
+    int depth = 1;
+    for (; end < name.size() && depth > 0; ++end) depth += name[end] == '<' ? 1 : name[end] == '>' ? -1 : 0;
+    if (depth != 0) break;  // unbalanced: leave the rest as it is
+    const std::string type = name.substr(found + kNode.size(), end - 1 - found - kNode.size());
+    // Its last component outside template arguments: "rt::models::(anonymous namespace)::X" → "X".
+    size_t last = 0;
+    depth = 0;
+    for (size_t i = 0; i + 1 < type.size(); ++i) {
+      depth += type[i] == '<' ? 1 : type[i] == '>' ? -1 : 0;
+      if (depth == 0 && type[i] == ':' && type[i + 1] == ':') last = i + 2;
+    }
+    out += name.substr(at, found - at) + type.substr(last) + " (C++ node)";
+    at = end;
+  }
+  return out + name.substr(at);
+}
+
 std::string read_maybe_gzipped(const fs::path& file) {
   if (!ends_with(file.string(), ".gz")) return read_file(file);
 #ifdef RT_HAS_ZLIB
@@ -113,7 +137,7 @@ void aggregate_trace(const Json& trace, TraceOps& into) {
     for (size_t i = 0; i < spans.size(); ++i) {
       if (!spans[i].is_op) continue;
       const double s = std::max(0.0, self[i]);
-      add(cpu, spans[i].name, s, spans[i].dur);
+      add(cpu, op_display_name(spans[i].name), s, spans[i].dur);
       into.cpu_self_total_us += s;
     }
   }

@@ -28,6 +28,13 @@ struct TraceOps {
   int64_t profiler_steps = 0;  // ProfilerStep#N spans seen
 };
 
+// An operator's name as the report shows it (table, --json, --compare): a custom autograd
+// function's node, which torch names after its C++ type
+// ("torch::autograd::CppNode<rt::models::(anonymous namespace)::WnConv1dGemm>", also inside
+// "autograd::engine::evaluate_function: …"), by the type's own name: "WnConv1dGemm (C++ node)".
+// Other names are unchanged.
+std::string op_display_name(const std::string& name);
+
 // Aggregates the complete ("ph":"X") events of one parsed trace into `into`. Nesting, and so
 // self time, is computed per (pid, tid) over cpu_op and user_annotation spans.
 void aggregate_trace(const Json& trace, TraceOps& into);

@@ -579,14 +579,18 @@ TEST(DataSignals, LongPreparationsStopOnSigterm) {
   o.output_path = dir / "stopped_db";
   o.num_signal = 1024;
   std::ostringstream log;
-  EXPECT_HAS(stop_of([&] { preprocess_audio(o, log); }), "the database is unfinished (no metadata.yaml)");
-  EXPECT_FALSE(fs::exists(dir / "stopped_db" / "metadata.yaml"));
+  EXPECT_HAS(stop_of([&] { preprocess_audio(o, log); }), "the unfinished database was removed");
+  EXPECT_FALSE(fs::exists(dir / "stopped_db"));  // the folder it made, gone with the database
   neural::NeuralImportOptions io;
   io.inputs = {dir / "h5"};
   io.output = dir / "stopped_neural";
-  EXPECT_HAS(stop_of([&] { neural::import_neural_hdf5(io); }),
-             "the database is unfinished (no metadata.yaml)");
-  EXPECT_FALSE(fs::exists(dir / "stopped_neural" / "metadata.yaml"));
+  fs::create_directories(dir / "stopped_neural");
+  write_file_atomic(dir / "stopped_neural" / "notes.txt", "mine\n");
+  EXPECT_HAS(stop_of([&] { neural::import_neural_hdf5(io); }), "the unfinished database was removed");
+  // A folder that was there stays, with what it held before, and nothing of the import.
+  EXPECT_TRUE(fs::is_regular_file(dir / "stopped_neural" / "notes.txt"));
+  for (const char* f : {"data.mdb", "lock.mdb", "metadata.yaml"})
+    EXPECT_FALSE(fs::exists(dir / "stopped_neural" / f)) << f;
 }
 
 }  // namespace

@@ -40,6 +40,13 @@ void put_with_metadata(const fs::path& db, const std::string& key, const std::st
   w.commit();
 }
 
+// The built-in demo audio, half a second a file, in `audio`.
+void write_demo_audio(const fs::path& audio) {
+  auto r = run_command(bin_path("preprocess") + " --generate_demo " + quote(audio.string()) +
+                       " --demo_seconds 0.5 --seed 1 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
 std::string ssm_train(const fs::path& db, const fs::path& out) {
   return bin_path("train") + " --config tiny_ssm --db_path " + quote(db.string()) + " --out_path " +
          quote(out.string()) + " --threads 1 --max_steps 2";
@@ -107,6 +114,95 @@ TEST(DataBadInput, SigtermStopsNeuralDemoGenerationWithAMessage) {
   EXPECT_EQ(p.wait_exit(120), 143) << p.log();
   EXPECT_TRUE(contains(p.log(), "preprocess: stopped by SIGTERM while writing synthetic reaching data"))
       << p.log();
+}
+
+// A failed import leaves nothing behind, so the corrected command runs on the same folder; a
+// folder that was there before stays, with what it held.
+TEST(DataBadInput, AFailedImportLeavesNothingAndTheCorrectedCommandRuns) {
+  ScratchDir dir("e2e_data_bad");
+  const fs::path audio = dir.path() / "audio", db = dir.path() / "db";
+  ASSERT_NO_FATAL_FAILURE(write_demo_audio(audio));
+  auto r =
+      run_command(bin_path("preprocess") + " --input_path " + quote((dir.path() / "nonexistent").string()) +
+                  " --output_path " + quote(db.string()) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no database was made")) << r.output;
+  EXPECT_FALSE(fs::exists(db)) << r.output;
+  // Inputs that give no chunk (too short for --num_signal): the same.
+  r = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
+                  quote(db.string()) + " --num_signal 1000000 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_FALSE(fs::exists(db)) << r.output;
+  r = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
+                  quote(db.string()) + " --num_signal 4096 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(db / "metadata.yaml"));
+  // The neural import: a failed one into a folder that was there keeps the folder and its file.
+  const fs::path mine = dir.path() / "mine";
+  fs::create_directories(mine);
+  write_file_atomic(mine / "notes.txt", "mine\n");
+  r = run_command(bin_path("preprocess") + " --kind neural --input_path " + quote(audio.string()) +
+                  " --output_path " + quote(mine.string()) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(mine / "notes.txt"));
+  for (const char* f : {"data.mdb", "lock.mdb", "metadata.yaml"}) EXPECT_FALSE(fs::exists(mine / f)) << f;
+}
+
+// The database is never written among its own inputs, and a database met inside an input
+// folder (an earlier import's) is not imported as audio.
+TEST(DataBadInput, AnOutputInsideAnInputIsRefusedAndADatabaseInsideAnInputIsNotImported) {
+  ScratchDir dir("e2e_data_bad");
+  const fs::path audio = dir.path() / "audio";
+  ASSERT_NO_FATAL_FAILURE(write_demo_audio(audio));
+  auto r = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
+                       quote((audio / "db").string()) + " --num_signal 4096 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--output_path '" + (audio / "db").string() + "' is inside --input_path '" +
+                                     audio.string() + "'"))
+      << r.output;
+  EXPECT_FALSE(fs::exists(audio / "db"));
+  // A database put inside the folder by other means: its files are not counted as inputs.
+  r = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
+                  quote((dir.path() / "first").string()) + " --num_signal 4096 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::copy(dir.path() / "first", audio / "first_db");
+  r = run_command(bin_path("preprocess") + " --input_path " + quote(audio.string()) + " --output_path " +
+                  quote((dir.path() / "second").string()) + " --num_signal 4096 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, (audio / "first_db").string() + ": an LMDB database (data.mdb), not audio"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "from 8 of 9 files")) << r.output;  // the 8 demo files, and the database
+}
+
+// An output path that is a file, or a folder holding a crashed import's empty data.mdb, is
+// refused naming the flag and what is there.
+TEST(DataBadInput, AnOutputPathThatIsAFileOrHoldsAnEmptyDataMdbIsRefusedNamingIt) {
+  ScratchDir dir("e2e_data_bad");
+  const fs::path audio = dir.path() / "audio";
+  ASSERT_NO_FATAL_FAILURE(write_demo_audio(audio));
+  write_file_atomic(dir.path() / "a_file", "x");
+  fs::create_directories(dir.path() / "crashed");
+  write_file_atomic(dir.path() / "crashed" / "data.mdb", "");
+  const struct {
+    fs::path out;
+    std::string says;
+  } cases[] = {
+      {dir.path() / "a_file",
+       "--output_path '" + (dir.path() / "a_file").string() + "' is a regular file, not a folder"},
+      {dir.path() / "crashed", "holds an empty data.mdb (0 bytes"},
+  };
+  for (const auto& c : cases) {
+    for (const std::string& kind : std::vector<std::string>{"", " --kind neural"}) {
+      auto r = run_command(bin_path("preprocess") + kind + " --input_path " + quote(audio.string()) +
+                           " --output_path " + quote(c.out.string()) + " 2>&1");
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      EXPECT_TRUE(contains(r.output, c.says)) << r.output;
+      EXPECT_FALSE(contains(r.output, "Bad file descriptor")) << r.output;
+      EXPECT_FALSE(contains(r.output, "filesystem error")) << r.output;
+    }
+  }
+  EXPECT_EQ(read_file(dir.path() / "a_file"), "x");
+  EXPECT_EQ(fs::file_size(dir.path() / "crashed" / "data.mdb"), 0u);
 }
 
 }  // namespace

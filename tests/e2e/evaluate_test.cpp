@@ -115,14 +115,34 @@ TEST_F(Evaluate, ADatabaseOfOtherSessionsOrUnitsIsRefusedNamingWhatDiffers) {
   const fs::path narrow = make_neural_db(dir_->path() / "narrow", "--groups 3 --units 40 --trials 8");
   r = evaluate("--ckpt " + quote(run_.string()) + " --db_path " + quote(narrow.string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "encoder.weight: [32, 64] in the checkpoint, [32, 40] in this model"))
+  EXPECT_TRUE(contains(r.output,
+                       "(synthetic_reach_0: 64 → 40, synthetic_reach_1: 64 → 40, synthetic_reach_2: 64 → 40 "
+                       "units)"))
       << r.output;
-  EXPECT_TRUE(contains(r.output, "evaluate on a database with the units")) << r.output;
 
   r = evaluate("--ckpt " + quote((dir_->path() / "nowhere").string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "--ckpt = '" + (dir_->path() / "nowhere").string() + "' does not exist"))
       << r.output;
+}
+
+// The same session names, one session with fewer units: the read-in, padded to the widest
+// session (64), keeps its shape, so the weights would load; the recorded unit counts refuse it,
+// in evaluate and in a resume.
+TEST_F(Evaluate, TheSameSessionsWithOtherUnitCountsAreRefusedNamingTheSession) {
+  const fs::path other =
+      make_neural_db(dir_->path() / "renumbered", "--groups 3 --units 64,48,64 --trials 8");
+  auto r = evaluate("--ckpt " + quote(run_.string()) + " --db_path " + quote(other.string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(
+      r.output, "other unit counts in database '" + other.string() + "' (synthetic_reach_1: 64 → 48 units)"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "R²")) << r.output;
+  auto resume = run_command(bin_path("train") + " --config tiny_ssm --threads 1 --max_steps 30 --db_path " +
+                            quote(other.string()) + " --ckpt " +
+                            quote((run_ / "checkpoints" / "last.ckpt").string()) + " 2>&1");
+  EXPECT_EQ(resume.exit_code, 2) << resume.output;
+  EXPECT_TRUE(contains(resume.output, "(synthetic_reach_1: 64 → 48 units)")) << resume.output;
 }
 
 TEST_F(Evaluate, OutputReplacesNoCheckpointAndNoFileWithoutForce) {

@@ -176,6 +176,30 @@ TEST_F(ProfilingSignals, ASignalBeforeTheHandlersAreInstalledEndsTheRunWithAMess
   EXPECT_FALSE(fs::exists(out)) << "a run directory was written:\n" << text.str();
 }
 
+// A signal before any code of train's can run (the dynamic loader still mapping and relocating
+// its ~290 libraries, a tenth of a second or more): no handler exists yet, so SIGTERM's default
+// action ends the process. Nothing is written, and a shell sees status 143, as after a handled
+// stop (docs/cli.md states this window; scripts/signal_window.py measures it).
+TEST_F(ProfilingSignals, ASignalWhileTheLibrariesLoadEndsWithNothingWritten) {
+  for (const int delay_ms : {0, 5, 20, 60, 150}) {
+    const fs::path out = dir_->path() / ("loading_" + std::to_string(delay_ms));
+    const std::string command = tiny_train_command(db_, out, "--max_steps 40");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + command + " > /dev/null 2>&1").c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    const int shell_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    EXPECT_EQ(shell_status, 143) << "after " << delay_ms << " ms";
+    EXPECT_FALSE(fs::exists(out)) << "a run directory was written after a SIGTERM at " << delay_ms << " ms";
+  }
+}
+
 // A signal while the shared libraries initialise (LibTorch's initialisers register its
 // operators for about half a second before any code of train's ran): here raised by a preloaded
 // library's initialiser, deterministically. The handlers are installed before any library's

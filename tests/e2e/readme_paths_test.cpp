@@ -86,5 +86,37 @@ TEST(ReadmePaths, TheDemoWritesWhereTheReadmeLooks) {
             std::string::npos);
 }
 
+// The targets a `TARGETS="${NAME:-a b c}"` line of demo.sh builds by default.
+std::set<std::string> demo_targets(const std::string& demo, const std::string& variable) {
+  const std::regex line("TARGETS=\"\\$\\{" + variable + ":-([a-z -]+)\\}\"");
+  std::smatch m;
+  std::set<std::string> out;
+  if (!std::regex_search(demo, m, line)) return out;
+  std::istringstream names(m[1].str());
+  for (std::string n; names >> n;) out.insert(n);
+  return out;
+}
+
+// A new user runs scripts/demo.sh, then the README's commands: every program they name under
+// build/bin/ must be one the demo built (before the run: train, preprocess; after it: the rest).
+TEST(ReadmePaths, EveryBinaryTheReadmeRunsIsOneTheDemoBuilds) {
+  const std::string demo = read_file(testing::source_path("scripts/demo.sh"));
+  std::set<std::string> built = demo_targets(demo, "TARGETS");
+  for (const auto& t : demo_targets(demo, "AFTER_TARGETS")) built.insert(t);
+  ASSERT_TRUE(built.count("train") && built.count("preprocess")) << "demo.sh's TARGETS line was not found";
+  const std::string readme = read_file(testing::source_path("README.md"));
+  const std::regex bin(R"(build/bin/([A-Za-z_-]+))");
+  std::set<std::string> named;
+  for (std::sregex_iterator it(readme.begin(), readme.end(), bin), end; it != end; ++it)
+    named.insert((*it)[1]);
+  EXPECT_GE(named.size(), 6u) << "the README's build/bin/ commands were not found";
+  for (const auto& n : named) {
+    EXPECT_TRUE(built.count(n)) << "the README runs build/bin/" << n
+                                << ", which scripts/demo.sh does not build";
+    EXPECT_TRUE(fs::exists(testing::source_path("apps/" + n)))
+        << "build/bin/" << n << " is no program of apps/";
+  }
+}
+
 }  // namespace
 }  // namespace rt

@@ -1,7 +1,10 @@
 // Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) with our own
 // encoders, so each seed is a valid input of today's format: small audio and neural records,
-// both metadata.yaml flavours, a checkpoint holding only its meta block, and the tiny configs.
+// both metadata.yaml flavours, a checkpoint holding only its meta block, the tiny configs, and
+// a small exported file of each kind (an ONNX graph with its CRC-32, a TorchScript archive).
 //   make_seeds REPO_ROOT
+#include <torch/script.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +13,7 @@
 #include "data/audio_example.h"
 #include "data/db_metadata.h"
 #include "data/neural/neural_record.h"
+#include "export/onnx_graph.h"
 #include "trainer/checkpoint.h"
 #include "util/atomic_file.h"
 
@@ -66,6 +70,17 @@ int main(int argc, char** argv) {
   meta.has_best = true;
   rt::save_checkpoint(dir("fuzz_checkpoint") / "meta_only.ckpt", meta,
                       [](torch::serialize::OutputArchive& a) { a.write("tiny", torch::ones({2})); });
+
+  // Exported files: a one-node ONNX graph as the exporter writes it, and a TorchScript archive.
+  rt::exporting::onnx::Graph g("seed");
+  const std::string x = g.input({"audio_in", {1, 1, std::string("time")}});
+  const std::string w = g.initializer("scale", torch::full({1}, 0.5f));
+  g.output(g.node("Mul", {x, w}), {"audio_out", {1, 1, std::string("time")}});
+  g.save(dir("fuzz_export_file") / "mul.onnx", {{"rt_method", "forward"}}, "seed");
+  torch::jit::Module m("seed");
+  m.register_parameter("scale", torch::full({4}, 0.5f), false);
+  m.define("def forward(self, x):\n  return x * self.scale\n");
+  m.save((dir("fuzz_export_file") / "scale.ts").string());
 
   for (const char* name : {"tiny_rave", "tiny_ssm", "v2"}) {
     fs::copy_file(fs::path(argv[1]) / "configs" / (std::string(name) + ".toml"), dir("fuzz_config") / name,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "profiling/report/plots.h"
 #include "profiling/report/report_format.h"
@@ -143,6 +144,36 @@ TEST(ReportTraceOps, SelfTimeSubtractsDirectChildrenPerThread) {
   ASSERT_EQ(ops.device_ops.size(), 1u);
   EXPECT_EQ(ops.device_ops[0].name, "sgemm");
   EXPECT_EQ(ops.profiler_steps, 1);
+}
+
+// Our custom autograd functions' nodes, which torch names after their C++ type, are told apart
+// by that type's own name, in the aggregation (so in --json and --compare) and in the table.
+TEST(ReportTraceOps, CppNodesAreNamedByTheirTypeInTheTableAndTheJson) {
+  Json trace = {{"schemaVersion", 1}, {"traceEvents", Json::array()}};
+  auto& ev = trace["traceEvents"];
+  const std::string ns = "torch::autograd::CppNode<rt::models::(anonymous namespace)::";
+  ev.push_back(span("cpu_op", ns + "WnConv1dGemm>", 0, 400));
+  ev.push_back(span("cpu_op", ns + "Conv1dGemm>", 500, 300));
+  ev.push_back(
+      span("cpu_op", "autograd::engine::evaluate_function: " + ns + "ConvTranspose1dGemm>", 900, 200));
+  ev.push_back(span("cpu_op", "torch::autograd::CppNode<Outer<A::B, C>::Inner>", 1200, 100));
+  ev.push_back(span("cpu_op", "aten::mm", 1400, 50));
+  TraceOps ops;
+  aggregate_trace(trace, ops);
+  std::set<std::string> names;
+  for (const auto& op : ops.cpu_ops) names.insert(op.name);
+  EXPECT_EQ(names,
+            (std::set<std::string>{"WnConv1dGemm (C++ node)", "Conv1dGemm (C++ node)",
+                                   "autograd::engine::evaluate_function: ConvTranspose1dGemm (C++ node)",
+                                   "Inner (C++ node)", "aten::mm"}));
+  EXPECT_EQ(op_display_name("torch::autograd::CppNode<X"), "torch::autograd::CppNode<X");  // unbalanced
+  RunAnalysis a;
+  a.ops = ops;
+  const std::string text = format_report(a);
+  for (const char* shown :
+       {"WnConv1dGemm (C++ node)", "Conv1dGemm (C++ node)", "...ConvTranspose1dGemm (C++ node)"})
+    EXPECT_NE(text.find(shown), std::string::npos) << shown << "\n" << text;
+  EXPECT_EQ(text.find("CppNode<"), std::string::npos) << text;
 }
 
 // A run directory as train writes it, with the phase times chosen by the test.

@@ -190,5 +190,29 @@ TEST(RunDir, ALatestSymlinkOfAnEarlierVersionBecomesAPointerFile) {
   EXPECT_EQ(resolve_run_pointer(out / "missing"), out / "missing");
 }
 
+// A `latest` pointer whose run was deleted or moved is named as such, never read as a damaged
+// checkpoint: train --init_from / --ckpt, evaluate and generate take the pointer the same way.
+TEST(RunDir, ALatestPointerToARunThatIsGoneIsNamedAsSuch) {
+  testing::ScratchDir dir;
+  const fs::path out = dir.path() / "runs", run = out / "deleted_2026-12-06_abcdef";
+  fs::create_directories(run / "checkpoints");
+  write_file_atomic(run / "config.toml", "");
+  write_latest_pointer(out, run);
+  fs::remove_all(run);
+  EXPECT_EQ(dangling_run_pointer(out / "latest"), run);
+  EXPECT_HAS(
+      testing::error_of([&] { resolve_run_or_checkpoint((out / "latest").string(), "train.init_from"); }),
+      "train.init_from = '" + (out / "latest").string() + "' is a `latest` pointer naming the run '" +
+          run.string() + "', which no longer exists");
+  EXPECT_HAS(testing::error_of([&] { resolve_checkpoint("last", out); }),
+             "names the run '" + run.string() + "', which no longer exists");
+  EXPECT_HAS(testing::error_of([&] { resolve_checkpoint((out / "latest").string(), out); }),
+             "is a `latest` pointer naming the run");
+  // Anything else is no pointer: a run directory, a pointer to a run that exists, another file.
+  write_file_atomic(dir.path() / "notes", "some text\n");
+  EXPECT_TRUE(dangling_run_pointer(dir.path() / "notes").empty());
+  EXPECT_TRUE(dangling_run_pointer(out).empty());
+}
+
 }  // namespace
 }  // namespace rt
