@@ -5,13 +5,11 @@
 
 #include <chrono>
 #include <functional>
-#include <future>
 #include <iomanip>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "data/audio_io.h"
 #include "data/preprocess.h"
@@ -27,6 +25,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/interruptible.h"
 #include "util/path_kind.h"
 #include "util/printable.h"
 #include "util/run_pointer.h"
@@ -315,6 +314,18 @@ void check_name(const std::string& name) {
 // train, export and resume read and write.
 void check_folder(const fs::path& folder) {
   std::error_code ec;
+  // The nearest part of the path that exists must be a folder (a file there: name the flag).
+  for (fs::path d = folder; !d.empty(); d = d.parent_path()) {
+    const fs::file_status st = fs::status(d, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st)) {
+        throw Error("--out_path/--name '" + folder.string() + "': '" + d.string() + "' is " +
+                    file_kind_text(st) + ", not a folder: choose a folder for the generations");
+      }
+      break;
+    }
+    if (d == d.parent_path()) break;
+  }
   auto is_run = [](const fs::path& dir) {
     std::error_code e;
     return fs::is_regular_file(dir / "config.toml", e) && fs::is_directory(dir / "checkpoints", e);
@@ -329,27 +340,6 @@ void check_folder(const fs::path& folder) {
     }
     if (d == d.parent_path()) break;
   }
-}
-
-// `compute` on a thread of its own while this one watches for Ctrl-C and SIGTERM: a model call
-// cannot be interrupted, and an offline call on a long file takes minutes. On a stop signal
-// StopRequested is thrown at once and the call is left running (the command then ends with
-// std::_Exit: apps/generate); its output was not written yet, so nothing half-written remains.
-torch::Tensor interruptible(const std::function<torch::Tensor()>& compute, const std::string& during) {
-  auto task = std::make_shared<std::packaged_task<torch::Tensor()>>([compute] {
-    at::init_num_threads();  // this thread takes --threads as the caller's did
-    return compute();
-  });
-  std::future<torch::Tensor> done = task->get_future();
-  std::thread worker([task] { (*task)(); });
-  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (stop_requested()) {
-      worker.detach();
-      throw_if_stop_requested(during);
-    }
-  }
-  worker.join();
-  return done.get();
 }
 
 }  // namespace
@@ -427,7 +417,7 @@ GenerateReport generate(const GenerateOptions& o) {
       torch::manual_seed(o.seed);
       const auto t0 = std::chrono::steady_clock::now();
       // Each file from silence: a streaming model's state does not carry from one file to the next.
-      const auto y = interruptible(
+      const auto y = run_interruptible(
           [&] { return run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio); },
           "while generating '" + in.string() + "'; " + std::to_string(r.files.size()) +
               " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());

@@ -1,6 +1,7 @@
 // evaluate: score a training checkpoint on a database without training (trainer/evaluate.h).
 //   evaluate --ckpt RUN_DIR|CKPT|last [--db_path DB] [--split val|train|all] [--batch N]
 //            [--threads N] [--workers N] [--device cpu|cuda|cuda:N] [--output FILE.json [--force]]
+#include <cstdlib>
 #include <iostream>
 
 #include "families/builtin.h"
@@ -11,6 +12,7 @@
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/interruptible.h"
 #include "util/signals.h"
 #include "util/thread_limits.h"
 
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
       rt::check_thread_count("--workers", o.workers, 0, "load on the main thread");
     if (app.count("--force") > 0 && output.empty()) throw rt::Error("--force goes with --output");
     if (!output.empty()) rt::check_output_target(output, {o.checkpoint, o.db_path}, force, "evaluate");
-    const rt::EvaluateResult r = rt::evaluate_checkpoint(o);
+    // A validation pass over a large database is one long call: a stop signal ends it at once.
+    const rt::EvaluateResult r = rt::run_interruptible([&] { return rt::evaluate_checkpoint(o); },
+                                                       "while evaluating; nothing was written");
     std::cout << r.text();
     if (!output.empty()) {
       rt::write_file_atomic(output, r.to_json().dump(2) + "\n");
@@ -77,8 +81,10 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const rt::StopRequested& e) {
+    // The evaluation may still run on its thread (util/interruptible.h): end here.
     std::cerr << "evaluate: " << e.what() << "\n";
-    return 128 + e.signal();
+    std::cerr.flush();
+    std::_Exit(128 + e.signal());
   } catch (const std::exception& e) {
     std::cerr << "evaluate: error: " << rt::error_text(e) << "\n";
     return 1;

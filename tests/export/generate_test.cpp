@@ -219,6 +219,17 @@ TEST_F(Generate, ANameIsANameNotAPathAndARunsFoldersAreNotWrittenInto) {
   EXPECT_EQ(std::distance(fs::directory_iterator(before), fs::directory_iterator()),
             static_cast<long>(files));
   EXPECT_FALSE(fs::exists(run_ / "harmonic_44k_mono.wav"));
+  // An --out_path that is a file (or lies under one) is named, not a raw filesystem error.
+  const fs::path file = dir_->path() / "a_file";
+  write_file_atomic(file, "x");
+  for (const fs::path& out_path : {file, file / "sub"}) {
+    auto r = run_command(bin_path("generate") + " --threads 1 --model " + quote(run_.string()) + " --input " +
+                         quote(mono().string()) + " --out_path " + quote(out_path.string()) + " 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "'" + file.string() + "' is a regular file, not a folder")) << r.output;
+    EXPECT_FALSE(contains(r.output, "filesystem error")) << r.output;
+  }
+  EXPECT_EQ(read_file(file), "x");
 }
 
 // The outputs' extension follows --format, and the file is what the extension says.
