@@ -11,6 +11,7 @@
 #include "models/rave/latent_pca.h"
 #include "models/rave/losses.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::exporting {
 namespace {
@@ -117,7 +118,10 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   torch::Tensor out;
   if (options.streaming) {
     std::vector<torch::Tensor> blocks;
-    for (int64_t i = 0; i < usable; i += block) blocks.push_back(forward(x.narrow(-1, i, block)));
+    for (int64_t i = 0; i < usable; i += block) {
+      throw_if_stop_requested("while checking the exported file; nothing was written");
+      blocks.push_back(forward(x.narrow(-1, i, block)));
+    }
     out = torch::cat(blocks, -1);
   } else {
     out = forward(x);

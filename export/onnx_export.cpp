@@ -3,7 +3,9 @@
 #include "export/file_facts.h"
 #include "export/onnx_eval.h"
 #include "export/onnx_rave.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace rt::exporting::onnx {
 namespace {
@@ -84,24 +86,32 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
   const std::string doc = "RAVE model exported by rt export from " + r.checkpoint.filename().string() +
                           " (step " + str(r.step) +
                           "); inputs and outputs: see metadata_props and docs/export.md";
-  auto save_all = [&] {
-    for (auto [graph, file, states] : {std::tuple{&graphs.encode, r.onnx_encode, &graphs.encode_states},
-                                       std::tuple{&graphs.decode, r.onnx_decode, &graphs.decode_states},
-                                       std::tuple{&graphs.forward, r.output, &all}}) {
+  // Written beside the outputs first and checked from there; the outputs (or files --force
+  // replaces) are written only once that passed: an error or a stop in between leaves them.
+  const ScratchSibling encode_scratch(r.onnx_encode, "checking"), decode_scratch(r.onnx_decode, "checking"),
+      forward_scratch(r.output, "checking");
+  auto save_all = [&](bool final) {
+    for (auto [graph, file, scratch, states] :
+         {std::tuple{&graphs.encode, r.onnx_encode, encode_scratch.path(), &graphs.encode_states},
+          std::tuple{&graphs.decode, r.onnx_decode, decode_scratch.path(), &graphs.decode_states},
+          std::tuple{&graphs.forward, r.output, forward_scratch.path(), &all}}) {
       auto m = meta;
       m[kMetaMethod] = graph->name();
       m[kMetaStates] = state_rule(*states);
-      graph->save(file, m, doc);
+      graph->save(final ? file : scratch, m, doc);
     }
   };
-  save_all();
+  save_all(false);
   const int64_t ch = graphs.channels, latent = graphs.latent_size, frames = 2,
                 samples = frames * graphs.ratio;
-  check_written(Runner(r.onnx_encode), r.onnx_encode, "audio_in", ch, samples, latent, frames);
-  check_written(Runner(r.onnx_decode), r.onnx_decode, "latent_in", latent, frames, ch, samples);
-  const Runner forward(r.output);  // read once: checked here, then the fidelity check runs it
+  check_written(Runner(encode_scratch.path()), r.onnx_encode, "audio_in", ch, samples, latent, frames);
+  check_written(Runner(decode_scratch.path()), r.onnx_decode, "latent_in", latent, frames, ch, samples);
+  const Runner forward(forward_scratch.path());  // read once: checked here, then the fidelity check runs it
   check_written(forward, r.output, "audio_in", ch, samples, ch, samples);
-  if (o.check_seconds <= 0.0) return;
+  if (o.check_seconds <= 0.0) {
+    save_all(true);
+    return;
+  }
   ScriptOptions s;
   s.streaming = o.streaming;
   s.latent_size = r.latent_size;
@@ -114,11 +124,14 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
     const std::map<std::string, torch::Tensor> quiet{{"noise_scale", torch::tensor(0.0f)}};
     const ForwardFn run = [&](const torch::Tensor& x) { return stream.step("audio_in", x, quiet); };
     r.check = measure_fidelity(*c.model, run, s, r.script, audio, source);
+  } catch (const StopRequested&) {
+    throw;
   } catch (const Error& e) {
     r.check.not_measured = e.what();
   }
   meta[kFactCheck] = format_fidelity(r.check);
-  save_all();
+  throw_if_stop_requested("while checking the exported files; nothing was written");
+  save_all(true);
 }
 
 }  // namespace rt::exporting::onnx

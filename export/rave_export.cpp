@@ -19,6 +19,7 @@
 #include "util/error.h"
 #include "util/path_kind.h"
 #include "util/run_pointer.h"
+#include "util/signals.h"
 
 namespace rt::exporting {
 namespace {
@@ -263,22 +264,29 @@ ExportReport export_rave(const ExportOptions& options) {
     r.loads_in = loads_in_text(needs);
   }
 
-  write_file_atomic(r.output, first_bytes);
-  check_saved_module(r.output, r);
+  // Written beside the output first, loaded and run from there as a host would; --output (or a
+  // file --force replaces) is written only once that passed: an error or a stop signal in between
+  // leaves it as it was.
+  const ScratchSibling checking(r.output, "checking");
+  write_file_atomic(checking.path(), first_bytes);
+  check_saved_module(checking.path(), r);
   if (o.check_seconds > 0.0) {
     const int64_t samples = fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming);
     try {
       std::string source;
       const torch::Tensor audio = check_input(samples, &source);
-      r.check = measure_fidelity(*c.model, r.output, s, r.script, audio, source);
+      r.check = measure_fidelity(*c.model, checking.path(), s, r.script, audio, source);
+    } catch (const StopRequested&) {
+      throw;
     } catch (const Error& e) {
       r.check.not_measured = e.what();
     }
     // The file carries its own check figures (export --inspect).
     set_check_fact(module, format_fidelity(r.check));
-    write_file_atomic(r.output, serialized());
     warn_if_over_budget(r);
   }
+  throw_if_stop_requested("while checking the exported file; nothing was written");
+  write_file_atomic(r.output, o.check_seconds > 0.0 ? serialized() : first_bytes);
   return r;
 }
 

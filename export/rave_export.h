@@ -67,7 +67,10 @@ struct ExportReport {
 // Throws rt::Error with a message for the user: no checkpoint in the run, a checkpoint of
 // another family ("export supports RAVE models") or of another config, a corrupt file, an
 // invalid --latent_size or --fidelity, an `output` it must not replace (rave_export.cpp,
-// check_output_target), before anything is written.
+// check_output_target), before anything is written. The file (ONNX: the three files) is
+// written beside the output first, loaded and run from there (and the fidelity check run on
+// it); the output is written only then, so an error or a stop signal (StopRequested, between
+// the check's blocks) leaves what was at --output as it was and no file of the export behind.
 ExportReport export_rave(const ExportOptions& options);
 
 // The report as printed by the `export` command.

@@ -22,6 +22,7 @@
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/path_kind.h"
+#include "util/signals.h"
 
 namespace rt::exporting {
 namespace {
@@ -284,6 +285,7 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
     ms.reserve(static_cast<size_t>(t.calls));
     const auto cpu_before = thread_cpu_ns();
     for (int64_t i = 0; i < t.calls; ++i) {
+      throw_if_stop_requested("while timing " + std::to_string(block) + "-sample blocks");
       const auto x = noise();
       const double cpu0 = process_cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();

@@ -122,6 +122,15 @@ bool overwrite_file_in_place(const std::filesystem::path& path, std::string_view
   return ::close(fd) == 0 && ok;
 }
 
+ScratchSibling::ScratchSibling(const std::filesystem::path& path, const std::string& what)
+    : scratch_(path.parent_path() /
+               ("." + path.filename().string() + "." + what + "." + std::to_string(::getpid()))) {}
+
+ScratchSibling::~ScratchSibling() {
+  std::error_code ec;
+  std::filesystem::remove(scratch_, ec);
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path.string() + "': " + errno_text());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace rt {
@@ -29,6 +30,21 @@ void link_file_atomic(const std::filesystem::path& target, const std::filesystem
 // must not keep saying something false (a summary's "running"). Returns false, writing nothing,
 // when `path` does not exist, is smaller than `contents`, or a call fails.
 bool overwrite_file_in_place(const std::filesystem::path& path, std::string_view contents);
+
+// A hidden sibling of `path`, ".<name>.<what>.<pid>", for a file that is written, checked and
+// only then written at `path` (export loads and runs what it wrote before it replaces anything
+// there): removed when the object goes (an error, a stop), whatever it holds.
+class ScratchSibling {
+ public:
+  ScratchSibling(const std::filesystem::path& path, const std::string& what);
+  ~ScratchSibling();
+  ScratchSibling(const ScratchSibling&) = delete;
+  ScratchSibling& operator=(const ScratchSibling&) = delete;
+  const std::filesystem::path& path() const { return scratch_; }
+
+ private:
+  std::filesystem::path scratch_;
+};
 
 // Reads a whole file. Throws rt::Error naming the path when it cannot be read.
 std::string read_file(const std::filesystem::path& path);

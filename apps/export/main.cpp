@@ -22,6 +22,7 @@
 #include "util/cli_parse.h"
 #include "util/error.h"
 #include "util/error_text.h"
+#include "util/signals.h"
 #include "util/torch_compat.h"
 
 namespace {
@@ -135,6 +136,10 @@ int main(int argc, char** argv) {
       "file format version, nn~ methods, sampling rate, block sizes, latency, checkpoint and step, "
       "fidelity check, the run's model config); RAVE's own files record fewer");
   RT_CLI_PARSE(app, argc, argv, "export");
+  // Ctrl-C and SIGTERM stop the fidelity check and the benchmark between blocks; an export
+  // stopped before its last write leaves --output as it was (export/rave_export.h).
+  rt::install_stop_signal_handlers();
+  rt::set_stop_messages(false);
   opt.run = run;
   opt.checkpoint = ckpt;
   opt.output = output;
@@ -175,6 +180,9 @@ int main(int argc, char** argv) {
     }
     std::cout << rt::exporting::format_report(rt::exporting::export_rave(opt));
     return 0;
+  } catch (const rt::StopRequested& e) {
+    std::cerr << "export: " << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const std::exception& e) {
     std::cerr << "export: error: " << rt::error_text(e) << "\n";
     return 1;

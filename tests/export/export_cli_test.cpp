@@ -563,5 +563,34 @@ TEST_F(ExportCli, AMissingPcaIsFittedOnTheRunsDatabaseOrRefused) {
   EXPECT_NE(r.output.find("/nonexistent/db"), std::string::npos) << r.output;
 }
 
+// The file is written beside --output, loaded and checked from there, and only then written at
+// --output: SIGTERM during the check (here the moment the scratch file appears) ends export
+// with 143, the file --force would have replaced untouched and nothing of the export left.
+TEST_F(ExportCli, ASignalDuringTheCheckLeavesTheOutputAsItWas) {
+  for (const std::string& format : std::vector<std::string>{"torchscript", "onnx"}) {
+    const fs::path folder = dir_->path() / ("stopped_" + format),
+                   out = folder / (format == "onnx" ? "model.onnx" : "model.ts");
+    fs::create_directories(folder);
+    write_file_atomic(out, "the user's earlier file\n");
+    BackgroundProcess p(bin_path("export") + " --run " + quote(run_.string()) + " --format " + format +
+                            " --streaming --force --check_seconds 20 --output " + quote(out.string()),
+                        folder.parent_path() / ("stopped_" + format + ".log"));
+    auto scratch = [&] {
+      for (const auto& e : fs::directory_iterator(folder))
+        if (e.path().filename().string().find(".checking.") != std::string::npos) return true;
+      return false;
+    };
+    ASSERT_TRUE(p.wait_until(scratch, 120)) << p.log();
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait_exit(120), 143) << p.log();
+    // Stopped in the check, or while it read its audio from the run's database.
+    EXPECT_TRUE(contains(p.log(), "export: stopped by SIGTERM while ")) << p.log();
+    EXPECT_EQ(read_file(out), "the user's earlier file\n");
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(folder)) left.push_back(e.path().filename().string());
+    EXPECT_EQ(left, std::vector<std::string>{out.filename().string()});
+  }
+}
+
 }  // namespace
 }  // namespace rt::e2e
