@@ -48,7 +48,7 @@ bool is_neural_database(const std::filesystem::path& db) {
 std::vector<std::string> inspect_neural_database(const std::filesystem::path& db, std::ostream& out) {
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
   const size_t entries = store.count();
-  out << "database: " << db.string() << "\n";
+  out << "database: " << terminal_safe(db.string()) << "\n";
   out << "kind: neural\n";
   out << "entries: " << entries << " trials\n";
   // The loader's own checks (NeuralDataset), every failure listed instead of the first.

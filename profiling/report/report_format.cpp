@@ -185,7 +185,7 @@ std::string validation_text(const RunAnalysis& a) {
 
 std::string format_report(const RunAnalysis& a) {
   std::ostringstream o;
-  o << "profile-report: " << a.run_dir.string() << "\n\nRun\n";
+  o << "profile-report: " << terminal_safe(a.run_dir.string()) << "\n\nRun\n";
   o << "  model      " << (a.model.empty() ? "?" : a.model);
   if (!a.config.empty()) o << "  (config " << a.config << ")";
   if (!a.run_name.empty()) o << "\n  run name   " << a.run_name;
@@ -461,7 +461,8 @@ Json to_json(const RunAnalysis& a) {
 
 std::string format_comparison(const RunAnalysis& a, const RunAnalysis& b) {
   std::ostringstream o;
-  o << "profile-report --compare\n  A: " << a.run_dir.string() << "\n  B: " << b.run_dir.string() << "\n\n";
+  o << "profile-report --compare\n  A: " << terminal_safe(a.run_dir.string())
+    << "\n  B: " << terminal_safe(b.run_dir.string()) << "\n\n";
   const size_t w = 30, c = std::max<size_t>(22, std::max(a.name.size(), b.name.size()) + 2);
   o << pad("", w) << pad("A", c, true) << pad("B", c, true) << pad("B/A", 9, true) << "\n";
   auto text_row = [&](const std::string& label, const std::string& x, const std::string& y) {

@@ -206,7 +206,11 @@ TEST_F(CommandRanges, PathsWithAnEscapeSequenceAreShownEscaped) {
                        " --output_path " + quote((dir_->path() / "never").string()) + " 2>&1");
   EXPECT_EQ(p.exit_code, 1) << p.output;
   EXPECT_TRUE(contains(p.output, "odd\\x1b[31mred/nothing: does not exist")) << p.output;
-  for (const auto* r : {&t, &e, &p}) EXPECT_FALSE(contains(r->output, "\x1b")) << r->output;
+  auto report = run_command(bin_path("profile-report") + " " + quote((odd / "latest").string()) + " 2>&1");
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_TRUE(contains(report.output, "profile-report: " + dir_->path().string() + "/odd\\x1b[31mred/"))
+      << report.output;
+  for (const auto* r : {&t, &e, &p, &report}) EXPECT_FALSE(contains(r->output, "\x1b")) << r->output;
 }
 
 }  // namespace
