@@ -419,7 +419,8 @@ GenerateReport generate(const GenerateOptions& o) {
       // Each file from silence: a streaming model's state does not carry from one file to the next.
       const auto y = run_interruptible(
           [&] { return run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio); },
-          "while generating '" + in.string() + "'; " + std::to_string(r.files.size()) +
+          "while generating '" + in.string() + "'; " +
+              std::to_string(static_cast<int64_t>(r.files.size()) - r.failed()) +
               " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());
       g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (x.size(-1) >= kDistanceScales.front()) {
