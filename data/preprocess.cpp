@@ -23,6 +23,7 @@
 #include "util/path_kind.h"
 #include "util/printable.h"
 #include "util/signals.h"
+#include "util/thread_limits.h"
 
 namespace rt {
 namespace fs = std::filesystem;
@@ -90,6 +91,14 @@ std::string hms(double seconds) {
   return buf;
 }
 
+// Every skipped input with its reason, paths shown terminal-safe.
+void log_skipped(std::ostream& log, const std::vector<SkippedFile>& skipped) {
+  if (skipped.empty()) return;
+  log << "preprocess: skipped " << skipped.size() << " file(s):\n";
+  for (const auto& sk : skipped)
+    log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
+}
+
 // A flag's number as the user would write it ("0.5", "16384").
 std::string number_text(double v) {
   char buf[32];
@@ -119,18 +128,23 @@ void validate(const PreprocessOptions& o) {
                 std::to_string(kMaxDecodedSamples / 2 / o.channels) + "] at " + std::to_string(o.channels) +
                 " channel(s)");
   }
-  if (!(o.max_db_size_gb > 0 && o.max_db_size_gb <= kMaxDbSizeGb)) {
-    throw Error("--max_db_size " + number_text(o.max_db_size_gb) + " is not accepted: > 0 and at most " +
-                number_text(kMaxDbSizeGb) + " (GB, the LMDB map size)");
-  }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.workers < 0 || o.workers > 4 * cores) {
-    throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " + std::to_string(4 * cores) +
-                "] (0 = all cores; at most 4 × this machine's " + std::to_string(cores) + " cores)");
+  check_max_db_size(o.max_db_size_gb);
+  const int64_t cores = machine_cores();
+  if (o.workers < 0 || o.workers > max_thread_count(cores)) {
+    throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " +
+                std::to_string(max_thread_count(cores)) + "] (0 = all cores; at most 4 × this machine's " +
+                std::to_string(cores) + " cores)");
   }
 }
 
 }  // namespace
+
+void check_max_db_size(double gb) {
+  if (!(gb > 0 && gb <= kMaxDbSizeGb)) {
+    throw Error("--max_db_size " + number_text(gb) + " is not accepted: > 0 and at most " +
+                number_text(kMaxDbSizeGb) + " (GB, the LMDB map size)");
+  }
+}
 
 std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
                                           std::vector<SkippedFile>& missing) {
@@ -174,9 +188,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
       std::max<uint64_t>(page * 16, (static_cast<uint64_t>(requested) + page - 1) / page * page);
   if (files.empty()) {
     // Nothing to import: no database is made (the folder is left as it was).
-    for (const auto& sk : result.skipped)
-      log << "preprocess: skipped " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason)
-          << "\n";
+    log_skipped(log, result.skipped);
     log << "preprocess: no input file found: no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
     return result;
@@ -324,11 +336,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   result.db_bytes = fs::file_size(opt.output_path / "data.mdb", ec);
   if (result.chunks == 0) {
     // Nothing to train on: the folder is left as it was (a corrected command can use it).
-    if (!result.skipped.empty()) {
-      log << "preprocess: skipped " << result.skipped.size() << " file(s):\n";
-      for (const auto& sk : result.skipped)
-        log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
-    }
+    log_skipped(log, result.skipped);
     log << "preprocess: no chunk written (" << result.files_total
         << " input file(s), none gave a chunk): no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
@@ -344,11 +352,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
         << "); stopped after " << result.chunks << " chunks. Everything written so far is committed and "
         << "metadata.yaml describes it; raise --max_db_size to store more.\n";
   }
-  if (!result.skipped.empty()) {
-    log << "preprocess: skipped " << result.skipped.size() << " file(s):\n";
-    for (const auto& sk : result.skipped)
-      log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
-  }
+  log_skipped(log, result.skipped);
   log << "preprocess: wrote " << result.chunks << " chunks (" << hms(result.seconds) << ", " << result.seconds
       << " s) from " << result.files_used << " of " << result.files_total << " files to '"
       << terminal_safe(opt.output_path.string()) << "'; skipped " << result.skipped.size() << "\n";

@@ -15,6 +15,8 @@ namespace rt {
 // --max_db_size's largest value, in GB: 16 TiB of address space for LMDB's map (a limit, not an
 // allocation: the file grows as records are written), audio or neural.
 inline constexpr double kMaxDbSizeGb = 16384.0;
+// Throws rt::Error naming --max_db_size, the value and the range (0, kMaxDbSizeGb] outside it.
+void check_max_db_size(double gb);
 
 struct PreprocessOptions {
   std::vector<std::filesystem::path> input_paths;  // Files or folders (walked recursively).

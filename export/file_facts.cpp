@@ -63,12 +63,19 @@ std::string dims_text(const onnx::ValueSpec& v) {
   return out + ")";
 }
 
+// The integrity line of an ONNX file whose CRC-32 parse_model checked: the recorded value, or
+// that it records none.
+std::string onnx_integrity_text(const std::string& crc) {
+  return crc.empty() ? "no CRC-32 recorded (not written by this exporter): not checked"
+                     : "CRC-32 " + crc + " (metadata " + onnx::kMetaCrc32 + ") matches the content";
+}
+
 // --inspect on an ONNX file: its IR version and opset, the graph's inputs and outputs, and the
 // metadata_props export --format onnx records (the same facts as a TorchScript file's attributes).
 std::string inspect_onnx(const std::filesystem::path& file) {
   const rt_onnx::ModelProto model = onnx::parse_model(file);  // its CRC-32 checked
   const onnx::FileFacts f = onnx::facts_of(model);
-  const std::string crc = onnx::verify_crc32(model, file);
+  const std::string crc = onnx::recorded_crc32(model);
   auto meta = [&](const std::string& key) {
     auto it = f.metadata.find(key);
     return it == f.metadata.end() ? std::string() : it->second;
@@ -88,9 +95,7 @@ std::string inspect_onnx(const std::filesystem::path& file) {
     s << "\n";
   }
   auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
-  fact("integrity", crc.empty()
-                        ? "no CRC-32 recorded (not written by this exporter): not checked"
-                        : "CRC-32 " + crc + " (metadata " + onnx::kMetaCrc32 + ") matches the content");
+  fact("integrity", onnx_integrity_text(crc));
   fact("method", meta(onnx::kMetaMethod));
   fact("runtime", meta("rt_onnx_runtime"));
   fact("sampling rate", meta("sampling_rate").empty() ? "" : meta("sampling_rate") + " Hz");
@@ -128,23 +133,18 @@ bool starts_like_zip(const std::filesystem::path& file) {
   return in.read(magic, 4) && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
 }
 
-void refuse_training_checkpoint(const std::filesystem::path& file, const std::string& flag) {
-  CheckpointMeta meta;
-  try {
-    meta = read_checkpoint_meta(file);
-  } catch (const std::exception&) {
-    return;  // not a checkpoint
-  }
-  throw Error(flag + " '" + file.string() + "' is a training checkpoint (step " + std::to_string(meta.step) +
+void refuse_training_checkpoint(const torch::jit::Module& module, const std::filesystem::path& file,
+                                const std::string& flag) {
+  const std::optional<int64_t> step = checkpoint_step(module);
+  if (!step) return;
+  throw Error(flag + " '" + file.string() + "' is a training checkpoint (step " + std::to_string(*step) +
               "), not an exported file: export it first (export --ckpt " + file.string() +
               " --streaming), then use the file export writes");
 }
 
 std::string verify_export_file(const std::filesystem::path& file) {
   if (onnx::looks_like_onnx(file) || file.extension() == ".onnx") {
-    const std::string crc = onnx::verify_crc32(onnx::parse_model(file), file);
-    return crc.empty() ? "no CRC-32 recorded (not written by this exporter): not checked"
-                       : "CRC-32 " + crc + " (metadata " + onnx::kMetaCrc32 + ") matches the content";
+    return onnx_integrity_text(onnx::recorded_crc32(onnx::parse_model(file)));  // checked by parse_model
   }
   // Not a zip archive at all: no TorchScript file, which the caller's loader says in its words.
   if (!starts_like_zip(file)) return "not a zip archive: not checked";
@@ -188,7 +188,6 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
     }
     return inspect_onnx(file);
   }
-  refuse_training_checkpoint(file, "--inspect");
   const std::string integrity = verify_export_file(file);
   uint64_t version = 0;
   torch::jit::Module m;
@@ -200,6 +199,7 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
     throw Error("--inspect '" + file.string() + "' is not a TorchScript file this LibTorch loads (" +
                 libtorch_text() + "): " + e.what_without_backtrace());
   }
+  refuse_training_checkpoint(m, file, "--inspect");
   std::ostringstream s;
   s << printable(file.string()) << "\n  TorchScript, file format version " << version << " ("
     << libtorch_text() << " reads versions " << caffe2::serialize::kMinSupportedFileFormatVersion << " … "

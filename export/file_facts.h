@@ -49,9 +49,11 @@ void set_check_fact(torch::jit::Module& m, const std::string& check);
 std::string verify_export_file(const std::filesystem::path& file);
 // Whether the file starts as a zip archive does (torch's checkpoints and TorchScript files).
 bool starts_like_zip(const std::filesystem::path& file);
-// Throws rt::Error naming `flag` and the step when `file` is a training checkpoint (export
-// --inspect, --benchmark and generate read exported files; a checkpoint is exported first).
-void refuse_training_checkpoint(const std::filesystem::path& file, const std::string& flag);
+// Throws rt::Error naming `flag`, `file` and the step when `module` (`file`, loaded) is a training
+// checkpoint (export --inspect and --benchmark read exported files; a checkpoint is exported
+// first).
+void refuse_training_checkpoint(const torch::jit::Module& module, const std::filesystem::path& file,
+                                const std::string& flag);
 
 // `export --inspect FILE`: the file's TorchScript format version and the LibTorch releases that
 // load it (export/libtorch_target.h), its nn~ methods with their channels and ratios, and every

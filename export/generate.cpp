@@ -20,6 +20,7 @@
 #include "export/rave_checkpoint.h"
 #include "export/rave_script.h"
 #include "models/rave/losses.h"
+#include "trainer/checkpoint.h"
 #include "trainer/output_target.h"
 #include "trainer/run_dir.h"
 #include "util/atomic_file.h"
@@ -106,17 +107,59 @@ int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t f
   return m.hasattr(name) ? m.attr(name).toInt() : fallback;
 }
 
-bool is_torchscript_file(const fs::path& path) {
-  std::error_code ec;
+bool has_torchscript_extension(const fs::path& path) {
   const auto ext = path.extension();
-  if (!(ext == ".ts" || ext == ".pt" || ext == ".torchscript") || !fs::is_regular_file(path, ec))
-    return false;
-  try {
-    read_checkpoint_meta(path);
-    return false;  // a training checkpoint named like one
-  } catch (const std::exception&) {
+  return ext == ".ts" || ext == ".pt" || ext == ".torchscript";
+}
+
+// An exported TorchScript file (ours or RAVE's own), already loaded into `m`: its nn~
+// attributes, checked against the mode asked for.
+void describe_torchscript(const GenerateOptions& o, const fs::path& given, LoadedModel& m) {
+  if (!m.module.find_method("forward") || !m.module.hasattr("forward_params")) {
+    throw Error("--model '" + given.string() +
+                "' has no nn~ forward method (forward and forward_params): export a RAVE model with export, "
+                "or RAVE's own export");
   }
-  return true;
+  // nn~'s <method>_params: [in_channels, in_ratio, out_channels, out_ratio]; encode's
+  // out_ratio is the audio samples per latent frame.
+  m.channels = m.module.attr("forward_params").toTensor()[0].item<int64_t>();
+  m.ratio =
+      m.module.hasattr("encode_params") ? m.module.attr("encode_params").toTensor()[3].item<int64_t>() : 1;
+  m.sampling_rate = int_attr(m.module, "sr", int_attr(m.module, "sampling_rate", 0));
+  m.latency = int_attr(m.module, "forward_latency", 0);
+  const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
+  if (m.sampling_rate <= 0)
+    throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");
+  if (o.stream && m.module.hasattr("streaming") && !streaming) {
+    throw Error("--stream: '" + given.string() +
+                "' was exported offline (no streaming caches); export it with --streaming, or drop --stream");
+  }
+  if (!o.stream && streaming) {
+    throw Error("'" + given.string() +
+                "' is a streaming export: it keeps state between calls, so run it with --stream");
+  }
+  m.description = "TorchScript file " + given.string();
+  m.name = given.stem().string();
+}
+
+// A training checkpoint, scripted in memory exactly as `export` writes it.
+void load_checkpoint_model(const GenerateOptions& o, const fs::path& ckpt, LoadedModel& m) {
+  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
+  ScriptOptions s;
+  s.streaming = o.stream;
+  s.sampling_rate = c.sampling_rate;
+  ScriptInfo info;
+  std::ostringstream bytes;
+  script_rave(*c.model, s, &info).save(bytes);
+  m.bytes = bytes.str();
+  m.module = m.fresh();  // as the exported file would be loaded
+  m.channels = c.model->options().channels;
+  m.sampling_rate = c.sampling_rate;
+  m.ratio = info.ratio;
+  m.latency = o.stream ? info.forward_latency() : 0;
+  m.description = "checkpoint " + ckpt.string() + " (step " + std::to_string(c.meta.step) + ")";
+  m.name = c.config.get_string("train.name");
+  if (m.name.empty()) m.name = "rave";
 }
 
 LoadedModel load_model(const GenerateOptions& o) {
@@ -125,14 +168,13 @@ LoadedModel load_model(const GenerateOptions& o) {
   std::error_code ec;
   const bool file = fs::is_regular_file(given, ec);
   if (file && (onnx::looks_like_onnx(given) || given.extension() == ".onnx")) {
-    verify_export_file(given);  // parses it: "not an ONNX model", or damaged
-    load_onnx(o, given, m);
+    load_onnx(o, given, m);  // its parse checks the CRC-32 the file records
   } else if (file && dangling_run_pointer(given).empty() && !starts_like_zip(given)) {
     throw Error("--model '" + given.string() +
                 "' is not a model: expected a run directory, a `latest` pointer, a checkpoint (.ckpt), a "
                 "TorchScript export (.ts) or an ONNX export (.onnx); audio to run through the model goes to "
                 "--input");
-  } else if (is_torchscript_file(given)) {
+  } else if (file && has_torchscript_extension(given)) {
     verify_export_file(given);  // every entry against its CRC-32: a damaged file is refused
     try {
       m.bytes = read_file(given);
@@ -141,51 +183,14 @@ LoadedModel load_model(const GenerateOptions& o) {
       throw Error("--model '" + given.string() +
                   "' is not a TorchScript file this LibTorch loads: " + e.what_without_backtrace());
     }
-    if (!m.module.find_method("forward") || !m.module.hasattr("forward_params")) {
-      throw Error(
-          "--model '" + given.string() +
-          "' has no nn~ forward method (forward and forward_params): export a RAVE model with export, "
-          "or RAVE's own export");
+    if (checkpoint_step(m.module)) {
+      m = LoadedModel();  // a training checkpoint named like an export
+      load_checkpoint_model(o, given, m);
+    } else {
+      describe_torchscript(o, given, m);
     }
-    // nn~'s <method>_params: [in_channels, in_ratio, out_channels, out_ratio]; encode's
-    // out_ratio is the audio samples per latent frame.
-    m.channels = m.module.attr("forward_params").toTensor()[0].item<int64_t>();
-    m.ratio =
-        m.module.hasattr("encode_params") ? m.module.attr("encode_params").toTensor()[3].item<int64_t>() : 1;
-    m.sampling_rate = int_attr(m.module, "sr", int_attr(m.module, "sampling_rate", 0));
-    m.latency = int_attr(m.module, "forward_latency", 0);
-    const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
-    if (m.sampling_rate <= 0)
-      throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");
-    if (o.stream && m.module.hasattr("streaming") && !streaming) {
-      throw Error(
-          "--stream: '" + given.string() +
-          "' was exported offline (no streaming caches); export it with --streaming, or drop --stream");
-    }
-    if (!o.stream && streaming) {
-      throw Error("'" + given.string() +
-                  "' is a streaming export: it keeps state between calls, so run it with --stream");
-    }
-    m.description = "TorchScript file " + given.string();
-    m.name = given.stem().string();
   } else {
-    const fs::path ckpt = resolve_run_or_checkpoint(o.model, "--model");
-    RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
-    ScriptOptions s;
-    s.streaming = o.stream;
-    s.sampling_rate = c.sampling_rate;
-    ScriptInfo info;
-    std::ostringstream bytes;
-    script_rave(*c.model, s, &info).save(bytes);
-    m.bytes = bytes.str();
-    m.module = m.fresh();  // as the exported file would be loaded
-    m.channels = c.model->options().channels;
-    m.sampling_rate = c.sampling_rate;
-    m.ratio = info.ratio;
-    m.latency = o.stream ? info.forward_latency() : 0;
-    m.description = "checkpoint " + ckpt.string() + " (step " + std::to_string(c.meta.step) + ")";
-    m.name = c.config.get_string("train.name");
-    if (m.name.empty()) m.name = "rave";
+    load_checkpoint_model(o, resolve_run_or_checkpoint(o.model, "--model"), m);
   }
   return m;
 }

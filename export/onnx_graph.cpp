@@ -229,14 +229,22 @@ std::string crc32_text(const std::string& bytes) {
   return text;
 }
 
-std::string verify_crc32(const rt_onnx::ModelProto& model, const std::filesystem::path& file) {
+std::string recorded_crc32(const rt_onnx::ModelProto& model) {
   const int n = model.metadata_props_size();
-  if (n == 0 || model.metadata_props(n - 1).key() != kMetaCrc32) return "";
+  return n > 0 && model.metadata_props(n - 1).key() == kMetaCrc32 ? model.metadata_props(n - 1).value() : "";
+}
+
+namespace {
+
+// Throws rt::Error naming `file` when `model` records a CRC-32 its content does not match.
+void verify_crc32(const rt_onnx::ModelProto& model, const std::filesystem::path& file) {
+  const std::string recorded = recorded_crc32(model);
+  if (recorded.empty()) return;
   rt_onnx::ModelProto without = model;
   without.mutable_metadata_props()->RemoveLast();
   std::string bytes;
   if (!without.SerializeToString(&bytes)) throw Error(file.string() + ": cannot serialise the ONNX model");
-  const std::string recorded = model.metadata_props(n - 1).value(), now = crc32_text(bytes);
+  const std::string now = crc32_text(bytes);
   if (recorded != now) {
     throw Error(
         "'" + file.string() + "' is damaged: its content's CRC-32 is " + now + ", the exporter recorded " +
@@ -244,8 +252,9 @@ std::string verify_crc32(const rt_onnx::ModelProto& model, const std::filesystem
         "); a byte changed since it was written (a copy or a download cut short or altered): export it "
         "again");
   }
-  return recorded;
 }
+
+}  // namespace
 
 rt_onnx::ModelProto parse_model(const std::filesystem::path& file) {
   rt_onnx::ModelProto model;

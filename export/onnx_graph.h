@@ -114,12 +114,12 @@ rt_onnx::ModelProto parse_model(const std::filesystem::path& file);
 FileFacts facts_of(const rt_onnx::ModelProto& model);
 
 // The metadata entry our files end with: the CRC-32 (8 hex digits) of the serialized model
-// without that entry. parse_model checks it; files of other exporters have none.
+// without that entry. parse_model checks it (a mismatch is an rt::Error naming the file and
+// saying to export it again); files of other exporters have none.
 inline constexpr const char* kMetaCrc32 = "rt_crc32";
 std::string crc32_text(const std::string& bytes);
-// The recorded CRC-32 when `model` ends with kMetaCrc32 and it matches, "" when it records none;
-// throws rt::Error naming `file` when it does not match.
-std::string verify_crc32(const rt_onnx::ModelProto& model, const std::filesystem::path& file);
+// The CRC-32 `model` records (its last metadata entry), "" when it records none.
+std::string recorded_crc32(const rt_onnx::ModelProto& model);
 
 // Whether the file starts like an ONNX model (a protobuf whose first field is ir_version).
 bool looks_like_onnx(const std::filesystem::path& file);

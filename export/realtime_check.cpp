@@ -23,6 +23,7 @@
 #include "util/error_text.h"
 #include "util/path_kind.h"
 #include "util/signals.h"
+#include "util/thread_limits.h"
 
 namespace rt::exporting {
 namespace {
@@ -152,16 +153,17 @@ torch::jit::Module load_file(const fs::path& file) {
                 " is an ONNX file: its speed is ONNX Runtime's, which export does not link; time it in the "
                 "host, or with benchmarks/onnx_race.py (ONNX Runtime, one thread, block by block)");
   }
-  refuse_training_checkpoint(file, "--benchmark");
   verify_export_file(file);  // a damaged file is refused, not timed
+  torch::jit::Module m;
   try {
-    auto m = torch::jit::load(file.string());  // as nn~'s Backend::load
-    m.eval();
-    return m;
+    m = torch::jit::load(file.string());  // as nn~'s Backend::load
   } catch (const std::exception& e) {
     throw Error(name + " cannot be read as a TorchScript file (torch::jit::load: " +
                 first_line(error_text(e)) + "); pass a file written by `export` or RAVE's `rave export`");
   }
+  refuse_training_checkpoint(m, file, "--benchmark");
+  m.eval();
+  return m;
 }
 
 }  // namespace
@@ -198,9 +200,10 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
   r.threads = o.threads;
   r.seconds = o.seconds;
   r.warmup_blocks = std::max<int64_t>(0, o.warmup_blocks);
-  if (o.threads < 1 || o.threads > 4 * r.cores) {
-    throw Error("--threads " + std::to_string(o.threads) + " is outside 1 … " + std::to_string(4 * r.cores) +
-                " (4 × this machine's " + count_text(r.cores, "core") + ")");
+  if (o.threads < 1 || o.threads > max_thread_count(r.cores)) {
+    throw Error("--threads " + std::to_string(o.threads) + " is outside 1 … " +
+                std::to_string(max_thread_count(r.cores)) + " (4 × this machine's " +
+                count_text(r.cores, "core") + ")");
   }
   if (!(o.seconds > 0.0 && o.seconds <= kMaxSeconds)) {
     std::ostringstream s;

@@ -89,6 +89,13 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
   write_file_atomic(path, bytes);
 }
 
+std::optional<int64_t> checkpoint_step(const torch::jit::Module& module) {
+  if (!module.hasattr("meta/format") || !module.hasattr("meta/step")) return std::nullopt;
+  const c10::IValue format = module.attr("meta/format"), step = module.attr("meta/step");
+  if (!format.isString() || format.toStringRef() != kFormat || !step.isInt()) return std::nullopt;
+  return step.toInt();
+}
+
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
   auto a = open_archive(path);
   return read_meta(a, path.string());

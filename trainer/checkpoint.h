@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace rt {
@@ -36,6 +37,12 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
 
 // Reads the meta block only (cheap relative to applying the model state).
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
+
+// The training step when `module` (a file torch::jit::load read: a checkpoint is torch's archive
+// of a module whose attributes hold the meta block) is a checkpoint of this trainer, else
+// nullopt. For the tools that read exported files: they tell a checkpoint from an export by the
+// module they load anyway, without reading the file a second time.
+std::optional<int64_t> checkpoint_step(const torch::jit::Module& module);
 
 // Loads `path`; checks family and signature against `expected` first and throws rt::Error
 // naming the file and both signatures on a mismatch ("a checkpoint of another config").

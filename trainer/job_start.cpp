@@ -13,13 +13,14 @@
 #include "trainer/model_family.h"
 #include "trainer/trainer.h"
 #include "util/error.h"
+#include "util/thread_limits.h"
 
 namespace rt {
 
 JobStart start_job(const Config& config, const dist::LaunchEnv& env) {
   JobStart job;
   if (config.get_bool("train.retain_freed_memory")) job.heap = retain_freed_heap_memory();
-  check_thread_limits(config, std::thread::hardware_concurrency());
+  check_thread_limits(config, static_cast<unsigned>(machine_cores()));
   const int64_t threads = config.get_int("train.threads");
   const int n_threads =
       threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::thread::hardware_concurrency());
@@ -111,7 +112,7 @@ std::unique_ptr<Loader> make_job_loader(const Config& config, const TrainData& d
 
 void check_thread_limits(const Config& config, unsigned cores) {
   const int64_t n = std::max(1u, cores);
-  const int64_t limit = 4 * n;
+  const int64_t limit = max_thread_count(n);
   for (const char* key : {"train.threads", "data.workers"}) {
     const int64_t v = config.get_int(key);
     if (v > limit) {

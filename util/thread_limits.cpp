@@ -9,7 +9,7 @@ namespace rt {
 
 int64_t machine_cores() { return std::max<int64_t>(1, std::thread::hardware_concurrency()); }
 
-int64_t max_thread_count() { return 4 * machine_cores(); }
+int64_t max_thread_count(int64_t cores) { return 4 * std::max<int64_t>(1, cores); }
 
 void check_thread_count(const std::string& flag, int64_t value, int64_t min, const std::string& zero_means) {
   const int64_t max = max_thread_count();

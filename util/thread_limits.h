@@ -1,7 +1,9 @@
 // How many threads a command's flag may ask for: at most 4 × the machine's cores (a value past
 // that only oversubscribes the cores, and 10^5 threads exhaust the process's memory and stop it
-// from taking signals). `train` (train.threads, data.workers), `evaluate`, `generate`,
-// `export --benchmark` and `preprocess --workers` all bound their counts here.
+// from taking signals). Every command takes the bound from max_thread_count: `train`
+// (train.threads, data.workers, its own message), `preprocess --workers`, `export --benchmark
+// --threads` (over the cores the process may run on), and `evaluate` and `generate` through
+// check_thread_count.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +13,8 @@ namespace rt {
 
 // std::thread::hardware_concurrency(), at least 1.
 int64_t machine_cores();
-// 4 × machine_cores().
-int64_t max_thread_count();
+// 4 × `cores`.
+int64_t max_thread_count(int64_t cores = machine_cores());
 
 // Throws rt::Error naming `flag` and the accepted range [min, max_thread_count()] when `value`
 // is outside it; `zero_means` ("every core") is said when min is 0.

@@ -149,11 +149,7 @@ int main(int argc, char** argv) {
       nopt.output = output;
       nopt.groups = group_names;
       nopt.include_eval = no_eval_opt->count() == 0;
-      if (!(opt.max_db_size_gb > 0 && opt.max_db_size_gb <= rt::kMaxDbSizeGb)) {
-        throw rt::Error("--max_db_size " + app.get_option("--max_db_size")->as<std::string>() +
-                        " is not accepted: > 0 and at most " +
-                        std::to_string(static_cast<int>(rt::kMaxDbSizeGb)) + " (GB, the LMDB map size)");
-      }
+      rt::check_max_db_size(opt.max_db_size_gb);
       nopt.max_db_size_bytes = static_cast<uint64_t>(opt.max_db_size_gb * 1073741824.0);
       try {
         auto report = rt::neural::import_neural_hdf5(nopt);
