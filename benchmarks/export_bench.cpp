@@ -27,8 +27,8 @@
 #include <tuple>
 #include <vector>
 
-#include "export/onnx_rave.h"
-#include "export/rave_script.h"
+#include "export/onnx/onnx_rave.h"
+#include "export/torchscript/rave_script.h"
 #include "util/blas_kernels.h"
 #include "util/json.h"
 #include "util/tensor_manifest.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `export --quantize int8` costs in fidelity on a trained model, beside the float32 export:
-# the check `export` prints (export/fidelity.h: the written file, loaded back and run as nn~ runs
+# the check `export` prints (export/checks/fidelity.h: the written file, loaded back and run as nn~ runs
 # it, streaming in 2048-sample blocks, against the float32 C++ model offline; SNR and the
 # multi-scale spectral distance it adds, as a share of the model's own reconstruction distance)
 # on the run's database and on recorded speech (the eight spoken channel names of alsa-utils,

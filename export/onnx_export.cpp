@@ -1,8 +1,8 @@
 #include "export/onnx_export.h"
 
-#include "export/file_facts.h"
-#include "export/onnx_eval.h"
-#include "export/onnx_rave.h"
+#include "export/checks/file_facts.h"
+#include "export/onnx/onnx_eval.h"
+#include "export/onnx/onnx_rave.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/signals.h"

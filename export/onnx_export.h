@@ -1,6 +1,6 @@
 // export --format onnx: the run's model as three ONNX files (forward at --output, encode and
 // decode beside it), each with the export's facts as metadata_props, read back and run once
-// (export/onnx_eval.h) and put through the same fidelity check as the TorchScript file.
+// (export/onnx/onnx_eval.h) and put through the same fidelity check as the TorchScript file.
 #pragma once
 
 #include <filesystem>
@@ -23,11 +23,6 @@ std::filesystem::path sibling(const std::filesystem::path& forward, const std::s
 // Writes the three files of `report` (output, onnx_encode, onnx_decode), fills the report.
 void write_rave_onnx(const ExportOptions& options, RaveCheckpoint& checkpoint,
                      const CheckAudioFn& check_audio, ExportReport& report);
-
-// Metadata keys every file carries (beside sampling_rate, n_channels, latent_size,
-// full_latent_size, streaming, encode/decode/forward_latency, as the TorchScript attributes).
-inline constexpr const char* kMetaMethod = "rt_method";        // encode | decode | forward
-inline constexpr const char* kMetaStates = "rt_state_inputs";  // how a host carries the state
 
 }  // namespace onnx
 }  // namespace rt::exporting

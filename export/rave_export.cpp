@@ -7,10 +7,10 @@
 
 #include "config/config.h"
 #include "data/audio_io.h"
-#include "export/file_facts.h"
-#include "export/libtorch_target.h"
+#include "export/checks/file_facts.h"
+#include "export/checks/libtorch_target.h"
+#include "export/onnx/onnx_graph.h"
 #include "export/onnx_export.h"
-#include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
 #include "trainer/checkpoint.h"
 #include "trainer/output_target.h"
@@ -144,7 +144,7 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
   }
 }
 
-// A lossy file over the fidelity budget (export/fidelity.h) is written, with a warning.
+// A lossy file over the fidelity budget (export/checks/fidelity.h) is written, with a warning.
 void warn_if_over_budget(ExportReport& r) {
   if (!r.check.measured || r.check.within_budget() || r.quantize == Quantize::kNone) return;
   std::ostringstream w;

@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "export/fidelity.h"
-#include "export/rave_script.h"
+#include "export/checks/fidelity.h"
+#include "export/torchscript/rave_script.h"
 #include "util/enum_names.h"
 
 namespace rt::exporting {
 
 // export --format: TorchScript for nn~ and the RAVE VST (the default), or ONNX for ONNX Runtime
-// hosts (export/onnx_rave.h: encode, decode and forward as three graph files).
+// hosts (export/onnx/onnx_rave.h: encode, decode and forward as three graph files).
 enum class ExportFormat { kTorchScript, kOnnx, kMaxValue = kOnnx };
 constexpr EnumNames<ExportFormat> enum_names(ExportFormat) { return {{"torchscript", "onnx"}}; }
 
@@ -38,7 +38,7 @@ struct ExportOptions {
   bool force = false;  // --force: replace an existing file at `output` (never a checkpoint, a run's
                        // own file or something that is not a regular file)
   // --target_libtorch X.Y: the TorchScript file must load in that LibTorch release
-  // (export/libtorch_target.h), else nothing is written.
+  // (export/checks/libtorch_target.h), else nothing is written.
   std::string target_libtorch;
 };
 
@@ -57,9 +57,9 @@ struct ExportReport {
   bool streaming = false;
   ScriptInfo script;
   Quantize quantize = Quantize::kNone;
-  FidelityFigures check;  // the written file against the float32 model (export/fidelity.h)
+  FidelityFigures check;  // the written file against the float32 model (export/checks/fidelity.h)
   // TorchScript: the LibTorch releases that load the file and what was checked
-  // (export/libtorch_target.h, loads_in_text).
+  // (export/checks/libtorch_target.h, loads_in_text).
   std::string loads_in;
   std::vector<std::string> warnings;
 };

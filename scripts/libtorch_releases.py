@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes export/libtorch_releases.inc: for every LibTorch release on PyPI (1.4 onwards, the
+"""Writes export/checks/releases/libtorch_releases.inc: for every LibTorch release on PyPI (1.4 onwards, the
 newest patch of each minor version), the newest TorchScript file format version its reader accepts
 (torch/include/caffe2/serialize/versions.h) and the aten operators it has, all read from the
 release's own wheel. The operators are the native functions of
@@ -14,7 +14,7 @@ table (docs/export.md). Run once per new torch release; it needs network access 
 reads only the zip directory, the two headers and the library of each release's smallest wheel
 (HTTP range requests).
 
-  python3 scripts/libtorch_releases.py [--out export/libtorch_releases.inc]
+  python3 scripts/libtorch_releases.py [--out export/checks/releases/libtorch_releases.inc]
 """
 import argparse
 import re
@@ -108,7 +108,7 @@ def registered(library):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "export/libtorch_releases.inc"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "export/checks/releases/libtorch_releases.inc"))
     args = ap.parse_args()
     rows, ops, natives = [], [], []
     for (major, minor), (patch, url) in releases().items():

@@ -19,7 +19,7 @@ namespace rt {
 // no `version` record) or an entry's bytes do not match its stored CRC-32. Reads the file
 // once, in blocks; returns the number of entries checked.
 // `role` names the file in the messages: a checkpoint by default, or an exported TorchScript
-// file (export/file_facts.h), which torch writes as the same zip archive.
+// file (export/checks/file_facts.h), which torch writes as the same zip archive.
 struct ZipRole {
   std::string noun = "checkpoint";
   std::string remedy = "use another checkpoint of the run (checkpoints/step_<N>.ckpt, best.ckpt)";

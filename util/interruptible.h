@@ -4,7 +4,7 @@
 // thread watches for a stop signal (util/signals.h). On one, StopRequested is thrown at once
 // and the computation is left running on its thread: the caller must then end the process with
 // std::_Exit (not return through destructors under it), having written nothing the computation
-// was still making. generate (export/generate.h) and evaluate use it.
+// was still making. generate (generate/generate.h) and evaluate use it.
 #pragma once
 
 #include <ATen/Parallel.h>

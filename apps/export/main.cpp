@@ -4,19 +4,19 @@
 //   [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
 //          [--check_audio FILE]
-// and whether an exported file keeps up in realtime on this machine (export/realtime_check.h):
+// and whether an exported file keeps up in realtime on this machine (export/checks/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
-// and what an exported file says about itself (export/file_facts.h):
+// and what an exported file says about itself (export/checks/file_facts.h):
 //   export --inspect FILE.ts | FILE.onnx [--target_libtorch X.Y]
 // A TorchScript export or --inspect with --target_libtorch X.Y refuses a file LibTorch X.Y
-// cannot load, with the reason (export/libtorch_target.h).
+// cannot load, with the reason (export/checks/libtorch_target.h).
 #include <cmath>
 #include <iostream>
 
-#include "export/file_facts.h"
-#include "export/libtorch_target.h"
+#include "export/checks/file_facts.h"
+#include "export/checks/libtorch_target.h"
+#include "export/checks/realtime_check.h"
 #include "export/rave_export.h"
-#include "export/realtime_check.h"
 #include "families/builtin.h"
 #include "util/blas_kernels.h"
 #include "util/cli_parse.h"

@@ -1,4 +1,4 @@
-// generate: audio files through a trained RAVE model, as `rave generate` (export/generate.h).
+// generate: audio files through a trained RAVE model, as `rave generate` (generate/generate.h).
 //   generate --model RUN_DIR|CKPT|FILE.ts --input PATH [--input PATH ...] [--out_path generations]
 //            [--name NAME] [--stream [--chunk_size 4096]] [--ema_weights] [--seed N] [--threads N]
 //            [--format wavf32] [--force]
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "export/generate.h"
 #include "families/builtin.h"
+#include "generate/generate.h"
 #include "util/blas_kernels.h"
 #include "util/cli_parse.h"
 #include "util/error.h"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const rt::StopRequested& e) {
-    // The interrupted model call may still be running on its thread (export/generate.h): the
+    // The interrupted model call may still be running on its thread (generate/generate.h): the
     // process ends here, without running destructors under it; the outputs written before it
     // and report.json are complete.
     std::cerr << "generate: " << e.what() << "\n";

@@ -124,7 +124,7 @@ std::pair<torch::Tensor, torch::Tensor> VariationalEncoderImpl::reparametrize(
     // z / ‖z‖₂ over the latent channels; the regularisation is zeros_like(z).mean(). A frame
     // whose norm is 0 (digital silence can give exactly 0) is the first axis, where RAVE's
     // division makes it NaN: the point the exported file's angles give it (all angles 0, the
-    // convention of hyperspherical coordinates; export/rave_script.cpp), so the file and the
+    // convention of hyperspherical coordinates; export/torchscript/rave_script.cpp), so the file and the
     // model agree there too. Every other frame is RAVE's.
     const auto norm = stats.norm(2, {1}, /*keepdim=*/true);
     auto axis = torch::zeros_like(stats);

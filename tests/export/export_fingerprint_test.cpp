@@ -25,8 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "export/export_fixtures.h"
+#include "export/onnx/onnx_graph.h"
 #include "export/onnx_fixtures.h"
-#include "export/onnx_graph.h"
 #include "onnx_model.pb.h"
 
 namespace rt::exporting::testing {
@@ -44,8 +44,8 @@ std::string fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ULL)
 
 json summary(const torch::Tensor& t) {
   auto v = (t.is_quantized() ? t.int_repr() : t).to(torch::kDouble);
-  return json::array({v.sum().item<double>(), v.abs().sum().item<double>(), t.is_quantized() ||
-                                                                                  t.scalar_type() == torch::kChar});
+  return json::array({v.sum().item<double>(), v.abs().sum().item<double>(),
+                      t.is_quantized() || t.scalar_type() == torch::kChar});
 }
 
 // Every tensor of the module tree, packed int8 weights unpacked, in attribute order.
@@ -95,11 +95,13 @@ json onnx_fingerprint(const fs::path& file) {
     std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
     const auto& raw = init.raw_data();
     torch::Tensor t =
-        floats ? (raw.empty() ? torch::tensor(std::vector<float>(init.float_data().begin(), init.float_data().end()))
-                              : torch::from_blob(const_cast<char*>(raw.data()),
-                                                 {static_cast<int64_t>(raw.size() / 4)}, torch::kFloat)
-                                    .clone())
-               : torch::from_blob(const_cast<char*>(raw.data()), {static_cast<int64_t>(raw.size())}, torch::kChar)
+        floats ? (raw.empty()
+                      ? torch::tensor(std::vector<float>(init.float_data().begin(), init.float_data().end()))
+                      : torch::from_blob(const_cast<char*>(raw.data()),
+                                         {static_cast<int64_t>(raw.size() / 4)}, torch::kFloat)
+                            .clone())
+               : torch::from_blob(const_cast<char*>(raw.data()), {static_cast<int64_t>(raw.size())},
+                                  torch::kChar)
                      .clone();
     tensors.push_back(summary(t));
     init.clear_raw_data();
@@ -137,7 +139,8 @@ std::vector<Config> configs() {
   std::vector<Config> out;
   for (const auto& v : variants) {
     for (bool streaming : {false, true}) {
-      out.push_back({v.name + (streaming ? " streaming" : " offline"), [v] { return variant_model(v); }, streaming});
+      out.push_back(
+          {v.name + (streaming ? " streaming" : " offline"), [v] { return variant_model(v); }, streaming});
     }
   }
   for (const Variant& v : {Variant{"v1", rave::RaveVersion::kV1, 1, 0, false},
@@ -145,14 +148,16 @@ std::vector<Config> configs() {
                            Variant{"v2 causal", rave::RaveVersion::kV2, 1, 0, false, true},
                            Variant{"v3", rave::RaveVersion::kV3, 1, 0, false}}) {
     for (bool streaming : {false, true}) {
-      out.push_back({v.name + " int8" + (streaming ? " streaming" : " offline"), [v] { return variant_model(v); },
-                     streaming, 0, true});
+      out.push_back({v.name + " int8" + (streaming ? " streaming" : " offline"),
+                     [v] { return variant_model(v); }, streaming, 0, true});
     }
   }
-  for (auto kind : {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
+  for (auto kind :
+       {rave::EncoderKind::kWasserstein, rave::EncoderKind::kSpherical, rave::EncoderKind::kDiscrete}) {
     for (bool streaming : {false, true}) {
       out.push_back({std::string(enum_name(kind)) + (streaming ? " streaming" : " offline"),
-                     [kind] { return with_trained_codebooks(tiny_model(latent_kind_options(kind))); }, streaming});
+                     [kind] { return with_trained_codebooks(tiny_model(latent_kind_options(kind))); },
+                     streaming});
     }
   }
   out.push_back({"v2 latent 3 streaming", [] { return variant_model(all_variants()[2]); }, true, 3});
@@ -180,8 +185,8 @@ json fingerprints(const Config& c, const fs::path& dir) {
   out["torchscript"] = torchscript_fingerprint(script_rave(*model, s), dir / "m.ts");
   if (c.onnx) {
     const auto files = write_onnx(*model, c.streaming, dir, c.latent_size, c.int8 ? 0 : -1);
-    for (const auto& [method, file] :
-         {std::pair{"encode", files.encode}, std::pair{"decode", files.decode}, std::pair{"forward", files.forward}})
+    for (const auto& [method, file] : {std::pair{"encode", files.encode}, std::pair{"decode", files.decode},
+                                       std::pair{"forward", files.forward}})
       out["onnx"][method] = onnx_fingerprint(file);
   }
   return out;
@@ -227,7 +232,8 @@ TEST(ExportFingerprints, EveryExportedConfigurationWritesTheFilesItWroteBefore) 
     for (auto& [name, f] : all.items()) {
       bytes[name]["torchscript"] = f["torchscript"]["bytes"];
       if (f.contains("onnx")) {
-        for (const char* method : {"encode", "decode", "forward"}) bytes[name][method] = f["onnx"][method]["bytes"];
+        for (const char* method : {"encode", "decode", "forward"})
+          bytes[name][method] = f["onnx"][method]["bytes"];
       }
     }
     std::ofstream(hashes) << bytes.dump(1) << "\n";

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "export/rave_script.h"
+#include "export/torchscript/rave_script.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "support/test_support.h"

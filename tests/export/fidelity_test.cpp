@@ -1,8 +1,8 @@
-// export/fidelity.h: the check export prints after writing a file. The float32 export is the
+// export/checks/fidelity.h: the check export prints after writing a file. The float32 export is the
 // model's computation (lossless: within 1e-5 of the C++ model, nothing added to its spectral
 // distance), offline and streaming; an int8 export is measured as lossy, and still runs as
 // nn~ runs it. Every version export supports, mono and stereo.
-#include "export/fidelity.h"
+#include "export/checks/fidelity.h"
 
 #include <gtest/gtest.h>
 

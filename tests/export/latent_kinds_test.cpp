@@ -3,8 +3,8 @@
 // scripts/export.py): no PCA; the wasserstein latent whole, with its noise channels drawn in
 // decode; the spherical latent as angles, converted as RAVE's rave/blocks.py converts them
 // (golden rave_angles); the discrete latent as one code index per codebook.
+#include "export/checks/fidelity.h"
 #include "export/export_fixtures.h"
-#include "export/fidelity.h"
 #include "support/golden.h"
 
 namespace rt::exporting::testing {

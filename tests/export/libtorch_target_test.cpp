@@ -1,9 +1,9 @@
-// --target_libtorch's table and rule (export/libtorch_target.h) on small TorchScript modules
+// --target_libtorch's table and rule (export/checks/libtorch_target.h) on small TorchScript modules
 // whose needs are known from PyTorch's own history: aten::gelu's `approximate` raised the file
 // format to 10 (caffe2/serialize/versions.h, read by LibTorch 1.12 on), conv1d's string padding
 // is the overload aten::conv1d.padding of 1.9, and aten::dim is a TorchScript builtin that became
 // a native function only in later releases.
-#include "export/libtorch_target.h"
+#include "export/checks/libtorch_target.h"
 
 #include <gtest/gtest.h>
 #include <torch/script.h>

@@ -1,10 +1,10 @@
-// export --format onnx (export/onnx_rave.h): every variant's encode, decode and forward graphs,
+// export --format onnx (export/onnx/onnx_rave.h): every variant's encode, decode and forward graphs,
 // written to disk and read back, compute what the C++ model computes: offline within 1e-4 of
 // the model, and streaming, block by block with the state carried as a host carries it, equal
 // to the offline model shifted by the reported latency. The graphs are run here by
-// export/onnx_eval.h; ONNX Runtime runs the same files in onnx_runtime_test.cpp.
+// export/onnx/onnx_eval.h; ONNX Runtime runs the same files in onnx_runtime_test.cpp.
 #include "export/export_fixtures.h"
-#include "export/onnx_eval.h"
+#include "export/onnx/onnx_eval.h"
 #include "export/onnx_fixtures.h"
 
 namespace rt::exporting::testing {

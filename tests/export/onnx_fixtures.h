@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "export/onnx_rave.h"
+#include "export/onnx/onnx_rave.h"
 #include "models/rave/generator.h"
 
 namespace rt::exporting::testing {

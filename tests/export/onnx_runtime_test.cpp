@@ -10,7 +10,7 @@
 #include <functional>
 
 #include "export/export_fixtures.h"
-#include "export/onnx_eval.h"
+#include "export/onnx/onnx_eval.h"
 #include "export/onnx_fixtures.h"
 #include "util/json.h"
 
@@ -48,7 +48,7 @@ constexpr double kInt8Tolerance = 1e-2;
 using Reference = std::function<torch::Tensor(const std::string& method, const torch::Tensor& x)>;
 
 // int8_min_weights >= 0: the files on int8 weights (export --quantize int8), whose references are
-// what export's own runner (export/onnx_eval.h) computes from the same files, streaming block
+// what export's own runner (export/onnx/onnx_eval.h) computes from the same files, streaming block
 // by block included: ONNX Runtime must compute the same integer products.
 void write_files(rave::RaveModelImpl& model, const fs::path& dir, bool noise, Reference reference,
                  int64_t int8_min_weights = -1) {

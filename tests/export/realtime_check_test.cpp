@@ -1,7 +1,7 @@
-// `export --benchmark FILE.ts` (export/realtime_check.h): the check on tiny exported files,
+// `export --benchmark FILE.ts` (export/checks/realtime_check.h): the check on tiny exported files,
 // streaming and offline, mono and stereo; its table; the CLI through the real binary; every
 // refusal with its message. No assertion on speed: only that the figures are consistent.
-#include "export/realtime_check.h"
+#include "export/checks/realtime_check.h"
 
 #include <torch/version.h>
 

@@ -1,10 +1,10 @@
 // An exported file as `generate`, `export --inspect` and `export --benchmark` check it before
-// loading (export/file_facts.h verify_export_file): the bytes as an ONNX model (our protobuf
+// loading (export/checks/file_facts.h verify_export_file): the bytes as an ONNX model (our protobuf
 // subset, then the CRC-32 our exporter records) and as torch's zip archive (every entry against
 // its CRC-32). Either is accepted or refused with rt::Error naming the file.
 #include <cstdint>
 
-#include "export/onnx_graph.h"
+#include "export/onnx/onnx_graph.h"
 #include "fuzz_support.h"
 #include "onnx_model.pb.h"
 #include "trainer/zip_integrity.h"

@@ -13,7 +13,7 @@
 #include "data/audio_example.h"
 #include "data/db_metadata.h"
 #include "data/neural/neural_record.h"
-#include "export/onnx_graph.h"
+#include "export/onnx/onnx_graph.h"
 #include "trainer/checkpoint.h"
 #include "util/atomic_file.h"
 

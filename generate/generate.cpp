@@ -1,4 +1,4 @@
-#include "export/generate.h"
+#include "generate/generate.h"
 
 #include <torch/script.h>
 #include <unistd.h>
@@ -13,12 +13,12 @@
 
 #include "data/audio_io.h"
 #include "data/preprocess.h"
-#include "export/file_facts.h"
-#include "export/onnx_eval.h"
+#include "export/checks/file_facts.h"
+#include "export/onnx/onnx_eval.h"
+#include "export/onnx/onnx_graph.h"
 #include "export/onnx_export.h"
-#include "export/onnx_graph.h"
 #include "export/rave_checkpoint.h"
-#include "export/rave_script.h"
+#include "export/torchscript/rave_script.h"
 #include "models/rave/losses.h"
 #include "trainer/checkpoint.h"
 #include "trainer/output_target.h"

@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "export/rave_script.h"
+#include "export/torchscript/rave_script.h"
 #include "models/rave/rave.h"
 
 namespace rt::exporting {

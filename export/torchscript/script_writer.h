@@ -1,7 +1,7 @@
 // Writing TorchScript modules from C++ (no Python): LibTorch's torch::jit::Module with
 // parameters, buffers and attributes registered one by one, and methods compiled from source
 // with Module::define. The source is generated, one small emitter per block type
-// (export/emit_layers.h, export/emit_rave.h); this file holds what they share.
+// (export/torchscript/emit_layers.h, export/torchscript/emit_rave.h); this file holds what they share.
 //
 // Things LibTorch's C++ frontend needs that Python's torch.jit.script does by itself:
 //   - every module gets a `training` attribute (false), else eval() is a no-op and
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "export/tensor_ledger.h"
+#include "export/graph/tensor_ledger.h"
 
 namespace rt::exporting {
 

@@ -1,4 +1,4 @@
-#include "export/fidelity.h"
+#include "export/checks/fidelity.h"
 
 #include <torch/script.h>
 

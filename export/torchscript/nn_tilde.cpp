@@ -1,4 +1,4 @@
-#include "export/nn_tilde.h"
+#include "export/torchscript/nn_tilde.h"
 
 namespace rt::exporting {
 namespace {

@@ -12,7 +12,7 @@
 //   nn~ attribute noise_scale (float, 1): scales every random draw — the posterior sample of
 //     encode, the unit-Gaussian fill of the cropped latent dimensions in decode (RAVE's
 //     pre_process_latent), and the noise synthesis. 0 makes every method deterministic.
-// Streaming (cached_conv semantics, export/emit_layers.h): state per batch slot, up to 64;
+// Streaming (cached_conv semantics, export/torchscript/emit_layers.h): state per batch slot, up to 64;
 // every call's length must be a multiple of the ratio. Strided convolutions count the delay
 // their input carries, so the encoder's latency is a whole number of latent frames: streaming encode then
 // equals offline encode shifted by encode_latency / ratio frames, and forward the offline forward shifted by

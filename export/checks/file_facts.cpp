@@ -1,4 +1,4 @@
-#include "export/file_facts.h"
+#include "export/checks/file_facts.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/version.h>
@@ -6,9 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "export/libtorch_target.h"
-#include "export/onnx_export.h"
-#include "export/onnx_graph.h"
+#include "export/checks/libtorch_target.h"
+#include "export/onnx/onnx_graph.h"
 #include "onnx_model.pb.h"
 #include "trainer/checkpoint.h"
 #include "trainer/zip_integrity.h"

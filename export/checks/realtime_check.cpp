@@ -1,4 +1,4 @@
-#include "export/realtime_check.h"
+#include "export/checks/realtime_check.h"
 
 #include <sched.h>
 #include <time.h>
@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "export/file_facts.h"
-#include "export/onnx_graph.h"
+#include "export/checks/file_facts.h"
+#include "export/onnx/onnx_graph.h"
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/path_kind.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "export/onnx_graph.h"
+#include "export/onnx/onnx_graph.h"
 
 namespace rt::exporting::onnx {
 

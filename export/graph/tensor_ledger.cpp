@@ -1,4 +1,4 @@
-#include "export/tensor_ledger.h"
+#include "export/graph/tensor_ledger.h"
 
 #include "util/error.h"
 

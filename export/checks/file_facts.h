@@ -43,7 +43,7 @@ void set_check_fact(torch::jit::Module& m, const std::string& check);
 // `export --benchmark`): a TorchScript file is torch's zip archive, whose writer records each
 // entry's CRC-32 (code, constants and every weight tensor) and whose reader never compares them,
 // so every entry is checked here (trainer/zip_integrity.h); an ONNX file of ours records its own
-// CRC-32 (export/onnx_graph.h kMetaCrc32). Returns the line --inspect prints; throws rt::Error
+// CRC-32 (export/onnx/onnx_graph.h kMetaCrc32). Returns the line --inspect prints; throws rt::Error
 // naming the file, and saying to export it again, when a byte changed. A file that is no zip
 // archive and no ONNX model is not checked here: the loader that reads it next says what it is.
 std::string verify_export_file(const std::filesystem::path& file);
@@ -56,7 +56,7 @@ void refuse_training_checkpoint(const torch::jit::Module& module, const std::fil
                                 const std::string& flag);
 
 // `export --inspect FILE`: the file's TorchScript format version and the LibTorch releases that
-// load it (export/libtorch_target.h), its nn~ methods with their channels and ratios, and every
+// load it (export/checks/libtorch_target.h), its nn~ methods with their channels and ratios, and every
 // recorded fact. With `target_libtorch` ("1.13"), `*refusal` receives the line refusing the file
 // when that release cannot load it (empty when it can). Throws rt::Error naming the file when it is no
 // TorchScript file this LibTorch loads.

@@ -1,4 +1,4 @@
-#include "export/onnx_graph.h"
+#include "export/onnx/onnx_graph.h"
 
 #include <zlib.h>
 

@@ -1,7 +1,7 @@
 // A trained RaveModel as ONNX graphs (export --format onnx), without Python: encode, decode and
 // forward, each its own model file, for ONNX Runtime hosts (anira, Neutone-style plug-ins,
 // browser/WASM runtimes). Built from the same module tree, ledger and streaming rules as the
-// TorchScript export (export/emit_layers.h), one small emitter per block type.
+// TorchScript export (export/torchscript/emit_layers.h), one small emitter per block type.
 //
 // With int8 weights (RaveGraphOptions::int8_min_weights) a large layer is DynamicQuantizeLinear →
 // MatMulInteger → Cast → Mul (+ Add): its input quantized per call over the tensor's range,
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "export/onnx_graph.h"
+#include "export/onnx/onnx_graph.h"
 #include "models/rave/rave.h"
 
 namespace rt::exporting::onnx {

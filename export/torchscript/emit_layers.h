@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "export/script_writer.h"
+#include "export/torchscript/script_writer.h"
 #include "models/common/conv.h"
 
 namespace rt::exporting {

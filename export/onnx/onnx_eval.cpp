@@ -1,4 +1,4 @@
-#include "export/onnx_eval.h"
+#include "export/onnx/onnx_eval.h"
 
 #include <algorithm>
 #include <cmath>

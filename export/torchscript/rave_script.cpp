@@ -1,7 +1,7 @@
-#include "export/rave_script.h"
+#include "export/torchscript/rave_script.h"
 
-#include "export/emit_rave.h"
-#include "export/nn_tilde.h"
+#include "export/torchscript/emit_rave.h"
+#include "export/torchscript/nn_tilde.h"
 #include "util/error.h"
 
 namespace rt::exporting {

@@ -1,4 +1,4 @@
-#include "export/emit_layers.h"
+#include "export/torchscript/emit_layers.h"
 
 #include <algorithm>
 

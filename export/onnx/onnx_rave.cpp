@@ -1,4 +1,4 @@
-#include "export/onnx_rave.h"
+#include "export/onnx/onnx_rave.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <limits>
 
 #include "distributed/sync_batch_norm.h"
-#include "export/emit_layers.h"
-#include "export/emit_rave.h"
-#include "export/rave_script.h"
-#include "export/tensor_ledger.h"
+#include "export/graph/tensor_ledger.h"
+#include "export/torchscript/emit_layers.h"
+#include "export/torchscript/emit_rave.h"
+#include "export/torchscript/rave_script.h"
 #include "models/common/blocks.h"
 #include "models/common/pqmf.h"
 #include "models/rave/generator.h"
@@ -23,7 +23,7 @@ using models::WNConv1dImpl;
 using models::WNConv1dOptions;
 constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
 
-// A value of the graph and what the emitters need to know of it (as export/script_writer.h's
+// A value of the graph and what the emitters need to know of it (as export/torchscript/script_writer.h's
 // Signal): channels, audio samples per step, batch rows per stream, streaming delay.
 struct Sig {
   std::string v;
@@ -31,7 +31,7 @@ struct Sig {
 };
 
 // A state tensor's graph value: [batch·rows, channels, samples], the first dim named "batch" or
-// "batch*<rows>" (export/onnx_eval.h's StreamRunner and hosts read the rows from it).
+// "batch*<rows>" (export/onnx/onnx_eval.h's StreamRunner and hosts read the rows from it).
 ValueSpec state_value(const StateSpec& state, const std::string& name, const std::string& doc) {
   const std::string rows = state.rows == 1 ? "batch" : "batch*" + std::to_string(state.rows);
   return ValueSpec{name, {rows, state.channels, state.samples}, false, doc};
@@ -547,7 +547,7 @@ struct Halves {
 };
 
 // RAVE's unit_norm_vector_to_angles, as the TorchScript file's latent_to_angles
-// (export/rave_script.cpp): x (B, L, T) → (B, L − 1, T) angles in [−1, 1], 0 where RAVE divides
+// (export/torchscript/rave_script.cpp): x (B, L, T) → (B, L − 1, T) angles in [−1, 1], 0 where RAVE divides
 // 0 by 0. The flipped cumulative sum there is CumSum with reverse here (the same additions).
 std::string latent_to_angles(Emitter& e, const std::string& x, int64_t L) {
   auto& g = e.g;

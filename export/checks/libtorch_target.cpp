@@ -1,4 +1,4 @@
-#include "export/libtorch_target.h"
+#include "export/checks/libtorch_target.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/api/function_impl.h>
@@ -26,7 +26,7 @@ const std::vector<OpRow>& op_rows() {
   static const std::vector<OpRow> rows = {
 #define RT_LIBTORCH_RELEASE(major, minor, patch, reads)
 #define RT_LIBTORCH_OP(name, mask, native) {name, mask, native},
-#include "export/libtorch_releases.inc"
+#include "export/checks/releases/libtorch_releases.inc"
 #undef RT_LIBTORCH_OP
 #undef RT_LIBTORCH_RELEASE
   };
@@ -113,7 +113,7 @@ const std::vector<LibTorchRelease>& libtorch_releases() {
   static const std::vector<LibTorchRelease> releases = {
 #define RT_LIBTORCH_RELEASE(major, minor, patch, reads) {major, minor, patch, reads},
 #define RT_LIBTORCH_OP(name, mask, native)
-#include "export/libtorch_releases.inc"
+#include "export/checks/releases/libtorch_releases.inc"
 #undef RT_LIBTORCH_OP
 #undef RT_LIBTORCH_RELEASE
   };

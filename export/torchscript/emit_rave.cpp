@@ -1,4 +1,4 @@
-#include "export/emit_rave.h"
+#include "export/torchscript/emit_rave.h"
 
 #include "util/error.h"
 

@@ -1,7 +1,7 @@
 // Building ONNX graphs from C++ (no Python, no onnx library): the nodes, initializers and typed
-// inputs and outputs of one graph, written as the ONNX protobuf (export/proto/onnx_model.proto)
-// with the opset and IR version below. export/onnx_rave.h builds RAVE's encode, decode and
-// forward with it; export/onnx_eval.h runs what it wrote.
+// inputs and outputs of one graph, written as the ONNX protobuf (export/onnx/proto/onnx_model.proto)
+// with the opset and IR version below. export/onnx/onnx_rave.h builds RAVE's encode, decode and
+// forward with it; export/onnx/onnx_eval.h runs what it wrote.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace rt_onnx {
-class ModelProto;  // export/proto/onnx_model.proto
+class ModelProto;  // export/onnx/proto/onnx_model.proto
 }
 
 namespace rt::exporting::onnx {
@@ -109,7 +109,7 @@ struct FileFacts {
 };
 FileFacts read_facts(const std::filesystem::path& file);
 // The same from a file parsed once (parse_model: the file's bytes as onnx.ModelProto, or rt::Error
-// naming the file), for a reader that needs the graph too (export/onnx_eval.h).
+// naming the file), for a reader that needs the graph too (export/onnx/onnx_eval.h).
 rt_onnx::ModelProto parse_model(const std::filesystem::path& file);
 FileFacts facts_of(const rt_onnx::ModelProto& model);
 
@@ -117,6 +117,11 @@ FileFacts facts_of(const rt_onnx::ModelProto& model);
 // without that entry. parse_model checks it (a mismatch is an rt::Error naming the file and
 // saying to export it again); files of other exporters have none.
 inline constexpr const char* kMetaCrc32 = "rt_crc32";
+// Metadata keys every file of export --format onnx carries (beside sampling_rate, n_channels,
+// latent_size, full_latent_size, streaming, encode/decode/forward_latency, as the TorchScript
+// attributes).
+inline constexpr const char* kMetaMethod = "rt_method";        // encode | decode | forward
+inline constexpr const char* kMetaStates = "rt_state_inputs";  // how a host carries the state
 std::string crc32_text(const std::string& bytes);
 // The CRC-32 `model` records (its last metadata entry), "" when it records none.
 std::string recorded_crc32(const rt_onnx::ModelProto& model);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "export/emit_layers.h"
+#include "export/torchscript/emit_layers.h"
 #include "models/common/pqmf.h"
 #include "models/rave/rave.h"
 

@@ -1,5 +1,5 @@
 // Which LibTorch releases can load a TorchScript file. Two things decide it, both checked here
-// against each release's own files (export/libtorch_releases.inc, written by
+// against each release's own files (export/checks/releases/libtorch_releases.inc, written by
 // scripts/libtorch_releases.py from the releases' wheels on PyPI):
 //   - the file format version the file records against the newest the release's reader accepts
 //     (caffe2/serialize/versions.h: 1.11 reads up to 9, 1.12 and later up to 10). The version

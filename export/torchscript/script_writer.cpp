@@ -1,4 +1,4 @@
-#include "export/script_writer.h"
+#include "export/torchscript/script_writer.h"
 
 #include <torch/csrc/jit/frontend/resolver.h>
 #include <torch/csrc/jit/frontend/sugared_value.h>
