@@ -1,7 +1,8 @@
 // A trained RaveModel as ONNX graphs (export --format onnx), without Python: encode, decode and
 // forward, each its own model file, for ONNX Runtime hosts (anira, Neutone-style plug-ins,
 // browser/WASM runtimes). Built from the same module tree, ledger and streaming rules as the
-// TorchScript export (export/torchscript/emit_layers.h), one small emitter per block type.
+// TorchScript file: both walk one description (export/graph/graph.h), each with its own writer
+// of its ops (export/onnx/section_writer.h).
 //
 // With int8 weights (RaveGraphOptions::int8_min_weights) a large layer is DynamicQuantizeLinear →
 // MatMulInteger → Cast → Mul (+ Add): its input quantized per call over the tensor's range,

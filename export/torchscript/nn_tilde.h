@@ -16,13 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "export/graph/graph.h"
+
 namespace rt::exporting {
 
-struct NnMethod {
-  std::string name;
-  int64_t in_channels = 1, in_ratio = 1, out_channels = 1, out_ratio = 1;
-  std::string input_label, output_label;  // "(signal) Channel" → "(signal) Channel 1", …
-};
+using NnMethod = graph::NnMethod;
 
 // Registers `<name>_params` and the labels of a method the caller defines.
 void register_nn_method(torch::jit::Module& m, const NnMethod& method);

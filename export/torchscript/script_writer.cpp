@@ -11,10 +11,9 @@
 
 namespace rt::exporting {
 
-ScriptContext::ScriptContext(bool streaming_, TensorLedger& ledger_, int64_t int8_min_weights_)
+ScriptContext::ScriptContext(bool streaming_, int64_t int8_min_weights_)
     : streaming(streaming_),
       int8_min_weights(int8_min_weights_),
-      ledger(ledger_),
       cu(std::make_shared<torch::jit::CompilationUnit>()) {}
 
 torch::jit::Module ScriptContext::new_module(const std::string& kind) {

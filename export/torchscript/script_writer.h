@@ -20,8 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "export/graph/tensor_ledger.h"
-
 namespace rt::exporting {
 
 // Streaming state rows per batch slot: cached_conv's MAX_BATCH_SIZE, which bounds the batch
@@ -29,7 +27,7 @@ namespace rt::exporting {
 constexpr int64_t kMaxBatch = 64;
 
 struct ScriptContext {
-  ScriptContext(bool streaming, TensorLedger& ledger, int64_t int8_min_weights = -1);
+  explicit ScriptContext(bool streaming, int64_t int8_min_weights = -1);
   // A new module with its own class type `__torch__.rt_export.<kind>` (mangled when taken).
   torch::jit::Module new_module(const std::string& kind);
 
@@ -38,7 +36,6 @@ struct ScriptContext {
   // weights; -1: none.
   int64_t int8_min_weights;
   int64_t int8_layers = 0, int8_weights = 0;  // what packed_int8 packed
-  TensorLedger& ledger;
   std::shared_ptr<torch::jit::CompilationUnit> cu;
 };
 
@@ -67,7 +64,6 @@ class MethodWriter {
   bool int8_for(int64_t weights) const {
     return ctx_.int8_min_weights >= 0 && weights >= ctx_.int8_min_weights;
   }
-  TensorLedger& ledger() { return ctx_.ledger; }
   torch::jit::Module& module() { return module_; }
 
   // A fresh variable name.

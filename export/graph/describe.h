@@ -1,0 +1,21 @@
+// The description of export/graph/graph.h built from a trained RaveModel: its module tree walked
+// once, each block's options and tensors deciding the ops, so that neither file can drift from
+// the model it comes from. Every tensor of the model is used or dropped with a reason
+// (export/graph/tensor_ledger.h), else rt::Error names the ones left.
+#pragma once
+
+#include "export/graph/export_options.h"
+#include "export/graph/graph.h"
+
+namespace rt::exporting::graph {
+
+struct DescribeOptions {
+  bool streaming = false;
+  int64_t latent_size = 0;  // exported latent dimensions (variational; 0 = all)
+};
+
+// Throws rt::Error naming what cannot be exported (check_exportable, a module with no op, a GRU
+// or AdaIN's learnt statistics where they cannot be carried), before anything is written.
+Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& options);
+
+}  // namespace rt::exporting::graph
