@@ -44,25 +44,12 @@ fs::path sibling(const fs::path& forward, const std::string& method) {
   return p.replace_filename(p.stem().string() + "." + method + (ext.empty() ? ".onnx" : ext));
 }
 
-void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_audio,
-                     ExportReport& r) {
-  RaveGraphOptions go;
-  go.streaming = o.streaming;
-  go.latent_size = r.latent_size;
-  if (o.quantize == Quantize::kInt8) go.int8_min_weights = ScriptOptions{}.int8_min_weights;
-  RaveGraphs graphs = build_rave_graphs(*c.model, go);
-  r.script.ratio = graphs.ratio;
-  r.script.encode_latency = o.streaming ? graphs.encode_latency : 0;
-  r.script.decode_latency = o.streaming ? graphs.decode_latency : 0;
-  r.script.dropped = graphs.dropped;
-  r.script.float_weights = graphs.forward.weight_count();
-  r.script.int8_layers = graphs.int8_layers;
-  r.script.int8_weights = graphs.int8_weights;
-  std::vector<StateSpec> all = graphs.encode_states;
-  all.insert(all.end(), graphs.decode_states.begin(), graphs.decode_states.end());
-  for (const auto& s : all) r.onnx_states.push_back(s.name);
+namespace {
 
-  std::map<std::string, std::string> meta{
+// The facts every file of the export carries as metadata_props (export --inspect, hosts).
+std::map<std::string, std::string> metadata(const ExportOptions& o, const RaveCheckpoint& c,
+                                            const ExportReport& r, const RaveGraphs& graphs) {
+  return {
       {kFactExportedWith, exported_with_text()},
       {kFactCheckpoint, r.checkpoint.string()},
       {kFactStep, str(r.step)},
@@ -83,6 +70,50 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
       {"decode_latency", str(r.script.decode_latency)},
       {"forward_latency", str(r.script.forward_latency())},
   };
+}
+
+// The fidelity check of the forward graph, run block by block as a host runs it.
+void check_fidelity(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_audio,
+                    const Runner& forward, ExportReport& r) {
+  ScriptOptions s;
+  s.streaming = o.streaming;
+  s.latent_size = r.latent_size;
+  s.sampling_rate = c.sampling_rate;
+  try {
+    std::string source;
+    const torch::Tensor audio =
+        check_audio(fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming), &source);
+    StreamRunner stream(forward);
+    const std::map<std::string, torch::Tensor> quiet{{"noise_scale", torch::tensor(0.0f)}};
+    const ForwardFn run = [&](const torch::Tensor& x) { return stream.step("audio_in", x, quiet); };
+    r.check = measure_fidelity(*c.model, run, s, r.script, audio, source);
+  } catch (const StopRequested&) {
+    throw;
+  } catch (const Error& e) {
+    r.check.not_measured = e.what();
+  }
+}
+
+}  // namespace
+
+void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_audio,
+                     ExportReport& r) {
+  RaveGraphOptions go;
+  go.streaming = o.streaming;
+  go.latent_size = r.latent_size;
+  if (o.quantize == Quantize::kInt8) go.int8_min_weights = ScriptOptions{}.int8_min_weights;
+  RaveGraphs graphs = build_rave_graphs(*c.model, go);
+  r.script.ratio = graphs.ratio;
+  r.script.encode_latency = o.streaming ? graphs.encode_latency : 0;
+  r.script.decode_latency = o.streaming ? graphs.decode_latency : 0;
+  r.script.dropped = graphs.dropped;
+  r.script.float_weights = graphs.forward.weight_count();
+  r.script.int8_layers = graphs.int8_layers;
+  r.script.int8_weights = graphs.int8_weights;
+  std::vector<StateSpec> all = graphs.encode_states;
+  all.insert(all.end(), graphs.decode_states.begin(), graphs.decode_states.end());
+  for (const auto& s : all) r.onnx_states.push_back(s.name);
+  auto meta = metadata(o, c, r, graphs);
   const std::string doc = "RAVE model exported by rt export from " + r.checkpoint.filename().string() +
                           " (step " + str(r.step) +
                           "); inputs and outputs: see metadata_props and docs/export.md";
@@ -108,29 +139,11 @@ void write_rave_onnx(const ExportOptions& o, RaveCheckpoint& c, const CheckAudio
   check_written(Runner(decode_scratch.path()), r.onnx_decode, "latent_in", latent, frames, ch, samples);
   const Runner forward(forward_scratch.path());  // read once: checked here, then the fidelity check runs it
   check_written(forward, r.output, "audio_in", ch, samples, ch, samples);
-  if (o.check_seconds <= 0.0) {
-    save_all(true);
-    return;
+  if (o.check_seconds > 0.0) {
+    check_fidelity(o, c, check_audio, forward, r);
+    meta[kFactCheck] = format_fidelity(r.check);
+    throw_if_stop_requested("while checking the exported files; nothing was written");
   }
-  ScriptOptions s;
-  s.streaming = o.streaming;
-  s.latent_size = r.latent_size;
-  s.sampling_rate = c.sampling_rate;
-  try {
-    std::string source;
-    const torch::Tensor audio =
-        check_audio(fidelity_samples(r.script, c.sampling_rate, o.check_seconds, o.streaming), &source);
-    StreamRunner stream(forward);
-    const std::map<std::string, torch::Tensor> quiet{{"noise_scale", torch::tensor(0.0f)}};
-    const ForwardFn run = [&](const torch::Tensor& x) { return stream.step("audio_in", x, quiet); };
-    r.check = measure_fidelity(*c.model, run, s, r.script, audio, source);
-  } catch (const StopRequested&) {
-    throw;
-  } catch (const Error& e) {
-    r.check.not_measured = e.what();
-  }
-  meta[kFactCheck] = format_fidelity(r.check);
-  throw_if_stop_requested("while checking the exported files; nothing was written");
   save_all(true);
 }
 

@@ -154,82 +154,41 @@ void warn_if_over_budget(ExportReport& r) {
   r.warnings.push_back(w.str());
 }
 
-}  // namespace
+// --output, or by default the run's export/ folder (a checkpoint inside a run's checkpoints/
+// folder), else an export/ folder beside the checkpoint.
+fs::path default_output(const ExportOptions& o, const RaveCheckpoint& c, const fs::path& run,
+                        const fs::path& ckpt) {
+  if (!o.output.empty()) return o.output;
+  fs::path base = run;
+  if (base.empty()) {
+    base = ckpt.parent_path();
+    if (base.filename() == "checkpoints") base = base.parent_path();
+  }
+  std::string name = c.config.get_string("train.name");
+  if (name.empty()) name = "rave";
+  return base / "export" /
+         (name + (o.streaming ? "_streaming" : "") + (o.format == ExportFormat::kOnnx ? ".onnx" : ".ts"));
+}
 
-ExportReport export_rave(const ExportOptions& options) {
-  ExportOptions o = options;
-  o.run = resolve_run_pointer(o.run);  // --run runs/latest
-  ExportReport r;
-  r.checkpoint = find_checkpoint(o);
-  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
-  fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
-  if (!run.empty()) check_run_config(run, c);
-  r.step = c.meta.step;
-  r.channels = c.model->options().channels;
-  r.sampling_rate = c.sampling_rate;
-  r.streaming = o.streaming;
-  r.output = o.output;
-  if (r.output.empty()) {
-    // A checkpoint inside a run's checkpoints/ folder exports into that run's export/ folder;
-    // any other checkpoint into an export/ folder beside it.
-    fs::path base = run;
-    if (base.empty()) {
-      base = r.checkpoint.parent_path();
-      if (base.filename() == "checkpoints") base = base.parent_path();
-    }
-    std::string name = c.config.get_string("train.name");
-    if (name.empty()) name = "rave";
-    r.output =
-        base / "export" /
-        (name + (o.streaming ? "_streaming" : "") + (o.format == ExportFormat::kOnnx ? ".onnx" : ".ts"));
+// --check_audio as [channels, samples] at the model's rate, read before anything is written: a
+// file that cannot be read stops here. Undefined without --check_audio or with --check_seconds 0.
+torch::Tensor read_check_audio(const ExportOptions& o, const RaveCheckpoint& c, int64_t channels) {
+  torch::Tensor audio;
+  if (o.check_audio.empty() || o.check_seconds <= 0.0) return audio;
+  if (const std::string why = not_a_regular_file(o.check_audio); !why.empty())
+    throw Error("--check_audio '" + o.check_audio.string() + "' " + why);
+  const AudioData a =
+      load_audio(o.check_audio, static_cast<int>(c.sampling_rate), static_cast<int>(channels));
+  audio = torch::empty({a.num_channels(), a.frames()});
+  for (int ch = 0; ch < a.num_channels(); ++ch) {
+    std::copy(a.channels[static_cast<size_t>(ch)].begin(), a.channels[static_cast<size_t>(ch)].end(),
+              audio[ch].data_ptr<float>());
   }
-  r.format = o.format;
-  if (o.format == ExportFormat::kOnnx) {
-    if (!o.target_libtorch.empty())
-      throw Error("--target_libtorch applies to TorchScript files; export --format onnx writes opset " +
-                  std::to_string(onnx::kOpset) + " for ONNX Runtime 1.17 or later");
-    r.onnx_encode = onnx::sibling(r.output, "encode");
-    r.onnx_decode = onnx::sibling(r.output, "decode");
-  }
-  choose_latent(o, c, r);
-  // Before the model is scripted and anything written: what is there is never lost by mistake.
-  for (const auto& target : {r.output, r.onnx_encode, r.onnx_decode}) {
-    if (!target.empty()) check_output_target(target, {r.checkpoint, o.check_audio}, o.force, "export");
-  }
-  // --check_audio is read before anything is written: a file that cannot be read stops here.
-  torch::Tensor check_audio;
-  if (!o.check_audio.empty() && o.check_seconds > 0.0) {
-    if (const std::string why = not_a_regular_file(o.check_audio); !why.empty())
-      throw Error("--check_audio '" + o.check_audio.string() + "' " + why);
-    const AudioData a =
-        load_audio(o.check_audio, static_cast<int>(c.sampling_rate), static_cast<int>(r.channels));
-    check_audio = torch::empty({a.num_channels(), a.frames()});
-    for (int ch = 0; ch < a.num_channels(); ++ch) {
-      std::copy(a.channels[static_cast<size_t>(ch)].begin(), a.channels[static_cast<size_t>(ch)].end(),
-                check_audio[ch].data_ptr<float>());
-    }
-  }
+  return audio;
+}
 
-  // The audio the fidelity check compares on: --check_audio, else the run's database.
-  const CheckAudioFn check_input = [&](int64_t samples, std::string* source) {
-    if (check_audio.defined()) {
-      *source = "'" + o.check_audio.string() + "'";
-      return check_audio.narrow(1, 0, std::min(samples, check_audio.size(1)));
-    }
-    return database_audio(c, samples, source);
-  };
-  r.quantize = o.quantize;
-  if (o.format == ExportFormat::kOnnx) {
-    onnx::write_rave_onnx(o, c, check_input, r);
-    warn_if_over_budget(r);
-    return r;
-  }
-  ScriptOptions s;
-  s.streaming = o.streaming;
-  s.latent_size = r.latent_size;
-  s.sampling_rate = c.sampling_rate;
-  s.quantize = o.quantize;
-  auto module = script_rave(*c.model, s, &r.script);
+// The facts the TorchScript file records of itself (export --inspect), and --target_libtorch's.
+ExportFacts torchscript_facts(const ExportOptions& o, const RaveCheckpoint& c, ExportReport& r) {
   ExportFacts facts;
   facts.checkpoint = r.checkpoint.string();
   facts.step = r.step;
@@ -247,7 +206,21 @@ ExportReport export_rave(const ExportOptions& options) {
                            target.name() + " (scripts/libtorch_releases.py adds newer releases)");
     }
   }
-  record_export_facts(module, facts);
+  return facts;
+}
+
+// The TorchScript file: scripted, checked against --target_libtorch, written beside the output
+// first, loaded and run from there as a host would, and written at --output (or over the file
+// --force replaces) only once that passed: an error or a stop signal in between leaves it as it was.
+void write_torchscript(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_input,
+                       ExportReport& r) {
+  ScriptOptions s;
+  s.streaming = o.streaming;
+  s.latent_size = r.latent_size;
+  s.sampling_rate = c.sampling_rate;
+  s.quantize = o.quantize;
+  auto module = script_rave(*c.model, s, &r.script);
+  record_export_facts(module, torchscript_facts(o, c, r));
   auto serialized = [&] {
     std::ostringstream bytes;
     module.save(bytes);
@@ -255,18 +228,12 @@ ExportReport export_rave(const ExportOptions& options) {
   };
   // Which LibTorch releases load the file, checked before anything is written.
   const std::string first_bytes = serialized();
-  {
-    const TorchScriptNeeds needs = torchscript_needs(module, file_format_version_of(first_bytes));
-    if (!o.target_libtorch.empty()) {
-      const std::string refusal = target_refusal(r.output.string(), o.target_libtorch, needs);
-      if (!refusal.empty()) throw Error(refusal + "; nothing written");
-    }
-    r.loads_in = loads_in_text(needs);
+  const TorchScriptNeeds needs = torchscript_needs(module, file_format_version_of(first_bytes));
+  if (!o.target_libtorch.empty()) {
+    const std::string refusal = target_refusal(r.output.string(), o.target_libtorch, needs);
+    if (!refusal.empty()) throw Error(refusal + "; nothing written");
   }
-
-  // Written beside the output first, loaded and run from there as a host would; --output (or a
-  // file --force replaces) is written only once that passed: an error or a stop signal in between
-  // leaves it as it was.
+  r.loads_in = loads_in_text(needs);
   const ScratchSibling checking(r.output, "checking");
   write_file_atomic(checking.path(), first_bytes);
   check_saved_module(checking.path(), r);
@@ -287,6 +254,52 @@ ExportReport export_rave(const ExportOptions& options) {
   }
   throw_if_stop_requested("while checking the exported file; nothing was written");
   write_file_atomic(r.output, o.check_seconds > 0.0 ? serialized() : first_bytes);
+}
+
+}  // namespace
+
+ExportReport export_rave(const ExportOptions& options) {
+  ExportOptions o = options;
+  o.run = resolve_run_pointer(o.run);  // --run runs/latest
+  ExportReport r;
+  r.checkpoint = find_checkpoint(o);
+  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
+  fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
+  if (!run.empty()) check_run_config(run, c);
+  r.step = c.meta.step;
+  r.channels = c.model->options().channels;
+  r.sampling_rate = c.sampling_rate;
+  r.streaming = o.streaming;
+  r.output = default_output(o, c, run, r.checkpoint);
+  r.format = o.format;
+  if (o.format == ExportFormat::kOnnx) {
+    if (!o.target_libtorch.empty())
+      throw Error("--target_libtorch applies to TorchScript files; export --format onnx writes opset " +
+                  std::to_string(onnx::kOpset) + " for ONNX Runtime 1.17 or later");
+    r.onnx_encode = onnx::sibling(r.output, "encode");
+    r.onnx_decode = onnx::sibling(r.output, "decode");
+  }
+  choose_latent(o, c, r);
+  // Before the model is scripted and anything written: what is there is never lost by mistake.
+  for (const auto& target : {r.output, r.onnx_encode, r.onnx_decode}) {
+    if (!target.empty()) check_output_target(target, {r.checkpoint, o.check_audio}, o.force, "export");
+  }
+  const torch::Tensor check_audio = read_check_audio(o, c, r.channels);
+  // The audio the fidelity check compares on: --check_audio, else the run's database.
+  const CheckAudioFn check_input = [&](int64_t samples, std::string* source) {
+    if (check_audio.defined()) {
+      *source = "'" + o.check_audio.string() + "'";
+      return check_audio.narrow(1, 0, std::min(samples, check_audio.size(1)));
+    }
+    return database_audio(c, samples, source);
+  };
+  r.quantize = o.quantize;
+  if (o.format == ExportFormat::kOnnx) {
+    onnx::write_rave_onnx(o, c, check_input, r);
+    warn_if_over_budget(r);
+  } else {
+    write_torchscript(o, c, check_input, r);
+  }
   return r;
 }
 

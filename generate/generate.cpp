@@ -13,23 +13,15 @@
 
 #include "data/audio_io.h"
 #include "data/preprocess.h"
-#include "export/checks/file_facts.h"
-#include "export/onnx/onnx_eval.h"
-#include "export/onnx/onnx_graph.h"
-#include "export/onnx_export.h"
-#include "export/rave_checkpoint.h"
-#include "export/torchscript/rave_script.h"
+#include "export/loader.h"
 #include "models/rave/losses.h"
-#include "trainer/checkpoint.h"
 #include "trainer/output_target.h"
-#include "trainer/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/error_text.h"
 #include "util/interruptible.h"
 #include "util/path_kind.h"
 #include "util/printable.h"
-#include "util/run_pointer.h"
 #include "util/signals.h"
 
 namespace rt::exporting {
@@ -40,160 +32,6 @@ namespace fs = std::filesystem;
 constexpr int64_t kDefaultChunk = 4096;
 // RAVE's multi-scale spectral distance at its default scales (rave/core.py, v2.gin).
 const std::vector<int64_t> kDistanceScales{2048, 1024, 512, 256, 128};
-
-// forward on one block (or the whole signal offline), keeping a stream's state between calls.
-using ForwardCall = std::function<torch::Tensor(const torch::Tensor&)>;
-
-struct LoadedModel {
-  std::string bytes;  // the TorchScript file, read or scripted once
-  torch::jit::Module module;
-  std::shared_ptr<onnx::Runner> onnx_forward;  // or an ONNX forward graph (export --format onnx)
-  std::string description, name;
-  int64_t sampling_rate = 0, channels = 0, ratio = 0, latency = 0;
-
-  // A module loaded anew from `bytes`: a streaming one's state starts from silence.
-  torch::jit::Module fresh() const {
-    std::istringstream in(bytes);
-    auto loaded = torch::jit::load(in);
-    loaded.eval();
-    return loaded;
-  }
-  // The model's forward with a fresh state.
-  ForwardCall start() {
-    if (onnx_forward) {
-      auto stream = std::make_shared<onnx::StreamRunner>(*onnx_forward);
-      return [stream](const torch::Tensor& x) { return stream->step("audio_in", x); };
-    }
-    auto m = std::make_shared<torch::jit::Module>(fresh());
-    return [m](const torch::Tensor& x) { return m->forward({x}).toTensor(); };
-  }
-};
-
-// export --format onnx's forward graph: its metadata says the rate, channels, ratio and latency.
-void load_onnx(const GenerateOptions& o, const fs::path& given, LoadedModel& m) {
-  m.onnx_forward = std::make_shared<onnx::Runner>(given);
-  const auto& meta = m.onnx_forward->facts().metadata;
-  auto number = [&](const std::string& key) -> int64_t {
-    auto it = meta.find(key);
-    if (it == meta.end())
-      throw Error("--model '" + given.string() + "' does not record " + key +
-                  " (not written by export --format onnx)");
-    return std::stoll(it->second);
-  };
-  if (meta.count(onnx::kMetaMethod) == 0 || meta.at(onnx::kMetaMethod) != "forward") {
-    throw Error("--model '" + given.string() +
-                "' is not an ONNX forward graph: pass the file export --format onnx writes at --output (its "
-                ".encode.onnx and .decode.onnx siblings hold one half each)");
-  }
-  m.sampling_rate = number("sampling_rate");
-  m.channels = number("n_channels");
-  m.ratio = number("ratio");
-  m.latency = number("forward_latency");
-  const bool streaming = meta.count("streaming") != 0 && meta.at("streaming") == "true";
-  if (o.stream != streaming) {
-    throw Error(
-        o.stream
-            ? "--stream: '" + given.string() +
-                  "' was exported offline (no state inputs); export it with --streaming, or drop --stream"
-            : "'" + given.string() +
-                  "' is a streaming export: it keeps state between calls, so run it "
-                  "with --stream");
-  }
-  m.description = "ONNX file " + given.string();
-  m.name = given.stem().string();
-}
-
-int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
-  return m.hasattr(name) ? m.attr(name).toInt() : fallback;
-}
-
-bool has_torchscript_extension(const fs::path& path) {
-  const auto ext = path.extension();
-  return ext == ".ts" || ext == ".pt" || ext == ".torchscript";
-}
-
-// An exported TorchScript file (ours or RAVE's own), already loaded into `m`: its nn~
-// attributes, checked against the mode asked for.
-void describe_torchscript(const GenerateOptions& o, const fs::path& given, LoadedModel& m) {
-  if (!m.module.find_method("forward") || !m.module.hasattr("forward_params")) {
-    throw Error("--model '" + given.string() +
-                "' has no nn~ forward method (forward and forward_params): export a RAVE model with export, "
-                "or RAVE's own export");
-  }
-  // nn~'s <method>_params: [in_channels, in_ratio, out_channels, out_ratio]; encode's
-  // out_ratio is the audio samples per latent frame.
-  m.channels = m.module.attr("forward_params").toTensor()[0].item<int64_t>();
-  m.ratio =
-      m.module.hasattr("encode_params") ? m.module.attr("encode_params").toTensor()[3].item<int64_t>() : 1;
-  m.sampling_rate = int_attr(m.module, "sr", int_attr(m.module, "sampling_rate", 0));
-  m.latency = int_attr(m.module, "forward_latency", 0);
-  const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
-  if (m.sampling_rate <= 0)
-    throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");
-  if (o.stream && m.module.hasattr("streaming") && !streaming) {
-    throw Error("--stream: '" + given.string() +
-                "' was exported offline (no streaming caches); export it with --streaming, or drop --stream");
-  }
-  if (!o.stream && streaming) {
-    throw Error("'" + given.string() +
-                "' is a streaming export: it keeps state between calls, so run it with --stream");
-  }
-  m.description = "TorchScript file " + given.string();
-  m.name = given.stem().string();
-}
-
-// A training checkpoint, scripted in memory exactly as `export` writes it.
-void load_checkpoint_model(const GenerateOptions& o, const fs::path& ckpt, LoadedModel& m) {
-  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
-  ScriptOptions s;
-  s.streaming = o.stream;
-  s.sampling_rate = c.sampling_rate;
-  ScriptInfo info;
-  std::ostringstream bytes;
-  script_rave(*c.model, s, &info).save(bytes);
-  m.bytes = bytes.str();
-  m.module = m.fresh();  // as the exported file would be loaded
-  m.channels = c.model->options().channels;
-  m.sampling_rate = c.sampling_rate;
-  m.ratio = info.ratio;
-  m.latency = o.stream ? info.forward_latency() : 0;
-  m.description = "checkpoint " + ckpt.string() + " (step " + std::to_string(c.meta.step) + ")";
-  m.name = c.config.get_string("train.name");
-  if (m.name.empty()) m.name = "rave";
-}
-
-LoadedModel load_model(const GenerateOptions& o) {
-  LoadedModel m;
-  const fs::path given = o.model;
-  std::error_code ec;
-  const bool file = fs::is_regular_file(given, ec);
-  if (file && (onnx::looks_like_onnx(given) || given.extension() == ".onnx")) {
-    load_onnx(o, given, m);  // its parse checks the CRC-32 the file records
-  } else if (file && dangling_run_pointer(given).empty() && !starts_like_zip(given)) {
-    throw Error("--model '" + given.string() +
-                "' is not a model: expected a run directory, a `latest` pointer, a checkpoint (.ckpt), a "
-                "TorchScript export (.ts) or an ONNX export (.onnx); audio to run through the model goes to "
-                "--input");
-  } else if (file && has_torchscript_extension(given)) {
-    verify_export_file(given);  // every entry against its CRC-32: a damaged file is refused
-    try {
-      m.bytes = read_file(given);
-      m.module = m.fresh();
-    } catch (const c10::Error& e) {
-      throw Error("--model '" + given.string() +
-                  "' is not a TorchScript file this LibTorch loads: " + e.what_without_backtrace());
-    }
-    if (checkpoint_step(m.module)) {
-      m = LoadedModel();  // a training checkpoint named like an export
-      load_checkpoint_model(o, given, m);
-    } else {
-      describe_torchscript(o, given, m);
-    }
-  } else {
-    load_checkpoint_model(o, resolve_run_or_checkpoint(o.model, "--model"), m);
-  }
-  return m;
-}
 
 torch::Tensor to_tensor(const AudioData& a) {
   auto t = torch::empty({1, a.num_channels(), a.frames()});
@@ -355,6 +193,46 @@ int64_t GenerateReport::failed() const {
   return n;
 }
 
+namespace {
+
+// One input through the model into `out`: read as preprocess reads training audio, each
+// conversion said in the file's notes, the model's call stopped by a signal at once.
+void generate_file(const GenerateOptions& o, LoadedModel& m, const GenerateReport& r, const fs::path& in,
+                   const fs::path& out, int format, GeneratedFile& g) {
+  const AudioData raw = decode_audio_file(in);
+  if (!raw.truncated.empty()) g.notes.push_back("truncated file: " + raw.truncated);
+  if (raw.sample_rate != m.sampling_rate) {
+    g.notes.push_back("resampled from " + std::to_string(raw.sample_rate) + " Hz to the model's " +
+                      std::to_string(m.sampling_rate) + " Hz");
+  }
+  if (raw.num_channels() != m.channels) {
+    // As preprocess maps the training audio (data/audio_io.h map_channels).
+    g.notes.push_back(std::to_string(raw.num_channels()) + " channel(s) mapped to the model's " +
+                      std::to_string(m.channels) +
+                      (raw.num_channels() > m.channels ? " (averaged)" : " (repeated)"));
+  }
+  const AudioData audio =
+      resample(map_channels(raw, static_cast<int>(m.channels)), static_cast<int>(m.sampling_rate));
+  const auto x = to_tensor(audio);
+  g.seconds = audio.seconds();
+  // Each file from the same draws: its output does not depend on the files before it.
+  torch::manual_seed(o.seed);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Each file from silence: a streaming model's state does not carry from one file to the next.
+  const auto y = run_interruptible(
+      [&] { return run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio); },
+      "while generating '" + in.string() + "'; " +
+          std::to_string(static_cast<int64_t>(r.files.size()) - r.failed()) +
+          " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());
+  g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (x.size(-1) >= kDistanceScales.front()) {
+    g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
+  }
+  write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
+}
+
+}  // namespace
+
 GenerateReport generate(const GenerateOptions& o) {
   if (o.inputs.empty()) throw Error("--input: give audio files or folders to run through the model");
   if (o.chunk_size < 0 || o.chunk_size > kMaxChunkSize) {
@@ -371,7 +249,7 @@ GenerateReport generate(const GenerateOptions& o) {
   } catch (const Error& e) {
     throw Error(std::string("--format: ") + e.what());
   }
-  LoadedModel m = load_model(o);
+  LoadedModel m = load_model({o.model, o.stream, o.ema_weights});
   GenerateReport r;
   r.model = m.description;
   r.sampling_rate = m.sampling_rate;
@@ -402,36 +280,7 @@ GenerateReport generate(const GenerateOptions& o) {
                   << terminal_safe(in.string()) << std::endl;
     }
     try {
-      const AudioData raw = decode_audio_file(in);
-      if (!raw.truncated.empty()) g.notes.push_back("truncated file: " + raw.truncated);
-      if (raw.sample_rate != m.sampling_rate) {
-        g.notes.push_back("resampled from " + std::to_string(raw.sample_rate) + " Hz to the model's " +
-                          std::to_string(m.sampling_rate) + " Hz");
-      }
-      if (raw.num_channels() != m.channels) {
-        // As preprocess maps the training audio (data/audio_io.h map_channels).
-        g.notes.push_back(std::to_string(raw.num_channels()) + " channel(s) mapped to the model's " +
-                          std::to_string(m.channels) +
-                          (raw.num_channels() > m.channels ? " (averaged)" : " (repeated)"));
-      }
-      const AudioData audio =
-          resample(map_channels(raw, static_cast<int>(m.channels)), static_cast<int>(m.sampling_rate));
-      const auto x = to_tensor(audio);
-      g.seconds = audio.seconds();
-      // Each file from the same draws: its output does not depend on the files before it.
-      torch::manual_seed(o.seed);
-      const auto t0 = std::chrono::steady_clock::now();
-      // Each file from silence: a streaming model's state does not carry from one file to the next.
-      const auto y = run_interruptible(
-          [&] { return run_model(m.start(), x, o.stream, r.chunk_size, m.latency, m.ratio); },
-          "while generating '" + in.string() + "'; " +
-              std::to_string(static_cast<int64_t>(r.files.size()) - r.failed()) +
-              " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());
-      g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (x.size(-1) >= kDistanceScales.front()) {
-        g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
-      }
-      write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
+      generate_file(o, m, r, in, out, format, g);
       g.output = out;
     } catch (const StopRequested&) {
       // What was written so far is described, as a finished run's report would.

@@ -6,7 +6,13 @@ CMake (rt_library in the top-level CMakeLists.txt) writes <build>/layering.json:
 #include "a/b/c.h" of a library's sources must name a file of the same library or of a library it
 depends on (directly or transitively), and no folder may include from a folder that, directly
 or through others, includes from it (no folder cycle, sub-folders counted on their own).
-Exit 0 when both hold; otherwise each violation is printed with file:line and exit 1.
+Two rules of our own hold besides, whatever CMake declares:
+  - export/'s rooms in their order (ROOMS): a room includes only from the rooms below it, never
+    from its sibling or above (graph, then torchscript and onnx side by side, checks, the
+    command);
+  - narrow doors (DOORS): a folder reaches another only through the headers named (generate
+    reaches export/ through its loader alone).
+Exit 0 when all hold; otherwise each violation is printed with file:line and exit 1.
 """
 import argparse
 import json
@@ -15,6 +21,30 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+# export/'s rooms, lowest first; rooms on one level may not include each other.
+ROOMS = [["export/graph"], ["export/torchscript", "export/onnx"], ["export/checks"], ["export"]]
+# folder → {other folder: the only headers of it the folder may include}
+DOORS = {"generate": {"export": ["export/loader.h"]}}
+
+
+def room_level(folder):
+    for level, rooms in enumerate(ROOMS):
+        if folder in rooms:
+            return level
+    return None
+
+
+def room_rule(rel_dir, target):
+    """A message when the include breaks export/'s room order or a narrow door, else None."""
+    to_dir = os.path.dirname(target)
+    here, there = room_level(rel_dir), room_level(to_dir)
+    if here is not None and there is not None and to_dir != rel_dir and there >= here:
+        return f"{rel_dir} may include only from the export rooms below it, not {target}"
+    for other, allowed in DOORS.get(rel_dir.split("/")[0], {}).items():
+        if (target == other or target.startswith(other + "/")) and target not in allowed:
+            return f"{rel_dir} reaches {other}/ only through {', '.join(allowed)}, not {target}"
+    return None
 
 
 def owner(path, folders):
@@ -100,6 +130,9 @@ def main():
                     if to != lib and to not in deps[lib]:
                         errors.append(f"{rel}:{n}: {lib} includes {target} of {to}, "
                                       f"but {lib} does not depend on {to} in CMake")
+                    rule = room_rule(rel_dir, target)
+                    if rule:
+                        errors.append(f"{rel}:{n}: {rule}")
                     to_dir = os.path.dirname(target)
                     if to_dir != rel_dir:
                         folder_edges.setdefault(rel_dir, set()).add(to_dir)

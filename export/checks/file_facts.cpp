@@ -176,6 +176,70 @@ void record_export_facts(torch::jit::Module& m, const ExportFacts& f) {
 
 void set_check_fact(torch::jit::Module& m, const std::string& check) { m.setattr(kFactCheck, check); }
 
+namespace {
+
+// The nn~ methods a TorchScript file offers, with their channels and rates.
+void methods_text(torch::jit::Module& m, std::ostringstream& s) {
+  if (m.hasattr("_methods")) {
+    s << "  nn~ methods";
+    const c10::IValue methods = m.attr("_methods");  // kept: toListRef() views into it
+    for (const auto& name : methods.toListRef()) {
+      const std::string method = name.toStringRef();
+      s << "\n    " << printable(method);
+      if (m.hasattr(method + "_params")) {
+        const auto p = m.attr(method + "_params").toTensor();
+        if (p.numel() == 4) {
+          auto rate = [](int64_t ratio) {
+            return ratio == 1 ? std::string("sr") : "sr/" + std::to_string(ratio);
+          };
+          s << ": " << p[0].item<int64_t>() << " channel(s) at " << rate(p[1].item<int64_t>()) << " → "
+            << p[2].item<int64_t>() << " at " << rate(p[3].item<int64_t>());
+        }
+      }
+    }
+    s << "\n";
+  } else {
+    s << "  nn~ methods: none (no _methods attribute): nn~ cannot load it\n";
+  }
+}
+
+// The attributes nn~ and the RAVE VST read, and the facts the export recorded.
+void facts_text(torch::jit::Module& m, std::ostringstream& s) {
+  auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
+  fact("sampling rate", m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate"));
+  fact("channels", int_attr_text(m, "n_channels"));
+  fact("latent size",
+       int_attr_text(m, "latent_size") +
+           (m.hasattr("full_latent_size") ? " of " + int_attr_text(m, "full_latent_size") : ""));
+  fact("streaming", m.hasattr("streaming") && m.attr("streaming").isBool()
+                        ? (m.attr("streaming").toBool() ? "yes (state kept between calls)" : "no (offline)")
+                        : "");
+  fact("block sizes", m.hasattr(kFactBlockMultiple)
+                          ? "multiples of " + int_attr_text(m, kFactBlockMultiple) + " samples"
+                          : "");
+  fact("latency", m.hasattr("forward_latency")
+                      ? "forward " + int_attr_text(m, "forward_latency") + ", encode " +
+                            int_attr_text(m, "encode_latency") + ", decode " +
+                            int_attr_text(m, "decode_latency") + " samples"
+                      : "");
+  fact("weights", string_attr(m, kFactQuantize));
+  if (m.hasattr(kFactTargetLibTorch)) fact("checked for", "LibTorch " + string_attr(m, kFactTargetLibTorch));
+  fact("checkpoint", m.hasattr(kFactCheckpoint)
+                         ? string_attr(m, kFactCheckpoint) + " (step " + int_attr_text(m, kFactStep) + ")"
+                         : "");
+  fact("fidelity check", string_attr(m, kFactCheck));
+  const std::string config = string_attr(m, kFactConfig);
+  if (config.empty()) {
+    fact("config", "");
+  } else {
+    s << "  config [model] (the run's; " << std::count(config.begin(), config.end(), '\n')
+      << " lines in all, attribute " << kFactConfig << ")\n"
+      << model_section(config);
+  }
+}
+
+}  // namespace
+
 std::string inspect_export(const std::filesystem::path& file, const std::string& target_libtorch,
                            std::string* refusal) {
   if (const std::string why = not_a_regular_file(file); !why.empty())
@@ -211,58 +275,8 @@ std::string inspect_export(const std::filesystem::path& file, const std::string&
   const std::string with = string_attr(m, kFactExportedWith);
   s << "  written by  " << (with.empty() ? "not recorded (not written by this exporter)" : printable(with))
     << "\n";
-  if (m.hasattr("_methods")) {
-    s << "  nn~ methods";
-    const c10::IValue methods = m.attr("_methods");  // kept: toListRef() views into it
-    for (const auto& name : methods.toListRef()) {
-      const std::string method = name.toStringRef();
-      s << "\n    " << printable(method);
-      if (m.hasattr(method + "_params")) {
-        const auto p = m.attr(method + "_params").toTensor();
-        if (p.numel() == 4) {
-          auto rate = [](int64_t ratio) {
-            return ratio == 1 ? std::string("sr") : "sr/" + std::to_string(ratio);
-          };
-          s << ": " << p[0].item<int64_t>() << " channel(s) at " << rate(p[1].item<int64_t>()) << " → "
-            << p[2].item<int64_t>() << " at " << rate(p[3].item<int64_t>());
-        }
-      }
-    }
-    s << "\n";
-  } else {
-    s << "  nn~ methods: none (no _methods attribute): nn~ cannot load it\n";
-  }
-  auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
-  fact("sampling rate", m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate"));
-  fact("channels", int_attr_text(m, "n_channels"));
-  fact("latent size",
-       int_attr_text(m, "latent_size") +
-           (m.hasattr("full_latent_size") ? " of " + int_attr_text(m, "full_latent_size") : ""));
-  fact("streaming", m.hasattr("streaming") && m.attr("streaming").isBool()
-                        ? (m.attr("streaming").toBool() ? "yes (state kept between calls)" : "no (offline)")
-                        : "");
-  fact("block sizes", m.hasattr(kFactBlockMultiple)
-                          ? "multiples of " + int_attr_text(m, kFactBlockMultiple) + " samples"
-                          : "");
-  fact("latency", m.hasattr("forward_latency")
-                      ? "forward " + int_attr_text(m, "forward_latency") + ", encode " +
-                            int_attr_text(m, "encode_latency") + ", decode " +
-                            int_attr_text(m, "decode_latency") + " samples"
-                      : "");
-  fact("weights", string_attr(m, kFactQuantize));
-  if (m.hasattr(kFactTargetLibTorch)) fact("checked for", "LibTorch " + string_attr(m, kFactTargetLibTorch));
-  fact("checkpoint", m.hasattr(kFactCheckpoint)
-                         ? string_attr(m, kFactCheckpoint) + " (step " + int_attr_text(m, kFactStep) + ")"
-                         : "");
-  fact("fidelity check", string_attr(m, kFactCheck));
-  const std::string config = string_attr(m, kFactConfig);
-  if (config.empty()) {
-    fact("config", "");
-  } else {
-    s << "  config [model] (the run's; " << std::count(config.begin(), config.end(), '\n')
-      << " lines in all, attribute " << kFactConfig << ")\n"
-      << model_section(config);
-  }
+  methods_text(m, s);
+  facts_text(m, s);
   return s.str();
 }
 

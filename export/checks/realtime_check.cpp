@@ -191,15 +191,9 @@ std::vector<int64_t> parse_block_sizes(const std::string& text) {
   return blocks;
 }
 
-RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
-  RealtimeCheck r;
-  r.file = o.file;
-  r.cores = available_cores();
-  r.cpu_model = cpu_model();
-  r.torch_version = TORCH_VERSION;
-  r.threads = o.threads;
-  r.seconds = o.seconds;
-  r.warmup_blocks = std::max<int64_t>(0, o.warmup_blocks);
+namespace {
+
+void check_ranges(const RealtimeCheckOptions& o, const RealtimeCheck& r) {
   if (o.threads < 1 || o.threads > max_thread_count(r.cores)) {
     throw Error("--threads " + std::to_string(o.threads) + " is outside 1 … " +
                 std::to_string(max_thread_count(r.cores)) + " (4 × this machine's " +
@@ -211,35 +205,39 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
       << "]: the seconds of audio timed per block size";
     throw Error(s.str());
   }
+}
 
-  auto m = load_file(o.file);
-  const std::string file = "'" + o.file.string() + "'";
-  auto forward = m.find_method("forward");
-  if (!forward) {
-    throw Error(file +
-                " has no forward method: --benchmark expects an nn~ model file (written by `export` or "
-                "RAVE's `rave export`) whose forward(x) takes audio blocks [batch, channels, samples]");
-  }
+// The block layout nn~ reads: forward_params / encode_params [in_channels, in_ratio,
+// out_channels, out_ratio], the channels, the latent frame and the rate.
+struct Layout {
+  std::vector<int64_t> forward, encode;
+  int64_t in_ratio = 1;
+};
 
-  // The block layout nn~ reads: [in_channels, in_ratio, out_channels, out_ratio].
-  const auto fp = method_params(m, "forward"), ep = method_params(m, "encode");
+Layout read_layout(torch::jit::Module& m, const std::string& file, RealtimeCheck& r) {
+  Layout l{method_params(m, "forward"), method_params(m, "encode")};
   const auto n_channels = int_attr(m, "n_channels");
-  r.channels = !fp.empty() ? fp[0] : n_channels.value_or(0);
+  r.channels = !l.forward.empty() ? l.forward[0] : n_channels.value_or(0);
   if (r.channels <= 0) {
     throw Error(file + " says neither how many channels forward takes (forward_params[0]) nor n_channels");
   }
-  int64_t in_ratio = 1;
-  if (!fp.empty()) {
-    if (fp[1] <= 0 || fp[3] <= 0) throw Error(file + " has invalid forward_params " + list_text(fp));
-    in_ratio = fp[1];
-    r.frame = std::lcm(fp[1], fp[3]);
+  if (!l.forward.empty()) {
+    if (l.forward[1] <= 0 || l.forward[3] <= 0)
+      throw Error(file + " has invalid forward_params " + list_text(l.forward));
+    l.in_ratio = l.forward[1];
+    r.frame = std::lcm(l.forward[1], l.forward[3]);
   }
-  if (!ep.empty() && ep[3] > 0) r.frame = std::lcm(r.frame, ep[3]);
+  if (!l.encode.empty() && l.encode[3] > 0) r.frame = std::lcm(r.frame, l.encode[3]);
   const auto sr = m.hasattr("sr") ? int_attr(m, "sr") : int_attr(m, "sampling_rate");
   if (!sr || *sr <= 0) throw Error(file + " has no sampling rate (attribute sr or sampling_rate)");
   r.sampling_rate = *sr;
   if (m.hasattr("streaming") && m.attr("streaming").isBool()) r.streaming = m.attr("streaming").toBool();
+  return l;
+}
 
+// --block, or 2048 and 4096 where they are whole latent frames; each a multiple of the frame.
+std::vector<int64_t> choose_blocks(const RealtimeCheckOptions& o, const RealtimeCheck& r, const Layout& l,
+                                   const std::string& file) {
   std::vector<int64_t> blocks = o.blocks;
   if (blocks.empty()) {
     for (int64_t b : {2048, 4096}) {
@@ -252,74 +250,105 @@ RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
     const int64_t below = std::max<int64_t>(1, b / r.frame) * r.frame, above = (b / r.frame + 1) * r.frame;
     std::ostringstream s;
     s << "--block " << b << " is not a whole number of latent frames of " << file << ": its blocks must be "
-      << "multiples of " << r.frame << " samples (forward_params " << list_text(fp);
-    if (!ep.empty())
-      s << ", encode_params " << list_text(ep) << ": one latent frame = " << ep[3] << " samples";
+      << "multiples of " << r.frame << " samples (forward_params " << list_text(l.forward);
+    if (!l.encode.empty())
+      s << ", encode_params " << list_text(l.encode) << ": one latent frame = " << l.encode[3] << " samples";
     s << "), as nn~'s buffers are; e.g. --block " << below
       << (below != above ? "," + std::to_string(above) : "");
     throw Error(s.str());
   }
+  return blocks;
+}
 
+// The figures of one block size from its calls' wall times and the threads' CPU time. Busy: a
+// thread that ran at least 1 % of all the threads' CPU time during the timed blocks (a pool
+// thread woken for nothing is not one).
+void summarise(BlockTiming& t, const std::vector<double>& ms, const std::map<std::string, double>& cpu_before,
+               const std::map<std::string, double>& cpu_after, double block_s) {
+  t.process_threads = static_cast<int64_t>(cpu_after.size());
+  std::map<std::string, double> ran;
+  double all = 0.0;
+  for (const auto& [tid, v] : cpu_after) {
+    const auto before = cpu_before.find(tid);
+    ran[tid] = v - (before == cpu_before.end() ? 0.0 : before->second);
+    all += ran[tid];
+  }
+  for (const auto& [tid, v] : ran) t.busy_threads += v > 0.01 * all ? 1 : 0;
+  t.median_ms = median(ms);
+  t.max_ms = *std::max_element(ms.begin(), ms.end());
+  t.late = std::count_if(ms.begin(), ms.end(), [&](double v) { return v > t.deadline_ms; });
+  t.compute_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1000.0;
+  t.audio_s = static_cast<double>(t.calls) * block_s;
+  t.rtf_median = t.median_ms > 0 ? t.deadline_ms / t.median_ms : 0.0;
+  t.rtf_total = t.compute_s > 0 ? t.audio_s / t.compute_s : 0.0;
+  t.cpu_percent = 100.0 * t.cpu_s / t.audio_s;
+  t.voices = static_cast<int64_t>(std::floor(t.rtf_total));
+}
+
+// One block size timed: warm-up calls, then --seconds of audio in blocks of noise.
+BlockTiming time_block(torch::jit::Method& forward, const std::string& file, int64_t block, int64_t in_ratio,
+                       const RealtimeCheckOptions& o, const RealtimeCheck& r) {
+  const std::vector<int64_t> shape{1, r.channels, block / in_ratio};
+  auto call = [&](const torch::Tensor& x) {
+    c10::IValue out;
+    try {
+      out = forward({x});
+    } catch (const std::exception& e) {
+      throw Error(file + ": forward failed on a " + shape_text(shape) + " block (--block " +
+                  std::to_string(block) + "): " + first_line(error_text(e)));
+    }
+    if (!out.isTensor())
+      throw Error(file + ": forward returned " + out.tagKind() + ", not a tensor of audio");
+  };
+  auto noise = [&] { return (torch::rand(shape) * 2.0 - 1.0) * 0.5; };
+  for (int64_t i = 0; i < r.warmup_blocks; ++i) call(noise());
+  BlockTiming t;
+  t.block = block;
+  const double block_s = static_cast<double>(block) / static_cast<double>(r.sampling_rate);
+  t.deadline_ms = 1000.0 * block_s;
+  t.calls = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.seconds / block_s)));
+  std::vector<double> ms;
+  ms.reserve(static_cast<size_t>(t.calls));
+  const auto cpu_before = thread_cpu_ns();
+  for (int64_t i = 0; i < t.calls; ++i) {
+    throw_if_stop_requested("while timing " + std::to_string(block) + "-sample blocks");
+    const auto x = noise();
+    const double cpu0 = process_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    call(x);
+    const auto t1 = std::chrono::steady_clock::now();
+    t.cpu_s += process_cpu_seconds() - cpu0;
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  summarise(t, ms, cpu_before, thread_cpu_ns(), block_s);
+  return t;
+}
+
+}  // namespace
+
+RealtimeCheck run_realtime_check(const RealtimeCheckOptions& o) {
+  RealtimeCheck r;
+  r.file = o.file;
+  r.cores = available_cores();
+  r.cpu_model = cpu_model();
+  r.torch_version = TORCH_VERSION;
+  r.threads = o.threads;
+  r.seconds = o.seconds;
+  r.warmup_blocks = std::max<int64_t>(0, o.warmup_blocks);
+  check_ranges(o, r);
+  auto m = load_file(o.file);
+  const std::string file = "'" + o.file.string() + "'";
+  auto forward = m.find_method("forward");
+  if (!forward) {
+    throw Error(file +
+                " has no forward method: --benchmark expects an nn~ model file (written by `export` or "
+                "RAVE's `rave export`) whose forward(x) takes audio blocks [batch, channels, samples]");
+  }
+  const Layout layout = read_layout(m, file, r);
+  const std::vector<int64_t> blocks = choose_blocks(o, r, layout, file);
   ThreadCount threads(o.threads);
   c10::InferenceMode guard;  // as nn~'s Backend::perform
-  for (int64_t block : blocks) {
-    const std::vector<int64_t> shape{1, r.channels, block / in_ratio};
-    auto call = [&](const torch::Tensor& x) {
-      c10::IValue out;
-      try {
-        out = (*forward)({x});
-      } catch (const std::exception& e) {
-        throw Error(file + ": forward failed on a " + shape_text(shape) + " block (--block " +
-                    std::to_string(block) + "): " + first_line(error_text(e)));
-      }
-      if (!out.isTensor()) {
-        throw Error(file + ": forward returned " + out.tagKind() + ", not a tensor of audio");
-      }
-    };
-    auto noise = [&] { return (torch::rand(shape) * 2.0 - 1.0) * 0.5; };
-    for (int64_t i = 0; i < r.warmup_blocks; ++i) call(noise());
-
-    BlockTiming t;
-    t.block = block;
-    const double block_s = static_cast<double>(block) / static_cast<double>(r.sampling_rate);
-    t.deadline_ms = 1000.0 * block_s;
-    t.calls = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.seconds / block_s)));
-    std::vector<double> ms;
-    ms.reserve(static_cast<size_t>(t.calls));
-    const auto cpu_before = thread_cpu_ns();
-    for (int64_t i = 0; i < t.calls; ++i) {
-      throw_if_stop_requested("while timing " + std::to_string(block) + "-sample blocks");
-      const auto x = noise();
-      const double cpu0 = process_cpu_seconds();
-      const auto t0 = std::chrono::steady_clock::now();
-      call(x);
-      const auto t1 = std::chrono::steady_clock::now();
-      t.cpu_s += process_cpu_seconds() - cpu0;
-      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    }
-    // Busy: a thread that ran at least 1 % of all the threads' CPU time during the timed blocks
-    // (a pool thread woken for nothing is not one).
-    const auto cpu_after = thread_cpu_ns();
-    t.process_threads = static_cast<int64_t>(cpu_after.size());
-    std::map<std::string, double> ran;
-    double all = 0.0;
-    for (const auto& [tid, v] : cpu_after) {
-      const auto before = cpu_before.find(tid);
-      ran[tid] = v - (before == cpu_before.end() ? 0.0 : before->second);
-      all += ran[tid];
-    }
-    for (const auto& [tid, v] : ran) t.busy_threads += v > 0.01 * all ? 1 : 0;
-    t.median_ms = median(ms);
-    t.max_ms = *std::max_element(ms.begin(), ms.end());
-    t.late = std::count_if(ms.begin(), ms.end(), [&](double v) { return v > t.deadline_ms; });
-    t.compute_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1000.0;
-    t.audio_s = static_cast<double>(t.calls) * block_s;
-    t.rtf_median = t.median_ms > 0 ? t.deadline_ms / t.median_ms : 0.0;
-    t.rtf_total = t.compute_s > 0 ? t.audio_s / t.compute_s : 0.0;
-    t.cpu_percent = 100.0 * t.cpu_s / t.audio_s;
-    t.voices = static_cast<int64_t>(std::floor(t.rtf_total));
-    r.rows.push_back(t);
-  }
+  for (int64_t block : blocks) r.rows.push_back(time_block(*forward, file, block, layout.in_ratio, o, r));
   return r;
 }
 

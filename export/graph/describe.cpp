@@ -97,7 +97,8 @@ void describe_sections(rave::RaveModelImpl& model, TensorLedger& ledger, Rave& r
     b.finish(encoder(b, *model.encoder));
   }
   {
-    SectionBuilder b(r.decoder, ledger, r.streaming, Flow{o.latent_size + o.noise_augmentation, r.ratio, 1, 0});
+    SectionBuilder b(r.decoder, ledger, r.streaming,
+                     Flow{o.latent_size + o.noise_augmentation, r.ratio, 1, 0});
     b.finish(decoder(b, *model.decoder));
   }
   // A raw decoder (model.output_mode = raw) makes the audio itself: no synthesis bank.

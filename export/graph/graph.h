@@ -44,8 +44,8 @@ struct Conv {
   std::string key;  // state-dict prefix; the writers name its tensors and states after it
   models::WNConv1dOptions options{1, 1, 1};
   torch::Tensor kernel, bias;  // [out, in / groups, kernel]; bias may be undefined
-  int64_t stride_delay = 0;    // streaming: input first delayed this many steps (state key.downsampling_delay)
-  int64_t cache = 0;           // streaming: the previous call's last samples prepended (state key.cache)
+  int64_t stride_delay = 0;  // streaming: input first delayed this many steps (state key.downsampling_delay)
+  int64_t cache = 0;         // streaming: the previous call's last samples prepended (state key.cache)
 };
 
 // A transposed convolution (upsampling). Streaming: no padding; its last `overlap` output
@@ -67,8 +67,8 @@ struct Delay {
 struct Activation {
   enum class Kind { kLeakyRelu, kSnake, kTanh };
   Kind kind = Kind::kTanh;
-  double slope = 0.0;  // kLeakyRelu
-  std::string key;     // kSnake: alpha's prefix
+  double slope = 0.0;   // kLeakyRelu
+  std::string key;      // kSnake: alpha's prefix
   torch::Tensor alpha;  // kSnake: x + 1/(α + 1e-9) · sin(α·x)², as models::SnakeImpl
 };
 
@@ -135,10 +135,10 @@ struct Section {
 // The latent between encoder and decoder (model.encoder): what encode returns and decode takes.
 struct Latent {
   rave::EncoderKind kind = rave::EncoderKind::kVariational;
-  int64_t full = 0;                 // the model's latent_size
-  int64_t exported = 0;             // exported_latent_size
-  int64_t noise_augmentation = 0;   // standard normal channels decode appends (wasserstein, discrete)
-  torch::Tensor pca, mean, fidelity;  // the checkpoint's latent_pca, latent_mean, fidelity buffers
+  int64_t full = 0;                      // the model's latent_size
+  int64_t exported = 0;                  // exported_latent_size
+  int64_t noise_augmentation = 0;        // standard normal channels decode appends (wasserstein, discrete)
+  torch::Tensor pca, mean, fidelity;     // the checkpoint's latent_pca, latent_mean, fidelity buffers
   std::vector<torch::Tensor> codebooks;  // discrete: [K, D] per quantizer
   int64_t codebook_size = 0;
 };

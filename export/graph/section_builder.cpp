@@ -99,8 +99,8 @@ std::vector<int> SectionBuilder::aligned(std::vector<int> outs, const std::strin
 
 int SectionBuilder::add(int x, int y) {
   if (streaming_ && flow(x).delay != flow(y).delay) {
-    throw Error("export: internal error: adding signals with delays " + std::to_string(flow(x).delay) + " and " +
-                std::to_string(flow(y).delay));
+    throw Error("export: internal error: adding signals with delays " + std::to_string(flow(x).delay) +
+                " and " + std::to_string(flow(y).delay));
   }
   return append(Add{}, {x, y}, flow(x));
 }
@@ -113,7 +113,8 @@ int SectionBuilder::gate(Gate::Kind kind, const std::vector<int>& inputs) {
   return append(Gate{kind}, inputs, out);
 }
 
-models::WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride, models::PaddingMode mode) {
+models::WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride,
+                                          models::PaddingMode mode) {
   const auto pad = models::get_padding(weight.size(2), 1, mode);
   return models::WNConv1dOptions(weight.size(1), weight.size(0), weight.size(2))
       .stride(stride)
@@ -145,7 +146,8 @@ int SectionBuilder::pqmf(int x, models::PqmfImpl& pqmf, models::PaddingMode mode
   conv_out.hop = p.folded.hop * p.conv.options.stride();
   // The sign pattern follows the offline sample index of the bands, behind by their delay.
   p.sign_offset = synthesis ? in.delay / in.hop : (conv_out.delay - p.folded.delay) / conv_out.hop;
-  Flow out{synthesis ? p.channels : in.channels * m, synthesis ? in.hop / m : conv_out.hop, 1, conv_out.delay};
+  Flow out{synthesis ? p.channels : in.channels * m, synthesis ? in.hop / m : conv_out.hop, 1,
+           conv_out.delay};
   return append(std::move(p), {x}, out);
 }
 
@@ -184,7 +186,8 @@ int SectionBuilder::residual_stack(int x, models::ResidualStackImpl& s, const st
 
 int SectionBuilder::batch_norm(int x, const torch::nn::BatchNorm1dImpl& bn, const std::string& key) {
   const auto& o = bn.options;
-  require(o.affine() && o.track_running_stats(), key, "BatchNorm1d needs affine parameters and running statistics");
+  require(o.affine() && o.track_running_stats(), key,
+          "BatchNorm1d needs affine parameters and running statistics");
   BatchNorm b{key,
               ledger_.take(key + ".weight"),
               ledger_.take(key + ".bias"),

@@ -33,8 +33,8 @@ class SectionBuilder {
   int module(int x, torch::nn::Module& m, const std::string& key);
   // A convolution of the model (its kernel folded from the ledger) or with the kernel given.
   int conv(int x, const models::WNConv1dImpl& conv, const std::string& key);
-  int conv(int x, const models::WNConv1dOptions& options, const torch::Tensor& kernel, const torch::Tensor& bias,
-           const std::string& key);
+  int conv(int x, const models::WNConv1dOptions& options, const torch::Tensor& kernel,
+           const torch::Tensor& bias, const std::string& key);
   int conv_transpose(int x, const models::WNConvTranspose1dImpl& conv, const std::string& key);
   // x delayed by `samples` of its own steps (streaming; x itself offline or for 0).
   int delay(int x, int64_t samples, const std::string& key);
@@ -63,7 +63,8 @@ class SectionBuilder {
 
 // The fixed PQMF kernel `weight` [out, in, k] as a convolution without weight norm or bias, padded
 // as `mode` pads.
-models::WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride, models::PaddingMode mode);
+models::WNConv1dOptions pqmf_conv_options(const torch::Tensor& weight, int64_t stride,
+                                          models::PaddingMode mode);
 
 // AdaIN (RAVE blocks.AdaptiveInstanceNormalization) is the identity in evaluation until
 // statistics are learnt with learn_x / learn_y, which training never sets: takes its tensors from

@@ -50,7 +50,8 @@ std::string angles_to_latent(SectionWriter& e, const std::string& angles, int64_
 
 // The residual quantiser's nearest-code search over `codebooks` ([K, D] each), as the TorchScript
 // file's quantize_latent: (B, D, T) → (B, Q, T) code indices as floats (what msprior reads).
-std::string quantize_latent(SectionWriter& e, const std::vector<torch::Tensor>& codebooks, const std::string& z) {
+std::string quantize_latent(SectionWriter& e, const std::vector<torch::Tensor>& codebooks,
+                            const std::string& z) {
   auto& g = e.graph();
   std::string residual = g.transpose(z, {0, 2, 1});  // (B, T, D)
   std::vector<std::string> codes;
@@ -91,6 +92,5 @@ std::string dequantize_latent(SectionWriter& e, const graph::Latent& l, const st
   }
   return g.transpose(g.reshape(sum, {0, -1, l.full}), {0, 2, 1});  // (B, 1, T, D) → (B, D, T)
 }
-
 
 }  // namespace rt::exporting::onnx

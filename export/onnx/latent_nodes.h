@@ -16,7 +16,8 @@ std::string latent_to_angles(SectionWriter& e, const std::string& x, int64_t L);
 // RAVE's angles_to_unit_norm_vector: (B, L − 1, T) → the unit vector (B, L, T).
 std::string angles_to_latent(SectionWriter& e, const std::string& angles, int64_t L);
 // The residual quantiser's nearest codes: (B, D, T) → (B, Q, T) code indices as floats.
-std::string quantize_latent(SectionWriter& e, const std::vector<torch::Tensor>& codebooks, const std::string& z);
+std::string quantize_latent(SectionWriter& e, const std::vector<torch::Tensor>& codebooks,
+                            const std::string& z);
 // The codes back to the latent: (B, Q, T) → (B, D, T), the sum of the codes they name.
 std::string dequantize_latent(SectionWriter& e, const graph::Latent& l, const std::string& codes);
 

@@ -46,8 +46,8 @@ torch::Tensor impulse_response_map(int64_t bins, int64_t hop) {
 
 }  // namespace
 
-SectionWriter::SectionWriter(Graph& graph, bool streaming, std::vector<StateSpec>& states, std::string noise_scale,
-                             int64_t int8_min_weights)
+SectionWriter::SectionWriter(Graph& graph, bool streaming, std::vector<StateSpec>& states,
+                             std::string noise_scale, int64_t int8_min_weights)
     : graph_(graph),
       streaming_(streaming),
       states_(states),
@@ -95,12 +95,14 @@ std::string SectionWriter::rows_times_int8(const std::string& rows, const torch:
 
 // A convolution with `kernel` (the description's, or the PQMF synthesis bank with its scale and
 // band reversal folded in).
-std::string SectionWriter::conv(const Value& x, const graph::Conv& c, const torch::Tensor& kernel, bool int8) {
+std::string SectionWriter::conv(const Value& x, const graph::Conv& c, const torch::Tensor& kernel,
+                                bool int8) {
   const auto& o = c.options;
   Value src = x;
   std::vector<int64_t> pads{o.pad_left(), o.pad_right()};
   if (streaming_) {
-    if (c.stride_delay > 0) src.name = cached_pad(src, c.key + ".downsampling_delay", c.stride_delay, /*crop=*/true);
+    if (c.stride_delay > 0)
+      src.name = cached_pad(src, c.key + ".downsampling_delay", c.stride_delay, /*crop=*/true);
     if (c.cache > 0) src.name = cached_pad(src, c.key + ".cache", c.cache, /*crop=*/false);
     pads = {0, 0};
   }
@@ -118,19 +120,21 @@ std::string SectionWriter::conv(const Value& x, const graph::Conv& c, const torc
 // The convolution (groups 1) of `src` [N, in, L] on int8 weights: its windows gathered by k
 // strided slices, [N, T, k·in] (column j·in + c: input channel c at tap j), times the kernel laid
 // out [k·in, out] to match. `pads` (offline) are applied first.
-std::string SectionWriter::conv_int8(const std::string& src, const graph::Conv& c, const torch::Tensor& kernel,
-                                     const std::vector<int64_t>& pads) {
+std::string SectionWriter::conv_int8(const std::string& src, const graph::Conv& c,
+                                     const torch::Tensor& kernel, const std::vector<int64_t>& pads) {
   const auto& o = c.options;
   std::string in = src;
-  if (pads[0] + pads[1] > 0) in = graph_.node("Pad", {in, graph_.ints("pads", {0, 0, pads[0], 0, 0, pads[1]})});
+  if (pads[0] + pads[1] > 0)
+    in = graph_.node("Pad", {in, graph_.ints("pads", {0, 0, pads[0], 0, 0, pads[1]})});
   const int64_t k = o.kernel_size(), d = o.dilation(), s = o.stride(), span = (k - 1) * d;
   std::string windows = in;  // a 1×1 convolution's window is its input
   if (k > 1 || s > 1) {
     std::vector<std::string> taps;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t end = j * d - span;  // the window's last tap ends at the signal's end
-      taps.push_back(graph_.node("Slice", {in, graph_.ints("start", {j * d}), graph_.ints("end", {end == 0 ? kEnd : end}),
-                                           graph_.ints("axis", {2}), graph_.ints("step", {s})}));
+      taps.push_back(graph_.node(
+          "Slice", {in, graph_.ints("start", {j * d}), graph_.ints("end", {end == 0 ? kEnd : end}),
+                    graph_.ints("axis", {2}), graph_.ints("step", {s})}));
     }
     windows = taps.size() == 1 ? taps[0] : graph_.concat(taps, 1);
   }
@@ -138,7 +142,8 @@ std::string SectionWriter::conv_int8(const std::string& src, const graph::Conv& 
   return graph_.transpose(rows_times_int8(graph_.transpose(windows, {0, 2, 1}), w, c.bias, c.key), {0, 2, 1});
 }
 
-std::string SectionWriter::conv_transpose(const Value& x, const graph::Flow& out, const graph::ConvTranspose& c) {
+std::string SectionWriter::conv_transpose(const Value& x, const graph::Flow& out,
+                                          const graph::ConvTranspose& c) {
   const auto& o = c.options;
   const int64_t s = o.stride(), k = o.kernel_size();
   if ((k == s || k == 2 * s) && int8_for(c.kernel.numel())) return conv_transpose_int8(x, out, c);
@@ -160,7 +165,8 @@ std::string SectionWriter::conv_transpose(const Value& x, const graph::Flow& out
     state_output(state, graph_.slice(y, 2, -c.overlap, kEnd));
     y = graph_.concat({head, graph_.slice(y, 2, c.overlap, -c.overlap)}, 2);
   }
-  if (c.bias.defined()) y = graph_.node("Add", {y, graph_.initializer(c.key + ".bias", c.bias.reshape({-1, 1}))});
+  if (c.bias.defined())
+    y = graph_.node("Add", {y, graph_.initializer(c.key + ".bias", c.bias.reshape({-1, 1}))});
   return y;
 }
 
@@ -173,9 +179,11 @@ std::string SectionWriter::conv_transpose_int8(const Value& x, const graph::Flow
                                                const graph::ConvTranspose& c) {
   const auto& o = c.options;
   const int64_t s = o.stride(), k = o.kernel_size(), cout = o.out_channels(), p = o.padding();
-  const std::string z = rows_times_int8(graph_.transpose(x.name, {0, 2, 1}),
-                                        c.kernel.reshape({o.in_channels(), cout * k}), torch::Tensor(), c.key);
-  const std::string steps = graph_.transpose(graph_.reshape(z, {0, 0, cout, k}), {0, 2, 1, 3});  // [N, out, T, k]
+  const std::string z =
+      rows_times_int8(graph_.transpose(x.name, {0, 2, 1}), c.kernel.reshape({o.in_channels(), cout * k}),
+                      torch::Tensor(), c.key);
+  const std::string steps =
+      graph_.transpose(graph_.reshape(z, {0, 0, cout, k}), {0, 2, 1, 3});  // [N, out, T, k]
   std::string y = graph_.reshape(graph_.slice(steps, 3, 0, s), {0, cout, -1});
   if (k == 2 * s) {
     const std::string tail = graph_.reshape(graph_.slice(steps, 3, s, kEnd), {0, cout, -1});
@@ -189,7 +197,8 @@ std::string SectionWriter::conv_transpose_int8(const Value& x, const graph::Flow
     }
   }
   if (!streaming_ && p > 0) y = graph_.slice(y, 2, p, -p);
-  if (c.bias.defined()) y = graph_.node("Add", {y, graph_.initializer(c.key + ".bias", c.bias.reshape({-1, 1}))});
+  if (c.bias.defined())
+    y = graph_.node("Add", {y, graph_.initializer(c.key + ".bias", c.bias.reshape({-1, 1}))});
   return y;
 }
 
@@ -206,7 +215,8 @@ std::string SectionWriter::activation(const std::string& x, const graph::Activat
       return graph_.node("Max", {x, graph_.node("Mul", {x, graph_.scalar("slope", a.slope)})});
     case graph::Activation::Kind::kSnake: {
       const std::string alpha = graph_.initializer(a.key + ".alpha", a.alpha);
-      const std::string inv = graph_.node("Reciprocal", {graph_.node("Add", {alpha, graph_.scalar("eps", 1e-9)})});
+      const std::string inv =
+          graph_.node("Reciprocal", {graph_.node("Add", {alpha, graph_.scalar("eps", 1e-9)})});
       const std::string s = graph_.node("Sin", {graph_.node("Mul", {alpha, x})});
       return graph_.node("Add", {x, graph_.node("Mul", {inv, graph_.node("Mul", {s, s})})});
     }
@@ -227,7 +237,8 @@ std::string SectionWriter::batch_norm(const std::string& x, const graph::BatchNo
 
 std::string SectionWriter::mod_sigmoid(const std::string& x) {
   const std::string p = graph_.node("Pow", {graph_.node("Sigmoid", {x}), graph_.scalar("exponent", 2.3)});
-  return graph_.node("Add", {graph_.node("Mul", {p, graph_.scalar("two", 2.0)}), graph_.scalar("tiny", 1e-7)});
+  return graph_.node("Add",
+                     {graph_.node("Mul", {p, graph_.scalar("two", 2.0)}), graph_.scalar("tiny", 1e-7)});
 }
 
 std::string SectionWriter::gate(const std::vector<Value>& in, const graph::Gate& g) {
@@ -276,7 +287,7 @@ std::string SectionWriter::noise(const std::string& h, const graph::Noise& n) {
   const int64_t hop = n.hop;
   const std::string shifted = graph_.node("Sub", {h, graph_.scalar("five", 5.0)});
   std::string amp = graph_.transpose(mod_sigmoid(shifted), {0, 2, 1});  // (B, frames, ds·bins)
-  amp = graph_.reshape(amp, {0, 0, n.data_size, -1});                    // (B, frames, ds, bins)
+  amp = graph_.reshape(amp, {0, 0, n.data_size, -1});                   // (B, frames, ds, bins)
   const std::string ir = graph_.node(
       "MatMul", {amp, graph_.initializer(n.key + ".impulse_response", impulse_response_map(n.bins, hop))});
   const std::string padded =
@@ -287,11 +298,13 @@ std::string SectionWriter::noise(const std::string& h, const graph::Noise& n) {
   }
   const std::string toeplitz = graph_.node(
       "Gather", {padded, graph_.initializer(n.key + ".toeplitz_index", index)}, {{"axis", int64_t{-1}}});
-  std::string uniform = graph_.node("RandomUniformLike", {ir}, {{"dtype", int64_t{1}}, {"low", -1.0}, {"high", 1.0}});
+  std::string uniform =
+      graph_.node("RandomUniformLike", {ir}, {{"dtype", int64_t{1}}, {"low", -1.0}, {"high", 1.0}});
   uniform = graph_.node("Mul", {uniform, noise_scale_});
   const std::string row = graph_.node("Unsqueeze", {uniform, graph_.ints("axis_m2", {-2})});
-  std::string out = graph_.reshape(graph_.node("MatMul", {row, toeplitz}), {0, 0, 0, -1});  // (B, frames, ds, hop)
-  return graph_.reshape(graph_.transpose(out, {0, 2, 1, 3}), {0, 0, -1});                    // (B, ds, frames·hop)
+  std::string out =
+      graph_.reshape(graph_.node("MatMul", {row, toeplitz}), {0, 0, 0, -1});  // (B, frames, ds, hop)
+  return graph_.reshape(graph_.transpose(out, {0, 2, 1, 3}), {0, 0, -1});     // (B, ds, frames·hop)
 }
 
 std::string SectionWriter::zeros_like_channels(const std::string& x, int64_t n) {
@@ -331,7 +344,8 @@ std::string SectionWriter::op(const Value& x, const graph::Flow& out, const grap
         } else {
           static_assert(std::is_same_v<T, graph::Gru>);
           throw Error(
-              "export --format onnx: the generator's GRU (model.gru_layers) is not exported to ONNX; export it "
+              "export --format onnx: the generator's GRU (model.gru_layers) is not exported to ONNX; export "
+              "it "
               "as TorchScript (the default format)");
         }
       },

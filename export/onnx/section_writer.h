@@ -63,7 +63,8 @@ class SectionWriter {
   std::string reverse_half(const std::string& x, int64_t bands, int64_t offset);
   std::string pqmf(const Value& x, const graph::Pqmf& p);
   std::string noise(const std::string& h, const graph::Noise& n);
-  std::string op(const Value& x, const graph::Flow& out, const graph::OpKind& kind, const std::vector<Value>& in);
+  std::string op(const Value& x, const graph::Flow& out, const graph::OpKind& kind,
+                 const std::vector<Value>& in);
 
   Graph& graph_;
   const bool streaming_;

@@ -1,7 +1,7 @@
 // Writing TorchScript modules from C++ (no Python): LibTorch's torch::jit::Module with
 // parameters, buffers and attributes registered one by one, and methods compiled from source
-// with Module::define. The source is generated, one small emitter per block type
-// (export/torchscript/emit_layers.h, export/torchscript/emit_rave.h); this file holds what they share.
+// with Module::define. The source is generated, one small writer per op kind of the description
+// (export/torchscript/section_writer.h, rave_script.cpp); this file holds what they share.
 //
 // Things LibTorch's C++ frontend needs that Python's torch.jit.script does by itself:
 //   - every module gets a `training` attribute (false), else eval() is a no-op and
@@ -39,7 +39,7 @@ struct ScriptContext {
   std::shared_ptr<torch::jit::CompilationUnit> cu;
 };
 
-// A signal in the generated code: the variable holding it and what the emitters need to know.
+// A signal in the generated code: the variable holding it and its flow (export/graph/graph.h).
 struct Signal {
   std::string var;
   int64_t channels = 0;

@@ -9,7 +9,9 @@
 namespace rt::exporting {
 namespace {
 
-Signal signal(const std::string& var, const graph::Flow& f) { return Signal{var, f.channels, f.hop, f.rows, f.delay}; }
+Signal signal(const std::string& var, const graph::Flow& f) {
+  return Signal{var, f.channels, f.hop, f.rows, f.delay};
+}
 
 std::string ints(std::initializer_list<int64_t> v) {
   std::string s = "[";
@@ -50,20 +52,23 @@ std::string rows_times_int8(MethodWriter& w, const std::string& rows, const std:
 
 // The convolution as one product (groups 1): the input's windows [B · steps, in · kernel]
 // (unfold, every dilation-th sample) times the weight [out, in · kernel]. Lossless: the same sums.
-std::string conv_as_product(MethodWriter& w, const Signal& in, const graph::Conv& c, const std::string& weight,
-                            const std::string& bias, bool int8) {
+std::string conv_as_product(MethodWriter& w, const Signal& in, const graph::Conv& c,
+                            const std::string& weight, const std::string& bias, bool int8) {
   const auto& o = c.options;
   const int64_t k = o.kernel_size(), d = o.dilation(), s = o.stride(), cin = o.in_channels();
   const std::string rows = w.fresh("c");
   if (k == 1 && s == 1) {
     w.line(rows + " = " + in.var + ".transpose(1, 2).reshape(-1, " + std::to_string(cin) + ")");
   } else {
-    std::string windows = in.var + ".unfold(2, " + std::to_string((k - 1) * d + 1) + ", " + std::to_string(s) + ")";
+    std::string windows =
+        in.var + ".unfold(2, " + std::to_string((k - 1) * d + 1) + ", " + std::to_string(s) + ")";
     if (d > 1) windows += "[:, :, :, ::" + std::to_string(d) + "]";
     w.line(rows + " = " + windows + ".transpose(1, 2).reshape(-1, " + std::to_string(cin * k) + ")");
   }
   const std::string m = int8 ? rows_times_int8(w, rows, weight) : rows_times_weight(w, rows, weight, bias);
-  return w.assign(in, m + ".view(" + in.var + ".size(0), -1, " + std::to_string(o.out_channels()) + ").transpose(1, 2)")
+  return w
+      .assign(in, m + ".view(" + in.var + ".size(0), -1, " + std::to_string(o.out_channels()) +
+                      ").transpose(1, 2)")
       .var;
 }
 
@@ -75,18 +80,21 @@ std::string write_conv(MethodWriter& w, const Signal& x, const graph::Conv& c) {
   if (int8) {
     weight = w.packed_int8(c.key + ".packed", c.kernel.reshape({c.kernel.size(0), -1}), c.bias);
   } else {
-    weight = w.tensor(c.key + ".weight", matmul ? c.kernel.reshape({c.kernel.size(0), -1}).contiguous() : c.kernel);
+    weight = w.tensor(c.key + ".weight",
+                      matmul ? c.kernel.reshape({c.kernel.size(0), -1}).contiguous() : c.kernel);
     if (c.bias.defined()) bias = w.tensor(c.key + ".bias", c.bias);
   }
   Signal in = x;
   int64_t padding = 0;
   if (w.streaming()) {
-    if (c.stride_delay > 0) in.var = w.cached_pad(in, c.key + ".downsampling_delay", c.stride_delay, /*crop=*/true);
+    if (c.stride_delay > 0)
+      in.var = w.cached_pad(in, c.key + ".downsampling_delay", c.stride_delay, /*crop=*/true);
     if (c.cache > 0) in.var = w.cached_pad(in, c.key + ".cache", c.cache, /*crop=*/false);
   } else if (o.pad_left() == o.pad_right() && !matmul) {
     padding = o.pad_left();  // as WNConv1dImpl::forward: the convolution pads
   } else if (o.pad_left() + o.pad_right() > 0) {
-    in = w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
+    in =
+        w.assign(x, "torch.constant_pad_nd(" + x.var + ", " + ints({o.pad_left(), o.pad_right()}) + ", 0.0)");
   }
   if (matmul) return conv_as_product(w, in, c, weight, bias, int8);
   return w
@@ -99,8 +107,8 @@ std::string write_conv(MethodWriter& w, const Signal& x, const graph::Conv& c) {
 // out · k] in one product (row co·k + j of the weight holding kernel[:, co, j]). With k = 2s the
 // second half of step t overlaps the first half of step t+1; the last step's second half is the
 // next call's start (the cache).
-std::string conv_transpose_as_product(MethodWriter& w, const Signal& x, const Signal& y, const graph::ConvTranspose& c,
-                                      const std::string& weight, bool int8) {
+std::string conv_transpose_as_product(MethodWriter& w, const Signal& x, const Signal& y,
+                                      const graph::ConvTranspose& c, const std::string& weight, bool int8) {
   const auto& o = c.options;
   const int64_t s = o.stride(), k = o.kernel_size();
   const std::string cout = std::to_string(o.out_channels()), ss = std::to_string(s);
@@ -110,7 +118,8 @@ std::string conv_transpose_as_product(MethodWriter& w, const Signal& x, const Si
   const std::string steps = w.fresh("q");
   w.line(steps + " = " + m + ".view(" + x.var + ".size(0), -1, " + cout + ", " + std::to_string(k) +
          ").permute(0, 2, 1, 3)");
-  std::string out = w.assign(x, steps + "[:, :, :, :" + ss + "].reshape(" + x.var + ".size(0), " + cout + ", -1)").var;
+  std::string out =
+      w.assign(x, steps + "[:, :, :, :" + ss + "].reshape(" + x.var + ".size(0), " + cout + ", -1)").var;
   if (k == 2 * s) {
     const std::string tail = w.fresh("h");
     w.line(tail + " = " + steps + "[:, :, :, " + ss + ":].reshape(" + x.var + ".size(0), " + cout + ", -1)");
@@ -123,7 +132,8 @@ std::string conv_transpose_as_product(MethodWriter& w, const Signal& x, const Si
   return out;
 }
 
-std::string write_conv_transpose(MethodWriter& w, const Signal& x, const Signal& y, const graph::ConvTranspose& c) {
+std::string write_conv_transpose(MethodWriter& w, const Signal& x, const Signal& y,
+                                 const graph::ConvTranspose& c) {
   const auto& o = c.options;
   const int64_t s = o.stride(), k = o.kernel_size();
   const bool matmul = w.streaming() && (k == s || k == 2 * s);  // else aten's, as offline
@@ -132,23 +142,27 @@ std::string write_conv_transpose(MethodWriter& w, const Signal& x, const Signal&
   const torch::Tensor& kernel = c.kernel;
   const std::string weight =
       int8 ? w.packed_int8(c.key + ".packed", kernel.reshape({kernel.size(0), -1}).t(), torch::Tensor())
-           : w.tensor(c.key + ".weight", matmul ? kernel.reshape({kernel.size(0), -1}).t().contiguous() : kernel);
+           : w.tensor(c.key + ".weight",
+                      matmul ? kernel.reshape({kernel.size(0), -1}).t().contiguous() : kernel);
   const std::string bias = c.bias.defined() ? w.tensor(c.key + ".bias", c.bias) : "None";
   const std::string stride = ints({s});
   std::string out;
   if (matmul) {
     out = conv_transpose_as_product(w, x, y, c, weight, int8);
   } else if (!w.streaming()) {
-    return w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride + ", " +
-                           ints({o.padding()}) + ")")
+    return w
+        .assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", " + bias + ", " + stride + ", " +
+                       ints({o.padding()}) + ")")
         .var;
   } else {
     // cached_conv CachedConvTranspose1d: no padding, the overlap of one call is added to the
     // start of the next; the bias comes after, so it is added once.
-    out = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", None, " + stride + ", [0], [0], 1, [1])")
+    out = w.assign(x, "torch.conv_transpose1d(" + x.var + ", " + weight + ", None, " + stride +
+                          ", [0], [0], 1, [1])")
               .var;
     if (c.overlap > 0) {
-      const std::string rows = w.state(c.key + ".cache", y.rows, y.channels, c.overlap) + "[:" + out + ".size(0)]";
+      const std::string rows =
+          w.state(c.key + ".cache", y.rows, y.channels, c.overlap) + "[:" + out + ".size(0)]";
       const std::string n = std::to_string(c.overlap);
       w.line(out + "[:, :, :" + n + "].add_(" + rows + ")");
       w.line(rows + ".copy_(" + out + "[:, :, -" + n + ":])");
@@ -167,8 +181,8 @@ std::string write_activation(MethodWriter& w, const Signal& x, const graph::Acti
       const std::string alpha = w.tensor(a.key + ".alpha", a.alpha);
       // Written as models::SnakeImpl::forward computes it, so both round alike.
       return w
-          .assign(x, x.var + " + (" + alpha + " + " + num(1e-9) + ").reciprocal() * (" + alpha + " * " + x.var +
-                         ").sin().pow(2)")
+          .assign(x, x.var + " + (" + alpha + " + " + num(1e-9) + ").reciprocal() * (" + alpha + " * " +
+                         x.var + ").sin().pow(2)")
           .var;
     }
     case graph::Activation::Kind::kTanh:
@@ -183,8 +197,8 @@ std::string write_batch_norm(MethodWriter& w, const Signal& x, const graph::Batc
   const std::string mean = w.tensor(b.key + ".running_mean", b.mean, /*is_buffer=*/true);
   const std::string var = w.tensor(b.key + ".running_var", b.var, /*is_buffer=*/true);
   return w
-      .assign(x, "torch.batch_norm(" + x.var + ", " + weight + ", " + bias + ", " + mean + ", " + var + ", False, " +
-                     num(b.momentum) + ", " + num(b.eps) + ", False)")
+      .assign(x, "torch.batch_norm(" + x.var + ", " + weight + ", " + bias + ", " + mean + ", " + var +
+                     ", False, " + num(b.momentum) + ", " + num(b.eps) + ", False)")
       .var;
 }
 
@@ -206,8 +220,8 @@ std::string write_gate(MethodWriter& w, const std::vector<Signal>& in, const gra
 // time index (`offset` band samples behind).
 std::string reverse_half(MethodWriter& w, const Signal& x, int64_t n_band, int64_t offset) {
   const std::string mask = w.fresh("mask");
-  w.line(mask + " = torch.ones([" + str(n_band) + ", " + x.var + ".size(-1)], dtype=" + x.var + ".dtype, device=" +
-         x.var + ".device)");
+  w.line(mask + " = torch.ones([" + str(n_band) + ", " + x.var + ".size(-1)], dtype=" + x.var +
+         ".dtype, device=" + x.var + ".device)");
   w.line(mask + "[1::2, " + str(offset % 2) + "::2] = -1.0");
   return w.assign(x, x.var + " * " + mask).var;
 }
@@ -215,27 +229,36 @@ std::string reverse_half(MethodWriter& w, const Signal& x, int64_t n_band, int64
 std::string write_pqmf(MethodWriter& w, const Signal& x, const graph::Pqmf& p) {
   const std::string m = str(p.bands);
   if (!p.synthesis) {
-    const Signal folded = signal(w.assign(x, x.var + ".reshape([-1, 1, " + x.var + ".size(2)])").var, p.folded);
+    const Signal folded =
+        signal(w.assign(x, x.var + ".reshape([-1, 1, " + x.var + ".size(2)])").var, p.folded);
     Signal y = folded;
     y.var = reverse_half(w, Signal{write_conv(w, folded, p.conv)}, p.bands, p.sign_offset);
-    return w.assign(y, y.var + ".reshape([-1, " + str(p.channels * p.bands) + ", " + y.var + ".size(-1)])").var;
+    return w.assign(y, y.var + ".reshape([-1, " + str(p.channels * p.bands) + ", " + y.var + ".size(-1)])")
+        .var;
   }
-  Signal folded = signal(w.assign(x, x.var + ".reshape([-1, " + m + ", " + x.var + ".size(2)])").var, p.folded);
+  Signal folded =
+      signal(w.assign(x, x.var + ".reshape([-1, " + m + ", " + x.var + ".size(2)])").var, p.folded);
   folded.var = reverse_half(w, folded, p.bands, p.sign_offset);
   const std::string y = write_conv(w, folded, p.conv);
   const std::string flipped =
-      w.assign(folded, "(" + y + " * " + num(static_cast<double>(p.bands)) + ").flip(1).permute([0, 2, 1])").var;
-  return w.assign(folded, flipped + ".reshape([-1, " + str(p.channels) + ", " + flipped + ".size(1) * " + m + "])").var;
+      w.assign(folded, "(" + y + " * " + num(static_cast<double>(p.bands)) + ").flip(1).permute([0, 2, 1])")
+          .var;
+  return w
+      .assign(folded,
+              flipped + ".reshape([-1, " + str(p.channels) + ", " + flipped + ".size(1) * " + m + "])")
+      .var;
 }
 
 // The noise synthesis as NoiseGeneratorImpl computes it: mod_sigmoid(h − 5) as filter magnitudes,
 // their impulse responses (irfft, centring roll, Hann window, padded to hop, rolled back),
 // applied to uniform noise by fft_convolve.
-std::string write_noise(MethodWriter& w, const Signal& h, const graph::Noise& n, const std::string& noise_scale) {
+std::string write_noise(MethodWriter& w, const Signal& h, const graph::Noise& n,
+                        const std::string& noise_scale) {
   const int64_t filter = 2 * (n.bins - 1), hop = n.hop;
   const std::string amp = w.fresh("amp"), ir = w.fresh("ir"), noise = w.fresh("noise"), out = w.fresh("conv");
   w.line(amp + " = " + mod_sigmoid(h.var + " - 5.0") + ".permute([0, 2, 1])");
-  w.line(amp + " = " + amp + ".reshape([" + amp + ".size(0), " + amp + ".size(1), " + str(n.data_size) + ", -1])");
+  w.line(amp + " = " + amp + ".reshape([" + amp + ".size(0), " + amp + ".size(1), " + str(n.data_size) +
+         ", -1])");
   w.line(ir + " = torch.fft_irfft(torch.complex(" + amp + ", torch.zeros_like(" + amp + ")))");
   w.line(ir + " = torch.roll(" + ir + ", [" + str(filter / 2) + "], [-1])");
   w.line(ir + " = " + ir + " * torch.hann_window(" + str(filter) + ", dtype=" + ir + ".dtype, device=" + ir +
@@ -256,8 +279,8 @@ std::string write_gru(MethodWriter& w, const Signal& x, const graph::Gru& g) {
   std::string params;
   for (const auto& [name, t] : g.params) params += (params.empty() ? "" : ", ") + w.tensor(name, t);
   const std::string h0 = w.fresh("h0");
-  w.line(h0 + " = torch.zeros([" + std::to_string(g.layers) + ", " + x.var + ".size(0), " + std::to_string(g.hidden) +
-         "], dtype=" + x.var + ".dtype, device=" + x.var + ".device)");
+  w.line(h0 + " = torch.zeros([" + std::to_string(g.layers) + ", " + x.var + ".size(0), " +
+         std::to_string(g.hidden) + "], dtype=" + x.var + ".dtype, device=" + x.var + ".device)");
   // aten::gru.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
   return w
       .assign(x, "torch.gru(" + x.var + ".permute([0, 2, 1]), " + h0 + ", [" + params + "], True, " +

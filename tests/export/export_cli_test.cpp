@@ -108,7 +108,7 @@ TEST_F(ExportCli, ExportsTheRunWithTheLatentSizeTheFidelityRuleGives) {
 
   // The module's tensors are the checkpoint's: the PCA as saved, the first convolution's kernel
   // folded from its weight-norm pair (laid out [out, in · kernel] where the export emits the
-  // convolution as a matrix product, export/torchscript/emit_layers.h).
+  // convolution as a matrix product, export/torchscript/section_writer.h).
   auto saved = checkpoint_tensors(run_ / "checkpoints" / "best.ckpt");
   EXPECT_TRUE(torch::equal(m.attr("latent_pca").toTensor(), saved.at("model.rave.latent_pca")));
   auto kernel = torch::_weight_norm(saved.at("model.rave.encoder.encoder.net.0.weight_v"),
