@@ -287,6 +287,12 @@ def bench_data(runner, quick, build, v2_step_t2):
                 "--batches", 6 if quick else 16, "--demo_seconds", 20]
         d, cmd, load = runner.json_cmd(argv)
         res[f"loader_{b}x{n}"] = {"command": cmd, "runs": d["runs"], "load": load}
+    # The same at v2's shape from a lazy database (preprocess --lazy): decoded files kept, and none.
+    for key, extra in (("lazy", []), ("lazy_nocache", ["--lazy_cache_mb", 0])):
+        argv = [os.path.join(build, "bin", "loader_bench"), "--batch", 8, "--n_signal", 131072,
+                "--batches", 6 if quick else 16, "--demo_seconds", 20, "--lazy", *extra]
+        d, cmd, load = runner.json_cmd(argv)
+        res[f"loader_8x131072_{key}"] = {"command": cmd, "runs": d["runs"], "load": load}
     if v2_step_t2:  # (threads, median s/step) of the faster native v2 step
         res["v2_step_examples_per_second_4x32768"] = 4.0 / v2_step_t2[1]
         res["v2_step_threads"] = v2_step_t2[0]
@@ -651,6 +657,15 @@ def rec_data(dp, env, command):
                          f"`{dp[k]['command']}`"])
             if cons:
                 ratios.append(run["examples_per_second"] / cons)
+    lazy_ratios = []
+    for k, what in (("loader_8x131072_lazy", "lazy database, 512 MiB of decoded files kept"),
+                    ("loader_8x131072_lazy_nocache", "lazy database, every draw decodes its file")):
+        for run in dp.get(k, {}).get("runs", []):
+            vs = f" ({run['examples_per_second'] / cons:.0f}× the step's consumption)" if cons else ""
+            rows.append([f"loader 8x131072, {what}, {run['workers']} worker(s)",
+                         f"{run['examples_per_second']:.1f} examples/s{vs}", f"`{dp[k]['command']}`"])
+            if cons:
+                lazy_ratios.append(run["examples_per_second"] / cons)
     if cons:
         rows.append([f"v2 phase-1 step consumption, 4 × 32768, {dp.get('v2_step_threads', 2)} thread(s) (fastest native "
                      "median)", f"{cons:.2f} examples/s", "(native step median of the RAVE step section)"])
@@ -671,8 +686,12 @@ def rec_data(dp, env, command):
         targets.append(benchlib.target("Loader throughput / v2 step consumption", "≥ 20×", ">=", 20.0, ratios,
                                        value=min(ratios), fmt="{:.0f}×", over="loader rows",
                                        note="slowest loader row"))
+    if lazy_ratios:
+        targets.append(benchlib.target("Lazy database loader throughput / v2 step consumption", "≥ 20×", ">=", 20.0,
+                                       lazy_ratios, value=min(lazy_ratios), fmt="{:.0f}×", over="lazy loader rows",
+                                       note="slowest lazy row (every draw decoding its file)"))
     return benchlib.record("data_path", "Data path", command, env, b, raw=dp, targets=targets,
-                           derived={"loader_over_consumption": ratios})
+                           derived={"loader_over_consumption": ratios, "lazy_loader_over_consumption": lazy_ratios})
 
 
 def rec_defaults(df, env, command):

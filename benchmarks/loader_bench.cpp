@@ -30,6 +30,12 @@ int main(int argc, char** argv) {
   app.add_option("--n_signal", n_signal)->capture_default_str();
   app.add_option("--batch", batch)->capture_default_str();
   app.add_option("--demo_seconds", demo_seconds, "length of each generated demo file")->capture_default_str();
+  bool lazy = false;
+  double lazy_cache_mb = 512.0;
+  app.add_flag("--lazy", lazy,
+               "a lazy database (preprocess --lazy): the files decoded when a chunk is drawn");
+  app.add_option("--lazy_cache_mb", lazy_cache_mb, "with --lazy: decoded files kept (0: every draw decodes)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
 
@@ -44,18 +50,22 @@ int main(int argc, char** argv) {
     pre.output_path = dir / "db";
     pre.num_signal = n_signal;
     pre.max_db_size_gb = 1.0;
+    pre.lazy = lazy;
     std::ostringstream log;
     auto built = rt::preprocess_audio(pre, log);
 
     rt::AudioDatasetOptions opt;  // Defaults are v2's: phase mangle p=0.8, dequantize.
     opt.n_signal = n_signal;
+    opt.lazy_cache_bytes = static_cast<size_t>(lazy_cache_mb * 1048576.0);
     auto ds = std::make_shared<rt::AudioDataset>(dir / "db", opt);
     result["dataset"] = {{"records", ds->size()},
                          {"seconds", built.seconds},
                          {"n_signal", n_signal},
                          {"batch", batch},
                          {"phase_mangle_p", opt.phase_mangle_p},
-                         {"dequantize", opt.dequantize}};
+                         {"dequantize", opt.dequantize},
+                         {"lazy", lazy},
+                         {"lazy_cache_mb", lazy ? lazy_cache_mb : 0.0}};
     result["hardware_concurrency"] = std::thread::hardware_concurrency();
     for (int w : workers) {
       rt::LoaderOptions lo;

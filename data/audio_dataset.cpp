@@ -87,8 +87,18 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
   });
   if (keys_.empty()) throw Error("database '" + db.string() + "' holds no records");
   meta_ = require_db_metadata(db);
+  lazy_ = meta_.lazy;
   try {
-    decode_database_waveform(*store_->get(keys_.front()), keys_.front(), meta_);
+    if (lazy_) {
+      for (size_t i = 0; i < keys_.size(); ++i) {
+        files_.push_back(decode_lazy_record(*store_->get(keys_[i]), keys_[i]));
+        for (int64_t c = 0; c < files_.back().chunks; ++c) chunks_.emplace_back(i, c);
+      }
+      decoder_ = std::make_unique<LazyDecoder>(meta_.sr, meta_.channels, options_.lazy_cache_bytes);
+      record(0);  // the first file decodes as preprocess read it
+    } else {
+      decode_database_waveform(*store_->get(keys_.front()), keys_.front(), meta_);
+    }
   } catch (const Error& e) {
     throw Error("database '" + db.string() + "': " + e.what());
   }
@@ -109,7 +119,17 @@ AudioDataset::AudioDataset(const std::filesystem::path& db, AudioDatasetOptions 
   }
 }
 
+std::string AudioDataset::key(size_t index) const {
+  if (!lazy_) return keys_.at(index);
+  const auto& [file, chunk] = chunks_.at(index);
+  return keys_[file] + "#" + std::to_string(chunk);
+}
+
 torch::Tensor AudioDataset::record(size_t index) const {
+  if (lazy_) {
+    const auto& [file, chunk] = chunks_.at(index);
+    return waveform_to_tensor(decoder_->chunk(files_[file], chunk, keys_[file]));
+  }
   const std::string& k = keys_.at(index);
   const auto bytes = store_->get(k);
   if (!bytes)
@@ -125,7 +145,7 @@ Example AudioDataset::get(size_t index, std::mt19937_64& rng) const {
   if (pitch_) full = (*pitch_)(full, rng);  // RAVE: before the crop
   const int64_t length = full.size(1);
   if (length < options_.n_signal) {
-    throw Error("record '" + printable(keys_[index]) + "' holds " + std::to_string(length) +
+    throw Error("record '" + printable(key(index)) + "' holds " + std::to_string(length) +
                 " samples per channel, fewer than n_signal = " + std::to_string(options_.n_signal) +
                 " (preprocess with --num_signal >= " + std::to_string(options_.n_signal / 2) + ")");
   }

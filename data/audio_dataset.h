@@ -17,9 +17,13 @@
 #include "data/augment.h"
 #include "data/db_metadata.h"
 #include "data/example.h"
+#include "data/lazy_audio.h"
 #include "data/lmdb_store.h"
 
 namespace rt {
+
+// The decoded files a lazy database's loader keeps by default (LazyDecoder): 512 MiB.
+inline constexpr size_t kLazyCacheBytes = size_t{512} << 20;
 
 struct AudioDatasetOptions {
   int64_t n_signal = 131072;
@@ -27,7 +31,8 @@ struct AudioDatasetOptions {
   bool phase_mangle = true;
   double phase_mangle_p = 0.8;
   bool dequantize = true;
-  double slowdown_ms = 0.0;  // Artificial per-example delay (bottleneck-report tests).
+  double slowdown_ms = 0.0;                   // Artificial per-example delay (bottleneck-report tests).
+  size_t lazy_cache_bytes = kLazyCacheBytes;  // A lazy database's decoded files kept (0: none).
   // After the dequantisation, in RAVE's order (data/augment.h): --normalize, --derivative, then
   // each augmentation.
   std::vector<double> rand_pitch;  // --rand_pitch LO,HI before the crop (RandomPitch); empty = off
@@ -63,16 +68,20 @@ class AudioDataset : public ExampleSource {
   // SIGINT/SIGTERM. REQUIRES options.n_signal >= 1.
   AudioDataset(const std::filesystem::path& db, AudioDatasetOptions options);
 
-  size_t size() const override { return keys_.size(); }
+  // Examples: the records of an eager database, the chunks of a lazy one's files.
+  size_t size() const override { return lazy_ ? chunks_.size() : keys_.size(); }
   // Throws rt::Error naming the key when the record is corrupt or shorter than n_signal.
   Example get(size_t index, std::mt19937_64& rng) const override;
 
-  // The whole record as float32 [channels, length], without augmentation.
+  // The whole record (a lazy database: the chunk, decoded) as float32 [channels, length],
+  // without augmentation.
   torch::Tensor record(size_t index) const;
+  bool lazy() const { return lazy_; }
 
   int channels() const { return channels_; }
   int sampling_rate() const { return sampling_rate_; }
-  const std::string& key(size_t index) const { return keys_.at(index); }
+  // The record's key; a lazy database's chunk as "<key>#<chunk>".
+  std::string key(size_t index) const;
   const AudioDatasetOptions& options() const { return options_; }
 
  private:
@@ -83,6 +92,11 @@ class AudioDataset : public ExampleSource {
   int channels_ = 0;
   int sampling_rate_ = 0;
   std::shared_ptr<const RandomPitch> pitch_;
+  // Lazy (data/lazy_audio.h): the files, and every chunk as (file, chunk in it), in key order.
+  bool lazy_ = false;
+  std::vector<LazyFile> files_;
+  std::vector<std::pair<size_t, int64_t>> chunks_;
+  std::unique_ptr<LazyDecoder> decoder_;
 };
 
 }  // namespace rt

@@ -153,8 +153,9 @@ AudioData map_channels(const AudioData& audio, int channels) {
   return out;
 }
 
-AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels) {
+AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels, SourceFacts* source) {
   AudioData audio = decode_audio_file(path);
+  if (source != nullptr) *source = SourceFacts{audio.num_channels(), audio.sample_rate, audio.seconds()};
   const std::string truncated = audio.truncated;
   if (audio.num_channels() > channels) audio = map_channels(audio, channels);
   audio = resample(audio, sample_rate);

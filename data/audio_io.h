@@ -46,7 +46,13 @@ AudioData resample(const AudioData& audio, int out_rate);
 AudioData map_channels(const AudioData& audio, int channels);
 
 // decode_audio_file → map_channels → resample (downmixing first is cheaper).
-AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels);
+// `source`, when given, gets the file's own channels, rate and duration.
+struct SourceFacts {
+  int channels = 0, sample_rate = 0;
+  double seconds = 0.0;
+};
+AudioData load_audio(const std::filesystem::path& path, int sample_rate, int channels,
+                     SourceFacts* source = nullptr);
 
 // float [-1, 1) → int16 with rounding and clipping (scale 32768, libsndfile's convention, so
 // 16-bit files round-trip exactly).

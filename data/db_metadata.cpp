@@ -82,13 +82,9 @@ std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db) {
       if (!v || *v < 0) throw Error(at + ": n_seconds: " + value + " is not accepted; a number >= 0");
       meta.n_seconds = *v;
     } else if (key == "lazy") {
-      if (value == "true" || value == "True") {
-        throw Error(at + ": lazy: " + value +
-                    ": a lazy RAVE database holds file paths, not audio, which this trainer "
-                    "does not read; build the database without --lazy");
-      }
-      if (value != "false" && value != "False")
+      if (value != "true" && value != "True" && value != "false" && value != "False")
         throw Error(at + ": lazy: " + value + " is not accepted; true or false");
+      meta.lazy = value == "true" || value == "True";
     }  // Other keys (written by newer RAVE versions) carry nothing we need.
   }
   return meta;

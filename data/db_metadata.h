@@ -28,8 +28,8 @@ void write_db_metadata(const std::filesystem::path& db, const DbMetadata& meta);
 // Reads <db>/metadata.yaml; nullopt when the file does not exist (RAVE leaves none after a
 // map-full error). Throws rt::Error naming the file, line and key on unparsable content, on a
 // value outside its range (channels in [1, kMaxChannels], sr in [kMinSampleRate,
-// kMaxSampleRate], n_seconds finite and >= 0), and on `lazy: true` (RAVE's lazy databases hold
-// file paths, not audio).
+// kMaxSampleRate], n_seconds finite and >= 0, lazy true or false: a lazy database's records
+// are references to files, data/lazy_audio.h).
 std::optional<DbMetadata> read_db_metadata(const std::filesystem::path& db);
 
 // read_db_metadata, and a missing file is an error too: the database was not finished (our

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include "data/audio_example.h"
 #include "data/audio_io.h"
 #include "data/db_metadata.h"
+#include "data/lazy_audio.h"
 #include "data/lmdb_store.h"
 #include "util/error.h"
 #include "util/path_kind.h"
@@ -31,21 +33,33 @@ namespace {
 
 // What one worker makes of one file.
 struct FileResult {
-  std::vector<std::string> records;  // Serialized AudioExamples, in chunk order.
+  std::vector<std::string> records;  // Serialized AudioExamples, in chunk order (lazy: the reference).
+  uint64_t chunks = 0;               // Chunks the records hold (lazy: the reference's).
   std::string skip_reason;           // Non-empty: the file is skipped.
   double seconds = 0.0;
 };
 
 FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
   FileResult result;
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".aac" || ext == ".m4a") {
+    result.skip_reason =
+        "AAC is not read: libsndfile, which preprocess decodes with, has no AAC decoder; convert the file "
+        "first "
+        "(e.g. ffmpeg -i IN" +
+        ext + " OUT.flac)";
+    return result;
+  }
   std::error_code ec;
   if (fs::file_size(path, ec) == 0 && !ec) {
     result.skip_reason = "empty file";
     return result;
   }
   AudioData audio;
+  SourceFacts source;
   try {
-    audio = load_audio(path, opt.sampling_rate, opt.channels);
+    audio = load_audio(path, opt.sampling_rate, opt.channels, &source);
   } catch (const Error& e) {
     std::string why = e.what();
     const std::string prefix = "cannot decode '" + path.string() + "': ";
@@ -71,6 +85,15 @@ FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
     result.skip_reason = buf;
     return result;
   }
+  result.seconds = static_cast<double>(n_chunks * chunk) / opt.sampling_rate;
+  result.chunks = static_cast<uint64_t>(n_chunks);
+  if (opt.lazy) {
+    // A reference: the loader decodes the file as above when it draws a chunk (data/lazy_audio.h).
+    LazyFile f{path, source.seconds, source.channels, frames, chunk, n_chunks, 0, 0};
+    stat_source(path, &f.size, &f.mtime_ns);
+    result.records.push_back(encode_lazy_record(f));
+    return result;
+  }
   std::vector<int16_t> samples(static_cast<size_t>(chunk * opt.channels));
   for (int64_t k = 0; k < n_chunks; ++k) {
     for (int c = 0; c < opt.channels; ++c) {
@@ -80,7 +103,6 @@ FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
     }
     result.records.push_back(encode_waveform(samples.data(), opt.channels, chunk, opt.sampling_rate));
   }
-  result.seconds = static_cast<double>(n_chunks * chunk) / opt.sampling_rate;
   return result;
 }
 
@@ -97,6 +119,15 @@ void log_skipped(std::ostream& log, const std::vector<SkippedFile>& skipped) {
   log << "preprocess: skipped " << skipped.size() << " file(s):\n";
   for (const auto& sk : skipped)
     log << "  " << terminal_safe(sk.path.string()) << ": " << terminal_safe(sk.reason) << "\n";
+}
+
+// The folders' files of other extensions, counted (RAVE's --ext search leaves them unread too).
+void log_other_ext(std::ostream& log, size_t other, const std::vector<std::string>& extensions) {
+  if (other == 0) return;
+  std::string list;
+  for (const auto& e : normalize_extensions(extensions)) list += (list.empty() ? "" : " ") + e;
+  log << "preprocess: " << other << " file(s) in the folders are of none of --ext's extensions (" << list
+      << "): not read\n";
 }
 
 // A flag's number as the user would write it ("0.5", "16384").
@@ -129,6 +160,7 @@ void validate(const PreprocessOptions& o) {
                 " channel(s)");
   }
   check_max_db_size(o.max_db_size_gb);
+  normalize_extensions(o.extensions);
   const int64_t cores = machine_cores();
   if (o.workers < 0 || o.workers > max_thread_count(cores)) {
     throw Error("--workers " + std::to_string(o.workers) + ": must be in [0, " +
@@ -146,8 +178,46 @@ void check_max_db_size(double gb) {
   }
 }
 
+const std::vector<std::string>& rave_audio_extensions() {
+  static const std::vector<std::string> extensions{"aif", "aiff", "wav", "opus", "mp3", "aac", "flac", "ogg"};
+  return extensions;
+}
+
+std::vector<std::string> normalize_extensions(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    std::string e = v.rfind('.', 0) == 0 ? v.substr(1) : v;
+    const bool ok = !e.empty() && e.size() <= 16 &&
+                    std::all_of(e.begin(), e.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+    if (!ok) {
+      throw Error(
+          "--ext '" + printable(v) +
+          "' is not an extension: letters and digits, with or without the dot (e.g. --ext wav --ext mp3)");
+    }
+    std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  }
+  if (out.empty())
+    throw Error("--ext: give at least one extension (RAVE's default: aif aiff wav opus mp3 aac flac ogg)");
+  return out;
+}
+
+namespace {
+
+// Whether `path`'s extension (any case) is one of `extensions` (canonical).
+bool has_extension(const fs::path& path, const std::vector<std::string>& extensions) {
+  std::string e = path.extension().string();
+  if (e.empty()) return false;
+  e = e.substr(1);
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return std::find(extensions.begin(), extensions.end(), e) != extensions.end();
+}
+
+}  // namespace
+
 std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
-                                          std::vector<SkippedFile>& missing) {
+                                          std::vector<SkippedFile>& missing,
+                                          const std::vector<std::string>& extensions, size_t* other) {
   std::set<fs::path> files;
   for (const auto& in : inputs) {
     std::error_code ec;
@@ -163,7 +233,12 @@ std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
           missing.push_back({it->path(), "an LMDB database (data.mdb), not audio: not searched"});
           continue;
         }
-        if (it->is_regular_file(ec)) files.insert(fs::absolute(it->path()).lexically_normal());
+        if (!it->is_regular_file(ec)) continue;
+        if (!extensions.empty() && !has_extension(it->path(), extensions)) {
+          if (other != nullptr) ++*other;
+          continue;
+        }
+        files.insert(fs::absolute(it->path()).lexically_normal());
       }
     } else {
       const std::string why = not_a_folder(in);
@@ -178,7 +253,8 @@ std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
 PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& log) {
   validate(opt);
   PreprocessResult result;
-  const std::vector<fs::path> files = collect_input_files(opt.input_paths, result.skipped);
+  const std::vector<fs::path> files = collect_input_files(
+      opt.input_paths, result.skipped, normalize_extensions(opt.extensions), &result.files_other_ext);
   result.files_total = files.size() + result.skipped.size();
 
   // LMDB wants a page-multiple map size.
@@ -189,6 +265,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   if (files.empty()) {
     // Nothing to import: no database is made (the folder is left as it was).
     log_skipped(log, result.skipped);
+    log_other_ext(log, result.files_other_ext, opt.extensions);
     log << "preprocess: no input file found: no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
     return result;
@@ -300,10 +377,11 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
               writer.put(LmdbStore::key_for_index(key_index + (k - start)), r.records[k]);
             writer.commit();
             key_index += end - start;
-            file_chunks += end - start;
-            result.chunks += end - start;
-            result.seconds += static_cast<double>(end - start) * 2.0 * static_cast<double>(opt.num_signal) /
-                              opt.sampling_rate;
+            const uint64_t chunks = opt.lazy ? r.chunks : end - start;
+            file_chunks += chunks;
+            result.chunks += chunks;
+            result.seconds +=
+                static_cast<double>(chunks) * 2.0 * static_cast<double>(opt.num_signal) / opt.sampling_rate;
           }
         } catch (const MapFullError&) {
           if (file_chunks > 0) ++result.files_used;
@@ -337,13 +415,14 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   if (result.chunks == 0) {
     // Nothing to train on: the folder is left as it was (a corrected command can use it).
     log_skipped(log, result.skipped);
+    log_other_ext(log, result.files_other_ext, opt.extensions);
     log << "preprocess: no chunk written (" << result.files_total
         << " input file(s), none gave a chunk): no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
     return result;
   }
   // Written last and also after a full map, so the database always describes itself.
-  write_db_metadata(opt.output_path, DbMetadata{false, opt.channels, result.seconds, opt.sampling_rate});
+  write_db_metadata(opt.output_path, DbMetadata{opt.lazy, opt.channels, result.seconds, opt.sampling_rate});
   target.keep();
 
   if (result.map_full) {
@@ -353,11 +432,66 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
         << "metadata.yaml describes it; raise --max_db_size to store more.\n";
   }
   log_skipped(log, result.skipped);
+  log_other_ext(log, result.files_other_ext, opt.extensions);
   log << "preprocess: wrote " << result.chunks << " chunks (" << hms(result.seconds) << ", " << result.seconds
-      << " s) from " << result.files_used << " of " << result.files_total << " files to '"
+      << " s)" << (opt.lazy ? " as " + std::to_string(key_index) + " lazy file references" : std::string())
+      << " from " << result.files_used << " of " << result.files_total << " files to '"
       << terminal_safe(opt.output_path.string()) << "'; skipped " << result.skipped.size() << "\n";
   return result;
 }
+
+namespace {
+
+// A lazy database's inspection: every reference read, and its file checked to be there as
+// preprocess read it (size and modification time); the audio is not decoded.
+std::vector<std::string> inspect_lazy(LmdbStore& store, const DbMetadata& meta, const fs::path& db,
+                                      const std::vector<std::string>& problems, std::ostream& out) {
+  out << "kind: lazy (each record references a source file, decoded when the loader draws one of its "
+         "chunks)\n";
+  size_t files = 0;
+  int64_t chunks = 0, chunk = 0;
+  std::vector<std::string> bad;
+  store.for_each([&](std::string_view key_view, std::string_view value) {
+    const std::string key(key_view);
+    throw_if_stop_requested("while inspecting '" + db.string() + "'");
+    try {
+      const LazyFile f = decode_lazy_record(value, key);
+      std::error_code ec;
+      if (!fs::is_regular_file(f.path, ec)) throw Error("'" + printable(f.path.string()) + "' is gone");
+      uint64_t size = 0;
+      int64_t mtime = 0;
+      stat_source(f.path, &size, &mtime);
+      if (size != f.size || mtime != f.mtime_ns)
+        throw Error("'" + printable(f.path.string()) + "' changed since preprocess --lazy read it");
+      ++files;
+      chunks += f.chunks;
+      chunk = f.chunk;
+    } catch (const std::exception& e) {
+      bad.push_back(printable(key) + ": " + e.what());
+    }
+    return true;
+  });
+  out << "sampling rate: " << meta.sr << " Hz\n";
+  out << "channels: " << meta.channels << "\n";
+  const double seconds = static_cast<double>(chunks * chunk) / meta.sr;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3f", seconds);
+  out << "files: " << files << ", chunks: " << chunks << " of " << chunk << " samples\n";
+  out << "total duration: " << hms(seconds) << " (" << buf << " s)\n";
+  if (bad.empty() && files > 0) {
+    out << "all " << files << " files are where preprocess --lazy read them, unchanged\n";
+  } else if (!bad.empty()) {
+    out << bad.size() << " of " << store.count() << " references fail:\n";
+    for (const auto& b : bad) out << "  " << b << "\n";
+  }
+  for (const auto& p : problems) out << p << "\n";
+  std::vector<std::string> bad_keys;
+  for (const auto& b : bad) bad_keys.push_back(b.substr(0, b.find(':')));
+  for (const auto& p : problems) bad_keys.push_back(p.substr(0, p.find(':')));
+  return bad_keys;
+}
+
+}  // namespace
 
 std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out) {
   LmdbStore store(db, LmdbStore::Mode::kReadOnly);
@@ -373,6 +507,8 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
     problems.push_back(std::string("metadata.yaml: ") + e.what());
   }
   if (entries == 0) problems.push_back("database: '" + db.string() + "' holds no records");
+  if (meta && meta->lazy) return inspect_lazy(store, *meta, db, problems, out);
+  out << "kind: eager (the audio is stored in the records)\n";
 
   struct BufferInfo {
     std::string precision;

@@ -18,14 +18,30 @@ inline constexpr double kMaxDbSizeGb = 16384.0;
 // Throws rt::Error naming --max_db_size, the value and the range (0, kMaxDbSizeGb] outside it.
 void check_max_db_size(double gb);
 
+// RAVE's `preprocess --ext` default (acids-ircam/RAVE scripts/preprocess.py): the extensions a
+// folder is searched for. AAC is among them and is refused by name (libsndfile has no AAC
+// decoder); the others are read through libsndfile (mp3 through mpg123, opus through libopus).
+const std::vector<std::string>& rave_audio_extensions();
+
+// --ext's values made canonical: lower case, a leading '.' dropped, duplicates removed. Throws
+// rt::Error naming --ext and the value when one is empty or holds anything but letters and
+// digits, or when none is given.
+std::vector<std::string> normalize_extensions(const std::vector<std::string>& values);
+
 struct PreprocessOptions {
   std::vector<std::filesystem::path> input_paths;  // Files or folders (walked recursively).
+  // The extensions searched for in folders (any case), as RAVE's --ext; files named directly in
+  // input_paths are read whatever their extension.
+  std::vector<std::string> extensions = rave_audio_extensions();
   std::filesystem::path output_path;
   int sampling_rate = 44100;
   int channels = 1;
   int64_t num_signal = 131072;    // A stored chunk holds 2 * num_signal samples per channel.
   double max_db_size_gb = 100.0;  // LMDB map size (a limit; the file grows as needed).
   int workers = 0;                // Decoding threads; 0 = all cores.
+  // --lazy: one record per file, a reference the loader decodes when it draws a chunk
+  // (data/lazy_audio.h); the same chunks as the eager database, not copied.
+  bool lazy = false;
 };
 
 struct SkippedFile {
@@ -36,6 +52,7 @@ struct SkippedFile {
 struct PreprocessResult {
   size_t files_total = 0;
   size_t files_used = 0;
+  size_t files_other_ext = 0;  // Files in the folders of another extension than --ext: not read.
   uint64_t chunks = 0;
   double seconds = 0.0;  // Audio stored, chunks * 2 * num_signal / sampling_rate.
   std::vector<SkippedFile> skipped;
@@ -44,9 +61,12 @@ struct PreprocessResult {
 };
 
 // Every regular file under `inputs`, sorted, without duplicates. Inputs that do not exist are
-// appended to `missing`.
+// appended to `missing`. With `extensions` (canonical, normalize_extensions), a folder's files of
+// other extensions are left out and counted in `other`; files named directly are kept.
 std::vector<std::filesystem::path> collect_input_files(const std::vector<std::filesystem::path>& inputs,
-                                                       std::vector<SkippedFile>& missing);
+                                                       std::vector<SkippedFile>& missing,
+                                                       const std::vector<std::string>& extensions = {},
+                                                       size_t* other = nullptr);
 
 // Builds the database; progress and the skip list go to `log`. Throws rt::Error on bad
 // options or when the output already holds entries. A full map is not an error: it ends the

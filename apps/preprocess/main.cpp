@@ -75,6 +75,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{2}, int64_t{100000}))
       ->capture_default_str();
   app.add_option("--workers", opt.workers, "decoding threads (0 = all cores)")->capture_default_str();
+  app.add_flag("--lazy", opt.lazy,
+               "store references to the files, decoded when training draws a chunk (RAVE's --lazy): the same "
+               "chunks as without it, not copied");
+  std::vector<std::string> extensions;
+  app.add_option("--ext", extensions,
+                 "extensions searched for in folders, any case, repeated or comma-separated (RAVE's --ext; "
+                 "default: aif aiff wav opus mp3 aac flac ogg)")
+      ->delimiter(',');
   app.add_option("--inspect", inspect, "print what a database holds and check every record decodes");
   app.add_option("--generate_demo", demo_dir, "write the built-in demo audio folder to DIR and exit");
   bool force = false;
@@ -142,7 +150,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (rt::parse_enum<rt::DataKind>(kind, "--kind") == rt::DataKind::kNeural) {
-      for (const char* flag : {"--sampling_rate", "--channels", "--num_signal", "--workers"}) {
+      for (const char* flag :
+           {"--sampling_rate", "--channels", "--num_signal", "--workers", "--ext", "--lazy"}) {
         if (app.count(flag) > 0) throw rt::Error(std::string(flag) + " applies to --kind audio only");
       }
       for (const auto& in : inputs) nopt.inputs.emplace_back(in);
@@ -177,6 +186,7 @@ int main(int argc, char** argv) {
       if (app.count(flag) > 0) throw rt::Error(std::string(flag) + " applies to --kind neural only");
     }
     for (const auto& in : inputs) opt.input_paths.emplace_back(in);
+    if (app.count("--ext") > 0) opt.extensions = extensions;
     opt.output_path = output;
     auto result = rt::preprocess_audio(opt, std::cerr);
     return result.chunks > 0 ? 0 : 1;

@@ -311,7 +311,7 @@ TEST(AudioMetadataRanges, OutOfRangeOrStrayValuesNameTheFileLineAndKey) {
       {"channels: 0", "channels: 0 is not accepted; an integer in [1, 256]"},
       {"channels: 2.5", "channels: 2.5 is not accepted"},
       {"n_seconds: nan", "n_seconds: nan is not accepted"},
-      {"lazy: true", "lazy: true: a lazy RAVE database holds file paths"},
+      {"lazy: maybe", "lazy: maybe is not accepted; true or false"},
   };
   for (const auto& [line, expected] : cases) {
     write_yaml(dir / "db", "channels: 1\nlazy: false\nn_seconds: 0.05\nsr: 16000\n" + line + "\n");
@@ -323,6 +323,35 @@ TEST(AudioMetadataRanges, OutOfRangeOrStrayValuesNameTheFileLineAndKey) {
     EXPECT_HAS(v.inspect_output, expected);
     EXPECT_FALSE(v.inspect.empty());
   }
+}
+
+// metadata.yaml saying lazy over records that are no references, and RAVE's own lazy records
+// (path, length, channels: chunked by ffmpeg's seeking), are refused naming the record, by
+// training and inspect alike.
+TEST(LazyRecords, RecordsThatAreNoReferencesAndRavesOwnAreRefusedByName) {
+  testing::ScratchDir dir;
+  testing::write_rave_style_db(dir / "db", 2, 1, 400, 16000);
+  write_yaml(dir / "db", "channels: 1\nlazy: true\nn_seconds: 0.05\nsr: 16000\n");
+  auto v = audio_verdicts(dir / "db");
+  EXPECT_HAS(v.loader, "holds no metadata 'path': it is no reference to a file");
+  EXPECT_HAS(v.inspect_output, "holds no metadata 'path': it is no reference to a file");
+  EXPECT_FALSE(v.inspect.empty());
+
+  AudioExample rave_lazy;
+  set_metadata(rave_lazy, "path", (dir / "a.wav").string());
+  set_metadata(rave_lazy, "length", "12.5");
+  set_metadata(rave_lazy, "channels", "1");
+  {
+    LmdbStore store(dir / "rave_lazy", LmdbStore::Mode::kReadWrite, 1 << 20);
+    LmdbStore::Writer w(store);
+    w.put(LmdbStore::key_for_index(0), serialize_example(rave_lazy));
+    w.commit();
+  }
+  write_yaml(dir / "rave_lazy", "channels: 1\nlazy: true\nn_seconds: 12.5\nsr: 16000\n");
+  v = audio_verdicts(dir / "rave_lazy");
+  EXPECT_HAS(v.loader, "a lazy record of RAVE's own preprocess (path, length, channels)");
+  EXPECT_HAS(v.inspect_output, "a lazy record of RAVE's own preprocess");
+  EXPECT_FALSE(v.inspect.empty());
 }
 
 TEST(AudioMetadataRanges, MetadataIsCheckedAgainstTheRecords) {
