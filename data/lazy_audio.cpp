@@ -27,7 +27,8 @@ void stat_source(const fs::path& path, uint64_t* size, int64_t* mtime_ns) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error("cannot stat '" + path.string() + "'");
   *size = static_cast<uint64_t>(st.st_size);
-  *mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + static_cast<int64_t>(st.st_mtim.tv_nsec);
+  *mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + static_cast<int64_t>(st.st_mtim.tv_nsec);
 }
 
 std::string encode_lazy_record(const LazyFile& f) {
@@ -49,16 +50,18 @@ LazyFile decode_lazy_record(std::string_view bytes, const std::string& key) {
   const auto path = get_metadata(ex, "path");
   if (!path) throw Error(at + " holds no metadata 'path': it is no reference to a file");
   if (!get_metadata(ex, "rt_chunks")) {
-    throw Error(at + " is a lazy record of RAVE's own preprocess (path, length, channels): its chunks follow "
-                     "ffmpeg's seeking, which this trainer does not reproduce; run `preprocess --lazy` on the "
-                     "same folders");
+    throw Error(at +
+                " is a lazy record of RAVE's own preprocess (path, length, channels): its chunks follow "
+                "ffmpeg's seeking, which this trainer does not reproduce; run `preprocess --lazy` on the "
+                "same folders");
   }
   auto integer = [&](const char* name, int64_t lo) {
     const auto v = get_metadata(ex, name);
     const std::optional<int64_t> parsed = v ? parse_int64(*v) : std::nullopt;
     const int64_t n = parsed.value_or(lo - 1);
     if (!parsed || n < lo) {
-      throw Error(at + ": metadata '" + name + "' is " + (v ? "'" + printable(*v) + "'" : std::string("missing")) +
+      throw Error(at + ": metadata '" + name + "' is " +
+                  (v ? "'" + printable(*v) + "'" : std::string("missing")) +
                   "; a whole number >= " + std::to_string(lo) + " is expected");
     }
     return n;

@@ -30,7 +30,7 @@
 namespace rt {
 
 struct LazyFile {
-  std::filesystem::path path;  // absolute
+  std::filesystem::path path;   // absolute
   double length_seconds = 0.0;  // at the file's own rate (RAVE's `length`)
   int source_channels = 0;      // the file's own (RAVE's `channels`)
   int64_t frames = 0;           // after resampling to the database's rate

@@ -139,7 +139,8 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
     auto y = m.get_method("decode")({torch::zeros({batch, r.latent_size, frames})}).toTensor();
     auto f = m.get_method("forward")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
     const bool ok = z.sizes() == at::IntArrayRef{batch, r.latent_size, frames} &&
-                    y.sizes() == at::IntArrayRef{batch, r.channels, frames * ratio} && f.sizes() == y.sizes();
+                    y.sizes() == at::IntArrayRef{batch, r.output_channels, frames * ratio} &&
+                    f.sizes() == y.sizes();
     if (!ok) throw Error("export: internal error: '" + file.string() + "' returns unexpected shapes");
   }
 }
@@ -219,6 +220,7 @@ void write_torchscript(const ExportOptions& o, RaveCheckpoint& c, const CheckAud
   s.latent_size = r.latent_size;
   s.sampling_rate = c.sampling_rate;
   s.quantize = o.quantize;
+  s.channels = o.channels;
   auto module = script_rave(*c.model, s, &r.script);
   record_export_facts(module, torchscript_facts(o, c, r));
   auto serialized = [&] {
@@ -268,6 +270,7 @@ ExportReport export_rave(const ExportOptions& options) {
   if (!run.empty()) check_run_config(run, c);
   r.step = c.meta.step;
   r.channels = c.model->options().channels;
+  r.output_channels = o.channels > 0 ? o.channels : r.channels;
   r.sampling_rate = c.sampling_rate;
   r.streaming = o.streaming;
   r.output = default_output(o, c, run, r.checkpoint);
@@ -276,6 +279,12 @@ ExportReport export_rave(const ExportOptions& options) {
     if (!o.target_libtorch.empty())
       throw Error("--target_libtorch applies to TorchScript files; export --format onnx writes opset " +
                   std::to_string(onnx::kOpset) + " for ONNX Runtime 1.17 or later");
+    if (o.channels > 0 && o.channels != r.channels) {
+      throw Error(
+          "--channels applies to TorchScript files (nn~, the RAVE VST), as RAVE's export's does; export "
+          "--format onnx writes the model's " +
+          std::to_string(r.channels) + " channel(s)");
+    }
     r.onnx_encode = onnx::sibling(r.output, "encode");
     r.onnx_decode = onnx::sibling(r.output, "decode");
   }
@@ -316,8 +325,10 @@ std::string format_report(const ExportReport& r) {
     }
   }
   s << "  from " << r.checkpoint.string() << " (step " << r.step << ")\n"
-    << "  " << r.channels << " channel(s) at " << r.sampling_rate << " Hz, " << r.script.ratio
-    << " samples per latent frame"
+    << "  " << r.channels << " channel(s)"
+    << (r.output_channels != r.channels ? " in, " + std::to_string(r.output_channels) + " out (--channels)"
+                                        : "")
+    << " at " << r.sampling_rate << " Hz, " << r.script.ratio << " samples per latent frame"
     << (r.format == ExportFormat::kOnnx ? " (every call's length a multiple of it)" : "") << ", "
     << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n";
   if (!r.loads_in.empty()) {

@@ -31,6 +31,7 @@ struct ExportOptions {
   bool streaming = false;
   double fidelity = 0.95;
   int64_t latent_size = 0;   // 0 = from fidelity
+  int64_t channels = 0;      // --channels: decode's and forward's output channels; 0 = the model's
   bool ema_weights = false;  // the parameters' moving averages (train.ema), as RAVE's --ema_weights
   Quantize quantize = Quantize::kNone;  // --quantize
   double check_seconds = 10.0;          // audio of the run's database the fidelity check compares; 0 = none
@@ -50,6 +51,7 @@ struct ExportReport {
   std::vector<std::string> onnx_states;  // the streaming state inputs of the forward graph
   int64_t step = 0;                      // the checkpoint's training step
   int64_t channels = 0, sampling_rate = 0;
+  int64_t output_channels = 0;  // decode's and forward's (--channels; the model's by default)
   int64_t latent_size = 0, full_latent_size = 0;
   std::vector<double> fidelity;  // cumulative explained variance, per dimension
   std::string latent_rule;       // how latent_size was chosen

@@ -16,6 +16,7 @@
 #include "export/checks/file_facts.h"
 #include "export/checks/libtorch_target.h"
 #include "export/checks/realtime_check.h"
+#include "export/graph/describe.h"
 #include "export/rave_export.h"
 #include "families/builtin.h"
 #include "util/blas_kernels.h"
@@ -32,9 +33,10 @@ namespace {
 void check_modes(const CLI::App& app, bool benchmark) {
   if (app.count("--inspect") > 0) {
     // --target_libtorch checks the inspected file.
-    for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
-                             "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
-                             "--check_audio", "--benchmark", "--block", "--threads", "--seconds"}) {
+    for (const char* flag :
+         {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
+          "--latent_size", "--quantize", "--check_seconds", "--check_audio", "--benchmark", "--block",
+          "--threads", "--seconds", "--channels"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(std::string("--inspect and ") + flag +
                         " cannot be combined: --inspect prints what a file already exported records");
@@ -43,9 +45,9 @@ void check_modes(const CLI::App& app, bool benchmark) {
     return;
   }
   if (benchmark) {
-    for (const char* flag :
-         {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
-          "--latent_size", "--quantize", "--check_seconds", "--check_audio", "--target_libtorch"}) {
+    for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
+                             "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
+                             "--check_audio", "--target_libtorch", "--channels"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -90,6 +92,10 @@ int main(int argc, char** argv) {
   app.add_option("--fidelity", opt.fidelity, "share of the latent variance the kept PCA dimensions explain")
       ->capture_default_str();
   app.add_option("--latent_size", opt.latent_size, "keep exactly N latent dimensions instead");
+  app.add_option(
+      "--channels", opt.channels,
+      "decode's and forward's output channels (RAVE's --channels): more than the model's decode the "
+      "latent once per copy, fewer keep the first (TorchScript)");
   std::string quantize = "none";
   app.add_option(
          "--quantize", quantize,
@@ -150,6 +156,13 @@ int main(int argc, char** argv) {
       throw rt::Error("--latent_size " + std::to_string(opt.latent_size) +
                       " is not accepted: the number of latent dimensions to keep, at least 1 (omit the flag "
                       "to choose by --fidelity)");
+    }
+    if (app.count("--channels") > 0 &&
+        (opt.channels < 1 || opt.channels > rt::exporting::graph::kMaxExportChannels)) {
+      throw rt::Error("--channels " + std::to_string(opt.channels) +
+                      " is not accepted: decode's and forward's output " + "channels, 1 to " +
+                      std::to_string(rt::exporting::graph::kMaxExportChannels) +
+                      " (omit the flag for the model's own)");
     }
     if (!(opt.check_seconds >= 0.0 && opt.check_seconds <= 3600.0)) {
       throw rt::Error("--check_seconds " + app.get_option("--check_seconds")->as<std::string>() +

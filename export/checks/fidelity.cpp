@@ -127,6 +127,11 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
     out = forward(x);
   }
   auto ref = reference(model, x, options.latent_size);
+  // export --channels: the first decoded copy (the copies are equal at noise_scale 0), or the
+  // model's first channels.
+  const int64_t channels = std::min(out.size(1), ref.size(1));
+  out = out.narrow(1, 0, channels);
+  ref = ref.narrow(1, 0, channels);
   // The compared stretch: the model's and the input's from `skip`, the file's shifted by its latency.
   const auto r = ref.narrow(-1, skip, compared), o = out.narrow(-1, skip + latency, compared),
              in = x.narrow(-1, skip, compared);

@@ -148,10 +148,10 @@ void describe_latent(rave::RaveModelImpl& model, TensorLedger& ledger, int64_t l
     l.codebooks = take_codebooks(ledger, o.num_quantizers);
     l.codebook_size = o.codebook_size;
   }
-  const int64_t c = o.channels, z = l.exported;
+  const int64_t c = o.channels, out = r.output_channels, z = l.exported;
   r.methods = {{"encode", c, 1, z, r.ratio, "(signal) Channel", "(signal) Latent dimension"},
-               {"decode", z, r.ratio, c, 1, "(signal) Latent dimension", "(signal) Channel"},
-               {"forward", c, 1, c, 1, "(signal) Channel", "(signal) Channel"}};
+               {"decode", z, r.ratio, out, 1, "(signal) Latent dimension", "(signal) Channel"},
+               {"forward", c, 1, out, 1, "(signal) Channel", "(signal) Channel"}};
 }
 
 }  // namespace
@@ -167,6 +167,13 @@ Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
   r.streaming = d.streaming;
   r.channels = o.channels;
   r.ratio = o.compression();
+  if (d.channels < 0 || d.channels > kMaxExportChannels) {
+    throw Error("--channels " + std::to_string(d.channels) + " is outside 1 … " +
+                std::to_string(kMaxExportChannels) +
+                " (decode's and forward's output channels; the model's " + std::to_string(o.channels) +
+                " by default)");
+  }
+  r.output_channels = d.channels > 0 ? d.channels : o.channels;
   TensorLedger ledger(model_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");
   ledger.drop_prefix("receptive_field", "RAVE's receptive-field record (not used by inference)");

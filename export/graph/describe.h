@@ -9,9 +9,13 @@
 
 namespace rt::exporting::graph {
 
+// export --channels' largest value (as many as a database may hold).
+inline constexpr int64_t kMaxExportChannels = 256;
+
 struct DescribeOptions {
   bool streaming = false;
   int64_t latent_size = 0;  // exported latent dimensions (variational; 0 = all)
+  int64_t channels = 0;     // decode's and forward's output channels (export --channels); 0 = the model's
 };
 
 // Throws rt::Error naming what cannot be exported (check_exportable, a module with no op, a GRU

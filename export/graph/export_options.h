@@ -23,6 +23,8 @@ struct ScriptOptions {
   Quantize quantize = Quantize::kNone;
   int64_t int8_min_weights = 1 << 18;  // with kInt8: layers with at least this many weights
   int64_t latent_size = 0;             // exported latent dimensions (1 … the model's); 0 = all
+  int64_t channels =
+      0;  // export --channels: decode's and forward's output channels (RAVE's); 0 = the model's
   int64_t sampling_rate = 44100;
   double noise_scale = 1.0;  // initial value of the nn~ attribute
 };

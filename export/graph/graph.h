@@ -159,6 +159,10 @@ struct NnMethod {
 struct Rave {
   bool streaming = false;
   int64_t channels = 0, ratio = 0;
+  // decode's and forward's output channels (RAVE's export --channels): more than the model's
+  // decode the latent that many times over (each copy its own random draws) and stack the copies'
+  // channels, fewer keep the first ones. The model's channels by default.
+  int64_t output_channels = 0;
   Latent latent;
   std::optional<Mel> mel;
   Section analysis;                  // audio → bands (no ops with one band)

@@ -119,7 +119,7 @@ RaveGraphs build_rave_graphs(rave::RaveModelImpl& model, const RaveGraphOptions&
   const auto& o = model.options();
   check_exportable(o, s);
   torch::NoGradGuard no_grad;
-  const graph::Rave d = graph::describe_rave(model, {s.streaming, s.latent_size});
+  const graph::Rave d = graph::describe_rave(model, {s.streaming, s.latent_size, 0});
   RaveGraphs r;
   r.channels = d.channels;
   r.ratio = d.ratio;

@@ -55,12 +55,46 @@ void register_attributes(torch::jit::Module& top, const graph::Rave& r, const Sc
   add_int("decode_latency", r.decode_latency);
   add_int("forward_latency", r.forward_latency());
   top.register_attribute("streaming", c10::BoolType::get(), r.streaming);
+  // RAVE's ScriptedRAVE attribute, where export --channels changed the output.
+  if (r.output_channels != r.channels) add_int("target_channels", r.output_channels);
   register_nn_float_attribute(top, "noise_scale", s.noise_scale);
 }
 
-std::string batch_check(const std::string& var) {
+std::string batch_check(const std::string& var, int64_t copies = 1) {
+  if (copies > 1) {
+    return expect(var + ".size(0) * " + str(copies) + " <= " + str(kMaxBatch),
+                  "streaming state holds " + str(kMaxBatch) + " batch slots, " + str(copies) +
+                      " per stream with " + str(copies) + " decoded copies");
+  }
   return expect(var + ".size(0) <= " + str(kMaxBatch),
                 "streaming state holds " + str(kMaxBatch) + " batch slots");
+}
+
+// How many decoded copies make decode's output channels (RAVE's export --channels): 1 unless
+// more channels than the model's are asked for.
+int64_t copies_of(const graph::Rave& r) {
+  return r.output_channels > r.channels ? (r.output_channels + r.channels - 1) / r.channels : 1;
+}
+
+// decode's result for export --channels: `k` copies of the latent were decoded over the batch
+// (copy-major); their channels are stacked per stream and cut to the channels asked for.
+std::string output_channels(MethodWriter& w, const graph::Rave& r, const std::string& y) {
+  if (r.output_channels == r.channels) return y;
+  if (r.output_channels < r.channels) return y + "[:, :" + str(r.output_channels) + "]";
+  const int64_t k = copies_of(r);
+  w.line("y = " + y);
+  w.line("y = y.reshape(" + str(k) + ", b, " + str(r.channels) +
+         ", y.size(-1)).permute(1, 0, 2, 3).reshape(b, " + str(k * r.channels) + ", y.size(-1))");
+  return k * r.channels == r.output_channels ? "y" : "y[:, :" + str(r.output_channels) + "]";
+}
+
+// decode's first lines for export --channels: the latent repeated over the batch, one copy per
+// `k`, before its random fill, so that each copy draws its own.
+void repeat_latent(MethodWriter& w, const graph::Rave& r) {
+  const int64_t k = copies_of(r);
+  if (k == 1) return;
+  w.line("b = z.size(0)");
+  w.line("z = z.repeat(" + str(k) + ", 1, 1)");
 }
 
 // encode: the input check, the encoder's statistics, then the latent as its kind is exported.
@@ -103,7 +137,8 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
   if (l.kind != rave::EncoderKind::kVariational) {
     w.line(expect("z.dim() == 3 and z.size(1) == " + str(l.exported),
                   "decode expects (batch, " + str(l.exported) + " latent dimensions, time)"));
-    if (r.streaming) w.line(batch_check("z"));
+    if (r.streaming) w.line(batch_check("z", copies_of(r)));
+    repeat_latent(w, r);
     w.line("noise_scale = self.noise_scale[0]");
     if (l.kind == rave::EncoderKind::kSpherical) w.line("z = self.angles_to_latent(z)");
     if (l.kind == rave::EncoderKind::kDiscrete) w.line("z = self.dequantize_latent(z)");
@@ -113,13 +148,14 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
              ", z.size(2)], dtype=z.dtype, device=z.device)\nif noise_scale != 0.0:\n    fill = "
              "torch.randn_like(fill) * noise_scale\nz = torch.cat([z, fill], 1)");
     }
-    w.define("decode", "z: Tensor", "Tensor", synthesize);
+    w.define("decode", "z: Tensor", "Tensor", output_channels(w, r, synthesize));
     return;
   }
   const std::string full = str(l.full);
   w.line(expect("z.dim() == 3 and z.size(1) <= " + full,
                 "decode expects (batch, at most " + full + " latent dimensions, time)"));
-  if (r.streaming) w.line(batch_check("z"));
+  if (r.streaming) w.line(batch_check("z", copies_of(r)));
+  repeat_latent(w, r);
   w.line("noise_scale = self.noise_scale[0]");
   // RAVE pre_process_latent: the cropped dimensions are drawn from a unit Gaussian.
   w.line("if z.size(1) < " + full + ":\n    fill = torch.zeros([z.size(0), " + full +
@@ -127,7 +163,7 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
          "fill = "
          "torch.randn_like(fill) * noise_scale\n    z = torch.cat([z, fill], 1)");
   w.line("z = torch.matmul(self.latent_pca.t(), z) + self.latent_mean.unsqueeze(-1)");
-  w.define("decode", "z: Tensor", "Tensor", synthesize);
+  w.define("decode", "z: Tensor", "Tensor", output_channels(w, r, synthesize));
 }
 
 }  // namespace
@@ -169,7 +205,7 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
 }
 
 torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& s, ScriptInfo* info) {
-  return script_description(graph::describe_rave(model, {s.streaming, s.latent_size}), s, info);
+  return script_description(graph::describe_rave(model, {s.streaming, s.latent_size, s.channels}), s, info);
 }
 
 }  // namespace rt::exporting

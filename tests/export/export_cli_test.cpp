@@ -219,6 +219,26 @@ TEST_F(ExportCli, StreamingExportReportsItsLatency) {
   EXPECT_NE(r.output.find("forward " + std::to_string(latency)), std::string::npos) << r.output;
 }
 
+// --channels as RAVE's: the report and the file say the output channels, the fidelity check
+// compares the first copy; ONNX, which RAVE's --channels does not cover, refuses it naming both.
+TEST_F(ExportCli, ChannelsWidensTheTorchScriptOutputAndOnnxRefusesIt) {
+  const fs::path out = dir_->path() / "channels.ts";
+  auto r = run_export("--run " + quote(run_.string()) + " --channels 2 --output " + quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 channel(s) in, 2 out (--channels)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fidelity vs the float32 model"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not measured"), std::string::npos) << r.output;
+  auto m = torch::jit::load(out.string());
+  EXPECT_EQ(m.attr("target_channels").toInt(), 2);
+  auto ins = run_export("--inspect " + quote(out.string()));
+  EXPECT_NE(ins.output.find("→ 2 at sr"), std::string::npos) << ins.output;
+  auto onnx = run_export("--run " + quote(run_.string()) + " --channels 2 --format onnx --output " +
+                         quote((dir_->path() / "channels.onnx").string()));
+  EXPECT_EQ(onnx.exit_code, 1) << onnx.output;
+  EXPECT_NE(onnx.output.find("--channels applies to TorchScript files"), std::string::npos) << onnx.output;
+  EXPECT_FALSE(fs::exists(dir_->path() / "channels.onnx"));
+}
+
 // --ema: the run's checkpoints keep the moving averages, export --ema_weights exports them (they
 // differ from the weights), and a run trained without them is refused naming the flag.
 TEST_F(ExportCli, EmaWeightsAreKeptAndExportedOnRequest) {
