@@ -3,6 +3,7 @@
 // folders everywhere, so the README's `profile-report runs/latest` works right after the demo.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -40,6 +41,12 @@ std::string readme_code() {
     if (inside) code += line + "\n";
   }
   return code;
+}
+
+// The README is the two commands and the few lines a newcomer reads first; the rest is in docs/.
+TEST(ReadmePaths, TheReadmeStaysWithinAHundredAndFiftyLines) {
+  const std::string readme = read_file(testing::source_path("README.md"));
+  EXPECT_LE(std::count(readme.begin(), readme.end(), '\n'), 150) << "move the detail to docs/";
 }
 
 TEST(ReadmePaths, DatasetsAndRunsInTheExamplesLiveInIgnoredNonSourceFolders) {

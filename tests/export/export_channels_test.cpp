@@ -35,7 +35,8 @@ TEST(ExportChannels, AMonoModelDecodesOneCopyPerChannelAndSaysSoToNnTilde) {
     const auto want = call(mono, "forward", x), got = call(three, "forward", x);
     ASSERT_EQ(got.sizes(), (std::vector<int64_t>{2, 3, frames * ratio})) << streaming;
     for (int64_t c = 0; c < 3; ++c) {
-      EXPECT_LT(max_diff(got.narrow(1, c, 1), want), 1e-6) << "channel " << c << (streaming ? " streaming" : "");
+      EXPECT_LT(max_diff(got.narrow(1, c, 1), want), 1e-6)
+          << "channel " << c << (streaming ? " streaming" : "");
     }
     // Each copy draws its own posterior fill and noise: the channels differ at noise_scale 1.
     set_noise_scale(three, 1.0);
@@ -60,7 +61,8 @@ TEST(ExportChannels, AStereoModelToOneChannelKeepsTheFirstAndFiveTakeThreeCopies
   EXPECT_LT(max_diff(call(one, "forward", x), want.narrow(1, 0, 1)), 1e-6);
   const auto got = call(five, "forward", x);
   ASSERT_EQ(got.size(1), 5);  // copies L R L R L
-  for (int64_t c = 0; c < 5; ++c) EXPECT_LT(max_diff(got.narrow(1, c, 1), want.narrow(1, c % 2, 1)), 1e-6) << c;
+  for (int64_t c = 0; c < 5; ++c)
+    EXPECT_LT(max_diff(got.narrow(1, c, 1), want.narrow(1, c % 2, 1)), 1e-6) << c;
   EXPECT_THROW(exported(*model, 257, false, dir / "many.ts"), Error);
 }
 
