@@ -14,7 +14,7 @@
 //     the CRC-32 of the whole) hashed, and each float/int8 initializer summarised.
 // A summary is (sum, sum of |x|) in float64: the weights come out of weight-norm folding and
 // quantization, whose last bits follow the host CPU's vector kernels, so they are compared
-// within 1e-5 of their magnitude (int8: 1e-4, one rounding flipped) rather than by hash.
+// within 1e-5 of their magnitude (int8: 1e-4 and two steps, roundings flipped) rather than by hash.
 // The TorchScript code is printed by the LibTorch that compiles it: its fingerprints are kept
 // per LibTorch version, and a version with none is skipped saying so.
 // On one host the files themselves can be compared: RT_EXPORT_FILE_HASHES=<file> writes every
@@ -198,7 +198,9 @@ std::string compare_tensors(const json& got, const json& want) {
     return std::to_string(got.size()) + " tensors where " + std::to_string(want.size()) + " were";
   }
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = (want[i][2].get<bool>() ? 1e-4 : 1e-5) * want[i][1].get<double>() + 1e-6;
+    // int8: a weight at a rounding boundary may land one step away on another CPU; two may.
+    const double tol = want[i][2].get<bool>() ? 1e-4 * want[i][1].get<double>() + 2.0
+                                              : 1e-5 * want[i][1].get<double>() + 1e-6;
     for (int k : {0, 1}) {
       if (std::abs(got[i][k].get<double>() - want[i][k].get<double>()) > tol) {
         return "tensor " + std::to_string(i) + ": " + got[i].dump() + " where " + want[i].dump() + " was";
