@@ -13,16 +13,10 @@
 namespace rt::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // `rt_rank_worker launch 2 GRACE_MS -- /bin/sh -c SCRIPT` with OMP_NUM_THREADS unset.
 std::string launch(const std::string& script, int grace_ms = 5000) {
   return "env -u OMP_NUM_THREADS " + std::string(RT_RANK_WORKER) + " launch 2 " + std::to_string(grace_ms) +
          " -- /bin/sh -c '" + script + "'";
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 TEST(LocalLauncher, ChildrenGetTorchrunVariablesAndRankOneIsPrefixed) {
@@ -41,6 +35,10 @@ TEST(LocalLauncher, ChildrenGetTorchrunVariablesAndRankOneIsPrefixed) {
   EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << "rank 0's output is passed through unchanged";
 }
 
+// The children below would sleep 60 s or loop for ever: what they print when a signal reaches
+// them, and the exit codes, show that the launcher stopped them; one that did not would hang
+// into the test's timeout. No bound on the wall time, which would measure the machine.
+//
 // Children mark themselves ready in `dir` once their traps are set and their background sleep
 // has started, so that a trap's `kill $!` always finds the sleep (marked before it, a signal
 // could come while $! was still unset); `wait_ready` waits for both.
@@ -52,24 +50,20 @@ std::string wait_ready(const testing::ScratchDir& dir) {
 
 TEST(LocalLauncher, AFailingRankStopsTheOthersAndSetsTheExitCode) {
   testing::ScratchDir dir("launcher_fail");
-  const auto t0 = Clock::now();
   const auto r = testing::run_command(
       launch("trap \"echo rank0 got SIGTERM; kill \\$!; exit 143\" TERM; sleep 60 & " + ready(dir) +
              "; if [ $RANK = 1 ]; then " + wait_ready(dir) + "; kill $!; exit 3; fi; wait"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("rank0 got SIGTERM"), std::string::npos) << r.output;
-  EXPECT_LT(seconds_since(t0), 20.0);
 }
 
 TEST(LocalLauncher, ARankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   testing::ScratchDir dir("launcher_grace");
-  const auto t0 = Clock::now();
   const auto r =
       testing::run_command(launch("trap \"\" TERM; " + ready(dir) + "; if [ $RANK = 1 ]; then " +
                                       wait_ready(dir) + "; exit 5; fi; while :; do sleep 0.1; done",
                                   1000));
   EXPECT_EQ(r.exit_code, 5) << r.output;
-  EXPECT_LT(seconds_since(t0), 20.0);
 }
 
 TEST(LocalLauncher, SigintAndSigtermAreForwardedToEveryRank) {
@@ -78,13 +72,11 @@ TEST(LocalLauncher, SigintAndSigtermAreForwardedToEveryRank) {
     const int code = sig == "INT" ? 130 : 143;
     const std::string child = "trap \"echo rank $RANK got " + sig + "; kill \\$!; exit " +
                               std::to_string(code) + "\" " + sig + "; sleep 60 & " + ready(dir) + "; wait";
-    const auto t0 = Clock::now();
     const auto r = testing::run_command(launch(child) + " & L=$!; " + wait_ready(dir) + "; kill -" + sig +
                                         " $L; wait $L; echo launcher exit $?");
     EXPECT_NE(r.output.find("rank 0 got " + sig), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("[rank 1] rank 1 got " + sig), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("launcher exit " + std::to_string(code)), std::string::npos) << r.output;
-    EXPECT_LT(seconds_since(t0), 20.0);
   }
 }
 

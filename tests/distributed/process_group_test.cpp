@@ -157,9 +157,10 @@ TEST(ProcessGroup, AnUnreachableStoreIsNamedAfterTheTimeout) {
   env.local_world_size = 2;
   env.master_addr = "127.0.0.1";
   env.master_port = port;
-  const auto t0 = std::chrono::steady_clock::now();
+  // The wait's end is the code's own event, named with how long it waited (an unbounded wait
+  // would hang into the test's timeout); no bound on the wall time, which would measure the
+  // machine.
   const std::string what = join_error(env, std::chrono::seconds(2));
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
   EXPECT_NE(
       what.find(
           "rank 1: the process group did not form within train.distributed.timeout_s = 2 s (gave up after "),
@@ -258,8 +259,10 @@ TEST(ProcessGroup, AKilledRankIsNamedBySurvivorsWithinSeconds) {
         std::regex_search(lost, std::regex("^rank 1 stopped answering during " + op + " \\(.+\\); stopping")))
         << lost << "\n"
         << run.output;
-    const double after = std::stod(lost.substr(lost.rfind("after ") + 6));
-    EXPECT_LT(after, 10.0) << "a lost peer must be noticed long before the 20 s timeout";
+    // "stopped answering" is the broken connection's message; the timeout's is "no answer from
+    // the other ranks within 20 s" (AHungRankStopsTheOthersAfterTheTimeout): which one came says
+    // whether the loss was noticed before the timeout, whatever the machine's speed.
+    EXPECT_EQ(lost.find("no answer from the other ranks within"), std::string::npos) << lost;
     EXPECT_EQ(read_text(out / "after_failure_rank0.txt"), lost.substr(0, lost.find('\n')))
         << "after a failure every call fails at once with the first failure's message";
   }
