@@ -466,8 +466,10 @@ std::string endless_two_rank_command(const fs::path& db, const fs::path& out, co
          q(out) + " --threads 1 --batch 4 --max_steps 1000000 --log_every 5 --val_every 100000 " + extra;
 }
 
-// kill -9 of rank 1: rank 0 stops with an error naming the lost rank well within
-// train.distributed.timeout_s, and the last good checkpoint stays loadable.
+// kill -9 of rank 1: rank 0 stops with an error naming the lost rank, noticed by the lost
+// connection (or the launcher seeing it exit), not by train.distributed.timeout_s running out:
+// the message says which, whatever the machine's speed; and the last good checkpoint stays
+// loadable.
 TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
   ScratchDir dir("rt_dp_kill");
   const fs::path db = reaching_db(dir.path(), 66, 1);
@@ -498,14 +500,14 @@ TEST(DataParallel, KilledRankStopsTheOthersNamingIt) {
     }
   }
   ASSERT_GT(rank1, 0) << "rank 1 not found among the launcher's children";
-  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(rank1, SIGKILL), 0);
   const int code = p.wait_exit(90);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(code, 0) << p.log();
   EXPECT_NE(code, -1) << "the job did not stop:\n" << p.log();
-  EXPECT_LT(seconds, 60.0);  // budget (label `timing`): within train.distributed.timeout_s (60 s)
   EXPECT_NE(p.log().find("rank 1"), std::string::npos) << p.log();
+  EXPECT_EQ(p.log().find("no answer from the other ranks within"), std::string::npos)
+      << "the loss was noticed by the timeout, not by the lost connection:\n"
+      << p.log();
   const fs::path run = run_dir_from_output(p.log());
   ASSERT_FALSE(run.empty()) << p.log();
   ASSERT_TRUE(fs::exists(run / "checkpoints" / "last.ckpt"));
