@@ -9,9 +9,11 @@
 #include "data/audio_io.h"
 #include "export/checks/file_facts.h"
 #include "export/checks/libtorch_target.h"
+#include "export/graph/describe.h"
 #include "export/onnx/onnx_graph.h"
 #include "export/onnx_export.h"
 #include "export/rave_checkpoint.h"
+#include "export/torchscript/script_writer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/output_target.h"
 #include "trainer/run_dir.h"
@@ -129,12 +131,15 @@ void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
 }
 
 // What nn~ does with a freshly loaded file, on the loaded copy (the saved streaming state
-// stays zero): every method on zeros of two latent frames, batch 1 and 4.
+// stays zero): every method on zeros of two latent frames, batch 1 and 4 (or as many streams as
+// the file holds).
 void check_saved_module(const fs::path& file, const ExportReport& r) {
   auto m = torch::jit::load(file.string());
   c10::InferenceMode guard;
   const int64_t frames = 2, ratio = r.script.ratio;
-  for (int64_t batch : {1, 4}) {
+  // A streaming file decoding k copies per stream (--channels) holds 64 / k streams.
+  const int64_t copies = graph::decoded_copies(r.channels, r.output_channels);
+  for (int64_t batch : {int64_t{1}, r.streaming ? std::min<int64_t>(4, kMaxBatch / copies) : int64_t{4}}) {
     auto z = m.get_method("encode")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
     auto y = m.get_method("decode")({torch::zeros({batch, r.latent_size, frames})}).toTensor();
     auto f = m.get_method("forward")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();

@@ -157,13 +157,7 @@ int main(int argc, char** argv) {
                       " is not accepted: the number of latent dimensions to keep, at least 1 (omit the flag "
                       "to choose by --fidelity)");
     }
-    if (app.count("--channels") > 0 &&
-        (opt.channels < 1 || opt.channels > rt::exporting::graph::kMaxExportChannels)) {
-      throw rt::Error("--channels " + std::to_string(opt.channels) +
-                      " is not accepted: decode's and forward's output " + "channels, 1 to " +
-                      std::to_string(rt::exporting::graph::kMaxExportChannels) +
-                      " (omit the flag for the model's own)");
-    }
+    if (app.count("--channels") > 0) rt::exporting::graph::check_output_channels(opt.channels);
     if (!(opt.check_seconds >= 0.0 && opt.check_seconds <= 3600.0)) {
       throw rt::Error("--check_seconds " + app.get_option("--check_seconds")->as<std::string>() +
                       " is not accepted: seconds of audio, 0 to 3600 (0 skips the check)");

@@ -156,6 +156,18 @@ void describe_latent(rave::RaveModelImpl& model, TensorLedger& ledger, int64_t l
 
 }  // namespace
 
+void check_output_channels(int64_t channels) {
+  if (channels < 1 || channels > kMaxExportChannels) {
+    throw Error("--channels " + std::to_string(channels) +
+                " is not accepted: decode's and forward's output channels, 1 to " +
+                std::to_string(kMaxExportChannels) + " (omit the flag for the model's own)");
+  }
+}
+
+int64_t decoded_copies(int64_t channels, int64_t output_channels) {
+  return output_channels > channels ? (output_channels + channels - 1) / channels : 1;
+}
+
 Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
   const auto& o = model.options();
   ScriptOptions s;
@@ -167,12 +179,7 @@ Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
   r.streaming = d.streaming;
   r.channels = o.channels;
   r.ratio = o.compression();
-  if (d.channels < 0 || d.channels > kMaxExportChannels) {
-    throw Error("--channels " + std::to_string(d.channels) + " is outside 1 … " +
-                std::to_string(kMaxExportChannels) +
-                " (decode's and forward's output channels; the model's " + std::to_string(o.channels) +
-                " by default)");
-  }
+  if (d.channels != 0) check_output_channels(d.channels);
   r.output_channels = d.channels > 0 ? d.channels : o.channels;
   TensorLedger ledger(model_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");

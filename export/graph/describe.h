@@ -12,6 +12,14 @@ namespace rt::exporting::graph {
 // export --channels' largest value (as many as a database may hold).
 inline constexpr int64_t kMaxExportChannels = 256;
 
+// Throws rt::Error naming --channels when `channels` (decode's and forward's output channels) is
+// outside 1 … kMaxExportChannels.
+void check_output_channels(int64_t channels);
+
+// How many copies of the latent decode runs to make `output_channels` from a model of `channels`
+// (export --channels): 1 unless more channels than the model's are asked for.
+int64_t decoded_copies(int64_t channels, int64_t output_channels);
+
 struct DescribeOptions {
   bool streaming = false;
   int64_t latent_size = 0;  // exported latent dimensions (variational; 0 = all)

@@ -70,11 +70,7 @@ std::string batch_check(const std::string& var, int64_t copies = 1) {
                 "streaming state holds " + str(kMaxBatch) + " batch slots");
 }
 
-// How many decoded copies make decode's output channels (RAVE's export --channels): 1 unless
-// more channels than the model's are asked for.
-int64_t copies_of(const graph::Rave& r) {
-  return r.output_channels > r.channels ? (r.output_channels + r.channels - 1) / r.channels : 1;
-}
+int64_t copies_of(const graph::Rave& r) { return graph::decoded_copies(r.channels, r.output_channels); }
 
 // decode's result for export --channels: `k` copies of the latent were decoded over the batch
 // (copy-major); their channels are stacked per stream and cut to the channels asked for.
@@ -169,6 +165,11 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
 }  // namespace
 
 torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions& s, ScriptInfo* info) {
+  if (r.streaming && copies_of(r) > kMaxBatch) {
+    throw Error("--channels " + str(r.output_channels) + " with --streaming: each stream decodes " +
+                str(copies_of(r)) + " copies of the latent, and the streaming state holds " + str(kMaxBatch) +
+                " batch slots; at most " + str(kMaxBatch * r.channels) + " channels stream");
+  }
   ScriptContext ctx(r.streaming, s.quantize == Quantize::kInt8 ? s.int8_min_weights : -1);
   Parts parts = write_parts(ctx, r);
   auto top = ctx.new_module("ScriptedRAVE");

@@ -66,5 +66,23 @@ TEST(ExportChannels, AStereoModelToOneChannelKeepsTheFirstAndFiveTakeThreeCopies
   EXPECT_THROW(exported(*model, 257, false, dir / "many.ts"), Error);
 }
 
+// Streaming, each stream takes one batch slot of the state per copy: 64 copies leave one stream,
+// 65 none, which is refused naming --channels before anything is written.
+TEST(ExportChannels, AStreamingFileHoldsSixtyFourStreamsDividedByTheCopies) {
+  rt::testing::ScratchDir dir("export_channels_streams");
+  auto model = tiny_model(tiny_options({"v2 mono", rave::RaveVersion::kV2, 1, 0, false}));
+  const int64_t ratio = model->options().compression();
+  auto file = exported(*model, 64, true, dir / "64.ts");
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(call(file, "forward", torch::zeros({1, 1, 2 * ratio})).size(1), 64);
+  EXPECT_THROW(call(file, "forward", torch::zeros({2, 1, 2 * ratio})), std::exception) << "two streams";
+  try {
+    exported(*model, 65, true, dir / "65.ts");
+    FAIL() << "65 copies were exported streaming";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--channels 65 with --streaming"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace rt::exporting::testing
