@@ -169,6 +169,14 @@ int16_t float_to_int16(float x) {
   return static_cast<int16_t>(std::clamp(scaled, -32768.0f, 32767.0f));
 }
 
+void to_int16(const AudioData& audio, int64_t start, int64_t frames, int16_t* out) {
+  for (size_t c = 0; c < audio.channels.size(); ++c) {
+    const float* src = audio.channels[c].data() + start;
+    int16_t* dst = out + c * static_cast<size_t>(frames);
+    for (int64_t t = 0; t < frames; ++t) dst[t] = float_to_int16(src[t]);
+  }
+}
+
 int audio_format_from_name(const std::string& name) {
   static const std::vector<std::pair<std::string, int>> kFormats = {
       {"wav16", SF_FORMAT_WAV | SF_FORMAT_PCM_16},   {"wav24", SF_FORMAT_WAV | SF_FORMAT_PCM_24},

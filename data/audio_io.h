@@ -57,6 +57,10 @@ AudioData load_audio(const std::filesystem::path& path, int sample_rate, int cha
 // float [-1, 1) → int16 with rounding and clipping (scale 32768, libsndfile's convention, so
 // 16-bit files round-trip exactly).
 int16_t float_to_int16(float x);
+// Frames [start, start + frames) of every channel of `audio` through float_to_int16, channel-major
+// into `out` (channels · frames values): a database chunk as preprocess stores it, or a lazy
+// database's whole file as its loader keeps it.
+void to_int16(const AudioData& audio, int64_t start, int64_t frames, int16_t* out);
 
 // libsndfile format codes (SF_FORMAT_* major | subtype) for common names:
 // "wav16", "wav24", "wavf32", "flac16", "flac24", "ogg", "aiff16", "aiff24", "opus", "mp3".

@@ -31,6 +31,16 @@ void stat_source(const fs::path& path, uint64_t* size, int64_t* mtime_ns) {
       static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + static_cast<int64_t>(st.st_mtim.tv_nsec);
 }
 
+std::string source_change(const LazyFile& f) {
+  std::error_code ec;
+  if (!fs::is_regular_file(f.path, ec)) return kSourceGone;
+  uint64_t size = 0;
+  int64_t mtime = 0;
+  stat_source(f.path, &size, &mtime);
+  if (size != f.size) return "size " + std::to_string(f.size) + " → " + std::to_string(size) + " bytes";
+  return mtime != f.mtime_ns ? "modification time" : "";
+}
+
 std::string encode_lazy_record(const LazyFile& f) {
   AudioExample ex;
   set_metadata(ex, "path", f.path.string());
@@ -96,15 +106,10 @@ LazyDecoder::Samples LazyDecoder::decoded(const LazyFile& f, const std::string& 
     }
   }
   const std::string at = "lazy record '" + printable(key) + "' ('" + printable(id) + "')";
-  uint64_t size = 0;
-  int64_t mtime = 0;
-  std::error_code ec;
-  if (!fs::is_regular_file(f.path, ec)) throw Error(at + ": the file is gone; run `preprocess --lazy` again");
-  stat_source(f.path, &size, &mtime);
-  if (size != f.size || mtime != f.mtime_ns) {
-    throw Error(at + ": the file changed since `preprocess --lazy` read it (" +
-                (size != f.size ? "size " + std::to_string(f.size) + " → " + std::to_string(size) + " bytes"
-                                : std::string("modification time")) +
+  const std::string change = source_change(f);
+  if (change == kSourceGone) throw Error(at + ": the file is gone; run `preprocess --lazy` again");
+  if (!change.empty()) {
+    throw Error(at + ": the file changed since `preprocess --lazy` read it (" + change +
                 "); run `preprocess --lazy` again");
   }
   // As preprocess decodes it for an eager database (data/preprocess.cpp process_file).
@@ -114,11 +119,7 @@ LazyDecoder::Samples LazyDecoder::decoded(const LazyFile& f, const std::string& 
                 std::to_string(f.frames) + "; run `preprocess --lazy` again");
   }
   auto samples = std::make_shared<std::vector<int16_t>>(static_cast<size_t>(f.frames * channels_));
-  for (int c = 0; c < channels_; ++c) {
-    const float* src = audio.channels[static_cast<size_t>(c)].data();
-    int16_t* dst = samples->data() + static_cast<size_t>(c) * static_cast<size_t>(f.frames);
-    for (int64_t t = 0; t < f.frames; ++t) dst[t] = float_to_int16(src[t]);
-  }
+  to_int16(audio, 0, f.frames, samples->data());
   const size_t bytes = samples->size() * sizeof(int16_t);
   std::lock_guard<std::mutex> lock(mu_);
   recent_.emplace_front(id, samples);

@@ -49,6 +49,11 @@ LazyFile decode_lazy_record(std::string_view bytes, const std::string& key);
 // `path`'s size and modification time as preprocess records them.
 void stat_source(const std::filesystem::path& path, uint64_t* size, int64_t* mtime_ns);
 
+// How `file` differs from what preprocess read: "" when it is there unchanged, kSourceGone when
+// it is no regular file any more, else what changed ("size A → B bytes", "modification time").
+inline constexpr const char* kSourceGone = "gone";
+std::string source_change(const LazyFile& file);
+
 // Decodes lazy chunks, keeping the last few decoded files (whole, int16) under a byte budget:
 // drawing chunks of the same file again costs no decoding. Safe to call from several threads.
 class LazyDecoder {

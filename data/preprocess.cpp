@@ -96,11 +96,7 @@ FileResult process_file(const fs::path& path, const PreprocessOptions& opt) {
   }
   std::vector<int16_t> samples(static_cast<size_t>(chunk * opt.channels));
   for (int64_t k = 0; k < n_chunks; ++k) {
-    for (int c = 0; c < opt.channels; ++c) {
-      const float* src = audio.channels[static_cast<size_t>(c)].data() + k * chunk;
-      int16_t* dst = samples.data() + static_cast<size_t>(c) * static_cast<size_t>(chunk);
-      for (int64_t t = 0; t < chunk; ++t) dst[t] = float_to_int16(src[t]);
-    }
+    to_int16(audio, k * chunk, chunk, samples.data());
     result.records.push_back(encode_waveform(samples.data(), opt.channels, chunk, opt.sampling_rate));
   }
   return result;
@@ -125,7 +121,7 @@ void log_skipped(std::ostream& log, const std::vector<SkippedFile>& skipped) {
 void log_other_ext(std::ostream& log, size_t other, const std::vector<std::string>& extensions) {
   if (other == 0) return;
   std::string list;
-  for (const auto& e : normalize_extensions(extensions)) list += (list.empty() ? "" : " ") + e;
+  for (const auto& e : extensions) list += (list.empty() ? "" : " ") + e;
   log << "preprocess: " << other << " file(s) in the folders are of none of --ext's extensions (" << list
       << "): not read\n";
 }
@@ -190,9 +186,9 @@ std::vector<std::string> normalize_extensions(const std::vector<std::string>& va
     const bool ok = !e.empty() && e.size() <= 16 &&
                     std::all_of(e.begin(), e.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
     if (!ok) {
-      throw Error(
-          "--ext '" + printable(v) +
-          "' is not an extension: letters and digits, with or without the dot (e.g. --ext wav --ext mp3)");
+      throw Error("--ext '" + printable(v) +
+                  "' is not an extension: 1 to 16 letters and digits, with or without the dot (e.g. --ext "
+                  "wav --ext mp3)");
     }
     std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
     if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
@@ -253,8 +249,9 @@ std::vector<fs::path> collect_input_files(const std::vector<fs::path>& inputs,
 PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& log) {
   validate(opt);
   PreprocessResult result;
-  const std::vector<fs::path> files = collect_input_files(
-      opt.input_paths, result.skipped, normalize_extensions(opt.extensions), &result.files_other_ext);
+  const std::vector<std::string> extensions = normalize_extensions(opt.extensions);
+  const std::vector<fs::path> files =
+      collect_input_files(opt.input_paths, result.skipped, extensions, &result.files_other_ext);
   result.files_total = files.size() + result.skipped.size();
 
   // LMDB wants a page-multiple map size.
@@ -265,7 +262,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   if (files.empty()) {
     // Nothing to import: no database is made (the folder is left as it was).
     log_skipped(log, result.skipped);
-    log_other_ext(log, result.files_other_ext, opt.extensions);
+    log_other_ext(log, result.files_other_ext, extensions);
     log << "preprocess: no input file found: no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
     return result;
@@ -415,7 +412,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
   if (result.chunks == 0) {
     // Nothing to train on: the folder is left as it was (a corrected command can use it).
     log_skipped(log, result.skipped);
-    log_other_ext(log, result.files_other_ext, opt.extensions);
+    log_other_ext(log, result.files_other_ext, extensions);
     log << "preprocess: no chunk written (" << result.files_total
         << " input file(s), none gave a chunk): no database was made at '"
         << terminal_safe(opt.output_path.string()) << "'\n";
@@ -432,7 +429,7 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
         << "metadata.yaml describes it; raise --max_db_size to store more.\n";
   }
   log_skipped(log, result.skipped);
-  log_other_ext(log, result.files_other_ext, opt.extensions);
+  log_other_ext(log, result.files_other_ext, extensions);
   log << "preprocess: wrote " << result.chunks << " chunks (" << hms(result.seconds) << ", " << result.seconds
       << " s)" << (opt.lazy ? " as " + std::to_string(key_index) + " lazy file references" : std::string())
       << " from " << result.files_used << " of " << result.files_total << " files to '"
@@ -441,6 +438,16 @@ PreprocessResult preprocess_audio(const PreprocessOptions& opt, std::ostream& lo
 }
 
 namespace {
+
+// What inspect returns: the key of every bad record ("<key>: why") and of every database-level
+// problem ("metadata.yaml: why", "database: why").
+std::vector<std::string> bad_keys(const std::vector<std::string>& bad,
+                                  const std::vector<std::string>& problems) {
+  std::vector<std::string> keys;
+  for (const auto& b : bad) keys.push_back(b.substr(0, b.find(':')));
+  for (const auto& p : problems) keys.push_back(p.substr(0, p.find(':')));
+  return keys;
+}
 
 // A lazy database's inspection: every reference read, and its file checked to be there as
 // preprocess read it (size and modification time); the audio is not decoded.
@@ -456,13 +463,11 @@ std::vector<std::string> inspect_lazy(LmdbStore& store, const DbMetadata& meta, 
     throw_if_stop_requested("while inspecting '" + db.string() + "'");
     try {
       const LazyFile f = decode_lazy_record(value, key);
-      std::error_code ec;
-      if (!fs::is_regular_file(f.path, ec)) throw Error("'" + printable(f.path.string()) + "' is gone");
-      uint64_t size = 0;
-      int64_t mtime = 0;
-      stat_source(f.path, &size, &mtime);
-      if (size != f.size || mtime != f.mtime_ns)
-        throw Error("'" + printable(f.path.string()) + "' changed since preprocess --lazy read it");
+      const std::string change = source_change(f);
+      if (change == kSourceGone) throw Error("'" + printable(f.path.string()) + "' is gone");
+      if (!change.empty())
+        throw Error("'" + printable(f.path.string()) + "' changed since preprocess --lazy read it (" +
+                    change + ")");
       ++files;
       chunks += f.chunks;
       chunk = f.chunk;
@@ -485,10 +490,7 @@ std::vector<std::string> inspect_lazy(LmdbStore& store, const DbMetadata& meta, 
     for (const auto& b : bad) out << "  " << b << "\n";
   }
   for (const auto& p : problems) out << p << "\n";
-  std::vector<std::string> bad_keys;
-  for (const auto& b : bad) bad_keys.push_back(b.substr(0, b.find(':')));
-  for (const auto& p : problems) bad_keys.push_back(p.substr(0, p.find(':')));
-  return bad_keys;
+  return bad_keys(bad, problems);
 }
 
 }  // namespace
@@ -588,10 +590,7 @@ std::vector<std::string> inspect_database(const fs::path& db, std::ostream& out)
     for (const auto& b : bad) out << "  " << b << "\n";
   }
   for (const auto& p : problems) out << p << "\n";
-  std::vector<std::string> bad_keys;
-  for (const auto& b : bad) bad_keys.push_back(b.substr(0, b.find(':')));
-  for (const auto& p : problems) bad_keys.push_back(p.substr(0, p.find(':')));
-  return bad_keys;
+  return bad_keys(bad, problems);
 }
 
 }  // namespace rt

@@ -128,7 +128,6 @@ struct Section {
   std::vector<Op> ops;
   std::vector<Flow> values;
   int output = 0;
-  const Flow& in() const { return values.front(); }
   const Flow& out() const { return values.at(static_cast<size_t>(output)); }
 };
 

@@ -42,17 +42,15 @@ void SectionBuilder::stream_conv(Conv& c, const Flow& x, Flow& in) const {
 }
 
 int SectionBuilder::conv(int x, const models::WNConv1dImpl& conv, const std::string& key) {
-  const auto& o = conv.options;
-  require(flow(x).channels == o.in_channels(), key,
-          "expects " + std::to_string(o.in_channels()) + " input channels, gets " +
-              std::to_string(flow(x).channels));
   const torch::Tensor kernel = ledger_.take_kernel(key);
-  return this->conv(x, o, kernel, ledger_.take_bias(key), key);
+  return this->conv(x, conv.options, kernel, ledger_.take_bias(key), key);
 }
 
 int SectionBuilder::conv(int x, const models::WNConv1dOptions& options, const torch::Tensor& kernel,
                          const torch::Tensor& bias, const std::string& key) {
-  require(flow(x).channels == options.in_channels(), key, "input channels do not match");
+  require(flow(x).channels == options.in_channels(), key,
+          "expects " + std::to_string(options.in_channels()) + " input channels, gets " +
+              std::to_string(flow(x).channels));
   Conv c{key, options, kernel, bias};
   Flow out = flow(x);
   stream_conv(c, flow(x), out);

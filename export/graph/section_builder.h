@@ -21,7 +21,6 @@ class SectionBuilder {
   SectionBuilder(Section& section, TensorLedger& ledger, bool streaming, const Flow& input);
 
   TensorLedger& ledger() { return ledger_; }
-  bool streaming() const { return streaming_; }
   const Flow& flow(int value) const { return section_.values.at(static_cast<size_t>(value)); }
   // Ends the section at `value`.
   void finish(int value) { section_.output = value; }

@@ -318,8 +318,9 @@ std::string SectionWriter::gaussian_like(const std::string& like) {
   return graph_.node("Mul", {graph_.node("RandomNormalLike", {like}, {{"dtype", int64_t{1}}}), noise_scale_});
 }
 
-std::string SectionWriter::op(const Value& x, const graph::Flow& out, const graph::OpKind& kind,
-                              const std::vector<Value>& in) {
+std::string SectionWriter::op(const graph::OpKind& kind, const std::vector<Value>& in,
+                              const graph::Flow& out) {
+  const Value& x = in.at(0);
   return std::visit(
       [&](const auto& o) -> std::string {
         using T = std::decay_t<decltype(o)>;
@@ -359,7 +360,7 @@ std::string SectionWriter::write(const graph::Section& section, const std::strin
     std::vector<Value> in;
     for (int i : o.inputs) in.push_back(values.at(static_cast<size_t>(i)));
     const graph::Flow& out = section.values.at(static_cast<size_t>(o.output));
-    values[static_cast<size_t>(o.output)] = Value{op(in.at(0), out, o.kind, in), out};
+    values[static_cast<size_t>(o.output)] = Value{op(o.kind, in, out), out};
   }
   return values.at(static_cast<size_t>(section.output)).name;
 }

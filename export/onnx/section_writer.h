@@ -63,8 +63,8 @@ class SectionWriter {
   std::string reverse_half(const std::string& x, int64_t bands, int64_t offset);
   std::string pqmf(const Value& x, const graph::Pqmf& p);
   std::string noise(const std::string& h, const graph::Noise& n);
-  std::string op(const Value& x, const graph::Flow& out, const graph::OpKind& kind,
-                 const std::vector<Value>& in);
+  // The op's nodes from its inputs `in` (the first is the op's main input); `out` its output's flow.
+  std::string op(const graph::OpKind& kind, const std::vector<Value>& in, const graph::Flow& out);
 
   Graph& graph_;
   const bool streaming_;
