@@ -226,7 +226,12 @@ void generate_file(const GenerateOptions& o, LoadedModel& m, const GenerateRepor
           " file(s) written before it are complete, listed in " + (r.folder / "report.json").string());
   g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (x.size(-1) >= kDistanceScales.front()) {
-    g.distance = rave::spectral_distance(x, y.to(torch::kFloat), kDistanceScales).item<double>();
+    // A file exported with --channels: its first channels (the first decoded copy), or the
+    // input's first ones, as export's fidelity check compares them.
+    const int64_t channels = std::min(x.size(1), y.size(1));
+    g.distance = rave::spectral_distance(x.narrow(1, 0, channels), y.narrow(1, 0, channels).to(torch::kFloat),
+                                         kDistanceScales)
+                     .item<double>();
   }
   write_audio_atomic(out, to_audio(y, static_cast<int>(m.sampling_rate)), format);
 }

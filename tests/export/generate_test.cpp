@@ -247,6 +247,20 @@ TEST_F(Generate, TheExtensionFollowsTheFormat) {
   EXPECT_TRUE(contains(r.output, "--format: unknown audio format 'flac99' (accepted: wav16")) << r.output;
 }
 
+// A file exported with --channels 2 (RAVE's): a mono model's two decoded copies written as a
+// stereo file, its distance measured on the first copy.
+TEST_F(Generate, AFileExportedWithMoreChannelsWritesThemAll) {
+  const fs::path file = dir_->path() / "two_channels.ts";
+  auto e = run_command(bin_path("export") + " --run " + quote(run_.string()) +
+                       " --channels 2 --check_seconds 0 --force --output " + quote(file.string()) + " 2>&1");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto r = generate("--model " + quote(file.string()) + " --input " + quote(mono().string()) + " --name two");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const AudioData a = decode_audio_file(out("two", "harmonic_44k_mono.wav"));
+  EXPECT_EQ(a.num_channels(), 2);
+  EXPECT_GT(a.frames(), 0);
+}
+
 // --threads and --chunk_size at their ranges' edges and one past each, in one line each; a
 // value past the range never reaches the model (no C++ backtrace, no thread storm).
 TEST_F(Generate, ThreadsAndChunkSizesAreHeldToTheirRanges) {
