@@ -11,7 +11,8 @@
 //     and every parameter, buffer and packed int8 weight of the loaded module summarised;
 //   - ONNX: the model with its float and int8 initializer data cleared (nodes, attributes,
 //     names, inputs, outputs, initializer dtypes and shapes, integer initializers, metadata but
-//     the CRC-32 of the whole) hashed, and each float/int8 initializer summarised.
+//     the CRC-32 of the whole, and the producer but its LibTorch version) hashed, and each
+//     float/int8 initializer summarised.
 // A summary is (sum, sum of |x|) in float64: the weights come out of weight-norm folding and
 // quantization, whose last bits follow the host CPU's vector kernels, so they are compared
 // within 1e-5 of their magnitude (int8: 1e-4 and two steps, roundings flipped) rather than by hash.
@@ -107,6 +108,7 @@ json onnx_fingerprint(const fs::path& file) {
     init.clear_raw_data();
     init.clear_float_data();
   }
+  model.clear_producer_version();  // the LibTorch the exporter was built with, not the export's
   auto& meta = *model.mutable_metadata_props();
   for (int i = meta.size() - 1; i >= 0; --i) {
     if (meta.Get(i).key() == exporting::onnx::kMetaCrc32) meta.DeleteSubrange(i, 1);
