@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Benchmark driver behind benchmarks/run.sh: runs every benchmark (A/B runs interleaved,
 median and spread), writes each section's result to benchmarks/results/<name>.json and
-regenerates BENCHMARKS.md from those files (render.py). Uses only the standard library.
+regenerates BENCHMARKS.md from those files (benchlib.render). Uses only the standard library.
 
   benchmarks/bench.py [--quick] [--only rave,ops,flops,scaling,data,whole,defaults,others]
   benchmarks/bench.py --render_only        BENCHMARKS.md from benchmarks/results/*.json alone
@@ -17,6 +17,7 @@ the builds or venvs it needs are missing.
 """
 import argparse
 import datetime
+import difflib
 import glob
 import json
 import os
@@ -32,7 +33,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-import render  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"  # Debian's python3-torch: the same LibTorch 1.13 as the native build
@@ -747,6 +747,23 @@ def records(R, env, command):
     return out
 
 
+def render(results_dir, md, check=False):
+    """BENCHMARKS.md (md) from the results in results_dir; check: compare instead of writing (1: differs)."""
+    results = benchlib.load_results(results_dir)
+    if not results:
+        raise SystemExit(f"render: no results in {results_dir}")
+    text = benchlib.render(results)
+    if check:
+        with open(md, encoding="utf-8") as f:
+            old = f.read()
+        sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True), md, "rendered"))
+        return int(old != text)
+    with open(md, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"render: {md} from {len(results)} results in {results_dir}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -770,10 +787,11 @@ def main():
                     "others (the results of the others stay as they are)")
     ap.add_argument("--render_only", action="store_true",
                     help="rewrite BENCHMARKS.md from the results JSON alone (no measurement)")
+    ap.add_argument("--check", action="store_true",
+                    help="with --render_only: write nothing, fail with a diff unless --md is what the results render")
     a = ap.parse_args()
     if a.render_only:
-        render.write(a.results_dir, a.md)
-        return
+        sys.exit(render(a.results_dir, a.md, a.check))
     only = set(filter(None, a.only.split(","))) or set(SECTIONS)
     have = lambda d, *bins: all(os.path.exists(os.path.join(d, "bin", b)) for b in bins)  # noqa: E731
     why = {}  # the sections that cannot run, and why
@@ -848,7 +866,7 @@ def main():
         for r in records(R, env_of(env), command):
             log(f"wrote {benchlib.write_result(r, a.results_dir)}")
         shutil.rmtree(tmp, ignore_errors=True)
-    render.write(a.results_dir, a.md)
+    render(a.results_dir, a.md)
     log(f"done in {time.time() - t_start:.0f} s: {a.results_dir}, {a.md}")
 
 

@@ -18,9 +18,16 @@ object:
   targets       goals this benchmark answers: see target()
   analysis      a docs/perf/*.md page with the hand-written reading of these figures (optional)
   migrated_from where the figures were copied from, for results measured before this format
+
+It also holds what every program here shares: options() (the one argument parser: bench.py's
+and the peers' it runs in other Pythons), emit() (how a peer prints or writes its JSON record),
+write_result() (how a result is written) and render() (BENCHMARKS.md from the results: one
+section per result file in the order of TOPICS, the targets table gathering every result's
+targets; the output depends on the JSON files alone, so rendering twice gives the same bytes).
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -33,6 +40,36 @@ RESULT_SCHEMA = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS_DIR = os.path.join(HERE, "results")
+
+
+def options(doc, spec, argv=None, **parser_args):
+    """The argument parser of every program here. spec: {name: default}; the default's type is the
+    option's (int, float, str; False: a flag; a list: repeatable; ...: required; None: a string,
+    optional). "--name" and "--na-me" both work. "_args": positional arguments (a list)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **parser_args)
+    for name, default in spec.items():
+        if name == "_args":
+            ap.add_argument("args", nargs="*")
+            continue
+        flags = sorted({"--" + name, "--" + name.replace("_", "-")})
+        if default is False:
+            ap.add_argument(*flags, dest=name, action="store_true")
+        elif isinstance(default, list):
+            ap.add_argument(*flags, dest=name, action="append", default=list(default))
+        else:
+            kind = type(default) if default not in (None, ...) else str
+            ap.add_argument(*flags, dest=name, type=kind, required=default is ...,
+                            default=None if default is ... else default)
+    return ap.parse_args(argv)
+
+
+def emit(obj, path=None, **dump):
+    """A peer's JSON record: printed as one line on stdout (path None or "-"), else written to path."""
+    if path in (None, "-"):
+        print(json.dumps(obj, default=str), flush=True)
+        return
+    with open(path, "w") as f:
+        json.dump(obj, f, default=str, **dump)
 
 
 def load_avg():
@@ -129,28 +166,6 @@ def environment(load_before=None, git=None, **extra):
            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "cpu_id": cpu_identity()}
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
-
-
-def summary_parser(doc, options="", command_required=True):
-    """The argument parser every summary starts from: --command (how the benchmark was run, as
-    lib.sh's bench_command prints it), --load_before (bench_load's line when it started) and
-    --results_dir (where the result JSON goes; default benchmarks/results), then `options`,
-    space-separated: NAME (a string), NAME:int or NAME:float, each required unless it ends in ?."""
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--command", required=command_required, help="how the benchmark was run")
-    ap.add_argument("--load_before", help="the load averages when it started")
-    ap.add_argument("--results_dir", help="where the result JSON goes")
-    for opt in options.split():
-        name, _, kind = opt.rstrip("?").partition(":")
-        ap.add_argument("--" + name, type={"": str, "int": int, "float": float}[kind], required=not opt.endswith("?"))
-    return ap
-
-
-def write_summary(a, name, title, blocks, env=None, **fields):
-    """How a summary ends: its result (see record; env: environment(a.load_before) unless given)
-    written to a.results_dir, and the path printed."""
-    env = env if env is not None else environment(a.load_before)
-    print(write_result(record(name, title, a.command, env, blocks, **fields), a.results_dir))
 
 
 def spread(values, fmt="{:.1f}", bold=False, head=None):
@@ -398,3 +413,110 @@ def keep_other_hosts(blocks, targets, name, host, directory=None):
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+# The sections' order: (result name, what it is about).
+TOPICS = (
+    ("rave_cpu_step", "RAVE step on the CPU"), ("rave_cpu_whole_run", "RAVE whole run on the CPU"),
+    ("op_counts", "operator counts"), ("compute_efficiency", "compute efficiency"), ("scaling", "scaling"),
+    ("data_path", "data path"), ("defaults", "defaults"), ("ssm_step", "s5_maze step"), ("ssm_kinds", "SSM kinds"),
+    ("ssm_transfer", "SSM transfer vs scratch"), ("profiling", "profiling overhead"), ("tracing", "tracing overhead"),
+    ("ddp", "data parallel"), ("heap_retention", "heap retention"), ("long_run_rss", "long run"),
+    ("export", "export in realtime"), ("export_fidelity", "export fidelity"), ("onnx_export", "ONNX export"),
+    ("rave_configs", "RAVE configs"), ("rave_smoke", "RAVE full size"), ("step_ab", "refactor guard"),
+    ("fuzz", "fuzzing"), ("gpu_check", "GPU"), ("rave_parity", "training parity"),
+)
+
+
+def anchor(title):
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return "#" + "".join("-" if ch == " " else ch for ch in title.strip().lower() if ch.isalnum() or ch in "-_ ")
+
+
+def cell(v):
+    return "—" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(t):
+    lines = [t["title"], ""] if t.get("title") else []
+    lines.append("| " + " | ".join(cell(c) for c in t["columns"]) + " |")
+    lines.append("|" + "---|" * len(t["columns"]))
+    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in t["rows"]]
+
+
+def load_results(directory):
+    """Every result in directory, in the order of TOPICS (others last, by name, noted on stderr)."""
+    results = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+        if r.get("schema") is None:
+            print(f"render: {os.path.relpath(path)} is not a result (no schema); skipped", file=sys.stderr)
+            continue
+        check(r)
+        results.append(r)
+    order = {name: i for i, (name, _) in enumerate(TOPICS)}
+    for r in results:
+        if r["name"] not in order:
+            print(f"render: {r['name']} is not in benchlib's TOPICS; its section goes last", file=sys.stderr)
+    return sorted(results, key=lambda r: (order.get(r["name"], len(order)), r["name"]))
+
+
+def target_row(r, t):
+    runs, f = t["runs"], t.get("format", "{}").format
+    value = t.get("value", statistics.median(runs))
+    over = t.get("over", "runs")
+    spread_ = (f"n=1, {over}" if len(runs) == 1 else
+               f"median {f(statistics.median(runs))}, {f(min(runs))}–{f(max(runs))}, n={len(runs)} {over}")
+    ok = [meets(t["op"], v, t["threshold"]) for v in runs]
+    verdict = "met" if all(ok) else "missed by some runs" if any(ok) else "missed"
+    measured = f(value) + (f" ({t['note']})" if t.get("note") else "")
+    return (f"| {cell(t['target'])} | {cell(t['goal'])} | {cell(measured)} | {cell(spread_)} | {verdict} | "
+            f"[{r['title']}]({anchor(r['title'])}) |")
+
+
+def provenance(r):
+    env = r.get("environment") or {}
+    shown = r["command"] if "`" in r["command"] else f"`{r['command']}`"
+    parts = [f"Measured {r['date'][:10]} by {shown}" + (f" at {env['git']}" if env.get("git") else "")]
+    machine = (env["cpu_id"]["label"] if env.get("cpu_id") else
+               ", ".join(str(x) for x in (env.get("cpu"), f"{env['nproc']} cores" if env.get("nproc") else None) if x))
+    if machine:
+        parts.append(machine)
+    if env.get("load_before"):
+        parts.append("load before " + " ".join(f"{x:.2f}" for x in env["load_before"])
+                     + (", after " + " ".join(f"{x:.2f}" for x in env["load_after"]) if env.get("load_after") else ""))
+    parts += [f"`{k.upper()}={env[k]}`" for k in ("omp_wait_policy", "openblas_coretype") if env.get(k)]
+    text = "; ".join(parts) + "."
+    if r.get("migrated_from"):
+        text += f" Figures copied from {r['migrated_from']} when results became JSON."
+    return text
+
+
+def render(results):
+    """BENCHMARKS.md's text from the results (load_results)."""
+    dates = sorted(r["date"] for r in results)
+    L = ["# Benchmarks", "",
+         "<!-- Generated by benchmarks/bench.py --render_only from benchmarks/results/*.json; "
+         "edit those (or rerun the benchmark), not this file. -->", "",
+         f"Rendered from {len(results)} result files in `benchmarks/results/`, measured between "
+         f"{dates[0][:10]} and {dates[-1][:10]}; each section names the command that produced its figures and "
+         "when. Timings are medians with (min–max, n) over the runs named; A/B variants were run interleaved, one "
+         "process per repetition, with the 1-minute load average recorded (a load near 1 is the benchmark itself; "
+         "higher means something else ran). Spreads between identical runs are several % on the 2-core VM most "
+         "of these ran on: compare medians. Readings of the figures are in [docs/perf/](docs/perf/).", ""]
+    rows = [target_row(r, t) for r in results for t in r["targets"]]
+    if rows:
+        L += ["## Targets: where we stand", "",
+              "The measured figure is the section's headline (a median, or a ratio of medians); the runs column "
+              "gives the median and range of the figure over the runs, rounds or repetitions behind it. A target "
+              "is met only when every run meets it.", "",
+              "| target | goal | measured | runs | | section |", "|---|---|---|---|---|---|"] + rows + [""]
+    for r in results:
+        L += [f"## {r['title']}", "", provenance(r), ""]
+        if r.get("analysis"):
+            L += [f"Analysis: [{r['analysis']}]({r['analysis']}).", ""]
+        for b in r["blocks"]:
+            L += ([b["text"], ""] if "text" in b else [f"### {b['heading']}", ""] if "heading" in b
+                  else md_table(b["table"]) + [""])
+    return "\n".join(L).rstrip("\n") + "\n"
