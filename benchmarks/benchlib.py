@@ -176,11 +176,6 @@ def spread(values, fmt="{:.1f}", bold=False, head=None):
     return f"{f'**{head}**' if bold else head} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
 
 
-def last_json_line(path):
-    with open(path) as f:
-        return json.loads([line for line in f if line.strip()][-1])
-
-
 def job_examples_per_second(run_out):
     """The training_summary.json of the one run under a train --out_path, and examples per second
     of the whole job over the training loop (steps · batch · world size / training time)."""
@@ -224,11 +219,11 @@ def time_calls(call, warm, timed):
     return ms
 
 
-def demo_neural_db(bin_dir, db, units, trials):
+def demo_neural_db(bin_dir, db, units, trials=None):
     """One synthetic reaching session (seed 1) as the neural database db; returns db."""
     pre = os.path.join(bin_dir, "preprocess")
     subprocess.run([pre, "--generate_neural_demo", db + "_h5", "--force", "--groups", "1", "--units", str(units),
-                    "--trials", str(trials), "--seed", "1"], check=True, capture_output=True)
+                    *(["--trials", str(trials)] if trials else []), "--seed", "1"], check=True, capture_output=True)
     subprocess.run([pre, "--kind", "neural", "--input_path", db + "_h5", "--output_path", db], check=True,
                    capture_output=True)
     return db
@@ -408,11 +403,6 @@ def keep_other_hosts(blocks, targets, name, host, directory=None):
             t["note"] = f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}"
             targets.append(t)
     return carried
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 # The sections' order: (result name, what it is about).

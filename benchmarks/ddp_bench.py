@@ -41,7 +41,6 @@ Sizes come from configs/<model>.toml; what RAVE cannot express of a native confi
 Gloo uses the loopback interface (GLOO_SOCKET_IFNAME=lo unless set); libgomp reads
 OMP_WAIT_POLICY when it loads, so export it before running (the JSON records it).
 """
-import argparse
 import contextlib
 import datetime
 import functools
@@ -65,6 +64,7 @@ from torch.nn.parallel import DistributedDataParallel
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "oracle"))
 import s5_maze  # noqa: E402  (tests/oracle/s5_maze.py)
+import benchlib  # noqa: E402  (beside this file)
 
 REPO = os.path.abspath(os.path.join(BENCH, ".."))
 
@@ -452,7 +452,7 @@ def worker(rank, a, cfg, port):
         out.update({"gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                     "torch": torch.__version__})
-        print(json.dumps(out), flush=True)
+        benchlib.emit(out)
     dist.destroy_process_group()
 
 
@@ -463,35 +463,19 @@ def free_port():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, choices=sorted(WORKLOADS))
-    ap.add_argument("--world", type=int, default=2, help="processes (ranks)")
-    ap.add_argument("--steps", type=int, default=20, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (DDP rebuilds its buckets in the 2nd)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="intra-op threads per rank (default: train.threads; 0: all cores)")
-    ap.add_argument("--batch", type=int, default=0, help="examples per rank (default: train.batch)")
-    ap.add_argument("--phase", type=int, default=1, choices=(1, 2), help="tiny_rave: 2 = adversarial phase")
-    ap.add_argument("--config", help="TOML (default: configs/<model>.toml)")
-    ap.add_argument("--bins", type=int, default=140, help="s5_maze: time bins per example")
-    ap.add_argument("--sync_bn", type=int, default=1, choices=(0, 1),
-                    help="s5_maze: BatchNorm statistics over all ranks")
-    ap.add_argument("--lockstep_only", type=int, default=0, choices=(0, 1),
-                    help="no DDP, no gradient sync: the ranks meet once per step in a 1-element all-reduce "
-                         "(what lock-stepping alone costs on this host; the models drift apart)")
-    ap.add_argument("--rave_backward", default="manual", choices=("manual", "tensor"),
-                    help="tiny_rave under DDP: manual = RAVE's loss.backward() run as Lightning's "
-                         "manual_backward runs a backward (the gradients all-reduced); tensor = as RAVE 2.3.1 "
-                         "runs under Lightning's DDP strategy (a plain Tensor.backward: no gradient sync)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=int, default=300, help="seconds a collective may wait")
-    a = ap.parse_args()
+    # --threads: intra-op threads per rank (default train.threads; 0: all cores); --batch: examples per rank
+    # (default train.batch); --config: TOML (default configs/<model>.toml); --timeout: seconds a collective waits.
+    a = benchlib.options(__doc__, {"model": ..., "world": 2, "steps": 20, "warmup": 3, "threads": -1, "batch": 0,
+                                   "phase": 1, "config": None, "bins": 140, "sync_bn": 1, "lockstep_only": 0,
+                                   "rave_backward": "manual", "seed": 0, "timeout": 300})
+    require(a.model in WORKLOADS and a.rave_backward in ("manual", "tensor"), "--model tiny_rave|s5_maze, "
+            "--rave_backward manual|tensor")
     require(a.world >= 1 and a.steps >= 1 and a.warmup >= 0, "--world and --steps must be >= 1, --warmup >= 0")
     require(a.phase == 1 or a.model == "tiny_rave", "--phase 2 is for tiny_rave")
     a.config = os.path.abspath(a.config or os.path.join(REPO, "configs", f"{a.model}.toml"))
     with open(a.config, "rb") as f:
         cfg = tomllib.load(f)
-    if a.threads is None:
+    if a.threads < 0:
         a.threads = cfg.get("train", {}).get("threads", 0)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     mp.spawn(worker, args=(a, cfg, free_port()), nprocs=a.world, join=True)

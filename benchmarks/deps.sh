@@ -5,8 +5,7 @@
 # with preprocess, linux-perf for the profiling-overhead attribution by sampling.
 # Used by benchmarks/run.sh and the scripts that can run on their own (ddp.sh).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_no_args "$@"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh" >/dev/null
 bench_missing=()
 for p in python3-torch python3-numpy python3-scipy sox linux-perf; do

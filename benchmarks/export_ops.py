@@ -9,22 +9,17 @@ per call, under the LibTorch of the Python that runs this script (Debian's /usr/
 FILE.ts: e.g. `build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1 --keep
 FILE.ts [--quantize int8]`. The blocks are noise (0.1 σ), batch 1, mono, under inference mode,
 after 10 warm-up calls; times are the profiler's self CPU time divided by the calls."""
-import argparse
 import warnings
 
 import torch
+import benchlib  # noqa: E402  (beside this file)
 
 PRODUCTS = ("aten::mm", "aten::addmv_", "aten::addmm", "aten::linear", "quantized::linear_dynamic")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file")
-    ap.add_argument("--block", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--top", type=int, default=20)
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"_args": [], "block": 2048, "threads": 1, "calls": 20, "top": 20})
+    a.file = a.args[0]
     warnings.simplefilter("ignore")
     torch.set_num_threads(a.threads)
     m = torch.jit.load(a.file)

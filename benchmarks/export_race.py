@@ -21,7 +21,6 @@ Prints one JSON line per file, round, thread count and block: ms per block (medi
 that round's blocks, min, max), realtime factor (audio seconds per second of compute), the floor,
 the torch version and its BLAS.
 """
-import argparse
 import itertools
 import json
 import math
@@ -108,24 +107,16 @@ def words(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--file", action="append", required=True, metavar="NAME=PATH",
-                    help="a TorchScript file to race (repeatable)")
-    ap.add_argument("--threads", default="1", help='thread counts, e.g. "1 2"')
-    ap.add_argument("--blocks", default="2048 4096", help="samples per call")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--first_round", type=int, default=1, help="the first round's number (its order)")
-    ap.add_argument("--seconds", type=float, default=10.0, help="audio seconds timed per file and round")
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"file": [], "threads": "1", "blocks": "2048 4096", "rounds": 3, "first_round": 1,
+                                   "seconds": 10.0, "seed": 1})
     files = []
     for spec in a.file:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            ap.error(f"--file {spec!r}: expected NAME=PATH")
+            raise SystemExit(f"export_race: --file {spec!r}: expected NAME=PATH")
         files.append((name, path))
     if len({n for n, _ in files}) != len(files):
-        ap.error("--file names must differ")
+        raise SystemExit("export_race: --file names must differ")
 
     modules = {name: torch.jit.load(path) for name, path in files}
     meta = {}
@@ -157,7 +148,7 @@ def main():
                            "ms_per_block_min": min(ms), "ms_per_block_max": max(ms),
                            "rtf": n_blocks * block / SR / compute, "block_ms": 1e3 * block / SR,
                            "weights_read_ms": floor[name], **meta[name], **env}
-                    print(json.dumps(rec), flush=True)
+                    benchlib.emit(rec)
                     print(f"export_race: torch {env['torch']} t{threads} b{block} round {rnd} {name}: "
                           f"{rec['ms_per_block_median']:.1f} ms/block (median), {rec['rtf']:.2f}x realtime",
                           file=sys.stderr)

@@ -9,8 +9,7 @@
 #                      scripts/lib/libtorch.sh's rt_pypi_venv when missing).
 #   benchmarks/fssm_env.sh
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_no_args "$@"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/benchmarks/deps.sh"
 TORCH_ENV="$ROOT/.venv-fssm-torch"
 if ! "$TORCH_ENV/bin/python" -c "import torch, einops" 2>/dev/null; then

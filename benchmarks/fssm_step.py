@@ -21,7 +21,6 @@ multi-threaded Eigen is turned off.
 
 Prints one JSON line like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
 """
-import argparse
 import importlib.util
 import json
 import os
@@ -30,8 +29,7 @@ import sys
 import time
 import types
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
-from s5_maze import add_shape_args  # noqa: E402  (the same shape options as our Python twin)
+import benchlib  # noqa: E402  (beside this file)
 
 
 def load_fssm_archive(root):
@@ -130,11 +128,8 @@ def run_s5(a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fssm", required=True, help="a checkout of foundational_ssm")
-    ap.add_argument("--model", choices=("s4d", "s5"), required=True)
-    add_shape_args(ap, steps=20, warmup=3)
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"fssm": ..., "model": ..., "threads": 1, "steps": 20, "warmup": 3, "batch": 64,
+                                   "bins": 140, "units": 182, "d_model": 64, "state": 64, "layers": 1, "seed": 0})
     if a.threads < 1:
         sys.exit(f"fssm_step: --threads {a.threads}: must be at least 1")
     if not os.path.isdir(a.fssm):
@@ -143,10 +138,10 @@ def main():
     commit = subprocess.run(["git", "-C", a.fssm, "rev-parse", "HEAD"], capture_output=True, text=True)
     versions["fssm_commit"] = commit.stdout.strip() if commit.returncode == 0 else None
     s = sorted(ms)
-    print(json.dumps({"impl": "fssm_s4d" if a.model == "s4d" else "fssm_s5_jax", **versions, "threads": a.threads,
+    benchlib.emit({"impl": "fssm_s4d" if a.model == "s4d" else "fssm_s5_jax", **versions, "threads": a.threads,
                       "batch": a.batch, "bins": a.bins, "units": a.units, "d_model": a.d_model, "state": a.state,
                       "layers": a.layers, "steps": a.steps, "median_ms": s[len(s) // 2], "min_ms": s[0],
-                      "max_ms": s[-1], "step_ms": ms}))
+                      "max_ms": s[-1], "step_ms": ms})
     return 0
 
 

@@ -12,12 +12,14 @@
 
 Each prints one JSON object on stdout. Only the standard library, except `hta` (HTA, pandas).
 """
-import argparse
 import glob
 import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 
 def profile_entries(run_dir, name):
@@ -98,23 +100,18 @@ def hta_figures(trace_dir, out_path):
     table("temporal_breakdown", lambda: analyzer.get_temporal_breakdown(visualize=False))
     table("gpu_kernel_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False))
     table("idle_time_breakdown", lambda: analyzer.get_idle_time_breakdown(visualize=False))
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1, default=str)
+    benchlib.emit(result, out_path, indent=1)
     errors = [k for k, v in result.items() if isinstance(v, dict) and "error" in v]
     return {"hta": out_path, "failed": errors}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("step")
-    s.add_argument("run_dir")
-    s.add_argument("--skip", type=int, default=5, help="steps left out at the start (warm-up, cudnn autotuning)")
-    h = sub.add_parser("hta")
-    h.add_argument("trace_dir")
-    h.add_argument("out")
-    sub.add_parser("trace").add_argument("trace")
-    a = p.parse_args()
+    a = benchlib.options(__doc__, {"_args": [], "skip": 5})  # --skip: warm-up steps left out (cudnn autotuning)
+    a.cmd, rest = (a.args + [None])[0], a.args[1:]
+    if a.cmd not in ("step", "hta", "trace") or len(rest) != {"step": 1, "hta": 2, "trace": 1}[a.cmd]:
+        raise SystemExit("gpu_figures.py step RUN_DIR [--skip N] | hta TRACE_DIR OUT.json | trace TRACE.json")
+    a.run_dir = a.trace_dir = a.trace = rest[0]
+    a.out = rest[-1]
     failed = False
     if a.cmd == "step":
         out = step_figures(a.run_dir, a.skip)
@@ -129,7 +126,7 @@ def main():
     else:
         out = hta_figures(a.trace_dir, a.out)
         failed = bool(out["failed"])
-    print(json.dumps(out, default=str))
+    benchlib.emit(out)
     sys.exit(1 if failed else 0)
 
 

@@ -17,7 +17,6 @@ gpu_check.json when these calls traced nothing, and says so. --from_json remakes
 the figures an earlier gpu_check.json holds (its date, command and environment kept): for a change
 of the section's text, without the GPU machine's files.
 """
-import argparse
 import datetime
 import io
 import json
@@ -276,15 +275,11 @@ def result(R, command, env):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out_dirs", nargs="*", metavar="OUT_DIR")
-    ap.add_argument("--command", default="`scripts/gpu_check.sh`", help="what ran, for the text (Markdown)")
-    ap.add_argument("--keep_traces_from", help="a gpu_check.json whose trace, HTA and snapshot figures to keep")
-    ap.add_argument("--from_json", help="remake the result from this gpu_check.json's figures (no OUT_DIR)")
-    ap.add_argument("--results_dir", help="where gpu_check.json goes (default benchmarks/results)")
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"_args": [], "command": "`scripts/gpu_check.sh`", "keep_traces_from": None,
+                                   "from_json": None, "results_dir": None})
+    a.out_dirs = a.args
     if bool(a.out_dirs) == bool(a.from_json):
-        ap.error("give either OUT_DIRs or --from_json")
+        raise SystemExit("gpu_results: give either OUT_DIRs or --from_json")
     if a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             old = json.load(f)

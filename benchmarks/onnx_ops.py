@@ -10,7 +10,6 @@ FILE.onnx: a forward graph, e.g. `build/bin/export_bench --version v2 --onnx_dir
 DIR/ours_streaming.onnx, DIR/ours_offline.onnx and DIR/ours_streaming_int8.onnx. One thread
 (intra- and inter-op); [1, 1, block] blocks of uniform noise (±0.5), a streaming graph's state
 fed back from call to call; the first 10 calls are not counted."""
-import argparse
 import collections
 import json
 import os
@@ -20,6 +19,7 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+import benchlib  # noqa: E402  (beside this file)
 
 WARMUP = 10
 
@@ -35,12 +35,8 @@ def options(**extra):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file")
-    ap.add_argument("--block", type=int, default=2048)
-    ap.add_argument("--calls", type=int, default=60)
-    ap.add_argument("--top", type=int, default=15)
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"_args": [], "block": 2048, "calls": 60, "top": 15})
+    a.file = a.args[0]
     with tempfile.TemporaryDirectory() as tmp:
         optimized = os.path.join(tmp, "optimized.onnx")
         ort.InferenceSession(a.file, options(optimized_model_filepath=optimized), providers=["CPUExecutionProvider"])

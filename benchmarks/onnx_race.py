@@ -95,11 +95,8 @@ def spectral_distance(x, y):
 
 
 def main():
-    ap = benchlib.summary_parser(__doc__)
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=10.0)
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"dir": ..., "rounds": 3, "seconds": 10.0, "command": ..., "load_before": "",
+                                   "results_dir": None})
     files = {"ours": "ours_streaming.onnx", "ours_offline": "ours_offline.onnx", "ours_int8": "ours_streaming_int8.onnx",
              "rave": "rave.onnx"}
     streaming = ("ours", "ours_int8")

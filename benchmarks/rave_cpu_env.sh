@@ -8,8 +8,7 @@
 #     very libraries the native programs load.
 #   benchmarks/rave_cpu_env.sh        VENV overrides the venv's place
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_no_args "$@"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HERE="$ROOT/benchmarks"
 VENV="${VENV:-$ROOT/.venv-rave-cpu}"
 TORCH_VENV="${TORCH_VENV:-$ROOT/.venv-cuda}"

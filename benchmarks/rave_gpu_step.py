@@ -34,7 +34,6 @@ real-scipy build. The table was computed once by RAVE's own get_prototype under 
 1.10.0 (attenuation 100 dB, 2 to 32 bands), a CachedPQMF built through it checked bit-identical to
 one built with that scipy.
 """
-import argparse
 import functools
 import gc
 import hashlib
@@ -51,6 +50,7 @@ import types
 from importlib.metadata import version
 
 import torch
+import benchlib  # noqa: E402  (beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPLACEABLE = ("GPUtil", "librosa", "lmdb", "requests", "scipy", "sklearn", "udls")
@@ -288,29 +288,13 @@ def run_config(oracle, ctx, b, n, prec, crop, phases, device, a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default="rave_gpu_step.json",
-                    help="the JSON record; - prints it on stdout's last line (the table goes to stderr)")
-    ap.add_argument("--config", default="v2", choices=["v2", "v3"],
-                    help="RAVE's gin file (v3 includes v2.gin)")
-    ap.add_argument("--threads", type=int,
-                    help="torch.set_num_threads (default: torch's own, OMP_NUM_THREADS or the cores)")
-    ap.add_argument("--configs", default="",
-                    help="comma list of bBxN[:fp32|:bf16][:nocrop] (no precision: both; "
-                    f"default {','.join(FULL_CONFIGS)})")
-    ap.add_argument("--bind", action="append", default=[],
-                    help="extra gin binding for every config (repeatable)")
-    ap.add_argument("--phase", default="both", choices=["1", "2", "both"])
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per phase")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
-    ap.add_argument("--op_table", metavar="PREFIX",
-                    help="after each phase's timed steps, one more step under torch.profiler; its "
-                    "operators by self CPU time go to PREFIX.phaseN.txt (not timed)")
-    ap.add_argument("--replace-unused-imports", action="store_true",
-                    help=f"replace, by modules whose functions raise when called, those of {', '.join(REPLACEABLE)} that fail to import")
-    a = ap.parse_args()
+    # --configs: comma list of bBxN[:fp32|:bf16][:nocrop] (no precision: both; default FULL_CONFIGS);
+    # --bind: an extra gin binding for every config; --op_table PREFIX: after each phase's timed steps,
+    # one more step under torch.profiler, its operators by self CPU time in PREFIX.phaseN.txt;
+    # --replace-unused-imports: stand-ins for those of REPLACEABLE that fail to import.
+    a = benchlib.options(__doc__, {"device": "cuda", "out": "rave_gpu_step.json", "config": "v2", "threads": 0,
+                                   "configs": "", "bind": [], "phase": "both", "steps": 20, "warmup": 5,
+                                   "op_table": None, "replace_unused_imports": False})
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -340,11 +324,10 @@ def main():
         rec = run_config(oracle, ctx, b, n, prec, crop, phases, device, a)
         doc["results"].append(rec)
         if a.out != "-":
-            with open(a.out, "w") as f:    # rewritten after each config: a cut run keeps some
-                json.dump(doc, f, indent=1)
+            benchlib.emit(doc, a.out, indent=1)    # rewritten after each config: a cut run keeps some
     if a.out == "-":
         print_table(doc, sys.stderr)
-        print(json.dumps(doc), flush=True)
+        benchlib.emit(doc)
     else:
         print_table(doc)
     return 0

@@ -29,7 +29,6 @@ RAVE imports GPUtil, librosa, ... at module level; the stand-ins of rave_gpu_ste
 Prints one JSON object: the file, the torch that saved it, the kept latent size, the parameter
 count (and --match's).
 """
-import argparse
 import importlib.metadata
 import importlib.util
 import json
@@ -39,6 +38,7 @@ import os
 import sys
 
 import torch
+import benchlib  # noqa: E402  (beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,13 +75,9 @@ def load_export_module():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="the .ts file to write")
-    ap.add_argument("--match", help="a .ts file whose `latent_size` the export keeps (ours)")
-    ap.add_argument("--latent_size", type=int, help="latent dimensions to keep (default: all, or --match's)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--fidelity", type=float, default=0.95, help="export.py's --fidelity (its default)")
-    a = ap.parse_args()
+    # --match: a .ts file whose `latent_size` the export keeps (ours); --latent_size: dimensions to keep
+    # (default all, or --match's); --fidelity: export.py's (its default).
+    a = benchlib.options(__doc__, {"out": ..., "match": None, "latent_size": 0, "seed": 0, "fidelity": 0.95})
 
     import cached_conv as cc
     cc.use_cached_conv(True)   # export.py main(): before RAVE is built
@@ -130,7 +126,7 @@ def main():
            "replaced_imports": replaced, "pqmf_prototype": pqmf_source}
     if matched:
         rec["match"] = matched
-    print(json.dumps(rec))
+    benchlib.emit(rec)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ export_onnx.py itself does not import on acids-rave 2.3.1 (it imports effortless
 the package does not install); the script reports whether it does.
 Prints one JSON object (the file, versions, parameters loaded, export_onnx.py importable).
 """
-import argparse
 import importlib.metadata
 import importlib.util
 import json
@@ -28,6 +27,7 @@ import os
 import sys
 
 import torch
+import benchlib  # noqa: E402  (beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,10 +48,7 @@ def export_onnx_importable():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", required=True, help="rt-golden/1 stem written by export_bench --onnx_dir")
-    ap.add_argument("--out", required=True, help="the .onnx file to write")
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"weights": ..., "out": ...})  # weights: the rt-golden/1 stem export_bench wrote
 
     import cached_conv as cc
     import rt_golden
@@ -106,11 +103,11 @@ def main():
     torch.onnx.export(pretrained, x, a.out, export_params=True, opset_version=12, input_names=["audio_in"],
                       output_names=["audio_out"], dynamic_axes={"audio_in": {2: "audio_length"}, "audio_out": [0]},
                       do_constant_folding=False, dynamo=False)
-    print(json.dumps({"file": a.out, "torch": torch.__version__,
+    benchlib.emit({"file": a.out, "torch": torch.__version__,
                       "acids-rave": importlib.metadata.version("acids-rave"),
                       "cached_conv": importlib.metadata.version("cached-conv"),
                       "parameters_loaded": len(loaded), "export_onnx_py": export_onnx_path,
-                      "export_onnx_py_status": export_onnx_status, "replaced_imports": replaced}))
+                      "export_onnx_py_status": export_onnx_status, "replaced_imports": replaced})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ The result, results/rave_parity.json (benchlib's format, dated by parity_meta.js
 run's validation curve (raw), the final distances and their comparison (derived), the section's
 text and table (blocks) and the gap-within-spread target; rave_parity.png beside it is the figure.
 """
-import argparse
 import datetime
 import glob
 import json
@@ -77,35 +76,17 @@ def run(cmd, log, env):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin")
-    ap.add_argument("--work")
-    ap.add_argument("--results_dir", "--out", dest="results_dir",
-                    help="where rave_parity.{json,png} go (default: $BENCH_RESULTS_DIR, else benchmarks/results)")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
-                    help="both trainers on this device (RAVE: --gpu -1 or --gpu 0; ours: --device)")
-    ap.add_argument("--val_every", type=int, default=200)
-    ap.add_argument("--trained_by", default="benchmarks/rave_parity.sh",
-                    help="the command that ran the training, for the result's text")
-    ap.add_argument("--replace-unused-imports", action="store_true",
-                    help="passed to rave_train.py: stand-ins for what RAVE imports but never calls")
-    ap.add_argument("--train_only", action="store_true",
-                    help="train and write parity_meta.json; the curves are read later with --collect_only")
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="400 steps (benchmarks/run.sh --quick)")
-    ap.add_argument("--collect_only", action="store_true",
-                    help="train nothing: read the curves of the runs already under --work")
-    ap.add_argument("--from_json", help="train and read nothing: remake the result from this rave_parity.json's "
-                    "figures (its date kept)")
-    a = ap.parse_args()
+    a = benchlib.options(__doc__, {"bin": None, "work": None, "results_dir": None, "device": "cpu", "val_every": 200,
+                                   "trained_by": "benchmarks/rave_parity.sh", "replace_unused_imports": False,
+                                   "train_only": False, "steps": 2000, "runs": 2, "quick": False,
+                                   "collect_only": False, "from_json": None})
     if a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             old = json.load(f)
         write(figures(old), old["date"], a.results_dir, a.work or "/tmp")
         return 0
     if not (a.bin and a.work):
-        ap.error("--bin and --work are needed unless --from_json")
+        raise SystemExit("rave_parity: --bin and --work are needed unless --from_json")
     if a.quick:
         a.steps = 400
     meta_path = os.path.join(a.work, "parity_meta.json")
@@ -153,10 +134,9 @@ def main():
                   else f"CPU ({os.cpu_count()} cores), one intra-op thread per run")
         meta = {"trained_by": a.trained_by, "date": benchlib.now(), "device": device, "steps": a.steps, "runs_per_trainer": a.runs, "val_every": a.val_every,
                 "wall_s": time.time() - started, "torch": torch.__version__, "oracle": "acids-rave " + version("acids-rave")}
-        with open(meta_path, "w") as f:
-            json.dump(meta, f, indent=1)
+        benchlib.emit(meta, meta_path, indent=1)
         if a.train_only:
-            print(json.dumps(meta, indent=1))
+            benchlib.emit(meta)
             return 0
     for r in range(1, a.runs + 1):
         rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
@@ -273,7 +253,7 @@ def write(d, date, results_dir, work):
     plot(d, png, work)
     r = result(d, date, png)
     print(benchlib.write_result(r, directory))
-    print(json.dumps({k: v for k, v in r["derived"].items()}, indent=1))
+    benchlib.emit(r["derived"])
 
 
 if __name__ == "__main__":

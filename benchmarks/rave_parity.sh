@@ -10,13 +10,14 @@
 # RAVE's Lightning loop is slow on a 2-core CPU: the result in benchmarks/results was trained
 # on a GPU machine (docs/offline_gpu.md).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 for arg in "$@"; do
-  [[ "$arg" == -h || "$arg" == --help ]] && bench_usage
+  [[ "$arg" == -h || "$arg" == --help ]] && { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 done
+BIN="${BUILD_DIR:-$ROOT/build}/bin"
 TARGETS="train preprocess" "$ROOT/scripts/build.sh"
 "$ROOT/tests/oracle/run.sh" --only none  # makes the venv if needed, writes nothing
 VENV="${VENV:-$ROOT/.venv-rave}"
 # --results_dir among "$@" comes later and wins.
 exec "$VENV/bin/python" -W ignore "$ROOT/benchmarks/rave_parity.py" --bin "$BIN" \
-  --work "${WORK:-$ROOT/runs/rave_parity}" --results_dir "$RESULTS_DIR" "$@"
+  --work "${WORK:-$ROOT/runs/rave_parity}" --results_dir "${BENCH_RESULTS_DIR:-$ROOT/benchmarks/results}" "$@"

@@ -4,8 +4,8 @@
 #   benchmarks/run.sh [--quick]
 # Builds Release (JOBS=1 by default: the machine is shared), then hands over to benchmarks/bench.py, which interleaves A/B runs and records the load
 # before each. --quick uses fewer repetitions and steps.
-# The other benchmarks/*.sh benchmarks run too, each writing its own result file (bench.py's
-# OTHERS table says with which arguments, and which are left out when their builds or venvs are missing).
+# bench.py runs every benchmark its descriptions list (bench_*.py), each writing its own result
+# file, and skips, with a note, those whose builds or venvs are missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 QUICK=()

@@ -193,7 +193,7 @@ def check(directory):
 
 
 def add_shape_args(ap, steps=30, warmup=5):
-    """The s5_maze shape and the timing loop's options, shared with benchmarks/fssm_step.py."""
+    """The s5_maze shape and the timing loop's options (benchmarks/fssm_step.py takes the same)."""
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--warmup", type=int, default=warmup)

@@ -1,0 +1,417 @@
+"""The SSM benchmarks of bench.py: descriptions and drivers (standard library only): the s5_maze
+training step against its Python twin and foundational_ssm's own models, the SSM kinds side by
+side, and transfer to a new session against training from scratch."""
+import concurrent.futures
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import time
+
+import benchlib
+
+ROOT, HERE = benchlib.ROOT, benchlib.HERE
+REF = os.path.join(ROOT, "tests", "oracle", "s5_maze.py")
+FSSM_TARGET = 0.3
+
+
+def ssm_step(ctx):
+    """s5_maze training step (batch 64, 140 bins, 182 units, state 64; forward + MSE + backward +
+    AdamW): ssm_step_bench (fused scan with the fused block, with the op-by-op block, parallel scan)
+    against tests/oracle/s5_maze.py on Debian's python3, and with --fssm DIR (a checkout of
+    github.com/Melina-Jingting/foundational_ssm) its PyTorch S4D and JAX S5 (fssm_step.py, in the
+    venvs benchmarks/fssm_env.sh makes). Equivalence checked first (native export → Python import).
+    The fused arm runs 4× the steps (fused_steps 0): it is 4-5× faster, so its run lasts about as
+    long as the others' and a shared host's slow and fast phases weigh alike in a ratio."""
+    o, bench = ctx.o, os.path.join(ctx.bin, "ssm_step_bench")
+    fused_steps, fssm = o.fused_steps or 4 * o.steps, o.fssm and os.path.abspath(o.fssm)
+    if fssm:
+        if not os.path.isfile(os.path.join(fssm, "src/foundational_ssm/models/archive/s4d.py")):
+            raise RuntimeError(f"--fssm {fssm}: not a checkout of github.com/Melina-Jingting/foundational_ssm")
+        ctx.run([os.path.join(HERE, "fssm_env.sh")])
+    checks = {}
+    for arm in ("fused", "fused --unfused_block", "parallel"):
+        name = arm.replace(" --", "_")
+        ctx.run([bench, "--export", ctx.path(f"check_{name}"), "--scan", *arm.split()])
+        lines = ctx.run(["/usr/bin/python3", REF, "--check", ctx.path(f"check_{name}")]).stdout.strip().splitlines()
+        checks[name] = lines[-1].strip() if lines else ""
+    rows, timing = [], ["--steps", o.steps, "--warmup", 3]
+    for _ in range(o.rounds):
+        for t in o.threads.split():
+            arms = [("native_fused", [bench, "--threads", t, "--steps", fused_steps, "--warmup", 3, "--scan", "fused"]),
+                    ("python", ["/usr/bin/python3", REF, "--threads", t, *timing]),
+                    ("native_fused_unfused_block", [bench, "--threads", t, *timing, "--scan", "fused", "--unfused_block"]),
+                    ("native_parallel", [bench, "--threads", t, *timing, "--scan", "parallel"])]
+            if fssm:
+                arms += [(None, [os.path.join(ROOT, f".venv-fssm-{v}", "bin", "python"), "-W", "ignore",
+                                 os.path.join(HERE, "fssm_step.py"), "--fssm", fssm, "--model", m, "--threads", t,
+                                 *timing]) for v, m in (("torch", "s4d"), ("jax", "s5"))]
+            for impl, argv in arms:
+                rows += [dict(r, impl=impl or r["impl"]) for r in ctx.jsonl(argv)]
+    arms = {}
+    for r in rows:
+        arms.setdefault((r["threads"], r["impl"]), []).append(r["median_ms"])
+    b = benchlib.Blocks()
+    b.text("Batch 64 × 140 bins × 182 units, one step = zero_grad + forward + MSE + backward + AdamW; "
+           f"{o.rounds} interleaved rounds (fused block, python, op-by-op block, parallel scan per thread count) × "
+           f"{o.steps} steps after 3 warm-up steps ({fused_steps} for the fused block, whose run then lasts about "
+           "as long as the others': a shared host's slow and fast phases weigh alike on both sides of a ratio); "
+           "medians of the per-run medians. Equivalence checked first "
+           "(same weights and batch, dropout 0: losses and parameters after 3 steps)"
+           + (": " + "; ".join(f"{k}: {v}" for k, v in checks.items()) if checks else "") + ".")
+    table, derived, targets = [], {}, []
+    for t in sorted({k[0] for k in arms}):
+        py = statistics.median(arms[(t, "python")])
+        for impl in ("native_fused", "native_fused_unfused_block", "native_parallel", "python"):
+            v = arms.get((t, impl))
+            if v:
+                m = statistics.median(v)
+                derived[f"{impl}_t{t}_ms"] = benchlib.summary(v)
+                ratio = f"**{m / py:.2f}**" if impl == "native_fused" else f"{m / py:.2f}" if impl != "python" else "1.00"
+                table.append([t, impl, f"{m:.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v), ratio])
+        fused = arms[(t, "native_fused")]
+        # Round r's native run against round r's python run (they ran one after the other).
+        per_round = derived[f"native_fused_over_python_t{t}_per_round"] = [n / p for n, p in zip(fused, arms[(t, "python")])]
+        derived[f"native_fused_over_python_t{t}"] = statistics.median(fused) / py
+        targets.append(benchlib.target(f"s5_maze training step, native/Python, {t} thread(s)", "≤ 0.5", "<=", 0.5,
+                                       per_round, value=statistics.median(fused) / py, over="rounds"))
+    b.table(["threads", "implementation", "median step (ms)", "spread of run medians (ms)", "runs", "native/python"],
+            table)
+    if fssm:
+        fssm_section(b, arms, rows, derived, targets)
+    t_ = f"--threads T --steps {o.steps} --warmup 3"
+    return dict(blocks=b, raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets,
+                commands=[f"build/bin/ssm_step_bench --threads T --steps {fused_steps} --warmup 3 --scan fused",
+                          f"build/bin/ssm_step_bench {t_} --scan fused --unfused_block",
+                          f"build/bin/ssm_step_bench {t_} --scan parallel", f"/usr/bin/python3 tests/oracle/s5_maze.py {t_}"]
+                + ([f".venv-fssm-torch/bin/python benchmarks/fssm_step.py --fssm DIR --model s4d {t_}",
+                    f".venv-fssm-jax/bin/python -W ignore benchmarks/fssm_step.py --fssm DIR --model s5 {t_}"]
+                   if fssm else []))
+
+
+def fssm_section(b, arms, rows, derived, targets):
+    """The native fused step against foundational_ssm's own S4D (PyTorch) and S5 (JAX), round by round."""
+    last = {r["impl"]: r for r in rows if r["impl"].startswith("fssm_")}  # their versions and commit
+    s4d, s5 = last.get("fssm_s4d", {}), last.get("fssm_s5_jax", {})
+    b.text("Against foundational_ssm's own models (github.com/Melina-Jingting/foundational_ssm at "
+           f"{(s4d or s5).get('fssm_commit') or 'an untracked checkout'}, imported from the checkout, "
+           "benchmarks/fssm_step.py), same batch shape, in the same rounds: its PyTorch S4D decoder "
+           "(models/archive/S4DNeuroModel.py as its nlb_train_decoding_torch.py builds it for MC_Maze: 1 layer, "
+           "hidden 64, state 64, dropout 0.1, AdamW 5e-4 / 0.01; float32) on torch "
+           f"{s4d.get('torch', '?')}, the LibTorch of the native build; its JAX S5 decoder (SSMDecoder with "
+           "S5Layer: state 64, 1 block, dropout 0.05) stepped by its own jitted make_step_foundational with "
+           f"create_optimizer_and_state's AdamW, on jax {s5.get('jax', '?')} (CPU; at 1 thread pinned to one "
+           "CPU with XLA's multi-threaded Eigen off). Ratios are the native fused step over theirs; the target "
+           f"(≤ {FSSM_TARGET}) is per round.")
+    table = []
+    for t in sorted({k[0] for k in arms}):
+        native = arms[(t, "native_fused")]
+        row = [t, f"{statistics.median(native):.1f}"]
+        for impl in ("fssm_s4d", "fssm_s5_jax"):
+            theirs = arms.get((t, impl))
+            if not theirs:
+                row += ["", ""]
+                continue
+            per_round = [n / p for n, p in zip(native, theirs)]
+            ratio = statistics.median(native) / statistics.median(theirs)
+            derived.update({f"native_fused_over_{impl}_t{t}": ratio, f"native_fused_over_{impl}_t{t}_per_round": per_round,
+                            f"{impl}_t{t}_ms": benchlib.summary(theirs)})
+            row += [benchlib.spread(theirs), benchlib.spread(per_round, "{:.2f}", bold=True, head=f"{ratio:.2f}")]
+            if impl == "fssm_s4d":
+                targets.append(benchlib.target(
+                    f"s5_maze training step, native / foundational_ssm's S4D (PyTorch), {t} thread(s)",
+                    f"≤ {FSSM_TARGET}", "<=", FSSM_TARGET, per_round, value=ratio, over="rounds"))
+        table.append(row)
+    b.table(["threads", "native fused (ms)", "fSSM S4D, PyTorch (ms)", "native / S4D (rounds)",
+             "fSSM S5, JAX (ms)", "native / S5 JAX (rounds)"], table)
+
+
+def parse_summary(text):
+    """Parameter counts of a `train --summary` of s5_maze."""
+    find = lambda rx: re.search(rx, text, re.M).groups()  # noqa: E731
+    count = lambda rx: int(find(rx)[0].replace(",", ""))  # noqa: E731
+    layer, layer_params = find(r"^[ ]+ssm \((\w+)\)[ ]+params ([\d,]+)")
+    return {"header": text.splitlines()[0].strip(), "layer_class": layer, "layer_params": int(layer_params.replace(",", "")),
+            "block_params": count(r"^[ ]+0 \(\w+\)[ ]+params ([\d,]+)"), "model_params": count(r"^total params ([\d,]+)"),
+            "no_decay_params": count(r"^SSM parameters \(.*\): ([\d,]+)")}
+
+
+def ssm_kinds(ctx):
+    """The SSM layers (model.ssm = s5 | s4d | lru) on the s5_maze shape (width 64, state 64, 1 block,
+    fused scan): parameter counts (`train --summary` on a 182-unit synthetic database) and the
+    training step (ssm_step_bench --ssm KIND), the kinds interleaved, one process per run."""
+    o, kinds = ctx.o, ctx.o.kinds.split()
+    db = ctx.neural_db("db182", 182, 8)
+    params = {k: parse_summary(ctx.run([os.path.join(ctx.bin, "train"), "--config", "s5_maze", "--model.ssm", k,
+                                        "--summary", "--db_path", db]).stdout) for k in kinds}
+    rows = [r for _ in range(o.rounds) for t in o.threads.split() for k in kinds for r in ctx.jsonl(
+        [os.path.join(ctx.bin, "ssm_step_bench"), "--threads", t, "--steps", o.steps, "--warmup", 3, "--scan", "fused",
+         "--ssm", k])]
+    runs = {}
+    for r in rows:
+        runs.setdefault((r["threads"], r["ssm"]), []).append(r["median_ms"])
+    b = benchlib.Blocks()
+    b.text("`model.ssm` selects the layer inside each block (docs/cli.md, \"SSM kinds\"). The s5_maze decoder "
+           "(Linear 182→64, one block: BatchNorm, SSM layer, GLU, dropout 0.05; Linear 64→2) with each kind "
+           "at width 64 and state 64. Parameter counts from `train --config s5_maze --model.ssm KIND --summary` "
+           "on a 182-unit synthetic database; \"Λ, step\" are the layer's A and step parameters, which train "
+           "without weight decay and which `train.transfer_mode = freeze_a` freezes.")
+    b.table(["kind", "layer", "SSM layer params", "of which Λ, step", "block params", "s5_maze model params"],
+            [[k, p["layer_class"], f"{p['layer_params']:,}", f"{p['no_decay_params']:,}", f"{p['block_params']:,}",
+              f"{p['model_params']:,}"] for k, p in params.items()])
+    b.text(f"Training step, batch 64 × 140 bins × 182 units (zero_grad + forward + MSE + backward + AdamW, "
+           f"`model.scan = fused`: the fused recurrence for s5 and lru, the FFT convolution for s4d): "
+           f"{o.rounds} rounds, the kinds interleaved within each round and thread count, one process per run, "
+           f"{o.steps} timed steps after 3 warm-up steps; the median of the per-run medians, their spread, and "
+           "the ratio of medians to s5 at the same thread count.")
+    table, derived = [], {"params": params}
+    for t in sorted({k[0] for k in runs}):
+        base = runs.get((t, "s5"))
+        for k in kinds:
+            v = runs[(t, k)]
+            derived[f"{k}_t{t}_ms"] = benchlib.summary(v)
+            table.append([t, k, f"{statistics.median(v):.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v),
+                          f"{statistics.median(v) / statistics.median(base):.2f}" if base else "—"])
+    b.table(["threads", "kind", "median step (ms)", "spread of run medians (ms)", "runs", "vs s5"], table)
+    return dict(blocks=b, raw={"runs": rows}, derived=derived,
+                commands=["build/bin/train --config s5_maze --model.ssm KIND --summary --db_path DB",
+                          f"build/bin/ssm_step_bench --threads T --steps {o.steps} --warmup 3 --scan fused --ssm KIND"])
+
+
+VAL_LINE = re.compile(r"^validation @ step (\d+): .*?\bval/r2=(-?[\d.eE+-]+|nan|-?inf)")
+
+
+def transfer_run(ctx, train, job_id, args):
+    """One train run of ssm_transfer (a failure is reported, not fatal): rc, seconds, the final
+    validation R² and the validation curve."""
+    t0 = time.time()
+    log = ctx.path("logs", job_id + ".log")
+    p = ctx.run([train, *args, "--out_path", ctx.path("runs"), "--name", job_id], log_to=log, check=False)
+    r = {"id": job_id, "rc": p.returncode, "seconds": round(time.time() - t0, 2), "load_after": benchlib.load_avg()[0],
+         "curve": [[int(m.group(1)), float(m.group(2))] for m in map(VAL_LINE.match, p.stdout.splitlines()) if m]}
+    m = re.search(r"(\d+) train / (\d+) validation examples", p.stdout)
+    if m:
+        r["train_examples"], r["val_examples"] = int(m.group(1)), int(m.group(2))
+    for path in sorted(glob.glob(ctx.path("runs", job_id + "_*", "training_summary.json")))[-1:]:
+        s = json.load(open(path))
+        r.update(status=s.get("status"), final_step=s.get("last_step", -1) + 1, val_r2=s.get("metrics", {}).get("val/r2"),
+                 steps_per_second=s.get("steps_per_second"))
+    if r["rc"] != 0 or r.get("val_r2") is None:
+        r["error"] = p.stdout[-600:]
+    return r
+
+
+def ssm_transfer(ctx):
+    """Why pretrain: a multi-session SSM decoder pretrained on synthetic sessions 0..N-2 (one call of
+    preprocess --generate_neural_demo: each session's units and tuning from (seed, session), the
+    reach dynamics and readout from the seed alone), transferred to session N-1 (`--config
+    foundational_transfer --init_from PRETRAIN_RUN`, per transfer mode) against the same model
+    from scratch, at `fractions` % of its training trials (--max_train_trials N), per SSM kind and
+    seed; the figure is each run's final val/r2. Runs go `jobs` at a time; the programs are copied
+    first, so a rebuild of build/ during the run does not mix two builds."""
+    o, t_start = ctx.o, time.time()
+    units = o.units.split()
+    if len(units) < 2:
+        raise RuntimeError("--units needs at least two sessions (pretraining ones, then the new one)")
+    os.makedirs(ctx.path("bin"))
+    os.makedirs(ctx.path("logs"))
+    train, pre = (shutil.copy(os.path.join(ctx.bin, p), ctx.path("bin")) for p in ("train", "preprocess"))
+    ctx.run([pre, "--generate_neural_demo", ctx.path("gen"), "--groups", len(units), "--units", *units, "--trials",
+             o.trials, "--seed", o.data_seed, "--force"])
+    last = len(units) - 1
+    ctx.run([pre, "--kind", "neural", "--input_path", *[ctx.path("gen", f"synthetic_reach_{g}.h5") for g in range(last)],
+             "--output_path", ctx.path("db_pretrain")])
+    ctx.run([pre, "--kind", "neural", "--input_path", ctx.path("gen", f"synthetic_reach_{last}.h5"), "--output_path",
+             ctx.path("db_new")])
+    n_new = int(re.search(r"^entries: (\d+) trials", ctx.run([pre, "--inspect", ctx.path("db_new")]).stdout, re.M).group(1))
+    # data/split.h: train = max(floor((1 - val_fraction) n), 1), val_fraction at least 0.1 for SSM runs.
+    n_train = max(math.floor((1 - max(0.1, o.val_fraction)) * n_new + 1e-9), 1)
+    common = ["--model.d_model", o.d_model, "--model.state_dim", o.state, "--train.lr", o.lr, "--train.warmup_steps", 50,
+              "--threads", 1, "--log_every", 100]
+    kinds, seeds, fractions = o.kinds.split(), o.seeds.split(), [int(f) for f in o.fractions.split()]
+    arms = [f"transfer-{m}" for m in o.modes.split()] + ["scratch"]
+    pool = concurrent.futures.ThreadPoolExecutor(o.jobs)
+    params = {k: (lambda m: int(m.group(1).replace(",", "")) if m else None)(re.search(r"^total params ([\d,]+)", ctx.run(
+        [train, "--config", "foundational", "--model.ssm", k, "--db_path", ctx.path("db_pretrain"), "--summary",
+         "--model.d_model", o.d_model, "--model.state_dim", o.state]).stdout, re.M)) for k in kinds}
+    pretrain = dict(zip(kinds, pool.map(lambda k: transfer_run(ctx, train, f"pretrain_{k}", [
+        "--config", "foundational", "--model.ssm", k, "--db_path", ctx.path("db_pretrain"), "--max_steps",
+        o.pretrain_steps, "--val_every", o.pretrain_steps // 4, "--save_every", o.pretrain_steps, "--seed", 0, *common]),
+        kinds)))
+    jobs = []
+    for seed in seeds:
+        for f in fractions:
+            n = max(1, (f * n_train + 50) // 100)
+            for k in kinds:
+                pre_run = (glob.glob(ctx.path("runs", f"pretrain_{k}_*")) or [None])[0]
+                if not pre_run:
+                    raise RuntimeError(f"pretraining of {k} left no run directory: {pretrain[k].get('error')}")
+                base = ["--config", "foundational_transfer", "--model.ssm", k, "--db_path", ctx.path("db_new"),
+                        "--data.val_fraction", o.val_fraction, "--max_train_trials", n, "--max_steps", o.steps,
+                        "--val_every", o.steps // 3, "--save_every", o.steps, "--seed", seed, *common]
+                for arm in arms:
+                    extra = ["--init_from", pre_run, "--train.transfer_mode", arm[9:]] if arm != "scratch" else []
+                    jobs.append((dict(kind=k, fraction=f, trials=n, seed=int(seed), arm=arm),
+                                 f"ft_{k}_f{f}_n{n}_s{seed}_{arm}", base + extra))
+    runs = [dict(r, **meta) for (meta, _, _), r in zip(jobs, pool.map(lambda j: transfer_run(ctx, train, j[1], j[2]), jobs))]
+    settings = {k: getattr(o, k) for k in ("kinds", "fractions", "seeds", "modes", "steps", "pretrain_steps", "trials",
+                                           "units", "data_seed", "d_model", "state", "lr", "val_fraction", "jobs")}
+    settings.update(n_new=n_new, n_train=n_train, wall_seconds=int(time.time() - t_start))
+    return transfer_section(ctx, settings, params, pretrain, runs)
+
+
+def mean(v):
+    return statistics.fmean(v) if v else None
+
+
+def transfer_section(ctx, a, params, pretrain, runs):
+    """ssm_transfer's section from its figures (a: its settings), and ssm_transfer.png beside the result."""
+    a = type("Settings", (), a)
+    kinds, seeds, fractions = a.kinds.split(), a.seeds.split(), [int(f) for f in a.fractions.split()]
+    arms, n_sessions = [f"transfer-{m}" for m in a.modes.split()] + ["scratch"], len(a.units.split())
+    failed = [r["id"] for r in runs + list(pretrain.values()) if r.get("error")]
+    data = {}
+    for r in runs:
+        if r.get("val_r2") is not None:
+            d = data.setdefault((r["kind"], r["fraction"], r["arm"]), {"trials": r["trials"], "r2": [], "by_seed": {}})
+            d["r2"].append(r["val_r2"])
+            d["by_seed"][r["seed"]] = r["val_r2"]
+
+    def paired(k, frac, arm):
+        t, s = data.get((k, frac, arm)), data.get((k, frac, "scratch"))
+        return [t["by_seed"][x] - s["by_seed"][x] for x in sorted(t["by_seed"]) if x in s["by_seed"]] if t and s else []
+    cell = lambda v: ("failed" if not v else f"{v[0]:.3f}" if len(v) == 1  # noqa: E731
+                      else f"{mean(v):.3f} ({min(v):.3f}–{max(v):.3f})")
+    diff_cell = lambda v: ("—" if not v else f"{v[0]:+.3f}" if len(v) == 1  # noqa: E731
+                           else f"{mean(v):+.3f} ({min(v):+.3f}…{max(v):+.3f})")
+    b = benchlib.Blocks()
+    b.text(f"Data: `preprocess --generate_neural_demo --groups {n_sessions} --units {a.units} --trials {a.trials} "
+           f"--seed {a.data_seed}`, synthetic reaching sessions that share the task (latent dynamics and "
+           "behaviour readout come from the seed) but not the neurons (each session's units and tuning are "
+           f"drawn anew). Sessions 0–{n_sessions - 2} are one pretraining database; session {n_sessions - 1} "
+           f"({a.units.split()[-1]} units, {a.n_new} trials) is the new one: its validation split "
+           f"(data.val_fraction {a.val_fraction}: {a.n_new - a.n_train} trials, the same for every run) scores "
+           f"every run, and runs train on the first 10–100 % of its {a.n_train} training trials "
+           "(`--max_train_trials N`).")
+    b.text(f"Model: `--config foundational` (4 blocks) at `--model.d_model {a.d_model} --model.state_dim {a.state}`"
+           f", lr {a.lr} (cosine, 50 warm-up steps), batch 64, `--threads 1`, {a.jobs} runs at a time. Pretraining: "
+           f"{a.pretrain_steps} steps on the pretraining database, once per kind; its best checkpoint (validated "
+           f"on sessions 0–{n_sessions - 2}) is what `--init_from` copies. New session: {a.steps} steps for every "
+           "run, transfer = `--config foundational_transfer --init_from PRETRAIN_RUN --train.transfer_mode MODE` "
+           "(blocks and decoder copied, read-in and session context new), scratch = the same command without "
+           "`--init_from`. The figure is the **final** validation R² (`val/r2` of training_summary.json's "
+           f"\"metrics\", at step {a.steps}; no early stopping on the validation set), per train.seed "
+           f"({', '.join(seeds)}): the mean over seeds"
+           + (" with the range in brackets; differences are transfer − scratch, paired by seed." if len(seeds) > 1
+              else "; differences are transfer − scratch."))
+    b.table(["kind", "model params (pretraining)", "pretraining val R² (final)", "pretraining s"],
+            [[k, f"{params[k]:,}" if params[k] else "—",
+              f"{pretrain[k]['val_r2']:.3f}" if pretrain[k].get("val_r2") is not None else "failed",
+              f"{pretrain[k].get('seconds', 0):.0f}"] for k in kinds])
+    rows, derived = [], {"pretrain_val_r2": {k: pretrain[k].get("val_r2") for k in kinds}, "cells": []}
+    for k in kinds:
+        for frac in fractions:
+            anyd = next((data[(k, frac, arm)] for arm in arms if (k, frac, arm) in data), None)
+            trials = anyd["trials"] if anyd else round(frac * a.n_train / 100)
+            row = [k, frac, trials]
+            for arm in arms:
+                d = data.get((k, frac, arm))
+                row.append(cell(d["r2"] if d else []))
+                derived["cells"].append({"kind": k, "fraction": frac, "trials": trials, "arm": arm,
+                                         "r2": benchlib.summary(d["r2"]) if d else None, "mean": mean(d["r2"]) if d else None})
+            for arm in arms[:-1]:
+                p = paired(k, frac, arm)
+                row.append(diff_cell(p))
+                derived["cells"].append({"kind": k, "fraction": frac, "trials": trials, "arm": arm + " - scratch",
+                                         "paired_differences": p, "mean": mean(p)})
+            rows.append(row)
+    b.table(["kind", "% of trials", "trials"] + [f"{arm} R²" for arm in arms] + [f"{arm} − scratch" for arm in arms[:-1]],
+            rows)
+    # What the figures show, in words made from the figures.
+    lo_f, hi_f, main_arm = fractions[0], fractions[-1], arms[0]
+    neg = [(k, f, arm) for k in kinds for f in fractions for arm in arms[:-1]
+           if paired(k, f, arm) and mean(paired(k, f, arm)) < 0]
+
+    def rng(d):
+        v = [x for x in d.values() if x is not None]
+        return f"{round(min(v), 3) + 0.0:+.3f} to {round(max(v), 3) + 0.0:+.3f}" if v else "—"
+
+    def last_gain(k, arm):  # the last stretch of each run's validation curve at the largest fraction
+        return mean([r["curve"][-1][1] - r["curve"][-2][1] for r in runs
+                     if r["kind"] == k and r["fraction"] == hi_f and r["arm"] == arm and len(r.get("curve", [])) >= 2])
+    b.text(f"Reading: at {lo_f} % of the trials ({round(lo_f * a.n_train / 100)}), {main_arm} minus scratch is "
+           f"{rng({k: mean(paired(k, lo_f, main_arm)) for k in kinds})} R² across the kinds; at {hi_f} % it is "
+           f"{rng({k: mean(paired(k, hi_f, main_arm)) for k in kinds})}. "
+           + ("Scratch is ahead (mean over seeds) in: " + ", ".join(f"{k} {f} % ({arm})" for k, f, arm in neg) + "."
+              if neg else "Transfer is ahead (mean over seeds) in every cell.")
+           + f" Every run has the same {a.steps} steps on the new session and transfer had {a.pretrain_steps} "
+           f"pretraining steps before them; under the cosine schedule the curves flatten at the end (at {hi_f} % "
+           f"scratch's R² changed by {rng({k: last_gain(k, 'scratch') for k in kinds})} over its last {a.steps // 3} "
+           f"steps, {main_arm}'s by {rng({k: last_gain(k, main_arm) for k in kinds})}), "
+           f"but whether scratch closes the gap at {hi_f} % with a longer schedule (e.g. {a.pretrain_steps + a.steps} "
+           "steps, the same total) is not measured here." + (f" Failed runs: {', '.join(failed)}." if failed else ""))
+    png = os.path.join(ctx.results_dir, "ssm_transfer.png")
+    if shutil.which("gnuplot") and data:
+        plot(png, ctx.path("plot.dat"), kinds, fractions, arms, data, a.n_train,
+             f"new session ({a.units.split()[-1]} units): final validation R^2, transfer vs scratch, {a.steps} steps")
+        b.text(f"![transfer vs scratch]({os.path.relpath(png, ROOT)})")
+    b.text(f"Whole benchmark: {a.wall_seconds / 60:.0f} min wall ({len(runs) + len(kinds)} training runs).")
+    common = f"--model.d_model {a.d_model} --model.state_dim {a.state} --train.lr {a.lr} --train.warmup_steps 50 --threads 1"
+    settings = {k: v for k, v in vars(a).items() if not k.startswith("_")}
+    return dict(blocks=b, raw={"settings": settings, "params": params, "pretrain": pretrain, "runs": runs}, derived=derived,
+                commands=[f"build/bin/preprocess --generate_neural_demo GEN --groups {n_sessions} --units {a.units} "
+                          f"--trials {a.trials} --seed {a.data_seed}",
+                          f"build/bin/train --config foundational --model.ssm KIND --db_path DB_PRETRAIN --max_steps "
+                          f"{a.pretrain_steps} --val_every {a.pretrain_steps // 4} --seed 0 {common}",
+                          f"build/bin/train --config foundational_transfer --model.ssm KIND --db_path DB_NEW "
+                          f"--data.val_fraction {a.val_fraction} --max_train_trials N --max_steps {a.steps} --val_every "
+                          f"{a.steps // 3} --seed SEED {common} [--init_from PRETRAIN_RUN --train.transfer_mode MODE]"])
+
+
+def plot(png, dat, kinds, fractions, arms, data, n_train, title):
+    """R² against training trials, one panel per kind, one line per arm (mean, min–max bars; gnuplot)."""
+    index, plots = 0, {k: [] for k in kinds}
+    colours = {"scratch": "#7f8c8d", "transfer-all": "#2471a3", "transfer-freeze_a": "#c0392b"}
+    with open(dat, "w") as f:
+        for k in kinds:
+            for arm in arms:
+                f.write(f"# {k} {arm}\n")
+                for frac in fractions:
+                    v = data.get((k, frac, arm))
+                    if v:
+                        f.write(f"{v['trials']} {mean(v['r2'])} {min(v['r2'])} {max(v['r2'])}\n")
+                f.write("\n\n")
+                plots[k].append(f"'{dat}' index {index} with yerrorlines lw 2 pt 7 ps 0.8 lc rgb "
+                                f"'{colours.get(arm, '#000000')}' title '{arm.replace('_', chr(92) + '_')}'")
+                index += 1
+    xt = ", ".join(f"'{round(f * n_train / 100)}' {round(f * n_train / 100)}" for f in fractions)
+    script = [f"set terminal pngcairo size {420 * len(kinds) + 60},440 font 'DejaVu Sans,10'", f"set output '{png}'",
+              "set logscale x", f"set xtics ({xt})", "set xlabel 'training trials of the new session'", "set grid",
+              "set key bottom right", f"set multiplot layout 1,{len(kinds)} title '{title}'"]
+    ymin = max(-1.0, min(0.0, round(min(min(v["r2"]) for v in data.values()) - 0.05, 1)))
+    for i, k in enumerate(kinds):
+        script += [f"set title 'model.ssm = {k}'", f"set yrange [{ymin}:1]",
+                   "set ylabel 'final validation R^2'" if i == 0 else "unset ylabel",
+                   f"set xrange [{round(fractions[0] * n_train / 100) * 0.8}:{n_train * 1.25}]", "plot " + ", ".join(plots[k])]
+    subprocess.run(["gnuplot"], input="\n".join(script + ["unset multiplot"]) + "\n", text=True, check=True)
+
+
+BENCHMARKS = [
+    dict(key="ssm_step", name="ssm_step", title="s5_maze training step: native, its Python twin, foundational_ssm",
+         run=ssm_step, script="ssm_step.sh", analysis="docs/perf/ssm_step.md", bins=("ssm_step_bench",),
+         options=dict(rounds=5, steps=20, fused_steps=0, threads="1 2", fssm=os.environ.get("FSSM_DIR", "")),
+         quick=dict(rounds=3, steps=10)),
+    dict(key="ssm_kinds", name="ssm_kinds", title="SSM kinds side by side: s5, s4d, lru on the s5_maze shape",
+         run=ssm_kinds, script="ssm_kinds.sh", bins=("ssm_step_bench", "train", "preprocess"),
+         options=dict(rounds=5, steps=20, threads="1 2", kinds="s5 s4d lru"), quick=dict(rounds=3, steps=10)),
+    dict(key="ssm_transfer", name="ssm_transfer", title="Why pretrain: SSM transfer to a new session vs training from "
+         "scratch", run=ssm_transfer, script="ssm_transfer.sh", bins=("train", "preprocess"),
+         options=dict(kinds="s5 s4d lru", fractions="10 25 50 100", seeds="0 1", modes="all freeze_a", steps=300,
+                      pretrain_steps=800, trials=250, units="40 48 56 64 72", data_seed=7, d_model=32, state=32,
+                      lr="3e-3", val_fraction=0.2, jobs=2),
+         quick=dict(kinds="s5", seeds="0", modes="all", steps=200, pretrain_steps=400)),
+]
