@@ -296,6 +296,16 @@ void Config::finalize() {
   if (const FamilyRegistration* f = find_model_family(family); f != nullptr && f->check) f->check(*this);
 }
 
+bool Config::holds_default(const std::string& key) const {
+  const AliasSpec* a = find_alias_spec(key);
+  const std::string canonical = a != nullptr && a->kind == AliasKind::Rename ? a->target : key;
+  const KeySpec* spec = find_key_spec(canonical);
+  auto it = values_.find(canonical);
+  if (spec == nullptr || it == values_.end())
+    throw Error("Config: no key '" + key + "'" + did_you_mean(key, all_key_names()));
+  return it->second.value == spec->default_value;
+}
+
 bool Config::was_set(const std::string& key) const {
   if (auto it = derived_.find(key); it != derived_.end()) return true;
   const AliasSpec* a = find_alias_spec(key);

@@ -68,6 +68,9 @@ class Config {
 
   // True when the key was set by a file, a flag or a derived alias rather than left at default.
   bool was_set(const std::string& key) const;
+  // True when the key holds its default's value, whoever set it last (a config.toml written by
+  // a run holds every key, most at their defaults).
+  bool holds_default(const std::string& key) const;
   // "default", the file name or the flag that set the key last.
   std::string origin(const std::string& key) const;
   // The value as to_toml prints it ("v2" with quotes, [4, 4, 2], true).

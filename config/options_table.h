@@ -14,7 +14,9 @@
 // The same table binds fields to keys declared elsewhere (the common schema's data.* and
 // train.* keys): {&AudioDatasetOptions::n_signal, "data.n_signal"} reads without declaring, so
 // every options struct a family builds — model, losses, data, training schedule — is filled
-// by one mechanism, once per run.
+// by one mechanism, once per run. The keys every run reads whatever its family (the schedule,
+// the run directory, the device, the profilers) have their tables in config/run_keys.h; no
+// source outside config/ reads a key by name (scripts/check_key_lookups.py).
 //
 // Field types: bool, int64_t, double, std::string, std::vector<int64_t>,
 // std::vector<std::vector<int64_t>>, std::vector<double>, and enums with an enum_names table

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "config/run_keys.h"
 #include "export/checks/file_facts.h"
 #include "export/onnx/onnx_eval.h"
 #include "export/onnx/onnx_graph.h"
@@ -107,7 +108,7 @@ void load_checkpoint_model(const LoadRequest& o, const fs::path& ckpt, LoadedMod
   m.ratio = info.ratio;
   m.latency = o.stream ? info.forward_latency() : 0;
   m.description = "checkpoint " + ckpt.string() + " (step " + std::to_string(c.meta.step) + ")";
-  m.name = c.config.get_string("train.name");
+  m.name = run_keys(c.config).name;
   if (m.name.empty()) m.name = "rave";
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/run_keys.h"
 #include "data/audio_dataset.h"
 #include "families/rave/rave_family.h"
 #include "util/error.h"
@@ -85,7 +86,7 @@ int64_t channels_from_tensors(const TensorMap& saved, const rave::RaveOptions& o
 }
 
 AudioDataset open_database(const Config& config, const std::string& why) {
-  const std::string db = config.get_string("data.db_path");
+  const std::string db = run_keys(config).db_path;
   if (db.empty() || !fs::exists(db)) {
     throw Error(why + ", and the run's database (data.db_path = '" + db + "') is not available");
   }
@@ -152,7 +153,7 @@ rave::LatentPca fit_latent_pca_on_database(RaveCheckpoint& c) {
     pca.add(stats.chunk(2, 1)[0]);
   }
   if (pca.count() < 2) {
-    throw Error("the database '" + c.config.get_string("data.db_path") + "' holds too little audio of " +
+    throw Error("the database '" + run_keys(c.config).db_path + "' holds too little audio of " +
                 std::to_string(model.options().channels) + " channel(s) to fit the latent PCA");
   }
   return pca.fit();
@@ -173,7 +174,7 @@ torch::Tensor database_audio(RaveCheckpoint& c, int64_t samples, std::string* so
     ++used;
   }
   if (source != nullptr) {
-    *source = std::to_string(used) + " record(s) of '" + c.config.get_string("data.db_path") + "'";
+    *source = std::to_string(used) + " record(s) of '" + run_keys(c.config).db_path + "'";
   }
   if (parts.empty()) return torch::zeros({channels, 0});
   return torch::cat(parts, 1);

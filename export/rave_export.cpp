@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/config.h"
+#include "config/run_keys.h"
 #include "data/audio_io.h"
 #include "export/checks/file_facts.h"
 #include "export/checks/libtorch_target.h"
@@ -105,7 +106,7 @@ void choose_latent(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
     r.pca_fitted_now = true;
     r.warnings.push_back(
         "the checkpoint holds no latent PCA (no validation ran in phase 1): fitted now on '" +
-        c.config.get_string("data.db_path") + "'");
+        run_keys(c.config).db_path + "'");
   }
   if (!rave::has_latent_pca(pca.fidelity)) {
     r.warnings.push_back(
@@ -170,7 +171,7 @@ fs::path default_output(const ExportOptions& o, const RaveCheckpoint& c, const f
     base = ckpt.parent_path();
     if (base.filename() == "checkpoints") base = base.parent_path();
   }
-  std::string name = c.config.get_string("train.name");
+  std::string name = run_keys(c.config).name;
   if (name.empty()) name = "rave";
   return base / "export" /
          (name + (o.streaming ? "_streaming" : "") + (o.format == ExportFormat::kOnnx ? ".onnx" : ".ts"));

@@ -41,7 +41,7 @@ Config evaluation_config(const CheckpointMeta& meta, const fs::path& checkpoint,
   Config stored;
   stored.merge_toml_string(meta.config_toml, checkpoint.string());
   Config defaults;
-  defaults.set("model.family", stored.get_string("model.family"), "evaluate");
+  defaults.set("model.family", run_keys(stored).family, "evaluate");
   defaults.finalize();
   // section → its `key = value` lines (Config::to_toml's layout); the family first decides
   // which keys exist.
@@ -90,10 +90,10 @@ EvaluateResult evaluate_checkpoint(const EvaluateOptions& o) {
   const Config config = evaluation_config(meta, r.checkpoint, o);
   r.family = meta.family;
   r.step = meta.step;
-  r.db_path = config.get_string("data.db_path");
   r.split = o.split;
 
   const JobStart job = start_job(config, dist::LaunchEnv{});
+  r.db_path = job.keys.db_path;
   TrainData data;
   std::unique_ptr<ModelFamily> family = build_family(config, job, &data);
   r.model = family->describe();
@@ -109,7 +109,7 @@ EvaluateResult evaluate_checkpoint(const EvaluateOptions& o) {
   }
   if (data.sampler_over) data.val_sampler = data.sampler_over(data.val_indices);
   r.examples = static_cast<int64_t>(data.val_indices.size());
-  auto loader = make_job_loader(config, data, job, /*train=*/false, TrainingState{}, nullptr);
+  auto loader = make_job_loader(data, job, /*train=*/false, TrainingState{}, nullptr);
   r.metrics = family->validate(*loader, meta.step).metrics;
   for (const auto& [name, value] : r.metrics) {
     if (name.rfind(kGroupR2Prefix, 0) == 0) r.per_session_r2[name.substr(kGroupR2Prefix.size())] = value;

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "config/config.h"
 #include "trainer/phases.h"
 #include "util/error.h"
 
@@ -49,10 +48,10 @@ torch::Device resolve_device(const std::string& requested, int local_rank, bool 
   return torch::Device(torch::kCPU);
 }
 
-CudaMathSettings cuda_math_settings(const Config& config) {
+CudaMathSettings cuda_math_settings(const RunKeys& keys) {
   CudaMathSettings s;
-  s.tf32 = config.get_bool("train.tf32");
-  s.cudnn_benchmark = config.get_bool("train.cudnn_benchmark");
+  s.tf32 = keys.tf32;
+  s.cudnn_benchmark = keys.cudnn_benchmark;
   return s;
 }
 
@@ -95,14 +94,13 @@ std::string out_of_memory_message(const std::string& allocator_message, const Ou
   return m;
 }
 
-OutOfMemoryContext out_of_memory_context(const Config& config, int64_t step, const torch::Device& device,
-                                         std::string snapshot) {
+OutOfMemoryContext out_of_memory_context(const RunKeys& keys, const std::vector<SchedulePhase>& phases,
+                                         int64_t step, const torch::Device& device, std::string snapshot) {
   OutOfMemoryContext c;
   c.step = step;
   if (const auto phase = unwound_phase()) c.step_phase = phase_name(*phase);
-  c.phase_1_duration =
-      config.get_string("model.family") == "rave" ? config.get_int("train.phase_1_duration") : -1;
-  c.batch = config.get_int("train.batch");
+  c.phase_1_duration = keys.family == "rave" && phases.size() > 1 ? phases[1].first_step : -1;
+  c.batch = keys.batch;
   c.device = device.str();
   c.snapshot = std::move(snapshot);
   return c;

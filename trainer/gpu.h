@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "config/run_keys.h"
+#include "trainer/progress.h"
 
 namespace rt {
-
-class Config;
 
 // The device `requested` (a train.device value: auto, cpu, cuda, cuda:N) names for a process at
 // `local_rank` of its machine. cuda: the rank's own GPU, LOCAL_RANK modulo the GPUs this process
@@ -31,7 +33,7 @@ struct CudaMathSettings {
   bool tf32 = true;             // train.tf32: 'high'; false: 'highest' (full float32)
   bool cudnn_benchmark = true;  // train.cudnn_benchmark
 };
-CudaMathSettings cuda_math_settings(const Config& config);
+CudaMathSettings cuda_math_settings(const RunKeys& keys);
 // Sets them in ATen's global context (what the Python calls set). Called for CUDA runs only:
 // on the CPU, 'high' would let oneDNN compute float32 matmuls in bfloat16 in LibTorch 2.x.
 void apply_cuda_math_settings(const CudaMathSettings& settings);
@@ -51,8 +53,9 @@ struct OutOfMemoryContext {
 };
 std::string out_of_memory_message(const std::string& allocator_message, const OutOfMemoryContext& context);
 // The context of a step that ran out of memory: the step, the phase it was in (trainer/phases.h),
-// RAVE's phase 1 length, the batch, the device, and `snapshot` (the memory snapshot's path).
-OutOfMemoryContext out_of_memory_context(const Config& config, int64_t step, const torch::Device& device,
-                                         std::string snapshot);
+// RAVE's phase 1 length (the start of its second schedule phase), the batch, the device, and
+// `snapshot` (the memory snapshot's path).
+OutOfMemoryContext out_of_memory_context(const RunKeys& keys, const std::vector<SchedulePhase>& phases,
+                                         int64_t step, const torch::Device& device, std::string snapshot);
 
 }  // namespace rt

@@ -7,13 +7,16 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
+#include "config/run_keys.h"
 #include "data/loader.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
 #include "distributed/launch_env.h"
+#include "models/common/batch_slice.h"
 #include "profiling/memory.h"
 #include "trainer/precision.h"
 #include "trainer/resume.h"
@@ -26,6 +29,9 @@ class ModelFamily;
 struct TrainData;
 
 struct JobStart {
+  // The common keys, read once when the job starts (config/run_keys.h).
+  RunKeys keys;
+  ProfilingKeys profiling;
   HeapRetention heap;  // train.retain_freed_memory
   torch::Device device{torch::kCPU};
   std::unique_ptr<MixedPrecision> precision;  // train.precision (trainer/precision.h)
@@ -39,7 +45,14 @@ struct JobStart {
 
   // The console: rank 0's standard output; the other ranks print nothing but errors.
   std::ostream& console() const;
+  // "rank R: " before a rank's own lines in a job of several ranks; "" for one process.
+  std::string rank_label() const;
 };
+
+// This rank's share of the global `batch`: the gradient weights (GradientSync) and the
+// split-invariant noise (models/common/batch_slice.h), for as long as `slice` lives.
+void share_global_batch(const JobStart& job, const Batch& batch,
+                        std::optional<models::BatchSliceScope>& slice);
 
 // Sets the process up and joins the job's process group (every rank must bring the same
 // resolved config: a mismatch stops here, naming the rank). The same seed on every rank: the
@@ -56,8 +69,8 @@ std::unique_ptr<ModelFamily> build_family(const Config& config, const JobStart& 
 // position: one batch per step from `resumed.step`, the world size unchanged). Validation
 // shards too, unless the family validates every example on every rank (then each rank runs the
 // single-process batches). Loader threads are named rt-loader and counted by `memory`.
-std::unique_ptr<Loader> make_job_loader(const Config& config, const TrainData& data, const JobStart& job,
-                                        bool train, const TrainingState& resumed,
+std::unique_ptr<Loader> make_job_loader(const TrainData& data, const JobStart& job, bool train,
+                                        const TrainingState& resumed,
                                         std::shared_ptr<prof::MemoryReporter> memory);
 
 }  // namespace rt

@@ -31,6 +31,15 @@ void JobSummary::write_running() {
   }
 }
 
+bool JobSummary::close(const std::string& status, const Json& timers, const LostOutputs& lost, bool write,
+                       const std::string& rank_prefix) {
+  if (!timers.is_null()) summary_.set_info(S::kTimers, timers);
+  if (!lost.empty()) summary_.set_info(S::kLostOutputs, lost.all());
+  const bool ok = !write || write_final(status, rank_prefix);
+  std::cout << "training " << status << " after " << summary_.total_steps() << " steps" << std::endl;
+  return ok;
+}
+
 bool JobSummary::write_final(const std::string& status, const std::string& rank_prefix) {
   if (file_.empty()) return true;
   try {
@@ -155,11 +164,11 @@ void report_validation(const ValidationResult& v, int64_t step, TensorBoardWrite
 void describe_job(prof::TrainingSummary& summary, const Config& config, const std::string& model,
                   const JobStart& job, const TrainData& data, const dist::LaunchEnv& env,
                   int64_t first_step) {
-  summary.set_info(S::kModelFamily, config.get_string("model.family"));
+  summary.set_info(S::kModelFamily, job.keys.family);
   summary.set_info(S::kModel, model);
   // The config a run was made from (its file's stem) is not the run's name (--name).
   summary.set_info(S::kConfig, config.stack_name());
-  summary.set_info(S::kRunName, config.get_string("train.name"));
+  summary.set_info(S::kRunName, job.keys.name);
   summary.set_info(S::kDevice, job.device.str());
   summary.set_info(S::kThreads, torch::get_num_threads());
   if (const std::string blas = blas_kernels_running(); !blas.empty()) summary.set_info(S::kBlasKernels, blas);
@@ -167,26 +176,24 @@ void describe_job(prof::TrainingSummary& summary, const Config& config, const st
   summary.set_info(S::kHeap, job.heap.description.empty()
                                  ? "the C library's malloc defaults (train.retain_freed_memory = false)"
                                  : job.heap.description);
-  summary.set_info(S::kBatch, config.get_int("train.batch"));
+  summary.set_info(S::kBatch, job.keys.batch);
   summary.set_info(S::kWorldSize, job.comm->world_size());
   if (job.distributed) {
-    summary.set_info(S::kGlobalBatch, config.get_int("train.batch") * job.comm->world_size());
+    summary.set_info(S::kGlobalBatch, job.keys.batch * job.comm->world_size());
     summary.set_info(S::kLaunch, env.describe());
   }
   summary.set_info(S::kSampleUnit, data.sample_unit);
   summary.set_info(S::kFirstStep, first_step);
 }
 
-std::string job_line(const Config& config, const std::string& model, const JobStart& job,
-                     const TrainData& data) {
+std::string job_line(const std::string& model, const JobStart& job, const TrainData& data) {
   std::ostringstream line;
   line << model << " on " << job.device.str() << ", " << count_text(torch::get_num_threads(), "thread")
        << ", " << data.train_indices.size() << " train / " << data.val_indices.size()
        << " validation examples";
   if (job.distributed) {
     line << "; " << job.comm->world_size() << " ranks (" << job.comm->backend() << ", "
-         << job.comm->wait_policy() << " waits), " << config.get_int("train.batch")
-         << " examples per rank per step";
+         << job.comm->wait_policy() << " waits), " << job.keys.batch << " examples per rank per step";
   }
   return line.str();
 }

@@ -47,6 +47,8 @@ struct LoopFigures {
   }
 };
 
+class LostOutputs;
+
 class JobSummary {
  public:
   // `file`: training_summary.json, or empty on the ranks that write none (rank > 0).
@@ -61,6 +63,11 @@ class JobSummary {
   // written over the "running" file in place, in blocks the file already holds, so the file
   // never says "running" after the process ended. False when either write failed.
   bool write_final(const std::string& status, const std::string& rank_prefix);
+  // The end of the run on rank 0: `timers` (null when off) and the outputs lost into the
+  // summary, the final summary written when `write` (the run directory exists), and the
+  // console's "training <status> after N steps". False when the write failed.
+  bool close(const std::string& status, const Json& timers, const LostOutputs& lost, bool write,
+             const std::string& rank_prefix);
 
   // The loop's figures: data_wait_seconds and step_examples_per_second; in a data-parallel job
   // also record_ranks(), and a warning instead when the gather fails.
@@ -104,8 +111,7 @@ void report_validation(const ValidationResult& v, int64_t step, TensorBoardWrite
 // size, launch, the first step) and the console's line saying the same.
 void describe_job(prof::TrainingSummary& summary, const Config& config, const std::string& model,
                   const JobStart& job, const TrainData& data, const dist::LaunchEnv& env, int64_t first_step);
-std::string job_line(const Config& config, const std::string& model, const JobStart& job,
-                     const TrainData& data);
+std::string job_line(const std::string& model, const JobStart& job, const TrainData& data);
 
 // --smoke_test's peak memory: the process's peak RSS, and the device's peak on CUDA.
 std::string peak_memory_text(const torch::Device& device);

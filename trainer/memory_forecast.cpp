@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <sstream>
 
@@ -138,6 +139,17 @@ std::optional<PhaseMemoryForecast> forecast_phase_memory(ModelFamily& family, co
     f.capacity_source = "resident now and available on this host";
   }
   return f;
+}
+
+void forecast_smoke_phase(SmokeTest& smoke, ModelFamily& family, const torch::Tensor& input,
+                          int64_t first_step, const std::string& phase, const torch::Device& device,
+                          double capacity_gib, const std::string& rank_label) {
+  const auto f = forecast_phase_memory(family, input, first_step, phase.empty() ? "the next phase" : phase,
+                                       device, capacity_gib);
+  if (!f) return;
+  const std::string text = rank_label + f->text();
+  std::cout << "smoke test: " << text << std::flush;
+  smoke.add_forecast(first_step, text, f->fits());
 }
 
 }  // namespace rt

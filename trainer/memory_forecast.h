@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "trainer/progress.h"
+
 namespace rt {
 
 class ModelFamily;
@@ -48,5 +50,13 @@ struct PhaseMemoryForecast {
 std::optional<PhaseMemoryForecast> forecast_phase_memory(ModelFamily& family, const torch::Tensor& input,
                                                          int64_t first_step, const std::string& phase,
                                                          const torch::Device& device, double capacity_gib);
+
+// --smoke_test, before a later phase's first step `first_step` (`phase` its name, "" for
+// unnamed): that phase's forecast, printed at once on this process's standard output (an
+// out-of-memory failure in the phase then follows it; `rank_label` "rank R: " in a job of
+// several ranks, which may sit on GPUs with different free memory) and added to `smoke`'s report.
+void forecast_smoke_phase(SmokeTest& smoke, ModelFamily& family, const torch::Tensor& input,
+                          int64_t first_step, const std::string& phase, const torch::Device& device,
+                          double capacity_gib, const std::string& rank_label);
 
 }  // namespace rt

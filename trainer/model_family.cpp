@@ -1,12 +1,13 @@
 #include "trainer/model_family.h"
 
 #include "config/config.h"
+#include "config/run_keys.h"
 #include "util/error.h"
 
 namespace rt {
 
 std::unique_ptr<ModelFamily> make_model_family(const Config& config) {
-  const std::string name = config.get_string("model.family");
+  const std::string name = run_keys(config).family;
   const FamilyRegistration* family = find_model_family(name);
   if (family == nullptr) {
     std::string known;

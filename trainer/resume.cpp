@@ -100,8 +100,7 @@ OpenedRun open_run(const Config& config, const JobStart& job, ModelFamily& famil
                    JobSummary& summary) {
   OpenedRun opened;
   std::filesystem::path checkpoint;
-  if (job.writer)
-    checkpoint = resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path"));
+  if (job.writer) checkpoint = resolve_checkpoint(job.keys.ckpt, job.keys.out_path);
   if (job.distributed) checkpoint = dist::broadcast_text(*job.comm, checkpoint.string());
   if (!checkpoint.empty()) {
     Resumed r = load_resume_checkpoint(checkpoint, meta, family);

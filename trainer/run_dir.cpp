@@ -136,12 +136,10 @@ RunDir create_run_dir(const fs::path& out_path, const std::string& name, bool po
               "XXXXXX': every name tried exists");
 }
 
-fs::path profile_dir(const Config& config, const fs::path& run_dir, bool writer) {
-  const std::string chosen = config.get_string("profiling.output_dir");
+fs::path profile_dir(const ProfilingKeys& keys, const fs::path& run_dir, bool writer) {
+  const std::string& chosen = keys.output_dir;
   const fs::path dir = chosen.empty() ? run_dir : fs::path(chosen);
-  const bool profiles = config.get_bool("profiling.timing") || config.get_bool("profiling.memory") ||
-                        config.get_bool("profiling.enabled");
-  if (profiles || !writer)
+  if (keys.any() || !writer)
     check_writable_dir(dir, chosen.empty() ? "the run directory" : "profiling.output_dir");
   return dir;
 }
@@ -239,8 +237,8 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
 }
 
 RunDir prepare_run_dir(const Config& config) {
-  return prepare_run_dir(
-      config, resolve_checkpoint(config.get_string("train.ckpt"), config.get_string("train.out_path")));
+  const RunKeys keys = run_keys(config);
+  return prepare_run_dir(config, resolve_checkpoint(keys.ckpt, keys.out_path));
 }
 
 RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) {
@@ -248,7 +246,8 @@ RunDir prepare_run_dir(const Config& config, const fs::path& ckpt) {
 }
 
 RunDir prepare_run_dir(const Config& config, const fs::path& ckpt, int64_t resume_step) {
-  const fs::path out_path = config.get_string("train.out_path");
+  const RunKeys keys = run_keys(config);
+  const fs::path out_path = keys.out_path;
   RunDir run;
   const fs::path existing = ckpt.empty() ? fs::path() : run_dir_of_checkpoint(ckpt);
   if (!existing.empty()) {
@@ -258,7 +257,7 @@ RunDir prepare_run_dir(const Config& config, const fs::path& ckpt, int64_t resum
   } else {
     // A smoke run is a few steps of its own: `latest` (what --ckpt last resumes) stays with the
     // real run, whether the smoke run ends, fails or is killed.
-    run = create_run_dir(out_path, config.get_string("train.name"), !config.get_bool("train.smoke_test"));
+    run = create_run_dir(out_path, keys.name, !keys.smoke_test);
   }
   run.checkpoint = ckpt;
   write_run_config(run.path, config);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/run_keys.h"
 
 namespace rt {
 
@@ -89,7 +90,8 @@ void check_writable_dir(const std::filesystem::path& dir, const std::string& rol
 // Where this rank writes its profiles: profiling.output_dir, or the run directory. Ranks on
 // other machines write into the same path there, so every rank but rank 0 (`writer`), and any
 // rank when a profile is asked for, proves the folder writable now (check_writable_dir).
-std::filesystem::path profile_dir(const Config& config, const std::filesystem::path& run_dir, bool writer);
+std::filesystem::path profile_dir(const ProfilingKeys& keys, const std::filesystem::path& run_dir,
+                                  bool writer);
 
 // Writes <run_dir>/config.toml (config.to_toml()) with write_file_atomic.
 void write_run_config(const std::filesystem::path& run_dir, const Config& config);

@@ -2,8 +2,6 @@
 
 #include <iostream>
 
-#include "config/config.h"
-#include "config/options_table.h"
 #include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
@@ -54,30 +52,28 @@ void link_plain_name(const fs::path& dir, const std::string& stem, const std::st
 
 // The detailed-profiling schedule the profiling.* keys describe (Config::finalize has written
 // --profile_steps and the guides' aliases into them).
-prof::ProfilerSchedule schedule_of(const Config& c) {
-  using S = prof::ProfilerSchedule;
-  static const OptionsTable<S> table = {
-      {&S::wait, "profiling.wait"},
-      {&S::warmup, "profiling.warmup"},
-      {&S::active, "profiling.active"},
-      {&S::repeat, "profiling.repeat"},
-      {&S::skip_first, "profiling.skip_first"},
-  };
-  return table.from(c);
+prof::ProfilerSchedule schedule_of(const ProfilingKeys& p) {
+  prof::ProfilerSchedule s;
+  s.wait = p.wait;
+  s.warmup = p.warmup;
+  s.active = p.active;
+  s.repeat = p.repeat;
+  s.skip_first = p.skip_first;
+  return s;
 }
 
-prof::TraceSessionOptions trace_options(const Config& c, const fs::path& out_dir) {
+prof::TraceSessionOptions trace_options(const ProfilingKeys& p, const fs::path& out_dir) {
   prof::TraceSessionOptions o;
-  o.schedule = schedule_of(c);
-  o.tracer.record_shapes = c.get_bool("profiling.record_shapes");
-  o.tracer.profile_memory = c.get_bool("profiling.profile_memory");
-  o.tracer.with_stack = c.get_bool("profiling.with_stack");
-  o.tracer.with_modules = c.get_bool("profiling.with_modules");
+  o.schedule = schedule_of(p);
+  o.tracer.record_shapes = p.record_shapes;
+  o.tracer.profile_memory = p.profile_memory;
+  o.tracer.with_stack = p.with_stack;
+  o.tracer.with_modules = p.with_modules;
   o.output_dir = out_dir;
-  o.gzip = c.get_bool("profiling.gzip");
-  o.trace.whole_us = c.get_bool("profiling.whole_us_timestamps");
-  o.sort_by = c.get_string("profiling.sort_by");
-  o.row_limit = static_cast<int>(c.get_int("profiling.row_limit"));
+  o.gzip = p.gzip;
+  o.trace.whole_us = p.whole_us_timestamps;
+  o.sort_by = p.sort_by;
+  o.row_limit = static_cast<int>(p.row_limit);
   return o;
 }
 
@@ -88,29 +84,28 @@ std::string rank_file_name(const std::string& stem, const std::string& extension
   return stem + ".rank" + std::to_string(rank.rank) + extension;
 }
 
-RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path& dir, TensorBoardWriter* tb,
-                           RankInfo rank, int64_t first_step)
+RunProfilers::RunProfilers(const ProfilingKeys& c, int64_t train_log_every, torch::Device device,
+                           const fs::path& dir, TensorBoardWriter* tb, RankInfo rank, int64_t first_step)
     : device_(device), rank_(std::move(rank)) {
-  const bool timing = c.get_bool("profiling.timing");
-  const bool memory = c.get_bool("profiling.memory");
-  const bool detailed = c.get_bool("profiling.enabled");
-  const bool profile_memory = detailed && c.get_bool("profiling.profile_memory");
-  log_every_ =
-      c.get_int("profiling.log_every") > 0 ? c.get_int("profiling.log_every") : c.get_int("train.log_every");
+  const bool timing = c.timing;
+  const bool memory = c.memory;
+  const bool detailed = c.enabled;
+  const bool profile_memory = detailed && c.profile_memory;
+  log_every_ = c.log_every > 0 ? c.log_every : train_log_every;
   if (tb != nullptr) sink_ = std::make_unique<TensorBoardSink>(*tb);
   // The bound of each per-step profile (profiling/profile_writers.h: rotation).
   prof::RotationPolicy rotation;
-  rotation.part_bytes = c.get_int("profiling.profile_part_mb") * (int64_t{1} << 20);
-  rotation.parts = c.get_int("profiling.profile_parts");
+  rotation.part_bytes = c.profile_part_mb * (int64_t{1} << 20);
+  rotation.parts = c.profile_parts;
   start_memory_history(c, dir);  // first: a key this run cannot honour fails before any file is made
 
   prof::timers().reset();
   prof::timers().set_enabled(timing);
   if (device_.is_cuda()) prof::timers().set_synchronize([] { torch::cuda::synchronize(); });
   if (timing) {
-    timing_ = std::make_unique<prof::TimingProfileWriter>(
-        dir / rank_file_name("timing_profile", ".json", rank_), c.get_int("profiling.timing_every"),
-        prof::FlushPolicy{}, rotation);
+    timing_ =
+        std::make_unique<prof::TimingProfileWriter>(dir / rank_file_name("timing_profile", ".json", rank_),
+                                                    c.timing_every, prof::FlushPolicy{}, rotation);
     timing_->continue_from(first_step);
     link_plain_name(dir, "timing_profile", ".json", rank_);
   }
@@ -119,9 +114,9 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
     tracking_ = std::make_unique<prof::MemoryTrackingScope>(reporter_);
   }
   if (memory) {
-    memory_ = std::make_unique<prof::MemoryProfileWriter>(
-        dir / rank_file_name("memory_profile", ".json", rank_), c.get_int("profiling.memory_every"),
-        prof::FlushPolicy{}, rotation);
+    memory_ =
+        std::make_unique<prof::MemoryProfileWriter>(dir / rank_file_name("memory_profile", ".json", rank_),
+                                                    c.memory_every, prof::FlushPolicy{}, rotation);
     memory_->continue_from(first_step);
     link_plain_name(dir, "memory_profile", ".json", rank_);
   }
@@ -161,10 +156,10 @@ RunProfilers::RunProfilers(const Config& c, torch::Device device, const fs::path
 
 RunProfilers::~RunProfilers() { finish(); }
 
-void RunProfilers::start_memory_history(const Config& c, const fs::path& dir) {
+void RunProfilers::start_memory_history(const ProfilingKeys& c, const fs::path& dir) {
   snapshot_dir_ = dir;
-  snapshot_step_ = c.get_int("profiling.memory_snapshot_step");
-  snapshot_on_oom_ = c.get_bool("profiling.memory_snapshot_on_oom");
+  snapshot_step_ = c.memory_snapshot_step;
+  snapshot_on_oom_ = c.memory_snapshot_on_oom;
   if (snapshot_step_ < 0 && !snapshot_on_oom_) return;
   const std::string key = snapshot_step_ >= 0
                               ? "profiling.memory_snapshot_step = " + std::to_string(snapshot_step_)
@@ -177,7 +172,7 @@ void RunProfilers::start_memory_history(const Config& c, const fs::path& dir) {
   if (const auto why = prof::cuda_memory_history_unavailable_reason(); !why.empty()) {
     throw Error(key + ": " + why);
   }
-  prof::start_cuda_memory_history(static_cast<size_t>(c.get_int("profiling.memory_snapshot_entries")));
+  prof::start_cuda_memory_history(static_cast<size_t>(c.memory_snapshot_entries));
   recording_history_ = true;
 }
 
@@ -192,11 +187,6 @@ std::string RunProfilers::write_oom_snapshot() {
     return "";
   }
   return path.string();
-}
-
-bool RunProfilers::tracks_memory(const Config& c) {
-  return c.get_bool("profiling.memory") ||
-         (c.get_bool("profiling.enabled") && c.get_bool("profiling.profile_memory"));
 }
 
 void RunProfilers::watch_memory_categories(ModelFamily& family) {
@@ -365,9 +355,10 @@ Json RunProfilers::timers_json() const {
   return j;
 }
 
-void RunProfilers::warn_of_missed_trace(const Config& config, int64_t from, const char* when) {
-  if (!config.get_bool("profiling.enabled")) return;
-  const std::string w = schedule_of(config).missed_window(from, config.get_int("train.max_steps"));
+void RunProfilers::warn_of_missed_trace(const ProfilingKeys& keys, int64_t max_steps, int64_t from,
+                                        const char* when) {
+  if (!keys.enabled) return;
+  const std::string w = schedule_of(keys).missed_window(from, max_steps);
   if (!w.empty()) std::cerr << "warning: " << w << " " << when << " written\n";
 }
 

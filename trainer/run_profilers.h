@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/run_keys.h"
 #include "profiling/memory.h"
 #include "profiling/memory_categories.h"
 #include "profiling/memory_metrics.h"
@@ -27,7 +28,6 @@
 
 namespace rt {
 
-class Config;
 class ModelFamily;
 class TensorBoardWriter;
 
@@ -50,18 +50,17 @@ class RunProfilers {
   // memory profile and traces (traces carry distributedInfo with `rank`). `first_step`: the
   // step the run starts at; a resumed run continues the profiles already in `dir`, keeping
   // their entries of earlier steps (JsonListFile::continue_from).
-  RunProfilers(const Config& config, torch::Device device, const std::filesystem::path& dir,
-               TensorBoardWriter* tb, RankInfo rank = {}, int64_t first_step = 0);
+  // `keys`: the profiling.* keys; `train_log_every`: train.log_every (profiling.log_every's 0).
+  RunProfilers(const ProfilingKeys& keys, int64_t train_log_every, torch::Device device,
+               const std::filesystem::path& dir, TensorBoardWriter* tb, RankInfo rank = {},
+               int64_t first_step = 0);
   ~RunProfilers();
 
   // Detailed tracing on, and a run training from step `from` ends before (or resumed after) the
   // schedule's window: a warning on stderr that no trace `when` ("will be", "was") written.
-  static void warn_of_missed_trace(const Config& config, int64_t from, const char* when);
-
-  // Whether `config` asks for memory tracking (profiling.memory, or profile_memory tracing).
-  // The trainer opens a MemoryTrackingScope before it builds the model when it does, so that
-  // the parameters' blocks are counted ones the memory categories recognise.
-  static bool tracks_memory(const Config& config);
+  // `max_steps`: train.max_steps.
+  static void warn_of_missed_trace(const ProfilingKeys& keys, int64_t max_steps, int64_t from,
+                                   const char* when);
 
   // memory_profile.json and the memory scalars then split the bytes by category (parameters,
   // buffers, gradients, optimizer state, activations and temporaries) with `family`'s
@@ -107,7 +106,7 @@ class RunProfilers {
  private:
   // profiling.memory_snapshot_step / memory_snapshot_on_oom: starts recording the CUDA caching
   // allocator's history (throws rt::Error naming the key when this run cannot).
-  void start_memory_history(const Config& config, const std::filesystem::path& dir);
+  void start_memory_history(const ProfilingKeys& keys, const std::filesystem::path& dir);
 
   torch::Device device_;
   RankInfo rank_;

@@ -27,7 +27,6 @@
 #include "util/signals.h"
 
 namespace rt {
-namespace S = profile_schema::summary;
 namespace {
 
 namespace fs = std::filesystem;
@@ -86,40 +85,38 @@ class TrainingJob {
     job_ = start_job(config_, env_);
     // Counting starts before the model is built: the memory categories recognise the blocks
     // the counting allocator made, and the parameters' are made here.
-    if (RunProfilers::tracks_memory(config_)) {
+    if (job_.profiling.tracks_memory()) {
       early_memory_tracking_ = std::make_unique<prof::MemoryTrackingScope>(prof::default_memory_reporter());
     }
     family_ = build_family(config_, job_, &data_);
     loop_.samples_per_example = data_.samples_per_example;
 
-    meta_ = CheckpointMeta{config_.get_string("model.family"), config_.architecture_signature(),
-                           config_.to_toml()};
+    meta_ = CheckpointMeta{keys().family, config_.architecture_signature(), config_.to_toml()};
     OpenedRun opened = open_run(config_, job_, *family_, meta_, summary_);
     run_ = std::move(opened.run);
     state_ = opened.state;
-    const fs::path prof_dir = profile_dir(config_, run_.path, job_.writer);
+    const fs::path prof_dir = profile_dir(job_.profiling, run_.path, job_.writer);
     if (job_.writer) tb_ = std::make_unique<TensorBoardWriter>(run_.path);
     const RankInfo rank{job_.comm->rank(), job_.comm->world_size(), job_.comm->backend()};
-    profilers_ = std::make_unique<RunProfilers>(config_, job_.device, prof_dir, tb_.get(), rank, state_.step);
+    profilers_ = std::make_unique<RunProfilers>(job_.profiling, keys().log_every, job_.device, prof_dir,
+                                                tb_.get(), rank, state_.step);
     profilers_->watch_memory_categories(*family_);
-    progress_ = std::make_unique<Progress>(family_->schedule_phases(), config_.get_int("train.max_steps"));
-    if (config_.get_bool("train.smoke_test")) {
-      smoke_.emplace(family_->schedule_phases(), config_.get_int("train.max_steps"));
+    progress_ = std::make_unique<Progress>(family_->schedule_phases(), keys().max_steps);
+    if (keys().smoke_test) {
+      smoke_.emplace(family_->schedule_phases(), keys().max_steps);
       state_.step = smoke_->first_step();
     }
     first_step_ = state_.step;
-    if (job_.writer) RunProfilers::warn_of_missed_trace(config_, first_step_, "will be");
+    if (job_.writer)
+      RunProfilers::warn_of_missed_trace(job_.profiling, keys().max_steps, first_step_, "will be");
     describe_job(summary_.summary(), config_, family_->describe(), job_, data_, env_, first_step_);
-    job_.console() << job_line(config_, family_->describe(), job_, data_) << std::endl;
+    job_.console() << job_line(family_->describe(), job_, data_) << std::endl;
   }
 
   void loop() {
-    const int64_t max_steps = smoke_ ? smoke_->end_step() : config_.get_int("train.max_steps");
-    const int64_t val_every = config_.get_int("train.val_every"),
-                  save_every = config_.get_int("train.save_every");
-    const int64_t log_every = config_.get_int("train.log_every");
-    std::unique_ptr<BatchStream> batches =
-        make_job_loader(config_, data_, job_, true, state_, profilers_->reporter());
+    const int64_t max_steps = smoke_ ? smoke_->end_step() : keys().max_steps;
+    const int64_t val_every = keys().val_every, save_every = keys().save_every, log_every = keys().log_every;
+    std::unique_ptr<BatchStream> batches = make_job_loader(data_, job_, true, state_, profilers_->reporter());
     if (options_.wrap_train_batches)
       batches = options_.wrap_train_batches(std::move(batches), job_.comm->rank());
     summary_.summary().start();
@@ -138,16 +135,20 @@ class TrainingJob {
         std::optional<Batch> batch = next_batch(*batches);
         PhaseScope make_step(Phase::kMakeStep);
         std::optional<models::BatchSliceScope> slice;
-        if (job_.distributed) share_batch(*batch, slice);
+        if (job_.distributed) share_global_batch(job_, *batch, slice);
         try {
           MixedPrecision::StepScope amp(*job_.precision);
-          if (smoke_ && smoke_->starts_later_phase(state_.step)) forecast_memory(batch->input);
+          if (smoke_ && smoke_->starts_later_phase(state_.step))
+            forecast_smoke_phase(*smoke_, *family_, batch->input, state_.step,
+                                 progress_->phase_at(state_.step), job_.device, keys().smoke_test_memory_gib,
+                                 job_.rank_label());
           r = family_->train_step(*batch, state_.step);
         } catch (const c10::OutOfMemoryError& e) {
           // Where, and what to try (trainer/gpu.h).
-          throw Error(out_of_memory_message(
-              e.what_without_backtrace(),
-              out_of_memory_context(config_, state_.step, job_.device, profilers_->write_oom_snapshot())));
+          throw Error(
+              out_of_memory_message(e.what_without_backtrace(),
+                                    out_of_memory_context(keys(), family_->schedule_phases(), state_.step,
+                                                          job_.device, profilers_->write_oom_snapshot())));
         }
         batch_idx = batch->batch_idx;
         state_.stream = batch->position;
@@ -174,28 +175,6 @@ class TrainingJob {
       // included), as torch's prof.step() at the end of the loop body does.
       profilers_->step_end();
     }
-  }
-
-  // --smoke_test, before a later phase's first step: that phase's peak memory, printed at once
-  // (an out-of-memory failure in the phase then follows it) and in the report.
-  void forecast_memory(const torch::Tensor& input) {
-    const std::string phase = progress_->phase_at(state_.step);
-    const auto f =
-        forecast_phase_memory(*family_, input, state_.step, phase.empty() ? "the next phase" : phase,
-                              job_.device, config_.get_float("train.smoke_test_memory_gib"));
-    if (!f) return;
-    std::string text = f->text();
-    if (job_.comm->world_size() > 1) text = "rank " + std::to_string(job_.comm->rank()) + ": " + text;
-    // Every rank's own: ranks of one job may sit on GPUs with different free memory.
-    std::cout << "smoke test: " << text << std::flush;
-    smoke_->add_forecast(state_.step, text, f->fits());
-  }
-
-  // This rank's share of the global batch: gradient weights and split-invariant noise.
-  void share_batch(const Batch& batch, std::optional<models::BatchSliceScope>& slice) {
-    job_.sync->set_batch_share(batch.input.size(0), batch.global_examples);
-    slice.emplace(
-        models::BatchSlice{batch.global_offset, batch.input.size(0), batch.global_examples, job_.comm.get()});
   }
 
   std::optional<Batch> next_batch(BatchStream& batches) {
@@ -242,7 +221,7 @@ class TrainingJob {
       for (const auto& [tag, mean] : means) tb_->add_scalar(tag, static_cast<float>(mean), state_.step);
     }
     progress_->interval(state_.step, steps, dt);
-    if (config_.get_bool("train.progress")) {
+    if (keys().progress) {
       job_.console() << progress_->line(state_.step, max_steps, step_log_.last_loss(), means,
                                         static_cast<double>(steps) / dt,
                                         smoke_ ? -1.0 : seconds_since(run_start_))
@@ -255,7 +234,7 @@ class TrainingJob {
   void validate() {
     read_steps();
     PhaseScope p(Phase::kValidation);
-    auto loader = make_job_loader(config_, data_, job_, false, state_, profilers_->reporter());
+    auto loader = make_job_loader(data_, job_, false, state_, profilers_->reporter());
     ValidationResult v;
     {
       CpuRngGuard rng;  // validation draws from a copy of the training noise
@@ -309,7 +288,7 @@ class TrainingJob {
       profilers_->finish();
       for (const auto& l : profilers_->lost_outputs()) lost.add(l);
     }
-    if (job_.writer) RunProfilers::warn_of_missed_trace(config_, first_step_, "was");
+    if (job_.writer) RunProfilers::warn_of_missed_trace(job_.profiling, keys().max_steps, first_step_, "was");
     if (family_) summary_.record_loop(loop_, *job_.comm, collectives_ok_, job_.error_prefix);
     collectives_ok_ = false;  // nothing below talks to the other ranks
     if (family_ && !run_.path.empty() && failure_.empty() && status.rfind("failed", 0) != 0 &&
@@ -320,17 +299,15 @@ class TrainingJob {
     if (!lost.empty()) ok = false;
     status = lost.status(status);
     if (!job_.writer) return ok;
-    if (profilers_) {
-      if (Json timers = profilers_->timers_json(); !timers.is_null())
-        summary_.summary().set_info(S::kTimers, timers);
-    }
-    if (!lost.empty()) summary_.summary().set_info(S::kLostOutputs, lost.all());
-    if (!run_.path.empty() && !summary_.write_final(status, job_.error_prefix)) ok = false;
-    std::cout << "training " << status << " after " << summary_.summary().total_steps() << " steps"
-              << std::endl;
+    if (!summary_.close(status, profilers_ ? profilers_->timers_json() : Json(), lost, !run_.path.empty(),
+                        job_.error_prefix))
+      ok = false;
     if (smoke_) std::cout << smoke_->report(peak_memory_text(job_.device)) << std::flush;
     return ok;
   }
+
+  // The common keys, read once by start_job (config/run_keys.h).
+  const RunKeys& keys() const { return job_.keys; }
 
   Config config_;
   dist::LaunchEnv env_;

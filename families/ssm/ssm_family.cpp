@@ -200,14 +200,13 @@ class SsmFamily final : public ModelFamily {
         split_indices(dataset_->size(), std::max(0.1, source.val_fraction),
                       static_cast<size_t>(source.val_max), static_cast<uint64_t>(source.split_seed));
     if (split.val.empty()) split.val.push_back(split.train.back());
-    if (const int64_t n = ssm_train_keys().from(c).max_train_trials; n > 0)
-      keep_first_trials(split.train, n, db);
+    if (const int64_t n = train_.max_train_trials; n > 0) keep_first_trials(split.train, n, db);
     TrainData d;
     d.train = dataset_;
     d.val = dataset_;
     d.train_indices = split.train;
     d.val_indices = split.val;
-    const uint64_t seed = static_cast<uint64_t>(ssm_train_keys().from(c).seed);
+    const uint64_t seed = static_cast<uint64_t>(train_.seed);
     auto ds = dataset_;
     auto train_idx = split.train, val_idx = split.val;
     // Every batch from one group, as the reference sampler (multi-session models need it).
@@ -503,29 +502,19 @@ void check_ssm_config(const Config& c) {
   // alike (a config.toml written by a run holds them at their defaults and stays accepted).
   for (const char* key :
        {"data.n_signal", "data.channels", "data.phase_mangle", "data.phase_mangle_p", "data.dequantize"}) {
-    const KeySpec* spec = find_key_spec(key);
-    if (spec == nullptr || !c.was_set(key)) continue;
-    const bool is_default = std::visit(
-        [&](const auto& d) {
-          using T = std::decay_t<decltype(d)>;
-          if constexpr (std::is_same_v<T, int64_t>) return c.get_int(key) == d;
-          if constexpr (std::is_same_v<T, double>) return c.get_float(key) == d;
-          if constexpr (std::is_same_v<T, bool>) return c.get_bool(key) == d;
-          return false;
-        },
-        spec->default_value);
-    if (is_default) continue;
+    if (!c.was_set(key) || c.holds_default(key)) continue;
     throw Error(
         c.origin(key) + ": " + key + " does not apply to model.family = ssm: an SSM decoder trains on " +
         "whole trials of a neural database, and " + key + " is a setting of audio data (RAVE); remove it");
   }
-  const double dt_min = c.get_float("model.dt_min"), dt_max = c.get_float("model.dt_max");
+  const ssm::SsmOptions o = ssm_options_from(c);
+  const double dt_min = o.dt_min, dt_max = o.dt_max;
   if (!(dt_max > dt_min)) {
     throw Error(c.origin("model.dt_max") + ": model.dt_max = " + value_text(dt_max) +
                 " must be greater than model.dt_min = " + value_text(dt_min) + " (" +
                 c.origin("model.dt_min") + ")");
   }
-  ssm_options_from(c).validate();
+  o.validate();
 }
 
 }  // namespace

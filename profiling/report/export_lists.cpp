@@ -1,10 +1,9 @@
 #include "profiling/report/export_lists.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <regex>
 
+#include "config/run_keys.h"
 #include "util/error.h"
 #include "util/path_kind.h"
 #include "util/profile_files.h"
@@ -17,14 +16,10 @@ fs::path profile_dir_of(const fs::path& run_dir) {
   std::error_code ec;
   const fs::path config = run_dir / "config.toml";
   if (!fs::exists(config, ec)) return run_dir;
-  try {
-    const toml::table t = toml::parse_file(config.string());
-    const auto dir = t.at_path("profiling.output_dir").value<std::string>();
-    if (dir && !dir->empty() && fs::is_directory(*dir, ec)) return *dir;
-  } catch (const toml::parse_error&) {
-    // profile-report's analysis names a config.toml that does not parse; the run directory
-    // is where its profiles are by default.
-  }
+  // A config.toml that does not parse gives no output_dir (profile-report's analysis names
+  // it): the run directory is where its profiles are by default.
+  const std::string dir = read_stored_settings(config).output_dir();
+  if (!dir.empty() && fs::is_directory(dir, ec)) return dir;
   return run_dir;
 }
 

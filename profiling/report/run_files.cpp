@@ -1,7 +1,5 @@
 #include "profiling/report/run_files.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -9,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "config/run_keys.h"
 #include "tensorboard/tfevents.h"
 #include "util/error.h"
 #include "util/parse.h"
@@ -34,35 +33,14 @@ std::string str(const Json& j, const char* key) {
 }
 
 // The settings of the resolved config.toml the trainer writes that the advice refers to, as
-// text ("2", "v2", "runs/x"). A file that does not parse is a warning, not an error.
+// text (config/run_keys.h). A file that does not parse is a warning, not an error.
 std::map<std::string, std::string> read_settings(const fs::path& path, RunAnalysis& a) {
-  static const std::vector<std::string> wanted = {
-      "data.workers",           "data.prefetch",   "data.slowdown_ms",       "train.batch",
-      "train.max_steps",        "train.log_every", "profiling.memory_every", "profiling.output_dir",
-      "profiling.timing_every", "model.version",   "data.n_signal"};
-  std::map<std::string, std::string> out;
-  toml::table config;
-  try {
-    config = toml::parse_file(path.string());
-  } catch (const toml::parse_error& e) {
-    a.warnings.push_back(path.filename().string() + " does not parse (" + std::string(e.description()) +
+  StoredSettings stored = read_stored_settings(path);
+  if (!stored.error.empty()) {
+    a.warnings.push_back(path.filename().string() + " does not parse (" + stored.error +
                          "); its settings are not used");
-    return out;
   }
-  for (const auto& key : wanted) {
-    const toml::node* node = config.at_path(key).node();
-    if (node == nullptr) continue;
-    if (const auto* s = node->as_string()) {
-      out[key] = s->get();
-    } else {
-      std::ostringstream text;
-      node->visit([&](const auto& v) {
-        if constexpr (toml::is_value<decltype(v)>) text << v.get();
-      });
-      out[key] = text.str();
-    }
-  }
-  return out;
+  return std::move(stored.text);
 }
 
 // Keeps the largest recorded peak of `series` (a memory profile holds one per sample, the

@@ -102,7 +102,7 @@ TEST(GpuMath, SettingsReachAtenAsRavesTrainPySetsThem) {
   const auto precision = ctx.float32MatmulPrecision();
   const bool benchmark = ctx.benchmarkCuDNN();
   Config c;
-  const auto defaults = cuda_math_settings(c);
+  const auto defaults = cuda_math_settings(run_keys(c));
   EXPECT_TRUE(defaults.tf32);
   EXPECT_TRUE(defaults.cudnn_benchmark);
   apply_cuda_math_settings(defaults);
@@ -111,7 +111,7 @@ TEST(GpuMath, SettingsReachAtenAsRavesTrainPySetsThem) {
   EXPECT_TRUE(ctx.benchmarkCuDNN());
   c.set("train.tf32", "false", "t");
   c.set("train.cudnn_benchmark", "false", "t");
-  apply_cuda_math_settings(cuda_math_settings(c));
+  apply_cuda_math_settings(cuda_math_settings(run_keys(c)));
   EXPECT_EQ(ctx.float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
   EXPECT_FALSE(ctx.allowTF32CuBLAS());
   EXPECT_FALSE(ctx.benchmarkCuDNN());
@@ -163,16 +163,18 @@ TEST(MemorySnapshot, KeysAreRefusedOnTheCpuNamingTheKey) {
   testing::ScratchDir dir("gpu_snapshot");
   Config c;
   c.set("profiling.memory_snapshot_step", "5", "t");
-  std::string msg = error_of([&] { RunProfilers p(c, torch::Device(torch::kCPU), dir.path(), nullptr); });
+  std::string msg = error_of(
+      [&] { RunProfilers p(profiling_keys(c), 100, torch::Device(torch::kCPU), dir.path(), nullptr); });
   EXPECT_HAS(msg, "profiling.memory_snapshot_step = 5");
   EXPECT_HAS(msg, "needs a CUDA device");
   Config oom;
   oom.set("profiling.memory_snapshot_on_oom", "true", "t");
-  msg = error_of([&] { RunProfilers p(oom, torch::Device(torch::kCPU), dir.path(), nullptr); });
+  msg = error_of(
+      [&] { RunProfilers p(profiling_keys(oom), 100, torch::Device(torch::kCPU), dir.path(), nullptr); });
   EXPECT_HAS(msg, "profiling.memory_snapshot_on_oom = true");
   EXPECT_HAS(msg, "needs a CUDA device");
   // Off (the default), a CPU run makes no recorder and writes no snapshot.
-  RunProfilers off(Config{}, torch::Device(torch::kCPU), dir.path(), nullptr);
+  RunProfilers off(profiling_keys(Config{}), 100, torch::Device(torch::kCPU), dir.path(), nullptr);
   EXPECT_EQ(off.write_oom_snapshot(), "");
 }
 
@@ -183,7 +185,7 @@ TEST(MemorySnapshot, StepAndOutOfMemorySnapshotsOnCuda) {
   c.set("profiling.memory_snapshot_step", "1", "t");
   c.set("profiling.memory_snapshot_on_oom", "true", "t");
   const torch::Device cuda(torch::kCUDA, 0);
-  RunProfilers p(c, cuda, dir.path(), nullptr);
+  RunProfilers p(profiling_keys(c), 100, cuda, dir.path(), nullptr);
   auto x = torch::ones({1024, 1024}, torch::TensorOptions().device(cuda));
   p.after_step(0, 0, 1, 1, 0.01);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "memory_snapshot_step0.pickle"));

@@ -1,0 +1,81 @@
+// The common keys' tables (config/run_keys.h): each field holds its key's value as the config
+// has it, at the defaults and after a file, the command line and finalize() changed them.
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "config/config_value.h"
+#include "config/run_keys.h"
+#include "util/error.h"
+
+namespace rt {
+namespace {
+
+// Every binding of `table` reads back, in `o`, the config's value of its key.
+template <typename Options>
+void expect_fields_hold_the_config(const OptionsTable<Options>& table, const Options& o, const Config& c) {
+  for (const auto& b : table.bindings()) {
+    const auto value = b.value(o);
+    ASSERT_TRUE(value.has_value()) << b.key();
+    EXPECT_EQ(value_text(*value), c.text(b.key())) << b.key();
+  }
+}
+
+void expect_all(const Config& c) {
+  expect_fields_hold_the_config(run_keys_table(), run_keys(c), c);
+  expect_fields_hold_the_config(profiling_keys_table(), profiling_keys(c), c);
+  expect_fields_hold_the_config(distributed_keys_table(), distributed_keys(c), c);
+}
+
+TEST(RunKeys, EveryFieldHoldsItsKeysValue) {
+  expect_all(Config{});
+  Config c;
+  c.merge_toml_string(R"(
+[train]
+name = "x"
+batch = 3
+max_steps = 77
+smoke_test = true
+smoke_test_memory_gib = 1.5
+precision = "bf16"
+[train.distributed]
+backend = "gloo"
+bucket_mb = 4.5
+[data]
+workers = 0
+db_path = "some/db"
+[profiling]
+enabled = true
+profile_steps = 5
+sort_by = "cpu_time_total"
+)",
+                     "test.toml");
+  c.set("profiling.memory_snapshot_step", "12", "--override");
+  c.finalize();
+  expect_all(c);
+  const RunKeys k = run_keys(c);
+  EXPECT_EQ(k.batch, 3);
+  EXPECT_EQ(k.max_steps, 77);
+  EXPECT_EQ(k.db_path, "some/db");
+  const ProfilingKeys p = profiling_keys(c);
+  EXPECT_EQ(p.active, 5);  // --profile_steps, written into the schedule by finalize()
+  EXPECT_TRUE(p.enabled);
+  EXPECT_FALSE(p.tracks_memory());
+  EXPECT_EQ(distributed_keys(c).backend, "gloo");
+}
+
+TEST(RunKeys, AKeyHoldsItsDefaultWhoeverSetIt) {
+  Config c;
+  EXPECT_TRUE(c.holds_default("data.n_signal"));
+  c.set("data.n_signal", "131072", "config.toml");  // a stored config holds the default
+  EXPECT_TRUE(c.was_set("data.n_signal"));
+  EXPECT_TRUE(c.holds_default("data.n_signal"));
+  c.set("data.n_signal", "4096", "--n_signal");
+  EXPECT_FALSE(c.holds_default("data.n_signal"));
+  c.set("data.phase_mangle_p", "0.8", "x");
+  EXPECT_TRUE(c.holds_default("data.phase_mangle_p"));
+  EXPECT_TRUE(c.holds_default("profiling.wait_steps"));  // a Rename alias names its target
+  EXPECT_THROW(c.holds_default("data.no_such_key"), Error);
+}
+
+}  // namespace
+}  // namespace rt
