@@ -321,7 +321,7 @@ def op_profile(path):
     per_step = [(s["dur"], sum(self_time[id(e)] for e in ops if s["ts"] <= e["ts"] < s["ts"] + s["dur"]),
                  sum(e["dur"] for e in ev if e.get("ph") == "X" and e["name"] == "gradient_sync_wait"
                      and s["ts"] <= e["ts"] < s["ts"] + s["dur"])) for s in steps]
-    call = lambda name: statistics.mean(e["dur"] for e in ops if e["name"] == name)  # noqa: E731
+    call = lambda name: statistics.fmean([e["dur"] for e in ops if e["name"] == name] or [0.0])  # noqa: E731
     m = lambda k: statistics.median(p[k] for p in per_step) / 1000  # noqa: E731
     return m(0), m(1), m(2), call("aten::convolution"), call("aten::stft")
 
@@ -487,8 +487,9 @@ def ddp_section(ctx, raw, commit):
         raw["op_profile"][arm] = {"step_ms": step, "operators_ms": opt, "gradient_sync_wait_ms": wait,
                                   "convolution_us": conv, "stft_us": stft}
         base = base or (opt, conv, stft)
-        orows.append([label, f"{step:.1f} ms", f"{opt:.1f} ms ({opt / base[0]:.2f}×)", f"{wait:.1f} ms",
-                      f"{conv:.0f} µs ({conv / base[1]:.2f}×), {stft:.0f} µs ({stft / base[2]:.2f}×)"])
+        x = lambda v, b: f"{v / b:.2f}×" if b else "—"  # noqa: E731
+        orows.append([label, f"{step:.1f} ms", f"{opt:.1f} ms ({x(opt, base[0])})", f"{wait:.1f} ms",
+                      f"{conv:.0f} µs ({x(conv, base[1])}), {stft:.0f} µs ({x(stft, base[2])})"])
     b.table(["run", "step", "operators", "gradient_sync_wait", "per call: convolution, stft"], orows)
     b.heading("Gradient bucket caps, tiny_rave, 2 ranks")
     b.text(f"`train.distributed.first_bucket_mb` / `bucket_mb` (DDP's defaults 1 / 25 MiB); job examples/s, median of "

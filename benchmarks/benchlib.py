@@ -51,7 +51,7 @@ def options(doc, spec, argv=None, **parser_args):
         if name == "_args":
             ap.add_argument("args", nargs="*")
             continue
-        flags = sorted({"--" + name, "--" + name.replace("_", "-")})
+        flags = list(dict.fromkeys(("--" + name, "--" + name.replace("_", "-"))))
         if default is False:
             ap.add_argument(*flags, dest=name, action="store_true")
         elif isinstance(default, list):
@@ -366,13 +366,7 @@ def other_hosts(name, host, directory=None):
     prev_host = host_label(env)
     if prev_host != host:
         table = next((b["table"] for b in prev.get("blocks", []) if "table" in b), None)
-        targets = []
-        for t in prev.get("targets", []):
-            t = dict(t)
-            if "host" not in t:  # written before targets named their host
-                t["host"] = prev_host
-                t["target"] = with_host(t["target"], prev_host)
-            targets.append(t)
+        targets = [dict(t, host=t.get("host", prev_host)) for t in prev.get("targets", [])]
         kept.insert(0, {"host": prev_host, "date": prev.get("date"), "git": env.get("git"),
                         "command": prev.get("command"), "load_before": env.get("load_before"), "table": table,
                         "targets": targets})
