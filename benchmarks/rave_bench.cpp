@@ -32,7 +32,7 @@
 #include "models/common/onednn_check.h"
 #include "models/common/row_linear.h"
 #include "models/rave/rave.h"
-#include "trainer/fused_adam.h"
+#include "training/fused_adam.h"
 #include "util/blas_kernels.h"
 #include "util/heap_retention.h"
 #include "util/json.h"

@@ -17,7 +17,7 @@
 #include <iostream>
 
 #include "models/ssm/decoders.h"
-#include "trainer/fused_adam.h"
+#include "training/fused_adam.h"
 #include "util/blas_kernels.h"
 #include "util/enum_names.h"
 #include "util/heap_retention.h"

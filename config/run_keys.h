@@ -3,7 +3,7 @@
 // and its math, the loader, the seed (RunKeys); the profilers (ProfilingKeys); the process group
 // (DistributedKeys). config/config_schema.cpp declares the keys; these tables read them. A run
 // reads each struct once, when it starts (trainer/job_start.h keeps them in its JobStart), and
-// nothing outside config/ looks a key up by its name (tests/config/key_lookup_test.cpp).
+// nothing outside config/ looks a key up by its name (scripts/check_key_lookups.py).
 //
 // A run directory's stored config.toml, read by profile-report for the settings its advice
 // names, is here too (StoredSettings): the file may come from another version of the program,
@@ -27,9 +27,9 @@ class Config;
 struct RunKeys {
   std::string family;  // model.family
   // The run directory (trainer/run_dir.h).
-  std::string name;              // train.name ("" = the config file's stem)
+  std::string name;      // train.name ("" = the config file's stem)
   std::string out_path;  // train.out_path
-  std::string ckpt;              // train.ckpt (a path, "last" or "")
+  std::string ckpt;      // train.ckpt (a path, "last" or "")
   // The schedule.
   int64_t max_steps = 0;
   int64_t batch = 0;

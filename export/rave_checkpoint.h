@@ -1,4 +1,4 @@
-// A RAVE model restored from a trainer checkpoint (trainer/checkpoint.h), strictly: the model
+// A RAVE model restored from a trainer checkpoint (training/checkpoint.h), strictly: the model
 // is rebuilt from the checkpoint's own resolved config (meta/config), and the checkpoint's
 // tensors under model/rave must be exactly the model's — same names, same shapes. A missing
 // or extra name stops with a message listing them (RAVE's export loads with strict=False and
@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 
 namespace rt::exporting {
 
@@ -27,7 +27,7 @@ struct RaveCheckpoint {
 // holds another family ("export supports RAVE models"); its tensors do not fit the model its
 // config describes (the names listed). Checkpoints written before the audio format was saved
 // beside the model take the sampling rate from the config's database.
-// `ema_weights`: the parameters' moving averages (train.ema, trainer/ema.h) instead of the
+// `ema_weights`: the parameters' moving averages (train.ema, training/ema.h) instead of the
 // weights, as RAVE's `export --ema_weights` (an error naming the checkpoint when it has none).
 RaveCheckpoint load_rave_checkpoint(const std::filesystem::path& path, bool ema_weights = false);
 

@@ -11,7 +11,9 @@ Two rules of our own hold besides, whatever CMake declares:
     from its sibling or above (graph, then torchscript and onnx side by side, checks, the
     command);
   - narrow doors (DOORS): a folder reaches another only through the headers named (generate
-    reaches export/ through its loader alone).
+    reaches export/ through its loader alone);
+  - folders that never meet (NEVER): the model families include nothing of the training loop
+    (families/ → trainer/); what both are built from is in training/, below them.
 Exit 0 when all hold; otherwise each violation is printed with file:line and exit 1.
 """
 import argparse
@@ -26,6 +28,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ROOMS = [["export/graph"], ["export/torchscript", "export/onnx"], ["export/checks"], ["export"]]
 # folder → {other folder: the only headers of it the folder may include}
 DOORS = {"generate": {"export": ["export/loader.h"]}}
+# folder → folders it may never include from, whatever CMake declares
+NEVER = {"families": ["trainer"]}
 
 
 def room_level(folder):
@@ -41,6 +45,9 @@ def room_rule(rel_dir, target):
     here, there = room_level(rel_dir), room_level(to_dir)
     if here is not None and there is not None and to_dir != rel_dir and there >= here:
         return f"{rel_dir} may include only from the export rooms below it, not {target}"
+    for other in NEVER.get(rel_dir.split("/")[0], []):
+        if target.startswith(other + "/"):
+            return f"{rel_dir} never includes from {other}/ ({target}): what both use belongs in training/"
     for other, allowed in DOORS.get(rel_dir.split("/")[0], {}).items():
         if (target == other or target.startswith(other + "/")) and target not in allowed:
             return f"{rel_dir} reaches {other}/ only through {', '.join(allowed)}, not {target}"

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "trainer/phases.h"
+#include "training/phases.h"
 #include "util/error.h"
 
 namespace rt {

@@ -52,7 +52,7 @@ struct OutOfMemoryContext {
   std::string snapshot;
 };
 std::string out_of_memory_message(const std::string& allocator_message, const OutOfMemoryContext& context);
-// The context of a step that ran out of memory: the step, the phase it was in (trainer/phases.h),
+// The context of a step that ran out of memory: the step, the phase it was in (training/phases.h),
 // RAVE's phase 1 length (the start of its second schedule phase), the batch, the device, and
 // `snapshot` (the memory snapshot's path).
 OutOfMemoryContext out_of_memory_context(const RunKeys& keys, const std::vector<SchedulePhase>& phases,

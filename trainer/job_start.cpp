@@ -10,8 +10,8 @@
 #include "config/config.h"
 #include "distributed/process_group.h"
 #include "trainer/gpu.h"
-#include "trainer/model_family.h"
 #include "trainer/trainer.h"
+#include "training/model_family.h"
 #include "util/error.h"
 #include "util/thread_limits.h"
 

@@ -10,7 +10,7 @@
 #include "profiling/memory.h"
 #include "tensorboard/tensorboard_writer.h"
 #include "trainer/job_start.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 #include "util/atomic_file.h"
 #include "util/blas_kernels.h"
 #include "util/error.h"

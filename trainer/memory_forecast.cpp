@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "profiling/memory.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 namespace rt {
 namespace {

@@ -1,6 +1,6 @@
 #include "trainer/output_target.h"
 
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/error.h"
 #include "util/path_kind.h"
 #include "util/run_pointer.h"

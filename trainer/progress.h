@@ -19,13 +19,9 @@
 #include <string>
 #include <vector>
 
-namespace rt {
+#include "training/schedule_phase.h"
 
-struct SchedulePhase {
-  int64_t first_step = 0;
-  std::string name;         // "phase 1", "phase 2 (adversarial)"; "" for a one-phase schedule
-  int64_t smoke_steps = 2;  // steps the smoke test times in this phase (after one warm-up step)
-};
+namespace rt {
 
 // "3d 04h", "2h05m", "4m52s", "12s".
 std::string format_duration(double seconds);

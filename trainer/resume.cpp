@@ -11,7 +11,7 @@
 #include "distributed/parameter_broadcast.h"
 #include "trainer/job_start.h"
 #include "trainer/job_summary.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 #include "util/error.h"
 #include "util/profile_schema.h"
 

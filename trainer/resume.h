@@ -11,8 +11,8 @@
 #include <string>
 
 #include "data/example.h"
-#include "trainer/checkpoint.h"
 #include "trainer/run_dir.h"
+#include "training/checkpoint.h"
 #include "util/json.h"
 
 namespace rt {
@@ -63,7 +63,7 @@ Resumed load_resume_checkpoint(
     const std::filesystem::path& checkpoint, const CheckpointMeta& expected, ModelFamily& family,
     const std::string& fix = "resume with the database and data settings the checkpoint was trained on");
 
-// Writes `family`, `state` and the CPU generator to `path` atomically (trainer/checkpoint.h).
+// Writes `family`, `state` and the CPU generator to `path` atomically (training/checkpoint.h).
 void save_training_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,
                               ModelFamily& family, const TrainingState& state);
 

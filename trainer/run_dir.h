@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "config/run_keys.h"
+#include "training/checkpoint.h"
 
 namespace rt {
 
@@ -56,16 +57,6 @@ RunDir open_run_dir(const std::filesystem::path& run_dir, const std::filesystem:
 // <out_path>/latest names (util/run_pointer.h), made canonical; a path → that path. Throws
 // rt::Error naming the path when the file does not exist.
 std::filesystem::path resolve_checkpoint(const std::string& ckpt, const std::filesystem::path& out_path);
-
-// A run directory, its `latest` pointer or a checkpoint file → the checkpoint: a file as it is;
-// a run directory's checkpoints/best.ckpt, else its checkpoints/last.ckpt (train.init_from,
-// evaluate's --ckpt, generate's --model). Throws rt::Error naming `name`, the key or flag, and
-// the value.
-std::filesystem::path resolve_run_or_checkpoint(const std::string& value, const std::string& name);
-
-// The run directory holding `checkpoint` (<run>/checkpoints/<file>, <run> holds config.toml),
-// or an empty path when the checkpoint lives elsewhere.
-std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
 
 // What `train` does: with train.ckpt inside a run directory, reopen that directory; otherwise
 // create a new one named train.name under train.out_path. Writes config.toml in both cases.

@@ -5,9 +5,9 @@
 #include "profiling/cuda_memory_snapshot.h"
 #include "profiling/timers.h"
 #include "tensorboard/tensorboard_writer.h"
-#include "trainer/fused_adam.h"
-#include "trainer/model_family.h"
-#include "trainer/phases.h"
+#include "training/fused_adam.h"
+#include "training/model_family.h"
+#include "training/phases.h"
 #include "util/error.h"
 #include "util/profile_schema.h"
 

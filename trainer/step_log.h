@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 namespace rt {
 

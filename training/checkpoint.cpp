@@ -1,14 +1,17 @@
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 
 #include <string>
 
 #include "config/config.h"
-#include "trainer/zip_integrity.h"
+#include "training/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/path_kind.h"
+#include "util/run_pointer.h"
 
 namespace rt {
+
+namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "rave-ssm-trainer checkpoint v1";
@@ -118,6 +121,39 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, const Checkpoi
     throw Error("checkpoint '" + path.string() + "' does not fit the model: " + e.what_without_backtrace());
   }
   return m;
+}
+
+fs::path resolve_run_or_checkpoint(const std::string& value, const std::string& name) {
+  std::error_code ec;
+  // A run directory, or the `latest` pointer naming one (util/run_pointer.h).
+  const fs::path run = resolve_run_pointer(value);
+  if (fs::is_directory(run, ec)) {
+    for (const char* file : {"best.ckpt", "last.ckpt"}) {
+      const fs::path p = run / "checkpoints" / file;
+      if (fs::is_regular_file(p, ec)) return p;
+    }
+    throw Error(name + " = '" + value +
+                "' is a directory without checkpoints/best.ckpt or checkpoints/last.ckpt (expected a run "
+                "directory, a `latest` pointer or a checkpoint file)");
+  }
+  if (const fs::path gone = dangling_run_pointer(value); !gone.empty()) {
+    throw Error(name + " = '" + value + "' is a `latest` pointer naming the run '" + gone.string() +
+                "', which no longer exists (deleted or moved): name a run directory or a checkpoint file");
+  }
+  if (const std::string why = not_a_regular_file(value); !why.empty()) {
+    throw Error(name + " = '" + value + "' " + why + " (expected a run directory or a checkpoint file)");
+  }
+  return fs::path(value);
+}
+
+fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(checkpoint, ec);
+  if (ec) return {};
+  const fs::path folder = abs.parent_path();
+  if (folder.filename() != "checkpoints") return {};
+  const fs::path run = folder.parent_path();
+  return fs::is_regular_file(run / "config.toml", ec) ? run : fs::path();
 }
 
 }  // namespace rt

@@ -49,4 +49,14 @@ std::optional<int64_t> checkpoint_step(const torch::jit::Module& module);
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, const CheckpointMeta& expected,
                                const std::function<void(torch::serialize::InputArchive&)>& read_model);
 
+// A run directory, its `latest` pointer or a checkpoint file → the checkpoint: a file as it is;
+// a run directory's checkpoints/best.ckpt, else its checkpoints/last.ckpt (train.init_from,
+// evaluate's --ckpt, generate's --model). Throws rt::Error naming `name`, the key or flag, and
+// the value.
+std::filesystem::path resolve_run_or_checkpoint(const std::string& value, const std::string& name);
+
+// The run directory holding `checkpoint` (<run>/checkpoints/<file>, <run> holds config.toml),
+// or an empty path when the checkpoint lives elsewhere.
+std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
+
 }  // namespace rt

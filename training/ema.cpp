@@ -1,4 +1,4 @@
-#include "trainer/ema.h"
+#include "training/ema.h"
 
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "trainer/fused_adam.h"
+#include "training/fused_adam.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "trainer/fused_adam_kernel.h"
+#include "training/fused_adam_kernel.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 

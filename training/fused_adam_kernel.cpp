@@ -1,4 +1,4 @@
-#include "trainer/fused_adam_kernel.h"
+#include "training/fused_adam_kernel.h"
 
 #include <cmath>
 

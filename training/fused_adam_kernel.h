@@ -1,4 +1,4 @@
-// The element loop of rt::FusedAdam / rt::FusedAdamW (trainer/fused_adam.h), kept free of
+// The element loop of rt::FusedAdam / rt::FusedAdamW (training/fused_adam.h), kept free of
 // LibTorch so that it can be compiled with -O3 -fno-math-errno -ffp-contract=off (see
 // trainer/CMakeLists.txt): vectorised square roots and divisions, no FMA contraction. On
 // x86-64 an AVX2 clone is picked at load time when the CPU has it.

@@ -1,4 +1,4 @@
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 #include "config/config.h"
 #include "config/run_keys.h"

@@ -16,7 +16,7 @@
 #include "data/example.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
-#include "trainer/progress.h"
+#include "training/schedule_phase.h"
 
 namespace rt {
 

@@ -1,4 +1,4 @@
-#include "trainer/phases.h"
+#include "training/phases.h"
 
 #include <exception>
 

@@ -1,4 +1,4 @@
-#include "trainer/zip_integrity.h"
+#include "training/zip_integrity.h"
 
 #include <caffe2/serialize/versions.h>
 #include <zlib.h>

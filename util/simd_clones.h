@@ -2,7 +2,7 @@
 // times on x86-64 GCC — for x86-64-v4 (AVX-512 F/BW/DQ/VL, with FMA), for AVX2 and for the
 // default target (SSE2) — with the version picked at load time (ifunc) by the CPU's features.
 // Elsewhere (clang, other architectures) it expands to nothing. Used by the
-// hand-written CPU kernels (trainer/fused_adam_kernel.cpp, models/ssm/fused_ops.cpp).
+// hand-written CPU kernels (training/fused_adam_kernel.cpp, models/ssm/fused_ops.cpp).
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)

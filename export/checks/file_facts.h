@@ -42,7 +42,7 @@ void set_check_fact(torch::jit::Module& m, const std::string& check);
 // Whether an exported file is whole, before anything loads it (`export --inspect`, `generate`,
 // `export --benchmark`): a TorchScript file is torch's zip archive, whose writer records each
 // entry's CRC-32 (code, constants and every weight tensor) and whose reader never compares them,
-// so every entry is checked here (trainer/zip_integrity.h); an ONNX file of ours records its own
+// so every entry is checked here (training/zip_integrity.h); an ONNX file of ours records its own
 // CRC-32 (export/onnx/onnx_graph.h kMetaCrc32). Returns the line --inspect prints; throws rt::Error
 // naming the file, and saying to export it again, when a byte changed. A file that is no zip
 // archive and no ONNX model is not checked here: the loader that reads it next says what it is.

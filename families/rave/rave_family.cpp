@@ -18,9 +18,9 @@
 #include "models/common/summary.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
-#include "trainer/ema.h"
-#include "trainer/fused_adam.h"
-#include "trainer/phases.h"
+#include "training/ema.h"
+#include "training/fused_adam.h"
+#include "training/phases.h"
 #include "util/error.h"
 
 namespace rt {
@@ -747,7 +747,7 @@ class RaveFamily final : public ModelFamily {
   rave::RaveModel model_{nullptr};
   std::unique_ptr<torch::optim::Adam> gen_opt_,
       dis_opt_;                        // rt::FusedAdam unless train.fused_optimizer = false
-  std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (trainer/ema.h)
+  std::unique_ptr<ParameterEma> ema_;  // train.ema > 0 (training/ema.h)
   int64_t channels_ = 1;
   int sampling_rate_ = 44100;
 };

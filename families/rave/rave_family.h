@@ -9,7 +9,7 @@
 #include "data/audio_dataset.h"
 #include "models/rave/options.h"
 #include "models/rave/rave.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 namespace rt {
 

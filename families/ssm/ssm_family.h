@@ -10,7 +10,7 @@
 #include "data/neural/neural_dataset.h"
 #include "families/ssm/ssm_transfer.h"
 #include "models/ssm/decoders.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 #include "util/enum_names.h"
 
 namespace rt {

@@ -5,7 +5,7 @@
 
 #include "config/config.h"
 #include "families/ssm/ssm_family.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/error.h"
 
 namespace rt {

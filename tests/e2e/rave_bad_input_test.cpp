@@ -5,7 +5,7 @@
 #include <map>
 
 #include "e2e/e2e_fixtures.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/atomic_file.h"
 
 namespace rt::e2e {

@@ -7,7 +7,7 @@
 
 #include "data/lmdb_store.h"
 #include "e2e/e2e_fixtures.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/run_pointer.h"
 

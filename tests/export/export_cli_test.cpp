@@ -14,7 +14,7 @@
 #include "families/rave/rave_family.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/atomic_file.h"
 
 namespace rt::e2e {
@@ -532,7 +532,7 @@ TEST_F(ExportCli, ACorruptCheckpointIsRefused) {
   std::ofstream(run / "checkpoints" / "best.ckpt") << "not a checkpoint";
   auto r = run_export("--run " + quote(run.string()));
   EXPECT_EQ(r.exit_code, 1);
-  // Refused by the integrity check that every reader runs first (trainer/zip_integrity.h).
+  // Refused by the integrity check that every reader runs first (training/zip_integrity.h).
   EXPECT_NE(r.output.find("checkpoint '" + (run / "checkpoints" / "best.ckpt").string() + "' is damaged"),
             std::string::npos)
       << r.output;

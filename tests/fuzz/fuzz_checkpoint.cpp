@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = rt::fuzz::scratch_file("fuzz.ckpt", data, size);

@@ -7,7 +7,7 @@
 #include "export/onnx/onnx_graph.h"
 #include "fuzz_support.h"
 #include "onnx_model.pb.h"
-#include "trainer/zip_integrity.h"
+#include "training/zip_integrity.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto onnx = rt::fuzz::scratch_file("fuzz.onnx", data, size);

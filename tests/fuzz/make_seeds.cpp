@@ -14,7 +14,7 @@
 #include "data/db_metadata.h"
 #include "data/neural/neural_record.h"
 #include "export/onnx/onnx_graph.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/atomic_file.h"
 
 namespace fs = std::filesystem;

@@ -11,9 +11,9 @@
 #include "distributed/gradient_sync.h"
 #include "families/builtin.h"
 #include "models/common/summary.h"
-#include "trainer/fused_adam.h"
-#include "trainer/model_family.h"
-#include "trainer/phases.h"
+#include "training/fused_adam.h"
+#include "training/model_family.h"
+#include "training/phases.h"
 
 namespace rt::testing {
 namespace {

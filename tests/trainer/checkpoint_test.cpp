@@ -1,6 +1,6 @@
 // Checkpoint integrity: a checkpoint whose bytes changed after it was written is refused by name
 // instead of loading altered weights (torch's own reader does not check the zip CRCs).
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -11,7 +11,7 @@
 
 #include "support/expect.h"
 #include "support/test_support.h"
-#include "trainer/zip_integrity.h"
+#include "training/zip_integrity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

@@ -1,6 +1,6 @@
-// RAVE's EMA callback (trainer/ema.h): the update rule, the swap validation uses, and a RAVE run
+// RAVE's EMA callback (training/ema.h): the update rule, the swap validation uses, and a RAVE run
 // that keeps the averages in its checkpoint and resumes them.
-#include "trainer/ema.h"
+#include "training/ema.h"
 
 #include <gtest/gtest.h>
 

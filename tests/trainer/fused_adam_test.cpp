@@ -1,7 +1,7 @@
 // FusedAdam / FusedAdamW against LibTorch's stock Adam / AdamW: same trajectory to rounding,
 // interchangeable state archives, the stock fallback (amsgrad), thread-count independence,
 // and zero_grad_to_none; the multi-tensor path of non-contiguous and CUDA parameters.
-#include "trainer/fused_adam.h"
+#include "training/fused_adam.h"
 
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "support/test_support.h"
-#include "trainer/checkpoint.h"
+#include "training/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

@@ -12,7 +12,7 @@
 #include "config/config.h"
 #include "profiling/memory.h"
 #include "support/test_support.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 namespace rt {
 namespace {

@@ -36,7 +36,7 @@
 #include "models/rave/rave.h"
 #include "support/golden.h"
 #include "support/libtorch_version.h"
-#include "trainer/model_family.h"
+#include "training/model_family.h"
 
 namespace rt {
 namespace {

@@ -1,10 +1,11 @@
 // The common keys' tables (config/run_keys.h): each field holds its key's value as the config
 // has it, at the defaults and after a file, the command line and finalize() changed them.
+#include "config/run_keys.h"
+
 #include <gtest/gtest.h>
 
 #include "config/config.h"
 #include "config/config_value.h"
-#include "config/run_keys.h"
 #include "util/error.h"
 
 namespace rt {
@@ -48,7 +49,7 @@ enabled = true
 profile_steps = 5
 sort_by = "cpu_time_total"
 )",
-                     "test.toml");
+                      "test.toml");
   c.set("profiling.memory_snapshot_step", "12", "--override");
   c.finalize();
   expect_all(c);
