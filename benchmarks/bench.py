@@ -6,14 +6,15 @@ then BENCHMARKS.md rendered from those files (benchlib.render). Standard library
   benchmarks/bench.py --render_only [--check]    BENCHMARKS.md from the results alone (--check: compare)
   benchmarks/bench.py --list                     the benchmarks, their options and what they need
 
-A benchmark is a description and its driver (bench_rave.py, bench_train.py, bench_ssm.py,
-bench_export.py): the description names the benchmark (--only takes that name, its result's name
-or its script's), its options with their defaults (--quick sets some; a description's `env`
-options may also come from the environment, in capitals), the programs it needs in --build's
-bin/ (--cuda_build's where it says cuda) and the other paths (venvs), with a note on what makes
-them. A benchmark whose needs are missing is skipped with that note; the run goes on. The driver
-runs the programs and returns its section (blocks, raw, derived, targets, commands), which the
-runner writes with benchlib.write_result; a driver that returns None had its peer write it.
+A benchmark is a description in sections.toml and its driver (a function of bench_rave.py,
+bench_train.py, bench_ssm.py or bench_export.py): the description names the benchmark (--only
+takes its key, its result's name or its script's), its options with their defaults (--quick sets
+some; a description's `env` options may also come from the environment, in capitals), the
+programs it needs in --build's bin/ (--cuda_build's where it says cuda) and the other paths
+(venvs), with a note on what makes them, and holds its section's constant text. A benchmark whose
+needs are missing is skipped with that note; the run goes on. The driver runs the programs and
+returns its section (blocks, raw, derived, targets, commands), which the runner writes with
+benchlib.write_result; a driver that returns None had its peer write it.
 "rave,whole,ops,flops,scaling,data,defaults" are the sections timed against the real RAVE and
 the main build; "others" the rest. benchmarks/*.sh run it for one benchmark (their names).
 --results_dir elsewhere than benchmarks/results leaves the committed results and BENCHMARKS.md
@@ -39,7 +40,19 @@ import bench_ssm  # noqa: E402
 import bench_train  # noqa: E402
 
 ROOT = benchlib.ROOT
-BENCHMARKS = bench_rave.BENCHMARKS + bench_ssm.BENCHMARKS + bench_train.BENCHMARKS + bench_export.BENCHMARKS
+DRIVERS = {m.__name__: m for m in (bench_rave, bench_ssm, bench_train, bench_export)}
+
+
+def description(key, d):
+    """sections.toml's description of benchmark `key`, with its driver and the defaults the
+    environment sets (default_from)."""
+    module, function = d["driver"].split(".")
+    options = dict(d.get("options", {}), **{k: os.environ[v] for k, v in d.get("default_from", {}).items()
+                                            if v in os.environ})
+    return dict(d, key=key, run=getattr(DRIVERS[module], function), options=options)
+
+
+BENCHMARKS = [description(k, d) for k, d in benchlib.sections().items()]
 GROUPS = {"others": [d["key"] for d in BENCHMARKS if not d.get("core")]}
 RUNNER = {"quick": False, "only": "", "results_dir": None, "md": os.path.join(ROOT, "BENCHMARKS.md"),
           "render_only": False, "check": False, "list": False, "keep": False,

@@ -18,9 +18,8 @@ import time
 
 import benchlib
 
-HERE = benchlib.HERE
+HERE, S = benchlib.HERE, benchlib.sections()
 RAVE_STEP, RAVE_TRAIN = os.path.join(HERE, "rave_gpu_step.py"), os.path.join(HERE, "rave_train.py")
-VENV_NOTE = "build-cuda/ and .venv-rave-cpu/ (the real RAVE on torch 2.11) are made by benchmarks/rave_cpu_env.sh"
 
 
 def stats(values):
@@ -119,23 +118,10 @@ def rave_cpu_step(ctx):
     ctx.shared["v2_medians"] = {t: nvr[f"v2_t{t}"]["native"]["stats"]["median"] for t in (1, 2) if f"v2_t{t}" in nvr}
     e0 = next(iter(nvr.values()))
     re_ = e0["rave_env"]
-    b = benchlib.Blocks()
-    b.text("The Python side is RAVE itself: acids-rave " + str(re_.get("acids-rave")) + " with pytorch-lightning "
-           + str(re_.get("pytorch-lightning")) + ", torchaudio " + str(re_.get("torchaudio")) + " and numpy "
-           + str(re_.get("numpy")) + ", its model built from its own gin file, stepped through its own "
-           "`training_step` with Lightning's per-batch callbacks (`benchmarks/rave_gpu_step.py --device cpu`; "
-           "stand-ins for " + (", ".join(re_.get("replaced_imports") or []) or "nothing") + ", which the step "
-           "never calls; PQMF prototype: " + str(re_.get("pqmf_prototype")) + "). Both sides run torch "
-           + str(re_.get("torch")) + "'s LibTorch on the CPU: the native one is `build-cuda/` "
-           "(`scripts/check_cuda_build.sh`), whose binaries load that wheel's libraries"
-           + ("; its own products (the convolutions' forward and backward) call "
-              + str(e0["native_gemm"]) + ", as train does (models/common/row_linear.h: the wheel's "
-              "LibTorch keeps its oneDNN's symbols hidden and hands its own products to MKL)"
-              if e0.get("native_gemm") else "") + ". "
-           "`benchmarks/rave_cpu_env.sh` makes the venv. That the two compute the same step is "
-           "the business of the golden tests (`tests/models/rave_oracle_test.cpp`, docs/rave_fidelity.md).")
-    b.text("Phase-1 training step (forward + losses + backward + Adam), batch 4 × 32768, without the "
-           "receptive-field crop (at full size it needs more than 32768 samples):")
+    b = benchlib.Blocks(S["rave"]["text"])
+    b.say("python_side", e=re_, replaced=", ".join(re_.get("replaced_imports") or []) or "nothing",
+          gemm=b.line("gemm", gemm=e0["native_gemm"]) if e0.get("native_gemm") else "")
+    b.say("step")
     rows, targets, derived = [], [], {}
     for k, e in nvr.items():
         ph, reps = e["native_phase_medians"], len(e["native"]["loads"])
@@ -147,11 +133,9 @@ def rave_cpu_step(ctx):
                      f"{ph['forward']:.2f} / {ph['loss']:.2f} / {ph['backward']:.2f} / {ph['optimizer']:.2f}",
                      loads_range(e["native"]["loads"] + e["rave"]["loads"])])
         # The goal: 0.6 of RAVE's own step, v2 and v3, 1 and 2 threads, in every repetition.
-        targets.append(benchlib.target(
-            f"RAVE {e['version']} phase-1 step on the CPU, ours / the real RAVE's training_step, {e['threads']} thread(s)",
-            "≤ 0.6", "<=", 0.6, per_rep, value=e["ratio_native_over_rave"], fmt="{:.3f}", over="repetitions"))
-    b.table(["model", "threads", "native s/step", "RAVE s/step", "native/RAVE",
-             "native phases (fwd / loss / bwd / adam, s)", "load (1-min avg)"], rows)
+        targets.append(benchlib.target(b.line("target", **e), "≤ 0.6", "<=", 0.6, per_rep,
+                                       value=e["ratio_native_over_rave"], fmt="{:.3f}", over="repetitions"))
+    b.table("columns", rows)
     b.text("Commands (per repetition, interleaved): " + "; ".join(
         f"{k}: `{e['native']['command']}` ↔ `{e['rave']['command']}`" for k, e in nvr.items()) + ".")
     return dict(blocks=b, raw=nvr, derived=derived, targets=targets, env={"host": e0.get("host")},
@@ -207,30 +191,20 @@ def whole_run(ctx):
                  mean_examples_per_second=4 * len(e["times"]) / sum(e["times"]))
         e["examples_per_second"] = 4 / e["stats"]["median"]
     wr["ratio_native_over_rave"] = wr["native"]["stats"]["median"] / wr["rave"]["stats"]["median"]
-    b = benchlib.Blocks()
-    b.text("Whole run including data loading (v2, batch 4 × 32768 without the crop, 2 threads, "
-           f"{wr['reps']} interleaved repetitions × {wr['steps']} steps after one warm-up step), on the same "
-           "database (written by our `preprocess`, read by RAVE's own `rave/dataset.py`): native `train` with its "
-           "loader (default 2 worker threads, and 0 workers = loading on the training thread) vs RAVE's own "
-           "`rave train` (its Lightning loop, its DataLoader with `--workers 2` and its augmentations: random "
-           "crop, phase mangle, dequantize; `benchmarks/rave_train.py --step_times`). Step times include the "
-           "wait for data on both sides: the native one is `data_time` from the timing profile, RAVE's the time "
-           "from `on_train_batch_end` to the next `on_train_batch_start`.")
-    b.table(["", "examples/s (4 / median step)", "s/step", "data wait per step (median)", "data wait, % of wall",
-             "load (1-min avg)", "command"],
-            [[label, f"{wr[n]['examples_per_second']:.3f}", fmt_s(wr[n]["stats"]),
+    b = benchlib.Blocks(S["whole"]["text"])
+    b.say("intro", reps=wr["reps"], steps=wr["steps"])
+    b.table("columns", [[label, f"{wr[n]['examples_per_second']:.3f}", fmt_s(wr[n]["stats"]),
               f"{1000 * wr[n]['data_stats']['median']:.2f} ms", f"{100 * wr[n]['data_fraction']:.2f} %",
               loads_range(wr[n]["loads"]), f"`{wr[n]['command']}`"]
              for n, label in (("native", "native, 2 workers"), ("native_w0", "native, 0 workers"),
                               ("rave", "`rave train`, 2 workers"))])
-    b.text(f"Native / `rave train` whole-run step ratio (medians): **{wr['ratio_native_over_rave']:.3f}**.")
+    b.say("ratio", ratio=wr["ratio_native_over_rave"])
     # Examples/s ours over RAVE's, repetition by repetition (the same number of steps each).
     per_rep = [r / n for n, r in zip(per_rep_medians(wr["native"]["times"], reps),
                                      per_rep_medians(wr["rave"]["times"], reps))]
     n_eps, r_eps = wr["native"]["examples_per_second"], wr["rave"]["examples_per_second"]
-    target = benchlib.target("RAVE v2 whole run on the CPU (data loading included), examples/s: ours / `rave train`",
-                             "> 1 (ours higher)", ">", 1.0, per_rep, value=n_eps / r_eps, fmt="{:.2f}",
-                             over="repetitions", note=f"{n_eps:.2f} vs {r_eps:.2f} examples/s")
+    target = benchlib.target(b.line("target"), "> 1 (ours higher)", ">", 1.0, per_rep, value=n_eps / r_eps,
+                             fmt="{:.2f}", over="repetitions", note=f"{n_eps:.2f} vs {r_eps:.2f} examples/s")
     return dict(blocks=b, raw=wr, derived={"ours_over_rave_examples_per_second_per_repetition": per_rep},
                 targets=[target], env={"host": wr["host"]},
                 commands=[wr[n]["command"] for n in ("native", "native_w0", "rave")])
@@ -277,18 +251,14 @@ def flops(ctx):
         achieved = d["step_conv_flops"] / med / 1e9
         fl["efficiency"][t] = {"step_seconds": med, "achieved_gflops": achieved,
                                "fraction_of_peak": achieved / fl["peak"][t]["gflops"]}
-    b = benchlib.Blocks()
-    b.text("Convolution FLOPs of a v2 phase-1 step at 4 × 32768, counted from `aten::convolution` input shapes "
-           f"({fl['v2']['conv_calls']} calls): forward {fl['v2']['forward_conv_flops'] / 1e9:.2f} GFLOP, "
-           f"step ≈ 3 × forward = {fl['v2']['step_conv_flops'] / 1e9:.2f} GFLOP (backward = grad-input + grad-weight; "
-           f"STFTs, element-wise ops and Adam not counted). Command: `{fl['v2']['command']}`.")
+    b = benchlib.Blocks(S["flops"]["text"])
+    b.say("flops", v=fl["v2"], forward=fl["v2"]["forward_conv_flops"] / 1e9, step=fl["v2"]["step_conv_flops"] / 1e9)
     rows = []
     for t, p in fl["peak"].items():
         e = fl["efficiency"].get(t)
         rows.append([t, f"{p['gflops']:.1f}"] + ([f"{e['step_seconds']:.3f}", f"{e['achieved_gflops']:.1f}",
                                                   f"{100 * e['fraction_of_peak']:.1f} %"] if e else ["–", "–", "–"]))
-    b.table(["threads", "sgemm peak (torch::mm 2048², GFLOP/s)", "v2 step s (median)", "achieved conv GFLOP/s",
-             "fraction of peak"], rows)
+    b.table("columns", rows)
     b.text("Peak commands: " + ", ".join(f"`{p['command']}`" for p in fl["peak"].values()) + ".")
     return dict(blocks=b, raw=fl, commands=[fl["v2"]["command"]] + [p["command"] for p in fl["peak"].values()])
 
@@ -443,26 +413,16 @@ def defaults(ctx):
            "python_torch": sh("/usr/bin/python3 -c 'import torch; print(torch.__version__, torch.get_num_threads(), "
                               "torch.backends.mkldnn.is_available())'")}
     flat = lambda s: (s or "").replace("\n", " ").replace("\t", "")  # noqa: E731
-    b = benchlib.Blocks()
-    b.text(f"BLAS: `update-alternatives` libblas.so.3 → `{env['blas_alternative']}`; `ldd build/bin/train`: "
-           f"`{flat(env['ldd_blas'] or '(no direct BLAS dependency)')}`; libtorch_cpu: `{flat(env['ldd_torch_blas'])}`.")
-    b.text(f"Threads: `train --config tiny_rave` used {df['train_default_threads']} thread(s) (its `train.threads = 1`) "
-           f"on this {os.cpu_count()}-core machine (`{df['train_default_threads_command']}`); `train.threads = 0` (the "
-           "full-size configs) means all cores; Debian's Python torch starts with "
-           f"`{env['python_torch']}` (version, threads, mkldnn).")
+    b = benchlib.Blocks(S["defaults"]["text"])
+    b.say("blas", e=env, ldd=flat(env["ldd_blas"] or "(no direct BLAS dependency)"), torch=flat(env["ldd_torch_blas"]))
+    b.say("threads", d=df, e=env, nproc=os.cpu_count())
     b.text("Loader workers (resolved v2 config): `" + " / ".join(
         line.split("#")[0].strip() for line in df["print_config_workers"].splitlines()) + "`.")
     mk, vg = df["mkldnn"], df["validation_guard"]
-    b.text(f"oneDNN (mkldnn) for convolutions, v2 step 4 × 32768, 2 threads: on {fmt_s(mk['mkldnn_on']['stats'])}, "
-           f"off {fmt_s(mk['mkldnn_off']['stats'])} (`{mk['mkldnn_on']['command']}` ↔ `--mkldnn 0`).")
-    b.text(f"Validation pass (v2, 4 × 32768, 2 threads): NoGradGuard {fmt_s(vg['no_grad'])}, InferenceMode "
-           f"{fmt_s(vg['inference_mode'])} (`{vg['command']}`).")
-    b.text("Channels-last: a memory format for 4-D (NCHW) tensors; the RAVE autoencoder is all 1-D convolutions "
-           "(3-D tensors), so it does not apply to a phase-1 step.")
-    b.text("Intra-op threads per config under both OpenMP wait policies (steps/s of short `train` runs, median "
-           "over logging intervals after the first, 2 interleaved repetitions): libgomp's default (threads spin "
-           "a while, then sleep) and `OMP_WAIT_POLICY=PASSIVE` (sleep at once; what the scripts export, and what "
-           "a shared machine needs).")
+    b.say("mkldnn", on=fmt_s(mk["mkldnn_on"]["stats"]), off=fmt_s(mk["mkldnn_off"]["stats"]),
+          command=mk["mkldnn_on"]["command"])
+    b.say("guard", no_grad=fmt_s(vg["no_grad"]), inference=fmt_s(vg["inference_mode"]), command=vg["command"])
+    b.say("channels_last").say("policies")
     config_default, rows = {"tiny_rave": "1", "s5_maze": "1", "foundational": "0 (all cores)"}, []
     for cfg, v in thr.items():
         med = {k: statistics.median(e["rates"]) for k, e in v.items()}
@@ -470,8 +430,7 @@ def defaults(ctx):
         rows.append([cfg, cell("default/1"), cell("default/2"), cell("PASSIVE/1"), cell("PASSIVE/2"),
                      config_default[cfg], loads_range([x for e in v.values() for x in e["loads"]]),
                      f"`{v['default/1']['command']}`"])
-    b.table(["config", "default, 1 thread", "default, 2 threads", "PASSIVE, 1 thread", "PASSIVE, 2 threads",
-             "config default", "load (1-min avg)", "command (1 thread)"], rows)
+    b.table("columns", rows)
     return dict(blocks=b, raw=df, env=env)
 
 
@@ -538,14 +497,8 @@ def rave_configs(ctx):
                      "phase_2_s_per_step": find(r"^  phase 2 \(adversarial\) .*then median ([0-9.]*) s/step"),
                      "peak_rss_mib": find(r"^  peak memory: ([0-9.]*) MiB resident"), "rave_gpu_memory": gpu})
         shutil.rmtree(ctx.path("runs"), ignore_errors=True)
-    b = benchlib.Blocks()
-    b.text("Each row is `train --config … --smoke_test` at full size: median step time of phase 1 and of phase 2 "
-           "(RAVE's adversarial phase, a discriminator update included) after one warm-up step each, and the peak "
-           "resident memory of the whole smoke run (validation and the final checkpoint included). RAVE's minimum "
-           "GPU memory is what its README states for the base config (batch 8 on a GPU): a different quantity, "
-           "shown for scale.")
-    b.table(["config", "parameters trained", "phase 1 step", "phase 2 step", "peak RSS", "RAVE's minimum GPU memory"],
-            [[f"`{r['config'].replace('+', ' + ')}`", r["parameters_trained"], f"{r['phase_1_s_per_step']:.3f} s",
+    b = benchlib.Blocks(S["rave_configs"]["text"]).say("intro")
+    b.table("columns", [[f"`{r['config'].replace('+', ' + ')}`", r["parameters_trained"], f"{r['phase_1_s_per_step']:.3f} s",
               f"{r['phase_2_s_per_step']:.3f} s", f"{r['peak_rss_mib']:.1f} MiB", r["rave_gpu_memory"] or "(as its base)"]
              for r in runs])
     return dict(blocks=b, raw={"runs": runs},
@@ -560,36 +513,3 @@ def rave_parity(ctx):
              os.path.join(HERE, "rave_parity.py"), "--bin", ctx.bin, "--work", ctx.path("parity"), "--results_dir",
              ctx.results_dir, "--steps", ctx.o.steps, "--runs", ctx.o.runs], log_to=ctx.path("parity.log"))
 
-
-CUDA = dict(cuda=True, needs_runner=("rave_python",), note=VENV_NOTE, core=True)
-BENCHMARKS = [
-    dict(key="rave", name="rave_cpu_step", title="Native vs the real RAVE: same model, same LibTorch", run=rave_cpu_step,
-         analysis="docs/perf/rave_cpu.md", bins=("rave_bench",), options=dict(versions="v2,v3", reps=3, steps=3),
-         quick=dict(versions="v2", reps=2, steps=1), **CUDA),
-    dict(key="ops", name="op_counts", title="Operator calls per step", run=op_counts, bins=("rave_bench",), core=True),
-    dict(key="flops", name="compute_efficiency", title="Compute efficiency", run=flops, bins=("rave_bench",), **CUDA),
-    dict(key="scaling", name="scaling", title="Scaling", run=scaling, bins=("rave_bench",), core=True,
-         options=dict(reps=3, steps=3), quick=dict(reps=1, steps=2)),
-    dict(key="data", name="data_path", title="Data path", run=data_path, bins=("preprocess", "loader_bench"), core=True,
-         options=dict(batches=16, audio_seconds=60, reps=3), quick=dict(batches=6, audio_seconds=30, reps=2)),
-    dict(key="whole", name="rave_cpu_whole_run", title="Native vs the real RAVE: whole run", run=whole_run,
-         bins=("train", "preprocess"), options=dict(reps=3, whole_steps=12), quick=dict(reps=2, whole_steps=8), **CUDA),
-    dict(key="defaults", name="defaults", title="Defaults", run=defaults, analysis="docs/perf/defaults.md", core=True,
-         bins=("train", "preprocess", "rave_bench"), options=dict(reps=3, steps=2, validate_reps=5),
-         quick=dict(reps=2, steps=1, validate_reps=3)),
-    dict(key="step_ab", name="step_ab", title="Refactor guard: RAVE v2 step, old build vs new build", run=step_ab,
-         script="step_ab.sh", bins=("rave_bench",), args=("old",), env=("reps", "steps", "warmup"),
-         options=dict(old=os.environ.get("STEP_AB_OLD", "HEAD~1"), old_bin="", no_build=False, reps=5, steps=4, warmup=3),
-         quick=dict(reps=3)),
-    dict(key="rave_configs", name="rave_configs", title="RAVE's configurations on the CPU", run=rave_configs,
-         script="rave_configs.sh", bins=("train", "preprocess"),
-         options=dict(batch=2, n_signal=131072, threads=0, audio_seconds=60, stacks=(
-             "v1 v2 v2_small v2_nopqmf v3 discrete discrete_v3 hybrid onnx raspberry v2+causal v2+noise v2+snake "
-             "v2+adain v2+descript_discriminator v2+wasserstein v2+spherical v2+spectral_discriminator discrete+causal")),
-         # --quick: one small configuration at a short length, to see the driver work (not a figure to keep).
-         quick=dict(stacks="v2_small", n_signal=65536, audio_seconds=10)),
-    dict(key="rave_parity", name="rave_parity", title="RAVE training parity", run=rave_parity, script="rave_parity.sh",
-         bins=("train", "preprocess"), needs=(".venv-rave/bin/python",), options=dict(steps=2000, runs=2),
-         quick=dict(steps=400), note="the oracle venv .venv-rave/ is made by tests/oracle/run.sh; the result is "
-         "trained on a GPU machine (docs/offline_gpu.md)"),
-]

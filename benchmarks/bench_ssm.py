@@ -14,7 +14,7 @@ import time
 
 import benchlib
 
-ROOT, HERE = benchlib.ROOT, benchlib.HERE
+ROOT, HERE, S = benchlib.ROOT, benchlib.HERE, benchlib.sections()
 REF = os.path.join(ROOT, "tests", "oracle", "s5_maze.py")
 FSSM_TARGET = 0.3
 
@@ -55,14 +55,9 @@ def ssm_step(ctx):
     arms = {}
     for r in rows:
         arms.setdefault((r["threads"], r["impl"]), []).append(r["median_ms"])
-    b = benchlib.Blocks()
-    b.text("Batch 64 × 140 bins × 182 units, one step = zero_grad + forward + MSE + backward + AdamW; "
-           f"{o.rounds} interleaved rounds (fused block, python, op-by-op block, parallel scan per thread count) × "
-           f"{o.steps} steps after 3 warm-up steps ({fused_steps} for the fused block, whose run then lasts about "
-           "as long as the others': a shared host's slow and fast phases weigh alike on both sides of a ratio); "
-           "medians of the per-run medians. Equivalence checked first "
-           "(same weights and batch, dropout 0: losses and parameters after 3 steps)"
-           + (": " + "; ".join(f"{k}: {v}" for k, v in checks.items()) if checks else "") + ".")
+    b = benchlib.Blocks(S["ssm_step"]["text"])
+    b.say("intro", o=o, fused_steps=fused_steps,
+          checks=": " + "; ".join(f"{k}: {v}" for k, v in checks.items()) if checks else "")
     table, derived, targets = [], {}, []
     for t in sorted({k[0] for k in arms}):
         py = statistics.median(arms[(t, "python")])
@@ -77,10 +72,8 @@ def ssm_step(ctx):
         # Round r's native run against round r's python run (they ran one after the other).
         per_round = derived[f"native_fused_over_python_t{t}_per_round"] = [n / p for n, p in zip(fused, arms[(t, "python")])]
         derived[f"native_fused_over_python_t{t}"] = statistics.median(fused) / py
-        targets.append(benchlib.target(f"s5_maze training step, native/Python, {t} thread(s)", "≤ 0.5", "<=", 0.5,
-                                       per_round, value=statistics.median(fused) / py, over="rounds"))
-    b.table(["threads", "implementation", "median step (ms)", "spread of run medians (ms)", "runs", "native/python"],
-            table)
+        targets.append(benchlib.target(b.line("target", t=t), "≤ 0.5", "<=", 0.5, per_round, value=statistics.median(fused) / py, over="rounds"))
+    b.table("columns", table)
     if fssm:
         fssm_section(b, arms, rows, derived, targets)
     t_ = f"--threads T --steps {o.steps} --warmup 3"
@@ -97,16 +90,8 @@ def fssm_section(b, arms, rows, derived, targets):
     """The native fused step against foundational_ssm's own S4D (PyTorch) and S5 (JAX), round by round."""
     last = {r["impl"]: r for r in rows if r["impl"].startswith("fssm_")}  # their versions and commit
     s4d, s5 = last.get("fssm_s4d", {}), last.get("fssm_s5_jax", {})
-    b.text("Against foundational_ssm's own models (github.com/Melina-Jingting/foundational_ssm at "
-           f"{(s4d or s5).get('fssm_commit') or 'an untracked checkout'}, imported from the checkout, "
-           "benchmarks/fssm_step.py), same batch shape, in the same rounds: its PyTorch S4D decoder "
-           "(models/archive/S4DNeuroModel.py as its nlb_train_decoding_torch.py builds it for MC_Maze: 1 layer, "
-           "hidden 64, state 64, dropout 0.1, AdamW 5e-4 / 0.01; float32) on torch "
-           f"{s4d.get('torch', '?')}, the LibTorch of the native build; its JAX S5 decoder (SSMDecoder with "
-           "S5Layer: state 64, 1 block, dropout 0.05) stepped by its own jitted make_step_foundational with "
-           f"create_optimizer_and_state's AdamW, on jax {s5.get('jax', '?')} (CPU; at 1 thread pinned to one "
-           "CPU with XLA's multi-threaded Eigen off). Ratios are the native fused step over theirs; the target "
-           f"(≤ {FSSM_TARGET}) is per round.")
+    b.say("fssm", commit=(s4d or s5).get("fssm_commit") or "an untracked checkout", torch=s4d.get("torch", "?"),
+          jax=s5.get("jax", "?"), goal=FSSM_TARGET)
     table = []
     for t in sorted({k[0] for k in arms}):
         native = arms[(t, "native_fused")]
@@ -123,11 +108,9 @@ def fssm_section(b, arms, rows, derived, targets):
             row += [benchlib.spread(theirs), benchlib.spread(per_round, "{:.2f}", bold=True, head=f"{ratio:.2f}")]
             if impl == "fssm_s4d":
                 targets.append(benchlib.target(
-                    f"s5_maze training step, native / foundational_ssm's S4D (PyTorch), {t} thread(s)",
-                    f"≤ {FSSM_TARGET}", "<=", FSSM_TARGET, per_round, value=ratio, over="rounds"))
+                    b.line("fssm_target", t=t), f"≤ {FSSM_TARGET}", "<=", FSSM_TARGET, per_round, value=ratio, over="rounds"))
         table.append(row)
-    b.table(["threads", "native fused (ms)", "fSSM S4D, PyTorch (ms)", "native / S4D (rounds)",
-             "fSSM S5, JAX (ms)", "native / S5 JAX (rounds)"], table)
+    b.table("fssm_columns", table)
 
 
 def parse_summary(text):
@@ -154,20 +137,10 @@ def ssm_kinds(ctx):
     runs = {}
     for r in rows:
         runs.setdefault((r["threads"], r["ssm"]), []).append(r["median_ms"])
-    b = benchlib.Blocks()
-    b.text("`model.ssm` selects the layer inside each block (docs/cli.md, \"SSM kinds\"). The s5_maze decoder "
-           "(Linear 182→64, one block: BatchNorm, SSM layer, GLU, dropout 0.05; Linear 64→2) with each kind "
-           "at width 64 and state 64. Parameter counts from `train --config s5_maze --model.ssm KIND --summary` "
-           "on a 182-unit synthetic database; \"Λ, step\" are the layer's A and step parameters, which train "
-           "without weight decay and which `train.transfer_mode = freeze_a` freezes.")
-    b.table(["kind", "layer", "SSM layer params", "of which Λ, step", "block params", "s5_maze model params"],
-            [[k, p["layer_class"], f"{p['layer_params']:,}", f"{p['no_decay_params']:,}", f"{p['block_params']:,}",
+    b = benchlib.Blocks(S["ssm_kinds"]["text"]).say("intro")
+    b.table("params_columns", [[k, p["layer_class"], f"{p['layer_params']:,}", f"{p['no_decay_params']:,}", f"{p['block_params']:,}",
               f"{p['model_params']:,}"] for k, p in params.items()])
-    b.text(f"Training step, batch 64 × 140 bins × 182 units (zero_grad + forward + MSE + backward + AdamW, "
-           f"`model.scan = fused`: the fused recurrence for s5 and lru, the FFT convolution for s4d): "
-           f"{o.rounds} rounds, the kinds interleaved within each round and thread count, one process per run, "
-           f"{o.steps} timed steps after 3 warm-up steps; the median of the per-run medians, their spread, and "
-           "the ratio of medians to s5 at the same thread count.")
+    b.say("step", o=o)
     table, derived = [], {"params": params}
     for t in sorted({k[0] for k in runs}):
         base = runs.get((t, "s5"))
@@ -176,7 +149,7 @@ def ssm_kinds(ctx):
             derived[f"{k}_t{t}_ms"] = benchlib.summary(v)
             table.append([t, k, f"{statistics.median(v):.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v),
                           f"{statistics.median(v) / statistics.median(base):.2f}" if base else "—"])
-    b.table(["threads", "kind", "median step (ms)", "spread of run medians (ms)", "runs", "vs s5"], table)
+    b.table("columns", table)
     return dict(blocks=b, raw={"runs": rows}, derived=derived,
                 commands=["build/bin/train --config s5_maze --model.ssm KIND --summary --db_path DB",
                           f"build/bin/ssm_step_bench --threads T --steps {o.steps} --warmup 3 --scan fused --ssm KIND"])
@@ -288,28 +261,12 @@ def transfer_section(ctx, a, params, pretrain, runs):
                       else f"{mean(v):.3f} ({min(v):.3f}–{max(v):.3f})")
     diff_cell = lambda v: ("—" if not v else f"{v[0]:+.3f}" if len(v) == 1  # noqa: E731
                            else f"{mean(v):+.3f} ({min(v):+.3f}…{max(v):+.3f})")
-    b = benchlib.Blocks()
-    b.text(f"Data: `preprocess --generate_neural_demo --groups {n_sessions} --units {a.units} --trials {a.trials} "
-           f"--seed {a.data_seed}`, synthetic reaching sessions that share the task (latent dynamics and "
-           "behaviour readout come from the seed) but not the neurons (each session's units and tuning are "
-           f"drawn anew). Sessions 0–{n_sessions - 2} are one pretraining database; session {n_sessions - 1} "
-           f"({a.units.split()[-1]} units, {a.n_new} trials) is the new one: its validation split "
-           f"(data.val_fraction {a.val_fraction}: {a.n_new - a.n_train} trials, the same for every run) scores "
-           f"every run, and runs train on the first 10–100 % of its {a.n_train} training trials "
-           "(`--max_train_trials N`).")
-    b.text(f"Model: `--config foundational` (4 blocks) at `--model.d_model {a.d_model} --model.state_dim {a.state}`"
-           f", lr {a.lr} (cosine, 50 warm-up steps), batch 64, `--threads 1`, {a.jobs} runs at a time. Pretraining: "
-           f"{a.pretrain_steps} steps on the pretraining database, once per kind; its best checkpoint (validated "
-           f"on sessions 0–{n_sessions - 2}) is what `--init_from` copies. New session: {a.steps} steps for every "
-           "run, transfer = `--config foundational_transfer --init_from PRETRAIN_RUN --train.transfer_mode MODE` "
-           "(blocks and decoder copied, read-in and session context new), scratch = the same command without "
-           "`--init_from`. The figure is the **final** validation R² (`val/r2` of training_summary.json's "
-           f"\"metrics\", at step {a.steps}; no early stopping on the validation set), per train.seed "
-           f"({', '.join(seeds)}): the mean over seeds"
-           + (" with the range in brackets; differences are transfer − scratch, paired by seed." if len(seeds) > 1
-              else "; differences are transfer − scratch."))
-    b.table(["kind", "model params (pretraining)", "pretraining val R² (final)", "pretraining s"],
-            [[k, f"{params[k]:,}" if params[k] else "—",
+    b = benchlib.Blocks(S["ssm_transfer"]["text"])
+    b.say("data", a=a, n=n_sessions, last=n_sessions - 2, new=n_sessions - 1, units=a.units.split()[-1],
+          val=a.n_new - a.n_train)
+    b.say("model", a=a, last=n_sessions - 2, seeds=", ".join(seeds),
+          tail=b.line("seeds_tail" if len(seeds) > 1 else "seed_tail"))
+    b.table("pretrain_columns", [[k, f"{params[k]:,}" if params[k] else "—",
               f"{pretrain[k]['val_r2']:.3f}" if pretrain[k].get("val_r2") is not None else "failed",
               f"{pretrain[k].get('seconds', 0):.0f}"] for k in kinds])
     rows, derived = [], {"pretrain_val_r2": {k: pretrain[k].get("val_r2") for k in kinds}, "cells": []}
@@ -343,17 +300,14 @@ def transfer_section(ctx, a, params, pretrain, runs):
     def last_gain(k, arm):  # the last stretch of each run's validation curve at the largest fraction
         return mean([r["curve"][-1][1] - r["curve"][-2][1] for r in runs
                      if r["kind"] == k and r["fraction"] == hi_f and r["arm"] == arm and len(r.get("curve", [])) >= 2])
-    b.text(f"Reading: at {lo_f} % of the trials ({round(lo_f * a.n_train / 100)}), {main_arm} minus scratch is "
-           f"{rng({k: mean(paired(k, lo_f, main_arm)) for k in kinds})} R² across the kinds; at {hi_f} % it is "
-           f"{rng({k: mean(paired(k, hi_f, main_arm)) for k in kinds})}. "
-           + ("Scratch is ahead (mean over seeds) in: " + ", ".join(f"{k} {f} % ({arm})" for k, f, arm in neg) + "."
-              if neg else "Transfer is ahead (mean over seeds) in every cell.")
-           + f" Every run has the same {a.steps} steps on the new session and transfer had {a.pretrain_steps} "
-           f"pretraining steps before them; under the cosine schedule the curves flatten at the end (at {hi_f} % "
-           f"scratch's R² changed by {rng({k: last_gain(k, 'scratch') for k in kinds})} over its last {a.steps // 3} "
-           f"steps, {main_arm}'s by {rng({k: last_gain(k, main_arm) for k in kinds})}), "
-           f"but whether scratch closes the gap at {hi_f} % with a longer schedule (e.g. {a.pretrain_steps + a.steps} "
-           "steps, the same total) is not measured here." + (f" Failed runs: {', '.join(failed)}." if failed else ""))
+    b.say("reading", a=a, lo=lo_f, hi=hi_f, lo_trials=round(lo_f * a.n_train / 100), arm=main_arm,
+          lo_range=rng({k: mean(paired(k, lo_f, main_arm)) for k in kinds}),
+          hi_range=rng({k: mean(paired(k, hi_f, main_arm)) for k in kinds}),
+          ahead=("Scratch is ahead (mean over seeds) in: " + ", ".join(f"{k} {f} % ({arm})" for k, f, arm in neg) + "."
+                 if neg else "Transfer is ahead (mean over seeds) in every cell."),
+          scratch_gain=rng({k: last_gain(k, "scratch") for k in kinds}), stretch=a.steps // 3,
+          arm_gain=rng({k: last_gain(k, main_arm) for k in kinds}), total=a.pretrain_steps + a.steps,
+          failed=f" Failed runs: {', '.join(failed)}." if failed else "")
     png = os.path.join(ctx.results_dir, "ssm_transfer.png")
     if shutil.which("gnuplot") and data:
         plot(png, ctx.path("plot.dat"), kinds, fractions, arms, data, a.n_train,
@@ -399,19 +353,3 @@ def plot(png, dat, kinds, fractions, arms, data, n_train, title):
                    f"set xrange [{round(fractions[0] * n_train / 100) * 0.8}:{n_train * 1.25}]", "plot " + ", ".join(plots[k])]
     subprocess.run(["gnuplot"], input="\n".join(script + ["unset multiplot"]) + "\n", text=True, check=True)
 
-
-BENCHMARKS = [
-    dict(key="ssm_step", name="ssm_step", title="s5_maze training step: native, its Python twin, foundational_ssm",
-         run=ssm_step, script="ssm_step.sh", analysis="docs/perf/ssm_step.md", bins=("ssm_step_bench",),
-         options=dict(rounds=5, steps=20, fused_steps=0, threads="1 2", fssm=os.environ.get("FSSM_DIR", "")),
-         quick=dict(rounds=3, steps=10)),
-    dict(key="ssm_kinds", name="ssm_kinds", title="SSM kinds side by side: s5, s4d, lru on the s5_maze shape",
-         run=ssm_kinds, script="ssm_kinds.sh", bins=("ssm_step_bench", "train", "preprocess"),
-         options=dict(rounds=5, steps=20, threads="1 2", kinds="s5 s4d lru"), quick=dict(rounds=3, steps=10)),
-    dict(key="ssm_transfer", name="ssm_transfer", title="Why pretrain: SSM transfer to a new session vs training from "
-         "scratch", run=ssm_transfer, script="ssm_transfer.sh", bins=("train", "preprocess"),
-         options=dict(kinds="s5 s4d lru", fractions="10 25 50 100", seeds="0 1", modes="all freeze_a", steps=300,
-                      pretrain_steps=800, trials=250, units="40 48 56 64 72", data_seed=7, d_model=32, state=32,
-                      lr="3e-3", val_fraction=0.2, jobs=2),
-         quick=dict(kinds="s5", seeds="0", modes="all", steps=200, pretrain_steps=400)),
-]

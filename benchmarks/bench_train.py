@@ -14,6 +14,7 @@ import time
 
 import benchlib
 
+S = benchlib.sections()
 NO_VAL = ["--val_every", "1000000", "--save_every", "1000000"]
 
 
@@ -55,7 +56,7 @@ def profiling(ctx):
             "s5_maze": ctx.neural_db("neural_db", 182)}
     run = lambda cfg, t, *f: train(ctx, cfg, jobs[cfg], ctx.path("runs"), "--max_steps", o.steps, "--log_every",  # noqa: E731
                                    o.every, "--val_every", 100000, "--save_every", 100000, "--threads", t, *f)
-    b, raw, rows, prows, derived, targets = benchlib.Blocks(), {"pairs": {}, "perf": {}}, [], [], {}, []
+    b, raw, rows, prows, derived, targets = benchlib.Blocks(S["profiling"]["text"]), {"pairs": {}, "perf": {}}, [], [], {}, []
     for cfg in jobs:
         for t in (1, 2):
             off, on = [], []
@@ -67,7 +68,7 @@ def profiling(ctx):
             derived[f"{cfg}/{t}/overhead_pct"] = benchlib.summary(pairs)
             rows.append([cfg, t, benchlib.spread(off, "{:.2f}"), benchlib.spread(on, "{:.2f}"),
                          f"{statistics.median(pairs):+.2f}% (pairs {min(pairs):+.1f}…{max(pairs):+.1f}%)"])
-        if not o.perf:
+        if not (o.perf and shutil.which("perf")):
             continue
         data = ctx.path("perf.data")
         p = ctx.run(["perf", "record", "-q", "-F", 4999, "-o", data, "--", *run(cfg, 1, *flags)], check=False)
@@ -78,25 +79,12 @@ def profiling(ctx):
                                                   "--stdio"], check=False).stdout)
         raw["perf"][cfg] = {"samples": samples, "profiling_pct": total, "symbols": top}
         prows.append([cfg, 1, samples, f"**{total:.2f} %**", "; ".join(f"{n} {p:.2f}%" for p, n in top[:3]) or "—"])
-        targets.append(benchlib.target(f"Timing + memory profiling overhead, {cfg} (share of CPU samples)",
-                                       "≤ 1 %", "<=", 1.0, [total], fmt="{:.2f} %", over="perf runs"))
-    b.text(f"{o.pairs} interleaved A/B pairs of {o.steps}-step runs, steps/s averaged over the intervals after the "
-           f"first (log_every {o.every}).")
-    b.table(["job", "threads", "off: steps/s (median, min–max)", "timing+memory: steps/s",
-             "overhead (median of pairs)"], rows)
-    b.text(f"Attribution by sampling (`perf record -F 4999` on one run with both flags, {o.steps} steps, whole process "
-           "including start-up): share of CPU samples in profiling code — our timers, phase scopes, memory "
-           "reporter and counting allocator, profile writers and their JSON, and c10's memory hooks (regex "
-           f"`{PROFILING_SYMBOLS}`). Self time only, so the malloc/free behind a hook is not included.")
-    if prows:
-        b.table(["job", "threads", "samples", "in profiling code", "top profiling symbols"], prows)
-    else:
-        b.text("(perf is not installed: `apt-get install linux-perf` to add this table.)")
+        targets.append(benchlib.target(b.line("target", cfg=cfg), "≤ 1 %", "<=", 1.0, [total], fmt="{:.2f} %",
+                                       over="perf runs"))
+    b.say("pairs", o=o).table("columns", rows).say("perf", o=o, symbols=PROFILING_SYMBOLS)
+    b.table("perf_columns", prows) if prows else b.say("no_perf")
     return dict(blocks=b, raw=raw, derived=derived, targets=targets,
-                commands=[f"build/bin/train --config CONFIG --max_steps {o.steps} --log_every {o.every} "
-                          "--threads T [--enable_timing_profiling --enable_memory_profiling]",
-                          "perf record -F 4999 -- build/bin/train ... --threads 1 "
-                          "--enable_timing_profiling --enable_memory_profiling"])
+                commands=[b.line("command", o=o), b.line("perf_command")])
 
 
 TRACE_ARMS = {"off": [], "traced": [], "shapes": ["--profiling.record_shapes"], "stack": ["--profiling.with_stack"],
@@ -135,7 +123,7 @@ def tracing(ctx):
             raw["alternating"][arm] = steps_of(f"alt_{arm}", 4 * o.steps, arm, alternate)
     run_medians = {arm: [statistics.median(t for _, t in s) for s in raw["ab"][arm]] for arm in arms}
     base = statistics.median(run_medians["off"]) if "off" in run_medians else None
-    b, rows, alt_rows, derived, targets = benchlib.Blocks(), [], [], {}, []
+    b, rows, alt_rows, derived, targets = benchlib.Blocks(S["tracing"]["text"]), [], [], {}, []
     for arm in arms:
         m = statistics.median(run_medians[arm])
         derived[f"ab_{arm}_ms"] = benchlib.summary([v * 1e3 for v in run_medians[arm]])
@@ -152,29 +140,17 @@ def tracing(ctx):
             label = ("Detailed tracing overhead, tiny_rave (one process, every other step traced)" if arm == "traced"
                      else "… with record_shapes")
             targets.append(benchlib.target(label, "≤ 10 %", "<=", 10.0, [over], fmt="{:+.1f} %", over="in-process runs"))
-    b.text(f"tiny_rave, {o.steps} steps per run (first {o.warmup} dropped), {o.reps} interleaved repetitions of the "
-           "arms (off, traced, + record_shapes, + with_stack), tracing active on every step (wait 0, warm-up 0, "
-           f"active = max_steps), train.threads {o.threads}, data.workers {o.workers}; median of per-step "
-           "`total_batch_time` (timing_profile.json) per run, then the median over repetitions.")
-    b.table(["arm", "median step (ms)", "per-run medians (ms)", "overhead vs off"], rows)
-    b.text(f"The same arms measured inside one process: `train --config tiny_rave --max_steps {4 * o.steps}` with the "
-           f"schedule `{alternate}` (every odd step traced, every even step with no callback installed; steps "
-           f"before {o.warmup} dropped); medians of the two step sets of one run:")
-    b.table(["arm", "untraced steps (ms)", "traced steps (ms)", "steps (untraced / traced)", "overhead"], alt_rows)
+    b.say("ab", o=o).table("columns", rows)
+    b.say("alternating", o=o, steps=4 * o.steps, alternate=alternate).table("alt_columns", alt_rows)
     op_cost = os.path.join(ctx.bin, "op_cost_bench")
     if os.path.exists(op_cost):
         out = ctx.run([op_cost, "--benchmark_min_time=0.2", "--benchmark_format=json"]).stdout
         costs = raw["op_cost_ns"] = {x["name"]: x["cpu_time"] for x in json.loads(out)["benchmarks"]}
-        b.text(f"Per-operator cost: `{ctx.rel([op_cost])} --benchmark_min_time=0.2` (Google Benchmark; `torch::add` of "
-               "two 8-element tensors, 1 thread, NoGradGuard; CPU ns per op):")
+        b.say("op_cost", command=ctx.rel([op_cost]))
         base_ns = costs.get("BM_AddUntraced")
-        b.table(["benchmark", "CPU ns/op", "added by tracing"],
-                [[name, f"{ns:.0f}", f"+{ns - base_ns:.0f} ns" if base_ns and name.startswith("BM_AddTraced") else "—"]
+        b.table("op_columns", [[name, f"{ns:.0f}", f"+{ns - base_ns:.0f} ns" if base_ns and name.startswith("BM_AddTraced") else "—"]
                  for name, ns in costs.items()])
-    return dict(blocks=b, raw=raw, derived=derived, targets=targets,
-                commands=[f"build/bin/train --config tiny_rave --max_steps {o.steps} --train.threads {o.threads} "
-                          f"--data.workers {o.workers} --enable_timing_profiling [--enable_profiling --profiling.wait 0 "
-                          "--profiling.warmup 0 --profiling.active STEPS ...]"])
+    return dict(blocks=b, raw=raw, derived=derived, targets=targets, commands=[b.line("command", o=o)])
 
 
 def heap_retention(ctx):
@@ -201,23 +177,17 @@ def heap_retention(ctx):
                 res.setdefault(f"{cfg}/{n}/{'retained' if retain == 'true' else 'defaults'}", []).append(
                     {"examples_per_second": eps, "page_faults_per_step": faults / (o.steps * n), "heap": s.get("heap", "")})
     med = lambda key, field: statistics.median(x[field] for x in res[key])  # noqa: E731
-    b, rows, derived = benchlib.Blocks(), [], {}
-    b.text("`train` with `--train.retain_freed_memory false` (glibc's malloc defaults) and `true` (the default: "
-           "M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 1 GiB; util/heap_retention.h), "
-           f"{o.steps} steps, 1 intra-op thread per rank, `--workers 0`, alternating, median of {o.reps}. Page "
-           "faults: minor faults of the train processes per step and rank, start-up included.")
+    b, rows, derived = benchlib.Blocks(S["heap_retention"]["text"]).say("intro", o=o), [], {}
     for cfg, n in rows_:
         d, k = f"{cfg}/{n}/defaults", f"{cfg}/{n}/retained"
         ratio = derived[f"{cfg}/{n}/retained_over_defaults"] = med(k, "examples_per_second") / med(d, "examples_per_second")
         rows.append([f"{cfg}, {n} rank{'s' if n > 1 else ''}", f"{med(d, 'examples_per_second'):.0f}",
                      f"{med(d, 'page_faults_per_step'):,.0f}", f"{med(k, 'examples_per_second'):.0f}",
                      f"{med(k, 'page_faults_per_step'):,.0f}", f"**{ratio:.2f}×**"])
-    b.table(["run", "glibc defaults: ex/s", "page faults / step", "retained: ex/s", "page faults / step",
-             "retained / defaults"], rows)
+    b.table("columns", rows)
     two = {k: med(f"tiny_rave/2/{k}", "examples_per_second") / med(f"tiny_rave/1/{k}", "examples_per_second")
            for k in ("defaults", "retained")}
-    b.text(f"tiny_rave 2 ranks / 1 rank: {two['defaults']:.2f}× with glibc's defaults, {two['retained']:.2f}× with "
-           "freed memory retained.")
+    b.say("ranks", two=two)
     return dict(blocks=b, raw={"runs": res}, derived=derived,
                 commands=["build/bin/train [--nproc_per_node 2] --config CONFIG --db_path DB --threads 1 "
                           f"--workers 0 --max_steps {o.steps} --train.retain_freed_memory {{false,true}}"])
@@ -253,17 +223,15 @@ def long_run_rss(ctx):
     run = os.path.dirname(glob.glob(ctx.path("runs", "*", "training_summary.json"))[0])
     early = [s for s in samples if s[0] >= steps // 100] or samples
     start, end, peak = early[0], samples[-1], max(r for _, r in samples)
-    b = benchlib.Blocks()
-    b.text(f"{steps:,} tiny_ssm steps with `--log_every 1` and the "
-           f"{'timing and memory profiles' if memory else 'timing profile'}, at {git}; exit {rc}; "
-           f"{wall / 60:.1f} min wall, {steps / wall:.0f} steps/s; bound profiling.profile_part_mb = {o.part_mb} × "
-           f"profiling.profile_parts = {o.parts}.")
+    b = benchlib.Blocks(S["long_run_rss"]["text"])
+    b.say("intro", steps=steps, profiles="timing and memory profiles" if memory else "timing profile", git=git, rc=rc,
+          minutes=wall / 60, rate=steps / wall, o=o)
     b.table(["", "step", "RSS"], [
         [f"start (first sample past step {steps // 100:,})", f"{start[0]:,}", f"{start[1] / 1024:.1f} MiB"],
         ["end (last sample)", f"{end[0]:,}", f"{end[1] / 1024:.1f} MiB"],
         [f"peak of {len(samples)} samples", "", f"{peak / 1024:.1f} MiB"]])
-    b.text(f"RSS change start → end: {(end[1] - start[1]):+,} KiB over {end[0] - start[0]:,} steps "
-           f"({(end[1] - start[1]) / max(1, end[0] - start[0]) * 1000:+.1f} KiB per 1,000 steps).")
+    b.say("change", kib=end[1] - start[1], steps=end[0] - start[0],
+          per=(end[1] - start[1]) / max(1, end[0] - start[0]) * 1000)
     files = {}
     for kind in ("timing", "memory") if memory else ("timing",):
         paths = sorted(glob.glob(os.path.join(run, f"{kind}_profile*.json")))
@@ -413,22 +381,9 @@ def ddp(ctx):
 def ddp_section(ctx, raw, commit):
     o = ctx.o
     py_rave = raw["tiny_rave"]["py1"][0]
-    b = benchlib.Blocks()
-    b.text(f"2 ranks vs 1 on this {os.cpu_count()}-core machine. Ratios are what to compare across hosts; absolute "
-           "figures differ by host.")
-    b.text(f"`train --nproc_per_node 2` vs one process, 1 intra-op thread per rank and `--workers {o.workers}` (loading "
-           "on the training thread: one core per rank), the config's batch per rank (so 2 ranks train twice the "
-           f"examples per step), Gloo over loopback; job examples/s over the training loop, median of {o.reps} "
-           f"alternating runs ({o.rave_steps} steps tiny_rave, {o.ssm_steps} steps s5_maze); a 2/1 ratio is the median "
-           f"of the {o.reps} ratios of runs made one after the other, the range theirs. Native: the build against torch "
-           f"{py_rave['torch'].split('+')[0]}'s LibTorch (`build-cuda/`, on the CPU). Python: `benchmarks/ddp_bench.py` "
-           f"on that same torch (`DistributedDataParallel`, Gloo, same model and sizes, {o.py_steps} timed steps after 3 "
-           f"warm-up steps, synthetic input, no loader; median of {o.reps} runs): tiny_rave is the real RAVE (acids-rave "
-           f"{py_rave['sizes']['rave'].split()[-1]}) built from its own v2.gin with the config's sizes bound, stepped by "
-           "its own `training_step`, callbacks, optimizers and LR scheduler, wrapped as PyTorch Lightning "
-           f"{py_rave['sizes']['pytorch_lightning']}'s `strategy=\"ddp\"` wraps it; s5_maze is the SSM reference "
-           "`tests/oracle/s5_maze.py` under `DistributedDataParallel` with DDP's defaults. What each column measures: "
-           "docs/perf/ddp.md.")
+    b = benchlib.Blocks(S["ddp"]["text"]).say("hosts", nproc=os.cpu_count())
+    b.say("setup", o=o, torch=py_rave["torch"].split("+")[0], rave=py_rave["sizes"]["rave"].split()[-1],
+          lightning=py_rave["sizes"]["pytorch_lightning"])
     rows, derived, targets, native_ratio = [], {}, [], {}
     for row, name in DDP_ROWS:
         r = raw[row]
@@ -446,22 +401,11 @@ def ddp_section(ctx, raw, commit):
                      arm("ring"), arm("loop"), f"{100 * med(two, 'comm_wait_share'):.1f} % of step time (collectives "
                      f"running: {100 * med(two, 'comm_busy_share'):.1f} %)", f"{p1:.0f} ex/s", f"{p2:.0f} ex/s",
                      f"{p2 / p1:.2f}×", f"**{s2 / p2:.2f}×**"])
-        targets.append(benchlib.target(f"Data parallel, {name}: 2 ranks / 1 rank, 1 thread each (job examples/s)",
-                                       "≥ 1.8×", ">=", 1.8, job_runs, value=job, fmt="{:.2f}×", over="paired runs",
+        targets.append(benchlib.target(b.line("target_ratio", name=name), "≥ 1.8×", ">=", 1.8, job_runs, value=job, fmt="{:.2f}×", over="paired runs",
                                        note=f"host ceiling {ji:.2f}×"))
         # Python's 2-rank runs are not paired with the native ones: the ratio of medians, n = 1.
-        targets.append(benchlib.target(f"Data parallel, {name}: native / Python DDP, 2 ranks (step examples/s)",
-                                       "≥ 1.0×", ">=", 1.0, [s2 / p2], fmt="{:.2f}×", over="ratios of medians"))
-    b.table(["model", "native 1 rank: job (step)", "native 2 ranks: job (step)", "native 2/1: job (step)",
-             "2/1 job, paired runs' range", "host ceiling: 2 independent 1-rank jobs / 1",
-             "2 ranks, passive waits: job, 2/1", "2 ranks, every all-reduce on Gloo's ring: job, 2/1",
-             "2 ranks, Gloo's event loop under the default policy: job, 2/1", "exposed comm (2 ranks)",
-             "Python DDP 1 rank", "Python DDP 2 ranks", "Python 2/1", "native step/Python (2 ranks)"], rows)
-    b.heading("Lock-step alone (Python)")
-    b.text("The Python side's 2 ranks without DDP (`ddp_bench.py --lockstep_only 1`): each rank trains its own "
-           "model, and the ranks meet only in a 1-element Gloo all-reduce after every step. Against the same step in "
-           "one process without DDP (the 1-rank run's `plain_steps_per_second`), run by run; what remains below the "
-           "host ceiling is what keeping 2 ranks in step costs on this host, before any gradient is sent.")
+        targets.append(benchlib.target(b.line("target_python", name=name), "≥ 1.0×", ">=", 1.0, [s2 / p2], fmt="{:.2f}×", over="ratios of medians"))
+    b.table("columns", rows).heading("Lock-step alone (Python)").say("lockstep")
     lrows = []
     for row in ("tiny_rave", "s5_maze"):
         step, py_ratio, py1_runs = native_ratio[row]
@@ -470,13 +414,7 @@ def ddp_section(ctx, raw, commit):
         mid, lo, hi, _ = paired(lock, plain, "eps")
         lrows.append([row, f"{med(plain, 'eps'):.0f} ex/s", f"{med(lock, 'eps'):.0f} ex/s",
                       f"**{mid:.2f}×** ({lo:.2f}–{hi:.2f}×)", f"{py_ratio:.2f}×", f"{step:.2f}×"])
-    b.table(["model", "Python 1 rank, no DDP", "Python 2 ranks, lock-step only", "lock-step only 2/1 (paired runs' range)",
-             "Python DDP 2/1 (step)", "native 2/1 (step)"], lrows)
-    b.heading("Where a 2-rank step's time goes (tiny_rave)")
-    b.text("Rank 0's trace of steps 31–50 of a 60-step run (`--enable_profiling --profile_steps 20 "
-           "--profiling.skip_first 30`), one process against 2 ranks with each wait policy; per step, medians over the "
-           "20 steps. Operators: the self time of every operator on the training thread (what the CPU computes; a "
-           "wait inside a collective is not an operator).")
+    b.table("lockstep_columns", lrows).heading("Where a 2-rank step's time goes (tiny_rave)").say("trace")
     orows, base, raw["op_profile"] = [], None, {}
     for arm, label in (("one", "1 process"), ("passive", "2 ranks, passive waits"), ("active", "2 ranks, active waits")):
         paths = [p for p in sorted(glob.glob(ctx.path("ops", arm, "*", "profiler_traces", "*.pt.trace.json")))
@@ -490,19 +428,10 @@ def ddp_section(ctx, raw, commit):
         x = lambda v, b: f"{v / b:.2f}×" if b else "—"  # noqa: E731
         orows.append([label, f"{step:.1f} ms", f"{opt:.1f} ms ({x(opt, base[0])})", f"{wait:.1f} ms",
                       f"{conv:.0f} µs ({x(conv, base[1])}), {stft:.0f} µs ({x(stft, base[2])})"])
-    b.table(["run", "step", "operators", "gradient_sync_wait", "per call: convolution, stft"], orows)
-    b.heading("Gradient bucket caps, tiny_rave, 2 ranks")
-    b.text(f"`train.distributed.first_bucket_mb` / `bucket_mb` (DDP's defaults 1 / 25 MiB); job examples/s, median of "
-           f"{o.reps} alternating runs of {o.rave_steps} steps; collectives per step include the spectral denominators' "
-           "all-reduce (the stop flag rides in the last bucket).")
-    b.table(["first / other bucket cap (MiB)", "job ex/s", "collectives per step", "exposed comm"],
-            [[caps.replace("_", " / "), f"{med(runs, 'eps'):.0f}", f"{med(runs, 'collectives') / o.rave_steps:.1f}",
+    b.table("trace_columns", orows).heading("Gradient bucket caps, tiny_rave, 2 ranks").say("buckets", o=o)
+    b.table("bucket_columns", [[caps.replace("_", " / "), f"{med(runs, 'eps'):.0f}", f"{med(runs, 'collectives') / o.rave_steps:.1f}",
               f"{100 * med(runs, 'comm_wait_share'):.1f} %"] for caps, runs in raw["buckets"].items()])
-    b.heading("Overlap: all-reduce starts while backward is still running")
-    b.text("RAVE v2 (`--config v2 --batch 1 --n_signal 32768 --train.valid_signal_crop false`, 2 ranks, steps 3–4 "
-           "traced). Per traced step: the gradient buckets' `gloo:all_reduce` spans (`gloo:all_gather` for the 1 MiB "
-           "first bucket, a small all-reduce), how many started before `gradient_sync_wait` (the end of autograd's "
-           "backward, where the trainer starts waiting), and how much of their running time lay before it.")
+    b.heading("Overlap: all-reduce starts while backward is still running").say("overlap")
     vrows, raw["overlap"] = [], []
     for path in sorted(glob.glob(ctx.path("v2", "*", "profiler_traces", "*.pt.trace.json"))):
         t = json.load(open(path))
@@ -521,33 +450,9 @@ def ddp_section(ctx, raw, commit):
             raw["overlap"].append({"rank": rank, "step": step_no, "all_reduces": len(ars), "started_before": before,
                                    "busy_before_pct": 100 * busy_before / busy})
             vrows.append([rank, step_no, len(ars), f"**{before}**", f"{100 * busy_before / busy:.0f} %"])
-    b.table(["rank", "step", "all-reduces", "started during backward", "all-reduce time before backward ended"], vrows)
+    b.table("overlap_columns", vrows)
     return dict(blocks=b, raw=raw, derived=derived, targets=targets, env={"git": commit},
                 commands=["build-cuda/bin/train [--nproc_per_node 2] --device cpu --config CONFIG "
                           f"--threads 1 --workers {o.workers} ...",
                           "benchmarks/ddp_bench.py --model CONFIG --world {1,2} --threads 1 ..."])
 
-
-TRAIN = ("train", "preprocess")
-BENCHMARKS = [
-    dict(key="profiling", name="profiling", title="Timing + memory profiling overhead", run=profiling,
-         script="profiling_overhead.sh", bins=TRAIN, options=dict(pairs=6, steps=160, every=40, perf=int(bool(shutil.which("perf")))), quick=dict(pairs=4, steps=120)),
-    dict(key="tracing", name="tracing", title="Detailed tracing overhead", run=tracing, script="tracing_overhead.sh",
-         analysis="docs/perf/tracing.md", bins=TRAIN, args=("build_dir", "reps", "steps"),
-         env=("threads", "workers", "warmup", "arms"), quick=dict(reps=3, steps=30),
-         options=dict(build_dir="", reps=5, steps=40, threads=1, workers=1, warmup=5, arms="off traced shapes stack")),
-    dict(key="ddp", name="ddp", title="Data-parallel training", run=ddp, script="ddp.sh", analysis="docs/perf/ddp.md",
-         cuda=True, bins=TRAIN, needs_runner=("rave_python",), env=("reps", "rave_steps", "ssm_steps", "py_steps", "workers"),
-         note="build-cuda/ and .venv-rave-cpu/ are made by benchmarks/rave_cpu_env.sh",
-         # workers 0: each rank loads on its training thread, so "1 rank × 1 thread" uses one core.
-         options=dict(reps=5, rave_steps=300, ssm_steps=200, py_steps=20, workers=0),
-         quick=dict(reps=1, rave_steps=30, ssm_steps=20, py_steps=8)),
-    dict(key="heap_retention", name="heap_retention", title="Freed memory kept for reuse (train.retain_freed_memory)",
-         run=heap_retention, script="heap_retention.sh", bins=TRAIN, env=("reps", "steps"),
-         options=dict(reps=3, steps=150), quick=dict(reps=1, steps=40)),
-    # Its question is a long run's drift: --quick is 20000 steps with 1 MiB parts, enough to see the
-    # profile rotate within its bound, not to judge the RSS slope.
-    dict(key="long_run_rss", name="long_run_rss", title="Long run: RSS and profile size", run=long_run_rss,
-         script="long_run_rss.sh", bins=TRAIN, args=("steps",), env=("part_mb", "parts", "memory"),
-         options=dict(steps=1000000, part_mb=64, parts=8, memory=0), quick=dict(steps=20000, part_mb=1, parts=4)),
-]

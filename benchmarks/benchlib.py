@@ -264,7 +264,19 @@ def meets(op, value, threshold):
 
 
 class Blocks(list):
-    """The section's content in order (see the module docstring)."""
+    """The section's content in order (see the module docstring). texts: the section's constant
+    text in sections.toml ([KEY.text]): say() and line() fill a template's {fields} (str.format),
+    table() takes a key of it for the columns."""
+
+    def __init__(self, texts=None):
+        super().__init__()
+        self.texts = texts or {}
+
+    def line(self, key, **fields):
+        return self.texts[key].format(**fields)
+
+    def say(self, key, **fields):
+        return self.text(self.line(key, **fields))
 
     def text(self, *parts):
         self.append({"text": " ".join(p for p in parts if p)})
@@ -275,11 +287,20 @@ class Blocks(list):
         return self
 
     def table(self, columns, rows, title=None):
-        t = {"columns": list(columns), "rows": [list(r) for r in rows]}
+        t = {"columns": list(self.texts[columns] if isinstance(columns, str) else columns),
+             "rows": [list(r) for r in rows]}
         if title:
             t["title"] = title
         self.append({"table": t})
         return self
+
+
+def sections():
+    """benchmarks/sections.toml: every benchmark's description (what bench.py --list shows) and its
+    section's constant text, by the benchmark's key."""
+    import tomllib
+    with open(os.path.join(HERE, "sections.toml"), "rb") as f:
+        return tomllib.load(f)
 
 
 def record(name, title, command, env, blocks, raw=None, derived=None, targets=None, commands=None,
