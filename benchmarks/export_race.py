@@ -20,6 +20,14 @@ parameter of the file (median of 9, after one warm-up pass), per thread count.
 Prints one JSON line per file, round, thread count and block: ms per block (median and mean over
 that round's blocks, min, max), realtime factor (audio seconds per second of compute), the floor,
 the torch version and its BLAS.
+
+  PYTHON benchmarks/export_race.py --ops FILE.ts [--block 2048] [--threads 1] [--calls 20] [--top 20]
+
+--ops: where one file's `forward` spends its time, by operator and input shape, for reading the
+figures (docs/perf/export.md): the products (aten::mm, aten::addmv_, aten::addmm,
+quantized::linear_dynamic) and every other operator's total, per call, under this Python's
+LibTorch; blocks of noise (0.1 σ) under inference mode after 10 warm-up calls; times are the
+profiler's self CPU time divided by the calls.
 """
 import itertools
 import json
@@ -31,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 import torch
 
@@ -106,9 +115,43 @@ def words(text):
     return [int(v) for v in text.replace(",", " ").split()]
 
 
+PRODUCTS = ("aten::mm", "aten::addmv_", "aten::addmm", "aten::linear", "quantized::linear_dynamic")
+
+
+def ops(a):
+    """--ops: the products by input shape and the other operators of one file's `forward`, per call."""
+    warnings.simplefilter("ignore")
+    threads = words(a.threads)[0]
+    torch.set_num_threads(threads)
+    m, x = torch.jit.load(a.ops), torch.randn(1, 1, a.block) * 0.1
+    with torch.inference_mode():
+        for _ in range(10):
+            m.forward(x)
+        with torch.autograd.profiler.profile(record_shapes=True) as p:
+            for _ in range(a.calls):
+                m.forward(x)
+    products = sorted(((e.key, e.input_shapes, e.self_cpu_time_total / a.calls / 1e3, e.count // a.calls)
+                       for e in p.key_averages(group_by_input_shape=True) if e.key in PRODUCTS), key=lambda r: -r[2])
+    total = sum(e.self_cpu_time_total for e in p.key_averages()) / a.calls / 1e3
+    in_products = sum(r[2] for r in products)
+    print(f"torch {torch.__version__}, {threads} thread(s), block {a.block}: {total:.2f} ms per call in "
+          f"operators, {in_products:.2f} ms in products")
+    print(f"{'operator':28s} {'input shapes':52s} {'ms/call':>8s} {'calls':>6s}")
+    for key, shapes, ms, n in products[:a.top]:
+        print(f"{key:28s} {str(shapes)[:52]:52s} {ms:8.3f} {n:6d}")
+    others = sorted(((e.key, e.self_cpu_time_total / a.calls / 1e3, e.count // a.calls)
+                     for e in p.key_averages() if e.key not in PRODUCTS), key=lambda r: -r[1])
+    print(f"other operators (forward: the TorchScript interpreter's own time): {total - in_products:.2f} ms per call; "
+          "largest:")
+    for key, ms, n in others[:8]:
+        print(f"{key:28s} {'':52s} {ms:8.3f} {n:6d}")
+
+
 def main():
     a = benchlib.options(__doc__, {"file": [], "threads": "1", "blocks": "2048 4096", "rounds": 3, "first_round": 1,
-                                   "seconds": 10.0, "seed": 1})
+                                   "seconds": 10.0, "seed": 1, "ops": None, "block": 2048, "calls": 20, "top": 20})
+    if a.ops:
+        return ops(a)
     files = []
     for spec in a.file:
         name, sep, path = spec.partition("=")

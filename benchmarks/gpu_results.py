@@ -1,9 +1,19 @@
 #!/usr/bin/env python3
-"""One scripts/gpu_check.sh run's files (its $OUT) -> benchmarks/results/gpu_check.json, the
-GPU figures as data and the section bench.py --render_only makes of them (standard library only).
+"""The figures of scripts/gpu_check.sh (docs/offline_gpu.md): read off its runs on the GPU node,
+then one run's files (its $OUT) -> benchmarks/results/gpu_check.json, the GPU figures as data and
+the section bench.py --render_only makes of them (standard library only, except `hta`).
 
   gpu_results.py OUT_DIR [OUT_DIR ...] [--command TEXT] [--keep_traces_from JSON] [--results_dir DIR]
   gpu_results.py --from_json benchmarks/results/gpu_check.json [--results_dir DIR]
+  gpu_results.py step RUN_DIR [--skip N]   median step time and GPU memory of one `train` run,
+                                           from its timing_profile.json and memory_profile.json
+  gpu_results.py hta TRACE_DIR OUT.json    Holistic Trace Analysis's temporal, kernel and
+                                           idle-time breakdowns of the traces in TRACE_DIR (HTA, pandas)
+  gpu_results.py trace TRACE.json          what the trace holds: kernel / memcpy / memset rows,
+                                           ac2g flows, deviceProperties, distributedInfo; exit 1
+                                           unless it has kernel and memcpy rows, ac2g flows and
+                                           deviceProperties
+  (step, hta and trace are what gpu_check.sh runs on the GPU node; each prints one JSON object.)
 
 Reads gpu_check.log (environment), steps.jsonl, ours_step.jsonl, rave_step.json and runs.tar.gz
 (trace_figures.json and hta.json of the traced runs, memory snapshots). The result's raw holds
@@ -18,10 +28,12 @@ the figures an earlier gpu_check.json holds (its date, command and environment k
 of the section's text, without the GPU machine's files.
 """
 import datetime
+import glob
 import io
 import json
 import os
 import re
+import statistics
 import sys
 import tarfile
 
@@ -135,6 +147,87 @@ def reserved_at_end(run_dir_name, out_dirs):
     return None
 
 
+def profile_entries(run_dir, name):
+    """The entries of a streamed profile: its rotated parts (<name>.part<K>.json), then the file."""
+    stem = os.path.join(run_dir, name)
+    parts = sorted(glob.glob(stem + ".part*.json"), key=lambda p: int(p.rsplit(".part", 1)[1][:-5]))
+    entries = []
+    for path in parts + [stem + ".json"]:
+        if os.path.exists(path):
+            with open(path) as f:
+                entries.extend(json.load(f))
+    return entries
+
+
+def step_figures(run_dir, skip):
+    timing = [e for e in profile_entries(run_dir, "timing_profile") if e["step"] >= skip]
+    if not timing:
+        raise SystemExit(f"gpu_results.py: {run_dir}: no timing_profile entries at step >= {skip}")
+    times = [e["total_batch_time"] for e in timing]
+    out = {
+        "run": run_dir,
+        "steps_timed": len(times),
+        "first_step_timed": timing[0]["step"],
+        "median_step_ms": statistics.median(times) * 1e3,
+        "mean_step_ms": statistics.fmean(times) * 1e3,
+        "min_step_ms": min(times) * 1e3,
+        "examples_per_second": statistics.median(e["examples_per_second"] for e in timing),
+    }
+    for key in ("data_time", "forward_time", "backward_time", "optimizer_time"):
+        out["median_" + key.replace("_time", "_ms")] = statistics.median(e[key] for e in timing) * 1e3
+    memory = profile_entries(run_dir, "memory_profile")
+    cuda = [m for e in memory for k, m in e.get("memory", {}).items() if k.startswith("cuda:")]
+    if cuda:
+        out["gpu_peak_allocated_bytes"] = max(m["peak_bytes_in_use"] for m in cuda)
+        out["gpu_peak_reserved_bytes"] = max(m["peak_reserved_bytes"] for m in cuda)
+        out["gpu_allocated_bytes_last"] = cuda[-1]["bytes_in_use"]
+    with open(os.path.join(run_dir, "training_summary.json")) as f:
+        summary = json.load(f)
+    out["status"] = summary.get("status")
+    return out
+
+
+def trace_figures(path):
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    cats = {}
+    for e in events:
+        cats[e.get("cat", "")] = cats.get(e.get("cat", ""), 0) + 1
+    flows = [e for e in events if e.get("cat") == "ac2g"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return {
+        "trace": path,
+        "events_by_category": cats,
+        "ac2g_flow_events": len(flows),
+        "kernel_time_us": sum(e.get("dur", 0) for e in kernels),
+        "kernel_example": kernels[0] if kernels else None,
+        "memcpy_example": next((e for e in events if e.get("cat") == "gpu_memcpy"), None),
+        "deviceProperties": trace.get("deviceProperties") if isinstance(trace, dict) else None,
+        "distributedInfo": trace.get("distributedInfo") if isinstance(trace, dict) else None,
+    }
+
+
+def hta_figures(trace_dir, out_path):
+    from hta.trace_analysis import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir=trace_dir)
+    result = {"trace_dir": trace_dir}
+
+    def table(name, fn):
+        try:
+            value = fn()
+            frames = value if isinstance(value, tuple) else (value,)
+            result[name] = [f.to_dict(orient="records") for f in frames if f is not None]
+        except Exception as e:  # noqa: BLE001: one breakdown failing must not hide the others
+            result[name] = {"error": f"{type(e).__name__}: {e}"}
+
+    table("temporal_breakdown", lambda: analyzer.get_temporal_breakdown(visualize=False))
+    table("gpu_kernel_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False))
+    table("idle_time_breakdown", lambda: analyzer.get_idle_time_breakdown(visualize=False))
+    benchlib.emit(result, out_path, indent=1)
+    errors = [k for k, v in result.items() if isinstance(v, dict) and "error" in v]
+    return {"hta": out_path, "failed": errors}
 
 
 def figures(result):
@@ -271,12 +364,37 @@ def result(R, command, env):
         NAME, TITLE, command, env, blocks_of(R, command),
         raw={k: R[k] for k in RAW_KEYS if R.get(k) is not None},
         derived={k: R[k] for k in DERIVED_KEYS}, targets=targets_of(R),
-        commands=["scripts/gpu_check.sh (docs/offline_gpu.md)", "benchmarks/gpu_figures.py step|hta|trace"])
+        commands=["scripts/gpu_check.sh (docs/offline_gpu.md)", "benchmarks/gpu_results.py step|hta|trace"])
+
+
+def figures_of_runs(cmd, rest, skip):
+    """step RUN_DIR | hta TRACE_DIR OUT.json | trace TRACE.json: one JSON object on stdout; the exit status."""
+    if len(rest) != {"step": 1, "hta": 2, "trace": 1}[cmd]:
+        raise SystemExit("gpu_results.py step RUN_DIR [--skip N] | hta TRACE_DIR OUT.json | trace TRACE.json")
+    failed = False
+    if cmd == "step":
+        out = step_figures(rest[0], skip)
+    elif cmd == "trace":
+        out = trace_figures(rest[0])
+        cats = out["events_by_category"]
+        missing = [c for c in ("kernel", "gpu_memcpy", "cuda_runtime") if not cats.get(c)]
+        missing += [] if out["ac2g_flow_events"] else ["ac2g flows"]
+        missing += [] if out["deviceProperties"] else ["deviceProperties"]
+        if missing:
+            out["missing"], failed = missing, True
+    else:
+        out = hta_figures(rest[0], rest[1])
+        failed = bool(out["failed"])
+    benchlib.emit(out)
+    return 1 if failed else 0
 
 
 def main():
+    # --skip: the warm-up steps `step` leaves out (cudnn autotuning).
     a = benchlib.options(__doc__, {"_args": [], "command": "`scripts/gpu_check.sh`", "keep_traces_from": None,
-                                   "from_json": None, "results_dir": None})
+                                   "from_json": None, "results_dir": None, "skip": 5})
+    if a.args and a.args[0] in ("step", "hta", "trace"):
+        sys.exit(figures_of_runs(a.args[0], a.args[1:], a.skip))
     a.out_dirs = a.args
     if bool(a.out_dirs) == bool(a.from_json):
         raise SystemExit("gpu_results: give either OUT_DIRs or --from_json")

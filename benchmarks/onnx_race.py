@@ -18,13 +18,24 @@ completes the block; the factor is that deadline ÷ the median call time (≥ 1:
 Output difference: both forward graphs draw noise (RAVE's posterior sample and noise synthesis,
 ours at noise_scale 1), so the files are compared in distribution: the multi-scale spectral
 distance between ours and RAVE's output on the same audio, next to that between two calls of
-RAVE's file. Writes benchmarks/results/onnx_export.json (benchlib's format).
+RAVE's file. Writes benchmarks/results/onnx_export.json (benchlib's format; its text from
+sections.toml's [onnx.text]).
+
+  .venv-onnx/bin/python benchmarks/onnx_race.py --ops FILE.onnx [--block 2048] [--calls 60] [--top 15]
+
+--ops: where one forward graph (e.g. DIR/ours_streaming_int8.onnx) spends its time under ONNX
+Runtime, by operator, for reading the figures (docs/perf/export.md): the graph as ONNX Runtime
+optimises it (its fused operators: DynamicQuantizeMatMul, FusedConv), then the kernel time per
+call of each operator type and its share, from ONNX Runtime's own profiler (which adds a few
+microseconds per node, so the shares matter more than the sum); [1, 1, block] blocks of uniform
+noise (±0.5), one thread, the first 10 calls not counted.
 """
+import collections
 import json
 import os
 import statistics
 import sys
-import time
+import tempfile
 
 import numpy as np
 import onnxruntime as ort
@@ -39,12 +50,14 @@ BUFFERS = (128, 256, 512, 1024, 2048)
 SCALES = (2048, 1024, 512, 256, 128)
 
 
-def session(path):
+def session(path, **options):
+    """An ONNX Runtime session on one thread (intra- and inter-op); options: more SessionOptions."""
     o = ort.SessionOptions()
-    o.intra_op_num_threads = 1
-    o.inter_op_num_threads = 1
+    o.intra_op_num_threads = o.inter_op_num_threads = 1
     o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     o.log_severity_level = 3
+    for k, v in options.items():
+        setattr(o, k, v)
     return ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
 
 
@@ -94,9 +107,42 @@ def spectral_distance(x, y):
     return float(total / len(SCALES))
 
 
+def ops(a, warmup=10):
+    """--ops: one graph's operators as ONNX Runtime optimises it, and its profiler's kernel time per call."""
+    import onnx
+    with tempfile.TemporaryDirectory() as tmp:
+        optimized = os.path.join(tmp, "optimized.onnx")
+        session(a.ops, optimized_model_filepath=optimized)
+        counts = collections.Counter(n.op_type for n in onnx.load(optimized).graph.node)
+    print(f"{a.ops}: {sum(counts.values())} nodes as ONNX Runtime {ort.__version__} optimises it: "
+          + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    call, rng = Caller(session(a.ops, enable_profiling=True)), np.random.default_rng(0)
+    times = benchlib.time_calls(call, [], (rng.random((1, 1, a.block), np.float32) - 0.5 for _ in range(warmup + a.calls)))
+    with open(call.sess.end_profiling()) as f:
+        events = json.load(f)
+    os.remove(f.name)
+    # Every call is in the profile; the kernels of the counted calls are the last ones.
+    kernels = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    kernels = kernels[warmup * (len(kernels) // (warmup + a.calls)):]
+    total, count = collections.Counter(), collections.Counter()
+    for e in kernels:
+        total[e["args"]["op_name"]] += e["dur"]
+        count[e["args"]["op_name"]] += 1
+    whole = sum(total.values())
+    print(f"block {a.block}: {float(np.median(times[warmup:])):.2f} ms per call (median, profiled), "
+          f"{whole / a.calls / 1e3:.2f} ms of it in kernels")
+    for op, us in total.most_common(a.top):
+        print(f"  {op:24s} {us / a.calls / 1e3:7.3f} ms per call  {100.0 * us / whole:5.1f} %  "
+              f"{count[op] // a.calls} per call")
+
+
 def main():
-    a = benchlib.options(__doc__, {"dir": ..., "rounds": 3, "seconds": 10.0, "command": ..., "load_before": "",
-                                   "results_dir": None})
+    a = benchlib.options(__doc__, {"dir": None, "rounds": 3, "seconds": 10.0, "command": None, "load_before": "",
+                                   "results_dir": None, "ops": None, "block": 2048, "calls": 60, "top": 15})
+    if a.ops:
+        return ops(a)
+    if not (a.dir and a.command):
+        raise SystemExit("onnx_race: --dir and --command are needed unless --ops")
     files = {"ours": "ours_streaming.onnx", "ours_offline": "ours_offline.onnx", "ours_int8": "ours_streaming_int8.onnx",
              "rave": "rave.onnx"}
     streaming = ("ours", "ours_int8")
@@ -165,59 +211,26 @@ def main():
     derived["int8_vs_float32_snr_db"] = snr_int8
     # The floor: a call reads every weight once (at 2048 samples the top layers see one frame).
     weights = np.fromfile(os.path.join(a.dir, "weights.bin"), dtype=np.float32)
-    reads = []
-    for _ in range(10):
-        t0 = time.perf_counter()
-        weights.sum()
-        reads.append(1e3 * (time.perf_counter() - t0))
-    floor = statistics.median(reads[1:])
+    floor = statistics.median(benchlib.time_calls(lambda _: weights.sum(), [None], range(9)))
     derived["weights_read_ms"] = floor
-    bl = benchlib.Blocks()
-    bl.text("RAVE v2 at full size (capacity 96, latent 128, ratio 2048), random weights, the same weights in all "
-            "files. **Ours**: `build/bin/export_bench --onnx_dir` writes the forward graphs `export --format onnx` "
-            "writes (opset 17), streaming and offline. **RAVE's own**: `benchmarks/rave_own_onnx.py` follows "
-            f"acids-rave {rave_record['acids-rave']}'s `scripts/export_onnx.py` (cached_conv replaced by plain "
-            "convolutions, weight norm removed, `torch.onnx.export` at opset 12 with a dynamic length) on torch "
-            f"{rave_record['torch']}'s TorchScript-based exporter; its file is offline only (no state: each block on "
-            f"its own, with clicks at the edges). export_onnx.py as shipped {rave_record['export_onnx_py_status']}. "
-            f"All four run under ONNX Runtime {ort.__version__}, one thread (intra- and inter-op), "
-            f"{a.rounds} rounds of {a.seconds:g} s of noise per block size, the files alternating "
-            "(`benchmarks/onnx_race.py`). ms per call: median over a round's calls, then over rounds; "
-            "ours ÷ RAVE's own: the median of the per-round ratios (range).")
-    bl.table(["block", "ours, streaming: ms", "ours, offline graph: ms", "ours, streaming, int8: ms",
-              "RAVE's own ONNX: ms", "ours (streaming) ÷ RAVE's own", "ours (streaming, int8) ÷ RAVE's own"], table)
-    bl.text(f"int8: `--quantize int8` on the same weights, {int8_record['int8_layers']} layers "
-            f"({100.0 * int8_record['int8_weights'] / (int8_record['int8_weights'] + int8_record['float_weights']):.0f} % "
-            "of the weights) stored as int8, one scale per output channel, their inputs quantized per call "
-            "(DynamicQuantizeLinear → MatMulInteger, which ONNX Runtime fuses into DynamicQuantizeMatMul). "
-            f"Lossy: on the chord below, streaming at noise_scale 0, int8 against float32 is {snr_int8:.1f} dB SNR "
-            "on these random weights (what it adds on a trained model: `export` prints it for each file).")
+    section = benchlib.sections()["onnx"]
+    bl = benchlib.Blocks(section["text"])
+    bl.say("models", r=rave_record, ort=ort.__version__, rounds=a.rounds, seconds=a.seconds).table("columns", table)
+    bl.say("int8", layers=int8_record["int8_layers"], snr=snr_int8, share=100.0 * int8_record["int8_weights"]
+           / (int8_record["int8_weights"] + int8_record["float_weights"]))
     half = statistics.median(ms("rave", 2048)) / 2
-    bl.text(f"The floor: one read of the {weights.nbytes / 2**20:.0f} MiB of float32 weights takes {floor:.1f} ms "
-            "here (numpy, one thread, median of 9), and every call reads them all. Half of RAVE's own time at 2048 "
-            f"samples is {half:.1f} ms, {'below' if half < floor else 'above'} that floor: "
-            + ("no float32 file can meet ≤ 0.5 on this host, however few operators it runs."
-               if half < floor else "the goal is within reach of a float32 file."))
-    bl.text("Realtime at 48 kHz: both files take whole latent frames (2048 samples); a host with a smaller buffer "
-            "collects 2048 samples and calls once. Run in the callback that completes them, the call must finish "
-            "within one buffer: deadline ÷ median call time (≥ 1 keeps up; below 1 the host must run the model "
-            "on another thread, with one more block of latency).")
-    bl.table(["host buffer", "deadline", "ours, streaming", "ours, streaming, int8", "RAVE's own"], rt_rows)
-    bl.text(f"Output: both graphs sample (RAVE's posterior and noise, ours at noise_scale 1). On 16 frames of a "
-            f"chord, the multi-scale spectral distance between ours and RAVE's output is {d_ours:.3f}, between two "
-            f"calls of RAVE's file {d_rave:.3f} (scales {', '.join(map(str, SCALES))}: mean |log-magnitude "
-            "difference| + relative magnitude error).")
+    bl.say("floor", mib=weights.nbytes / 2**20, floor=floor, half=half, side="below" if half < floor else "above",
+           verdict=bl.line("below" if half < floor else "above"))
+    bl.say("realtime").table("realtime_columns", rt_rows)
+    bl.say("output", ours=d_ours, rave=d_rave, scales=", ".join(map(str, SCALES)))
     host = benchlib.cpu_identity()["label"]
-    targets = [benchlib.target("ONNX export, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, ONNX Runtime: "
-                               "time per block, ours (streaming) ÷ RAVE's own ONNX export", "≤ 0.5", "<=", 0.5,
-                               ratio_runs, over="rounds × blocks", host=host),
-               benchlib.target("ONNX export `--quantize int8`, RAVE v2 forward, 2048- and 4096-sample blocks, 1 thread, "
-                               "ONNX Runtime: time per block, ours (streaming, int8) ÷ RAVE's own ONNX export", "≤ 0.5",
-                               "<=", 0.5, int8_runs, over="rounds × blocks", host=host)]
+    targets = [benchlib.target(bl.line("target"), "≤ 0.5", "<=", 0.5, ratio_runs, over="rounds × blocks", host=host),
+               benchlib.target(bl.line("int8_target"), "≤ 0.5", "<=", 0.5, int8_runs, over="rounds × blocks",
+                               host=host)]
     # One row per host: the hosts an earlier result measured stay beside this one.
     carried = benchlib.keep_other_hosts(bl, targets, "onnx_export", host, a.results_dir)
     env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
-    rec = benchlib.record("onnx_export", "ONNX export under ONNX Runtime", a.command, env, bl,
+    rec = benchlib.record(section["name"], section["title"], a.command, env, bl,
                           raw={"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record}, derived=derived, targets=targets,
                           other_hosts=carried, analysis="docs/perf/export.md",
                           commands=["build/bin/export_bench --version v2 --onnx_dir DIR",

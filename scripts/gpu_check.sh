@@ -178,10 +178,10 @@ trace_step() {  # each trace's GPU rows (kernels, memcpy, ac2g flows, deviceProp
   local rc=0 run trace
   for run in "$WORK"/runs/*_profiled_*/; do
     trace="$(ls "$run"/profiler_traces/*.pt.trace.json | head -1)"
-    "$PY" "$ROOT/benchmarks/gpu_figures.py" trace "$trace" >"$run/trace_figures.json" || rc=1
+    "$PY" "$ROOT/benchmarks/gpu_results.py" trace "$trace" >"$run/trace_figures.json" || rc=1
     cat "$run/trace_figures.json"
     echo
-    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/benchmarks/gpu_figures.py" hta "$run/profiler_traces" "$run/hta.json" || rc=1
+    PYTHONPATH="$SITE_KIT" "$PY" "$ROOT/benchmarks/gpu_results.py" hta "$run/profiler_traces" "$run/hta.json" || rc=1
   done
   return $rc
 }
@@ -203,7 +203,7 @@ ours_step() {
           --data.n_signal "$n_signal" --precision "$p" --train.val_every 100000 --train.save_every 100000 \
           --enable_timing_profiling --enable_memory_profiling --profiling.memory_every 1 --train.log_every 1000 \
           "${phase_args[@]}" >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log"; rc=1; continue; }
-        "$PY" "$ROOT/benchmarks/gpu_figures.py" step "$(last_run)" --skip 5 >"$WORK/$name.json" || rc=1
+        "$PY" "$ROOT/benchmarks/gpu_results.py" step "$(last_run)" --skip 5 >"$WORK/$name.json" || rc=1
         tee -a "$WORK/ours.jsonl" <"$WORK/$name.json"
       done
     done
