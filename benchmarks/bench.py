@@ -52,7 +52,7 @@ def description(key, d):
     return dict(d, key=key, run=getattr(DRIVERS[module], function), options=options)
 
 
-BENCHMARKS = [description(k, d) for k, d in benchlib.sections().items()]
+BENCHMARKS = [description(k, d) for k, d in benchlib.sections().items() if "driver" in d]
 GROUPS = {"others": [d["key"] for d in BENCHMARKS if not d.get("core")]}
 RUNNER = {"quick": False, "only": "", "results_dir": None, "md": os.path.join(ROOT, "BENCHMARKS.md"),
           "render_only": False, "check": False, "list": False, "keep": False,

@@ -41,8 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
 
-NAME = "gpu_check"
-TITLE = "GPU: `scripts/gpu_check.sh` on a GPU node"
+SECTION = benchlib.sections()["gpu_check"]
 # What raw holds (every figure read off the OUT_DIRs) and derived (what is computed from them).
 RAW_KEYS = ("env", "steps", "ours", "rave", "rave_env", "rave_steps", "traces", "hta", "memory_snapshots",
             "traces_env")
@@ -253,31 +252,19 @@ def bf16_speedup(R):
 def blocks_of(R, command):
     """The section: text and tables made from the figures alone."""
     env = R["env"]
-    b = benchlib.Blocks()
-    b.text(f"Measured by {command} on {env['device']}; "
-           f"{env['nvidia_smi']}; {env['python_torch']}; host {env['host']}. Kit: {env['kit']}. "
-           "Figures read by `benchmarks/gpu_results.py` into `benchmarks/results/gpu_check.json`; "
-           "docs/offline_gpu.md says what each step does.")
+    b = benchlib.Blocks(SECTION["text"]).say("measured", command=command, e=env)
     failed = [s for s in R["steps"] if s["status"] not in ("ok", "skipped")]
     b.text(("Every step passed: " if not failed else "Steps: ")
            + ", ".join(f"{s['step']} {s['seconds']} s" + ("" if s["status"] == "ok" else f" ({s['status']})")
                        for s in R["steps"]) + ".")
     if R.get("traces_env"):
         t = R["traces_env"]
-        b.text(f"The trace, HTA and memory-snapshot figures below come from an earlier full run (kit: {t.get('kit')}; "
-               f"{t.get('device')}), kept from the previous `gpu_check.json` (`--keep_traces_from`): these calls "
-               "traced nothing.")
+        b.say("kept_traces", kit=t.get("kit"), device=t.get("device"))
     timed = sorted({o.get("steps_timed") for o in R["ours"].values()})
     warm = sorted({o.get("first_step_timed") for o in R["ours"].values()})
     rave_steps = (R.get("rave_steps") or {}).get("steps")
-    b.heading("v2 training step: ours against the real RAVE's `training_step`, same GPU, same run")
-    b.text(f"Full-size v2 (`configs/v2.toml`; RAVE 2.3.1 from its own `v2.gin`), median of "
-           f"{'/'.join(map(str, timed))} steps after {'/'.join(map(str, warm))} warm-up steps "
-           f"(RAVE: {rave_steps} after its warm-up), TF32 and cuDNN benchmark on in both (RAVE's `train.py`). Ours is "
-           "`train` end to end (`total_batch_time`: data wait, forward, losses, backward, optimizers); RAVE's is "
-           "`training_step` alone, fed a batch already on the GPU. bf16 = autocast around the step (Lightning's "
-           "bf16). At 32768 samples both run without the receptive-field crop, which leaves nothing of the signal "
-           "at full size (RAVE fails there as we refuse it).")
+    b.heading(b.line("step_heading")).say("step", timed="/".join(map(str, timed)), warm="/".join(map(str, warm)),
+                                          rave_steps=rave_steps)
     rows = []
     for row in R["comparison"]:
         opt = R["ours"][row["config"]].get("median_optimizer_ms")
@@ -290,25 +277,14 @@ def blocks_of(R, command):
         rows.append([row["config"], f"{row['ours_median_ms']:.1f}", opt, f"{row['rave_median_ms']:.1f}",
                      f"**{row['ratio']:.2f}**", f"{ours_reserved} / {row['rave_reserved_gib_end']:.2f}",
                      f"{row['ours_peak_allocated_gib']:.2f} / {row['rave_peak_allocated_gib']:.2f}"])
-    b.table(["batch × samples, precision, phase", "ours ms", "of which our optimizers, ms", "RAVE ms", "ours / RAVE",
-             "reserved after, ours / RAVE GiB", "max allocated, ours / RAVE GiB"], rows)
+    b.table("columns", rows)
     ratios = [r["ratio"] for r in R["comparison"] if "ratio" in r]
     big = big_rows(R)
     if ratios:
-        b.text(f"Goal ≤ 0.9× at 8 × 131072: measured {', '.join(f'{r:.2f}' for r in big)} "
-               f"({'met' if big and max(big) <= 0.9 else 'not met'}); all rows "
-               f"{min(ratios):.2f}–{max(ratios):.2f}. One run each: step-to-step spread is 10–20 % "
-               "(RAVE's `step_ms` lists in the JSON), so differences under that are not established.")
-    bf = [f"{x['side']} {x['config']} phase {x['phase']} {x['ratio']:.2f}×" for x in R["bf16_speedup"]]
-    b.text("bf16 speed-up (fp32 time / bf16 time): " + "; ".join(bf) + ". At these sizes the step is not "
-           "bound by matrix throughput on this GPU: neither side gains from bf16.")
-    b.text("Max allocated: the caching allocator's peak (`memory_profile.json`'s `peak_bytes_in_use` for "
-           "cuda:0 over the run, `torch.cuda.max_memory_allocated()` since the phase began for RAVE). The "
-           "73–75 GiB peaks come from cuDNN's benchmark mode meeting new convolution shapes (a run's first "
-           "steps): it tries algorithms with workspaces as large as free memory allows, then the step holds "
-           "1–11 GiB. Ours runs each row in a fresh process; RAVE's rows share one, so its phase-2 rows start "
-           "with the algorithms already chosen. \"Reserved after\" is the steady state (`memory_reserved()` "
-           "after the timed steps).")
+        b.say("goal", big=", ".join(f"{r:.2f}" for r in big), verdict="met" if big and max(big) <= 0.9 else "not met",
+              lo=min(ratios), hi=max(ratios))
+    b.say("bf16", speedups="; ".join(f"{x['side']} {x['config']} phase {x['phase']} {x['ratio']:.2f}×"
+                                     for x in R["bf16_speedup"])).say("memory")
     b.heading("Traces from the GPU (CUPTI), read by HTA")
     rows = []
     for run, t in sorted(R["traces"].items()):
@@ -317,11 +293,10 @@ def blocks_of(R, command):
         rows.append([run, str(c.get("kernel", 0)), str(c.get("gpu_memcpy", 0)), str(c.get("gpu_memset", 0)),
                      str(c.get("cuda_runtime", 0)), str(t["ac2g_flow_events"]),
                      f"{dev.get('name')}, {dev.get('numSms')} SMs, sm_{dev.get('computeMajor')}{dev.get('computeMinor')}"])
-    b.table(["run", "kernel rows", "gpu_memcpy", "gpu_memset", "cuda_runtime", "ac2g flow events", "deviceProperties"],
-            rows)
+    b.table("trace_columns", rows)
     for run, t in sorted(R["traces"].items()):
         kinds = ", ".join(f"{n} × {c}" for n, c in sorted(t.get("memcpy_kinds", {}).items()))
-        b.text(f"Copies in {run}'s window: {kinds} (the batch arrives from pinned host memory).")
+        b.say("copies", run=run, kinds=kinds)
     b.text("HTA 0.5.0 (`TraceAnalysis` on each run's `profiler_traces/`):")
     rows = []
     for run, h in sorted(R["hta"].items()):
@@ -330,14 +305,8 @@ def blocks_of(R, command):
         i = ", ".join(f"{r['idle_category']} {r['idle_time']:.0f}" for r in h["idle_time_breakdown"][0])
         rows.append([run, f"{t['idle_time_pctg']} / {t['compute_time_pctg']} / {t['non_compute_time_pctg']}",
                      f"{k.get('COMPUTATION')} / {k.get('MEMORY')}", i])
-    b.table(["run", "temporal: idle / compute / non-compute %", "kernel types (COMPUTATION / MEMORY %)",
-             "idle time by category (µs)"], rows)
-    b.text("The traced windows are of tiny models with every tracing option on (shapes, stacks, memory "
-           "events): the GPU waits on the host (`host_wait`) nearly all the time, as HTA says.")
-    snaps = [f"Memory snapshot ({run}, `profiling.memory_snapshot_step 12`): `{s['file']}`, {s['bytes']} bytes, "
-             f"keys {', '.join(s['keys'])}; {s['segments']} segments, {s['trace_entries']} allocator events "
-             "(loads with `pickle`, the format pytorch.org/memory_viz opens)."
-             for run, s in sorted(R["memory_snapshots"].items())]
+    b.table("hta_columns", rows).say("host_wait")
+    snaps = [b.line("snapshot", run=run, s=s, keys=", ".join(s["keys"])) for run, s in sorted(R["memory_snapshots"].items())]
     if snaps:
         b.text(*snaps)
     return b
@@ -353,15 +322,14 @@ def targets_of(R):
     if not big:
         return []
     device = (R.get("rave_env") or {}).get("device_name") or R["env"].get("device")
-    return [benchlib.target(
-        f"RAVE v2 GPU step ({device}), ours / the real RAVE's training_step, 8 × 131072, fp32 and bf16, "
-        "phases 1 and 2", "≤ 0.9", "<=", 0.9, big, over="configs, one run each")]
+    return [benchlib.target(SECTION["text"]["target"].format(device=device), "≤ 0.9", "<=", 0.9, big,
+                            over="configs, one run each")]
 
 
 def result(R, command, env):
     R["bf16_speedup"] = bf16_speedup(R)
     return benchlib.record(
-        NAME, TITLE, command, env, blocks_of(R, command),
+        SECTION["name"], SECTION["title"], command, env, blocks_of(R, command),
         raw={k: R[k] for k in RAW_KEYS if R.get(k) is not None},
         derived={k: R[k] for k in DERIVED_KEYS}, targets=targets_of(R),
         commands=["scripts/gpu_check.sh (docs/offline_gpu.md)", "benchmarks/gpu_results.py step|hta|trace"])

@@ -35,8 +35,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
 
-NAME = "rave_parity"
-TITLE = "RAVE training parity: our `train` against RAVE's own `rave train`"
 RAW_KEYS = ("trained_by", "steps", "phase_1_duration", "runs_per_trainer", "val_every", "config", "curves", "wall_s",
             "device", "torch", "oracle")
 DERIVED_KEYS = ("final_validation", "final_is_mean_of_validations_from_step", "ratio_of_mean_finals", "rave_spread",
@@ -215,33 +213,23 @@ def result(d, date, png):
     """The result: figures in raw and derived, the section's text and table in blocks."""
     late_from, curves, finals = d["final_is_mean_of_validations_from_step"], d["curves"], d["final_validation"]
     runs = d["runs_per_trainer"]
-    b = benchlib.Blocks()
-    b.text(f"Trained by `{d['trained_by']}`; figure and table by `WORK=DIR benchmarks/rave_parity.sh "
-           "--collect_only`, DIR holding those runs (gpu_check.sh returns them as `parity.tar.gz`).")
-    b.text(f"{d['config']}, {d['steps']} steps (phase 2 from step {d['phase_1_duration']}), {runs} runs per trainer "
-           f"on the demo database, all at once on {d['device']} (torch {d['torch']}); RAVE is {d['oracle']} "
-           "through its own `rave train`, with its Lightning loop (train.py seeds nothing: its runs differ by "
-           "initialisation and data order), ours with --seed " + ", ".join(str(r) for r in range(1, runs + 1)) + ". "
-           "Validation: the fullband spectral distance (RAVE's `validation`, lower is better).")
-    b.text(f"![validation curves]({os.path.relpath(png, benchlib.ROOT)})")
-    b.text(f"A run's final distance is the mean of its validations from step {late_from} on (RAVE validates every "
-           f"{d['val_every']} batches within each epoch, ours every {d['val_every']} steps).")
+    section = benchlib.sections()["rave_parity"]
+    b = benchlib.Blocks(section["text"]).say("trained_by", by=d["trained_by"])
+    b.say("setup", d=d, runs=runs, seeds=", ".join(str(r) for r in range(1, runs + 1)))
+    b.text(f"![validation curves]({os.path.relpath(png, benchlib.ROOT)})").say("final", d=d, late_from=late_from)
     b.table(["run", f"validations from step {late_from}", "final (their mean)", "last validation"],
             [[k, ", ".join(str(s) for s, _ in curves[k] if s >= late_from), f"{v:.4f}",
               f"{curves[k][-1][1]:.4f} (step {curves[k][-1][0]})"] for k, v in sorted(finals.items())])
-    b.text(f"Ours ÷ RAVE's mean final distance: **{d['ratio_of_mean_finals']:.3f}**; gap of the means "
-           f"{d['gap_of_means']:.4f} against a seed-to-seed spread of {d['rave_spread']:.4f} (RAVE) and "
-           f"{d['ours_spread']:.4f} (ours): " + ("within the spread." if d["within_spread"] else "**outside** the spread.")
-           + f" Wall time {d['wall_s'] / 60:.1f} min.")
+    b.say("gap", d=d, within="within the spread." if d["within_spread"] else "**outside** the spread.",
+          minutes=d["wall_s"] / 60)
     spread = max(d["rave_spread"], d["ours_spread"])
     targets = [] if not spread else [benchlib.target(
-        f"RAVE training parity, tiny v2, {d['steps']} steps × {runs} runs per trainer ({d['device']}): gap of the "
-        "mean final validations / the larger seed-to-seed spread", "≤ 1 (gap within the spread)", "<=", 1.0,
+        b.line("target", d=d, runs=runs), "≤ 1 (gap within the spread)", "<=", 1.0,
         [d["gap_of_means"] / spread], fmt="{:.3f}", over="comparison",
         note=f"ours / RAVE {d['ratio_of_mean_finals']:.3f}; gap {d['gap_of_means']:.3f}; spread "
              f"{d['rave_spread']:.3f} RAVE, {d['ours_spread']:.3f} ours")]
     env = {"date": date, "device": d["device"], "torch": d["torch"], "oracle": d["oracle"]}
-    return benchlib.record(NAME, TITLE, d["trained_by"], env, b,
+    return benchlib.record(section["name"], section["title"], d["trained_by"], env, b,
                            raw={k: d[k] for k in RAW_KEYS}, derived={k: d[k] for k in DERIVED_KEYS}, targets=targets)
 
 
