@@ -5,7 +5,7 @@ benchmarks/bench.py --render_only turns into its BENCHMARKS.md section. A result
 object:
 
   schema        RESULT_SCHEMA
-  name          the file's stem; render.py's TOPICS fixes where its section goes
+  name          the file's stem; TOPICS below fixes where its section goes
   title         the section's heading
   date          when it was measured (ISO 8601, local time of the machine that measured it)
   command       what was run to produce it (the script and its arguments)
@@ -21,7 +21,8 @@ object:
 
 It also holds what every program here shares: options() (the one argument parser: bench.py's
 and the peers' it runs in other Pythons), emit() (how a peer prints or writes its JSON record),
-write_result() (how a result is written) and render() (BENCHMARKS.md from the results: one
+sections() (sections.toml: each benchmark's description and its section's constant text, which
+Blocks fills in), write_result() (how a result is written) and render() (BENCHMARKS.md from the results: one
 section per result file in the order of TOPICS, the targets table gathering every result's
 targets; the output depends on the JSON files alone, so rendering twice gives the same bytes).
 """
@@ -179,7 +180,6 @@ def spread(values, fmt="{:.1f}", bold=False, head=None):
 def job_examples_per_second(run_out):
     """The training_summary.json of the one run under a train --out_path, and examples per second
     of the whole job over the training loop (steps · batch · world size / training time)."""
-    import glob
     with open(glob.glob(os.path.join(run_out, "*", "training_summary.json"))[0]) as f:
         s = json.load(f)
     return s, s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"]
@@ -246,16 +246,9 @@ def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="run
     result's own). host: the host it was measured on (cpu_identity's label), named in the label
     and kept, for results that keep a row per host (keep_other_hosts)."""
     t = {"target": with_host(label, host) if host else label, "goal": goal, "op": op, "threshold": threshold,
-         "runs": list(runs), "format": fmt, "over": over}
-    if value is not None:
-        t["value"] = value
-    if note:
-        t["note"] = note
-    if section:
-        t["section"] = section
-    if host:
-        t["host"] = host
-    return t
+         "runs": list(runs), "format": fmt, "over": over, "value": value}
+    t.update((k, v) for k, v in (("note", note), ("section", section), ("host", host)) if v)
+    return t if value is not None else {k: v for k, v in t.items() if k != "value"}
 
 
 def meets(op, value, threshold):

@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import types
 
 import benchlib  # noqa: E402  (beside this file)
@@ -51,15 +50,9 @@ def load_fssm_archive(root):
     return sys.modules["fssm_archive.S4DNeuroModel"].S4DNeuroModel
 
 
-def time_steps(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    ms = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        ms.append((time.perf_counter() - t0) * 1e3)
-    return ms
+def time_steps(step, a):
+    """--warmup untimed calls of step(), then the ms of each of --steps timed ones."""
+    return benchlib.time_calls(lambda _: step(), range(a.warmup), range(a.steps))
 
 
 def run_s4d(a):
@@ -81,7 +74,7 @@ def run_s4d(a):
         loss.backward()
         opt.step()
 
-    return time_steps(step, a.warmup, a.steps), {"torch": torch.__version__}
+    return time_steps(step, a), {"torch": torch.__version__}
 
 
 def run_s5(a):
@@ -124,7 +117,7 @@ def run_s5(a):
             box["model"], box["state"], x, y, mask, k, groups, mse_loss_foundational, opt, box["opt_state"])
         loss.block_until_ready()
 
-    return time_steps(step, a.warmup, a.steps), {"jax": jax.__version__, "equinox": eqx.__version__}
+    return time_steps(step, a), {"jax": jax.__version__, "equinox": eqx.__version__}
 
 
 def main():
