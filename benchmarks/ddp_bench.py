@@ -44,7 +44,6 @@ OMP_WAIT_POLICY when it loads, so export it before running (the JSON records it)
 import contextlib
 import datetime
 import functools
-import json
 import os
 import socket
 import statistics

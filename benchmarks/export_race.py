@@ -30,7 +30,6 @@ LibTorch; blocks of noise (0.1 σ) under inference mode after 10 warm-up calls; 
 profiler's self CPU time divided by the calls.
 """
 import itertools
-import json
 import math
 import os
 import platform

@@ -22,7 +22,6 @@ multi-threaded Eigen is turned off.
 Prints one JSON line like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
 """
 import importlib.util
-import json
 import os
 import subprocess
 import sys

@@ -31,7 +31,6 @@ count (and --match's).
 """
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import math
 import os

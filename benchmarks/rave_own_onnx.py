@@ -21,7 +21,6 @@ Prints one JSON object (the file, versions, parameters loaded, export_onnx.py im
 """
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import os
 import sys
