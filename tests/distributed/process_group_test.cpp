@@ -120,11 +120,12 @@ TEST(ProcessGroup, ActiveWaitsPollThenSleepPassiveWaitsSleep) {
         EXPECT_GT(cpu_ms, 5.0) << "an active wait polls before it sleeps";
       }
       EXPECT_LT(cpu_ms, 0.5 * wall_ms) << "past " << kActiveWaitLimit.count() << " ms an active wait sleeps";
+    } else if (runnable_ms >= 0) {
+      EXPECT_LT(runnable_ms, half_limit_ms) << "a passive wait sleeps at once";
     } else {
-      EXPECT_LT(cpu_ms, 5.0) << "a passive wait sleeps at once";
-      if (runnable_ms >= 0) {
-        EXPECT_LT(runnable_ms, half_limit_ms) << "a passive wait sleeps at once";
-      }
+      // Without schedstat: a sleeping wait spends a small share of its own length on the CPU
+      // (the active one above may spend half), whatever the machine's speed.
+      EXPECT_LT(cpu_ms, 0.05 * wall_ms) << "a passive wait sleeps at once";
     }
   }
 }
