@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "models/rave/prior.h"
 #include "models/rave/rave.h"
 #include "models/rave/receptive_field.h"
 #include "support/golden.h"
@@ -472,6 +473,59 @@ TEST(RaveOracle, FeatureMatchingAppliedOnceIsNotRaves) {
   const double fm = ref.at("logged").at("feature_matching").get<double>();  // distance × 20
   EXPECT_NEAR(twice.loss_gen.item<double>() - once.loss_gen.item<double>(), fm * 19.0, 1e-9 * std::abs(fm));
   EXPECT_GT(std::abs(once.loss_gen.item<double>() - ref.at("loss").get<double>()), 1.0);
+}
+
+// RAVE's prior (rave/prior/model.py VariationalPrior) over the tiny v2 RAVE, golden
+// rave_prior_step: the latent it trains on (the frozen RAVE's posterior sample, rotated and
+// cropped), the one-hot input, the loss and every parameter's gradient, in float64.
+TEST(RaveOracle, PriorStepLatentLossAndEveryGradientMatchInFloat64) {
+  const auto g = load_golden("rave_prior_step");
+  auto model = model_of(g, torch::kFloat64);
+  rt::testing::use_raves_pqmf(*model->pqmf);
+  model->eval();  // Prior.encode: self.synth.eval()
+  const auto& p = g.manifest.at("prior");
+  rt::rave::PriorOptions o;
+  o.resolution = p.at("resolution").get<int64_t>();
+  o.res_size = p.at("res_size").get<int64_t>();
+  o.skp_size = p.at("skp_size").get<int64_t>();
+  o.kernel_size = p.at("kernel_size").get<int64_t>();
+  o.cycle_size = p.at("cycle_size").get<int64_t>();
+  o.n_layers = p.at("n_layers").get<int64_t>();
+  o.latent_size = p.at("latent_size").get<int64_t>();
+  rt::rave::VariationalPrior prior(o);
+  Golden weights;
+  weights.manifest = {{"derived", rt::Json::array()}};
+  for (const auto& [name, t] : g.tensors) {
+    if (name.rfind("prior:", 0) == 0) weights.tensors["weight:" + name.substr(6)] = t;
+  }
+  const auto problems = assign_weights(*prior, weights);
+  ASSERT_TRUE(problems.empty()) << join(problems);
+  prior->to(torch::kFloat64);
+  ASSERT_EQ(g.manifest.at("draw_kinds").size(), 1u);  // the reparametrisation's draw only
+
+  const auto latent = rt::rave::prior_latent(*model, g.at("input:x").to(torch::kFloat64), o.latent_size,
+                                             g.at("input:draw.0").to(torch::kFloat64));
+  EXPECT_LT(relative_to_max(latent, g.at("output:latent")), 1e-9) << "latent";
+  const auto l = rt::rave::prior_loss(*prior, g.at("output:latent"));
+  EXPECT_TRUE(torch::equal(l.one_hot, g.at("output:one_hot"))) << "one-hot input";
+  expect_rel(l.loss.item<double>(), g.manifest.at("loss").get<double>(), kFloat64LossRel, "loss");
+  l.loss.backward();
+  EXPECT_EQ(g.manifest.at("params").size(), prior->parameters().size());
+  // The last block's residual output is never read: RAVE leaves its rconv without a gradient.
+  std::set<std::string> names;
+  for (const auto& p : prior->named_parameters()) {
+    if (g.has("grad:" + p.key())) {
+      names.insert(p.key());
+    } else {
+      const auto& grad = p.value().grad();
+      EXPECT_TRUE(!grad.defined() || grad.abs().max().item<double>() == 0.0)
+          << p.key() << " has a gradient, RAVE's none";
+    }
+  }
+  EXPECT_EQ(names.size(), prior->parameters().size() - 2);
+  const auto bad = gradient_mismatches(*prior, g, kFloat64GradRel, "grad:", &names,
+                                       rt::testing::GradMetric::kNorm, kFloat64GradZero);
+  EXPECT_TRUE(bad.empty()) << bad.size() << " gradients differ:\n  " << join(bad);
 }
 
 }  // namespace

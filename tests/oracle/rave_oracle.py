@@ -52,6 +52,11 @@ written through tests/oracle/rt_golden.py):
                        discriminator every 4 batches, β warm-up over 8 steps, LinearLR over
                        phase 1): after each step, what the stepping optimizer changed.
 
+  rave_prior_step      RAVE's prior (rave/prior/model.py VariationalPrior, prior_v1.gin's layers
+                       at small sizes) over the tiny v2 RAVE with a random latent rotation and
+                       mean: one Prior.training_step on two examples, the float32 loss, and the
+                       float64 latent, one-hot input, loss and gradient of every prior parameter
+                       from the same float32 weights; the reparametrisation draws on the tape.
 The float64 values are the exact values of the function RAVE's float32 model computes (weights
 and inputs are stored as the float32 values both sides start from).
 """
@@ -872,6 +877,90 @@ CONFIG_STACKS = ("v1", "v2", "v3", "v2_small", "onnx", "raspberry",
                  "discrete", "discrete_v3", "discrete+causal", "v2_nopqmf", "hybrid")
 
 
+# prior_v1.gin's VariationalPrior (resolution 32, res_size 512, skp_size 256, kernel 3, cycle 4,
+# 10 layers) at small sizes; latent_size 2 over the RAVE's 4 dimensions (rounded to a power of
+# two by Prior.__init__), so that the PCA crop is exercised.
+TINY_PRIOR = {"resolution": 8, "res_size": 8, "skp_size": 6, "kernel_size": 3, "cycle_size": 2,
+              "n_layers": 3, "latent_size": 2}
+
+
+def make_prior_step(out):
+    """Prior.training_step (VariationalPrior) on the frozen tiny v2 RAVE, float32 and float64.
+    train_prior.py clears the RAVE's gin configuration before it builds the prior (so the
+    prior's cached_conv convolutions keep their biases, which v1.gin turns off for RAVE's); the
+    prior's settings are passed as prior_v1.gin would bind them (the PyPI package does not ship
+    that file)."""
+    import rave.prior
+    torch.manual_seed(SEED)
+    model = build("v2", TINY_V2["bindings"])
+    prepare(model)
+    with torch.no_grad():
+        q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64))
+        model.latent_pca.copy_(q.float())
+        model.latent_mean.copy_(torch.randn(4) * 0.1)
+    synths = {dtype: clone(model).to(dtype).eval() for dtype in (torch.float32, torch.float64)}
+    gin.clear_config()
+    make = lambda synth: rave.prior.VariationalPrior(pretrained_vae=synth, n_channels=1, sr=44100,  # noqa: E731
+                                                     **TINY_PRIOR)
+    prior32 = make(synths[torch.float32])
+    x = test_signal(2, 4096, SEED + 3)
+    w = Writer()
+    w.add("input:x", x, "pcm16")
+    add_weights(w, model)
+    w.add("buffer:latent_pca", model.latent_pca)
+    w.add("buffer:latent_mean", model.latent_mean)
+    state = {k: v for k, v in prior32.state_dict().items() if not k.startswith("synth.")}
+    names = [k for k, _ in prior32.named_parameters() if not k.startswith("synth.")]
+    for k in names:
+        w.add("prior:" + k, state[k])
+    tape = NoiseTape()
+    results = {}
+    for dtype in (torch.float32, torch.float64):
+        prior = make(synths[torch.float32])  # Prior.__init__ encodes float32 zeros
+        prior.load_state_dict(state, strict=False)
+        prior.to(dtype)
+        prior.synth = synths[dtype]
+        prior.log = lambda *a, **k: None
+        seen = {}
+        original = prior.forward
+
+        def forward(t, original=original, seen=seen, dtype=dtype):
+            # QuantizedNormal.to_stack_one_hot hands out float32 whatever the model's dtype:
+            # its 0/1 values are exact in float64 too.
+            seen.setdefault("input", t.detach().clone())
+            return original(t.to(dtype))
+
+        prior.forward = forward
+        original_encode = prior.encode
+
+        def encode(b, original_encode=original_encode, seen=seen):
+            z = original_encode(b)
+            seen.setdefault("latent", z.detach().clone())
+            return z
+
+        prior.encode = encode
+        with (tape if not tape.draws else tape.replay()):
+            loss = prior.training_step(x.to(dtype).clone(), 0)
+        loss.backward()
+        grads = {k: p.grad.detach().clone() for k, p in prior.named_parameters()
+                 if not k.startswith("synth.") and p.grad is not None}
+        results[dtype] = (float(loss), grads, seen)
+    for i, d in enumerate(tape.draws):
+        w.add(f"input:draw.{i}", d)
+    l64, grads64, seen64 = results[torch.float64]
+    w.add("output:latent", seen64["latent"], "float64")
+    w.add("output:one_hot", seen64["input"], "float64")
+    for k, g in grads64.items():
+        w.add("grad:" + k, g, "float64")
+    m = header(model, "v2", {
+        "options": dict(TINY_V2["options"], stft_scales=STEP_SCALES, pqmf_attenuation=100),
+        "prior": dict(TINY_PRIOR, latent_size=int(prior32.latent_size)),
+        "loss_float32": results[torch.float32][0], "loss": l64, "params": names,
+        "draw_kinds": list(tape.kinds), "derived": derived(model)})
+    m["model"] = "rave_prior"
+    w.save(out, "rave_prior_step", m)
+
+
 def make_configs(out):
     """RAVE's configurations as `rave train --config a [--config b …]` builds them (CONFIG_STACKS), at full size from the gin
     files alone: every state_dict entry's name and shape, and what training_step, its callbacks
@@ -949,6 +1038,7 @@ def main():
             "rave_v2_step": lambda: make_step(a.out, "v2", TINY_V2),
             "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
             "rave_split": lambda: make_split(a.out),
+            "rave_prior_step": lambda: make_prior_step(a.out),
             "rave_configs": lambda: make_configs(a.out),
             "rave_windows": lambda: make_windows(a.out),
             "rave_augment": lambda: make_augment(a.out),
