@@ -43,23 +43,25 @@ void check_length(const AudioDataset& db, const std::string& path, int64_t n_sig
   const int64_t length = db.record(0).size(1);
   if (length >= n_signal) return;
   throw Error("database '" + path + "' holds examples of " + std::to_string(length) +
-              " samples, fewer than data.n_signal = " + std::to_string(n_signal) + ": lower --n_signal (at most " +
-              std::to_string(length) + ") or rebuild the database with a larger --num_signal");
+              " samples, fewer than data.n_signal = " + std::to_string(n_signal) +
+              ": lower --n_signal (at most " + std::to_string(length) +
+              ") or rebuild the database with a larger --num_signal");
 }
 
 void check_model_fits(const rave::RaveOptions& options, int64_t n_signal) {
   const int64_t compression = options.compression();
   if (n_signal % compression != 0) {
-    throw Error("data.n_signal = " + std::to_string(n_signal) + " must be a multiple of the model's compression " +
-                std::to_string(compression) + " (n_band × product of ratios)");
+    throw Error("data.n_signal = " + std::to_string(n_signal) +
+                " must be a multiple of the model's compression " + std::to_string(compression) +
+                " (n_band × product of ratios)");
   }
   const int64_t band_length = n_signal / options.n_band;
   for (int64_t scale : options.stft_scales) {
     if (scale / 2 < band_length) continue;
-    throw Error("model.stft_scales holds " + std::to_string(scale) + ", too large for data.n_signal = " +
-                std::to_string(n_signal) + " split in " + std::to_string(options.n_band) +
-                " bands (band signals of " + std::to_string(band_length) + " samples need scales below " +
-                std::to_string(2 * band_length) + ")");
+    throw Error("model.stft_scales holds " + std::to_string(scale) +
+                ", too large for data.n_signal = " + std::to_string(n_signal) + " split in " +
+                std::to_string(options.n_band) + " bands (band signals of " + std::to_string(band_length) +
+                " samples need scales below " + std::to_string(2 * band_length) + ")");
   }
 }
 

@@ -41,10 +41,12 @@ void PriorOptions::validate() const {
                 ": must be a power of two (RAVE's Prior rounds it up: " +
                 std::to_string(prior_latent_size(latent_size)) + ")");
   }
-  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"res_size", res_size}, {"skp_size", skp_size}}) {
+  for (const auto& [name, v] :
+       {std::pair<const char*, int64_t>{"res_size", res_size}, {"skp_size", skp_size}}) {
     if (v % latent_size != 0) {
-      throw Error(std::string("prior.") + name + " = " + std::to_string(v) + ": must be a multiple of prior.latent_size = " +
-                  std::to_string(latent_size) + " (the first and last convolutions are grouped by dimension)");
+      throw Error(std::string("prior.") + name + " = " + std::to_string(v) +
+                  ": must be a multiple of prior.latent_size = " + std::to_string(latent_size) +
+                  " (the first and last convolutions are grouped by dimension)");
     }
   }
 }
@@ -77,16 +79,19 @@ VariationalPriorImpl::VariationalPriorImpl(PriorOptions options) : options_(std:
   const int64_t classes = o.resolution * o.latent_size;
   pre_pad_ = o.kernel_size - 1;
   pre_net = register_module(
-      "pre_net", torch::nn::Sequential(conv(classes, o.res_size, o.kernel_size, 1, o.latent_size),
-                                       torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2))));
+      "pre_net",
+      torch::nn::Sequential(conv(classes, o.res_size, o.kernel_size, 1, o.latent_size),
+                            torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2))));
   residuals = register_module("residuals", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.n_layers; ++i) {
-    residuals->push_back(PriorResidualBlock(o.res_size, o.skp_size, o.kernel_size, int64_t{1} << (i % o.cycle_size)));
+    residuals->push_back(
+        PriorResidualBlock(o.res_size, o.skp_size, o.kernel_size, int64_t{1} << (i % o.cycle_size)));
   }
   post_net = register_module(
-      "post_net", torch::nn::Sequential(conv(o.skp_size, o.skp_size, 1),
-                                        torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2)),
-                                        conv(o.skp_size, classes, 1, 1, o.latent_size)));
+      "post_net",
+      torch::nn::Sequential(conv(o.skp_size, o.skp_size, 1),
+                            torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2)),
+                            conv(o.skp_size, classes, 1, 1, o.latent_size)));
 }
 
 torch::Tensor VariationalPriorImpl::forward(const torch::Tensor& x) {
@@ -122,7 +127,8 @@ torch::Tensor split_classes(const torch::Tensor& x, int64_t latent_size) {
   return t.reshape({t.size(0), t.size(1), latent_size, -1}).permute({0, 2, 1, 3});
 }
 
-torch::Tensor quantized_normal_decode(const torch::Tensor& x, int64_t resolution, const torch::Tensor& dither) {
+torch::Tensor quantized_normal_decode(const torch::Tensor& x, int64_t resolution,
+                                      const torch::Tensor& dither) {
   const int64_t latent_size = x.size(1) / resolution;
   const auto r = static_cast<double>(resolution);
   auto v = split_classes(x, latent_size).argmax(-1).to(x.scalar_type()) / r;  // (B, D, T)
@@ -163,8 +169,8 @@ torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z, 
   const int64_t missing = pca.size(0) - z.size(1);
   auto full = z;
   if (missing > 0) {
-    const auto fill = noise.defined() ? noise.to(z.dtype())
-                                      : torch::randn({z.size(0), missing, z.size(2)}, z.options());
+    const auto fill =
+        noise.defined() ? noise.to(z.dtype()) : torch::randn({z.size(0), missing, z.size(2)}, z.options());
     full = torch::cat({z, fill}, 1);
   }
   return F::conv1d(full, pca.t().unsqueeze(-1)) + mean.unsqueeze(-1);

@@ -86,7 +86,8 @@ torch::Tensor stack_one_hot(const torch::Tensor& bins, int64_t resolution);
 // QuantizedNormal.decode: one-hot or logits (B, D·resolution, T) → normal values (B, D, T): the
 // argmax bin's lower edge plus `dither` (uniform in [0, 1/resolution), drawn when undefined),
 // through Φ⁻¹, clamped to ±4.
-torch::Tensor quantized_normal_decode(const torch::Tensor& x, int64_t resolution, const torch::Tensor& dither = {});
+torch::Tensor quantized_normal_decode(const torch::Tensor& x, int64_t resolution,
+                                      const torch::Tensor& dither = {});
 
 // DiagonalShift.forward: (B, D, T) → (B, D, T − D + 1), dimension d cut to frames
 // [D − 1 − d, T − d).
@@ -103,7 +104,8 @@ torch::Tensor prior_latent(RaveModelImpl& rave, const torch::Tensor& x, int64_t 
 // VariationalPrior.pre_process_latent: the inverse rotation of `z` (B, latent_size, T), the
 // missing dimensions filled with `noise` (standard normal, drawn when undefined), plus
 // latent_mean: what the RAVE's decoder takes.
-torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z, const torch::Tensor& noise = {});
+torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z,
+                                   const torch::Tensor& noise = {});
 
 // Prior.training_step's loss on a latent (B, D, T): shift, quantise, predict, cross-entropy of
 // each frame's logits against the next frame's bins (mean over every dimension and frame).

@@ -2,10 +2,11 @@
 // the quantisation invert as RAVE's do, and the options refuse what RAVE's Prior cannot build.
 // Its agreement with RAVE's own prior is tests/models/rave_oracle_test.cpp's (golden
 // rave_prior_step).
+#include "models/rave/prior.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/rave/prior.h"
 #include "support/expect.h"
 #include "util/error.h"
 
@@ -74,7 +75,8 @@ TEST(Prior, QuantisationKeepsEachValueInItsBin) {
   const auto decoded = quantized_normal_decode(one_hot, 16, dither);
   EXPECT_TRUE(torch::equal(quantized_normal_encode(decoded, 16), one_hot));
   // Values beyond the clamp's reach land in the outer bins.
-  const auto edges = quantized_normal_encode(torch::tensor({-9.0, 9.0}, torch::kFloat64).reshape({1, 1, 2}), 16);
+  const auto edges =
+      quantized_normal_encode(torch::tensor({-9.0, 9.0}, torch::kFloat64).reshape({1, 1, 2}), 16);
   EXPECT_EQ(split_classes(edges, 1).argmax(-1)[0][0][0].item<int64_t>(), 0);
   EXPECT_EQ(split_classes(edges, 1).argmax(-1)[0][0][1].item<int64_t>(), 15);
 }
