@@ -6,6 +6,8 @@
 
 #include "config/config.h"
 #include "config/config_value.h"
+#include "support/test_support.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace rt {
@@ -76,6 +78,28 @@ TEST(RunKeys, AKeyHoldsItsDefaultWhoeverSetIt) {
   EXPECT_TRUE(c.holds_default("data.phase_mangle_p"));
   EXPECT_TRUE(c.holds_default("profiling.wait_steps"));  // a Rename alias names its target
   EXPECT_THROW(c.holds_default("data.no_such_key"), Error);
+}
+
+// A run's stored config.toml, as profile-report reads it: the settings its advice names, as
+// their TOML text; a key the file lacks is absent; a file that does not parse says why.
+TEST(RunKeys, AStoredConfigGivesItsSettingsAsText) {
+  testing::ScratchDir dir("stored_settings");
+  write_file_atomic(dir / "config.toml",
+                    "[model]\nversion = \"v3\"\n[data]\nworkers = 3\nslowdown_ms = 2.5\n"
+                    "[profiling]\noutput_dir = \"some/where\"\n[train]\nbatch = 16\n");
+  const StoredSettings s = read_stored_settings(dir / "config.toml");
+  EXPECT_TRUE(s.error.empty()) << s.error;
+  EXPECT_EQ(s.text.at("model.version"), "v3");
+  EXPECT_EQ(s.text.at("data.workers"), "3");
+  EXPECT_EQ(s.text.at("data.slowdown_ms"), "2.5");
+  EXPECT_EQ(s.text.at("train.batch"), "16");
+  EXPECT_EQ(s.output_dir(), "some/where");
+  EXPECT_EQ(s.text.count("data.prefetch"), 0u);
+  write_file_atomic(dir / "broken.toml", "[data\nworkers = 3\n");
+  const StoredSettings b = read_stored_settings(dir / "broken.toml");
+  EXPECT_FALSE(b.error.empty());
+  EXPECT_TRUE(b.text.empty());
+  EXPECT_EQ(b.output_dir(), "");
 }
 
 }  // namespace
