@@ -176,6 +176,24 @@ torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z, 
   return F::conv1d(full, pca.t().unsqueeze(-1)) + mean.unsqueeze(-1);
 }
 
+torch::Tensor prior_generate(VariationalPriorImpl& prior, const torch::Tensor& start, bool argmax) {
+  torch::NoGradGuard no_grad;
+  const auto& o = prior.options();
+  auto x = start.clone();
+  for (int64_t i = 0; i + 1 < x.size(2); ++i) {
+    const auto logits = split_classes(prior.forward(x.slice(2, 0, i + 1)).slice(2, i, i + 1), o.latent_size);
+    torch::Tensor bins;
+    if (argmax) {
+      bins = logits.argmax(-1);
+    } else {
+      const auto p = torch::softmax(logits.reshape({-1, o.resolution}), -1);
+      bins = torch::multinomial(p, 1, /*replacement=*/true).reshape(logits.sizes().slice(0, 3));
+    }
+    x.slice(2, i + 1, i + 2).copy_(stack_one_hot(bins, o.resolution));
+  }
+  return x;
+}
+
 PriorLoss prior_loss(VariationalPriorImpl& prior, const torch::Tensor& latent) {
   const auto& o = prior.options();
   PriorLoss out;

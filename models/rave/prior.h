@@ -107,6 +107,12 @@ torch::Tensor prior_latent(RaveModelImpl& rave, const torch::Tensor& x, int64_t 
 torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z,
                                    const torch::Tensor& noise = {});
 
+// Prior.generate: from the first frame of `start` (B, D·resolution, T), each next frame the
+// prediction from the frames before it, as a one-hot: the most likely bin (`argmax`) or a draw
+// from the softmax of the logits (RAVE's multinomial). Returns the T frames; `start`'s later
+// frames are not read.
+torch::Tensor prior_generate(VariationalPriorImpl& prior, const torch::Tensor& start, bool argmax);
+
 // Prior.training_step's loss on a latent (B, D, T): shift, quantise, predict, cross-entropy of
 // each frame's logits against the next frame's bins (mean over every dimension and frame).
 struct PriorLoss {

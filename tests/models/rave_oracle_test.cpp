@@ -526,6 +526,11 @@ TEST(RaveOracle, PriorStepLatentLossAndEveryGradientMatchInFloat64) {
   const auto bad = gradient_mismatches(*prior, g, kFloat64GradRel, "grad:", &names,
                                        rt::testing::GradMetric::kNorm, kFloat64GradZero);
   EXPECT_TRUE(bad.empty()) << bad.size() << " gradients differ:\n  " << join(bad);
+  // Generation, argmax: the same sequence frame by frame.
+  const auto start = g.at("input:generate.start").to(torch::kFloat64);
+  const auto generated = rt::rave::prior_generate(*prior, start, /*argmax=*/true);
+  EXPECT_TRUE(torch::equal(generated, g.at("output:generate.argmax").to(torch::kFloat64)))
+      << "generated frames differ from RAVE's";
 }
 
 }  // namespace

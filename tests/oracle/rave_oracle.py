@@ -945,11 +945,19 @@ def make_prior_step(out):
         grads = {k: p.grad.detach().clone() for k, p in prior.named_parameters()
                  if not k.startswith("synth.") and p.grad is not None}
         results[dtype] = (float(loss), grads, seen)
+        if dtype == torch.float64:
+            # Prior.generate with argmax: frame by frame from the first frame of a quantised
+            # random latent (its later frames are overwritten).
+            with torch.no_grad():
+                start = prior.quantized_normal.encode(prior.diagonal_shift(torch.randn(2, 2, 12)))
+                generated = prior.generate(start.clone().to(dtype), argmax=True)
     for i, d in enumerate(tape.draws):
         w.add(f"input:draw.{i}", d)
     l64, grads64, seen64 = results[torch.float64]
     w.add("output:latent", seen64["latent"], "float64")
     w.add("output:one_hot", seen64["input"], "float64")
+    w.add("input:generate.start", start)
+    w.add("output:generate.argmax", generated)
     for k, g in grads64.items():
         w.add("grad:" + k, g, "float64")
     m = header(model, "v2", {
