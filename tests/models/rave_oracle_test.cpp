@@ -531,6 +531,10 @@ TEST(RaveOracle, PriorStepLatentLossAndEveryGradientMatchInFloat64) {
   const auto generated = rt::rave::prior_generate(*prior, start, /*argmax=*/true);
   EXPECT_TRUE(torch::equal(generated, g.at("output:generate.argmax").to(torch::kFloat64)))
       << "generated frames differ from RAVE's";
+  // Back to the RAVE's latent: the inverse rotation, the missing dimensions drawn, the mean.
+  const auto to_rave = rt::rave::prior_to_rave_latent(*model, g.at("output:latent"),
+                                                      g.at("input:to_rave.draw").to(torch::kFloat64));
+  EXPECT_LT(relative_to_max(to_rave, g.at("output:to_rave")), 1e-12) << "pre_process_latent";
 }
 
 }  // namespace

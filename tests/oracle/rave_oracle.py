@@ -951,6 +951,10 @@ def make_prior_step(out):
             with torch.no_grad():
                 start = prior.quantized_normal.encode(prior.diagonal_shift(torch.randn(2, 2, 12)))
                 generated = prior.generate(start.clone().to(dtype), argmax=True)
+                # pre_process_latent: back to the RAVE's latent, the missing dimensions drawn.
+                back_tape = NoiseTape()
+                with back_tape:
+                    to_rave = prior.pre_process_latent(seen["latent"])
     for i, d in enumerate(tape.draws):
         w.add(f"input:draw.{i}", d)
     l64, grads64, seen64 = results[torch.float64]
@@ -958,6 +962,8 @@ def make_prior_step(out):
     w.add("output:one_hot", seen64["input"], "float64")
     w.add("input:generate.start", start)
     w.add("output:generate.argmax", generated)
+    w.add("input:to_rave.draw", back_tape.draws[0])
+    w.add("output:to_rave", to_rave, "float64")
     for k, g in grads64.items():
         w.add("grad:" + k, g, "float64")
     m = header(model, "v2", {
