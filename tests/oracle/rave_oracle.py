@@ -975,6 +975,31 @@ def make_prior_step(out):
     w.save(out, "rave_prior_step", m)
 
 
+def make_resampler(out):
+    """RAVE's export resampler (rave/resampler.py Resampler, offline convolutions) at ratios 2 and
+    3: a stereo signal down to the model's rate and a model-rate signal up to the host's."""
+    import cached_conv as cc
+    from rave.resampler import Resampler
+    cc.use_cached_conv(False)
+    w = Writer()
+    cases = []
+    for host, model_sr in ((88200, 44100), (132300, 44100)):
+        r = Resampler(host, model_sr)
+        x = test_signal(2, 4096, SEED + host % 97).reshape(1, 2, 4096)
+        z = test_signal(2, 1024, SEED + 5).reshape(1, 2, 1024)
+        with torch.no_grad():
+            w.add(f"input:{host}.x", x, "pcm16")
+            w.add(f"input:{host}.z", z, "pcm16")
+            w.add(f"output:{host}.to_model", r.to_model_sampling_rate(x))
+            w.add(f"output:{host}.from_model", r.from_model_sampling_rate(z))
+            w.add(f"output:{host}.down_filter", r.downsample.weight)
+            w.add(f"output:{host}.up_filter", r.upsample.weight)
+        cases.append({"host_rate": host, "model_rate": model_sr, "ratio": int(r.ratio)})
+    m = {"format": FORMAT, "model": "rave_resampler", "generated_by": GENERATED_BY,
+         "oracle": "acids-rave " + rave_version(), "torch": torch.__version__, "seed": SEED, "cases": cases}
+    w.save(out, "rave_resampler", m)
+
+
 def make_configs(out):
     """RAVE's configurations as `rave train --config a [--config b …]` builds them (CONFIG_STACKS), at full size from the gin
     files alone: every state_dict entry's name and shape, and what training_step, its callbacks
@@ -1053,6 +1078,7 @@ def main():
             "rave_v2_trajectory": lambda: make_trajectory(a.out, "v2", TINY_V2),
             "rave_split": lambda: make_split(a.out),
             "rave_prior_step": lambda: make_prior_step(a.out),
+            "rave_resampler": lambda: make_resampler(a.out),
             "rave_configs": lambda: make_configs(a.out),
             "rave_windows": lambda: make_windows(a.out),
             "rave_augment": lambda: make_augment(a.out),
