@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "models/rave/latent_pca.h"
 #include "models/rave/rave.h"
 #include "util/error.h"
 
@@ -157,15 +158,15 @@ torch::Tensor prior_latent(RaveModelImpl& rave, const torch::Tensor& x, int64_t 
   torch::NoGradGuard no_grad;
   const auto stats = rave.encode_stats(x);
   auto z = rave.encoder->reparametrize(stats, noise).first;
-  const auto mean = rave.named_buffers()["latent_mean"].to(z.dtype());
-  const auto pca = rave.named_buffers()["latent_pca"].to(z.dtype());
+  const LatentPca stored = stored_latent_pca(rave);
+  const auto mean = stored.mean.to(z.dtype()), pca = stored.components.to(z.dtype());
   z = F::conv1d(z - mean.unsqueeze(-1), pca.unsqueeze(-1));
   return z.slice(1, 0, latent_size);
 }
 
 torch::Tensor prior_to_rave_latent(RaveModelImpl& rave, const torch::Tensor& z, const torch::Tensor& noise) {
-  const auto mean = rave.named_buffers()["latent_mean"].to(z.dtype());
-  const auto pca = rave.named_buffers()["latent_pca"].to(z.dtype());
+  const LatentPca stored = stored_latent_pca(rave);
+  const auto mean = stored.mean.to(z.dtype()), pca = stored.components.to(z.dtype());
   const int64_t missing = pca.size(0) - z.size(1);
   auto full = z;
   if (missing > 0) {
