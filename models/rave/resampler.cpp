@@ -22,7 +22,8 @@ std::pair<int64_t, int64_t> centred_padding(int64_t kernel) {
 
 ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming) {
   if (model_rate <= 0 || host_rate <= model_rate || host_rate % model_rate != 0) {
-    throw Error("--sr " + std::to_string(host_rate) + ": RAVE's resampler takes a rate that is a multiple (2× or more) of the model's " +
+    throw Error("--sr " + std::to_string(host_rate) +
+                ": RAVE's resampler takes a rate that is a multiple (2× or more) of the model's " +
                 std::to_string(model_rate) + " Hz (accepted: " + std::to_string(2 * model_rate) + ", " +
                 std::to_string(3 * model_rate) + ", …)");
   }
@@ -32,7 +33,8 @@ ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streami
                 std::to_string(ratio) + ", must be even (streaming convolutions stride by it)");
   }
   const auto taps = models::kaiser_filter(M_PI / static_cast<double>(ratio), 140.0);
-  auto filt = torch::tensor(std::vector<double>(taps.begin(), taps.end()), torch::kFloat64).to(torch::kFloat32);
+  auto filt =
+      torch::tensor(std::vector<double>(taps.begin(), taps.end()), torch::kFloat64).to(torch::kFloat32);
   const int64_t k = filt.size(0);
   down_filter = register_buffer("down_filter", filt.reshape({1, 1, k}).clone());
   std::tie(down_left_, down_right_) = centred_padding(k);

@@ -1,11 +1,12 @@
 // RAVE's export resampler (models/rave/resampler.h) against RAVE's own (golden rave_resampler,
 // rave/resampler.py at ratios 2 and 3), and the rates it refuses.
+#include "models/rave/resampler.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "models/rave/resampler.h"
 #include "support/expect.h"
 #include "support/golden.h"
 
@@ -51,8 +52,9 @@ TEST(Resampler, ASineKeepsItsFrequencyDownToTheModelsRate) {
 TEST(Resampler, RefusesRatesRavesResamplerCannotTake) {
   // RAVE's Resampler computes target // model: 48000 of a 44.1 kHz model would become a ratio of
   // 1 and a file that plays at the wrong speed; refused here.
-  EXPECT_HAS(testing::error_of([] { Resampler r(48000, 44100); }),
-             "--sr 48000: RAVE's resampler takes a rate that is a multiple (2× or more) of the model's 44100 Hz");
+  EXPECT_HAS(
+      testing::error_of([] { Resampler r(48000, 44100); }),
+      "--sr 48000: RAVE's resampler takes a rate that is a multiple (2× or more) of the model's 44100 Hz");
   EXPECT_HAS(testing::error_of([] { Resampler r(44100, 44100); }), "--sr 44100");
   EXPECT_HAS(testing::error_of([] { Resampler r(132300, 44100, /*streaming=*/true); }),
              "the ratio to the model's rate, 3, must be even");
