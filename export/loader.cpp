@@ -6,8 +6,8 @@
 #include "export/checks/file_facts.h"
 #include "export/onnx/onnx_eval.h"
 #include "export/onnx/onnx_graph.h"
-#include "export/rave_checkpoint.h"
 #include "export/torchscript/rave_script.h"
+#include "families/rave/rave_checkpoint.h"
 #include "trainer/run_dir.h"
 #include "training/checkpoint.h"
 #include "util/atomic_file.h"
@@ -94,7 +94,7 @@ void describe_torchscript(const LoadRequest& o, const fs::path& given, LoadedMod
 
 // A training checkpoint, scripted in memory exactly as `export` writes it.
 void load_checkpoint_model(const LoadRequest& o, const fs::path& ckpt, LoadedModel& m) {
-  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights);
+  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights ? RaveWeights::kEma : RaveWeights::kTrained);
   ScriptOptions s;
   s.streaming = o.stream;
   s.sampling_rate = c.sampling_rate;

@@ -7,8 +7,8 @@
 #include <functional>
 #include <string>
 
-#include "export/rave_checkpoint.h"
 #include "export/rave_export.h"
+#include "families/rave/rave_checkpoint.h"
 
 namespace rt::exporting {
 

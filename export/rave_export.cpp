@@ -13,8 +13,8 @@
 #include "export/graph/describe.h"
 #include "export/onnx/onnx_graph.h"
 #include "export/onnx_export.h"
-#include "export/rave_checkpoint.h"
 #include "export/torchscript/script_writer.h"
+#include "families/rave/rave_checkpoint.h"
 #include "trainer/output_target.h"
 #include "trainer/run_dir.h"
 #include "training/checkpoint.h"
@@ -271,7 +271,8 @@ ExportReport export_rave(const ExportOptions& options) {
   o.run = resolve_run_pointer(o.run);  // --run runs/latest
   ExportReport r;
   r.checkpoint = find_checkpoint(o);
-  RaveCheckpoint c = load_rave_checkpoint(r.checkpoint, o.ema_weights);
+  RaveCheckpoint c =
+      load_rave_checkpoint(r.checkpoint, o.ema_weights ? RaveWeights::kEma : RaveWeights::kTrained);
   fs::path run = o.run.empty() ? run_dir_of_checkpoint(r.checkpoint) : o.run;
   if (!run.empty()) check_run_config(run, c);
   r.step = c.meta.step;

@@ -155,7 +155,7 @@ void report_validation(const ValidationResult& v, int64_t step, TensorBoardWrite
   console << line.str() << std::endl;
   if (tb && v.audio.defined() && v.sample_rate > 0) {
     auto interleaved = v.audio.to(torch::kFloat).t().contiguous();
-    tb->add_audio("audio/original_then_reconstruction", interleaved.data_ptr<float>(), interleaved.size(0),
+    tb->add_audio(v.audio_tag, interleaved.data_ptr<float>(), interleaved.size(0),
                   static_cast<int>(interleaved.size(1)), v.sample_rate, step);
   }
   if (tb) tb->flush();

@@ -75,9 +75,11 @@ struct StepResult {
 struct ValidationResult {
   std::map<std::string, double> metrics;  // e.g. "validation", "val/r2", "val/r2_0".
   // Optional audio excerpt (channels × frames, float in [-1, 1]) logged as a TensorBoard
-  // audio summary: RAVE's reconstruction of a validation example.
+  // audio summary under `audio_tag`: RAVE's reconstruction of a validation example, the prior's
+  // generation.
   torch::Tensor audio;
   int sample_rate = 0;
+  std::string audio_tag = "audio/original_then_reconstruction";
 };
 
 // What the trainer gives a family to build on.

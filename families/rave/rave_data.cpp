@@ -48,13 +48,14 @@ void check_length(const AudioDataset& db, const std::string& path, int64_t n_sig
               ") or rebuild the database with a larger --num_signal");
 }
 
-void check_model_fits(const rave::RaveOptions& options, int64_t n_signal) {
+void check_model_fits(const rave::RaveOptions& options, int64_t n_signal, bool for_losses) {
   const int64_t compression = options.compression();
   if (n_signal % compression != 0) {
     throw Error("data.n_signal = " + std::to_string(n_signal) +
                 " must be a multiple of the model's compression " + std::to_string(compression) +
                 " (n_band × product of ratios)");
   }
+  if (!for_losses) return;
   const int64_t band_length = n_signal / options.n_band;
   for (int64_t scale : options.stft_scales) {
     if (scale / 2 < band_length) continue;
@@ -67,7 +68,8 @@ void check_model_fits(const rave::RaveOptions& options, int64_t n_signal) {
 
 }  // namespace
 
-RaveData make_rave_data(const Config& config, const rave::RaveOptions& options, int64_t n_signal) {
+RaveData make_rave_data(const Config& config, const rave::RaveOptions& options, int64_t n_signal,
+                        bool for_losses) {
   const DataSourceOptions source = data_source_for(config, DataKind::kAudio, "rave");
   const std::string& db = source.db_path;
   AudioDatasetOptions train_opts = rave_data_keys().from(config);
@@ -78,7 +80,7 @@ RaveData make_rave_data(const Config& config, const rave::RaveOptions& options, 
   auto val = std::make_shared<AudioDataset>(db, validation_options(train_opts));
   check_channels(want_channels, *train, db);
   check_length(*train, db, n_signal);
-  check_model_fits(options, n_signal);
+  check_model_fits(options, n_signal, for_losses);
 
   Split split = split_indices(train->size(), source.val_fraction, static_cast<size_t>(source.val_max),
                               static_cast<uint64_t>(source.split_seed));

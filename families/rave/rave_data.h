@@ -20,7 +20,9 @@ struct RaveData {
 // The datasets of data.db_path for examples of `n_signal` samples. Throws rt::Error naming the
 // key and what to change when the database and the model do not fit: data.channels against the
 // database's channels, examples shorter than n_signal, n_signal not a multiple of the model's
-// compression, an STFT scale too large for the band signals.
-RaveData make_rave_data(const Config& config, const rave::RaveOptions& options, int64_t n_signal);
+// compression, an STFT scale too large for the band signals (`for_losses`: the RAVE trains on
+// them; the prior, which only encodes, skips that check).
+RaveData make_rave_data(const Config& config, const rave::RaveOptions& options, int64_t n_signal,
+                        bool for_losses = true);
 
 }  // namespace rt

@@ -26,7 +26,7 @@ torch::Tensor causal(const torch::Tensor& x, int64_t pad) {
 void PriorOptions::validate() const {
   auto at_least = [](const char* name, int64_t v, int64_t low) {
     if (v < low) {
-      throw Error(std::string("prior.") + name + " = " + std::to_string(v) + ": must be at least " +
+      throw Error(std::string("model.prior_") + name + " = " + std::to_string(v) + ": must be at least " +
                   std::to_string(low));
     }
   };
@@ -38,15 +38,15 @@ void PriorOptions::validate() const {
   at_least("n_layers", n_layers, 1);
   at_least("latent_size", latent_size, 1);
   if (prior_latent_size(latent_size) != latent_size) {
-    throw Error("prior.latent_size = " + std::to_string(latent_size) +
+    throw Error("model.prior_latent_size = " + std::to_string(latent_size) +
                 ": must be a power of two (RAVE's Prior rounds it up: " +
                 std::to_string(prior_latent_size(latent_size)) + ")");
   }
   for (const auto& [name, v] :
        {std::pair<const char*, int64_t>{"res_size", res_size}, {"skp_size", skp_size}}) {
     if (v % latent_size != 0) {
-      throw Error(std::string("prior.") + name + " = " + std::to_string(v) +
-                  ": must be a multiple of prior.latent_size = " + std::to_string(latent_size) +
+      throw Error(std::string("model.prior_") + name + " = " + std::to_string(v) +
+                  ": must be a multiple of model.prior_latent_size = " + std::to_string(latent_size) +
                   " (the first and last convolutions are grouped by dimension)");
     }
   }
@@ -105,11 +105,13 @@ torch::Tensor VariationalPriorImpl::forward(const torch::Tensor& x) {
   return post_net->forward(skip);
 }
 
-int64_t VariationalPriorImpl::receptive_field() const {
+int64_t prior_receptive_field(const PriorOptions& o) {
   int64_t dilations = 0;
-  for (int64_t i = 0; i < options_.n_layers; ++i) dilations += int64_t{1} << (i % options_.cycle_size);
-  return (options_.kernel_size - 1) * dilations + 1;
+  for (int64_t i = 0; i < o.n_layers; ++i) dilations += int64_t{1} << (i % o.cycle_size);
+  return (o.kernel_size - 1) * dilations + 1;
 }
+
+int64_t VariationalPriorImpl::receptive_field() const { return prior_receptive_field(options_); }
 
 torch::Tensor stack_one_hot(const torch::Tensor& bins, int64_t resolution) {
   // (B, D, T) → (B, D, T, R) → (B, T, D·R) → (B, D·R, T): channel d·R + r.

@@ -46,6 +46,11 @@ struct PriorOptions {
 // Prior.__init__'s rounding: 2^ceil(log2(n)).
 int64_t prior_latent_size(int64_t n);
 
+// RAVE's count of the frames one logit sees (model.py:71, which sizes its training examples
+// from it): (kernel_size − 1) · Σ dilations + 1. The pre_net's kernel reaches kernel_size − 1
+// frames further back.
+int64_t prior_receptive_field(const PriorOptions& options);
+
 struct PriorResidualBlockImpl : torch::nn::Module {
   PriorResidualBlockImpl(int64_t res_size, int64_t skp_size, int64_t kernel_size, int64_t dilation);
   // (residual, skip) → (residual + rconv(gated), skip + sconv(gated)).
@@ -62,10 +67,7 @@ struct VariationalPriorImpl : torch::nn::Module {
   // depend on frames ≤ t only.
   torch::Tensor forward(const torch::Tensor& x);
   const PriorOptions& options() const { return options_; }
-  // RAVE's count of the frames one logit sees (model.py:71, which sizes its training examples
-  // from it): (kernel_size − 1) · Σ dilations + 1. The pre_net's kernel reaches kernel_size − 1
-  // frames further back.
-  int64_t receptive_field() const;
+  int64_t receptive_field() const;  // prior_receptive_field(options())
 
   torch::nn::Sequential pre_net{nullptr}, post_net{nullptr};
   torch::nn::ModuleList residuals{nullptr};

@@ -9,7 +9,7 @@ namespace {
 
 // One group of synthetic reaching trials imported to <root>/db (its HDF5 in <root>/h5); the
 // test stops when preprocessing failed.
-void make_neural_db(const fs::path& root) {
+void make_one_session_db(const fs::path& root) {
   e2e::make_neural_db(root, "--groups 1 --units 182 --trials 64 --seed 7");
   ASSERT_FALSE(::testing::Test::HasFailure()) << "preparing the neural database failed";
 }
@@ -17,7 +17,7 @@ void make_neural_db(const fs::path& root) {
 TEST(SsmFusedResume, SplitRunWithDropoutEqualsOneRunBitwise) {
   ScratchDir dir("e2e_ssm_fused_resume");
   const fs::path root = dir.path();
-  ASSERT_NO_FATAL_FAILURE(make_neural_db(root));
+  ASSERT_NO_FATAL_FAILURE(make_one_session_db(root));
   // tiny_ssm runs scan = "fused" (the fused block kernels); dropout 0.1 makes the masks matter.
   const std::string common = bin_path("train") + " --config tiny_ssm --db_path " +
                              quote((root / "db").string()) +
@@ -50,7 +50,7 @@ TEST(SsmFusedResume, AFusedRunResumesUnderTheParallelScan) {
   // no part of the checkpoint's config signature: a fused run resumes as parallel and back.
   ScratchDir dir("e2e_ssm_scan_resume");
   const fs::path root = dir.path();
-  ASSERT_NO_FATAL_FAILURE(make_neural_db(root));
+  ASSERT_NO_FATAL_FAILURE(make_one_session_db(root));
   const std::string common = bin_path("train") + " --config tiny_ssm --db_path " +
                              quote((root / "db").string()) + " --out_path " +
                              quote((root / "runs").string()) + " --threads 1 --val_every 100";

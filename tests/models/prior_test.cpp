@@ -87,17 +87,17 @@ TEST(Prior, OptionsRefuseWhatRavesPriorCannotBuild) {
   EXPECT_EQ(prior_latent_size(8), 8);
   auto o = tiny();
   o.latent_size = 6;
-  EXPECT_HAS(testing::error_of([&] { o.validate(); }), "prior.latent_size = 6: must be a power of two");
+  EXPECT_HAS(testing::error_of([&] { o.validate(); }), "model.prior_latent_size = 6: must be a power of two");
   o = tiny();
   o.resolution = 1;
-  EXPECT_HAS(testing::error_of([&] { o.validate(); }), "prior.resolution = 1: must be at least 2");
+  EXPECT_HAS(testing::error_of([&] { o.validate(); }), "model.prior_resolution = 1: must be at least 2");
   o = tiny();
   o.res_size = 6;  // the grouped pre_net gives each of the 4 dimensions its share of channels
   EXPECT_HAS(testing::error_of([&] { o.validate(); }),
-             "prior.res_size = 6: must be a multiple of prior.latent_size = 4");
+             "model.prior_res_size = 6: must be a multiple of model.prior_latent_size = 4");
   o = tiny();
   o.n_layers = 0;
-  EXPECT_HAS(testing::error_of([&] { VariationalPrior p(o); }), "prior.n_layers = 0");
+  EXPECT_HAS(testing::error_of([&] { VariationalPrior p(o); }), "model.prior_n_layers = 0");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "export/rave_checkpoint.h"
+#include "families/rave/rave_checkpoint.h"
 
 #include <torch/script.h>
 
@@ -12,7 +12,7 @@
 #include "families/rave/rave_family.h"
 #include "util/error.h"
 
-namespace rt::exporting {
+namespace rt {
 namespace {
 
 namespace fs = std::filesystem;
@@ -31,7 +31,7 @@ TensorMap module_tensors(const torch::jit::Module& m) {
   return out;
 }
 
-TensorMap model_tensors(rave::RaveModelImpl& m) {
+TensorMap model_tensors(torch::nn::Module& m) {
   TensorMap out;
   for (const auto& p : m.named_parameters()) out[p.key()] = p.value();
   for (const auto& b : m.named_buffers()) out[b.key()] = b.value();
@@ -39,7 +39,8 @@ TensorMap model_tensors(rave::RaveModelImpl& m) {
 }
 
 // Checks names and shapes both ways, then copies the checkpoint's values into the model.
-void load_strict(rave::RaveModelImpl& model, const TensorMap& saved, const std::string& file) {
+void load_strict(torch::nn::Module& model, const TensorMap& saved, const std::string& file,
+                 const std::string& what) {
   TensorMap own = model_tensors(model);
   std::vector<std::string> missing, extra, shape;
   for (const auto& [key, t] : own) {
@@ -56,9 +57,8 @@ void load_strict(rave::RaveModelImpl& model, const TensorMap& saved, const std::
     if (own.count(key) == 0) extra.push_back(key);
   }
   if (!missing.empty() || !extra.empty() || !shape.empty()) {
-    std::string msg = "checkpoint '" + file +
-                      "' does not fit the RAVE model its config describes (a checkpoint of "
-                      "another config?):";
+    std::string msg = "checkpoint '" + file + "' does not fit the " + what +
+                      " its config describes (a checkpoint of another config?):";
     if (!missing.empty())
       msg += "\n" + std::to_string(missing.size()) + " tensor(s) missing:" + listed(missing);
     if (!extra.empty()) msg += "\n" + std::to_string(extra.size()) + " unexpected tensor(s):" + listed(extra);
@@ -99,13 +99,13 @@ AudioDataset open_database(const Config& config, const std::string& why) {
 
 }  // namespace
 
-RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
+RaveCheckpoint load_rave_checkpoint(const fs::path& path, RaveWeights weights, const std::string& command) {
   RaveCheckpoint c;
   c.path = path;
   c.meta = read_checkpoint_meta(path);
   if (c.meta.family != "rave") {
-    throw Error("export supports RAVE models: checkpoint '" + path.string() + "' holds a model.family = '" +
-                c.meta.family + "' model");
+    throw Error(command + " supports RAVE models: checkpoint '" + path.string() +
+                "' holds a model.family = '" + c.meta.family + "' model");
   }
   c.config.merge_toml_string(c.meta.config_toml, path.string() + " (meta/config)");
   c.config.finalize();
@@ -119,11 +119,13 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
   }
   if (!archive.hasattr("rave"))
     throw Error("checkpoint '" + path.string() + "' holds no RAVE model (model/rave)");
-  if (ema_weights && !archive.hasattr("rave_ema")) {
+  c.ema =
+      weights == RaveWeights::kEma || (weights == RaveWeights::kEmaWhenSaved && archive.hasattr("rave_ema"));
+  if (c.ema && !archive.hasattr("rave_ema")) {
     throw Error("--ema_weights: checkpoint '" + path.string() +
                 "' holds no moving averages (train with --ema FACTOR, e.g. --ema 0.999)");
   }
-  const TensorMap saved = module_tensors(archive.attr(ema_weights ? "rave_ema" : "rave").toModule());
+  const TensorMap saved = module_tensors(archive.attr(c.ema ? "rave_ema" : "rave").toModule());
   options.channels = int_attribute(archive, "channels", channels_from_tensors(saved, options));
   c.sampling_rate = int_attribute(archive, "sampling_rate", 0);
   if (c.sampling_rate == 0) {
@@ -133,10 +135,15 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path, bool ema_weights) {
   }
   options.sampling_rate = c.sampling_rate;
   c.model = rave::RaveModel(options);
-  load_strict(*c.model, saved, path.string());
+  load_strict(*c.model, saved, path.string(), "RAVE model");
   c.model->eval();
   c.model->set_warmed_up(c.model->encoder->warmed_up_.item<int64_t>() != 0);
   return c;
+}
+
+void load_module_strict(torch::nn::Module& module, const torch::jit::Module& saved, const std::string& file,
+                        const std::string& what) {
+  load_strict(module, module_tensors(saved), file, what);
 }
 
 rave::LatentPca fit_latent_pca_on_database(RaveCheckpoint& c) {
@@ -180,4 +187,4 @@ torch::Tensor database_audio(RaveCheckpoint& c, int64_t samples, std::string* so
   return torch::cat(parts, 1);
 }
 
-}  // namespace rt::exporting
+}  // namespace rt
