@@ -7,6 +7,7 @@
 #include "export/onnx/onnx_eval.h"
 #include "export/onnx/onnx_graph.h"
 #include "export/torchscript/rave_script.h"
+#include "families/prior/prior_checkpoint.h"
 #include "families/rave/rave_checkpoint.h"
 #include "trainer/run_dir.h"
 #include "training/checkpoint.h"
@@ -80,11 +81,12 @@ void describe_torchscript(const LoadRequest& o, const fs::path& given, LoadedMod
   const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
   if (m.sampling_rate <= 0)
     throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");
-  if (o.stream && m.module.hasattr("streaming") && !streaming) {
+  if (o.file_mode) {
+    m.latency = streaming ? m.latency : 0;
+  } else if (o.stream && m.module.hasattr("streaming") && !streaming) {
     throw Error("--stream: '" + given.string() +
                 "' was exported offline (no streaming caches); export it with --streaming, or drop --stream");
-  }
-  if (!o.stream && streaming) {
+  } else if (!o.stream && streaming) {
     throw Error("'" + given.string() +
                 "' is a streaming export: it keeps state between calls, so run it with --stream");
   }
@@ -98,6 +100,12 @@ void load_checkpoint_model(const LoadRequest& o, const fs::path& ckpt, LoadedMod
   ScriptOptions s;
   s.streaming = o.stream;
   s.sampling_rate = c.sampling_rate;
+  rave::VariationalPrior prior{nullptr};
+  if (!o.prior.empty()) {
+    prior = load_prior_over(o.prior, "--prior", c).prior;
+    s.prior = prior.get();
+    m.prior_latent_size = prior->options().latent_size;
+  }
   ScriptInfo info;
   std::ostringstream bytes;
   script_rave(*c.model, s, &info).save(bytes);
@@ -114,12 +122,32 @@ void load_checkpoint_model(const LoadRequest& o, const fs::path& ckpt, LoadedMod
 
 }  // namespace
 
-LoadedModel load_model(const LoadRequest& o) {
+LoadedModel load_model(const LoadRequest& request) {
+  LoadRequest o = request;
+  std::error_code ec;
+  if (!o.prior.empty() && fs::is_regular_file(o.prior, ec) && has_torchscript_extension(o.prior)) {
+    // An export made with --prior: the file holds the RAVE and its prior method.
+    if (!o.model.empty()) {
+      throw Error("--prior '" + o.prior + "' is an exported file, which holds its RAVE: drop --model '" +
+                  o.model + "'");
+    }
+    o.model = o.prior;
+    o.prior.clear();
+    LoadedModel m = load_model(o);
+    if (!m.module.find_method("prior") || !m.module.hasattr("prior_params")) {
+      throw Error("--prior '" + request.prior +
+                  "' has no prior method: export it with export --prior PRIOR_RUN, or name the prior's run");
+    }
+    m.prior_latent_size = m.module.attr("prior_params").toTensor()[2].item<int64_t>();
+    return m;
+  }
+  if (!o.prior.empty() && o.model.empty()) o.model = load_prior_checkpoint(o.prior, "--prior").rave;
   LoadedModel m;
   const fs::path given = o.model;
-  std::error_code ec;
   const bool file = fs::is_regular_file(given, ec);
   if (file && (onnx::looks_like_onnx(given) || given.extension() == ".onnx")) {
+    if (!o.prior.empty())
+      throw Error("--prior: the ONNX export has no prior; name the RAVE's run as --model");
     load_onnx(o, given, m);  // its parse checks the CRC-32 the file records
   } else if (file && dangling_run_pointer(given).empty() && !starts_like_zip(given)) {
     throw Error("--model '" + given.string() +
@@ -138,6 +166,9 @@ LoadedModel load_model(const LoadRequest& o) {
     if (checkpoint_step(m.module)) {
       m = LoadedModel();  // a training checkpoint named like an export
       load_checkpoint_model(o, given, m);
+    } else if (!o.prior.empty()) {
+      throw Error("--prior '" + o.prior + "' goes with a RAVE run or checkpoint, not the exported file '" +
+                  given.string() + "': export it with --prior, then pass that file as --prior");
     } else {
       describe_torchscript(o, given, m);
     }

@@ -24,11 +24,17 @@ struct LoadRequest {
   std::string model;         // a run directory, a checkpoint, a `latest` pointer, a .ts or .onnx file
   bool stream = false;       // block by block through the streaming caches
   bool ema_weights = false;  // a run trained with --ema: its moving averages
+  // generate --prior: a prior run or checkpoint scripted beside the RAVE (whose run is `model`, or
+  // when empty the prior's model.rave), or an export made with --prior (then `model` is empty).
+  std::string prior;
+  // An exported file runs in the mode it was exported in (streaming or not), whatever `stream` says.
+  bool file_mode = false;
 };
 
 struct LoadedModel {
   std::string description, name;  // what was loaded, in words; the default output folder's name
   int64_t sampling_rate = 0, channels = 0, ratio = 0, latency = 0;
+  int64_t prior_latent_size = 0;  // the module's `prior` method's latent signals; 0: none
 
   // The model's forward with a fresh state (a streaming one starts from silence).
   ForwardCall start();
@@ -42,7 +48,8 @@ struct LoadedModel {
 
 // Throws rt::Error naming --model and what it is when it cannot be loaded or run in the mode
 // asked for (an offline export with `stream`, a streaming one without, an ONNX half, audio, a
-// damaged file, a dangling `latest`).
+// damaged file, a dangling `latest`), and with `prior` when the prior cannot be loaded, was trained
+// over another RAVE latent, or the file named has no prior method.
 LoadedModel load_model(const LoadRequest& request);
 
 }  // namespace rt::exporting

@@ -14,6 +14,7 @@
 #include "export/onnx/onnx_graph.h"
 #include "export/onnx_export.h"
 #include "export/torchscript/script_writer.h"
+#include "families/prior/prior_checkpoint.h"
 #include "families/rave/rave_checkpoint.h"
 #include "trainer/output_target.h"
 #include "trainer/run_dir.h"
@@ -144,9 +145,14 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
     auto z = m.get_method("encode")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
     auto y = m.get_method("decode")({torch::zeros({batch, r.latent_size, frames})}).toTensor();
     auto f = m.get_method("forward")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
-    const bool ok = z.sizes() == at::IntArrayRef{batch, r.latent_size, frames} &&
-                    y.sizes() == at::IntArrayRef{batch, r.output_channels, frames * ratio} &&
-                    f.sizes() == y.sizes();
+    bool ok = z.sizes() == at::IntArrayRef{batch, r.latent_size, frames} &&
+              y.sizes() == at::IntArrayRef{batch, r.output_channels, frames * ratio} &&
+              f.sizes() == y.sizes();
+    if (!r.prior.empty()) {
+      const auto p = m.get_method("prior")({torch::zeros({batch, 1, frames})}).toTensor();
+      ok = ok && p.sizes() == at::IntArrayRef{batch, r.prior_latent_size, frames} &&
+           p.isfinite().all().item<bool>();
+    }
     if (!ok) throw Error("export: internal error: '" + file.string() + "' returns unexpected shapes");
   }
 }
@@ -220,8 +226,9 @@ ExportFacts torchscript_facts(const ExportOptions& o, const RaveCheckpoint& c, E
 // first, loaded and run from there as a host would, and written at --output (or over the file
 // --force replaces) only once that passed: an error or a stop signal in between leaves it as it was.
 void write_torchscript(const ExportOptions& o, RaveCheckpoint& c, const CheckAudioFn& check_input,
-                       ExportReport& r) {
+                       ExportReport& r, rave::VariationalPriorImpl* prior) {
   ScriptOptions s;
+  s.prior = prior;
   s.streaming = o.streaming;
   s.latent_size = r.latent_size;
   s.sampling_rate = c.sampling_rate;
@@ -264,6 +271,15 @@ void write_torchscript(const ExportOptions& o, RaveCheckpoint& c, const CheckAud
   write_file_atomic(r.output, o.check_seconds > 0.0 ? serialized() : first_bytes);
 }
 
+// --prior: the prior checked against the RAVE exported; null without --prior.
+rave::VariationalPrior load_prior(const ExportOptions& o, RaveCheckpoint& c, ExportReport& r) {
+  if (o.prior.empty()) return nullptr;
+  PriorCheckpoint p = load_prior_over(o.prior, "--prior", c);
+  r.prior = p.path;
+  r.prior_latent_size = p.prior->options().latent_size;
+  return p.prior;
+}
+
 }  // namespace
 
 ExportReport export_rave(const ExportOptions& options) {
@@ -295,6 +311,11 @@ ExportReport export_rave(const ExportOptions& options) {
     r.onnx_encode = onnx::sibling(r.output, "encode");
     r.onnx_decode = onnx::sibling(r.output, "decode");
   }
+  if (o.format == ExportFormat::kOnnx && !o.prior.empty()) {
+    throw Error(
+        "--prior writes nn~'s prior method into TorchScript files; export --format onnx has no prior "
+        "(export it without --format onnx)");
+  }
   choose_latent(o, c, r);
   // Before the model is scripted and anything written: what is there is never lost by mistake.
   for (const auto& target : {r.output, r.onnx_encode, r.onnx_decode}) {
@@ -314,7 +335,8 @@ ExportReport export_rave(const ExportOptions& options) {
     onnx::write_rave_onnx(o, c, check_input, r);
     warn_if_over_budget(r);
   } else {
-    write_torchscript(o, c, check_input, r);
+    rave::VariationalPrior prior = load_prior(o, c, r);
+    write_torchscript(o, c, check_input, r, prior ? prior.get() : nullptr);
   }
   return r;
 }
@@ -365,6 +387,10 @@ std::string format_report(const ExportReport& r) {
       << " latent frames), decode " << r.script.decode_latency << " (" << ms(r.script.decode_latency)
       << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency()) << " ms)"
       << (r.format == ExportFormat::kOnnx ? "" : ", plus nn~'s buffering") << "\n";
+  }
+  if (!r.prior.empty()) {
+    s << "  prior: " << r.prior.string() << " (nn~ method `prior`: a temperature signal in, "
+      << r.prior_latent_size << " latent signals out, one frame per " << r.script.ratio << " samples)\n";
   }
   if (r.check.measured || !r.check.not_measured.empty()) s << "  " << format_fidelity(r.check) << "\n";
   for (const auto& [why, keys] : r.script.dropped)

@@ -41,6 +41,9 @@ struct ExportOptions {
   // --target_libtorch X.Y: the TorchScript file must load in that LibTorch release
   // (export/checks/libtorch_target.h), else nothing is written.
   std::string target_libtorch;
+  // --prior RUN|CKPT: a prior trained over this RAVE (train --config prior), written as nn~'s
+  // `prior` method; refused when it was trained over another latent rotation.
+  std::string prior;
 };
 
 struct ExportReport {
@@ -64,6 +67,8 @@ struct ExportReport {
   // (export/checks/libtorch_target.h, loads_in_text).
   std::string loads_in;
   std::vector<std::string> warnings;
+  std::filesystem::path prior;    // --prior's checkpoint
+  int64_t prior_latent_size = 0;  // the prior method's output dimensions
 };
 
 // Throws rt::Error with a message for the user: no checkpoint in the run, a checkpoint of

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <iomanip>
 #include <map>
@@ -238,7 +239,80 @@ void generate_file(const GenerateOptions& o, LoadedModel& m, const GenerateRepor
 
 }  // namespace
 
+namespace {
+
+std::string shortest(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// The input value the prior method turns into `temperature`: softplus(x) / ln 2 = T.
+double temperature_input(double t) { return std::log(std::expm1(t * std::log(2.0))); }
+
+// generate --prior: the prior's frames decoded by its RAVE, one call of each, as nn~ plays
+// [nn~ prior] into [nn~ decode].
+GenerateReport generate_from_prior(const GenerateOptions& o, int format) {
+  if (!o.inputs.empty())
+    throw Error("--input goes with a model to run audio through; --prior generates from none");
+  if (o.stream || o.chunk_size > 0) throw Error("--stream and --chunk_size go with --input, not --prior");
+  if (!(o.seconds > 0.0 && o.seconds <= 3600.0))
+    throw Error("--seconds " + shortest(o.seconds) + " is not accepted: more than 0, at most 3600");
+  if (!(o.temperature > 0.0 && o.temperature <= 100.0))
+    throw Error("--temperature " + shortest(o.temperature) + " is not accepted: more than 0, at most 100");
+  LoadRequest request{o.model, false, o.ema_weights, o.prior, /*file_mode=*/true};
+  LoadedModel m = load_model(request);
+  GenerateReport r;
+  r.model = m.description + " with the prior " + o.prior;
+  r.sampling_rate = m.sampling_rate;
+  r.channels = m.channels;
+  r.ratio = m.ratio;
+  r.folder = o.out_path / (o.name.empty() ? m.name + "_prior" : o.name);
+  check_folder(r.folder);
+  GeneratedFile g;
+  g.input = o.prior;
+  g.temperature = o.temperature;
+  g.output = r.folder / ("prior_seed" + std::to_string(o.seed) + audio_format_extension(format));
+  check_output_target(g.output, {}, o.force, "generate", "--out_path");
+  check_output_target(r.folder / "report.json", {}, o.force, "generate", "--out_path");
+  const auto samples = static_cast<int64_t>(std::llround(o.seconds * static_cast<double>(m.sampling_rate)));
+  const int64_t frames = (samples + m.ratio - 1) / m.ratio;
+  torch::manual_seed(o.seed);
+  auto module = m.fresh();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto y = run_interruptible(
+      [&] {
+        c10::InferenceMode guard;
+        const auto z =
+            module.get_method("prior")({torch::full({1, 1, frames}, temperature_input(o.temperature))});
+        return module.get_method("decode")({z.toTensor()}).toTensor();
+      },
+      "while generating from the prior; nothing was written");
+  g.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto audio = y.narrow(-1, 0, std::min(samples, y.size(-1)));
+  g.seconds = static_cast<double>(audio.size(-1)) / static_cast<double>(m.sampling_rate);
+  g.notes.push_back(std::to_string(frames) + " latent frames of " + std::to_string(m.prior_latent_size) +
+                    " dimensions at temperature " + shortest(o.temperature) + ", seed " +
+                    std::to_string(o.seed));
+  write_audio_atomic(g.output, to_audio(audio, static_cast<int>(m.sampling_rate)), format);
+  r.files.push_back(g);
+  write_file_atomic(r.folder / "report.json", r.to_json().dump(2) + "\n");
+  return r;
+}
+
+}  // namespace
+
 GenerateReport generate(const GenerateOptions& o) {
+  if (!o.prior.empty()) {
+    check_name(o.name);
+    int format = 0;
+    try {
+      format = audio_format_from_name(o.format);
+    } catch (const Error& e) {
+      throw Error(std::string("--format: ") + e.what());
+    }
+    return generate_from_prior(o, format);
+  }
   if (o.inputs.empty()) throw Error("--input: give audio files or folders to run through the model");
   if (o.chunk_size < 0 || o.chunk_size > kMaxChunkSize) {
     throw Error("--chunk_size " + std::to_string(o.chunk_size) +
@@ -309,12 +383,20 @@ std::string GenerateReport::text() const {
   s << "generate: " << printable(model) << "\n  " << channels << " channel(s) at " << sampling_rate << " Hz, "
     << (stream ? "streaming blocks of " + std::to_string(chunk_size) + " samples (latency " +
                      std::to_string(latency) + " samples, removed from the outputs)"
-               : std::string("offline, whole files"))
+        : !files.empty() && files.front().temperature >= 0.0 ? std::string("the prior's frames, decoded")
+                                                             : std::string("offline, whole files"))
     << "\n";
   s << std::fixed;
   for (const auto& f : files) {
     if (!f.error.empty()) {
       s << "  skipped " << printable(f.input.string()) << ": " << terminal_safe(f.error) << "\n";
+      continue;
+    }
+    if (f.temperature >= 0.0) {
+      s << "  " << printable(f.output.string()) << ": " << std::setprecision(2) << f.seconds
+        << " s generated in " << std::setprecision(3) << f.compute_seconds << " s (realtime factor "
+        << f.realtime_factor() << ")\n";
+      for (const auto& n : f.notes) s << "    " << printable(n) << "\n";
       continue;
     }
     s << "  " << printable(f.output.string()) << ": " << std::setprecision(2) << f.seconds << " s in "
@@ -332,6 +414,15 @@ Json GenerateReport::to_json() const {
     Json j = {{"input", f.input.string()}};
     if (!f.error.empty()) {
       j["skipped"] = f.error;
+    } else if (f.temperature >= 0.0) {
+      j.update({{"prior", f.input.string()},
+                {"output", f.output.string()},
+                {"seconds", f.seconds},
+                {"compute_seconds", f.compute_seconds},
+                {"realtime_factor", f.realtime_factor()},
+                {"temperature", f.temperature},
+                {"notes", f.notes}});
+      j.erase("input");
     } else {
       j.update({{"output", f.output.string()},
                 {"seconds", f.seconds},

@@ -3,7 +3,7 @@
 //   export --run RUN_DIR | --ckpt PATH [--format torchscript|onnx] [--output NAME.ts [--force]] [--streaming]
 //   [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
-//          [--check_audio FILE]
+//          [--check_audio FILE] [--prior PRIOR_RUN]
 // and whether an exported file keeps up in realtime on this machine (export/checks/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
 // and what an exported file says about itself (export/checks/file_facts.h):
@@ -36,7 +36,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
     for (const char* flag :
          {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
           "--latent_size", "--quantize", "--check_seconds", "--check_audio", "--benchmark", "--block",
-          "--threads", "--seconds", "--channels"}) {
+          "--threads", "--seconds", "--channels", "--prior"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(std::string("--inspect and ") + flag +
                         " cannot be combined: --inspect prints what a file already exported records");
@@ -47,7 +47,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
   if (benchmark) {
     for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
                              "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
-                             "--check_audio", "--target_libtorch", "--channels"}) {
+                             "--check_audio", "--target_libtorch", "--channels", "--prior"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
          "(docs/export.md)")
       ->capture_default_str();
   std::string check_audio;
+  app.add_option("--prior", opt.prior,
+                 "a prior trained over this RAVE (train --config prior --model RUN): its run directory or "
+                 "checkpoint, written as nn~'s `prior` method (a temperature signal in, latent signals "
+                 "out; TorchScript)");
   app.add_option("--check_audio", check_audio,
                  "an audio file (any format libsndfile reads, any rate and channel count: resampled and "
                  "mapped as preprocess does) to run the fidelity check on instead of the run's database, "

@@ -2,6 +2,7 @@
 //   generate --model RUN_DIR|CKPT|FILE.ts --input PATH [--input PATH ...] [--out_path generations]
 //            [--name NAME] [--stream [--chunk_size 4096]] [--ema_weights] [--seed N] [--threads N]
 //            [--format wavf32] [--force]
+//   generate --prior PRIOR_RUN|CKPT|FILE.ts [--model RAVE] [--seconds 10] [--temperature 1] [--seed N]
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -31,12 +32,20 @@ int main(int argc, char** argv) {
   std::string out_path = o.out_path.string();
   int threads = 1;
   app.add_option(
-         "--model", o.model,
-         "a run directory (its best.ckpt, else last.ckpt), a checkpoint, a `latest` pointer, an "
-         "exported TorchScript file (.ts: ours or RAVE's own), or the forward graph export --format onnx "
-         "writes (.onnx)")
-      ->required();
-  app.add_option("--input", inputs, "audio files or folders (searched recursively); repeatable")->required();
+      "--model", o.model,
+      "a run directory (its best.ckpt, else last.ckpt), a checkpoint, a `latest` pointer, an "
+      "exported TorchScript file (.ts: ours or RAVE's own), or the forward graph export --format onnx "
+      "writes (.onnx); with --prior, the RAVE (default: the prior's own, model.rave)");
+  app.add_option("--input", inputs, "audio files or folders (searched recursively); repeatable");
+  app.add_option("--prior", o.prior,
+                 "generate from a prior instead of inputs: a prior run or checkpoint (train --config prior), "
+                 "or a file export --prior wrote; writes <out_path>/<name>/prior_seed<N>.<ext>");
+  app.add_option("--seconds", o.seconds, "with --prior: seconds of audio, more than 0, at most 3600")
+      ->capture_default_str();
+  app.add_option("--temperature", o.temperature,
+                 "with --prior: the prior's sampling temperature (nn~'s prior input softplus(x)/ln 2), more "
+                 "than 0, at most 100")
+      ->capture_default_str();
   app.add_option("--out_path", out_path, "folder of the generations")->capture_default_str();
   app.add_option(
       "--name", o.name,
@@ -61,6 +70,14 @@ int main(int argc, char** argv) {
   app.add_flag("--force", o.force, "replace outputs and report.json already there");
   RT_CLI_PARSE(app, argc, argv, "generate");
   try {
+    if (o.prior.empty()) {
+      if (o.model.empty()) throw rt::Error("--model is required (or --prior to generate from a prior)");
+      if (inputs.empty())
+        throw rt::Error("--input is required: audio files or folders to run through --model");
+      for (const char* flag : {"--seconds", "--temperature"}) {
+        if (app.count(flag) > 0) throw rt::Error(std::string(flag) + " goes with --prior");
+      }
+    }
     rt::check_thread_count("--threads", threads, 1);
     if (app.count("--chunk_size") > 0 && o.chunk_size < 1) {
       throw rt::Error("--chunk_size " + std::to_string(o.chunk_size) +

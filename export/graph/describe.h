@@ -30,4 +30,9 @@ struct DescribeOptions {
 // or AdaIN's learnt statistics where they cannot be carried), before anything is written.
 Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& options);
 
+// Adds a trained prior to `r` (export --prior): r.prior and nn~'s `prior` method (one temperature
+// signal in, the prior's latent_size latent signals out, both at the latent's rate). Throws
+// rt::Error when the prior models more dimensions than the RAVE's latent holds.
+void add_prior(Rave& r, rave::VariationalPriorImpl& prior);
+
 }  // namespace rt::exporting::graph

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/rave/prior.h"
 #include "models/rave/rave.h"
 #include "util/enum_names.h"
 
@@ -27,6 +28,9 @@ struct ScriptOptions {
       0;  // export --channels: decode's and forward's output channels (RAVE's); 0 = the model's
   int64_t sampling_rate = 44100;
   double noise_scale = 1.0;  // initial value of the nn~ attribute
+  // export --prior: a trained prior (models/rave/prior.h) over this RAVE's latent, written as nn~'s
+  // `prior` method (TorchScript only); null: none.
+  rave::VariationalPriorImpl* prior = nullptr;
 };
 
 struct ScriptInfo {

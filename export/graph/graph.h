@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "models/common/conv.h"
+#include "models/rave/prior.h"
 #include "models/rave/rave.h"
 
 namespace rt::exporting::graph {
@@ -155,6 +156,22 @@ struct NnMethod {
   std::string input_label, output_label;  // "(signal) Channel" → "(signal) Channel 1", …
 };
 
+// The prior (export --prior): a trained VariationalPrior (models/rave/prior.h) drawn one latent
+// frame per input frame, as RAVE's TraceModel (acids-ircam/RAVE v2.3.1 scripts/export.py): the
+// causal convolutions run on caches of the frames before (each conv's `cache`: (kernel − 1) ·
+// dilation frames), the last frame drawn is the next step's input, and the staggered dimensions
+// are realigned through a cache of latent_size − 1 frames.
+struct Prior {
+  int64_t latent_size = 0, resolution = 0;
+  Conv pre;  // grouped causal conv, LeakyReLU 0.2 after
+  struct Block {
+    Conv dconv, rconv, sconv;  // dilated causal conv to the gate's halves; 1×1 residual and skip
+  };
+  std::vector<Block> blocks;
+  Conv post, logits;  // 1×1 convs on the skip sum, LeakyReLU 0.2 between; logits grouped by dimension
+  int64_t ratio = 0;  // audio samples per frame: the method's in and out ratio
+};
+
 struct Rave {
   bool streaming = false;
   int64_t channels = 0, ratio = 0;
@@ -169,7 +186,8 @@ struct Rave {
   Section decoder;                   // latent (+ noise channels) → bands
   std::optional<Section> synthesis;  // bands → audio; none with a raw decoder (model.output_mode = raw)
   int64_t encode_latency = 0, decode_latency = 0;  // streaming delays, audio samples
-  std::vector<NnMethod> methods;                   // encode, decode, forward
+  std::vector<NnMethod> methods;                   // encode, decode, forward (and prior)
+  std::optional<Prior> prior;                      // export --prior
   // Model tensors with no place in the files, by reason (the discriminator, flags).
   std::map<std::string, std::vector<std::string>> dropped;
   int64_t forward_latency() const { return encode_latency + decode_latency; }

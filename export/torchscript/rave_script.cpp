@@ -3,6 +3,7 @@
 #include "export/graph/describe.h"
 #include "export/torchscript/latent_methods.h"
 #include "export/torchscript/nn_tilde.h"
+#include "export/torchscript/prior_method.h"
 #include "export/torchscript/section_writer.h"
 #include "util/error.h"
 
@@ -185,6 +186,7 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
   if (r.latent.kind == rave::EncoderKind::kSpherical) define_angle_methods(top);
   write_encode(ctx, top, r);
   write_decode(ctx, top, r);
+  if (r.prior) define_prior_method(ctx, top, *r.prior);
   top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
   std::vector<std::string> names;
   for (const auto& m : r.methods) {
@@ -206,7 +208,9 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
 }
 
 torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& s, ScriptInfo* info) {
-  return script_description(graph::describe_rave(model, {s.streaming, s.latent_size, s.channels}), s, info);
+  graph::Rave r = graph::describe_rave(model, {s.streaming, s.latent_size, s.channels});
+  if (s.prior != nullptr) graph::add_prior(r, *s.prior);
+  return script_description(r, s, info);
 }
 
 }  // namespace rt::exporting

@@ -107,4 +107,23 @@ PriorCheckpoint load_prior_checkpoint(const std::string& value, const std::strin
   return c;
 }
 
+PriorCheckpoint load_prior_over(const std::string& value, const std::string& name, RaveCheckpoint& rave) {
+  PriorCheckpoint p = load_prior_checkpoint(value, name);
+  const std::string rave_name = "the RAVE of '" + rave.path.string() + "'";
+  check_same_rotation(p.latent_mean, p.latent_pca, *rave.model, name + " '" + p.path.string() + "'",
+                      rave_name);
+  const int64_t channels = rave.model->options().channels;
+  if (p.sampling_rate != rave.sampling_rate || p.channels != channels) {
+    throw Error(name + " '" + p.path.string() + "' was trained on " + std::to_string(p.channels) +
+                "-channel audio at " + std::to_string(p.sampling_rate) + " Hz, " + rave_name + " is " +
+                std::to_string(channels) + "-channel at " + std::to_string(rave.sampling_rate) + " Hz");
+  }
+  if (p.prior->options().latent_size > rave.model->options().latent_size) {
+    throw Error(name + " '" + p.path.string() + "' models " + std::to_string(p.prior->options().latent_size) +
+                " latent dimensions, more than " + rave_name + "'s " +
+                std::to_string(rave.model->options().latent_size));
+  }
+  return p;
+}
+
 }  // namespace rt

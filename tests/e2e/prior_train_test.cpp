@@ -1,6 +1,7 @@
 // The prior trains over a trained RAVE as `train --config tiny_prior --model RUN`: it writes the
 // run files every run writes, its validation logs the loss and generated audio, it resumes
 // bitwise after kill -9, and it refuses a RAVE it was not trained over, with the key named.
+#include "data/audio_io.h"
 #include "e2e/e2e_fixtures.h"
 
 namespace rt::e2e {
@@ -149,6 +150,76 @@ TEST_F(PriorTrain, ResumeOverAnotherRaveLatentIsRefused) {
                        " --seed 5 --max_steps 10 --ckpt last 2>&1");
   EXPECT_NE(b.exit_code, 0) << b.output;
   EXPECT_TRUE(contains(b.output, "was trained over another RAVE latent than model.rave = '")) << b.output;
+}
+
+// The trained prior goes into an nn~ file (export --prior: the `prior` method, listed by --inspect,
+// called at 1 and 4 batches) and into audio (generate --prior, from the run or from that file);
+// what cannot go together is refused by name.
+TEST_F(PriorTrain, ExportsItsNnTildeMethodAndGeneratesAudio) {
+  const fs::path out = dir_->path() / "export";
+  auto t = run_command(prior_command(out, "--max_steps 10 --save_every 10 --val_every 10"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const fs::path prior = run_dir_from_output(t.output), ts = out / "with_prior.ts";
+  const std::string export_rave =
+      bin_path("export") + " --run " + quote(rave_.string()) + " --check_seconds 0 ";
+  auto e = run_command(export_rave + "--streaming --prior " + quote(prior.string()) + " --output " +
+                       quote(ts.string()) + " 2>&1");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "prior: " + (prior / "checkpoints" / "best.ckpt").string())) << e.output;
+  auto inspect = run_command(bin_path("export") + " --inspect " + quote(ts.string()) + " 2>&1");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_TRUE(contains(inspect.output, "    prior: 1 channel(s) at sr/128 → ")) << inspect.output;
+
+  auto m = torch::jit::load(ts.string());
+  for (int64_t batch : {1, 4}) {
+    for (int64_t frames : {16, 32}) {
+      const auto z = m.get_method("prior")({torch::zeros({batch, 1, frames})}).toTensor();
+      ASSERT_EQ(z.dim(), 3);
+      EXPECT_EQ(z.size(0), batch);
+      EXPECT_EQ(z.size(2), frames);
+      EXPECT_TRUE(torch::isfinite(z).all().item<bool>());
+      const auto y = m.get_method("decode")({z}).toTensor();
+      EXPECT_EQ(y.size(2), frames * 128);
+    }
+  }
+
+  const fs::path gen = dir_->path() / "generations";
+  auto g = run_command(bin_path("generate") + " --prior " + quote(prior.string()) + " --out_path " +
+                       quote(gen.string()) + " --name run --seconds 1.5 --seed 2 2>&1");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const AudioData a = decode_audio_file(gen / "run" / "prior_seed2.wav");
+  EXPECT_EQ(a.frames(), 66150);
+  float peak = 0.0f;
+  for (float v : a.channels.at(0)) peak = std::max(peak, std::abs(v));
+  EXPECT_GT(peak, 0.0f) << "the generation is silent";
+  auto gf = run_command(bin_path("generate") + " --prior " + quote(ts.string()) + " --out_path " +
+                        quote(gen.string()) + " --name file --seconds 0.5 2>&1");
+  ASSERT_EQ(gf.exit_code, 0) << gf.output;
+  EXPECT_TRUE(fs::exists(gen / "file" / "prior_seed0.wav"));
+
+  struct Case {
+    std::string command, says;
+  };
+  const std::vector<Case> refused = {
+      {export_rave + "--format onnx --prior " + quote(prior.string()), "export --format onnx has no prior"},
+      {export_rave + "--prior " + quote(rave_.string()), "holds a model.family = 'rave' model, not a prior"},
+      {bin_path("export") + " --ckpt " + quote((rave_ / "checkpoints" / "step_10.ckpt").string()) +
+           " --check_seconds 0 --output " + quote((out / "other.ts").string()) + " --prior " +
+           quote(prior.string()),
+       "was trained over another RAVE latent than the RAVE of '"},
+      {bin_path("generate") + " --prior " + quote(prior.string()) + " --input " + quote(db_.string()),
+       "--input goes with a model to run audio through"},
+      {bin_path("generate") + " --prior " + quote(prior.string()) + " --seconds 0",
+       "--seconds 0 is not accepted"},
+      {bin_path("generate") + " --model " + quote(rave_.string()) + " --input x --temperature 2",
+       "--temperature goes with --prior"},
+  };
+  for (const auto& c : refused) {
+    auto r = run_command(c.command + " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << c.command << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, c.says)) << c.command << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(out / "other.ts"));
 }
 
 }  // namespace
