@@ -6,19 +6,13 @@ then BENCHMARKS.md rendered from those files (benchlib.render). Standard library
   benchmarks/bench.py --render_only [--check]    BENCHMARKS.md from the results alone (--check: compare)
   benchmarks/bench.py --list                     the benchmarks, their options and what they need
 
-A benchmark is a description in sections.toml and its driver (a function of bench_rave.py,
-bench_train.py, bench_ssm.py or bench_export.py): the description names the benchmark (--only
-takes its key, its result's name or its script's), its options with their defaults (--quick sets
-some; a description's `env` options may also come from the environment, in capitals), the
-programs it needs in --build's bin/ (--cuda_build's where it says cuda) and the other paths
-(venvs), with a note on what makes them, and holds its section's constant text. A benchmark whose
-needs are missing is skipped with that note; the run goes on. The driver runs the programs and
-returns its section (blocks, raw, derived, targets, commands), which the runner writes with
-benchlib.write_result; a driver that returns None had its peer write it.
-"rave,whole,ops,flops,scaling,data,defaults" are the sections timed against the real RAVE and
-the main build; "others" the rest. benchmarks/*.sh run it for one benchmark (their names).
---results_dir elsewhere than benchmarks/results leaves the committed results and BENCHMARKS.md
-alone (the runs of --quick go there to prove the drivers work).
+A benchmark is its description in sections.toml (its key for --only, options and defaults, what
+--quick changes, the programs and paths it needs, its section's constant text) and its driver, a
+function of bench_rave.py, bench_train.py, bench_ssm.py or bench_export.py that runs the programs
+and returns its section, which the runner writes; a driver that returns None had its peer write it.
+A benchmark whose needs are missing is skipped with its note. --only also takes a result's name, a
+script's (benchmarks/*.sh run one benchmark each) and "others" (all but the `core` ones).
+--results_dir elsewhere than benchmarks/results leaves the committed results and BENCHMARKS.md alone.
 """
 import difflib
 import json
@@ -124,7 +118,12 @@ class Ctx:
         return benchlib.demo_audio_db(self.bin, self.path(name), seconds, *args, seed=seed)
 
     def neural_db(self, name, units, trials=None):
-        return benchlib.demo_neural_db(self.bin, self.path(name), units, trials)
+        """One synthetic reaching session (seed 1) as the neural database work/name."""
+        pre, db = os.path.join(self.bin, "preprocess"), self.path(name)
+        self.run([pre, "--generate_neural_demo", db + "_h5", "--force", "--groups", 1, "--units", units,
+                  *(["--trials", trials] if trials else []), "--seed", 1])
+        self.run([pre, "--kind", "neural", "--input_path", db + "_h5", "--output_path", db])
+        return db
 
 
 def missing(a, d):

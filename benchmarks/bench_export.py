@@ -1,6 +1,5 @@
-"""The export benchmarks of bench.py: descriptions and drivers (standard library only): our
-streaming TorchScript export of RAVE v2 against RAVE's own, our ONNX export against RAVE's own
-under ONNX Runtime, and what `--quantize int8` costs in fidelity on a trained model."""
+"""The export benchmarks' drivers (bench.py; standard library only): our TorchScript and ONNX exports
+of RAVE v2 against RAVE's own, and what `--quantize int8` costs in fidelity on a trained model."""
 import os
 import re
 import statistics
@@ -21,11 +20,8 @@ def torch_label(row):
 
 
 def export(ctx):
-    """Our streaming export of a random full-size v2 (export_bench --keep: float32, and --quantize
-    int8) against RAVE's own (rave_own_export.py in .venv-rave-cpu: acids-rave 2.3.1's export path)
-    as nn~ runs them: per round one process per LibTorch (1.13, Debian's; 2.11, PyPI's, what nn~
-    ships), their order alternating, export_race.py on every file, thread count and block size,
-    plus the weight-read floor. The targets keep a row per host (benchlib.keep_other_hosts)."""
+    """Our streaming exports (export_bench --keep, float32 and int8) against RAVE's own
+    (rave_own_export.py), export_race.py per round under each LibTorch in turn; a row per host."""
     o, w = ctx.o, ctx.path
     eb = [os.path.join(ctx.bin, "export_bench"), "--version", "v2", "--block", 2048, "--threads", 1, "--seconds", 1]
     ours_export = ctx.json(eb + ["--keep", w("ours.ts")])[0]
@@ -106,9 +102,8 @@ def export(ctx):
 
 
 def onnx_export(ctx):
-    """Our ONNX export of a random full-size v2 (export_bench --onnx_dir) against RAVE's own ONNX
-    export of the same weights (rave_own_onnx.py in .venv-rave-cpu), timed under ONNX Runtime on one
-    thread by onnx_race.py in .venv-onnx (scripts/onnx_venv.sh), which writes the result itself."""
+    """export_bench --onnx_dir's files and rave_own_onnx.py's, raced by onnx_race.py in .venv-onnx
+    (scripts/onnx_venv.sh), which writes the result."""
     w = ctx.path
     ctx.run([os.path.join(ROOT, "scripts", "onnx_venv.sh")])
     with open(w("ours_int8.json"), "w") as f:
@@ -134,11 +129,8 @@ SPEECH = [f"/usr/share/sounds/alsa/{p}.wav" for p in ("Front_Left", "Front_Cente
 
 
 def export_fidelity(ctx):
-    """What `export --quantize int8` costs in fidelity on a trained model, beside float32: the check
-    `export` prints (export/checks/fidelity.h: the file loaded back and run as nn~ runs it against the
-    float32 C++ model offline; SNR, and the spectral distance it adds as a share of the model's own)
-    on the run's database and on recorded speech (alsa-utils' spoken channel names). Without --run
-    it trains one here (config at capacity on the demo database, batch 4 of 131072, steps steps)."""
+    """The fidelity check `export` prints (export/checks/fidelity.h) for float32 and int8, on the run's
+    database and recorded speech; without --run it trains one here."""
     o, exe = ctx.o, os.path.join(ctx.bin, "export")
     missing = [f for f in SPEECH if not os.path.exists(f)]
     if missing:

@@ -1,6 +1,5 @@
-"""The SSM benchmarks of bench.py: descriptions and drivers (standard library only): the s5_maze
-training step against its Python twin and foundational_ssm's own models, the SSM kinds side by
-side, and transfer to a new session against training from scratch."""
+"""The SSM benchmarks' drivers (bench.py; standard library only): the s5_maze step against its Python
+twin and foundational_ssm's models, the SSM kinds, transfer to a new session against scratch."""
 import concurrent.futures
 import glob
 import json
@@ -20,13 +19,10 @@ FSSM_TARGET = 0.3
 
 
 def ssm_step(ctx):
-    """s5_maze training step (batch 64, 140 bins, 182 units, state 64; forward + MSE + backward +
-    AdamW): ssm_step_bench (fused scan with the fused block, with the op-by-op block, parallel scan)
-    against tests/oracle/s5_maze.py on Debian's python3, and with --fssm DIR (a checkout of
-    github.com/Melina-Jingting/foundational_ssm) its PyTorch S4D and JAX S5 (fssm_step.py, in the
-    venvs benchmarks/fssm_env.sh makes). Equivalence checked first (native export → Python import).
-    The fused arm runs 4× the steps (fused_steps 0): it is 4-5× faster, so its run lasts about as
-    long as the others' and a shared host's slow and fast phases weigh alike in a ratio."""
+    """ssm_step_bench's arms against tests/oracle/s5_maze.py on Debian's python3 and, with --fssm DIR
+    (a checkout of github.com/Melina-Jingting/foundational_ssm), its S4D and S5 (fssm_step.py in the
+    venvs benchmarks/fssm_env.sh makes); equivalence checked first. The fused arm runs 4× the steps
+    (fused_steps 0): its run then lasts about as long as the others'."""
     o, bench = ctx.o, os.path.join(ctx.bin, "ssm_step_bench")
     fused_steps, fssm = o.fused_steps or 4 * o.steps, o.fssm and os.path.abspath(o.fssm)
     if fssm:
@@ -124,9 +120,8 @@ def parse_summary(text):
 
 
 def ssm_kinds(ctx):
-    """The SSM layers (model.ssm = s5 | s4d | lru) on the s5_maze shape (width 64, state 64, 1 block,
-    fused scan): parameter counts (`train --summary` on a 182-unit synthetic database) and the
-    training step (ssm_step_bench --ssm KIND), the kinds interleaved, one process per run."""
+    """model.ssm = s5 | s4d | lru on the s5_maze shape: `train --summary`'s parameter counts and
+    ssm_step_bench --ssm KIND's step, the kinds interleaved, one process per run."""
     o, kinds = ctx.o, ctx.o.kinds.split()
     db = ctx.neural_db("db182", 182, 8)
     params = {k: parse_summary(ctx.run([os.path.join(ctx.bin, "train"), "--config", "s5_maze", "--model.ssm", k,
@@ -179,13 +174,9 @@ def transfer_run(ctx, train, job_id, args):
 
 
 def ssm_transfer(ctx):
-    """Why pretrain: a multi-session SSM decoder pretrained on synthetic sessions 0..N-2 (one call of
-    preprocess --generate_neural_demo: each session's units and tuning from (seed, session), the
-    reach dynamics and readout from the seed alone), transferred to session N-1 (`--config
-    foundational_transfer --init_from PRETRAIN_RUN`, per transfer mode) against the same model
-    from scratch, at `fractions` % of its training trials (--max_train_trials N), per SSM kind and
-    seed; the figure is each run's final val/r2. Runs go `jobs` at a time; the programs are copied
-    first, so a rebuild of build/ during the run does not mix two builds."""
+    """Pretrained on synthetic sessions 0..N-2, transferred to session N-1 per transfer mode, against
+    scratch, per fraction of its trials, kind and seed ([ssm_transfer.text]); runs go `jobs` at a
+    time, on copies of the programs (a rebuild of build/ meanwhile does not mix two builds)."""
     o, t_start = ctx.o, time.time()
     units = o.units.split()
     if len(units) < 2:

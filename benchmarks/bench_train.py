@@ -47,10 +47,8 @@ def perf_share(text):
 
 
 def profiling(ctx):
-    """Timing + memory profiling (budget ≤ 1 % of step time): interleaved A/B runs of the same job
-    (no profiling flags; --enable_timing_profiling --enable_memory_profiling), steps/s averaged over
-    the logging intervals after the first; then the share of CPU samples in profiling code (perf
-    record on one profiled run per job), which separate processes (spread: several %) cannot resolve."""
+    """Timing + memory profiling: interleaved A/B runs of each job, then the share of CPU samples in
+    profiling code (perf record), which separate processes (spread: several %) cannot resolve."""
     o, flags = ctx.o, ["--enable_timing_profiling", "--enable_memory_profiling"]
     jobs = {"tiny_rave": ctx.audio_db("audio_db", 30, "--num_signal", 16384, "--max_db_size", 1),
             "s5_maze": ctx.neural_db("neural_db", 182)}
@@ -94,10 +92,8 @@ TRACE_LABEL = {"off": "off", "traced": "traced", "shapes": "+ record_shapes", "s
 
 
 def tracing(ctx):
-    """Detailed tracing on a real run (budget ≤ 10 % while active): interleaved A/B runs of tiny_rave,
-    tracing off and active on every step (plain, + record_shapes, + with_stack); per run the median
-    of the per-step time after `warmup` steps, then the median over repetitions. Then the same arms
-    inside one process (every other step traced), and op_cost_bench's per-operator cost when built."""
+    """Detailed tracing: interleaved A/B runs of tiny_rave, then the same arms inside one process
+    (every other step traced), and op_cost_bench's per-operator cost when built."""
     o, arms = ctx.o, ctx.o.arms.split()
     ctx.bin = os.path.join(o.build_dir, "bin") if o.build_dir else ctx.bin
     db = ctx.audio_db("db", 10, "--num_signal", 8192)
@@ -154,10 +150,8 @@ def tracing(ctx):
 
 
 def heap_retention(ctx):
-    """train.retain_freed_memory (util/heap_retention.h) off and on, alternating, `reps` each:
-    examples/s of the training loop and minor page faults per step (getrusage of the train
-    processes, start-up included, over the steps of every rank), tiny_rave and s5_maze on 1
-    thread, tiny_rave on 2 ranks."""
+    """train.retain_freed_memory off and on, alternating: examples/s and minor page faults per step
+    (getrusage of the train processes, start-up included)."""
     o, res = ctx.o, {}
     dbs = {"tiny_rave": ctx.audio_db("adb", 6, "--num_signal", 8192), "s5_maze": ctx.neural_db("ndb", 182, 512)}
     rows_ = (("tiny_rave", 1), ("s5_maze", 1), ("tiny_rave", 2))
@@ -194,10 +188,8 @@ def heap_retention(ctx):
 
 
 def long_run_rss(ctx):
-    """A long tiny_ssm run with a timing entry and a log line every step: does the process's memory
-    stay flat, and do the profile files stay within their bound (part_mb × parts)? VmRSS sampled from
-    /proc every 5 s; RSS after the first steps/100 steps against RSS at the end, the profile's files
-    and bytes. --memory 1 adds --enable_memory_profiling."""
+    """A long tiny_ssm run logging every step: does its RSS (VmRSS every 5 s) stay flat, and its
+    profile files within part_mb × parts? --memory 1 adds --enable_memory_profiling."""
     o, memory = ctx.o, str(ctx.o.memory) == "1"
     git = benchlib.git_describe()  # the tree the figures come from, taken before anything is written
     steps, log_path = o.steps, ctx.path("train.log")
@@ -295,14 +287,8 @@ def op_profile(path):
 
 
 def ddp(ctx):
-    """Data-parallel training: 2 ranks × 1 thread vs 1 rank × 1 thread, native (`train
-    --nproc_per_node 2`, build-cuda/ on the CPU) and Python (ddp_bench.py on the same torch:
-    DistributedDataParallel over Gloo; tiny_rave is the real RAVE's own training_step as Lightning
-    1.9's DDP strategy wraps it, s5_maze tests/oracle/s5_maze.py), same models and per-rank batches;
-    Python's 2 ranks without DDP, meeting once per step; three more native 2-rank arms (passive
-    waits, every all-reduce on Gloo's ring, Gloo's event loop under the default policy); bucket
-    caps; where a 2-rank step's time goes; and the overlap of all-reduce with backward (RAVE v2).
-    A 2/1 ratio is the median of the `reps` ratios of runs made one after the other."""
+    """Data-parallel training, native (`train --nproc_per_node 2`) and Python (ddp_bench.py): the runs
+    ([ddp.text] says what each measures); ddp_section makes the section of them."""
     o = ctx.o
     commit = benchlib.git_describe()  # the tree the figures come from, before anything is written
     dbs = {"tiny_rave": ctx.audio_db("adb", 6, "--num_signal", 8192), "s5_maze": ctx.neural_db("ndb", 182, 512)}

@@ -1,35 +1,24 @@
-"""Shared pieces of the benchmark programs under benchmarks/ (standard library only).
+"""What the benchmark programs under benchmarks/ share (standard library only, importable by every
+Python they run in): options() (the one argument parser), emit() (a peer's JSON record),
+environment(), Blocks and sections() (a section's content and its constant text in sections.toml),
+target(), record() and write_result() (the one result writer), and render() (BENCHMARKS.md from the
+results alone: one section per result in the order of TOPICS, the targets table gathering every
+result's targets; rendering twice gives the same bytes).
 
-Every benchmark ends in one result file, benchmarks/results/<name>.json, which
-benchmarks/bench.py --render_only turns into its BENCHMARKS.md section. A result is a JSON
-object:
-
-  schema        RESULT_SCHEMA
-  name          the file's stem; TOPICS below fixes where its section goes
-  title         the section's heading
-  date          when it was measured (ISO 8601, local time of the machine that measured it)
-  command       what was run to produce it (the script and its arguments)
-  environment   date, git describe, cpu, nproc, load before/after, OMP_WAIT_POLICY, ...
-  commands      the programs that script ran, exactly (optional)
-  raw           every run's figures as measured (per round, per step), free-form per benchmark
-  derived       figures computed from raw (medians, ratios), free-form per benchmark
-  blocks        what the section shows, in order: {"text": "..."}, {"heading": "..."},
-                {"table": {"columns": [...], "rows": [[...], ...]}}
-  targets       goals this benchmark answers: see target()
-  analysis      a docs/perf/*.md page with the hand-written reading of these figures (optional)
-  migrated_from where the figures were copied from, for results measured before this format
-
-It also holds what every program here shares: options() (the one argument parser: bench.py's
-and the peers' it runs in other Pythons), emit() (how a peer prints or writes its JSON record),
-sections() (sections.toml: each benchmark's description and its section's constant text, which
-Blocks fills in), write_result() (how a result is written) and render() (BENCHMARKS.md from the results: one
-section per result file in the order of TOPICS, the targets table gathering every result's
-targets; the output depends on the JSON files alone, so rendering twice gives the same bytes).
+A result, benchmarks/results/<name>.json, is a JSON object: schema (RESULT_SCHEMA), name (the
+file's stem), title, date (ISO 8601, the measuring machine's local time), command (what produced
+it), environment (date, git describe, cpu, nproc, load before/after, OMP_WAIT_POLICY, ...),
+commands (the programs it ran, optional), raw (every run's figures as measured), derived (figures
+computed from raw), blocks (what the section shows, in order: {"text": ...}, {"heading": ...},
+{"table": {"columns": [...], "rows": [[...], ...]}}), targets (see target()), analysis (a
+docs/perf/*.md page reading the figures, optional), migrated_from (where figures measured before
+this format were copied from).
 """
 import argparse
 import datetime
 import glob
 import json
+import operator
 import os
 import platform
 import statistics
@@ -41,6 +30,7 @@ RESULT_SCHEMA = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS_DIR = os.path.join(HERE, "results")
+OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq}
 
 
 def options(doc, spec, argv=None, **parser_args):
@@ -49,18 +39,16 @@ def options(doc, spec, argv=None, **parser_args):
     optional). "--name" and "--na-me" both work. "_args": positional arguments (a list)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **parser_args)
     for name, default in spec.items():
+        flags = list(dict.fromkeys(("--" + name, "--" + name.replace("_", "-"))))
         if name == "_args":
             ap.add_argument("args", nargs="*")
-            continue
-        flags = list(dict.fromkeys(("--" + name, "--" + name.replace("_", "-"))))
-        if default is False:
+        elif default is False:
             ap.add_argument(*flags, dest=name, action="store_true")
         elif isinstance(default, list):
             ap.add_argument(*flags, dest=name, action="append", default=list(default))
         else:
-            kind = type(default) if default not in (None, ...) else str
-            ap.add_argument(*flags, dest=name, type=kind, required=default is ...,
-                            default=None if default is ... else default)
+            ap.add_argument(*flags, dest=name, type=str if default in (None, ...) else type(default),
+                            required=default is ..., default=None if default is ... else default)
     return ap.parse_args(argv)
 
 
@@ -80,13 +68,6 @@ def load_avg():
             return [float(v) for v in f.read().split()[:3]]
     except OSError:
         return None
-
-
-def parse_load(text):
-    """'0.75 0.99 1.22' (as lib.sh's bench_load prints it) -> [0.75, 0.99, 1.22]; None if empty."""
-    if not text:
-        return None
-    return [float(v) for v in text.split()[:3]]
 
 
 def cpuinfo():
@@ -109,19 +90,17 @@ def cpu_model():
 
 
 def cpu_identity():
-    """The host as a benchmark row names it: vendor, family and model numbers and the widest
-    vector ISA, from /proc/cpuinfo (a VM's model name is often just "AMD EPYC"; the numbers tell
-    the generations apart). label: e.g. "AMD EPYC (family 26 model 2, AVX-512), 2 cores"."""
+    """The host as a benchmark row names it: vendor, family and model numbers and the widest vector
+    ISA from /proc/cpuinfo (a VM's model name is often just "AMD EPYC"; the numbers tell generations
+    apart). label: e.g. "AMD EPYC (family 26 model 2, AVX-512), 2 cores"."""
     fields = cpuinfo()
     flags = set(fields.get("flags", "").split())
-    isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags
-           else "SSE" if flags else None)
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")) if flag in flags),
+               "SSE" if flags else None)
     ident = {"vendor": fields.get("vendor_id"), "family": fields.get("cpu family"), "model": fields.get("model"),
-             "model_name": cpu_model(), "isa": isa,
-             "nproc": os.cpu_count()}
-    numbers = ", ".join(x for x in (f"family {ident['family']} model {ident['model']}" if ident["family"] else None,
-                                    isa) if x)
-    ident["label"] = f"{ident['model_name']}" + (f" ({numbers})" if numbers else "") + f", {ident['nproc']} cores"
+             "model_name": cpu_model(), "isa": isa, "nproc": os.cpu_count()}
+    numbers = ", ".join(x for x in (ident["family"] and f"family {ident['family']} model {ident['model']}", isa) if x)
+    ident["label"] = ident["model_name"] + (f" ({numbers})" if numbers else "") + f", {ident['nproc']} cores"
     return ident
 
 
@@ -139,28 +118,24 @@ def now():
 
 def openblas_coretype():
     """The OPENBLAS_CORETYPE every arm of a benchmark runs with: the user's; else, where OpenBLAS
-    falls back to its SSE3 (Prescott) kernels on a CPU with AVX2 and FMA, the kernels our
-    programs choose there (util/blas_kernels.h), so that the Python peers get them too; None
-    leaves OpenBLAS's own choice."""
+    falls back to its SSE3 (Prescott) kernels on a CPU with AVX2 and FMA, the kernels our programs
+    choose there (util/blas_kernels.h), so that the Python peers get them too; None leaves OpenBLAS's
+    own choice."""
     if os.environ.get("OPENBLAS_CORETYPE"):
         return os.environ["OPENBLAS_CORETYPE"]
     flags = set(cpuinfo().get("flags", "").split())
-    try:
-        probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
-                               env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
-    except OSError:
-        return None
+    probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
+                           env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
     if not {"avx2", "fma"} <= flags or "Core: Prescott" not in probe.stdout + probe.stderr:
         return None
     return "SkylakeX" if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags else "Haswell"
 
 
 def environment(load_before=None, git=None, **extra):
-    """The machine and tree a result comes from. load_before: the load when the benchmark
-    started (a list, or the text of /proc/loadavg's first three fields); the load now is taken
-    as load_after."""
+    """The machine and tree a result comes from. load_before: the load when the benchmark started
+    (a list, or the text of /proc/loadavg's first three fields); the load now is load_after."""
     if isinstance(load_before, str):
-        load_before = parse_load(load_before)
+        load_before = [float(v) for v in load_before.split()[:3]] or None
     env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
            "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
@@ -175,6 +150,24 @@ def spread(values, fmt="{:.1f}", bold=False, head=None):
     v = sorted(values)
     head = head or fmt.format(statistics.median(v))
     return f"{f'**{head}**' if bold else head} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
+
+
+def summary(values):
+    """Median, min, max and n of a list of numbers (None for an empty list)."""
+    v = sorted(values)
+    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)} if v else None
+
+
+def time_calls(call, warm, timed):
+    """call(x) for every x of warm untimed, then of timed: the ms of each timed call."""
+    for x in warm:
+        call(x)
+    ms = []
+    for x in timed:
+        t0 = time.perf_counter()
+        call(x)
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
 
 
 def job_examples_per_second(run_out):
@@ -199,61 +192,23 @@ def demo_audio(bin_dir, folder, seconds, seed=1):
 
 
 def demo_audio_db(bin_dir, db, seconds, *args, seed=1):
-    """The demo audio (demo_audio, at DB_audio) imported into the LMDB db with preprocess's
-    further args; returns db."""
+    """The demo audio (at DB_audio) imported into the LMDB db with preprocess's further args; db."""
     audio = demo_audio(bin_dir, db + "_audio", seconds, seed)
     subprocess.run([os.path.join(bin_dir, "preprocess"), "--input_path", audio, "--output_path", db, *map(str, args)],
                    check=True, capture_output=True)
     return db
 
 
-def time_calls(call, warm, timed):
-    """call(x) for every x of warm untimed, then of timed: the ms of each timed call."""
-    for x in warm:
-        call(x)
-    ms = []
-    for x in timed:
-        t0 = time.perf_counter()
-        call(x)
-        ms.append((time.perf_counter() - t0) * 1e3)
-    return ms
-
-
-def demo_neural_db(bin_dir, db, units, trials=None):
-    """One synthetic reaching session (seed 1) as the neural database db; returns db."""
-    pre = os.path.join(bin_dir, "preprocess")
-    subprocess.run([pre, "--generate_neural_demo", db + "_h5", "--force", "--groups", "1", "--units", str(units),
-                    *(["--trials", str(trials)] if trials else []), "--seed", "1"], check=True, capture_output=True)
-    subprocess.run([pre, "--kind", "neural", "--input_path", db + "_h5", "--output_path", db], check=True,
-                   capture_output=True)
-    return db
-
-
-def summary(values):
-    """Median, min, max and n of a list of numbers (None for an empty list)."""
-    v = sorted(values)
-    if not v:
-        return None
-    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)}
-
-
-def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, section=None,
-           host=None):
-    """One goal the targets table shows. runs: the figure of every run (or round, or repetition,
-    as `over` says); the goal is met only when every run meets it (op: "<=", ">=", "<", ">",
-    "=="). value: the headline figure, when it is not the median of runs (e.g. a ratio of medians);
-    fmt formats value and runs. section: the topic whose section holds the figure (default: the
-    result's own). host: the host it was measured on (cpu_identity's label), named in the label
-    and kept, for results that keep a row per host (keep_other_hosts)."""
-    t = {"target": with_host(label, host) if host else label, "goal": goal, "op": op, "threshold": threshold,
+def target(label, goal, op, threshold, runs, value=None, fmt="{:.2f}", over="runs", note=None, host=None):
+    """One goal the targets table shows. runs: the figure of every run (or round, or repetition, as
+    `over` says); the goal is met only when every run meets it (op: "<=", ">=", "<", ">", "==").
+    value: the headline figure, when it is not the median of runs (e.g. a ratio of medians); fmt
+    formats value and runs. host: the host it was measured on (cpu_identity's label), named in the
+    label and kept, for results that keep a row per host (keep_other_hosts)."""
+    t = {"target": f"{label}; {host}" if host else label, "goal": goal, "op": op, "threshold": threshold,
          "runs": list(runs), "format": fmt, "over": over, "value": value}
-    t.update((k, v) for k, v in (("note", note), ("section", section), ("host", host)) if v)
+    t.update((k, v) for k, v in (("note", note), ("host", host)) if v)
     return t if value is not None else {k: v for k, v in t.items() if k != "value"}
-
-
-def meets(op, value, threshold):
-    return {"<=": value <= threshold, ">=": value >= threshold, "<": value < threshold,
-            ">": value > threshold, "==": value == threshold}[op]
 
 
 class Blocks(list):
@@ -279,12 +234,9 @@ class Blocks(list):
         self.append({"heading": title})
         return self
 
-    def table(self, columns, rows, title=None):
-        t = {"columns": list(self.texts[columns] if isinstance(columns, str) else columns),
-             "rows": [list(r) for r in rows]}
-        if title:
-            t["title"] = title
-        self.append({"table": t})
+    def table(self, columns, rows):
+        self.append({"table": {"columns": list(self.texts[columns] if isinstance(columns, str) else columns),
+                               "rows": [list(r) for r in rows]}})
         return self
 
 
@@ -300,36 +252,25 @@ def record(name, title, command, env, blocks, raw=None, derived=None, targets=No
            analysis=None, **extra):
     """A result object (see the module docstring); write it with write_result."""
     r = {"schema": RESULT_SCHEMA, "name": name, "title": title, "date": env.get("date") or now(),
-         "command": command, "environment": env}
-    if commands:
-        r["commands"] = list(commands)
-    r["raw"] = raw if raw is not None else {}
-    r["derived"] = derived if derived is not None else {}
-    r["blocks"] = list(blocks)
-    r["targets"] = list(targets or [])
-    if analysis:
-        r["analysis"] = analysis
-    r.update(extra)
-    return r
+         "command": command, "environment": env, "commands": list(commands or []),
+         "raw": {} if raw is None else raw, "derived": {} if derived is None else derived,
+         "blocks": list(blocks), "targets": list(targets or []), "analysis": analysis}
+    return dict({k: v for k, v in r.items() if k not in ("commands", "analysis") or v}, **extra)
 
 
 def check(r):
     """Raises ValueError when r is not a result bench.py can render."""
-    for key in ("schema", "name", "title", "date", "command", "blocks", "targets"):
-        if key not in r:
-            raise ValueError(f"result {r.get('name', '?')}: no '{key}'")
-    if r["schema"] != RESULT_SCHEMA:
-        raise ValueError(f"result {r['name']}: schema {r['schema']}, expected {RESULT_SCHEMA}")
+    missing = [k for k in ("schema", "name", "title", "date", "command", "blocks", "targets") if k not in r]
+    if missing or r["schema"] != RESULT_SCHEMA:
+        raise ValueError(f"result {r.get('name', '?')}: no {missing} or schema {r.get('schema')} != {RESULT_SCHEMA}")
     for b in r["blocks"]:
         if len(b) != 1 or next(iter(b)) not in ("text", "heading", "table"):
             raise ValueError(f"result {r['name']}: block {str(b)[:80]} is none of text, heading, table")
-        if "table" in b:
-            width = len(b["table"]["columns"])
-            for row in b["table"]["rows"]:
-                if len(row) != width:
-                    raise ValueError(f"result {r['name']}: row {row} has {len(row)} cells, not {width}")
+        for row in b["table"]["rows"] if "table" in b else []:
+            if len(row) != len(b["table"]["columns"]):
+                raise ValueError(f"result {r['name']}: row {row} has {len(row)} cells, not {len(b['table']['columns'])}")
     for t in r["targets"]:
-        if t["op"] not in ("<=", ">=", "<", ">", "==") or not t["runs"]:
+        if t["op"] not in OPS or not t["runs"]:
             raise ValueError(f"result {r['name']}: target {t['target']!r} needs an op and at least one run")
 
 
@@ -350,40 +291,26 @@ def write_result(r, directory=None):
     return path
 
 
-def host_label(env):
-    """The host a result's environment names: cpu_identity's label, or for results written before
-    it was recorded, the model name and cores."""
-    env = env or {}
-    if env.get("cpu_id"):
-        return env["cpu_id"]["label"]
-    return f"{env.get('cpu', '?')}, {env.get('nproc', '?')} cores (family and model not recorded)"
-
-
-def with_host(label, host):
-    """A target's label naming the host it was measured on (targets kept per host: other_hosts)."""
-    return f"{label}; {host}"
-
-
 def other_hosts(name, host, directory=None):
     """The hosts an earlier result of benchmark `name` (in directory) measured other than `host`,
     kept so that a targets table holds one row per host: that result's own figures (when its host
     differs) and the hosts it carried. Each: host, date, git, command, load_before, table (the
     section's first table: columns and rows), targets (each with its host)."""
-    path = os.path.join(results_dir(directory), name + ".json")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(results_dir(directory), name + ".json"), encoding="utf-8") as f:
             prev = json.load(f)
     except (OSError, ValueError):
         return []
     kept = [h for h in prev.get("other_hosts", []) if h["host"] != host]
     env = prev.get("environment") or {}
-    prev_host = host_label(env)
+    # Results written before cpu_identity was recorded name the model and cores.
+    prev_host = (env["cpu_id"]["label"] if env.get("cpu_id") else
+                 f"{env.get('cpu', '?')}, {env.get('nproc', '?')} cores (family and model not recorded)")
     if prev_host != host:
-        table = next((b["table"] for b in prev.get("blocks", []) if "table" in b), None)
-        targets = [dict(t, host=t.get("host", prev_host)) for t in prev.get("targets", [])]
         kept.insert(0, {"host": prev_host, "date": prev.get("date"), "git": env.get("git"),
-                        "command": prev.get("command"), "load_before": env.get("load_before"), "table": table,
-                        "targets": targets})
+                        "command": prev.get("command"), "load_before": env.get("load_before"),
+                        "table": next((b["table"] for b in prev.get("blocks", []) if "table" in b), None),
+                        "targets": [dict(t, host=t.get("host", prev_host)) for t in prev.get("targets", [])]})
     return kept
 
 
@@ -405,25 +332,16 @@ def keep_other_hosts(blocks, targets, name, host, directory=None):
                     f"{h.get('git') or '?'}{load}.")
         if h.get("table"):
             blocks.table(h["table"]["columns"], h["table"]["rows"])
-    for h in carried:
-        for t in h["targets"]:
-            t = dict(t)
-            t["note"] = f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}"
-            targets.append(t)
+    targets += [dict(t, note=f"measured {(h.get('date') or '?')[:10]} at {h.get('git') or '?'}")
+                for h in carried for t in h["targets"]]
     return carried
 
 
-# The sections' order: (result name, what it is about).
-TOPICS = (
-    ("rave_cpu_step", "RAVE step on the CPU"), ("rave_cpu_whole_run", "RAVE whole run on the CPU"),
-    ("op_counts", "operator counts"), ("compute_efficiency", "compute efficiency"), ("scaling", "scaling"),
-    ("data_path", "data path"), ("defaults", "defaults"), ("ssm_step", "s5_maze step"), ("ssm_kinds", "SSM kinds"),
-    ("ssm_transfer", "SSM transfer vs scratch"), ("profiling", "profiling overhead"), ("tracing", "tracing overhead"),
-    ("ddp", "data parallel"), ("heap_retention", "heap retention"), ("long_run_rss", "long run"),
-    ("export", "export in realtime"), ("export_fidelity", "export fidelity"), ("onnx_export", "ONNX export"),
-    ("rave_configs", "RAVE configs"), ("rave_smoke", "RAVE full size"), ("step_ab", "refactor guard"),
-    ("fuzz", "fuzzing"), ("gpu_check", "GPU"), ("rave_parity", "training parity"),
-)
+# The sections' order, by result name.
+TOPICS = ("rave_cpu_step", "rave_cpu_whole_run", "op_counts", "compute_efficiency", "scaling", "data_path", "defaults",
+          "ssm_step", "ssm_kinds", "ssm_transfer", "profiling", "tracing", "ddp", "heap_retention", "long_run_rss",
+          "export", "export_fidelity", "onnx_export", "rave_configs", "rave_smoke", "step_ab", "fuzz", "gpu_check",
+          "rave_parity")
 
 
 def anchor(title):
@@ -436,10 +354,8 @@ def cell(v):
 
 
 def md_table(t):
-    lines = [t["title"], ""] if t.get("title") else []
-    lines.append("| " + " | ".join(cell(c) for c in t["columns"]) + " |")
-    lines.append("|" + "---|" * len(t["columns"]))
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in t["rows"]]
+    return (["| " + " | ".join(cell(c) for c in t["columns"]) + " |", "|" + "---|" * len(t["columns"])]
+            + ["| " + " | ".join(cell(c) for c in row) + " |" for row in t["rows"]])
 
 
 def load_results(directory):
@@ -453,7 +369,7 @@ def load_results(directory):
             continue
         check(r)
         results.append(r)
-    order = {name: i for i, (name, _) in enumerate(TOPICS)}
+    order = {name: i for i, name in enumerate(TOPICS)}
     for r in results:
         if r["name"] not in order:
             print(f"render: {r['name']} is not in benchlib's TOPICS; its section goes last", file=sys.stderr)
@@ -466,7 +382,7 @@ def target_row(r, t):
     over = t.get("over", "runs")
     spread_ = (f"n=1, {over}" if len(runs) == 1 else
                f"median {f(statistics.median(runs))}, {f(min(runs))}–{f(max(runs))}, n={len(runs)} {over}")
-    ok = [meets(t["op"], v, t["threshold"]) for v in runs]
+    ok = [OPS[t["op"]](v, t["threshold"]) for v in runs]
     verdict = "met" if all(ok) else "missed by some runs" if any(ok) else "missed"
     measured = f(value) + (f" ({t['note']})" if t.get("note") else "")
     return (f"| {cell(t['target'])} | {cell(t['goal'])} | {cell(measured)} | {cell(spread_)} | {verdict} | "
