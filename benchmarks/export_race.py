@@ -1,34 +1,24 @@
-"""Streaming exports side by side: `forward` block by block, as nn~ calls it, interleaved.
+"""Streaming exports side by side: `forward` block by block, as nn~ calls it, interleaved
+(bench.py --only export runs it under Debian's /usr/bin/python3, LibTorch 1.13 with OpenBLAS, the
+one our build links, and under .venv-rave-cpu/bin/python, PyPI's torch 2.11 with MKL, what nn~
+ships; sections.toml's [export.text] says what is measured).
 
-  python benchmarks/export_race.py --file ours=/tmp/ours.ts --file rave=/tmp/rave_own.ts
-      [--threads "1 2"] [--blocks "2048 4096"] [--rounds 3] [--seconds 10] [--first_round 1]
-
-Runs under any torch that loads the files (benchmarks/export_bench.sh runs it under Debian's
-/usr/bin/python3, LibTorch 1.13 with OpenBLAS, the one our build links, and under
-.venv-rave-cpu/bin/python, PyPI's torch 2.11 with MKL, what nn~ ships). Each --file is loaded
-with torch.jit.load. For each thread count (torch.set_num_threads) and block size: --rounds
-rounds; within a round each file in turn (the order reversed every other round, counted from
---first_round, so that one process per round keeps alternating), each calling `forward` on
-consecutive [1, 1, block] blocks of the same noise under torch.inference_mode, 5 warm-up blocks
-then --seconds of audio at 44100 Hz, each call timed on its own (nn~'s Backend::perform calls
-`forward` once per buffer, on the same thread).
-
-The floor: every call reads every weight once (at 2048 samples the latent is one frame, so the
-large convolutions are matrix-vector products); `weights_read_ms` is one pass summing every
-parameter of the file (median of 9, after one warm-up pass), per thread count.
-
-Prints one JSON line per file, round, thread count and block: ms per block (median and mean over
-that round's blocks, min, max), realtime factor (audio seconds per second of compute), the floor,
-the torch version and its BLAS.
-
+  PYTHON benchmarks/export_race.py --file ours=OURS.ts --file rave=RAVE.ts [--threads "1 2"]
+      [--blocks "2048 4096"] [--rounds 3] [--seconds 10] [--first_round 1]
   PYTHON benchmarks/export_race.py --ops FILE.ts [--block 2048] [--threads 1] [--calls 20] [--top 20]
 
---ops: where one file's `forward` spends its time, by operator and input shape, for reading the
-figures (docs/perf/export.md): the products (aten::mm, aten::addmv_, aten::addmm,
-quantized::linear_dynamic) and every other operator's total, per call, under this Python's
-LibTorch; blocks of noise (0.1 σ) under inference mode after 10 warm-up calls; times are the
-profiler's self CPU time divided by the calls.
+Per thread count and block size, --rounds rounds, each --file (torch.jit.load) in turn (the order
+reversed every other round, counted from --first_round, so that one process per round keeps
+alternating): 5 warm-up blocks, then --seconds of audio at 44.1 kHz in consecutive [1, 1, block]
+blocks of the same noise under torch.inference_mode, each call timed. weights_read_ms, the floor:
+one pass summing every parameter (median of 9 after a warm-up pass). Prints one JSON line per file,
+round, thread count and block.
+
+--ops: where one file's `forward` spends its time under this LibTorch (docs/perf/export.md): the
+products (aten::mm, aten::addmv_, aten::addmm, quantized::linear_dynamic) by input shape and the
+other operators, per call (the profiler's self CPU time), blocks of noise after 10 warm-up calls.
 """
+import importlib.metadata
 import itertools
 import math
 import os
@@ -46,81 +36,50 @@ import benchlib
 
 SR = 44100
 WARMUP_BLOCKS = 5
+PRODUCTS = ("aten::mm", "aten::addmv_", "aten::addmm", "aten::linear", "quantized::linear_dynamic")
 
 
 def blas_info():
     """torch.__config__.show()'s BLAS: its first line naming one, BLAS_INFO, and the BLAS
     libraries mapped into this process (Debian's torch reaches OpenBLAS through libblas.so.3)."""
     shown = torch.__config__.show()
-    line = next((ln.strip(" -") for ln in shown.splitlines()
-                 if "BLAS" in ln or "Math Kernel Library" in ln), None)
+    line = next((ln.strip(" -") for ln in shown.splitlines() if "BLAS" in ln or "Math Kernel Library" in ln), None)
     m = re.search(r"BLAS_INFO=([^,\s]+)", shown)
-    torch.mm(torch.ones(64, 64), torch.ones(64, 64))   # loads a lazily-opened BLAS
-    libs = set()
-    try:
-        with open("/proc/self/maps") as f:
-            for ln in f:
-                path = ln.split()[-1] if len(ln.split()) >= 6 else ""
-                if re.search(r"lib(open)?blas|libmkl", os.path.basename(path)):
-                    libs.add(path)
-    except OSError:
-        pass
-    if line and len(line) > 120:   # the "Build settings" line: only its BLAS_INFO
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))  # loads a lazily-opened BLAS
+    with open("/proc/self/maps") as f:
+        libs = {ln.split()[-1] for ln in f if len(ln.split()) >= 6
+                and re.search(r"lib(open)?blas|libmkl", os.path.basename(ln.split()[-1]))}
+    if line and len(line) > 120:  # the "Build settings" line: only its BLAS_INFO
         line = f"BLAS_INFO={m.group(1)}" if m else line[:120]
     return {"line": line, "blas_info": m.group(1) if m else None, "libraries": sorted(libs)}
 
 
 def torch_package():
     """Debian's python3-torch and its version where torch is Debian's (it reports 1.13.0a0 for
-    1.13.1), else the pip distribution's version."""
-    if torch.__file__.startswith("/usr/lib/python3/"):
-        try:
-            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "python3-torch"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-            return f"python3-torch {out}"
-        except (OSError, subprocess.CalledProcessError):
-            return None
-    try:
-        import importlib.metadata
+    1.13.1), else the pip distribution's."""
+    if not torch.__file__.startswith("/usr/lib/python3/"):
         return f"torch {importlib.metadata.version('torch')} (pip)"
-    except Exception:  # noqa: BLE001 - only a label
-        return None
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "python3-torch"], capture_output=True, text=True)
+    return f"python3-torch {out.stdout.strip()}" if out.returncode == 0 else None
 
 
 def weights_read_ms(module, reps=9):
     """Median ms of one pass summing every parameter, after one uncounted pass."""
     params = list(module.parameters())
-    ms = []
+
+    def read(_):
+        total = torch.zeros((), dtype=torch.float64)
+        for p in params:
+            total += p.sum()
+        total.item()
     with torch.inference_mode():
-        for rep in range(reps + 1):
-            t0 = time.perf_counter()
-            total = torch.zeros((), dtype=torch.float64)
-            for p in params:
-                total += p.sum()
-            total.item()
-            if rep:
-                ms.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ms)
-
-
-def race_one(module, audio, block, n_blocks):
-    """WARMUP_BLOCKS calls, then n_blocks timed calls of forward; the per-call ms."""
-    blocks = (audio[..., i * block:(i + 1) * block] for i in range(WARMUP_BLOCKS + n_blocks))
-    with torch.inference_mode():
-        return benchlib.time_calls(module.forward, itertools.islice(blocks, WARMUP_BLOCKS), blocks)
-
-
-def words(text):
-    return [int(v) for v in text.replace(",", " ").split()]
-
-
-PRODUCTS = ("aten::mm", "aten::addmv_", "aten::addmm", "aten::linear", "quantized::linear_dynamic")
+        return statistics.median(benchlib.time_calls(read, [None], range(reps)))
 
 
 def ops(a):
     """--ops: the products by input shape and the other operators of one file's `forward`, per call."""
     warnings.simplefilter("ignore")
-    threads = words(a.threads)[0]
+    threads = int(a.threads.replace(",", " ").split()[0])
     torch.set_num_threads(threads)
     m, x = torch.jit.load(a.ops), torch.randn(1, 1, a.block) * 0.1
     with torch.inference_mode():
@@ -151,44 +110,35 @@ def main():
                                    "seconds": 10.0, "seed": 1, "ops": None, "block": 2048, "calls": 20, "top": 20})
     if a.ops:
         return ops(a)
-    files = []
-    for spec in a.file:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise SystemExit(f"export_race: --file {spec!r}: expected NAME=PATH")
-        files.append((name, path))
-    if len({n for n, _ in files}) != len(files):
-        raise SystemExit("export_race: --file names must differ")
-
+    files = [tuple(spec.split("=", 1)) for spec in a.file]
+    if any(len(f) != 2 or not all(f) for f in files) or len({n for n, _ in files}) != len(files):
+        raise SystemExit(f"export_race: --file {a.file}: expected NAME=PATH, the names different")
     modules = {name: torch.jit.load(path) for name, path in files}
-    meta = {}
-    for name, path in files:
-        m = modules[name]
-        meta[name] = {"file": path, "parameters": sum(p.numel() for p in m.parameters()),
-                      "parameter_bytes": sum(p.numel() * p.element_size() for p in m.parameters()),
-                      "latent_size": int(m.latent_size) if hasattr(m, "latent_size") else None}
+    meta = {name: {"file": path, "parameters": sum(p.numel() for p in modules[name].parameters()),
+                   "parameter_bytes": sum(p.numel() * p.element_size() for p in modules[name].parameters()),
+                   "latent_size": int(modules[name].latent_size) if hasattr(modules[name], "latent_size") else None}
+            for name, path in files}
     env = {"torch": torch.__version__, "torch_package": torch_package(), "python": platform.python_version(),
            "executable": sys.executable, "blas": blas_info()}
     print(f"export_race: torch {env['torch']} ({env['blas']['line']}), "
           + ", ".join(f"{n} {meta[n]['parameters']:,} parameters" for n, _ in files), file=sys.stderr)
-
-    for threads in words(a.threads):
+    for threads in [int(v) for v in a.threads.replace(",", " ").split()]:
         torch.set_num_threads(threads)
         floor = {name: weights_read_ms(modules[name]) for name, _ in files}
-        for block in words(a.blocks):
+        for block in [int(v) for v in a.blocks.replace(",", " ").split()]:
             n_blocks = max(1, math.ceil(a.seconds * SR / block))
             g = torch.Generator().manual_seed(a.seed)
             audio = (torch.rand(1, 1, (n_blocks + WARMUP_BLOCKS) * block, generator=g) * 2 - 1) * 0.5
             for rnd in range(a.first_round, a.first_round + a.rounds):
-                order = files if rnd % 2 else files[::-1]
-                for position, (name, _) in enumerate(order):
-                    ms = race_one(modules[name], audio, block, n_blocks)
-                    compute = sum(ms) / 1e3
+                for position, (name, _) in enumerate(files if rnd % 2 else files[::-1]):
+                    blocks = (audio[..., i * block:(i + 1) * block] for i in range(WARMUP_BLOCKS + n_blocks))
+                    with torch.inference_mode():
+                        ms = benchlib.time_calls(modules[name].forward, itertools.islice(blocks, WARMUP_BLOCKS), blocks)
                     rec = {"name": name, "round": rnd, "position": position, "threads": torch.get_num_threads(),
                            "block": block, "blocks_timed": n_blocks, "seconds": n_blocks * block / SR,
                            "ms_per_block_median": statistics.median(ms), "ms_per_block_mean": statistics.fmean(ms),
                            "ms_per_block_min": min(ms), "ms_per_block_max": max(ms),
-                           "rtf": n_blocks * block / SR / compute, "block_ms": 1e3 * block / SR,
+                           "rtf": n_blocks * block / SR / (sum(ms) / 1e3), "block_ms": 1e3 * block / SR,
                            "weights_read_ms": floor[name], **meta[name], **env}
                     benchlib.emit(rec)
                     print(f"export_race: torch {env['torch']} t{threads} b{block} round {rnd} {name}: "

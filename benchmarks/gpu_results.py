@@ -1,32 +1,23 @@
 #!/usr/bin/env python3
 """The figures of scripts/gpu_check.sh (docs/offline_gpu.md): read off its runs on the GPU node,
-then one run's files (its $OUT) -> benchmarks/results/gpu_check.json, the GPU figures as data and
-the section bench.py --render_only makes of them (standard library only, except `hta`).
+then from one run's files (its $OUT) the result benchmarks/results/gpu_check.json (standard library
+only, except `hta`).
 
   gpu_results.py OUT_DIR [OUT_DIR ...] [--command TEXT] [--keep_traces_from JSON] [--results_dir DIR]
   gpu_results.py --from_json benchmarks/results/gpu_check.json [--results_dir DIR]
-  gpu_results.py step RUN_DIR [--skip N]   median step time and GPU memory of one `train` run,
-                                           from its timing_profile.json and memory_profile.json
-  gpu_results.py hta TRACE_DIR OUT.json    Holistic Trace Analysis's temporal, kernel and
-                                           idle-time breakdowns of the traces in TRACE_DIR (HTA, pandas)
-  gpu_results.py trace TRACE.json          what the trace holds: kernel / memcpy / memset rows,
-                                           ac2g flows, deviceProperties, distributedInfo; exit 1
-                                           unless it has kernel and memcpy rows, ac2g flows and
-                                           deviceProperties
-  (step, hta and trace are what gpu_check.sh runs on the GPU node; each prints one JSON object.)
+  gpu_results.py step RUN_DIR [--skip N]   one `train` run's median step time and GPU memory
+  gpu_results.py hta TRACE_DIR OUT.json    HTA's temporal, kernel and idle-time breakdowns (HTA, pandas)
+  gpu_results.py trace TRACE.json          what a trace holds; exit 1 unless it has kernel and memcpy
+                                           rows, ac2g flows and deviceProperties
+  (step, hta and trace run on the GPU node; each prints one JSON object.)
 
-Reads gpu_check.log (environment), steps.jsonl, ours_step.jsonl, rave_step.json and runs.tar.gz
-(trace_figures.json and hta.json of the traced runs, memory snapshots). The result's raw holds
-every figure read, derived the comparison rows and bf16 speed-ups, blocks the section's text and
-tables, targets the <= 0.9 goal at 8 x 131072. Its date is gpu_check.log's (the last OUT_DIR's).
-
-Several OUT_DIRs are the calls of one session on the same machine (gpu_check.sh --only ...): each
-file is read from the last that has it, the step lists are joined. --command says what ran, for
-the text. --keep_traces_from keeps the trace, HTA and memory-snapshot figures of an earlier
-gpu_check.json when these calls traced nothing, and says so. --from_json remakes the result from
-the figures an earlier gpu_check.json holds (its date, command and environment kept): for a change
-of the section's text, without the GPU machine's files.
+OUT_DIRs: gpu_check.log, steps.jsonl, ours_step.jsonl, rave_step.json and runs.tar.gz of the calls
+of one session on one machine (gpu_check.sh --only ...): each file is read from the last that has
+it, the step lists joined; the date is the last gpu_check.log's. --keep_traces_from keeps an earlier
+gpu_check.json's trace, HTA and memory-snapshot figures when these calls traced nothing.
+--from_json remakes the result from an earlier one's figures (date, command, environment kept).
 """
+import collections
 import datetime
 import glob
 import io
@@ -37,9 +28,7 @@ import statistics
 import sys
 import tarfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import benchlib  # noqa: E402
+import benchlib
 
 SECTION = benchlib.sections()["gpu_check"]
 # What raw holds (every figure read off the OUT_DIRs) and derived (what is computed from them).
@@ -90,16 +79,9 @@ def last_with(out_dirs, name):
 
 def collect(out_dirs):
     log = "\n".join(open(os.path.join(d, "gpu_check.log")).read() for d in out_dirs)
-    env = {}
-    for key, pattern in {
-        "python_torch": r"^python (.*)$",
-        "device": r"^device (.*)$",
-        "nvidia_smi": r"^(NVIDIA .*MHz)$",
-        "host": r"^host (.*)$",
-        "kit": r"^(?:gpu-kit|offline bundle) made (.*)$",
-    }.items():
-        m = re.search(pattern, log, re.M)
-        env[key] = m.group(1) if m else None
+    env = {k: next(iter(re.findall(p, log, re.M)), None) for k, p in (
+        ("python_torch", r"^python (.*)$"), ("device", r"^device (.*)$"), ("nvidia_smi", r"^(NVIDIA .*MHz)$"),
+        ("host", r"^host (.*)$"), ("kit", r"^(?:gpu-kit|offline bundle) made (.*)$"))}
     steps = [json.loads(line) for d in out_dirs for line in open(os.path.join(d, "steps.jsonl"))
              if json.loads(line)["step"] != "pack"]
     ours = {}
@@ -163,15 +145,10 @@ def step_figures(run_dir, skip):
     if not timing:
         raise SystemExit(f"gpu_results.py: {run_dir}: no timing_profile entries at step >= {skip}")
     times = [e["total_batch_time"] for e in timing]
-    out = {
-        "run": run_dir,
-        "steps_timed": len(times),
-        "first_step_timed": timing[0]["step"],
-        "median_step_ms": statistics.median(times) * 1e3,
-        "mean_step_ms": statistics.fmean(times) * 1e3,
-        "min_step_ms": min(times) * 1e3,
-        "examples_per_second": statistics.median(e["examples_per_second"] for e in timing),
-    }
+    out = {"run": run_dir, "steps_timed": len(times), "first_step_timed": timing[0]["step"],
+           "median_step_ms": statistics.median(times) * 1e3, "mean_step_ms": statistics.fmean(times) * 1e3,
+           "min_step_ms": min(times) * 1e3,
+           "examples_per_second": statistics.median(e["examples_per_second"] for e in timing)}
     for key in ("data_time", "forward_time", "backward_time", "optimizer_time"):
         out["median_" + key.replace("_time", "_ms")] = statistics.median(e[key] for e in timing) * 1e3
     memory = profile_entries(run_dir, "memory_profile")
@@ -181,49 +158,32 @@ def step_figures(run_dir, skip):
         out["gpu_peak_reserved_bytes"] = max(m["peak_reserved_bytes"] for m in cuda)
         out["gpu_allocated_bytes_last"] = cuda[-1]["bytes_in_use"]
     with open(os.path.join(run_dir, "training_summary.json")) as f:
-        summary = json.load(f)
-    out["status"] = summary.get("status")
-    return out
+        return dict(out, status=json.load(f).get("status"))
 
 
 def trace_figures(path):
     with open(path) as f:
         trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    cats = {}
-    for e in events:
-        cats[e.get("cat", "")] = cats.get(e.get("cat", ""), 0) + 1
-    flows = [e for e in events if e.get("cat") == "ac2g"]
+    events, meta = (trace["traceEvents"], trace) if isinstance(trace, dict) else (trace, {})
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    return {
-        "trace": path,
-        "events_by_category": cats,
-        "ac2g_flow_events": len(flows),
-        "kernel_time_us": sum(e.get("dur", 0) for e in kernels),
-        "kernel_example": kernels[0] if kernels else None,
-        "memcpy_example": next((e for e in events if e.get("cat") == "gpu_memcpy"), None),
-        "deviceProperties": trace.get("deviceProperties") if isinstance(trace, dict) else None,
-        "distributedInfo": trace.get("distributedInfo") if isinstance(trace, dict) else None,
-    }
+    return {"trace": path, "events_by_category": dict(collections.Counter(e.get("cat", "") for e in events)),
+            "ac2g_flow_events": sum(e.get("cat") == "ac2g" for e in events),
+            "kernel_time_us": sum(e.get("dur", 0) for e in kernels), "kernel_example": kernels[0] if kernels else None,
+            "memcpy_example": next((e for e in events if e.get("cat") == "gpu_memcpy"), None),
+            "deviceProperties": meta.get("deviceProperties"), "distributedInfo": meta.get("distributedInfo")}
 
 
 def hta_figures(trace_dir, out_path):
     from hta.trace_analysis import TraceAnalysis
 
-    analyzer = TraceAnalysis(trace_dir=trace_dir)
-    result = {"trace_dir": trace_dir}
-
-    def table(name, fn):
+    analyzer, result = TraceAnalysis(trace_dir=trace_dir), {"trace_dir": trace_dir}
+    for name in ("temporal_breakdown", "gpu_kernel_breakdown", "idle_time_breakdown"):
         try:
-            value = fn()
-            frames = value if isinstance(value, tuple) else (value,)
-            result[name] = [f.to_dict(orient="records") for f in frames if f is not None]
-        except Exception as e:  # noqa: BLE001: one breakdown failing must not hide the others
+            value = getattr(analyzer, "get_" + name)(visualize=False)
+            result[name] = [f.to_dict(orient="records") for f in (value if isinstance(value, tuple) else (value,))
+                            if f is not None]
+        except Exception as e:  # noqa: BLE001 - one breakdown failing must not hide the others
             result[name] = {"error": f"{type(e).__name__}: {e}"}
-
-    table("temporal_breakdown", lambda: analyzer.get_temporal_breakdown(visualize=False))
-    table("gpu_kernel_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False))
-    table("idle_time_breakdown", lambda: analyzer.get_idle_time_breakdown(visualize=False))
     benchlib.emit(result, out_path, indent=1)
     errors = [k for k, v in result.items() if isinstance(v, dict) and "error" in v]
     return {"hta": out_path, "failed": errors}
@@ -317,21 +277,15 @@ def big_rows(R):
     return [r["ratio"] for r in R["comparison"] if r["config"].startswith("8x131072") and "ratio" in r]
 
 
-def targets_of(R):
-    big = big_rows(R)
-    if not big:
-        return []
-    device = (R.get("rave_env") or {}).get("device_name") or R["env"].get("device")
-    return [benchlib.target(SECTION["text"]["target"].format(device=device), "≤ 0.9", "<=", 0.9, big,
-                            over="configs, one run each")]
-
-
 def result(R, command, env):
     R["bf16_speedup"] = bf16_speedup(R)
+    device = (R.get("rave_env") or {}).get("device_name") or R["env"].get("device")
+    targets = [benchlib.target(SECTION["text"]["target"].format(device=device), "≤ 0.9", "<=", 0.9, big_rows(R),
+                               over="configs, one run each")] if big_rows(R) else []
     return benchlib.record(
         SECTION["name"], SECTION["title"], command, env, blocks_of(R, command),
         raw={k: R[k] for k in RAW_KEYS if R.get(k) is not None},
-        derived={k: R[k] for k in DERIVED_KEYS}, targets=targets_of(R),
+        derived={k: R[k] for k in DERIVED_KEYS}, targets=targets,
         commands=["scripts/gpu_check.sh (docs/offline_gpu.md)", "benchmarks/gpu_results.py step|hta|trace"])
 
 

@@ -1,27 +1,18 @@
-"""Training parity with the real RAVE: the same small v2 trained by RAVE's own `rave train`
-(acids-rave 2.3.1, its Lightning loop) and by our `train`, on the same database, steps, batch and
-configuration, with two runs (seeds) per trainer; their validation spectral distances over
-the steps go into one figure and a JSON result.
+"""Training parity with the real RAVE: the same small v2 (tiny_rave's network through --override
+bindings on RAVE's v2.gin, phase 1 ending half way) trained by RAVE's own `rave train` (acids-rave
+2.3.1 through rave_train.py) and by our `train`, on the same database, steps, batch and configuration,
+--runs runs per trainer (RAVE's train.py seeds nothing; ours take --seed 1, 2, ...), one intra-op
+thread each, all at once; their validation spectral distances go into rave_parity.png and the result
+rave_parity.json (--results_dir).
 
-Run through benchmarks/rave_parity.sh (which makes the oracle venv and builds the binaries):
-  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] [--steps 2000]
-On a GPU machine (scripts/gpu_check.sh's rave_parity step), training only, both trainers on cuda:
+  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] [--steps 2000]     (rave_parity.sh)
   rave_parity.py --bin BIN --work DIR --device cuda --train_only --replace-unused-imports
-and back here, the curves of those runs into the figure and the result:
-  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] --collect_only
-and the result again from the figures a rave_parity.json holds (for a change of the section's text):
-  rave_parity.py --from_json benchmarks/results/rave_parity.json [--results_dir DIR]
+                                                  (training only, scripts/gpu_check.sh's rave_parity step)
+  rave_parity.py --bin build/bin --work DIR [--results_dir DIR] --collect_only     (the runs under DIR)
+  rave_parity.py --from_json benchmarks/results/rave_parity.json [--results_dir DIR]  (the result again)
 
-RAVE runs through rave_train.py, which is `rave train` itself (--replace-unused-imports: see there).
-
-The configuration is tiny_rave's (configs/tiny_rave.toml) with phase 1 ending half way; RAVE gets
-the same network through --override bindings on its v2.gin. RAVE's train.py seeds nothing (its
-two runs differ by their random initialisation and data order); ours take --seed 1 and 2.
-Every run has one intra-op thread, and all run at once. The training side writes
-parity_meta.json under --work (device, versions, steps, wall time), which the collection reads.
-The result, results/rave_parity.json (benchlib's format, dated by parity_meta.json), holds every
-run's validation curve (raw), the final distances and their comparison (derived), the section's
-text and table (blocks) and the gap-within-spread target; rave_parity.png beside it is the figure.
+Training writes parity_meta.json under --work (device, versions, steps, wall time), which the
+collection reads.
 """
 import datetime
 import glob
@@ -31,9 +22,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import benchlib  # noqa: E402
+import benchlib
+
+HERE = benchlib.HERE
 
 RAW_KEYS = ("trained_by", "steps", "phase_1_duration", "runs_per_trainer", "val_every", "config", "curves", "wall_s",
             "device", "torch", "oracle")
@@ -41,21 +32,13 @@ DERIVED_KEYS = ("final_validation", "final_is_mean_of_validations_from_step", "r
                 "ours_spread", "gap_of_means", "within_spread")
 CONFIG = "tiny_rave (v2 network, capacity 8, 16 bands, ratios 2·2·2), batch 4, n_signal 8192"
 
-TOML_KEYS = ["--config", "tiny_rave", "--batch", "4", "--n_signal", "8192", "--threads", "1",
-             "--workers", "0"]
-
-
-def rave_overrides(phase_1, beta_warmup):
-    """tiny_rave's network and schedule, as gin bindings on RAVE's v2.gin."""
-    return ["N_BAND=16", "CAPACITY=8", "LATENT_SIZE=8", "RATIOS=[2, 2, 2]",
-            "DILATIONS=[[1, 3], [1, 3], [1, 3]]",
-            "discriminator.ConvNet.capacity=4", "discriminator.ConvNet.n_layers=2",
-            "discriminator.MultiPeriodDiscriminator.periods=[2, 3]",
-            "discriminator.MultiScaleDiscriminator.n_discriminators=2",
-            "core.MultiScaleSTFT.scales=[512, 256, 128, 64]",
-            f"PHASE_1_DURATION={phase_1}",
-            f"BetaWarmupCallback.warmup_len={beta_warmup}",
-            "BetaWarmupCallback.target_value=0.01"]
+# tiny_rave's network and schedule as gin bindings on RAVE's v2.gin ({phase_1}, {beta}: the schedule's).
+RAVE_OVERRIDES = ("N_BAND=16", "CAPACITY=8", "LATENT_SIZE=8", "RATIOS=[2, 2, 2]", "DILATIONS=[[1, 3], [1, 3], [1, 3]]",
+                  "discriminator.ConvNet.capacity=4", "discriminator.ConvNet.n_layers=2",
+                  "discriminator.MultiPeriodDiscriminator.periods=[2, 3]",
+                  "discriminator.MultiScaleDiscriminator.n_discriminators=2",
+                  "core.MultiScaleSTFT.scales=[512, 256, 128, 64]", "PHASE_1_DURATION={phase_1}",
+                  "BetaWarmupCallback.warmup_len={beta}", "BetaWarmupCallback.target_value=0.01")
 
 
 def scalars(event_dir, tag):
@@ -67,10 +50,37 @@ def scalars(event_dir, tag):
     return [(int(e.step), float(e.value)) for e in acc.Scalars(tag)]
 
 
-def run(cmd, log, env):
-    print("+", " ".join(cmd), file=sys.stderr)
-    with open(log, "w") as f:
-        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+def train(a, db, phase_1, beta_warmup):
+    """Every run at once (the comparison is of what they learn, not of their speed); parity_meta.json."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    started, jobs = time.time(), []
+    for r in range(1, a.runs + 1):
+        out = {k: os.path.join(a.work, f"{k}_{r}") for k in ("rave", "ours")}
+        common = ["--db_path", db, "--name", f"parity{r}", "--max_steps", a.steps, "--val_every", a.val_every,
+                  "--n_signal", 8192, "--batch", 4, "--workers", 0, "--save_every", 10 * a.steps]
+        cmds = {"rave": [sys.executable, "-W", "ignore", os.path.join(HERE, "rave_train.py"),
+                         *(["--replace-unused-imports"] if a.replace_unused_imports else []), "--", "--config", "v2",
+                         *common, "--out_path", out["rave"], "--gpu", -1 if a.device == "cpu" else 0, "--channels", 1,
+                         "--noprogress",
+                         *[x for o in RAVE_OVERRIDES for x in ("--override", o.format(phase_1=phase_1, beta=beta_warmup))]],
+                "ours": [os.path.join(a.bin, "train"), "--config", "tiny_rave", "--threads", 1, *common, "--out_path",
+                         out["ours"], "--seed", r, "--train.phase_1_duration", phase_1, "--train.beta_warmup_steps",
+                         beta_warmup, "--log_every", 100, "--device", a.device]}
+        for k, cmd in cmds.items():
+            print("+", " ".join(map(str, cmd)), file=sys.stderr)
+            with open(out[k] + ".log", "w") as f:
+                jobs.append((subprocess.Popen([str(x) for x in cmd], stdout=f, stderr=subprocess.STDOUT, env=env),
+                             out[k] + ".log"))
+    for p, log in jobs:
+        if p.wait() != 0:
+            raise SystemExit(f"rave_parity: {log} ended with exit status {p.returncode}:\n" + open(log).read()[-3000:])
+    import torch
+    from importlib.metadata import version
+    device = (torch.cuda.get_device_name(0) if a.device == "cuda"
+              else f"CPU ({os.cpu_count()} cores), one intra-op thread per run")
+    return {"trained_by": a.trained_by, "date": benchlib.now(), "device": device, "steps": a.steps,
+            "runs_per_trainer": a.runs, "val_every": a.val_every, "wall_s": time.time() - started,
+            "torch": torch.__version__, "oracle": "acids-rave " + version("acids-rave")}
 
 
 def main():
@@ -81,71 +91,31 @@ def main():
     if a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             old = json.load(f)
-        write(figures(old), old["date"], a.results_dir, a.work or "/tmp")
-        return 0
+        return write(figures(old), old["date"], a.results_dir, a.work or "/tmp")
     if not (a.bin and a.work):
         raise SystemExit("rave_parity: --bin and --work are needed unless --from_json")
-    if a.quick:
-        a.steps = 400
     meta_path = os.path.join(a.work, "parity_meta.json")
     if a.collect_only:  # the runs say how long they were and how many there are
         with open(meta_path) as f:
             meta = json.load(f)
         a.steps, a.runs = meta["steps"], meta["runs_per_trainer"]
-    phase_1, beta_warmup = a.steps // 2, 100
-    os.makedirs(a.work, exist_ok=True)
-    db = os.path.join(a.work, "db")
-    if not a.collect_only and not os.path.exists(os.path.join(db, "metadata.yaml")):
-        benchlib.demo_audio_db(a.bin, db, 240, "--sampling_rate", 44100, "--channels", 1, "--num_signal", 16384,
-                               "--max_db_size", 1)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
-    curves, started, jobs = {}, time.time(), []
-    rave_gpu = "-1" if a.device == "cpu" else "0"
-    rave_train = [sys.executable, "-W", "ignore", os.path.join(HERE, "rave_train.py")]
-    if a.replace_unused_imports:
-        rave_train.append("--replace-unused-imports")
-    for r in range(1, a.runs + 1):
-        rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
-        rave_cmd = [*rave_train, "--", "--config", "v2",
-                    "--db_path", db, "--name", f"parity{r}", "--out_path", rave_out,
-                    "--max_steps", str(a.steps), "--val_every", str(a.val_every), "--n_signal", "8192",
-                    "--batch", "4", "--workers", "0", "--gpu", rave_gpu, "--channels", "1",
-                    "--save_every", str(10 * a.steps), "--noprogress"]
-        for o in rave_overrides(phase_1, beta_warmup):
-            rave_cmd += ["--override", o]
-        ours_cmd = [os.path.join(a.bin, "train"), *TOML_KEYS, "--db_path", db, "--out_path", ours_out,
-                    "--name", f"parity{r}", "--max_steps", str(a.steps), "--seed", str(r),
-                    "--train.phase_1_duration", str(phase_1), "--train.beta_warmup_steps", str(beta_warmup),
-                    "--val_every", str(a.val_every), "--save_every", str(10 * a.steps), "--log_every", "100",
-                    "--device", a.device]
-        if not a.collect_only:
-            jobs += [(run(rave_cmd, rave_out + ".log", env), rave_out + ".log"),
-                     (run(ours_cmd, ours_out + ".log", env), ours_out + ".log")]
-    # Every run at once: the comparison is of what they learn, not of their speed.
-    for p, log in jobs:
-        if p.wait() != 0:
-            raise SystemExit(f"rave_parity: {log} ended with exit status {p.returncode}:\n" + open(log).read()[-3000:])
-    if not a.collect_only:
-        import torch
-        from importlib.metadata import version
-        device = (torch.cuda.get_device_name(0) if a.device == "cuda"
-                  else f"CPU ({os.cpu_count()} cores), one intra-op thread per run")
-        meta = {"trained_by": a.trained_by, "date": benchlib.now(), "device": device, "steps": a.steps, "runs_per_trainer": a.runs, "val_every": a.val_every,
-                "wall_s": time.time() - started, "torch": torch.__version__, "oracle": "acids-rave " + version("acids-rave")}
+    else:
+        a.steps = 400 if a.quick else a.steps
+        os.makedirs(a.work, exist_ok=True)
+        db = os.path.join(a.work, "db")
+        if not os.path.exists(os.path.join(db, "metadata.yaml")):
+            benchlib.demo_audio_db(a.bin, db, 240, "--sampling_rate", 44100, "--channels", 1, "--num_signal", 16384,
+                                   "--max_db_size", 1)
+        meta = train(a, db, a.steps // 2, 100)
         benchlib.emit(meta, meta_path, indent=1)
         if a.train_only:
-            benchlib.emit(meta)
-            return 0
+            return benchlib.emit(meta)
+    curves = {}
     for r in range(1, a.runs + 1):
-        rave_out, ours_out = os.path.join(a.work, f"rave_{r}"), os.path.join(a.work, f"ours_{r}")
-        events = sorted(glob.glob(os.path.join(rave_out, "**", "events.out.tfevents.*"), recursive=True))
+        events = sorted(glob.glob(os.path.join(a.work, f"rave_{r}", "**", "events.out.tfevents.*"), recursive=True))
         curves[f"rave_{r}"] = scalars(os.path.dirname(events[-1]), "validation")
-        curves[f"ours_{r}"] = scalars(benchlib.latest_run(ours_out), "validation")
-    # RAVE validates every val_every batches within each epoch (Lightning's val_check_interval
-    # restarts with the epoch: steps 199, 399, 599, 830, ... on this database), ours every
-    # val_every steps: their last points fall on different steps. A run's final distance is
-    # therefore the mean of its validations over the last 30 % of the steps (phase 2, settled).
-    d = {"trained_by": meta["trained_by"], "steps": a.steps, "phase_1_duration": phase_1, "runs_per_trainer": a.runs,
+        curves[f"ours_{r}"] = scalars(benchlib.latest_run(os.path.join(a.work, f"ours_{r}")), "validation")
+    d = {"trained_by": meta["trained_by"], "steps": a.steps, "phase_1_duration": a.steps // 2, "runs_per_trainer": a.runs,
          "val_every": meta["val_every"], "config": CONFIG, "curves": curves, "wall_s": meta["wall_s"],
          "device": meta["device"], "torch": meta["torch"], "oracle": meta["oracle"]}
     d.update(compare(d))
@@ -153,11 +123,14 @@ def main():
     date = meta.get("date") or datetime.datetime.fromtimestamp(os.path.getmtime(meta_path)).isoformat(
         timespec="seconds")
     write(d, date, a.results_dir, a.work)
-    return 0
 
 
 def compare(d):
-    """The final distance of every run and the comparison of the two trainers."""
+    """The final distance of every run and the comparison of the two trainers. RAVE validates every
+    val_every batches within each epoch (Lightning's val_check_interval restarts with the epoch: steps
+    199, 399, 599, 830, ... on this database), ours every val_every steps: their last points fall on
+    different steps, so a run's final distance is the mean of its validations over the last 30 % of
+    the steps (phase 2, settled)."""
     late_from = int(0.7 * d["steps"])
     finals = {}
     for name, points in d["curves"].items():
@@ -245,4 +218,4 @@ def write(d, date, results_dir, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
