@@ -112,7 +112,7 @@ def onnx_export(ctx):
         f.write(ctx.run([RAVE_PY, "-W", "ignore", os.path.join(HERE, "rave_own_onnx.py"), "--weights", w("weights"),
                          "--out", w("rave.onnx")]).stdout)
     ctx.run([os.path.join(ROOT, ".venv-onnx", "bin", "python"), os.path.join(HERE, "onnx_race.py"), "--dir", ctx.work,
-             "--rounds", ctx.o.rounds, "--seconds", ctx.o.seconds, "--command", f"benchmarks/bench.py --only onnx"
+             "--rounds", ctx.o.rounds, "--seconds", ctx.o.seconds, "--command", "benchmarks/bench.py --only onnx"
              + (" --quick" if ctx.quick else ""), "--load_before", " ".join(map(str, ctx.load_before or [])),
              "--results_dir", ctx.results_dir])
 

@@ -27,7 +27,6 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 import warnings
 
 import torch

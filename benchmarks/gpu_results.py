@@ -189,14 +189,6 @@ def hta_figures(trace_dir, out_path):
     return {"hta": out_path, "failed": errors}
 
 
-def figures(result):
-    """The figures of a gpu_check.json: raw and derived of a result written by this program, or
-    the top-level fields of one written before results had raw/derived."""
-    if result.get("raw"):
-        return dict(result["raw"], **result.get("derived", {}))
-    return {k: result[k] for k in RAW_KEYS + DERIVED_KEYS if k in result}
-
-
 def bf16_speedup(R):
     """fp32 time / bf16 time per side, size and phase."""
     out = []
@@ -323,7 +315,7 @@ def main():
     if a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             old = json.load(f)
-        R = figures(old)
+        R = dict(old["raw"], **old["derived"])
         env = dict(old.get("environment") or {}, date=old["date"])
         print(benchlib.write_result(result(R, old["command"], env), a.results_dir))
         return
@@ -331,7 +323,7 @@ def main():
     R = collect(a.out_dirs)
     R["rave_steps"] = {"steps": json.load(open(last_with(a.out_dirs, "rave_step.json"))).get("steps")}
     if kept is not None and not R["traces"]:
-        k = figures(kept)
+        k = dict(kept["raw"], **kept["derived"])
         R["traces"], R["hta"], R["memory_snapshots"] = k["traces"], k["hta"], k["memory_snapshots"]
         R["traces_env"] = k.get("traces_env") or k["env"]
     for row in R["comparison"]:

@@ -91,7 +91,7 @@ def main():
     if a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             old = json.load(f)
-        return write(figures(old), old["date"], a.results_dir, a.work or "/tmp")
+        return write(dict(old["raw"], **old["derived"]), old["date"], a.results_dir, a.work or "/tmp")
     if not (a.bin and a.work):
         raise SystemExit("rave_parity: --bin and --work are needed unless --from_json")
     meta_path = os.path.join(a.work, "parity_meta.json")
@@ -144,19 +144,6 @@ def compare(d):
            "gap_of_means": abs(sum(ours_runs) / len(ours_runs) - sum(rave_runs) / len(rave_runs))}
     out["within_spread"] = out["gap_of_means"] <= max(out["rave_spread"], out["ours_spread"])
     return out
-
-
-def figures(result):
-    """The figures of a rave_parity.json: raw and derived of a result written by this program, or
-    the top-level fields of one written before results had raw/derived (its command is who
-    trained; its validation interval is that of our runs' curve)."""
-    if result.get("raw"):
-        return dict(result["raw"], **result.get("derived", {}))
-    d = {k: result[k] for k in RAW_KEYS + DERIVED_KEYS if k in result}
-    d.setdefault("trained_by", result["command"])
-    ours = d["curves"]["ours_1"]
-    d.setdefault("val_every", ours[1][0] - ours[0][0])
-    return d
 
 
 def plot(d, png, work):
