@@ -1,12 +1,7 @@
-"""The RAVE benchmarks of bench.py: descriptions and drivers (standard library only).
-
-The comparisons with RAVE time the real RAVE (acids-rave 2.3.1): its own `training_step`
-(rave_gpu_step.py --device cpu) and its own `rave train` (rave_train.py), in the venv
-benchmarks/rave_cpu_env.sh makes, on torch 2.11.0's LibTorch; the native side is built against
-that same LibTorch (--cuda_build, scripts/check_cuda_build.sh's build-cuda/, which runs on the
-CPU). The other sections time the main build (Debian's LibTorch 1.13). Also here: the refactor
-guard (old build against new), every RAVE configuration at full size, and training parity.
-"""
+"""The RAVE benchmarks' drivers (bench.py; standard library only). The comparisons with the real
+RAVE (acids-rave 2.3.1: rave_gpu_step.py, rave_train.py in benchmarks/rave_cpu_env.sh's venv on torch
+2.11.0) run the native side built against that same LibTorch (--cuda_build); the others time the main
+build. Also here: the refactor guard, every RAVE configuration at full size, training parity."""
 import glob
 import json
 import os
@@ -19,24 +14,19 @@ import time
 import benchlib
 
 HERE, S = benchlib.HERE, benchlib.sections()
+HOST = {"cpu": benchlib.cpu_model(), "nproc": os.cpu_count()}
 RAVE_STEP, RAVE_TRAIN = os.path.join(HERE, "rave_gpu_step.py"), os.path.join(HERE, "rave_train.py")
 
 
 def stats(values):
     """benchlib.summary plus the quartiles and the spread in % of the median."""
-    s = benchlib.summary(values)
-    if s is None:
-        return None
-    v = sorted(values)
-    s.update(q1=v[len(v) // 4], q3=v[(3 * len(v)) // 4] if len(v) > 1 else v[0],
-             spread_pct=100.0 * (s["max"] - s["min"]) / s["median"] if s["median"] else 0.0)
-    return s
+    s, v = benchlib.summary(values), sorted(values)
+    return s and dict(s, q1=v[len(v) // 4], q3=v[(3 * len(v)) // 4] if len(v) > 1 else v[0],
+                      spread_pct=100.0 * (s["max"] - s["min"]) / s["median"] if s["median"] else 0.0)
 
 
-def fmt_s(st, unit="s", scale=1.0):
-    if st is None:
-        return "–"
-    return f"{st['median'] * scale:.3f} {unit} ({st['min'] * scale:.3f}–{st['max'] * scale:.3f}, n={st['n']})"
+def fmt_s(st):
+    return "–" if st is None else f"{st['median']:.3f} s ({st['min']:.3f}–{st['max']:.3f}, n={st['n']})"
 
 
 def loads_range(loads):
@@ -52,10 +42,6 @@ def per_rep_medians(times, reps):
 
 def strip(o):
     return {k: o[k] for k in ("stats", "command", "loads", "times")}
-
-
-def host():
-    return {"cpu": benchlib.cpu_model(), "nproc": os.cpu_count()}
 
 
 def native(ctx, *args):
@@ -91,10 +77,8 @@ def rave_step_seconds(name, data):
 
 
 def rave_cpu_step(ctx):
-    """The native phase-1 step (rave_bench step, torch 2.11's LibTorch) against the real RAVE's own
-    training_step (rave_gpu_step.py: its gin config, Lightning's per-batch calls, its optimizer
-    step) on the same LibTorch, interleaved, at 1 and 2 threads. 4 × 32768 at full size is below
-    v2's and v3's receptive-field crop (27116 samples each side), so both run without it."""
+    """rave_bench step against rave_gpu_step.py on the same LibTorch, interleaved, 1 and 2 threads; 4 ×
+    32768 at full size is below v2's and v3's receptive-field crop (27116 samples each side): no crop."""
     o, nvr = ctx.o, {}
     for v in o.versions.split(","):
         for threads in (1, 2):
@@ -114,7 +98,7 @@ def rave_cpu_step(ctx):
                 "rave_env": {k: env.get(k) for k in ("torch", "acids-rave", "pytorch-lightning", "torchaudio", "numpy",
                                                      "replaced_imports", "pqmf_prototype", "threads")},
                 "rave_parameters": r["rave"]["runs"][-1]["results"][0].get("parameters"),
-                "native_gemm": r["native"]["runs"][-1].get("gemm"), "host": host()}
+                "native_gemm": r["native"]["runs"][-1].get("gemm"), "host": dict(HOST)}
     ctx.shared["v2_medians"] = {t: nvr[f"v2_t{t}"]["native"]["stats"]["median"] for t in (1, 2) if f"v2_t{t}" in nvr}
     e0 = next(iter(nvr.values()))
     re_ = e0["rave_env"]
@@ -143,15 +127,11 @@ def rave_cpu_step(ctx):
 
 
 def whole_run(ctx):
-    """Native `train` (its loader with the default 2 workers, and with 0 workers = loading on the
-    training thread) against the real RAVE's `rave train` (its Lightning loop and DataLoader with
-    2 workers, rave_train.py --step_times), v2 at batch 4 × 32768 without the crop, 2 threads, on
-    the same database and LibTorch, interleaved. Per-step times include the wait for data on both
-    sides: the native one from the timing profile, RAVE's from on_train_batch_end to the next
-    on_train_batch_start."""
+    """`train` (2 loader workers, and 0) against `rave train` (rave_train.py --step_times), interleaved
+    ([whole.text] says what is measured)."""
     db = ctx.audio_db("run_db", 20, "--num_signal", 65536, seed=2)
     steps, reps = ctx.o.whole_steps, ctx.o.reps
-    wr = {"steps": steps, "reps": reps, "host": host(), **{n: {"times": [], "data": [], "loads": []}
+    wr = {"steps": steps, "reps": reps, "host": dict(HOST), **{n: {"times": [], "data": [], "loads": []}
                                                            for n in ("native", "native_w0", "rave")}}
     env = {"OMP_NUM_THREADS": "2"}  # RAVE's train.py leaves torch's thread count as it finds it
     for r in range(reps):
@@ -296,7 +276,7 @@ def data_path(ctx):
     loader = os.path.join(ctx.bin, "loader_bench")
     # Loader vs consumption at the benchmark shape (4 × 32768) and at v2's own (8 × 131072), then at
     # v2's shape from a lazy database (preprocess --lazy): decoded files kept, and none.
-    for key, b_, n, extra in ((f"loader_4x32768", 4, 32768, []), ("loader_8x131072", 8, 131072, []),
+    for key, b_, n, extra in (("loader_4x32768", 4, 32768, []), ("loader_8x131072", 8, 131072, []),
                               ("loader_8x131072_lazy", 8, 131072, ["--lazy"]),
                               ("loader_8x131072_lazy_nocache", 8, 131072, ["--lazy", "--lazy_cache_mb", 0])):
         d, cmd, load = ctx.json([loader, "--batch", b_, "--n_signal", n, "--batches", batches, "--demo_seconds", 20,
@@ -435,11 +415,10 @@ def defaults(ctx):
 
 
 def step_ab(ctx):
-    """Old build against new build of the same RAVE step, interleaved: `rave_bench step --version v2
-    --batch 4 --n_signal 32768 --threads 1`, one process per repetition, old and new alternating, the
-    load before each; compared: the median over repetitions of each run's median step time. The old
-    build is made (Release, through ccache) in a detached worktree of `old` under /tmp, unless
-    --old_bin names an old rave_bench; the new one is --build's (built first unless --no_build)."""
+    """Old build against new of the same RAVE step, one process per repetition, alternating; compared:
+    the median over repetitions of each run's median step time. The old build is made (Release,
+    through ccache) in a detached worktree of `old` under /tmp, unless --old_bin names an old
+    rave_bench; the new one is --build's (built first unless --no_build)."""
     o, root = ctx.o, benchlib.ROOT
     git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
     old_sha, new_sha = (git("rev-parse", "--short", o.old) if not o.old_bin else "OLD"), git("rev-parse", "--short", "HEAD")
@@ -477,9 +456,7 @@ def step_ab(ctx):
 
 
 def rave_configs(ctx):
-    """Every RAVE configuration at full size through `train --smoke_test`: trained parameters
-    (`--summary`), the median step time of phase 1 and of phase 2 (a discriminator update included),
-    the peak resident memory, and RAVE's own stated minimum GPU memory. Minutes per config."""
+    """Every RAVE configuration at full size through `train --smoke_test` and `--summary` (minutes each)."""
     o, train, runs = ctx.o, os.path.join(ctx.bin, "train"), []
     db = ctx.audio_db("db", o.audio_seconds, "--num_signal", o.n_signal, "--channels", 1)
     for stack in o.stacks.split():
@@ -507,8 +484,7 @@ def rave_configs(ctx):
 
 
 def rave_parity(ctx):
-    """The same small v2 trained by RAVE's own `rave train` and by ours (rave_parity.py, which writes
-    its result itself), in the oracle venv .venv-rave (tests/oracle/run.sh makes it)."""
+    """rave_parity.py in the oracle venv .venv-rave (tests/oracle/run.sh makes it); it writes the result."""
     ctx.run([os.path.join(benchlib.ROOT, ".venv-rave", "bin", "python"), "-W", "ignore",
              os.path.join(HERE, "rave_parity.py"), "--bin", ctx.bin, "--work", ctx.path("parity"), "--results_dir",
              ctx.results_dir, "--steps", ctx.o.steps, "--runs", ctx.o.runs], log_to=ctx.path("parity.log"))

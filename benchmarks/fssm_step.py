@@ -1,25 +1,20 @@
 #!/usr/bin/env python3
-"""One training step of foundational_ssm's own models on the s5_maze shape, timed.
+"""One training step of foundational_ssm's own models on the s5_maze shape, timed (bench.py --only
+ssm_step --fssm DIR runs it in the venvs benchmarks/fssm_env.sh makes). foundational_ssm
+(github.com/Melina-Jingting/foundational_ssm) is not on PyPI: --fssm is a checkout of it, whose
+modules are imported from there, nothing copied.
 
-foundational_ssm (github.com/Melina-Jingting/foundational_ssm) is not on PyPI: pass a checkout of
-it with --fssm. Nothing of it is copied here; its modules are imported from that checkout.
+  --model s4d   its PyTorch S4D decoder (models/archive/S4DNeuroModel.py with archive/s4d.py) as its
+                scripts/archive/nlb_train_decoding_torch.py builds it for MC_Maze (hidden 64, state 64,
+                1 layer, dropout 0.1, AdamW 5e-4 / 0.01), in float32 (that script's float64 is not
+                our s5_maze's); step: zero_grad, forward, MSE, backward, AdamW.
+  --model s5    its JAX S5 decoder (models/decoders.py SSMDecoder with S5Layer, state 64, 1 block,
+                dropout 0.05) stepped by its own jitted make_step_foundational with
+                create_optimizer_and_state's optimizer (AdamW 1e-3 / 0.01, Adam for the SSM's A).
 
-  --model s4d   its PyTorch S4D decoder (src/foundational_ssm/models/archive/S4DNeuroModel.py with
-                archive/s4d.py), built as its scripts/archive/nlb_train_decoding_torch.py builds it
-                for MC_Maze (input 182, output 2, hidden 64, state 64, 1 layer, dropout 0.1,
-                AdamW lr 5e-4, weight decay 0.01), in float32 (that script moves it to float64;
-                our s5_maze is float32). Step: zero_grad, forward, MSE, backward, AdamW step.
-  --model s5    its JAX S5 decoder (models/decoders.py SSMDecoder with models/s5.py S5Layer:
-                Linear 182→64, one S5 block of state 64, Linear 64→2, dropout 0.05), stepped by
-                its own jitted make_step_foundational / mse_loss_foundational
-                (utils/pretrain_utils.py) with the optimizer of create_optimizer_and_state
-                (utils/training_utils.py: AdamW 1e-3 / 0.01, Adam for the SSM's A).
-
-Threads: torch.set_num_threads for s4d; for s5 the process is pinned to the first N CPUs
-(XLA's CPU backend sizes its pools from the CPUs it may use) and, at 1 thread, XLA's
-multi-threaded Eigen is turned off.
-
-Prints one JSON line like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
+Threads: torch.set_num_threads for s4d; for s5 the process is pinned to the first N CPUs (XLA sizes
+its pools from them) and, at 1 thread, XLA's multi-threaded Eigen is off. Prints one JSON line
+like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
 """
 import importlib.util
 import os
@@ -27,17 +22,23 @@ import subprocess
 import sys
 import types
 
-import benchlib  # noqa: E402  (beside this file)
+import benchlib
+
+
+def need(root, folder, *files):
+    """The checkout's src/foundational_ssm/FOLDER, which must hold FILES."""
+    path = os.path.join(root, "src", "foundational_ssm", folder)
+    for name in files:
+        if not os.path.isfile(os.path.join(path, name)):
+            sys.exit(f"fssm_step: {os.path.join(path, name)} not found; --fssm must be a checkout of "
+                     "github.com/Melina-Jingting/foundational_ssm")
+    return path
 
 
 def load_fssm_archive(root):
     """archive/ has no __init__.py and models/__init__.py imports JAX: load the two PyTorch files
     as a package of their own so that S4DNeuroModel's `from .s4d import S4D` resolves."""
-    archive = os.path.join(root, "src", "foundational_ssm", "models", "archive")
-    for name in ("s4d.py", "S4DNeuroModel.py"):
-        if not os.path.isfile(os.path.join(archive, name)):
-            sys.exit(f"fssm_step: {os.path.join(archive, name)} not found; --fssm must be a checkout of "
-                     "github.com/Melina-Jingting/foundational_ssm")
+    archive = need(root, "models/archive", "s4d.py", "S4DNeuroModel.py")
     pkg = types.ModuleType("fssm_archive")
     pkg.__path__ = [archive]
     sys.modules["fssm_archive"] = pkg
@@ -81,11 +82,8 @@ def run_s5(a):
     if a.threads == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                    " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-    src = os.path.join(a.fssm, "src")
-    if not os.path.isfile(os.path.join(src, "foundational_ssm", "utils", "pretrain_utils.py")):
-        sys.exit(f"fssm_step: {src}/foundational_ssm/utils/pretrain_utils.py not found; --fssm must be a "
-                 "checkout of github.com/Melina-Jingting/foundational_ssm")
-    sys.path.insert(0, src)
+    need(a.fssm, "utils", "pretrain_utils.py")
+    sys.path.insert(0, os.path.join(a.fssm, "src"))
     import equinox as eqx
     import jax
     import jax.numpy as jnp
@@ -131,11 +129,10 @@ def main():
     versions["fssm_commit"] = commit.stdout.strip() if commit.returncode == 0 else None
     s = sorted(ms)
     benchlib.emit({"impl": "fssm_s4d" if a.model == "s4d" else "fssm_s5_jax", **versions, "threads": a.threads,
-                      "batch": a.batch, "bins": a.bins, "units": a.units, "d_model": a.d_model, "state": a.state,
-                      "layers": a.layers, "steps": a.steps, "median_ms": s[len(s) // 2], "min_ms": s[0],
-                      "max_ms": s[-1], "step_ms": ms})
-    return 0
+                   "batch": a.batch, "bins": a.bins, "units": a.units, "d_model": a.d_model, "state": a.state,
+                   "layers": a.layers, "steps": a.steps, "median_ms": s[len(s) // 2], "min_ms": s[0],
+                   "max_ms": s[-1], "step_ms": ms})
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,3 +1,2 @@
 #!/bin/sh
-# benchmarks/bench.py --only tracing_overhead.sh: its options and --quick with --list there.
-exec /usr/bin/python3 "$(dirname "$0")/bench.py" --only "$(basename "$0")" "$@"
+exec /usr/bin/python3 "$(dirname "$0")/bench.py" --only "$(basename "$0")" "$@"  # bench.py --list: its options

@@ -1,0 +1,102 @@
+// export --sr (RAVE's --sr): the file runs at the host's rate, an integer multiple of the model's.
+// Its encode is the model-rate file's encode of the audio brought down by RAVE's Resampler
+// (models/rave/resampler.h, held to RAVE's own by the Resampler tests), its decode the model-rate
+// decode brought back up; streamed block by block it equals its offline output delayed by the
+// latency it reports; a sine keeps its frequency through the rate change; nn~'s params and the
+// attributes say the host's rate.
+#include <cmath>
+
+#include "export/export_fixtures.h"
+#include "models/rave/resampler.h"
+
+namespace rt::exporting::testing {
+namespace {
+
+constexpr int64_t kModelRate = 44100;
+
+rave::RaveModel model_at_44k() {
+  auto o = tiny_options({"v2", rave::RaveVersion::kV2, 1, 0, false});
+  o.sampling_rate = kModelRate;
+  return tiny_model(o);
+}
+
+torch::jit::Module exported(rave::RaveModelImpl& model, bool streaming, int64_t host_rate, const std::string& name,
+                            ScriptInfo* info = nullptr) {
+  ScriptOptions s;
+  s.streaming = streaming;
+  s.sampling_rate = kModelRate;
+  s.host_rate = host_rate;
+  rt::testing::ScratchDir dir("export_sr");
+  auto m = save_and_load(script_rave(model, s, info), dir / (name + ".ts"));
+  set_noise_scale(m, 0.0);
+  return m;
+}
+
+// The frequency (Hz) of the largest magnitude of x's spectrum at `rate`.
+double peak_hz(const torch::Tensor& x, int64_t rate) {
+  const auto spectrum = torch::fft::rfft(x.flatten().to(torch::kDouble)).abs();
+  const auto bin = spectrum.argmax().item<int64_t>();
+  return static_cast<double>(bin) * static_cast<double>(rate) / static_cast<double>(x.numel());
+}
+
+TEST(ExportSr, EncodeAndDecodeAreTheModelRateFilesBetweenRavesResampler) {
+  auto model = model_at_44k();
+  auto plain = exported(*model, false, 0, "plain");
+  ScriptInfo info;
+  auto twice = exported(*model, false, 2 * kModelRate, "twice", &info);
+  rave::Resampler rs(2 * kModelRate, kModelRate);
+  EXPECT_EQ(info.ratio, 2 * 64);
+  EXPECT_EQ(twice.attr("sr").toInt(), 2 * kModelRate);
+  EXPECT_EQ(twice.attr("sampling_rate").toInt(), 2 * kModelRate);
+  EXPECT_EQ(twice.attr("model_sampling_rate").toInt(), kModelRate);
+  EXPECT_TRUE(torch::equal(twice.attr("encode_params").toTensor(), torch::tensor({int64_t{1}, int64_t{1}, int64_t{4}, int64_t{128}})));
+  EXPECT_TRUE(torch::equal(twice.attr("decode_params").toTensor(), torch::tensor({int64_t{4}, int64_t{128}, int64_t{1}, int64_t{1}})));
+
+  torch::manual_seed(4);
+  const auto x = torch::randn({2, 1, 32 * 128}) * 0.3;
+  const auto z = call(twice, "encode", x);
+  const auto z_ref = call(plain, "encode", rs->to_model_rate(x));
+  EXPECT_LT(max_diff(z, z_ref), 1e-5);
+  const auto y = call(twice, "decode", z);
+  const auto y_ref = rs->from_model_rate(call(plain, "decode", z));
+  EXPECT_LT(max_diff(y, y_ref), 1e-5);
+  EXPECT_EQ(y.size(-1), x.size(-1));
+  EXPECT_LT(max_diff(call(twice, "forward", x), y), 1e-5);
+}
+
+TEST(ExportSr, AModelRateSineComesOutAtItsFrequency) {
+  auto model = model_at_44k();
+  auto twice = exported(*model, false, 2 * kModelRate, "sine");
+  // 1 kHz at the model's rate: the file's upsampling (decode's last stage) keeps it at 1 kHz at
+  // the host's, with no image at 44.1 kHz − 1 kHz.
+  const int64_t n = 8192;
+  const auto t = torch::arange(n, torch::kDouble) / static_cast<double>(kModelRate);
+  const auto sine = torch::sin(2.0 * M_PI * 1000.0 * t).to(torch::kFloat).reshape({1, 1, n});
+  const auto up = twice.get_method("from_model_rate")({sine}).toTensor();
+  ASSERT_EQ(up.size(-1), 2 * n);
+  EXPECT_NEAR(peak_hz(up.narrow(-1, 1024, 8192), 2 * kModelRate), 1000.0, 2.0 * kModelRate / 8192.0);
+  const auto spectrum = torch::fft::rfft(up.narrow(-1, 1024, 8192).flatten().to(torch::kDouble)).abs();
+  const int64_t image = static_cast<int64_t>(std::lround((kModelRate - 1000.0) * 8192.0 / (2.0 * kModelRate)));
+  EXPECT_LT(spectrum.slice(0, image - 3, image + 4).max().item<double>(), 1e-3 * spectrum.max().item<double>());
+}
+
+TEST(ExportSr, StreamingEqualsOfflineDelayedByTheReportedLatency) {
+  auto model = model_at_44k();
+  ScriptInfo info;
+  auto stream = exported(*model, true, 2 * kModelRate, "stream", &info);
+  auto offline = exported(*model, false, 2 * kModelRate, "offline");
+  const int64_t block = 4 * info.ratio, blocks = 24, latency = info.forward_latency();
+  ASSERT_GT(latency, 0);
+  torch::manual_seed(5);
+  const auto x = torch::randn({1, 1, blocks * block}) * 0.3;
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < blocks; ++i) out.push_back(call(stream, "forward", x.narrow(-1, i * block, block)));
+  const auto streamed = torch::cat(out, -1);
+  const auto whole = call(offline, "forward", x);
+  // After the caches fill (a few blocks), the stream is the offline output `latency` samples late.
+  const int64_t skip = 8 * block, length = blocks * block - skip - latency;
+  EXPECT_LT(max_diff(streamed.narrow(-1, skip + latency, length), whole.narrow(-1, skip, length)), 1e-4);
+}
+
+}  // namespace
+}  // namespace rt::exporting::testing
