@@ -44,6 +44,9 @@ struct ExportOptions {
   // --prior RUN|CKPT: a prior trained over this RAVE (train --config prior), written as nn~'s
   // `prior` method; refused when it was trained over another latent rotation.
   std::string prior;
+  // --sr N: the file runs at the host's rate N, an integer multiple (2× or more) of the model's,
+  // resampling inside as RAVE's --sr does; 0: the model's rate.
+  int64_t sr = 0;
 };
 
 struct ExportReport {
@@ -51,9 +54,10 @@ struct ExportReport {
   std::filesystem::path output, checkpoint;
   // ONNX: the encode and decode graphs written beside `output` (the forward graph).
   std::filesystem::path onnx_encode, onnx_decode;
-  std::vector<std::string> onnx_states;  // the streaming state inputs of the forward graph
-  int64_t step = 0;                      // the checkpoint's training step
-  int64_t channels = 0, sampling_rate = 0;
+  std::vector<std::string> onnx_states;     // the streaming state inputs of the forward graph
+  int64_t step = 0;                         // the checkpoint's training step
+  int64_t channels = 0, sampling_rate = 0;  // the file's rate (--sr's, else the model's)
+  int64_t model_sampling_rate = 0;
   int64_t output_channels = 0;  // decode's and forward's (--channels; the model's by default)
   int64_t latent_size = 0, full_latent_size = 0;
   std::vector<double> fidelity;  // cumulative explained variance, per dimension

@@ -3,7 +3,7 @@
 //   export --run RUN_DIR | --ckpt PATH [--format torchscript|onnx] [--output NAME.ts [--force]] [--streaming]
 //   [--fidelity 0.95]
 //          [--latent_size N] [--ema_weights] [--quantize none|int8] [--check_seconds 10]
-//          [--check_audio FILE] [--prior PRIOR_RUN]
+//          [--check_audio FILE] [--prior PRIOR_RUN] [--sr HOST_RATE]
 // and whether an exported file keeps up in realtime on this machine (export/checks/realtime_check.h):
 //   export --benchmark FILE.ts [--block 2048,4096] [--threads 1] [--seconds 10]
 // and what an exported file says about itself (export/checks/file_facts.h):
@@ -36,7 +36,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
     for (const char* flag :
          {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights", "--format", "--fidelity",
           "--latent_size", "--quantize", "--check_seconds", "--check_audio", "--benchmark", "--block",
-          "--threads", "--seconds", "--channels", "--prior"}) {
+          "--threads", "--seconds", "--channels", "--prior", "--sr"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(std::string("--inspect and ") + flag +
                         " cannot be combined: --inspect prints what a file already exported records");
@@ -47,7 +47,7 @@ void check_modes(const CLI::App& app, bool benchmark) {
   if (benchmark) {
     for (const char* flag : {"--run", "--ckpt", "--output", "--force", "--streaming", "--ema_weights",
                              "--format", "--fidelity", "--latent_size", "--quantize", "--check_seconds",
-                             "--check_audio", "--target_libtorch", "--channels", "--prior"}) {
+                             "--check_audio", "--target_libtorch", "--channels", "--prior", "--sr"}) {
       if (app.count(flag) > 0) {
         throw rt::Error(
             std::string("--benchmark and ") + flag +
@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
          "(docs/export.md)")
       ->capture_default_str();
   std::string check_audio;
+  app.add_option("--sr", opt.sr,
+                 "the host's sampling rate: the file runs at it, resampling to the model's rate and back "
+                 "inside (RAVE's --sr; an integer multiple, 2x or more, of the model's rate; TorchScript)");
   app.add_option("--prior", opt.prior,
                  "a prior trained over this RAVE (train --config prior --model RUN): its run directory or "
                  "checkpoint, written as nn~'s `prior` method (a temperature signal in, latent signals "

@@ -206,7 +206,12 @@ void methods_text(torch::jit::Module& m, std::ostringstream& s) {
 // The attributes nn~ and the RAVE VST read, and the facts the export recorded.
 void facts_text(torch::jit::Module& m, std::ostringstream& s) {
   auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
-  fact("sampling rate", m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate"));
+  fact("sampling rate",
+       (m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate")) +
+           (m.hasattr("model_sampling_rate")
+                ? " (export --sr: the model's " + int_attr_text(m, "model_sampling_rate") +
+                      " Hz, resampled inside)"
+                : ""));
   fact("channels", int_attr_text(m, "n_channels"));
   fact("latent size",
        int_attr_text(m, "latent_size") +

@@ -82,11 +82,13 @@ int decoder(SectionBuilder& b, rave::DecoderBase& decoder) {
 }
 
 // The four sections, each from the one before.
-void describe_sections(rave::RaveModelImpl& model, TensorLedger& ledger, Rave& r) {
+void describe_sections(rave::RaveModelImpl& model, TensorLedger& ledger, rave::ResamplerImpl* resampler,
+                       Rave& r) {
   const auto& o = model.options();
   {
     SectionBuilder b(r.analysis, ledger, r.streaming, Flow{o.channels, 1, 1, 0});
-    b.finish(b.pqmf(0, *model.pqmf, o.padding, /*synthesis=*/false));
+    const int x = resampler != nullptr ? b.resample(0, *resampler, /*up=*/false) : 0;
+    b.finish(b.pqmf(x, *model.pqmf, o.padding, /*synthesis=*/false));
   }
   // The mel front end (log1p mel features, n_mels per channel, one frame per mel_hop) replaces
   // the bands as the encoder's input.
@@ -109,13 +111,18 @@ void describe_sections(rave::RaveModelImpl& model, TensorLedger& ledger, Rave& r
     SectionBuilder b(*r.synthesis, ledger, r.streaming, r.decoder.out());
     b.finish(b.pqmf(0, *model.pqmf, o.padding, /*synthesis=*/true));
   }
+  if (resampler != nullptr) {
+    r.upsampling.emplace();
+    SectionBuilder b(*r.upsampling, ledger, r.streaming, r.synthesis ? r.synthesis->out() : r.decoder.out());
+    b.finish(b.resample(0, *resampler, /*up=*/true));
+  }
 }
 
 // The shapes the model promises, and the latencies: strided convolutions count the delay their
 // input carries, so the encoder's delay is whole latent frames.
 void check_shapes(const rave::RaveOptions& o, Rave& r) {
   const Flow& stats = r.encoder.out();
-  const Flow& out = r.synthesis ? r.synthesis->out() : r.decoder.out();
+  const Flow& out = r.upsampling ? r.upsampling->out() : r.synthesis ? r.synthesis->out() : r.decoder.out();
   const bool variational = o.encoder == Kind::kVariational;
   if (stats.hop != r.ratio || stats.channels != (variational ? 2 : 1) * o.latent_size || out.hop != 1 ||
       out.channels != o.channels) {
@@ -179,12 +186,22 @@ Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
   r.streaming = d.streaming;
   r.channels = o.channels;
   r.ratio = o.compression();
+  r.model_rate = o.sampling_rate;
+  r.host_rate = d.host_rate > 0 ? d.host_rate : o.sampling_rate;
+  std::optional<rave::Resampler> resampler;
+  if (r.host_rate != r.model_rate) {
+    if (o.input_mode == rave::InputMode::kMel) {
+      throw Error("--sr: a model with a mel front end (model.input_mode = mel) is exported at its own rate");
+    }
+    resampler.emplace(r.host_rate, r.model_rate, d.streaming);
+    r.ratio *= (*resampler)->ratio;
+  }
   if (d.channels != 0) check_output_channels(d.channels);
   r.output_channels = d.channels > 0 ? d.channels : o.channels;
   TensorLedger ledger(model_tensors(model));
   ledger.drop_prefix("discriminator.", "the discriminator (training only)");
   ledger.drop_prefix("receptive_field", "RAVE's receptive-field record (not used by inference)");
-  describe_sections(model, ledger, r);
+  describe_sections(model, ledger, resampler ? resampler->get() : nullptr, r);
   check_shapes(o, r);
   describe_latent(model, ledger, d.latent_size, r);
   ledger.finish();

@@ -24,6 +24,9 @@ struct DescribeOptions {
   bool streaming = false;
   int64_t latent_size = 0;  // exported latent dimensions (variational; 0 = all)
   int64_t channels = 0;     // decode's and forward's output channels (export --channels); 0 = the model's
+  // export --sr: the host's rate, an integer multiple of the model's (RAVE's Resampler inside); 0 =
+  // the model's.
+  int64_t host_rate = 0;
 };
 
 // Throws rt::Error naming what cannot be exported (check_exportable, a module with no op, a GRU

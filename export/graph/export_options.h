@@ -26,7 +26,10 @@ struct ScriptOptions {
   int64_t latent_size = 0;             // exported latent dimensions (1 … the model's); 0 = all
   int64_t channels =
       0;  // export --channels: decode's and forward's output channels (RAVE's); 0 = the model's
-  int64_t sampling_rate = 44100;
+  int64_t sampling_rate = 44100;  // the model's
+  // export --sr: the file's rate, an integer multiple of the model's (resampled inside); 0: the
+  // model's.
+  int64_t host_rate = 0;
   double noise_scale = 1.0;  // initial value of the nn~ attribute
   // export --prior: a trained prior (models/rave/prior.h) over this RAVE's latent, written as nn~'s
   // `prior` method (TorchScript only); null: none.

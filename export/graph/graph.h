@@ -101,6 +101,18 @@ struct Pqmf {
   int64_t sign_offset = 0;
 };
 
+// export --sr: RAVE's Resampler (models/rave/resampler.h) between the host's rate and the model's,
+// an integer `ratio` apart, the channels folded into the batch. Down: a lowpass convolution
+// strided by the ratio (audio (B, C, T) → (B, C, T / ratio)); up: its polyphase components, one
+// output phase per channel, interleaved ((B, C, T) → (B, C, T · ratio)). Both padded as
+// cached_conv's centred padding, from caches when streaming.
+struct Resample {
+  bool up = false;
+  int64_t ratio = 1, channels = 1;
+  Flow folded;  // the convolution's input
+  Conv conv;
+};
+
 // blocks.NoiseGenerator(V2)'s synthesis from its network's output (the op's input): per-frame
 // filters of `hop` taps (amp_to_impulse_response) applied to uniform noise (fft_convolve),
 // scaled by the method's noise_scale.
@@ -116,7 +128,8 @@ struct Gru {
   std::vector<std::pair<std::string, torch::Tensor>> params;  // weight_ih_l0, weight_hh_l0, bias_ih_l0, …
 };
 
-using OpKind = std::variant<Conv, ConvTranspose, Delay, Activation, BatchNorm, Add, Gate, Pqmf, Noise, Gru>;
+using OpKind =
+    std::variant<Conv, ConvTranspose, Delay, Activation, BatchNorm, Add, Gate, Pqmf, Noise, Gru, Resample>;
 
 struct Op {
   OpKind kind;
@@ -174,17 +187,19 @@ struct Prior {
 
 struct Rave {
   bool streaming = false;
-  int64_t channels = 0, ratio = 0;
+  int64_t channels = 0, ratio = 0;        // ratio: host-rate audio samples per latent frame
+  int64_t host_rate = 0, model_rate = 0;  // export --sr: the file's rate and the model's (equal without)
   // decode's and forward's output channels (RAVE's export --channels): more than the model's
   // decode the latent that many times over (each copy its own random draws) and stack the copies'
   // channels, fewer keep the first ones. The model's channels by default.
   int64_t output_channels = 0;
   Latent latent;
   std::optional<Mel> mel;
-  Section analysis;                  // audio → bands (no ops with one band)
-  Section encoder;                   // bands (or mel features) → the encoder's raw output
-  Section decoder;                   // latent (+ noise channels) → bands
-  std::optional<Section> synthesis;  // bands → audio; none with a raw decoder (model.output_mode = raw)
+  Section analysis;                   // audio → bands (no ops with one band; first the resampler with --sr)
+  Section encoder;                    // bands (or mel features) → the encoder's raw output
+  Section decoder;                    // latent (+ noise channels) → bands
+  std::optional<Section> synthesis;   // bands → audio; none with a raw decoder (model.output_mode = raw)
+  std::optional<Section> upsampling;  // export --sr: model-rate audio → host-rate audio
   int64_t encode_latency = 0, decode_latency = 0;  // streaming delays, audio samples
   std::vector<NnMethod> methods;                   // encode, decode, forward (and prior)
   std::optional<Prior> prior;                      // export --prior

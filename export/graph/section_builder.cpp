@@ -142,11 +142,36 @@ int SectionBuilder::pqmf(int x, models::PqmfImpl& pqmf, models::PaddingMode mode
   Flow conv_out = p.folded;
   stream_conv(p.conv, p.folded, conv_out);
   conv_out.hop = p.folded.hop * p.conv.options.stride();
-  // The sign pattern follows the offline sample index of the bands, behind by their delay.
-  p.sign_offset = synthesis ? in.delay / in.hop : (conv_out.delay - p.folded.delay) / conv_out.hop;
+  // The sign pattern follows the offline sample index of the bands, behind by their whole delay
+  // (the delay the input already carries included: export --sr's resampler comes first).
+  p.sign_offset = synthesis ? in.delay / in.hop : conv_out.delay / conv_out.hop;
   Flow out{synthesis ? p.channels : in.channels * m, synthesis ? in.hop / m : conv_out.hop, 1,
            conv_out.delay};
   return append(std::move(p), {x}, out);
+}
+
+int SectionBuilder::resample(int x, rave::ResamplerImpl& r, bool up) {
+  const Flow in = flow(x);
+  Resample op;
+  op.up = up;
+  op.ratio = r.ratio;
+  op.channels = in.channels;
+  op.folded = in;
+  op.folded.rows = in.channels;
+  op.folded.channels = 1;
+  const torch::Tensor& kernel = up ? r.up_filter : r.down_filter;
+  const std::string key = up ? "resampler.up" : "resampler.down";
+  const auto options = models::WNConv1dOptions(1, kernel.size(0), kernel.size(2))
+                           .stride(up ? 1 : r.ratio)
+                           .pad_left(up ? r.up_left : r.down_left)
+                           .pad_right(up ? r.up_right : r.down_right)
+                           .weight_norm(false);
+  op.conv = Conv{key, options, kernel, torch::Tensor()};
+  Flow conv_out = op.folded;
+  stream_conv(op.conv, op.folded, conv_out);
+  if (up) require(in.hop % r.ratio == 0, key, "upsampling below the audio rate");
+  Flow out{in.channels, up ? in.hop / r.ratio : in.hop * r.ratio, 1, conv_out.delay};
+  return append(std::move(op), {x}, out);
 }
 
 int SectionBuilder::noise(int x, rave::NoiseGeneratorImpl& n, const std::string& key) {

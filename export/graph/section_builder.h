@@ -13,6 +13,7 @@
 #include "export/graph/tensor_ledger.h"
 #include "models/common/pqmf.h"
 #include "models/rave/generator.h"
+#include "models/rave/resampler.h"
 
 namespace rt::exporting::graph {
 
@@ -45,6 +46,8 @@ class SectionBuilder {
   int gate(Gate::Kind kind, const std::vector<int>& inputs);
   int pqmf(int x, models::PqmfImpl& pqmf, models::PaddingMode mode, bool synthesis);
   int noise(int x, rave::NoiseGeneratorImpl& n, const std::string& key);
+  // export --sr: audio down to the model's rate (x at the host's) or up from it.
+  int resample(int x, rave::ResamplerImpl& r, bool up);
 
  private:
   int append(OpKind kind, std::vector<int> inputs, Flow out);

@@ -342,6 +342,10 @@ std::string SectionWriter::op(const graph::OpKind& kind, const std::vector<Value
           return pqmf(x, o);
         } else if constexpr (std::is_same_v<T, graph::Noise>) {
           return noise(x.name, o);
+        } else if constexpr (std::is_same_v<T, graph::Resample>) {
+          throw Error(
+              "export --format onnx: --sr is written into TorchScript files only; an ONNX host resamples "
+              "to the model's rate itself");
         } else {
           static_assert(std::is_same_v<T, graph::Gru>);
           throw Error(

@@ -47,8 +47,11 @@ void register_attributes(torch::jit::Module& top, const graph::Rave& r, const Sc
   auto add_int = [&](const std::string& name, int64_t v) {
     top.register_attribute(name, c10::IntType::get(), v);
   };
-  add_int("sr", s.sampling_rate);
-  add_int("sampling_rate", s.sampling_rate);  // the name the RAVE VST reads
+  // export --sr: the host's rate, the file resampling to the model's own and back inside.
+  const bool resampled = r.host_rate != r.model_rate;
+  add_int("sr", resampled ? r.host_rate : s.sampling_rate);
+  add_int("sampling_rate", resampled ? r.host_rate : s.sampling_rate);  // the name the RAVE VST reads
+  if (resampled) add_int("model_sampling_rate", r.model_rate);
   add_int("n_channels", r.channels);
   add_int("latent_size", r.latent.exported);
   add_int("full_latent_size", r.latent.full);
@@ -128,8 +131,14 @@ void write_encode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
 // decode: the input check, the latent back to the decoder's input, the decoder, the synthesis.
 void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave& r) {
   const auto& l = r.latent;
-  const std::string synthesize = r.synthesis ? "self.pqmf.inverse(self.decoder.forward(z, noise_scale))"
-                                             : "self.decoder.forward(z, noise_scale)";
+  std::string synthesize = r.synthesis ? "self.pqmf.inverse(self.decoder.forward(z, noise_scale))"
+                                       : "self.decoder.forward(z, noise_scale)";
+  if (r.upsampling) {
+    // export --sr: back to the host's rate (RAVE's Resampler.from_model_sampling_rate).
+    MethodWriter up(ctx, top);
+    up.define("from_model_rate", "x: Tensor", "Tensor", write_section(up, *r.upsampling, "x"));
+    synthesize = "self.from_model_rate(" + synthesize + ")";
+  }
   MethodWriter w(ctx, top);
   if (l.kind != rave::EncoderKind::kVariational) {
     w.line(expect("z.dim() == 3 and z.size(1) == " + str(l.exported),
@@ -208,7 +217,7 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
 }
 
 torch::jit::Module script_rave(rave::RaveModelImpl& model, const ScriptOptions& s, ScriptInfo* info) {
-  graph::Rave r = graph::describe_rave(model, {s.streaming, s.latent_size, s.channels});
+  graph::Rave r = graph::describe_rave(model, {s.streaming, s.latent_size, s.channels, s.host_rate});
   if (s.prior != nullptr) graph::add_prior(r, *s.prior);
   return script_description(r, s, info);
 }

@@ -249,6 +249,21 @@ std::string write_pqmf(MethodWriter& w, const Signal& x, const graph::Pqmf& p) {
       .var;
 }
 
+// export --sr: RAVE's Resampler, as rave::ResamplerImpl computes it (channels folded into the
+// batch; up: the phases interleaved).
+std::string write_resample(MethodWriter& w, const Signal& x, const graph::Resample& r) {
+  const Signal folded = signal(w.assign(x, x.var + ".reshape([-1, 1, " + x.var + ".size(2)])").var, r.folded);
+  const std::string y = write_conv(w, folded, r.conv);
+  if (!r.up) {
+    return w.assign(folded, y + ".reshape([-1, " + str(r.channels) + ", " + y + ".size(-1)])").var;
+  }
+  const std::string phases = w.assign(folded, y + ".permute([0, 2, 1])").var;
+  return w
+      .assign(folded, phases + ".reshape([-1, " + str(r.channels) + ", " + phases + ".size(1) * " +
+                          str(r.ratio) + "])")
+      .var;
+}
+
 // The noise synthesis as NoiseGeneratorImpl computes it: mod_sigmoid(h − 5) as filter magnitudes,
 // their impulse responses (irfft, centring roll, Hann window, padded to hop, rolled back),
 // applied to uniform noise by fft_convolve.
@@ -319,6 +334,8 @@ std::string write_section(MethodWriter& w, const graph::Section& section, const 
             return write_pqmf(w, in[0], o);
           } else if constexpr (std::is_same_v<T, graph::Noise>) {
             return write_noise(w, in[0], o, noise_scale);
+          } else if constexpr (std::is_same_v<T, graph::Resample>) {
+            return write_resample(w, in[0], o);
           } else {
             static_assert(std::is_same_v<T, graph::Gru>);
             return write_gru(w, in[0], o);

@@ -25,7 +25,11 @@ ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streami
     throw Error("--sr " + std::to_string(host_rate) +
                 ": RAVE's resampler takes a rate that is a multiple (2× or more) of the model's " +
                 std::to_string(model_rate) + " Hz (accepted: " + std::to_string(2 * model_rate) + ", " +
-                std::to_string(3 * model_rate) + ", …)");
+                std::to_string(3 * model_rate) +
+                ", …). Another ratio would give encode and decode latent frames of a fractional number of "
+                "host samples, which nn~'s method ratios cannot express (RAVE's own turns it into ratio 1, a "
+                "file that claims the host's rate but runs at the model's): set the host to " +
+                std::to_string(model_rate) + " Hz, or leave --sr out");
   }
   ratio = host_rate / model_rate;
   if (streaming && ratio % 2 != 0) {
@@ -37,7 +41,7 @@ ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streami
       torch::tensor(std::vector<double>(taps.begin(), taps.end()), torch::kFloat64).to(torch::kFloat32);
   const int64_t k = filt.size(0);
   down_filter = register_buffer("down_filter", filt.reshape({1, 1, k}).clone());
-  std::tie(down_left_, down_right_) = centred_padding(k);
+  std::tie(down_left, down_right) = centred_padding(k);
   // Polyphase: the filter left-padded to whole frames of `ratio` taps, phase p = taps p, p + ratio, …
   // RAVE pads by k mod ratio, which makes whole frames at ratios 2 and 3 only (its 39 and 57
   // taps); at 4, 5, 6, 8 its reshape fails. The padding to the next whole frame is the same
@@ -46,17 +50,17 @@ ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streami
   auto poly = F::pad(filt, F::PadFuncOptions({frame_pad, 0})).reshape({-1, ratio}).permute({1, 0});
   poly = F::pad(poly, F::PadFuncOptions({(poly.size(-1) + 1) % 2, 0}));
   up_filter = register_buffer("up_filter", poly.unsqueeze(1).contiguous());
-  std::tie(up_left_, up_right_) = centred_padding(up_filter.size(-1));
+  std::tie(up_left, up_right) = centred_padding(up_filter.size(-1));
 }
 
 torch::Tensor ResamplerImpl::to_model_rate(const torch::Tensor& x) {
-  auto y = F::pad(x.reshape({-1, 1, x.size(-1)}), F::PadFuncOptions({down_left_, down_right_}));
+  auto y = F::pad(x.reshape({-1, 1, x.size(-1)}), F::PadFuncOptions({down_left, down_right}));
   y = F::conv1d(y, down_filter.to(x.dtype()), F::Conv1dFuncOptions().stride(ratio));
   return y.reshape({x.size(0), x.size(1), -1});
 }
 
 torch::Tensor ResamplerImpl::from_model_rate(const torch::Tensor& x) {
-  auto y = F::pad(x.reshape({-1, 1, x.size(-1)}), F::PadFuncOptions({up_left_, up_right_}));
+  auto y = F::pad(x.reshape({-1, 1, x.size(-1)}), F::PadFuncOptions({up_left, up_right}));
   y = F::conv1d(y, up_filter.to(x.dtype()));  // (N, ratio, T): one output phase per channel
   y = y.permute({0, 2, 1}).reshape({y.size(0), -1});
   return y.reshape({x.size(0), x.size(1), -1});

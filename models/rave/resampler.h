@@ -26,9 +26,8 @@ struct ResamplerImpl : torch::nn::Module {
   int64_t ratio = 1;
   torch::Tensor down_filter;  // (1, 1, K)
   torch::Tensor up_filter;    // (ratio, 1, K')
-
- private:
-  int64_t down_left_ = 0, down_right_ = 0, up_left_ = 0, up_right_ = 0;
+  // cached_conv's centred padding of each convolution: (K − 1) / 2 left, K / 2 right.
+  int64_t down_left = 0, down_right = 0, up_left = 0, up_right = 0;
 };
 TORCH_MODULE(Resampler);
 

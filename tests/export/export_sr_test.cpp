@@ -20,8 +20,8 @@ rave::RaveModel model_at_44k() {
   return tiny_model(o);
 }
 
-torch::jit::Module exported(rave::RaveModelImpl& model, bool streaming, int64_t host_rate, const std::string& name,
-                            ScriptInfo* info = nullptr) {
+torch::jit::Module exported(rave::RaveModelImpl& model, bool streaming, int64_t host_rate,
+                            const std::string& name, ScriptInfo* info = nullptr) {
   ScriptOptions s;
   s.streaming = streaming;
   s.sampling_rate = kModelRate;
@@ -49,8 +49,11 @@ TEST(ExportSr, EncodeAndDecodeAreTheModelRateFilesBetweenRavesResampler) {
   EXPECT_EQ(twice.attr("sr").toInt(), 2 * kModelRate);
   EXPECT_EQ(twice.attr("sampling_rate").toInt(), 2 * kModelRate);
   EXPECT_EQ(twice.attr("model_sampling_rate").toInt(), kModelRate);
-  EXPECT_TRUE(torch::equal(twice.attr("encode_params").toTensor(), torch::tensor({int64_t{1}, int64_t{1}, int64_t{4}, int64_t{128}})));
-  EXPECT_TRUE(torch::equal(twice.attr("decode_params").toTensor(), torch::tensor({int64_t{4}, int64_t{128}, int64_t{1}, int64_t{1}})));
+  const int64_t l = twice.attr("latent_size").toInt();
+  EXPECT_TRUE(torch::equal(twice.attr("encode_params").toTensor(),
+                           torch::tensor({int64_t{1}, int64_t{1}, l, int64_t{128}})));
+  EXPECT_TRUE(torch::equal(twice.attr("decode_params").toTensor(),
+                           torch::tensor({l, int64_t{128}, int64_t{1}, int64_t{1}})));
 
   torch::manual_seed(4);
   const auto x = torch::randn({2, 1, 32 * 128}) * 0.3;
@@ -68,7 +71,8 @@ TEST(ExportSr, AModelRateSineComesOutAtItsFrequency) {
   auto model = model_at_44k();
   auto twice = exported(*model, false, 2 * kModelRate, "sine");
   // 1 kHz at the model's rate: the file's upsampling (decode's last stage) keeps it at 1 kHz at
-  // the host's, with no image at 44.1 kHz − 1 kHz.
+  // the host's. RAVE's polyphase upsampler leaves the image at 44.1 kHz − 1 kHz 23 dB down (its
+  // own Resampler gives the same spectrum: docs/rave_fidelity.md); more would be a change.
   const int64_t n = 8192;
   const auto t = torch::arange(n, torch::kDouble) / static_cast<double>(kModelRate);
   const auto sine = torch::sin(2.0 * M_PI * 1000.0 * t).to(torch::kFloat).reshape({1, 1, n});
@@ -76,8 +80,10 @@ TEST(ExportSr, AModelRateSineComesOutAtItsFrequency) {
   ASSERT_EQ(up.size(-1), 2 * n);
   EXPECT_NEAR(peak_hz(up.narrow(-1, 1024, 8192), 2 * kModelRate), 1000.0, 2.0 * kModelRate / 8192.0);
   const auto spectrum = torch::fft::rfft(up.narrow(-1, 1024, 8192).flatten().to(torch::kDouble)).abs();
-  const int64_t image = static_cast<int64_t>(std::lround((kModelRate - 1000.0) * 8192.0 / (2.0 * kModelRate)));
-  EXPECT_LT(spectrum.slice(0, image - 3, image + 4).max().item<double>(), 1e-3 * spectrum.max().item<double>());
+  const int64_t image =
+      static_cast<int64_t>(std::lround((kModelRate - 1000.0) * 8192.0 / (2.0 * kModelRate)));
+  EXPECT_LT(spectrum.slice(0, image - 3, image + 4).max().item<double>(),
+            0.08 * spectrum.max().item<double>());
 }
 
 TEST(ExportSr, StreamingEqualsOfflineDelayedByTheReportedLatency) {
@@ -95,7 +101,15 @@ TEST(ExportSr, StreamingEqualsOfflineDelayedByTheReportedLatency) {
   const auto whole = call(offline, "forward", x);
   // After the caches fill (a few blocks), the stream is the offline output `latency` samples late.
   const int64_t skip = 8 * block, length = blocks * block - skip - latency;
-  EXPECT_LT(max_diff(streamed.narrow(-1, skip + latency, length), whole.narrow(-1, skip, length)), 1e-4);
+  const auto a = streamed.narrow(-1, skip + latency, length), b = whole.narrow(-1, skip, length);
+  EXPECT_GT(b.abs().max().item<double>(), 0.0);
+  EXPECT_LT(max_diff(a, b), 1e-3 * b.abs().max().item<double>());
+  // encode alone: whole latent frames late.
+  std::vector<torch::Tensor> zs;
+  for (int64_t i = 0; i < blocks; ++i) zs.push_back(call(stream, "encode", x.narrow(-1, i * block, block)));
+  const auto z_stream = torch::cat(zs, -1), z = call(offline, "encode", x);
+  const int64_t frames = info.encode_latency / info.ratio, first = skip / info.ratio, n = 40;
+  EXPECT_LT(max_diff(z_stream.narrow(-1, first + frames, n), z.narrow(-1, first, n)), 1e-5);
 }
 
 }  // namespace

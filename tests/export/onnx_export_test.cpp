@@ -13,9 +13,9 @@ namespace {
 using exporting::onnx::Runner;
 using exporting::onnx::StreamRunner;
 
-constexpr double kTolerance = 1e-4;
-constexpr int64_t kBlock = 2048;
-constexpr int64_t kCompared = 12;  // blocks compared after the start-up transient
+constexpr double kOnnxTolerance = 1e-4;
+constexpr int64_t kOnnxBlock = 2048;
+constexpr int64_t kOnnxCompared = 12;  // blocks compared after the start-up transient
 
 const std::map<std::string, torch::Tensor> kQuiet{{"noise_scale", torch::tensor(0.0f)}};
 
@@ -39,13 +39,13 @@ torch::Tensor run_blocks(const std::filesystem::path& file, const std::string& i
 }
 
 // A stream compared after its warm-up: `skip` samples (twice the latency, whole blocks, one
-// more), then kCompared blocks; `blocks` in all, the latency's worth included.
+// more), then kOnnxCompared blocks; `blocks` in all, the latency's worth included.
 struct StreamSpan {
   int64_t skip, blocks;
 };
 StreamSpan stream_span(int64_t latency) {
-  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock;
-  return {skip, skip / kBlock + kCompared + (latency + kBlock - 1) / kBlock + 1};
+  const int64_t skip = (2 * latency + kOnnxBlock - 1) / kOnnxBlock * kOnnxBlock + kOnnxBlock;
+  return {skip, skip / kOnnxBlock + kOnnxCompared + (latency + kOnnxBlock - 1) / kOnnxBlock + 1};
 }
 
 class OnnxExport : public ::testing::TestWithParam<Variant> {};
@@ -60,14 +60,14 @@ TEST_P(OnnxExport, OfflineGraphsComputeWhatTheModelComputes) {
   auto x = torch::randn({2, model->options().channels, frames * ratio}) * 0.3;
   auto z = torch::randn({2, model->options().latent_size, frames});
   const auto latent = run(files.encode, "audio_in", x);
-  EXPECT_LT(max_diff(latent, reference_latent(*model, x, false)), kTolerance) << GetParam().name;
+  EXPECT_LT(max_diff(latent, reference_latent(*model, x, false)), kOnnxTolerance) << GetParam().name;
   const auto audio = run(files.decode, "latent_in", z);
   const auto expected = reference_decode(*model, z);
-  EXPECT_LT(max_diff(audio, expected), kTolerance) << GetParam().name;
+  EXPECT_LT(max_diff(audio, expected), kOnnxTolerance) << GetParam().name;
   EXPECT_GT(expected.abs().max().item<double>(), 1e-3);
   EXPECT_LT(max_diff(run(files.forward, "audio_in", x),
                      reference_decode(*model, reference_latent(*model, x, false))),
-            kTolerance)
+            kOnnxTolerance)
       << GetParam().name;
 }
 
@@ -79,22 +79,22 @@ TEST_P(OnnxExport, StreamingForwardInBlocksEqualsOfflineShiftedByTheLatency) {
   const int64_t latency = files.graphs.encode_latency + files.graphs.decode_latency;
   const auto [skip, blocks] = stream_span(latency);
   torch::manual_seed(42);
-  auto x = torch::randn({2, model->options().channels, blocks * kBlock}) * 0.3;
-  auto stream = run_blocks(files.forward, "audio_in", x, kBlock);
+  auto x = torch::randn({2, model->options().channels, blocks * kOnnxBlock}) * 0.3;
+  auto stream = run_blocks(files.forward, "audio_in", x, kOnnxBlock);
   auto offline = reference_decode(*model, reference_latent(*model, x, false));
-  EXPECT_LT(max_diff(stream.narrow(-1, skip + latency, kCompared * kBlock),
-                     offline.narrow(-1, skip, kCompared * kBlock)),
-            kTolerance)
+  EXPECT_LT(max_diff(stream.narrow(-1, skip + latency, kOnnxCompared * kOnnxBlock),
+                     offline.narrow(-1, skip, kOnnxCompared * kOnnxBlock)),
+            kOnnxTolerance)
       << GetParam().name << ", latency " << latency;
   // The decode graph alone, on a latent, likewise.
-  const int64_t ratio = files.graphs.ratio, frames = blocks * kBlock / ratio;
+  const int64_t ratio = files.graphs.ratio, frames = blocks * kOnnxBlock / ratio;
   auto z = torch::randn({2, model->options().latent_size, frames});
-  auto decoded = run_blocks(files.decode, "latent_in", z, kBlock / ratio);
+  auto decoded = run_blocks(files.decode, "latent_in", z, kOnnxBlock / ratio);
   auto expected = reference_decode(*model, z);
   const int64_t d = files.graphs.decode_latency;
-  EXPECT_LT(max_diff(decoded.narrow(-1, skip + d, kCompared * kBlock),
-                     expected.narrow(-1, skip, kCompared * kBlock)),
-            kTolerance)
+  EXPECT_LT(max_diff(decoded.narrow(-1, skip + d, kOnnxCompared * kOnnxBlock),
+                     expected.narrow(-1, skip, kOnnxCompared * kOnnxBlock)),
+            kOnnxTolerance)
       << GetParam().name;
 }
 
@@ -161,11 +161,11 @@ TEST_P(OnnxInt8, GraphsOnInt8WeightsComputeTheModelWithinQuantizationNoise) {
   EXPECT_EQ(latency, float_stream.graphs.encode_latency + float_stream.graphs.decode_latency);
   EXPECT_EQ(stream_files.graphs.decode_states.size(), float_stream.graphs.decode_states.size());
   const auto [skip, blocks] = stream_span(latency);
-  auto xs = torch::randn({2, model->options().channels, blocks * kBlock}) * 0.3;
-  auto stream = run_blocks(stream_files.forward, "audio_in", xs, kBlock);
+  auto xs = torch::randn({2, model->options().channels, blocks * kOnnxBlock}) * 0.3;
+  auto stream = run_blocks(stream_files.forward, "audio_in", xs, kOnnxBlock);
   auto expected = reference_decode(*model, reference_latent(*model, xs, false));
-  EXPECT_GT(snr_db(stream.narrow(-1, skip + latency, kCompared * kBlock),
-                   expected.narrow(-1, skip, kCompared * kBlock)),
+  EXPECT_GT(snr_db(stream.narrow(-1, skip + latency, kOnnxCompared * kOnnxBlock),
+                   expected.narrow(-1, skip, kOnnxCompared * kOnnxBlock)),
             kInt8MinSnrDb)
       << GetParam().name << ", latency " << latency;
 }
@@ -261,9 +261,12 @@ TEST_P(OnnxLatentKinds, EncodeAndDecodeEqualTheTorchScriptFile) {
   // Streaming forward: the offline file's forward, shifted by the latency.
   const auto stream_files = write_onnx(*model, true, dir.path());
   const int64_t latency = stream_files.graphs.encode_latency + stream_files.graphs.decode_latency;
-  const int64_t skip = (2 * latency + kBlock - 1) / kBlock * kBlock + kBlock, compared = 6 * kBlock;
-  auto xs = torch::randn({1, 1, skip + compared + (latency + kBlock - 1) / kBlock * kBlock + kBlock}) * 0.3;
-  auto stream = run_blocks(stream_files.forward, "audio_in", xs, kBlock);
+  const int64_t skip = (2 * latency + kOnnxBlock - 1) / kOnnxBlock * kOnnxBlock + kOnnxBlock,
+                compared = 6 * kOnnxBlock;
+  auto xs = torch::randn(
+                {1, 1, skip + compared + (latency + kOnnxBlock - 1) / kOnnxBlock * kOnnxBlock + kOnnxBlock}) *
+            0.3;
+  auto stream = run_blocks(stream_files.forward, "audio_in", xs, kOnnxBlock);
   auto offline = call(ts, "forward", xs);
   EXPECT_LT(max_diff(stream.narrow(-1, skip + latency, compared), offline.narrow(-1, skip, compared)), 1e-4)
       << enum_name(GetParam());
