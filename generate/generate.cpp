@@ -303,16 +303,14 @@ GenerateReport generate_from_prior(const GenerateOptions& o, int format) {
 }  // namespace
 
 GenerateReport generate(const GenerateOptions& o) {
-  if (!o.prior.empty()) {
-    check_name(o.name);
-    int format = 0;
-    try {
-      format = audio_format_from_name(o.format);
-    } catch (const Error& e) {
-      throw Error(std::string("--format: ") + e.what());
-    }
-    return generate_from_prior(o, format);
+  check_name(o.name);
+  int format = 0;
+  try {
+    format = audio_format_from_name(o.format);
+  } catch (const Error& e) {
+    throw Error(std::string("--format: ") + e.what());
   }
+  if (!o.prior.empty()) return generate_from_prior(o, format);
   if (o.inputs.empty()) throw Error("--input: give audio files or folders to run through the model");
   if (o.chunk_size < 0 || o.chunk_size > kMaxChunkSize) {
     throw Error("--chunk_size " + std::to_string(o.chunk_size) +
@@ -321,14 +319,11 @@ GenerateReport generate(const GenerateOptions& o) {
   }
   if (o.chunk_size > 0 && !o.stream)
     throw Error("--chunk_size goes with --stream (offline runs whole files)");
-  check_name(o.name);
-  int format = 0;
-  try {
-    format = audio_format_from_name(o.format);
-  } catch (const Error& e) {
-    throw Error(std::string("--format: ") + e.what());
-  }
-  LoadedModel m = load_model({o.model, o.stream, o.ema_weights});
+  LoadRequest request;
+  request.model = o.model;
+  request.stream = o.stream;
+  request.ema_weights = o.ema_weights;
+  LoadedModel m = load_model(request);
   GenerateReport r;
   r.model = m.description;
   r.sampling_rate = m.sampling_rate;
@@ -411,25 +406,21 @@ std::string GenerateReport::text() const {
 Json GenerateReport::to_json() const {
   Json list = Json::array();
   for (const auto& f : files) {
-    Json j = {{"input", f.input.string()}};
+    const bool from_prior = f.temperature >= 0.0;
+    Json j = {{from_prior ? "prior" : "input", f.input.string()}};
     if (!f.error.empty()) {
       j["skipped"] = f.error;
-    } else if (f.temperature >= 0.0) {
-      j.update({{"prior", f.input.string()},
-                {"output", f.output.string()},
-                {"seconds", f.seconds},
-                {"compute_seconds", f.compute_seconds},
-                {"realtime_factor", f.realtime_factor()},
-                {"temperature", f.temperature},
-                {"notes", f.notes}});
-      j.erase("input");
     } else {
       j.update({{"output", f.output.string()},
                 {"seconds", f.seconds},
                 {"compute_seconds", f.compute_seconds},
                 {"realtime_factor", f.realtime_factor()},
-                {"spectral_distance", f.distance},
                 {"notes", f.notes}});
+      if (from_prior) {
+        j["temperature"] = f.temperature;
+      } else {
+        j["spectral_distance"] = f.distance;
+      }
     }
     list.push_back(j);
   }

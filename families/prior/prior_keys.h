@@ -11,17 +11,12 @@
 
 namespace rt {
 
-// The [model] keys of the prior.
-struct PriorModelKeys {
-  std::string rave;         // model.rave: a run directory or checkpoint (train_prior's --model)
-  int64_t latent_size = 0;  // model.prior_latent_size; 0: from model.prior_fidelity
-  double fidelity = 0.95;   // model.prior_fidelity
-  int64_t resolution = 32;
-  int64_t res_size = 512;
-  int64_t skp_size = 256;
-  int64_t kernel_size = 3;
-  int64_t cycle_size = 4;
-  int64_t n_layers = 10;
+// The [model] keys of the prior: the network's options (model.prior_*), with latent_size 0
+// meaning "from model.prior_fidelity", and the RAVE it models.
+struct PriorModelKeys : rave::PriorOptions {
+  PriorModelKeys() { latent_size = 0; }
+  std::string rave;        // model.rave: a run directory or checkpoint (train_prior's --model)
+  double fidelity = 0.95;  // model.prior_fidelity
 };
 const OptionsTable<PriorModelKeys>& prior_model_keys();
 
