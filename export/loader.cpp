@@ -96,7 +96,8 @@ void describe_torchscript(const LoadRequest& o, const fs::path& given, LoadedMod
 
 // A training checkpoint, scripted in memory exactly as `export` writes it.
 void load_checkpoint_model(const LoadRequest& o, const fs::path& ckpt, LoadedModel& m) {
-  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights ? RaveWeights::kEma : RaveWeights::kTrained);
+  RaveCheckpoint c = load_rave_checkpoint(ckpt, o.ema_weights ? RaveWeights::kEma : RaveWeights::kTrained,
+                                          "generate --model");
   ScriptOptions s;
   s.streaming = o.stream;
   s.sampling_rate = c.sampling_rate;

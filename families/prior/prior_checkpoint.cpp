@@ -21,7 +21,8 @@ RaveCheckpoint load_frozen_rave(const std::string& value) {
         "checkpoint (train --config prior --model runs/<run> --db_path <database>)");
   }
   const fs::path path = resolve_run_or_checkpoint(value, "model.rave (--model)");
-  RaveCheckpoint c = load_rave_checkpoint(path, RaveWeights::kEmaWhenSaved, "the prior (model.rave)");
+  RaveCheckpoint c = load_rave_checkpoint(path, RaveWeights::kEmaWhenSaved,
+                                          "model.rave (--model), the RAVE the prior models,");
   const auto kind = c.model->options().encoder;
   if (kind != rave::EncoderKind::kVariational) {
     throw Error("model.rave = '" + value + "': the RAVE has a " + std::string(enum_name(kind)) +

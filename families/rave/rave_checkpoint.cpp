@@ -105,7 +105,8 @@ RaveCheckpoint load_rave_checkpoint(const fs::path& path, RaveWeights weights, c
   c.meta = read_checkpoint_meta(path);
   if (c.meta.family != "rave") {
     throw Error(command + " supports RAVE models: checkpoint '" + path.string() +
-                "' holds a model.family = '" + c.meta.family + "' model");
+                "' holds a model.family = '" + c.meta.family + "' model" +
+                (c.meta.family == "prior" ? " (a prior goes to --prior, beside its RAVE)" : ""));
   }
   c.config.merge_toml_string(c.meta.config_toml, path.string() + " (meta/config)");
   c.config.finalize();

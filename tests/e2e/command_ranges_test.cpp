@@ -110,7 +110,10 @@ class CommandRanges : public ::testing::Test {
       return "--input_path " + missing + " --output_path " + scratch;
     }
     if (c == "evaluate") return "--ckpt " + missing;
-    if (c == "generate") return "--model " + missing + " --stream --input " + missing;
+    if (c == "generate") {
+      if (f == "--seconds" || f == "--temperature") return "--prior " + missing;
+      return "--model " + missing + " --stream --input " + missing;
+    }
     if (c == "export") {
       if (f == "--threads" || f == "--seconds" || f == "--block") return "--benchmark " + missing;
       return "--run " + quote(run_.string()) + " --output " + quote((dir_->path() / "edge.ts").string()) +

@@ -211,6 +211,10 @@ TEST_F(PriorTrain, ExportsItsNnTildeMethodAndGeneratesAudio) {
        "--input goes with a model to run audio through"},
       {bin_path("generate") + " --prior " + quote(prior.string()) + " --seconds 0",
        "--seconds 0 is not accepted"},
+      {bin_path("generate") + " --model " + quote(prior.string()) + " --input " + quote(db_.string()),
+       "generate --model supports RAVE models: checkpoint '" +
+           (prior / "checkpoints" / "best.ckpt").string() +
+           "' holds a model.family = 'prior' model (a prior goes to --prior, beside its RAVE)"},
       {bin_path("generate") + " --model " + quote(rave_.string()) + " --input x --temperature 2",
        "--temperature goes with --prior"},
   };
