@@ -414,7 +414,7 @@ std::string format_report(const ExportReport& r) {
   }
   if (!r.prior.empty()) {
     s << "  prior: " << r.prior.string() << " (nn~ method `prior`: a temperature signal in, "
-      << r.prior_latent_size << " latent signals out, one frame per " << r.script.ratio << " samples)\n";
+      << r.prior_latent_size << " latent signal(s) out, one frame per " << r.script.ratio << " samples)\n";
   }
   if (r.check.measured || !r.check.not_measured.empty()) s << "  " << format_fidelity(r.check) << "\n";
   for (const auto& [why, keys] : r.script.dropped)

@@ -6,8 +6,9 @@
 # Not run in CI: nn_tilde's source is not part of this repository.
 #
 #   scripts/check_nn_tilde.sh NN_TILDE_CHECKOUT [FILE.ts ...]
-# Without files it trains tiny_rave for 30 steps on a small generated database and exports it
-# offline and with --streaming. Work (and the driver binary) goes to $OUT_DIR (default: a temp dir).
+# Without files it trains tiny_rave for 30 steps on a small generated database, a tiny prior over it
+# for 20, and exports it offline, with --streaming, and streaming at twice its rate with the prior
+# (--sr 88200 --prior: nn~'s prior method). Work (and the driver binary) goes to $OUT_DIR (default: a temp dir).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 NNT="${1:?usage: scripts/check_nn_tilde.sh NN_TILDE_CHECKOUT [FILE.ts ...]}"
@@ -45,7 +46,11 @@ if [[ ${#FILES[@]} -eq 0 ]]; then
   RUN="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
   "$BIN/export" --run "$RUN" --force --output "$OUT_DIR/tiny_rave.ts"
   "$BIN/export" --run "$RUN" --streaming --force --output "$OUT_DIR/tiny_rave_streaming.ts"
-  FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts")
+  "$BIN/train" --config tiny_prior --model "$RUN" --db_path "$OUT_DIR/db" --out_path "$OUT_DIR/runs" --name prior \
+    --max_steps 20 --val_every 10 >/dev/null
+  PRIOR="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
+  "$BIN/export" --run "$RUN" --streaming --sr 88200 --prior "$PRIOR" --force --output "$OUT_DIR/tiny_rave_prior.ts"
+  FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts" "$OUT_DIR/tiny_rave_prior.ts")
 fi
 status=0
 for f in "${FILES[@]}"; do
