@@ -5,11 +5,13 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "models/rave/generator.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/losses.h"
+#include "models/rave/resampler.h"
 #include "util/error.h"
 #include "util/signals.h"
 
@@ -103,17 +105,23 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
                      "the spherical encoder's unit vector)";
     return f;
   }
+  // export --sr: the file runs at the host's rate; the audio (at the model's) goes up to it, and
+  // the model's output is compared through the same resampler around it.
+  const int64_t model_rate = model.options().sampling_rate;
+  std::optional<rave::Resampler> rs;
+  if (options.host_rate > 0 && options.host_rate != model_rate) rs.emplace(options.host_rate, model_rate);
+  const torch::Tensor input = rs ? (*rs)->from_model_rate(audio.unsqueeze(0).to(torch::kFloat))[0] : audio;
   const int64_t block = stream_block(info.ratio);
   const int64_t latency = options.streaming ? info.forward_latency() : 0;
   const int64_t skip = options.streaming ? warm_up(info, block) : 0;
-  const int64_t usable = audio.size(-1) / block * block;
+  const int64_t usable = input.size(-1) / block * block;
   const int64_t compared = usable - skip - latency;
   if (compared < 4 * info.ratio) {
     f.not_measured =
-        "too little audio in " + audio_source + " (" + std::to_string(audio.size(-1)) + " samples)";
+        "too little audio in " + audio_source + " (" + std::to_string(input.size(-1)) + " samples)";
     return f;
   }
-  auto x = audio.narrow(-1, 0, usable).unsqueeze(0).to(torch::kFloat).contiguous();
+  auto x = input.narrow(-1, 0, usable).unsqueeze(0).to(torch::kFloat).contiguous();
 
   torch::Tensor out;
   if (options.streaming) {
@@ -126,7 +134,8 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   } else {
     out = forward(x);
   }
-  auto ref = reference(model, x, options.latent_size);
+  auto ref = rs ? (*rs)->from_model_rate(reference(model, (*rs)->to_model_rate(x), options.latent_size))
+                : reference(model, x, options.latent_size);
   // export --channels: the first decoded copy (the copies are equal at noise_scale 0), or the
   // model's first channels.
   const int64_t channels = std::min(out.size(1), ref.size(1));
@@ -142,7 +151,8 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   const auto& scales = model.options().stft_scales;
   f.own_distance = rave::spectral_distance(in, r, scales).item<double>();
   f.added_distance = rave::spectral_distance(r, o, scales).item<double>();
-  f.seconds = static_cast<double>(compared) / static_cast<double>(options.sampling_rate);
+  f.seconds =
+      static_cast<double>(compared) / static_cast<double>(rs ? options.host_rate : options.sampling_rate);
   f.measured = true;
   return f;
 }

@@ -6,6 +6,7 @@
 // attributes say the host's rate.
 #include <cmath>
 
+#include "export/checks/fidelity.h"
 #include "export/export_fixtures.h"
 #include "models/rave/resampler.h"
 
@@ -110,6 +111,28 @@ TEST(ExportSr, StreamingEqualsOfflineDelayedByTheReportedLatency) {
   const auto z_stream = torch::cat(zs, -1), z = call(offline, "encode", x);
   const int64_t frames = info.encode_latency / info.ratio, first = skip / info.ratio, n = 40;
   EXPECT_LT(max_diff(z_stream.narrow(-1, first + frames, n), z.narrow(-1, first, n)), 1e-5);
+}
+
+// export's fidelity check runs a --sr file at the host's rate against the model between the same
+// resampler: the audio (at the model's rate) goes up first, offline and streaming.
+TEST(ExportSr, TheFidelityCheckComparesAtTheHostsRate) {
+  auto model = model_at_44k();
+  torch::manual_seed(6);
+  const auto audio = torch::randn({1, 44100}) * 0.3;
+  for (bool streaming : {false, true}) {
+    ScriptOptions s;
+    s.streaming = streaming;
+    s.sampling_rate = kModelRate;
+    s.host_rate = 2 * kModelRate;
+    ScriptInfo info;
+    rt::testing::ScratchDir dir("export_sr_fidelity");
+    script_rave(*model, s, &info).save((dir / "m.ts").string());
+    const FidelityFigures f = measure_fidelity(*model, dir / "m.ts", s, info, audio, "noise");
+    ASSERT_TRUE(f.measured) << f.not_measured;
+    EXPECT_GT(f.snr_db, 80.0) << "streaming " << streaming;
+    EXPECT_NEAR(f.seconds, streaming ? f.seconds : 1.0, 0.05);
+    EXPECT_LE(f.seconds, 1.0);
+  }
 }
 
 }  // namespace
