@@ -142,7 +142,7 @@ LoadedModel load_model(const LoadRequest& request) {
     m.prior_latent_size = m.module.attr("prior_params").toTensor()[2].item<int64_t>();
     return m;
   }
-  if (!o.prior.empty() && o.model.empty()) o.model = load_prior_checkpoint(o.prior, "--prior").rave;
+  if (!o.prior.empty() && o.model.empty()) o.model = prior_rave(o.prior, "--prior");
   LoadedModel m;
   const fs::path given = o.model;
   const bool file = fs::is_regular_file(given, ec);

@@ -302,7 +302,7 @@ ExportReport export_rave(const ExportOptions& options) {
   r.model_sampling_rate = c.sampling_rate;
   r.sampling_rate = o.sr > 0 ? o.sr : c.sampling_rate;
   if (o.sr != 0 && o.sr != c.sampling_rate) {
-    rave::Resampler(o.sr, c.sampling_rate, o.streaming);  // its refusals, first
+    rave::check_resampling(o.sr, c.sampling_rate, o.streaming);
     if (o.sr > 8 * c.sampling_rate) {
       throw Error("--sr " + std::to_string(o.sr) + " is not accepted: at most 8 × the model's " +
                   std::to_string(c.sampling_rate) + " Hz (" + std::to_string(8 * c.sampling_rate) + ")");

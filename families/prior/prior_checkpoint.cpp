@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "models/rave/latent_pca.h"
 #include "training/checkpoint.h"
@@ -74,17 +76,33 @@ void check_same_rotation(const torch::Tensor& mean, const torch::Tensor& pca, ra
   }
 }
 
-PriorCheckpoint load_prior_checkpoint(const std::string& value, const std::string& name) {
-  PriorCheckpoint c;
-  c.path = resolve_run_or_checkpoint(value, name);
-  const CheckpointMeta meta = read_checkpoint_meta(c.path);
+namespace {
+
+// The checkpoint `value` names and its resolved config, read from its meta block alone; throws
+// rt::Error naming `name` when it is not a prior's.
+std::pair<fs::path, Config> prior_config(const std::string& value, const std::string& name) {
+  const fs::path path = resolve_run_or_checkpoint(value, name);
+  const CheckpointMeta meta = read_checkpoint_meta(path);
   if (meta.family != "prior") {
-    throw Error(name + " = '" + value + "': checkpoint '" + c.path.string() + "' holds a model.family = '" +
+    throw Error(name + " = '" + value + "': checkpoint '" + path.string() + "' holds a model.family = '" +
                 meta.family +
                 "' model, not a prior (train one with train --config prior --model <RAVE run>)");
   }
-  c.config.merge_toml_string(meta.config_toml, c.path.string() + " (meta/config)");
-  c.config.finalize();
+  Config config;
+  config.merge_toml_string(meta.config_toml, path.string() + " (meta/config)");
+  config.finalize();
+  return {path, std::move(config)};
+}
+
+}  // namespace
+
+std::string prior_rave(const std::string& value, const std::string& name) {
+  return prior_model_keys().from(prior_config(value, name).second).rave;
+}
+
+PriorCheckpoint load_prior_checkpoint(const std::string& value, const std::string& name) {
+  PriorCheckpoint c;
+  std::tie(c.path, c.config) = prior_config(value, name);
   const PriorModelKeys keys = prior_model_keys().from(c.config);
   c.rave = keys.rave;
   torch::jit::Module archive;
@@ -118,11 +136,6 @@ PriorCheckpoint load_prior_over(const std::string& value, const std::string& nam
     throw Error(name + " '" + p.path.string() + "' was trained on " + std::to_string(p.channels) +
                 "-channel audio at " + std::to_string(p.sampling_rate) + " Hz, " + rave_name + " is " +
                 std::to_string(channels) + "-channel at " + std::to_string(rave.sampling_rate) + " Hz");
-  }
-  if (p.prior->options().latent_size > rave.model->options().latent_size) {
-    throw Error(name + " '" + p.path.string() + "' models " + std::to_string(p.prior->options().latent_size) +
-                " latent dimensions, more than " + rave_name + "'s " +
-                std::to_string(rave.model->options().latent_size));
   }
   return p;
 }

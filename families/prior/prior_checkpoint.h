@@ -52,9 +52,12 @@ struct PriorCheckpoint {
 // `name` (the flag) in errors. Throws rt::Error when it is another family's or does not fit.
 PriorCheckpoint load_prior_checkpoint(const std::string& value, const std::string& name);
 
+// The model.rave a prior checkpoint (or run) was trained with, from its meta block alone.
+std::string prior_rave(const std::string& value, const std::string& name);
+
 // load_prior_checkpoint, then checked against the RAVE it is to run beside (export --prior,
-// generate --prior): the same latent rotation, channels and sampling rate, else rt::Error naming
-// `name` and the RAVE's checkpoint.
+// generate --prior): the same latent rotation (so the same latent size), channels and sampling
+// rate, else rt::Error naming `name` and the RAVE's checkpoint.
 PriorCheckpoint load_prior_over(const std::string& value, const std::string& name, RaveCheckpoint& rave);
 
 }  // namespace rt

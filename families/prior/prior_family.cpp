@@ -59,9 +59,9 @@ class PriorFamily final : public ModelFamily {
     load_rave();
     const auto& ro = rave_->options();
     // train_prior's max(--n_signal, the prior's min_receptive_field).
-    const int64_t n_signal =
-        std::max(rave_data_keys().from(c).n_signal, prior_example_samples(options_, ro.compression()));
-    check_same_signal(rave_data_keys().from(c), rave_data_keys().from(rave_checkpoint_.config), keys_.rave);
+    const AudioDatasetOptions data = rave_data_keys().from(c);
+    const int64_t n_signal = std::max(data.n_signal, prior_example_samples(options_, ro.compression()));
+    check_same_signal(data, rave_data_keys().from(rave_checkpoint_.config), keys_.rave);
     RaveData d = make_rave_data(c, ro, n_signal, /*for_losses=*/false);
     if (d.channels != ro.channels || d.sampling_rate != ro.sampling_rate) {
       throw Error("database '" + run_keys(c).db_path + "' holds " + std::to_string(d.channels) +

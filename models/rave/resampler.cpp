@@ -20,7 +20,7 @@ std::pair<int64_t, int64_t> centred_padding(int64_t kernel) {
 
 }  // namespace
 
-ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming) {
+int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming) {
   if (model_rate <= 0 || host_rate <= model_rate || host_rate % model_rate != 0) {
     throw Error("--sr " + std::to_string(host_rate) +
                 ": RAVE's resampler takes a rate that is a multiple (2× or more) of the model's " +
@@ -31,11 +31,16 @@ ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streami
                 "file that claims the host's rate but runs at the model's): set the host to " +
                 std::to_string(model_rate) + " Hz, or leave --sr out");
   }
-  ratio = host_rate / model_rate;
+  const int64_t ratio = host_rate / model_rate;
   if (streaming && ratio % 2 != 0) {
     throw Error("--sr " + std::to_string(host_rate) + " with --streaming: the ratio to the model's rate, " +
                 std::to_string(ratio) + ", must be even (streaming convolutions stride by it)");
   }
+  return ratio;
+}
+
+ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming)
+    : ratio(check_resampling(host_rate, model_rate, streaming)) {
   const auto taps = models::kaiser_filter(M_PI / static_cast<double>(ratio), 140.0);
   auto filt =
       torch::tensor(std::vector<double>(taps.begin(), taps.end()), torch::kFloat64).to(torch::kFloat32);
