@@ -29,6 +29,9 @@
 namespace rt::exporting {
 namespace {
 
+// --sr's lowest rate (telephone audio); the highest is 8 × the model's (RAVE's resampler's limit).
+constexpr int64_t kMinHostRate = 8000;
+
 namespace fs = std::filesystem;
 
 fs::path find_checkpoint(const ExportOptions& o) {
@@ -143,6 +146,15 @@ void check_saved_module(const fs::path& file, const ExportReport& r) {
   // A streaming file decoding k copies per stream (--channels) holds 64 / k streams.
   const int64_t copies = graph::decoded_copies(r.channels, r.output_channels);
   for (int64_t batch : {int64_t{1}, r.streaming ? std::min<int64_t>(4, kMaxBatch / copies) : int64_t{4}}) {
+    if (r.script.rational_latency >= 0) {
+      // A rational --sr: forward alone, on blocks of any size (two, unlike each other).
+      for (int64_t n : {int64_t{4096}, int64_t{1001}}) {
+        const auto f = m.get_method("forward")({torch::zeros({batch, r.channels, n})}).toTensor();
+        if (f.sizes() != at::IntArrayRef{batch, r.output_channels, n} || !f.isfinite().all().item<bool>())
+          throw Error("export: internal error: '" + file.string() + "' returns unexpected shapes");
+      }
+      continue;
+    }
     auto z = m.get_method("encode")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
     auto y = m.get_method("decode")({torch::zeros({batch, r.latent_size, frames})}).toTensor();
     auto f = m.get_method("forward")({torch::zeros({batch, r.channels, frames * ratio})}).toTensor();
@@ -207,7 +219,8 @@ ExportFacts torchscript_facts(const ExportOptions& o, const RaveCheckpoint& c, E
   facts.checkpoint = r.checkpoint.string();
   facts.step = r.step;
   facts.config_toml = c.meta.config_toml;
-  facts.block_multiple = o.streaming ? r.script.ratio : 1;
+  // A rational --sr takes any block size (its queues); otherwise a stream takes whole latent frames.
+  facts.block_multiple = o.streaming && r.script.rational_latency < 0 ? r.script.ratio : 1;
   facts.quantize = enum_name(o.quantize);
   facts.check = o.check_seconds > 0.0 ? "not measured" : "not measured (--check_seconds 0)";
   bool newer_than_table = false;
@@ -255,10 +268,11 @@ void write_torchscript(const ExportOptions& o, RaveCheckpoint& c, const CheckAud
   write_file_atomic(checking.path(), first_bytes);
   check_saved_module(checking.path(), r);
   if (o.check_seconds > 0.0) {
-    // Audio at the model's rate; with --sr the check takes it up to the host's (ratio times longer).
-    const int64_t up = r.sampling_rate / r.model_sampling_rate;
+    // Audio at the model's rate; with --sr the check takes it to the host's (host / model times longer).
     const int64_t samples =
-        (fidelity_samples(r.script, r.sampling_rate, o.check_seconds, o.streaming) + up - 1) / up;
+        (fidelity_samples(r.script, r.sampling_rate, o.check_seconds, o.streaming) * r.model_sampling_rate +
+         r.sampling_rate - 1) /
+        r.sampling_rate;
     try {
       std::string source;
       const torch::Tensor audio = check_input(samples, &source);
@@ -301,12 +315,10 @@ ExportReport export_rave(const ExportOptions& options) {
   r.output_channels = o.channels > 0 ? o.channels : r.channels;
   r.model_sampling_rate = c.sampling_rate;
   r.sampling_rate = o.sr > 0 ? o.sr : c.sampling_rate;
-  if (o.sr != 0 && o.sr != c.sampling_rate) {
-    rave::check_resampling(o.sr, c.sampling_rate, o.streaming);
-    if (o.sr > 8 * c.sampling_rate) {
-      throw Error("--sr " + std::to_string(o.sr) + " is not accepted: at most 8 × the model's " +
-                  std::to_string(c.sampling_rate) + " Hz (" + std::to_string(8 * c.sampling_rate) + ")");
-    }
+  if (o.sr != 0 && o.sr != c.sampling_rate && (o.sr < kMinHostRate || o.sr > 8 * c.sampling_rate)) {
+    throw Error("--sr " + std::to_string(o.sr) + " is not accepted: " + std::to_string(kMinHostRate) +
+                " Hz to 8 × the model's " + std::to_string(c.sampling_rate) + " Hz (" +
+                std::to_string(8 * c.sampling_rate) + "); leave it out for the model's own rate");
   }
   r.streaming = o.streaming;
   r.output = default_output(o, c, run, r.checkpoint);
@@ -362,6 +374,7 @@ ExportReport export_rave(const ExportOptions& options) {
 
 std::string format_report(const ExportReport& r) {
   std::ostringstream s;
+  const bool rational = r.script.rational_latency >= 0;
   s << "exported " << r.output.string() << "\n";
   if (r.format == ExportFormat::kOnnx) {
     s << "  ONNX (opset " << onnx::kOpset << ", IR version " << onnx::kIrVersion
@@ -380,9 +393,14 @@ std::string format_report(const ExportReport& r) {
     << (r.sampling_rate != r.model_sampling_rate
             ? " (--sr: the model's " + std::to_string(r.model_sampling_rate) + " Hz, resampled inside)"
             : "")
-    << ", " << r.script.ratio << " samples per latent frame"
+    << ", " << r.script.ratio << (rational ? " model-rate" : "") << " samples per latent frame"
     << (r.format == ExportFormat::kOnnx ? " (every call's length a multiple of it)" : "") << ", "
     << (r.streaming ? "streaming" : "offline (not for realtime use)") << "\n";
+  if (rational) {
+    s << "  --sr " << r.sampling_rate << " is no integer multiple of " << r.model_sampling_rate
+      << " Hz (or an odd one, streaming): nn~ method forward only, any block size; a latent frame would span "
+         "a fractional number of host samples, so encode and decode run inside it\n";
+  }
   if (!r.loads_in.empty()) {
     s << "  loads in " << r.loads_in << "\n";
   }
@@ -405,11 +423,18 @@ std::string format_report(const ExportReport& r) {
     auto ms = [&](int64_t samples) {
       return 1000.0 * static_cast<double>(samples) / static_cast<double>(r.sampling_rate);
     };
-    s << std::fixed << std::setprecision(1) << "  latency: encode " << r.script.encode_latency << " samples ("
-      << ms(r.script.encode_latency) << " ms, " << r.script.encode_latency / r.script.ratio
-      << " latent frames), decode " << r.script.decode_latency << " (" << ms(r.script.decode_latency)
-      << " ms), forward " << r.script.forward_latency() << " (" << ms(r.script.forward_latency()) << " ms)"
-      << (r.format == ExportFormat::kOnnx ? "" : ", plus nn~'s buffering") << "\n";
+    s << std::fixed << std::setprecision(1) << "  latency: ";
+    if (rational) {
+      s << "forward " << r.script.forward_latency() << " samples (" << ms(r.script.forward_latency())
+        << " ms: the model's " << r.script.forward_latency_at_model_rate() << " at " << r.model_sampling_rate
+        << " Hz and the queues that take any block size)";
+    } else {
+      s << "encode " << r.script.encode_latency << " samples (" << ms(r.script.encode_latency) << " ms, "
+        << r.script.encode_latency / r.script.ratio << " latent frames), decode " << r.script.decode_latency
+        << " (" << ms(r.script.decode_latency) << " ms), forward " << r.script.forward_latency() << " ("
+        << ms(r.script.forward_latency()) << " ms)";
+    }
+    s << (r.format == ExportFormat::kOnnx ? "" : ", plus nn~'s buffering") << "\n";
   }
   if (!r.prior.empty()) {
     s << "  prior: " << r.prior.string() << " (nn~ method `prior`: a temperature signal in, "

@@ -8,7 +8,10 @@
 #   scripts/check_nn_tilde.sh NN_TILDE_CHECKOUT [FILE.ts ...]
 # Without files it trains tiny_rave for 30 steps on a small generated database, a tiny prior over it
 # for 20, and exports it offline, with --streaming, and streaming at twice its rate with the prior
-# (--sr 88200 --prior: nn~'s prior method). Work (and the driver binary) goes to $OUT_DIR (default: a temp dir).
+# (--sr 88200 --prior: nn~'s prior method), and streaming at 48000 (--sr 48000: forward alone, the
+# rational converter inside): nn~ runs that one at 48000 Hz, and a 440 Hz sine through it has its
+# output's spectral peak where the model-rate file's is at 44100 Hz.
+# Work (and the driver binary) goes to $OUT_DIR (default: a temp dir).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 NNT="${1:?usage: scripts/check_nn_tilde.sh NN_TILDE_CHECKOUT [FILE.ts ...]}"
@@ -50,11 +53,27 @@ if [[ ${#FILES[@]} -eq 0 ]]; then
     --max_steps 20 --val_every 10 >/dev/null
   PRIOR="$(cd "$OUT_DIR/runs" && readlink -f "$(cat latest)")"
   "$BIN/export" --run "$RUN" --streaming --sr 88200 --prior "$PRIOR" --force --output "$OUT_DIR/tiny_rave_prior.ts"
-  FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts" "$OUT_DIR/tiny_rave_prior.ts")
+  "$BIN/export" --run "$RUN" --streaming --sr 48000 --force --output "$OUT_DIR/tiny_rave_48k.ts"
+  FILES=("$OUT_DIR/tiny_rave.ts" "$OUT_DIR/tiny_rave_streaming.ts" "$OUT_DIR/tiny_rave_prior.ts" "$OUT_DIR/tiny_rave_48k.ts")
 fi
 status=0
 for f in "${FILES[@]}"; do
   echo "== $f"
   "$OUT_DIR/nn_tilde_driver" "$f" || status=1
 done
+if [[ $# -eq 0 ]]; then
+  peak() { sed -n 's/.*output peak \([0-9.]*\) Hz.*/\1/p' "$1"; }
+  echo "== $OUT_DIR/tiny_rave_streaming.ts at 44100 Hz"
+  "$OUT_DIR/nn_tilde_driver" "$OUT_DIR/tiny_rave_streaming.ts" 44100 | tee "$OUT_DIR/at44.txt" || status=1
+  echo "== $OUT_DIR/tiny_rave_48k.ts at 48000 Hz"
+  "$OUT_DIR/nn_tilde_driver" "$OUT_DIR/tiny_rave_48k.ts" 48000 | tee "$OUT_DIR/at48.txt" || status=1
+  # Within two DFT bins of 8192 samples at 48 kHz (11.7 Hz).
+  if awk -v a="$(peak "$OUT_DIR/at44.txt")" -v b="$(peak "$OUT_DIR/at48.txt")" \
+    'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 11.7) }'; then
+    echo "ok   the 48 kHz file's output peak is the model-rate file's, in Hz"
+  else
+    echo "FAIL the 48 kHz file's output peak differs from the model-rate file's"
+    status=1
+  fi
+fi
 exit $status

@@ -11,6 +11,7 @@
 #include "models/rave/generator.h"
 #include "models/rave/latent_pca.h"
 #include "models/rave/losses.h"
+#include "models/rave/rational_resampler.h"
 #include "models/rave/resampler.h"
 #include "util/error.h"
 #include "util/signals.h"
@@ -67,6 +68,28 @@ torch::Tensor reference(rave::RaveModelImpl& m, const torch::Tensor& x, int64_t 
   return m.decode(torch::matmul(pca.components.t(), rotated) + pca.mean.unsqueeze(-1));
 }
 
+// A rational --sr file's forward as the model computes it (export/graph/graph.h RationalRate):
+// the host's audio converted down, the model offline on it (after the stream's priming, on whole
+// latent frames), its output (delayed as a stream's is) converted up and delayed as the stream's
+// output queue delays it. Offline: no priming and no delays.
+torch::Tensor rational_reference(rave::RaveModelImpl& m, const torch::Tensor& x, const ScriptOptions& options,
+                                 const ScriptInfo& info) {
+  namespace F = torch::nn::functional;
+  const int64_t host = options.host_rate, model_rate = m.options().sampling_rate;
+  const bool streaming = options.streaming;
+  const std::string flag = "--sr " + std::to_string(host);
+  auto y = rave::resample_rational(rave::design_rational_resampling(host, model_rate, flag), x);
+  y = F::pad(y, F::PadFuncOptions({streaming ? info.rational_model_delay : 0, 0}));
+  const int64_t n = y.size(-1), frame = info.ratio;
+  y = reference(m, F::pad(y, F::PadFuncOptions({0, (n + frame - 1) / frame * frame - n})),
+                options.latent_size)
+          .narrow(-1, 0, n);
+  if (streaming) y = F::pad(y, F::PadFuncOptions({info.forward_latency_at_model_rate(), 0}));
+  auto h = rave::resample_rational(rave::design_rational_resampling(model_rate, host, flag), y);
+  if (streaming) h = F::pad(h, F::PadFuncOptions({info.rational_host_delay, 0}));
+  return h.narrow(-1, 0, x.size(-1));
+}
+
 }  // namespace
 
 double FidelityFigures::share() const {
@@ -107,12 +130,20 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   }
   // export --sr: the file runs at the host's rate; the audio (at the model's) goes up to it, and
   // the model's output is compared through the same resampler around it.
+  // A rational --sr: the converters instead (the reference already delayed as the stream is).
   const int64_t model_rate = model.options().sampling_rate;
+  const bool resampled = options.host_rate > 0 && options.host_rate != model_rate;
+  const bool rational = info.rational_latency >= 0;
   std::optional<rave::Resampler> rs;
-  if (options.host_rate > 0 && options.host_rate != model_rate) rs.emplace(options.host_rate, model_rate);
-  const torch::Tensor input = rs ? (*rs)->from_model_rate(audio.unsqueeze(0).to(torch::kFloat))[0] : audio;
+  if (resampled && !rational) rs.emplace(options.host_rate, model_rate);
+  torch::Tensor input = audio;
+  if (rs) input = (*rs)->from_model_rate(audio.unsqueeze(0).to(torch::kFloat))[0];
+  if (rational) {
+    const auto up = rave::design_rational_resampling(model_rate, options.host_rate, "--sr");
+    input = rave::resample_rational(up, audio.unsqueeze(0).to(torch::kFloat))[0];
+  }
   const int64_t block = stream_block(info.ratio);
-  const int64_t latency = options.streaming ? info.forward_latency() : 0;
+  const int64_t latency = options.streaming ? info.forward_latency() : 0, shift = rational ? 0 : latency;
   const int64_t skip = options.streaming ? warm_up(info, block) : 0;
   const int64_t usable = input.size(-1) / block * block;
   const int64_t compared = usable - skip - latency;
@@ -134,15 +165,16 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   } else {
     out = forward(x);
   }
-  auto ref = rs ? (*rs)->from_model_rate(reference(model, (*rs)->to_model_rate(x), options.latent_size))
-                : reference(model, x, options.latent_size);
+  auto ref = rational ? rational_reference(model, x, options, info)
+             : rs     ? (*rs)->from_model_rate(reference(model, (*rs)->to_model_rate(x), options.latent_size))
+                      : reference(model, x, options.latent_size);
   // export --channels: the first decoded copy (the copies are equal at noise_scale 0), or the
   // model's first channels.
   const int64_t channels = std::min(out.size(1), ref.size(1));
   out = out.narrow(1, 0, channels);
   ref = ref.narrow(1, 0, channels);
   // The compared stretch: the model's and the input's from `skip`, the file's shifted by its latency.
-  const auto r = ref.narrow(-1, skip, compared), o = out.narrow(-1, skip + latency, compared),
+  const auto r = ref.narrow(-1, skip, compared), o = out.narrow(-1, skip + shift, compared),
              in = x.narrow(-1, skip, compared);
   const auto r64 = r.to(torch::kDouble), diff = o.to(torch::kDouble) - r64;  // sums of squares in double
   const double signal = r64.pow(2).sum().item<double>(), error = diff.pow(2).sum().item<double>();
@@ -151,8 +183,8 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   const auto& scales = model.options().stft_scales;
   f.own_distance = rave::spectral_distance(in, r, scales).item<double>();
   f.added_distance = rave::spectral_distance(r, o, scales).item<double>();
-  f.seconds =
-      static_cast<double>(compared) / static_cast<double>(rs ? options.host_rate : options.sampling_rate);
+  f.seconds = static_cast<double>(compared) /
+              static_cast<double>(resampled ? options.host_rate : options.sampling_rate);
   f.measured = true;
   return f;
 }

@@ -206,11 +206,13 @@ void methods_text(torch::jit::Module& m, std::ostringstream& s) {
 // The attributes nn~ and the RAVE VST read, and the facts the export recorded.
 void facts_text(torch::jit::Module& m, std::ostringstream& s) {
   auto fact = [&](const std::string& label, const std::string& value) { fact_line(s, label, value); };
+  // export --sr at a rational ratio: forward alone, encode and decode inside it at the model's rate.
+  const bool forward_only = m.hasattr("model_sampling_rate") && !m.hasattr("encode_params");
   fact("sampling rate",
        (m.hasattr("sr") ? int_attr_text(m, "sr") + " Hz" : int_attr_text(m, "sampling_rate")) +
            (m.hasattr("model_sampling_rate")
-                ? " (export --sr: the model's " + int_attr_text(m, "model_sampling_rate") +
-                      " Hz, resampled inside)"
+                ? " (export --sr: the model's " + int_attr_text(m, "model_sampling_rate") + " Hz, " +
+                      (forward_only ? "converted inside forward, the only method" : "resampled inside") + ")"
                 : ""));
   fact("channels", int_attr_text(m, "n_channels"));
   fact("latent size",
@@ -222,11 +224,14 @@ void facts_text(torch::jit::Module& m, std::ostringstream& s) {
   fact("block sizes", m.hasattr(kFactBlockMultiple)
                           ? "multiples of " + int_attr_text(m, kFactBlockMultiple) + " samples"
                           : "");
-  fact("latency", m.hasattr("forward_latency")
-                      ? "forward " + int_attr_text(m, "forward_latency") + ", encode " +
-                            int_attr_text(m, "encode_latency") + ", decode " +
-                            int_attr_text(m, "decode_latency") + " samples"
-                      : "");
+  fact("latency", !m.hasattr("forward_latency") ? ""
+                  : forward_only                ? "forward " + int_attr_text(m, "forward_latency") +
+                                       " samples (the model's encode " + int_attr_text(m, "encode_latency") +
+                                       " and decode " + int_attr_text(m, "decode_latency") + " at " +
+                                       int_attr_text(m, "model_sampling_rate") + " Hz inside)"
+                                 : "forward " + int_attr_text(m, "forward_latency") + ", encode " +
+                                       int_attr_text(m, "encode_latency") + ", decode " +
+                                       int_attr_text(m, "decode_latency") + " samples");
   fact("weights", string_attr(m, kFactQuantize));
   if (m.hasattr(kFactTargetLibTorch)) fact("checked for", "LibTorch " + string_attr(m, kFactTargetLibTorch));
   fact("checkpoint", m.hasattr(kFactCheckpoint)

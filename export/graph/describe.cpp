@@ -136,6 +136,30 @@ void check_shapes(const rave::RaveOptions& o, Rave& r) {
   r.decode_latency = r.streaming ? out.delay : 0;
 }
 
+// A rational --sr: the converters, the queues' priming and forward's latency (graph.h
+// RationalRate), and forward as the only nn~ method.
+void describe_rational(Rave& r) {
+  RationalRate q;
+  q.down = rave::design_rational_resampling(r.host_rate, r.model_rate, "--sr " + std::to_string(r.host_rate));
+  q.up = rave::design_rational_resampling(r.model_rate, r.host_rate, "--sr " + std::to_string(r.host_rate));
+  if (r.streaming) {
+    // The model's latency (model samples) made whole cycles of the up converter.
+    const int64_t model_latency = r.encode_latency + r.decode_latency, per_cycle = q.up.down;
+    q.model_delay = (per_cycle - model_latency % per_cycle) % per_cycle;
+    // After n host samples in, the down converter has given at least (n − its lookahead) · model /
+    // host samples, the model all but ratio − 1 of them plus its priming, the up converter all but
+    // its lookahead of those, at host / model: the output queue never runs dry when primed with
+    // the host samples that leaves short.
+    const int64_t short_by = r.ratio - 1 + q.up.lookahead() - q.model_delay;  // model samples
+    q.host_delay =
+        q.down.lookahead() + std::max<int64_t>(0, (short_by * r.host_rate + r.model_rate - 1) / r.model_rate);
+    q.latency = q.host_delay + (model_latency + q.model_delay) / per_cycle * q.up.up;
+  }
+  r.rational = std::move(q);
+  const int64_t c = r.channels;
+  r.methods = {{"forward", c, 1, r.output_channels, 1, "(signal) Channel", "(signal) Channel"}};
+}
+
 void describe_latent(rave::RaveModelImpl& model, TensorLedger& ledger, int64_t latent_size, Rave& r) {
   const auto& o = model.options();
   Latent& l = r.latent;
@@ -193,8 +217,10 @@ Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
     if (o.input_mode == rave::InputMode::kMel) {
       throw Error("--sr: a model with a mel front end (model.input_mode = mel) is exported at its own rate");
     }
-    resampler.emplace(r.host_rate, r.model_rate, d.streaming);
-    r.ratio *= (*resampler)->ratio;
+    if (rave::integer_resampling(r.host_rate, r.model_rate, d.streaming)) {
+      resampler.emplace(r.host_rate, r.model_rate, d.streaming);
+      r.ratio *= (*resampler)->ratio;
+    }
   }
   if (d.channels != 0) check_output_channels(d.channels);
   r.output_channels = d.channels > 0 ? d.channels : o.channels;
@@ -204,6 +230,7 @@ Rave describe_rave(rave::RaveModelImpl& model, const DescribeOptions& d) {
   describe_sections(model, ledger, resampler ? resampler->get() : nullptr, r);
   check_shapes(o, r);
   describe_latent(model, ledger, d.latent_size, r);
+  if (r.host_rate != r.model_rate && !resampler) describe_rational(r);
   ledger.finish();
   r.dropped = ledger.dropped();
   return r;

@@ -29,6 +29,15 @@ Conv prior_conv(TensorLedger& ledger, const std::string& key, const torch::nn::d
 }  // namespace
 
 void add_prior(Rave& r, rave::VariationalPriorImpl& prior) {
+  if (r.rational) {
+    throw Error("--prior with --sr " + std::to_string(r.host_rate) + ": a latent frame of the " +
+                std::to_string(r.model_rate) + " Hz model spans " + std::to_string(r.ratio) + " · " +
+                std::to_string(r.host_rate) + " / " + std::to_string(r.model_rate) +
+                " host samples, not a whole number, so nn~ cannot take the prior's (or encode's and "
+                "decode's) method at " +
+                std::to_string(r.host_rate) + " Hz: export the prior at an integer multiple of " +
+                std::to_string(r.model_rate) + " Hz or at the model's own rate");
+  }
   const auto& o = prior.options();
   if (o.latent_size > r.latent.full) {
     throw Error("--prior models " + std::to_string(o.latent_size) +

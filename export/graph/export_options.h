@@ -27,8 +27,8 @@ struct ScriptOptions {
   int64_t channels =
       0;  // export --channels: decode's and forward's output channels (RAVE's); 0 = the model's
   int64_t sampling_rate = 44100;  // the model's
-  // export --sr: the file's rate, an integer multiple of the model's (resampled inside); 0: the
-  // model's.
+  // export --sr: the file's rate (resampled inside: RAVE's resampler at an integer multiple of
+  // the model's, the rational converter otherwise); 0: the model's.
   int64_t host_rate = 0;
   double noise_scale = 1.0;  // initial value of the nn~ attribute
   // export --prior: a trained prior (models/rave/prior.h) over this RAVE's latent, written as nn~'s
@@ -41,7 +41,14 @@ struct ScriptInfo {
   int64_t encode_latency = 0;  // streaming delays, audio samples
   int64_t decode_latency = 0;
   int64_t int8_layers = 0, int8_weights = 0, float_weights = 0;  // weight elements by storage
-  int64_t forward_latency() const { return encode_latency + decode_latency; }
+  // export --sr at a rational ratio: forward's latency in host samples (encode_latency and
+  // decode_latency are then the model's own, inside forward); -1 otherwise.
+  int64_t rational_latency = -1;
+  int64_t rational_model_delay = 0, rational_host_delay = 0;  // graph.h RationalRate's priming
+  int64_t forward_latency() const {
+    return rational_latency >= 0 ? rational_latency : encode_latency + decode_latency;
+  }
+  int64_t forward_latency_at_model_rate() const { return encode_latency + decode_latency; }
   // Model tensors with no place in the module, by reason (the discriminator, flags).
   std::map<std::string, std::vector<std::string>> dropped;
 };

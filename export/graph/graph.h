@@ -27,6 +27,7 @@
 
 #include "models/common/conv.h"
 #include "models/rave/prior.h"
+#include "models/rave/rational_resampler.h"
 #include "models/rave/rave.h"
 
 namespace rt::exporting::graph {
@@ -185,6 +186,21 @@ struct Prior {
   int64_t ratio = 0;  // audio samples per frame: the method's in and out ratio
 };
 
+// export --sr at a rate that is no integer multiple of the model's (48000 for a 44100 Hz model):
+// the rational converter (models/rave/rational_resampler.h) down before the model and up after
+// it. A latent frame would span a fractional number of host samples, so only forward is an nn~
+// method; encode and decode run inside it at the model's rate. Streaming, forward takes blocks of
+// any size: the host's audio goes down as whole converter cycles allow, the model runs on whole
+// latent frames, the output comes back up and leaves from a queue primed with `host_delay`
+// zeros, the most the three stages can hold back, so that every call returns as many samples as
+// it was given. The model's input is primed with `model_delay` zeros so that its latency comes to
+// whole cycles of the up converter: forward's latency is then a whole number of host samples.
+struct RationalRate {
+  rave::RationalResampling down, up;  // host → model, model → host
+  int64_t model_delay = 0, host_delay = 0;
+  int64_t latency = 0;  // forward's, host samples: host_delay + (model latency + model_delay) · L / M
+};
+
 struct Rave {
   bool streaming = false;
   int64_t channels = 0, ratio = 0;        // ratio: host-rate audio samples per latent frame
@@ -203,9 +219,11 @@ struct Rave {
   int64_t encode_latency = 0, decode_latency = 0;  // streaming delays, audio samples
   std::vector<NnMethod> methods;                   // encode, decode, forward (and prior)
   std::optional<Prior> prior;                      // export --prior
+  std::optional<RationalRate> rational;            // export --sr, a rational ratio
   // Model tensors with no place in the files, by reason (the discriminator, flags).
   std::map<std::string, std::vector<std::string>> dropped;
-  int64_t forward_latency() const { return encode_latency + decode_latency; }
+  // Host samples; with a rational --sr, encode_latency and decode_latency are the model's own.
+  int64_t forward_latency() const { return rational ? rational->latency : encode_latency + decode_latency; }
 };
 
 }  // namespace rt::exporting::graph

@@ -4,6 +4,7 @@
 #include "export/torchscript/latent_methods.h"
 #include "export/torchscript/nn_tilde.h"
 #include "export/torchscript/prior_method.h"
+#include "export/torchscript/rational_rate.h"
 #include "export/torchscript/section_writer.h"
 #include "util/error.h"
 
@@ -51,7 +52,13 @@ void register_attributes(torch::jit::Module& top, const graph::Rave& r, const Sc
   const bool resampled = r.host_rate != r.model_rate;
   add_int("sr", resampled ? r.host_rate : s.sampling_rate);
   add_int("sampling_rate", resampled ? r.host_rate : s.sampling_rate);  // the name the RAVE VST reads
-  if (resampled) add_int("model_sampling_rate", r.model_rate);
+  if (resampled) {
+    add_int("model_sampling_rate", r.model_rate);
+    // nn_tilde's Python Module API (python_tools/module.py): the rate the file runs at. No
+    // set_sample_rate: the rate is fixed at export, and nn~ 1.6's Backend::load would not call it
+    // (it checks has_method before marking the model loaded; reload passes an unset rate).
+    top.define("def get_sample_rate(self) -> int:\n    return self.sr\n");
+  }
   add_int("n_channels", r.channels);
   add_int("latent_size", r.latent.exported);
   add_int("full_latent_size", r.latent.full);
@@ -98,6 +105,10 @@ void repeat_latent(MethodWriter& w, const graph::Rave& r) {
 }
 
 // encode: the input check, the encoder's statistics, then the latent as its kind is exported.
+// The names of encode and decode: nn~'s methods, or with a rational --sr forward's model-rate stages.
+std::string encode_name(const graph::Rave& r) { return r.rational ? "encode_at_model_rate" : "encode"; }
+std::string decode_name(const graph::Rave& r) { return r.rational ? "decode_at_model_rate" : "decode"; }
+
 void write_encode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave& r) {
   const auto kind = r.latent.kind;
   MethodWriter w(ctx, top);
@@ -108,7 +119,7 @@ void write_encode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
                : "stats = self.encoder.forward(self.pqmf.forward(x))");
   if (kind != rave::EncoderKind::kVariational) {
     // No PCA for these encoders: the buffers ride along unused, as in RAVE's scripted module.
-    w.define("encode", "x: Tensor", "Tensor",
+    w.define(encode_name(r), "x: Tensor", "Tensor",
              kind == rave::EncoderKind::kSpherical  ? "self.latent_to_angles(stats)"
              : kind == rave::EncoderKind::kDiscrete ? "self.quantize_latent(stats)"
                                                     : "stats");
@@ -125,7 +136,7 @@ void write_encode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
       "20.0) + " +
       num(1e-4) + ") * noise_scale + z");
   w.line("z = torch.matmul(self.latent_pca, z - self.latent_mean.unsqueeze(-1))");
-  w.define("encode", "x: Tensor", "Tensor", "z[:, :self.latent_size]");
+  w.define(encode_name(r), "x: Tensor", "Tensor", "z[:, :self.latent_size]");
 }
 
 // decode: the input check, the latent back to the decoder's input, the decoder, the synthesis.
@@ -154,7 +165,7 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
              ", z.size(2)], dtype=z.dtype, device=z.device)\nif noise_scale != 0.0:\n    fill = "
              "torch.randn_like(fill) * noise_scale\nz = torch.cat([z, fill], 1)");
     }
-    w.define("decode", "z: Tensor", "Tensor", output_channels(w, r, synthesize));
+    w.define(decode_name(r), "z: Tensor", "Tensor", output_channels(w, r, synthesize));
     return;
   }
   const std::string full = str(l.full);
@@ -169,7 +180,7 @@ void write_decode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave
          "fill = "
          "torch.randn_like(fill) * noise_scale\n    z = torch.cat([z, fill], 1)");
   w.line("z = torch.matmul(self.latent_pca.t(), z) + self.latent_mean.unsqueeze(-1)");
-  w.define("decode", "z: Tensor", "Tensor", output_channels(w, r, synthesize));
+  w.define(decode_name(r), "z: Tensor", "Tensor", output_channels(w, r, synthesize));
 }
 
 }  // namespace
@@ -196,7 +207,16 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
   write_encode(ctx, top, r);
   write_decode(ctx, top, r);
   if (r.prior) define_prior_method(ctx, top, *r.prior);
-  top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
+  if (r.rational) {
+    std::string checks = "    " +
+                         expect("x.dim() == 3 and x.size(1) == " + str(r.channels),
+                                "forward expects (batch, " + str(r.channels) + " channels, time)") +
+                         "\n";
+    if (r.streaming) checks += "    " + batch_check("x", copies_of(r)) + "\n";
+    define_rational_forward(top, r, checks);
+  } else {
+    top.define("def forward(self, x: Tensor) -> Tensor:\n    return self.decode(self.encode(x))\n");
+  }
   std::vector<std::string> names;
   for (const auto& m : r.methods) {
     register_nn_method(top, m);
@@ -207,6 +227,9 @@ torch::jit::Module script_description(const graph::Rave& r, const ScriptOptions&
     info->ratio = r.ratio;
     info->encode_latency = r.encode_latency;
     info->decode_latency = r.decode_latency;
+    info->rational_latency = r.rational ? r.rational->latency : -1;
+    info->rational_model_delay = r.rational ? r.rational->model_delay : 0;
+    info->rational_host_delay = r.rational ? r.rational->host_delay : 0;
     info->dropped = r.dropped;
     info->int8_layers = ctx.int8_layers;
     info->int8_weights = ctx.int8_weights;

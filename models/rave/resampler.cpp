@@ -39,6 +39,11 @@ int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming) 
   return ratio;
 }
 
+bool integer_resampling(int64_t host_rate, int64_t model_rate, bool streaming) {
+  return model_rate > 0 && host_rate > model_rate && host_rate % model_rate == 0 &&
+         (!streaming || (host_rate / model_rate) % 2 == 0);
+}
+
 ResamplerImpl::ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming)
     : ratio(check_resampling(host_rate, model_rate, streaming)) {
   const auto taps = models::kaiser_filter(M_PI / static_cast<double>(ratio), 140.0);

@@ -19,6 +19,10 @@ namespace rt::rave {
 // refuses odd ratios).
 int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming);
 
+// Whether RAVE's resampler takes host_rate (check_resampling would pass); other rates go through
+// the rational converter (models/rave/rational_resampler.h).
+bool integer_resampling(int64_t host_rate, int64_t model_rate, bool streaming);
+
 struct ResamplerImpl : torch::nn::Module {
   // Throws as check_resampling.
   ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming = false);

@@ -1,0 +1,145 @@
+#include "export/torchscript/rational_rate.h"
+
+#include "export/torchscript/script_writer.h"
+#include "util/error.h"
+
+namespace rt::exporting {
+namespace {
+
+// The arguments after the signal of `convert` and `convert_cycles` for one direction.
+std::string args(const std::string& weights, const rave::RationalResampling& c, bool with_history) {
+  return "self." + weights + ", " + str(c.up) + ", " + str(c.down) + ", " + str(c.window) +
+         (with_history ? ", " + str(c.history) : "");
+}
+
+// The conversion methods both directions share: whole cycles of a buffer, and a whole signal.
+void define_conversions(torch::jit::Module& top, const graph::RationalRate& q) {
+  top.register_buffer("down_weights", q.down.weights.to(torch::kFloat32).contiguous());
+  top.register_buffer("up_weights", q.up.weights.to(torch::kFloat32).contiguous());
+  top.define(R"(
+def convert_cycles(self, buf: Tensor, cycles: int, weights: Tensor, up: int, stride: int, window: int) -> Tensor:
+    b = buf.size(0)
+    c = buf.size(1)
+    flat = buf.reshape(b * c, 1, buf.size(2))
+    parts = [torch.zeros([b, c, 0], dtype=buf.dtype, device=buf.device)]
+    first = 0
+    while first < cycles:
+        n = min(4096, cycles - first)
+        x = flat[:, :, first * stride:first * stride + (n - 1) * stride + window]
+        y = torch.conv1d(x, weights.to(buf.dtype), None, [stride])
+        parts.append(y.transpose(1, 2).reshape(b, c, n * up))
+        first += n
+    return torch.cat(parts, 2)
+
+def cycles_in(self, buffered: int, stride: int, window: int) -> int:
+    if buffered < window:
+        return 0
+    return (buffered - window) // stride + 1
+
+def convert(self, x: Tensor, weights: Tensor, up: int, stride: int, window: int, history: int) -> Tensor:
+    t = x.size(2)
+    out = (t * up + stride - 1) // stride
+    cycles = (out + up - 1) // up
+    right = max(0, (cycles - 1) * stride + window - history - t)
+    left = torch.zeros([x.size(0), x.size(1), history], dtype=x.dtype, device=x.device)
+    tail = torch.zeros([x.size(0), x.size(1), right], dtype=x.dtype, device=x.device)
+    buf = torch.cat([left, x, tail], 2)
+    return self.convert_cycles(buf, cycles, weights, up, stride, window)[:, :, :out]
+)");
+  top.define("def to_model_rate(self, x: Tensor) -> Tensor:\n    return self.convert(x, " +
+             args("down_weights", q.down, true) + ")\n");
+  top.define("def from_model_rate(self, x: Tensor) -> Tensor:\n    return self.convert(x, " +
+             args("up_weights", q.up, true) + ")\n");
+}
+
+void define_offline_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
+  const std::string R = str(r.ratio), c = str(r.channels), out = str(r.output_channels);
+  top.define(
+      "def forward(self, x: Tensor) -> Tensor:\n" + checks +
+      "    n = x.size(2)\n"
+      "    m = self.to_model_rate(x)\n"
+      "    t = m.size(2)\n"
+      "    if t == 0:\n"
+      "        return torch.zeros([x.size(0), " +
+      out +
+      ", 0], dtype=x.dtype, device=x.device)\n"
+      "    pad = torch.zeros([m.size(0), " +
+      c + ", (t + " + R + " - 1) // " + R + " * " + R +
+      " - t], dtype=m.dtype, device=m.device)\n"
+      "    y = self.decode_at_model_rate(self.encode_at_model_rate(torch.cat([m, pad], 2)))[:, :, :t]\n"
+      "    return self.from_model_rate(y)[:, :, :n]\n");
+}
+
+void define_streaming_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
+  const graph::RationalRate& q = *r.rational;
+  const std::string R = str(r.ratio), c = str(r.channels), out = str(r.output_channels);
+  // The queues, for one batch row until a call brings another batch size.
+  top.register_buffer("host_in", torch::zeros({1, r.channels, q.down.history}));
+  top.register_buffer("model_in", torch::zeros({1, r.channels, q.model_delay}));
+  top.register_buffer("model_out", torch::zeros({1, r.output_channels, q.up.history}));
+  top.register_buffer("host_out", torch::zeros({1, r.output_channels, q.host_delay}));
+  auto zeros = [](const std::string& channels, int64_t length) {
+    return "torch.zeros([b, " + channels + ", " + str(length) + "], dtype=x.dtype, device=x.device)";
+  };
+  top.define("def forward(self, x: Tensor) -> Tensor:\n" + checks +
+             "    b = x.size(0)\n"
+             "    if self.host_in.size(0) != b:\n"
+             "        self.host_in = " +
+             zeros(c, q.down.history) +
+             "\n"
+             "        self.model_in = " +
+             zeros(c, q.model_delay) +
+             "\n"
+             "        self.model_out = " +
+             zeros(out, q.up.history) +
+             "\n"
+             "        self.host_out = " +
+             zeros(out, q.host_delay) +
+             "\n"
+             "    buf = torch.cat([self.host_in, x], 2)\n"
+             "    k = self.cycles_in(buf.size(2), " +
+             str(q.down.down) + ", " + str(q.down.window) +
+             ")\n"
+             "    m = torch.cat([self.model_in, self.convert_cycles(buf, k, " +
+             args("down_weights", q.down, false) +
+             ")], 2)\n"
+             "    self.host_in = buf[:, :, k * " +
+             str(q.down.down) +
+             ":]\n"
+             "    whole = m.size(2) // " +
+             R + " * " + R +
+             "\n"
+             "    self.model_in = m[:, :, whole:]\n"
+             "    if whole > 0:\n"
+             "        y = self.decode_at_model_rate(self.encode_at_model_rate(m[:, :, :whole]))\n"
+             "        ybuf = torch.cat([self.model_out, y], 2)\n"
+             "        k = self.cycles_in(ybuf.size(2), " +
+             str(q.up.down) + ", " + str(q.up.window) +
+             ")\n"
+             "        h = self.convert_cycles(ybuf, k, " +
+             args("up_weights", q.up, false) +
+             ")\n"
+             "        self.model_out = ybuf[:, :, k * " +
+             str(q.up.down) +
+             ":]\n"
+             "        self.host_out = torch.cat([self.host_out, h], 2)\n"
+             "    n = x.size(2)\n"
+             "    assert self.host_out.size(2) >= n, \"internal error: the output queue ran dry\"\n"
+             "    y = self.host_out[:, :, :n]\n"
+             "    self.host_out = self.host_out[:, :, n:]\n"
+             "    return y\n");
+}
+
+}  // namespace
+
+void define_rational_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
+  if (!r.rational) throw Error("export: internal error: no rational rate to write");
+  define_conversions(top, *r.rational);
+  if (r.streaming) {
+    define_streaming_forward(top, r, checks);
+  } else {
+    define_offline_forward(top, r, checks);
+  }
+}
+
+}  // namespace rt::exporting
