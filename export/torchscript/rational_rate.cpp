@@ -1,5 +1,8 @@
 #include "export/torchscript/rational_rate.h"
 
+#include <utility>
+#include <vector>
+
 #include "export/torchscript/script_writer.h"
 #include "util/error.h"
 
@@ -70,64 +73,60 @@ void define_offline_forward(torch::jit::Module& top, const graph::Rave& r, const
       "    return self.from_model_rate(y)[:, :, :n]\n");
 }
 
+// `text` with each {key} replaced by its value.
+std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values) {
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+      text.replace(at, key.size(), value);
+  }
+  return text;
+}
+
 void define_streaming_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
   const graph::RationalRate& q = *r.rational;
-  const std::string R = str(r.ratio), c = str(r.channels), out = str(r.output_channels);
   // The queues, for one batch row until a call brings another batch size.
   top.register_buffer("host_in", torch::zeros({1, r.channels, q.down.history}));
   top.register_buffer("model_in", torch::zeros({1, r.channels, q.model_delay}));
   top.register_buffer("model_out", torch::zeros({1, r.output_channels, q.up.history}));
   top.register_buffer("host_out", torch::zeros({1, r.output_channels, q.host_delay}));
-  auto zeros = [](const std::string& channels, int64_t length) {
-    return "torch.zeros([b, " + channels + ", " + str(length) + "], dtype=x.dtype, device=x.device)";
-  };
+  top.define(R"(
+def convert_queued(self, buf: Tensor, weights: Tensor, up: int, stride: int, window: int) -> Tuple[Tensor, Tensor]:
+    k = self.cycles_in(buf.size(2), stride, window)
+    return self.convert_cycles(buf, k, weights, up, stride, window), buf[:, :, k * stride:]
+)");
+  const std::string body = R"(
+    b = x.size(0)
+    if self.host_in.size(0) != b:
+        self.host_in = torch.zeros([b, {C}, {H_DOWN}], dtype=x.dtype, device=x.device)
+        self.model_in = torch.zeros([b, {C}, {MODEL_DELAY}], dtype=x.dtype, device=x.device)
+        self.model_out = torch.zeros([b, {OUT}, {H_UP}], dtype=x.dtype, device=x.device)
+        self.host_out = torch.zeros([b, {OUT}, {HOST_DELAY}], dtype=x.dtype, device=x.device)
+    m, rest = self.convert_queued(torch.cat([self.host_in, x], 2), {DOWN})
+    self.host_in = rest
+    m = torch.cat([self.model_in, m], 2)
+    whole = m.size(2) // {R} * {R}
+    self.model_in = m[:, :, whole:]
+    if whole > 0:
+        y = self.decode_at_model_rate(self.encode_at_model_rate(m[:, :, :whole]))
+        h, rest = self.convert_queued(torch.cat([self.model_out, y], 2), {UP})
+        self.model_out = rest
+        self.host_out = torch.cat([self.host_out, h], 2)
+    n = x.size(2)
+    assert self.host_out.size(2) >= n, "internal error: the output queue ran dry"
+    y = self.host_out[:, :, :n]
+    self.host_out = self.host_out[:, :, n:]
+    return y
+)";
   top.define("def forward(self, x: Tensor) -> Tensor:\n" + checks +
-             "    b = x.size(0)\n"
-             "    if self.host_in.size(0) != b:\n"
-             "        self.host_in = " +
-             zeros(c, q.down.history) +
-             "\n"
-             "        self.model_in = " +
-             zeros(c, q.model_delay) +
-             "\n"
-             "        self.model_out = " +
-             zeros(out, q.up.history) +
-             "\n"
-             "        self.host_out = " +
-             zeros(out, q.host_delay) +
-             "\n"
-             "    buf = torch.cat([self.host_in, x], 2)\n"
-             "    k = self.cycles_in(buf.size(2), " +
-             str(q.down.down) + ", " + str(q.down.window) +
-             ")\n"
-             "    m = torch.cat([self.model_in, self.convert_cycles(buf, k, " +
-             args("down_weights", q.down, false) +
-             ")], 2)\n"
-             "    self.host_in = buf[:, :, k * " +
-             str(q.down.down) +
-             ":]\n"
-             "    whole = m.size(2) // " +
-             R + " * " + R +
-             "\n"
-             "    self.model_in = m[:, :, whole:]\n"
-             "    if whole > 0:\n"
-             "        y = self.decode_at_model_rate(self.encode_at_model_rate(m[:, :, :whole]))\n"
-             "        ybuf = torch.cat([self.model_out, y], 2)\n"
-             "        k = self.cycles_in(ybuf.size(2), " +
-             str(q.up.down) + ", " + str(q.up.window) +
-             ")\n"
-             "        h = self.convert_cycles(ybuf, k, " +
-             args("up_weights", q.up, false) +
-             ")\n"
-             "        self.model_out = ybuf[:, :, k * " +
-             str(q.up.down) +
-             ":]\n"
-             "        self.host_out = torch.cat([self.host_out, h], 2)\n"
-             "    n = x.size(2)\n"
-             "    assert self.host_out.size(2) >= n, \"internal error: the output queue ran dry\"\n"
-             "    y = self.host_out[:, :, :n]\n"
-             "    self.host_out = self.host_out[:, :, n:]\n"
-             "    return y\n");
+             fill(body.substr(1), {{"{C}", str(r.channels)},
+                                   {"{OUT}", str(r.output_channels)},
+                                   {"{H_DOWN}", str(q.down.history)},
+                                   {"{H_UP}", str(q.up.history)},
+                                   {"{MODEL_DELAY}", str(q.model_delay)},
+                                   {"{HOST_DELAY}", str(q.host_delay)},
+                                   {"{R}", str(r.ratio)},
+                                   {"{DOWN}", args("down_weights", q.down, false)},
+                                   {"{UP}", args("up_weights", q.up, false)}}));
 }
 
 }  // namespace
