@@ -55,24 +55,6 @@ def convert(self, x: Tensor, weights: Tensor, up: int, stride: int, window: int,
              args("up_weights", q.up, true) + ")\n");
 }
 
-void define_offline_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
-  const std::string R = str(r.ratio), c = str(r.channels), out = str(r.output_channels);
-  top.define(
-      "def forward(self, x: Tensor) -> Tensor:\n" + checks +
-      "    n = x.size(2)\n"
-      "    m = self.to_model_rate(x)\n"
-      "    t = m.size(2)\n"
-      "    if t == 0:\n"
-      "        return torch.zeros([x.size(0), " +
-      out +
-      ", 0], dtype=x.dtype, device=x.device)\n"
-      "    pad = torch.zeros([m.size(0), " +
-      c + ", (t + " + R + " - 1) // " + R + " * " + R +
-      " - t], dtype=m.dtype, device=m.device)\n"
-      "    y = self.decode_at_model_rate(self.encode_at_model_rate(torch.cat([m, pad], 2)))[:, :, :t]\n"
-      "    return self.from_model_rate(y)[:, :, :n]\n");
-}
-
 // `text` with each {key} replaced by its value.
 std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
   for (const auto& [key, value] : values) {
@@ -80,6 +62,22 @@ std::string fill(std::string text, const std::vector<std::pair<std::string, std:
       text.replace(at, key.size(), value);
   }
   return text;
+}
+
+void define_offline_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
+  const std::string body = R"(
+    n = x.size(2)
+    m = self.to_model_rate(x)
+    t = m.size(2)
+    if t == 0:
+        return torch.zeros([x.size(0), {OUT}, 0], dtype=x.dtype, device=x.device)
+    pad = torch.zeros([m.size(0), {C}, (t + {R} - 1) // {R} * {R} - t], dtype=m.dtype, device=m.device)
+    y = self.decode_at_model_rate(self.encode_at_model_rate(torch.cat([m, pad], 2)))[:, :, :t]
+    return self.from_model_rate(y)[:, :, :n]
+)";
+  top.define("def forward(self, x: Tensor) -> Tensor:\n" + checks +
+             fill(body.substr(1),
+                  {{"{C}", str(r.channels)}, {"{OUT}", str(r.output_channels)}, {"{R}", str(r.ratio)}}));
 }
 
 void define_streaming_forward(torch::jit::Module& top, const graph::Rave& r, const std::string& checks) {
