@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import time
 
 import benchlib
@@ -72,14 +71,9 @@ def ssm_step(ctx):
     b.table("columns", table)
     if fssm:
         fssm_section(b, arms, rows, derived, targets)
-    t_ = f"--threads T --steps {o.steps} --warmup 3"
+    commands = b.lines("commands", o=o, fused_steps=fused_steps) + (b.lines("fssm_commands", o=o) if fssm else [])
     return dict(blocks=b, raw={"runs": rows, "equivalence": checks}, derived=derived, targets=targets,
-                commands=[f"build/bin/ssm_step_bench --threads T --steps {fused_steps} --warmup 3 --scan fused",
-                          f"build/bin/ssm_step_bench {t_} --scan fused --unfused_block",
-                          f"build/bin/ssm_step_bench {t_} --scan parallel", f"/usr/bin/python3 tests/oracle/s5_maze.py {t_}"]
-                + ([f".venv-fssm-torch/bin/python benchmarks/fssm_step.py --fssm DIR --model s4d {t_}",
-                    f".venv-fssm-jax/bin/python -W ignore benchmarks/fssm_step.py --fssm DIR --model s5 {t_}"]
-                   if fssm else []))
+                commands=commands)
 
 
 def fssm_section(b, arms, rows, derived, targets):
@@ -129,25 +123,12 @@ def ssm_kinds(ctx):
     rows = [r for _ in range(o.rounds) for t in o.threads.split() for k in kinds for r in ctx.jsonl(
         [os.path.join(ctx.bin, "ssm_step_bench"), "--threads", t, "--steps", o.steps, "--warmup", 3, "--scan", "fused",
          "--ssm", k])]
-    runs = {}
-    for r in rows:
-        runs.setdefault((r["threads"], r["ssm"]), []).append(r["median_ms"])
     b = benchlib.Blocks(S["ssm_kinds"]["text"]).say("intro")
     b.table("params_columns", [[k, p["layer_class"], f"{p['layer_params']:,}", f"{p['no_decay_params']:,}", f"{p['block_params']:,}",
               f"{p['model_params']:,}"] for k, p in params.items()])
-    b.say("step", o=o)
-    table, derived = [], {"params": params}
-    for t in sorted({k[0] for k in runs}):
-        base = runs.get((t, "s5"))
-        for k in kinds:
-            v = runs[(t, k)]
-            derived[f"{k}_t{t}_ms"] = benchlib.summary(v)
-            table.append([t, k, f"{statistics.median(v):.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v),
-                          f"{statistics.median(v) / statistics.median(base):.2f}" if base else "—"])
-    b.table("columns", table)
-    return dict(blocks=b, raw={"runs": rows}, derived=derived,
-                commands=["build/bin/train --config s5_maze --model.ssm KIND --summary --db_path DB",
-                          f"build/bin/ssm_step_bench --threads T --steps {o.steps} --warmup 3 --scan fused --ssm KIND"])
+    table, derived = benchlib.ratio_rows(benchlib.grouped(rows, "threads", "ssm"), kinds, "s5")
+    b.say("step", o=o).table("columns", table)
+    return dict(blocks=b, raw={"runs": rows}, derived=dict(derived, params=params), commands=b.lines("commands", o=o))
 
 
 VAL_LINE = re.compile(r"^validation @ step (\d+): .*?\bval/r2=(-?[\d.eE+-]+|nan|-?inf)")
@@ -305,42 +286,25 @@ def transfer_section(ctx, a, params, pretrain, runs):
              f"new session ({a.units.split()[-1]} units): final validation R^2, transfer vs scratch, {a.steps} steps")
         b.text(f"![transfer vs scratch]({os.path.relpath(png, ROOT)})")
     b.text(f"Whole benchmark: {a.wall_seconds / 60:.0f} min wall ({len(runs) + len(kinds)} training runs).")
-    common = f"--model.d_model {a.d_model} --model.state_dim {a.state} --train.lr {a.lr} --train.warmup_steps 50 --threads 1"
     settings = {k: v for k, v in vars(a).items() if not k.startswith("_")}
     return dict(blocks=b, raw={"settings": settings, "params": params, "pretrain": pretrain, "runs": runs}, derived=derived,
-                commands=[f"build/bin/preprocess --generate_neural_demo GEN --groups {n_sessions} --units {a.units} "
-                          f"--trials {a.trials} --seed {a.data_seed}",
-                          f"build/bin/train --config foundational --model.ssm KIND --db_path DB_PRETRAIN --max_steps "
-                          f"{a.pretrain_steps} --val_every {a.pretrain_steps // 4} --seed 0 {common}",
-                          f"build/bin/train --config foundational_transfer --model.ssm KIND --db_path DB_NEW "
-                          f"--data.val_fraction {a.val_fraction} --max_train_trials N --max_steps {a.steps} --val_every "
-                          f"{a.steps // 3} --seed SEED {common} [--init_from PRETRAIN_RUN --train.transfer_mode MODE]"])
+                commands=b.lines("commands", a=a, n=n_sessions, val_every=a.steps // 3,
+                                 pretrain_val_every=a.pretrain_steps // 4))
 
 
 def plot(png, dat, kinds, fractions, arms, data, n_train, title):
     """R² against training trials, one panel per kind, one line per arm (mean, min–max bars; gnuplot)."""
-    index, plots = 0, {k: [] for k in kinds}
     colours = {"scratch": "#7f8c8d", "transfer-all": "#2471a3", "transfer-freeze_a": "#c0392b"}
-    with open(dat, "w") as f:
-        for k in kinds:
-            for arm in arms:
-                f.write(f"# {k} {arm}\n")
-                for frac in fractions:
-                    v = data.get((k, frac, arm))
-                    if v:
-                        f.write(f"{v['trials']} {mean(v['r2'])} {min(v['r2'])} {max(v['r2'])}\n")
-                f.write("\n\n")
-                plots[k].append(f"'{dat}' index {index} with yerrorlines lw 2 pt 7 ps 0.8 lc rgb "
-                                f"'{colours.get(arm, '#000000')}' title '{arm.replace('_', chr(92) + '_')}'")
-                index += 1
+    series = [(f"{k} {arm}", [[v["trials"], mean(v["r2"]), min(v["r2"]), max(v["r2"])] for v in
+                              (data.get((k, frac, arm)) for frac in fractions) if v]) for k in kinds for arm in arms]
     xt = ", ".join(f"'{round(f * n_train / 100)}' {round(f * n_train / 100)}" for f in fractions)
-    script = [f"set terminal pngcairo size {420 * len(kinds) + 60},440 font 'DejaVu Sans,10'", f"set output '{png}'",
-              "set logscale x", f"set xtics ({xt})", "set xlabel 'training trials of the new session'", "set grid",
+    script = ["set logscale x", f"set xtics ({xt})", "set xlabel 'training trials of the new session'", "set grid",
               "set key bottom right", f"set multiplot layout 1,{len(kinds)} title '{title}'"]
     ymin = max(-1.0, min(0.0, round(min(min(v["r2"]) for v in data.values()) - 0.05, 1)))
     for i, k in enumerate(kinds):
+        plots = [f"'{dat}' index {i * len(arms) + j} with yerrorlines lw 2 pt 7 ps 0.8 lc rgb "
+                 f"'{colours.get(arm, '#000000')}' title '{arm.replace('_', chr(92) + '_')}'" for j, arm in enumerate(arms)]
         script += [f"set title 'model.ssm = {k}'", f"set yrange [{ymin}:1]",
                    "set ylabel 'final validation R^2'" if i == 0 else "unset ylabel",
-                   f"set xrange [{round(fractions[0] * n_train / 100) * 0.8}:{n_train * 1.25}]", "plot " + ", ".join(plots[k])]
-    subprocess.run(["gnuplot"], input="\n".join(script + ["unset multiplot"]) + "\n", text=True, check=True)
-
+                   f"set xrange [{round(fractions[0] * n_train / 100) * 0.8}:{n_train * 1.25}]", "plot " + ", ".join(plots)]
+    benchlib.gnuplot(png, dat, series, script + ["unset multiplot"], f"{420 * len(kinds) + 60},440")

@@ -158,6 +158,29 @@ def summary(values):
     return {"median": statistics.median(v), "min": v[0], "max": v[-1], "n": len(v)} if v else None
 
 
+def grouped(rows, *keys, value="median_ms"):
+    """{(row[key], ...): [row[value], ...]} of rows, in their order."""
+    out = {}
+    for r in rows:
+        out.setdefault(tuple(r[k] for k in keys), []).append(r[value])
+    return out
+
+
+def ratio_rows(runs, arms, base, bold=None):
+    """runs: {(threads, arm): [ms, ...]}. Per thread count and arm: a row [threads, arm, median ms,
+    min–max, n, median / base's median (in bold for arm `bold`)]; and every arm's summary(), by
+    "ARM_tTHREADS_ms"."""
+    rows, summaries = [], {}
+    for t in sorted({k[0] for k in runs}):
+        ref = runs.get((t, base))
+        for arm in (a for a in arms if runs.get((t, a))):
+            v, m = runs[(t, arm)], statistics.median(runs[(t, arm)])
+            summaries[f"{arm}_t{t}_ms"] = summary(v)
+            ratio = f"{m / statistics.median(ref):.2f}" if ref else "—"
+            rows.append([t, arm, f"{m:.1f}", f"{min(v):.1f}–{max(v):.1f}", len(v), f"**{ratio}**" if arm == bold else ratio])
+    return rows, summaries
+
+
 def time_calls(call, warm, timed):
     """call(x) for every x of warm untimed, then of timed: the ms of each timed call."""
     for x in warm:
@@ -176,6 +199,16 @@ def job_examples_per_second(run_out):
     with open(glob.glob(os.path.join(run_out, "*", "training_summary.json"))[0]) as f:
         s = json.load(f)
     return s, s["total_steps"] * s["batch"] * s["world_size"] / s["total_training_time_seconds"]
+
+
+def gnuplot(png, dat, series, script, size):
+    """A png of size "W,H" by gnuplot: series [(name, [[x, y, ...], ...])] written to dat, the i-th as
+    its `index i`; script: the commands after the terminal and output."""
+    with open(dat, "w") as f:
+        f.writelines(f"# {name}\n" + "".join(" ".join(map(str, p)) + "\n" for p in points) + "\n\n"
+                     for name, points in series)
+    script = [f"set terminal pngcairo size {size} font 'DejaVu Sans,10'", f"set output '{png}'", *script]
+    subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
 
 
 def latest_run(out_path):
@@ -222,6 +255,10 @@ class Blocks(list):
 
     def line(self, key, **fields):
         return self.texts[key].format(**fields)
+
+    def lines(self, key, **fields):
+        """A list of templates (e.g. the section's commands), filled in."""
+        return [x.format(**fields) for x in self.texts[key]]
 
     def say(self, key, **fields):
         return self.text(self.line(key, **fields))

@@ -149,24 +149,16 @@ def compare(d):
 def plot(d, png, work):
     """Every run's validation curve, through gnuplot (profile-report's plotter too)."""
     os.makedirs(work, exist_ok=True)
-    dat = os.path.join(work, "curves.dat")
-    with open(dat, "w") as f:
-        for name, points in d["curves"].items():
-            f.write(f'# {name}\n')
-            for s, v in points:
-                f.write(f"{s} {v}\n")
-            f.write("\n\n")
-    styles = {"rave": "lc rgb '#c0392b'", "ours": "lc rgb '#2471a3'"}
+    dat, styles = os.path.join(work, "curves.dat"), {"rave": "lc rgb '#c0392b'", "ours": "lc rgb '#2471a3'"}
     plots = ", ".join(f"'{dat}' index {i} with linespoints {styles[n.split('_')[0]]} dt {1 + i % 2} "
                       f"title '{'RAVE 2.3.1 (rave train)' if n.startswith('rave') else 'ours (train)'} run {n[-1]}'"
                       for i, n in enumerate(d["curves"]))
     phase_1 = d["phase_1_duration"]
-    script = (f"set terminal pngcairo size 900,520 font 'DejaVu Sans,10'\nset output '{png}'\n"
-              f"set xlabel 'step'\nset ylabel 'validation (fullband spectral distance)'\nset grid\n"
-              f"set arrow from {phase_1}, graph 0 to {phase_1}, graph 1 nohead dt 3\n"
-              f"set label 'phase 2' at {phase_1}, graph 0.95 offset 1,0\n"
-              f"set title 'tiny v2, batch 4 x 8192, {d['steps']} steps: validation over training'\nplot {plots}\n")
-    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    benchlib.gnuplot(png, dat, d["curves"].items(), [
+        "set xlabel 'step'", "set ylabel 'validation (fullband spectral distance)'", "set grid",
+        f"set arrow from {phase_1}, graph 0 to {phase_1}, graph 1 nohead dt 3",
+        f"set label 'phase 2' at {phase_1}, graph 0.95 offset 1,0",
+        f"set title 'tiny v2, batch 4 x 8192, {d['steps']} steps: validation over training'", f"plot {plots}"], "900,520")
 
 
 def result(d, date, png):
