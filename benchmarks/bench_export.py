@@ -91,14 +91,10 @@ def export(ctx):
     n = ours_export["forward_latency_samples"]
     b.say("latency", n=n, ms=n / 44.1)
     carried = benchlib.keep_other_hosts(b, targets, "export", host, ctx.results_dir)
-    ours = "build/bin/export_bench --version v2 --block 2048 --threads 1 --seconds 1"
     return dict(blocks=b, raw={"runs": rows, "ours_export": ours_export, "rave_own_export": rave_export}, derived=derived,
                 targets=targets, other_hosts=carried,
                 env={"torch": {v: {"label": label[v], "blas": first[v]["blas"], "python": first[v]["executable"]}
-                               for v in torches}},
-                commands=[f"{ours} --keep OURS.ts", f"{ours} --quantize int8 --keep OURS_INT8.ts",
-                          ".venv-rave-cpu/bin/python benchmarks/rave_own_export.py --out RAVE.ts --match OURS.ts",
-                          b.line("race_command", seconds=o.seconds)])
+                               for v in torches}})
 
 
 def onnx_export(ctx):
@@ -179,6 +175,5 @@ def export_fidelity(ctx):
                        benchlib.target(b.line("int8_target", where=where), "≤ 0.05", "<=", 0.05, [r["share"]],
                                        fmt="{:.4f}", over="checks"))
     b.table("columns", table).say("opt_in")
-    return dict(blocks=b, raw={"rows": rows}, targets=targets, commands=[
-        "build/bin/export --run RUN --streaming --quantize none|int8 --check_seconds S [--check_audio speech.wav]"])
+    return dict(blocks=b, raw={"rows": rows}, targets=targets)
 

@@ -197,11 +197,9 @@ def op_counts(ctx):
     oc = {"command": cmd, "totals": {ph: c["total"] for ph, c in counts.items()},
           "top": {ph: sorted(c["ops"].items(), key=lambda kv: -kv[1])[:8] for ph, c in counts.items()},
           "to_copy": {ph: c["ops"].get("aten::_to_copy", 0) for ph, c in counts.items()}}
-    b = benchlib.Blocks()
-    b.text("Operator calls per phase-1 step (RecordFunction counter, tiny v2 shape; used to look for needless copies):")
-    b.table(["phase", "calls", "aten::_to_copy", "top operators"],
-            [[ph, n, oc["to_copy"].get(ph, 0), ", ".join(f"{k} {v}" for k, v in oc["top"][ph][:5])]
-             for ph, n in oc["totals"].items()])
+    b = benchlib.Blocks(S["ops"]["text"]).say("intro")
+    b.table("columns", [[ph, n, oc["to_copy"].get(ph, 0), ", ".join(f"{k} {v}" for k, v in oc["top"][ph][:5])]
+                         for ph, n in oc["totals"].items()])
     return dict(blocks=b, raw=oc, commands=[cmd])
 
 
@@ -253,13 +251,11 @@ def scaling(ctx):
         r = interleave(ctx, {"x": native(ctx, "step", "--version", "v2", "--capacity", 16, "--batch", b_, "--n_signal",
                                          n, "--threads", 1, "--steps", ctx.o.steps, "--warmup", 1)}, ctx.o.reps)["x"]
         sc[key].append({"batch": b_, "n_signal": n, **strip(r)})
-    b = benchlib.Blocks()
-    b.text(f"v2 structure at capacity {sc['capacity']}, phase-1 step, {sc['threads']} thread(s).")
-    b.table(["batch", "n_signal", "s/step", "s per example·32768 samples", "command"],
-            [[e["batch"], e["n_signal"], fmt_s(e["stats"]),
+    b = benchlib.Blocks(S["scaling"]["text"]).say("intro", sc=sc)
+    b.table("columns", [[e["batch"], e["n_signal"], fmt_s(e["stats"]),
               f"{e['stats']['median'] / (e['batch'] * e['n_signal'] / 32768):.4f}", f"`{e['command']}`"]
-             for e in sc["batch"] + sc["n_signal"]])
-    b.text(f"n_signal: {sc['n_signal_note']}.")
+                        for e in sc["batch"] + sc["n_signal"]])
+    b.say("note", sc=sc)
     return dict(blocks=b, raw=sc, commands=[e["command"] for e in sc["batch"] + sc["n_signal"]])
 
 
@@ -442,14 +438,10 @@ def step_ab(ctx):
                              "run_median": statistics.median(times["step_seconds"])})
     med = {arm: [r["run_median"] for r in raw[arm]] for arm in raw}
     ratio = statistics.median(med["new"]) / statistics.median(med["old"])
-    b = benchlib.Blocks()
-    b.text(f"`{step}` (phase-1 forward, losses, backward, Adam), one process per repetition, old and new "
-           f"alternating, {o.reps} repetitions each.")
-    b.table(["build", "median s/step (min–max over repetitions)", "load before each run"],
-            [[f"{arm} `{sha}`", benchlib.spread(med[arm], "{:.3f}", bold=True),
+    b = benchlib.Blocks(S["step_ab"]["text"]).say("intro", step=step, o=o)
+    b.table("columns", [[f"{arm} `{sha}`", benchlib.spread(med[arm], "{:.3f}", bold=True),
               " ".join(f"{r['load_before'][0]:.2f}" for r in raw[arm] if r["load_before"])]
-             for arm, sha in (("old", old_sha), ("new", new_sha))])
-    b.text(f"new/old = **{ratio:.3f}**.")
+                        for arm, sha in (("old", old_sha), ("new", new_sha))]).say("ratio", ratio=ratio)
     return dict(blocks=b, raw={"runs": raw}, env={"old": old_sha, "new": new_sha},
                 derived={"old": benchlib.summary(med["old"]), "new": benchlib.summary(med["new"]), "new_over_old": ratio},
                 commands=[f"OLD/bin/{step}", f"build/bin/{step}"])
@@ -478,9 +470,7 @@ def rave_configs(ctx):
     b.table("columns", [[f"`{r['config'].replace('+', ' + ')}`", r["parameters_trained"], f"{r['phase_1_s_per_step']:.3f} s",
               f"{r['phase_2_s_per_step']:.3f} s", f"{r['peak_rss_mib']:.1f} MiB", r["rave_gpu_memory"] or "(as its base)"]
              for r in runs])
-    return dict(blocks=b, raw={"runs": runs},
-                commands=[f"build/bin/train --config CONFIG [--config MIXIN] --db_path DB --smoke_test --batch {o.batch} "
-                          f"--n_signal {o.n_signal} --threads {o.threads} --workers 1"])
+    return dict(blocks=b, raw={"runs": runs})
 
 
 def rave_parity(ctx):

@@ -128,7 +128,7 @@ def ssm_kinds(ctx):
               f"{p['model_params']:,}"] for k, p in params.items()])
     table, derived = benchlib.ratio_rows(benchlib.grouped(rows, "threads", "ssm"), kinds, "s5")
     b.say("step", o=o).table("columns", table)
-    return dict(blocks=b, raw={"runs": rows}, derived=dict(derived, params=params), commands=b.lines("commands", o=o))
+    return dict(blocks=b, raw={"runs": rows}, derived=dict(derived, params=params), )
 
 
 VAL_LINE = re.compile(r"^validation @ step (\d+): .*?\bval/r2=(-?[\d.eE+-]+|nan|-?inf)")

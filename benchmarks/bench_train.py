@@ -81,8 +81,7 @@ def profiling(ctx):
                                        over="perf runs"))
     b.say("pairs", o=o).table("columns", rows).say("perf", o=o, symbols=PROFILING_SYMBOLS)
     b.table("perf_columns", prows) if prows else b.say("no_perf")
-    return dict(blocks=b, raw=raw, derived=derived, targets=targets,
-                commands=[b.line("command", o=o), b.line("perf_command")])
+    return dict(blocks=b, raw=raw, derived=derived, targets=targets)
 
 
 TRACE_ARMS = {"off": [], "traced": [], "shapes": ["--profiling.record_shapes"], "stack": ["--profiling.with_stack"],
@@ -146,7 +145,7 @@ def tracing(ctx):
         base_ns = costs.get("BM_AddUntraced")
         b.table("op_columns", [[name, f"{ns:.0f}", f"+{ns - base_ns:.0f} ns" if base_ns and name.startswith("BM_AddTraced") else "—"]
                  for name, ns in costs.items()])
-    return dict(blocks=b, raw=raw, derived=derived, targets=targets, commands=[b.line("command", o=o)])
+    return dict(blocks=b, raw=raw, derived=derived, targets=targets)
 
 
 def heap_retention(ctx):
@@ -182,9 +181,7 @@ def heap_retention(ctx):
     two = {k: med(f"tiny_rave/2/{k}", "examples_per_second") / med(f"tiny_rave/1/{k}", "examples_per_second")
            for k in ("defaults", "retained")}
     b.say("ranks", two=two)
-    return dict(blocks=b, raw={"runs": res}, derived=derived,
-                commands=["build/bin/train [--nproc_per_node 2] --config CONFIG --db_path DB --threads 1 "
-                          f"--workers 0 --max_steps {o.steps} --train.retain_freed_memory {{false,true}}"])
+    return dict(blocks=b, raw={"runs": res}, derived=derived)
 
 
 def long_run_rss(ctx):
@@ -437,8 +434,5 @@ def ddp_section(ctx, raw, commit):
                                    "busy_before_pct": 100 * busy_before / busy})
             vrows.append([rank, step_no, len(ars), f"**{before}**", f"{100 * busy_before / busy:.0f} %"])
     b.table("overlap_columns", vrows)
-    return dict(blocks=b, raw=raw, derived=derived, targets=targets, env={"git": commit},
-                commands=["build-cuda/bin/train [--nproc_per_node 2] --device cpu --config CONFIG "
-                          f"--threads 1 --workers {o.workers} ...",
-                          "benchmarks/ddp_bench.py --model CONFIG --world {1,2} --threads 1 ..."])
+    return dict(blocks=b, raw=raw, derived=derived, targets=targets, env={"git": commit})
 

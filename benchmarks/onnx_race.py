@@ -194,12 +194,7 @@ def main():
     env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
     rec = benchlib.record(section["name"], section["title"], a.command, env, bl, targets=targets,
                           raw={"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record}, derived=derived,
-                          other_hosts=carried, analysis="docs/perf/export.md",
-                          commands=["build/bin/export_bench --version v2 --onnx_dir DIR",
-                                    ".venv-rave-cpu/bin/python benchmarks/rave_own_onnx.py --weights DIR/weights "
-                                    "--out DIR/rave.onnx",
-                                    f".venv-onnx/bin/python benchmarks/onnx_race.py --dir DIR --rounds {a.rounds} "
-                                    f"--seconds {a.seconds:g}"])
+                          other_hosts=carried, analysis="docs/perf/export.md", commands=bl.lines("commands", o=a))
     print(benchlib.write_result(rec, a.results_dir))
 
 
