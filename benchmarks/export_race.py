@@ -1,22 +1,13 @@
-"""Streaming exports side by side: `forward` block by block, as nn~ calls it, interleaved
-(bench.py --only export runs it under Debian's /usr/bin/python3, LibTorch 1.13 with OpenBLAS, the
-one our build links, and under .venv-rave-cpu/bin/python, PyPI's torch 2.11 with MKL, what nn~
-ships; sections.toml's [export.text] says what is measured).
+"""Streaming exports side by side: `forward` block by block, as nn~ calls it, the files interleaved
+(bench.py --only export runs it under each LibTorch; sections.toml's [export.text] says how).
 
   PYTHON benchmarks/export_race.py --file ours=OURS.ts --file rave=RAVE.ts [--threads "1 2"]
       [--blocks "2048 4096"] [--rounds 3] [--seconds 10] [--first_round 1]
   PYTHON benchmarks/export_race.py --ops FILE.ts [--block 2048] [--threads 1] [--calls 20] [--top 20]
 
-Per thread count and block size, --rounds rounds, each --file (torch.jit.load) in turn (the order
-reversed every other round, counted from --first_round, so that one process per round keeps
-alternating): 5 warm-up blocks, then --seconds of audio at 44.1 kHz in consecutive [1, 1, block]
-blocks of the same noise under torch.inference_mode, each call timed. weights_read_ms, the floor:
-one pass summing every parameter (median of 9 after a warm-up pass). Prints one JSON line per file,
-round, thread count and block.
-
---ops: where one file's `forward` spends its time under this LibTorch (docs/perf/export.md): the
-products (aten::mm, aten::addmv_, aten::addmm, quantized::linear_dynamic) by input shape and the
-other operators, per call (the profiler's self CPU time), blocks of noise after 10 warm-up calls.
+The files' order is reversed every other round, counted from --first_round (one process per round
+keeps alternating). Prints one JSON line per file, round, thread count and block. --ops: where one
+file's `forward` spends its time, by operator and input shape (docs/perf/export.md).
 """
 import importlib.metadata
 import itertools

@@ -1,20 +1,10 @@
 #!/usr/bin/env python3
-"""One training step of foundational_ssm's own models on the s5_maze shape, timed (bench.py --only
-ssm_step --fssm DIR runs it in the venvs benchmarks/fssm_env.sh makes). foundational_ssm
-(github.com/Melina-Jingting/foundational_ssm) is not on PyPI: --fssm is a checkout of it, whose
-modules are imported from there, nothing copied.
-
-  --model s4d   its PyTorch S4D decoder (models/archive/S4DNeuroModel.py with archive/s4d.py) as its
-                scripts/archive/nlb_train_decoding_torch.py builds it for MC_Maze (hidden 64, state 64,
-                1 layer, dropout 0.1, AdamW 5e-4 / 0.01), in float32 (that script's float64 is not
-                our s5_maze's); step: zero_grad, forward, MSE, backward, AdamW.
-  --model s5    its JAX S5 decoder (models/decoders.py SSMDecoder with S5Layer, state 64, 1 block,
-                dropout 0.05) stepped by its own jitted make_step_foundational with
-                create_optimizer_and_state's optimizer (AdamW 1e-3 / 0.01, Adam for the SSM's A).
-
-Threads: torch.set_num_threads for s4d; for s5 the process is pinned to the first N CPUs (XLA sizes
-its pools from them) and, at 1 thread, XLA's multi-threaded Eigen is off. Prints one JSON line
-like ssm_step_bench: {"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
+"""One training step of foundational_ssm's own models on the s5_maze shape, timed: --model s4d its
+PyTorch S4D decoder, --model s5 its JAX S5 decoder stepped by its own jitted step, both imported from
+the checkout --fssm names (github.com/Melina-Jingting/foundational_ssm; nothing copied).
+docs/perf/ssm_step.md says how each is built, stepped and threaded; bench.py --only ssm_step --fssm
+DIR runs it in the venvs benchmarks/fssm_env.sh makes. Prints one JSON line like ssm_step_bench:
+{"impl": "fssm_s4d" | "fssm_s5_jax", "median_ms", ...}.
 """
 import importlib.util
 import os

@@ -1,20 +1,13 @@
 """Our ONNX export against RAVE's own under ONNX Runtime, one thread, side by side (bench.py --only
-onnx runs it in .venv-onnx; sections.toml's [onnx.text] says what is measured).
+onnx runs it in .venv-onnx; sections.toml's [onnx.text] says what is measured and how).
 
   .venv-onnx/bin/python benchmarks/onnx_race.py --dir DIR --command "..." [--rounds 3] [--seconds 10]
   .venv-onnx/bin/python benchmarks/onnx_race.py --ops FILE.onnx [--block 2048] [--calls 60] [--top 15]
 
-DIR holds export_bench --onnx_dir's files (ours_streaming.onnx, ours_offline.onnx,
-ours_streaming_int8.onnx, weights.bin, and its printout as ours_int8.json) and rave_own_onnx.py's
-rave.onnx with its record rave.json. Per round and block size (2048, 4096), each file in turn
-(the order reversed every other round), 5 warm-up calls, then --seconds of noise at 44.1 kHz in
-[1, 1, block] blocks, each call timed; a streaming graph is fed its previous call's state, the
-offline ones each block on its own. Writes the result onnx_export.json (--results_dir).
-
---ops: where one graph spends its time: its nodes as ONNX Runtime optimises it (fused operators:
-DynamicQuantizeMatMul, FusedConv), then ONNX Runtime's profiler's kernel time per call by operator
-type and its share ([1, 1, block] blocks of noise, the first 10 calls not counted; the profiler adds
-a few microseconds per node, so the shares matter more than the sum).
+DIR holds export_bench --onnx_dir's files and printout (ours_int8.json) and rave_own_onnx.py's
+rave.onnx and rave.json. Writes the result onnx_export.json (--results_dir). --ops: one graph's
+nodes as ONNX Runtime optimises it and its profiler's kernel time per call by operator type
+(docs/perf/export.md).
 """
 import collections
 import json

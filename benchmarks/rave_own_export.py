@@ -3,22 +3,11 @@
   .venv-rave-cpu/bin/python benchmarks/rave_own_export.py --out RAVE.ts [--match OURS.ts | --latent_size N]
   .venv-rave-cpu/bin/python benchmarks/rave_own_onnx.py --weights DIR/weights --out DIR/rave.onnx
 
-TorchScript (no --weights): `rave export --streaming` (scripts/export.py main()) on a random model
-(torch.manual_seed(--seed)): cached_conv.use_cached_conv(True) before RAVE is built from its v2.gin
-(tests/oracle/rave_oracle.py build()), weight norm removed on every module with a weight_g,
-export.py's own VariationalScriptedRAVE (from the installed module) built with --fidelity, encode
-and decode called once, then nn_tilde's export_to_ts. A random model's fidelity buffer would keep
-one latent dimension: it is filled so that the export keeps --latent_size, or as many as --match's
-file keeps.
-
-ONNX (--weights, as rave_own_onnx.py runs it): scripts/export_onnx.py main()'s steps on the
-weights export_bench --onnx_dir wrote (rt-golden/1, by name; a parameter without a value stops
-it): weight norm removed, cached_conv's convolutions replaced by torch.nn's, one forward, then
-torch.onnx.export at opset 12 with a dynamic length through the TorchScript-based exporter
-(dynamo=False). export_onnx.py itself does not import on acids-rave 2.3.1 (effortless_config is
-not installed); the record says whether it does.
-
-Stand-ins for RAVE's unused imports as in rave_gpu_step.py. Prints one JSON object.
+TorchScript: `rave export --streaming` (scripts/export.py) on a random model, its fidelity buffer
+filled to keep --latent_size dimensions (or as many as --match's file keeps). ONNX (--weights):
+scripts/export_onnx.py's steps on the weights export_bench --onnx_dir wrote. sections.toml's
+[export.text] and [onnx.text] "models" say each step. Stand-ins for RAVE's unused imports as in
+rave_gpu_step.py. Prints one JSON object.
 """
 import importlib.metadata as md
 import importlib.util
