@@ -41,8 +41,9 @@ def config_key(batch, n_signal, precision, phase):
     return f"{batch}x{n_signal} {precision} phase {phase}"
 
 
-def read_runs(tar_path, traces, hta, snapshots):
-    """trace_figures.json, hta.json, memory snapshots and copy kinds of one runs.tar.gz."""
+def read_runs(tar_path, traces, hta, snapshots, reserved):
+    """trace_figures.json, hta.json, memory snapshots, copy kinds and (reserved, by run folder) the GPU
+    memory reserved at the last memory_profile.json entry (GiB) of one runs.tar.gz."""
     with tarfile.open(tar_path) as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
@@ -62,6 +63,9 @@ def read_runs(tar_path, traces, hta, snapshots):
                 traces.setdefault(run, {}).update(json.load(tar.extractfile(member)))
             elif parts[2] == "hta.json":
                 hta[run] = json.load(tar.extractfile(member))
+            elif parts[2] == "memory_profile.json":
+                cuda = json.load(tar.extractfile(member))[-1]["memory"].get("cuda:0")
+                reserved[parts[1]] = cuda["reserved_bytes"] / 2**30 if cuda else None
             elif parts[2].startswith("memory_snapshot") and parts[2].endswith(".pickle"):
                 import pickle
                 snap = pickle.load(io.BytesIO(tar.extractfile(member).read()))
@@ -95,15 +99,15 @@ def collect(out_dirs):
         for p in r.get("phases", []):
             rave[config_key(r["batch"], r["n_signal"], r["precision"], p["phase"])] = dict(
                 p, valid_signal_crop=r["valid_signal_crop"])
-    traces, hta, snapshots = {}, {}, {}
+    traces, hta, snapshots, reserved = {}, {}, {}, {}
     for d in out_dirs:
         if os.path.exists(os.path.join(d, "runs.tar.gz")):
-            read_runs(os.path.join(d, "runs.tar.gz"), traces, hta, snapshots)
+            read_runs(os.path.join(d, "runs.tar.gz"), traces, hta, snapshots, reserved)
     rows = []
     for key in ours:
         o, r = ours[key], rave.get(key)
         row = {"config": key, "ours_median_ms": o["median_step_ms"],
-               "ours_reserved_gib_end": None, "ours_peak_allocated_gib": o.get("gpu_peak_allocated_bytes", 0) / 2**30}
+               "ours_reserved_gib_end": reserved.get(os.path.basename(o["run"])), "ours_peak_allocated_gib": o.get("gpu_peak_allocated_bytes", 0) / 2**30}
         if r and r.get("status") == "ok":
             row.update(rave_median_ms=r["median_ms"], ratio=o["median_step_ms"] / r["median_ms"],
                        rave_reserved_gib_end=r["memory_reserved"] / 2**30,
@@ -112,20 +116,6 @@ def collect(out_dirs):
         rows.append(row)
     return {"env": env, "steps": steps, "ours": ours, "rave": rave, "rave_env": rave_file.get("env"),
             "comparison": rows, "traces": traces, "hta": hta, "memory_snapshots": snapshots}
-
-
-def reserved_at_end(run_dir_name, out_dirs):
-    """GPU memory reserved at the last memory_profile entry of one of our runs (GiB)."""
-    for d in out_dirs:
-        if not os.path.exists(os.path.join(d, "runs.tar.gz")):
-            continue
-        with tarfile.open(os.path.join(d, "runs.tar.gz")) as tar:
-            for member in tar.getmembers():
-                if member.name.endswith("/memory_profile.json") and run_dir_name in member.name:
-                    entries = json.load(tar.extractfile(member))
-                    cuda = entries[-1]["memory"].get("cuda:0")
-                    return cuda["reserved_bytes"] / 2**30 if cuda else None
-    return None
 
 
 def profile_entries(run_dir, name):
@@ -326,9 +316,6 @@ def main():
         k = dict(kept["raw"], **kept["derived"])
         R["traces"], R["hta"], R["memory_snapshots"] = k["traces"], k["hta"], k["memory_snapshots"]
         R["traces_env"] = k.get("traces_env") or k["env"]
-    for row in R["comparison"]:
-        run = os.path.basename(R["ours"][row["config"]]["run"])
-        row["ours_reserved_gib_end"] = reserved_at_end(run, a.out_dirs)
     # When the check ran: its log's last write (the GPU machine's files keep their times in $OUT).
     log = os.path.join(a.out_dirs[-1], "gpu_check.log")
     date = datetime.datetime.fromtimestamp(os.path.getmtime(log)).isoformat(timespec="seconds")
