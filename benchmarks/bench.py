@@ -84,9 +84,10 @@ class Ctx:
         return " ".join(out)
 
     def run(self, argv, env=None, log_to=None, check=True, **kw):
-        """Runs argv (output captured, or into the file log_to); on failure raises with its end."""
-        argv = [str(x) for x in argv]
-        env = dict(os.environ, **{k: str(v) for k, v in (env or {}).items()})
+        """Runs argv (output captured, or into the file log_to) in the environment with env's
+        variables (None: unset); on failure raises with its end. p.load: the load before."""
+        argv, load = [str(x) for x in argv], benchlib.load_avg()
+        env = {k: str(v) for k, v in dict(os.environ, **(env or {})).items() if v is not None}
         if log_to:
             with open(log_to, "w") as f:
                 p = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT, text=True, **kw)
@@ -96,6 +97,7 @@ class Ctx:
         if check and p.returncode != 0:
             raise RuntimeError(f"{self.rel(argv)} failed ({p.returncode}):\n{(p.stdout or '')[-2000:]}"
                                f"{(p.stderr or '')[-2000:]}")
+        p.load = load
         return p
 
     def jsonl(self, argv, **kw):
@@ -104,7 +106,8 @@ class Ctx:
 
     def json(self, argv, **kw):
         """(the last JSON object argv prints, its printable command, the load before)."""
-        load, out = benchlib.load_avg(), self.run(argv, **kw).stdout
+        p = self.run(argv, **kw)
+        load, out = p.load, p.stdout
         lines = [x for x in out.splitlines() if x.startswith("{")]
         if not lines:
             raise RuntimeError(f"{self.rel(argv)} printed no JSON:\n{out[-2000:]}")

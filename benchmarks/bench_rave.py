@@ -141,8 +141,7 @@ def whole_run(ctx):
                     out, "--n_signal", "32768", "--batch", "4", "--max_steps", str(steps + 1), "--threads", "2",
                     "--data.workers", str(workers), "--train.valid_signal_crop", "false", "--enable_timing_profiling",
                     "--log_every", "1", "--val_every", "1000000", "--save_every", "1000000"]
-            load = benchlib.load_avg()
-            ctx.run(argv, env=env)
+            load = ctx.run(argv, env=env).load
             with open(os.path.join(benchlib.latest_run(out), "timing_profile.json")) as f:
                 entries = json.load(f)[1:]  # the first step is warm-up
             wr[name]["times"] += [e["total_batch_time"] for e in entries]
@@ -156,13 +155,12 @@ def whole_run(ctx):
                 "--n_signal", "32768", "--batch", "4", "--workers", "2", "--gpu", "-1", "--channels", "1",
                 "--max_steps", str(steps + 2), "--val_every", "1000000", "--save_every", "1000000", "--noprogress",
                 "--override", "RAVE.valid_signal_crop=False"]
-        load = benchlib.load_avg()
         p = ctx.run(argv, env=env)
         with open(times_json) as f:
             d = json.load(f)
         wr["rave"]["times"] += d["step_seconds"][1:]
         wr["rave"]["data"] += d["data_seconds"][1:]
-        wr["rave"]["loads"].append(load[0] if load else None)
+        wr["rave"]["loads"].append(p.load[0] if p.load else None)
         wr["rave"]["command"] = "OMP_NUM_THREADS=2 " + ctx.rel(argv)
         wr["rave"]["version"] = p.stdout.splitlines()[0] if p.stdout else ""
     for n in ("native", "native_w0", "rave"):
@@ -363,17 +361,14 @@ def defaults(ctx):
         for cfg, db, steps, every in (("tiny_rave", thr_db, 90, 30), ("s5_maze", neural_db, 90, 30),
                                       ("foundational", neural_db, 30, 10)):
             for pol in ("default", "PASSIVE"):
-                env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-                env.update({"OMP_WAIT_POLICY": pol} if pol != "default" else {})
                 for t in (1, 2):
                     argv = [train, "--config", cfg, "--db_path", db, "--out_path", ctx.path(f"thr_runs_{cfg}_{t}"),
                             "--max_steps", str(steps), "--threads", str(t), "--log_every", str(every),
                             "--val_every", "1000000", "--save_every", "1000000"]
-                    load = benchlib.load_avg()
-                    p = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+                    p = ctx.run(argv, env={"OMP_WAIT_POLICY": None if pol == "default" else pol})
                     e = thr.setdefault(cfg, {}).setdefault(f"{pol}/{t}", {"rates": [], "loads": []})
                     e["rates"] += [float(m) for m in re.findall(r"\| ([0-9.eE+-]+) steps/s", p.stdout)][1:]  # 1st: warm-up
-                    e["loads"].append(load[0] if load else None)
+                    e["loads"].append(p.load[0] if p.load else None)
                     e["command"] = ctx.rel(argv)
     df["threads"] = thr
     # What `train` picks by itself (threads line) on a tiny run.

@@ -18,8 +18,9 @@ S = benchlib.sections()
 NO_VAL = ["--val_every", "1000000", "--save_every", "1000000"]
 
 
-def train(ctx, cfg, db, out, *args):
-    return [os.path.join(ctx.bin, "train"), "--config", cfg, "--db_path", db, "--out_path", out, *map(str, args)]
+def train(ctx, cfg, db, out, *args, nproc=1):
+    launch = ["--nproc_per_node", nproc] if nproc > 1 else []
+    return [os.path.join(ctx.bin, "train"), *map(str, [*launch, "--config", cfg, "--db_path", db, "--out_path", out, *args])]
 
 
 def mean_rate(log):
@@ -161,10 +162,8 @@ def heap_retention(ctx):
             for retain in ("false", "true"):
                 out = ctx.path(f"runs_{cfg}_{n}_{retain}_{len(res.get(f'{cfg}/{n}/{retain}', []))}")
                 before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-                ctx.run((train(ctx, cfg, dbs[cfg], out) if n == 1 else [
-                    os.path.join(ctx.bin, "train"), "--nproc_per_node", n, *train(ctx, cfg, dbs[cfg], out)[1:]])
-                    + ["--threads", 1, "--workers", 0, "--max_steps", o.steps, *NO_VAL, "--log_every", o.steps,
-                       "--train.retain_freed_memory", retain])
+                ctx.run(train(ctx, cfg, dbs[cfg], out, "--threads", 1, "--workers", 0, "--max_steps", o.steps, *NO_VAL,
+                              "--log_every", o.steps, "--train.retain_freed_memory", retain, nproc=n))
                 faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
                 s, eps = benchlib.job_examples_per_second(out)
                 res.setdefault(f"{cfg}/{n}/{'retained' if retain == 'true' else 'defaults'}", []).append(
@@ -295,10 +294,8 @@ def ddp(ctx):
     def native(cfg, steps, nproc, *extra, out=None):
         n[0] += 1
         out = out or ctx.path(f"runs{n[0]}")
-        launch = ["--nproc_per_node", nproc] if nproc > 1 else []
-        return [os.path.join(ctx.bin, "train"), *launch, "--device", "cpu", "--config", cfg, "--db_path", dbs.get(cfg, cfg),
-                "--out_path", out, "--threads", 1, "--max_steps", steps, *NO_VAL, "--log_every", steps,
-                "--workers", o.workers, *extra], out
+        return train(ctx, cfg, dbs.get(cfg, cfg), out, "--device", "cpu", "--threads", 1, "--max_steps", steps, *NO_VAL,
+                     "--log_every", steps, "--workers", o.workers, *extra, nproc=nproc), out
 
     def summary(cfg, steps, nproc, *extra):
         argv, out = native(cfg, steps, nproc, *extra)
