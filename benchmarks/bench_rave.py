@@ -302,20 +302,21 @@ def data_path(ctx):
                         ("ffmpeg", ff, "for f in $TMP/pre_audio/*: ffmpeg -i $f -f s16le -ac 1 -ar 44100 -y /dev/null")):
         dp[key] = ({"command": cmd, "stats": stats(t), "audio_s_per_wall_s": total / statistics.median(t)} if t else
                    {"skipped": "ffmpeg is not installed (run.sh installs it with apt-get when it can)"})
-    b, rows, ratios, lazy_ratios = benchlib.Blocks(), [], [], []
-    cons = dp.get("v2_step_examples_per_second_4x32768")
-    for k in ("loader_4x32768", "loader_8x131072"):
+    return data_path_section(dp)
+
+
+def data_path_section(dp):
+    """data_path's section from its figures: the loader rows against the v2 step's consumption."""
+    rows, ratios, cons = [], {"": [], "lazy": []}, dp.get("v2_step_examples_per_second_4x32768")
+    for k, what in (("loader_4x32768", ""), ("loader_8x131072", ""),
+                    ("loader_8x131072_lazy", ", lazy database, 512 MiB of decoded files kept"),
+                    ("loader_8x131072_lazy_nocache", ", lazy database, every draw decodes its file")):
         for run in dp[k]["runs"]:
-            rows.append([f"loader {k[7:]}, {run['workers']} worker(s)", f"{run['examples_per_second']:.1f} examples/s",
+            eps, lazy = run["examples_per_second"], "lazy" if what else ""
+            vs = f" ({eps / cons:.0f}× the step's consumption)" if cons and lazy else ""
+            rows.append([f"loader {k.split('_')[1]}{what}, {run['workers']} worker(s)", f"{eps:.1f} examples/s{vs}",
                          f"`{dp[k]['command']}`"])
-            ratios += [run["examples_per_second"] / cons] if cons else []
-    for k, what in (("loader_8x131072_lazy", "lazy database, 512 MiB of decoded files kept"),
-                    ("loader_8x131072_lazy_nocache", "lazy database, every draw decodes its file")):
-        for run in dp[k]["runs"]:
-            vs = f" ({run['examples_per_second'] / cons:.0f}× the step's consumption)" if cons else ""
-            rows.append([f"loader 8x131072, {what}, {run['workers']} worker(s)",
-                         f"{run['examples_per_second']:.1f} examples/s{vs}", f"`{dp[k]['command']}`"])
-            lazy_ratios += [run["examples_per_second"] / cons] if cons else []
+            ratios[lazy] += [eps / cons] if cons else []
     if cons:
         rows.append([f"v2 phase-1 step consumption, 4 × 32768, {dp['v2_step_threads']} thread(s) (fastest native "
                      "median)", f"{cons:.2f} examples/s",
@@ -327,17 +328,13 @@ def data_path(ctx):
     rows.append(["ffmpeg decode of the same files", f"{dp['ffmpeg']['audio_s_per_wall_s']:.0f} audio s / wall s",
                  f"`{dp['ffmpeg']['command']}`"] if "stats" in dp["ffmpeg"] else
                 ["ffmpeg", f"skipped: {dp['ffmpeg']['skipped']}", ""])
-    b.table(["measurement", "figure", "command"], rows)
-    targets = []
-    if ratios:
-        targets.append(benchlib.target("Loader throughput / v2 step consumption", "≥ 20×", ">=", 20.0, ratios,
-                                       value=min(ratios), fmt="{:.0f}×", over="loader rows", note="slowest loader row"))
-    if lazy_ratios:
-        targets.append(benchlib.target("Lazy database loader throughput / v2 step consumption", "≥ 20×", ">=", 20.0,
-                                       lazy_ratios, value=min(lazy_ratios), fmt="{:.0f}×", over="lazy loader rows",
-                                       note="slowest lazy row (every draw decoding its file)"))
-    return dict(blocks=b, raw=dp, targets=targets,
-                derived={"loader_over_consumption": ratios, "lazy_loader_over_consumption": lazy_ratios})
+    targets = [benchlib.target(f"{label} throughput / v2 step consumption", "≥ 20×", ">=", 20.0, ratios[lazy],
+                               value=min(ratios[lazy]), fmt="{:.0f}×", over=f"{lazy} loader rows".lstrip(), note=note)
+               for lazy, label, note in (("", "Loader", "slowest loader row"),
+                                         ("lazy", "Lazy database loader", "slowest lazy row (every draw decoding its file)"))
+               if ratios[lazy]]
+    return dict(blocks=benchlib.Blocks().table(["measurement", "figure", "command"], rows), raw=dp, targets=targets,
+                derived={"loader_over_consumption": ratios[""], "lazy_loader_over_consumption": ratios["lazy"]})
 
 
 def sh(cmd):

@@ -3,18 +3,12 @@ Lightning 1.9 loop), runnable where some of RAVE's declared requirements cannot 
 
   python benchmarks/rave_train.py [--replace-unused-imports] [--step_times FILE] -- ARGS OF `rave train`
 
-Without options this is exactly `rave train ARGS`. --replace-unused-imports, for a Python 3.12 GPU
-node (torch 2.11, a scipy newer than RAVE's pinned 1.10, no network): GPUtil, librosa, requests and
-flask, when they do not import, become stand-ins that raise when called (`--gpu N` never asks
-GPUtil; librosa serves the mel encoder and pitch augmentations, requests and flask the remote
-dataset); scipy.signal.kaiser, gone in scipy 1.13, is put back from scipy.signal.windows; with a
-scipy other than 1.10.0, rave.pqmf.get_prototype answers from rave_pqmf_prototypes.json and prints
-how this scipy's own design differs. The first line, `rave_train: ...`, says what was replaced.
-
---step_times FILE adds one Lightning callback and changes nothing else: FILE gets {"step_seconds":
-[...], "data_seconds": [...]} when training ends, the wall time from one on_train_batch_start to
-the next (the wait for RAVE's DataLoader included, as in train's total_batch_time) and the part of
-it from on_train_batch_end to the next start; the last batch, with no successor, is not counted.
+Without options this is exactly `rave train ARGS`. --replace-unused-imports: stand-ins for GPUtil,
+librosa, requests and flask, scipy.signal.kaiser put back, the PQMF prototype from
+rave_pqmf_prototypes.json where scipy is not 1.10.0 (docs/offline_gpu.md says why); the first line,
+`rave_train: ...`, says what was replaced. --step_times FILE adds one Lightning callback: FILE gets
+{"step_seconds": [...], "data_seconds": [...]}, from one on_train_batch_start to the next, and from
+on_train_batch_end to the next start (the last batch, with no successor, is not counted).
 """
 import json
 import os
