@@ -99,7 +99,7 @@ def export(ctx):
 
 def onnx_export(ctx):
     """export_bench --onnx_dir's files and rave_own_onnx.py's, raced by onnx_race.py in .venv-onnx
-    (scripts/onnx_venv.sh), which writes the result."""
+    (scripts/onnx_venv.sh); onnx_section makes the section of its figures."""
     w = ctx.path
     ctx.run([os.path.join(ROOT, "scripts", "onnx_venv.sh")])
     with open(w("ours_int8.json"), "w") as f:
@@ -107,10 +107,47 @@ def onnx_export(ctx):
     with open(w("rave.json"), "w") as f:
         f.write(ctx.run([RAVE_PY, "-W", "ignore", os.path.join(HERE, "rave_own_onnx.py"), "--weights", w("weights"),
                          "--out", w("rave.onnx")]).stdout)
-    ctx.run([os.path.join(ROOT, ".venv-onnx", "bin", "python"), os.path.join(HERE, "onnx_race.py"), "--dir", ctx.work,
-             "--rounds", ctx.o.rounds, "--seconds", ctx.o.seconds, "--command", "benchmarks/bench.py --only onnx"
-             + (" --quick" if ctx.quick else ""), "--load_before", " ".join(map(str, ctx.load_before or [])),
-             "--results_dir", ctx.results_dir])
+    race = [os.path.join(ROOT, ".venv-onnx", "bin", "python"), os.path.join(HERE, "onnx_race.py"), "--dir", ctx.work]
+    return onnx_section(ctx, ctx.json(race + ["--rounds", ctx.o.rounds, "--seconds", ctx.o.seconds])[0])
+
+
+def onnx_section(ctx, d):
+    """The ONNX section from onnx_race.py's figures d: per block size, each file's ms per call and ours
+    ÷ RAVE's own round by round; realtime at 48 kHz; a row per host."""
+    med, buffers = statistics.median, (128, 256, 512, 1024, 2048)
+    by = benchlib.grouped(d["runs"], "name", "block", value="ms_per_block_median")
+    ms = lambda name, block: by[(name, block)]  # noqa: E731
+    derived, table, ratio_runs, int8_runs = {}, [], [], []
+    for block in (2048, 4096):
+        o, f, q, rv = ms("ours", block), ms("ours_offline", block), ms("ours_int8", block), ms("rave", block)
+        ratios, qratios = [x / y for x, y in zip(o, rv)], [x / y for x, y in zip(q, rv)]
+        ratio_runs += ratios
+        int8_runs += qratios
+        derived[f"b{block}"] = {"ours_ms": benchlib.summary(o), "ours_offline_ms": benchlib.summary(f),
+                                "ours_int8_ms": benchlib.summary(q), "rave_ms": benchlib.summary(rv),
+                                "ours_over_rave": benchlib.summary(ratios),
+                                "ours_int8_over_rave": benchlib.summary(qratios)}
+        table.append([block, f"{med(o):.1f}", f"{med(f):.1f}", f"{med(q):.1f}", f"{med(rv):.1f}",
+                      benchlib.spread(ratios, "{:.2f}", bold=True), benchlib.spread(qratios, "{:.2f}", bold=True)])
+    rt_rows = [[b, f"{1e3 * b / 48000:.2f} ms"] + [f"{1e3 * b / 48000 / med(ms(n, 2048)):.2f}×"
+                                                    for n in ("ours", "ours_int8", "rave")] for b in buffers]
+    derived.update((k, d[k]) for k in ("spectral_distance", "int8_vs_float32_snr_db", "weights_read_ms"))
+    i8, floor, half = d["ours_int8"], d["weights_read_ms"], med(ms("rave", 2048)) / 2
+    b = benchlib.Blocks(S["onnx"]["text"])
+    b.say("models", r=d["rave_own_onnx"], ort=d["onnxruntime"], rounds=ctx.o.rounds, seconds=ctx.o.seconds)
+    b.table("columns", table).say("int8", layers=i8["int8_layers"], snr=d["int8_vs_float32_snr_db"],
+                                  share=100.0 * i8["int8_weights"] / (i8["int8_weights"] + i8["float_weights"]))
+    b.say("floor", mib=d["weights_mib"], floor=floor, half=half, side="below" if half < floor else "above",
+          verdict=b.line("below" if half < floor else "above"))
+    b.say("realtime").table("realtime_columns", rt_rows)
+    b.say("output", ours=d["spectral_distance"]["ours_vs_rave"], rave=d["spectral_distance"]["rave_vs_rave"],
+          scales=", ".join(map(str, d["scales"])))
+    host = benchlib.cpu_identity()["label"]
+    targets = [benchlib.target(b.line(k), "≤ 0.5", "<=", 0.5, v, over="rounds × blocks", host=host)
+               for k, v in (("target", ratio_runs), ("int8_target", int8_runs))]
+    carried = benchlib.keep_other_hosts(b, targets, "onnx_export", host, ctx.results_dir)  # a row per host
+    return dict(blocks=b, raw={k: d[k] for k in ("runs", "rave_own_onnx", "ours_int8")}, derived=derived,
+                targets=targets, other_hosts=carried, env={"onnxruntime": d["onnxruntime"]})
 
 
 STEP = re.compile(r"^  from (?P<ckpt>.+) \(step (?P<step>\d+)\)$", re.M)

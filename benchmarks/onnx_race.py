@@ -1,13 +1,13 @@
 """Our ONNX export against RAVE's own under ONNX Runtime, one thread, side by side (bench.py --only
 onnx runs it in .venv-onnx; sections.toml's [onnx.text] says what is measured and how).
 
-  .venv-onnx/bin/python benchmarks/onnx_race.py --dir DIR --command "..." [--rounds 3] [--seconds 10]
+  .venv-onnx/bin/python benchmarks/onnx_race.py --dir DIR [--rounds 3] [--seconds 10]
   .venv-onnx/bin/python benchmarks/onnx_race.py --ops FILE.onnx [--block 2048] [--calls 60] [--top 15]
 
 DIR holds export_bench --onnx_dir's files and printout (ours_int8.json) and rave_own_onnx.py's
-rave.onnx and rave.json. Writes the result onnx_export.json (--results_dir). --ops: one graph's
-nodes as ONNX Runtime optimises it and its profiler's kernel time per call by operator type
-(docs/perf/export.md).
+rave.onnx and rave.json; prints the figures as one JSON object (bench_export.onnx_section makes the
+section of them). --ops: one graph's nodes as ONNX Runtime optimises it and its profiler's kernel
+time per call by operator type (docs/perf/export.md).
 """
 import collections
 import json
@@ -23,7 +23,6 @@ import benchlib
 
 SR = 44100
 WARMUP = 5
-BUFFERS = (128, 256, 512, 1024, 2048)
 SCALES = (2048, 1024, 512, 256, 128)
 
 
@@ -119,17 +118,17 @@ def ops(a, warmup=10):
 
 
 def main():
-    a = benchlib.options(__doc__, {"dir": None, "rounds": 3, "seconds": 10.0, "command": None, "load_before": "",
-                                   "results_dir": None, "ops": None, "block": 2048, "calls": 60, "top": 15})
+    a = benchlib.options(__doc__, {"dir": None, "rounds": 3, "seconds": 10.0, "ops": None, "block": 2048, "calls": 60,
+                                   "top": 15})
     if a.ops:
         return ops(a)
-    if not (a.dir and a.command):
-        raise SystemExit("onnx_race: --dir and --command are needed unless --ops")
+    if not a.dir:
+        raise SystemExit("onnx_race: --dir is needed unless --ops")
     files = {"ours": "ours_streaming.onnx", "ours_offline": "ours_offline.onnx", "ours_int8": "ours_streaming_int8.onnx",
              "rave": "rave.onnx"}
     sessions = {k: session(os.path.join(a.dir, f)) for k, f in files.items()}
     rave_record, int8_record = (last_json(os.path.join(a.dir, f)) for f in ("rave.json", "ours_int8.json"))
-    rng, blocks, raw, med = np.random.default_rng(1), (2048, 4096), [], statistics.median
+    rng, blocks, raw = np.random.default_rng(1), (2048, 4096), []
     for r in range(1, a.rounds + 1):
         for block in blocks:
             audio = ((rng.random((1, 1, (int(a.seconds * SR) // block + WARMUP) * block)) * 2 - 1) * 0.5).astype(np.float32)
@@ -137,7 +136,6 @@ def main():
                 raw.append({"round": r, "block": block, "name": name,
                             "ms_per_block_median": time_blocks(Caller(sessions[name]), audio, block)})
             print(json.dumps(raw[-len(files):]), file=sys.stderr)
-    ms = lambda name, block: [x["ms_per_block_median"] for x in raw if (x["name"], x["block"]) == (name, block)]  # noqa: E731
     # The same audio through both offline graphs: a chord with a little noise, 16 frames.
     t = np.arange(16 * 2048) / SR
     x = (0.3 * np.sin(2 * np.pi * 220 * t) + 0.2 * np.sin(2 * np.pi * 331 * t) + 0.02 * rng.standard_normal(t.size))
@@ -151,44 +149,13 @@ def main():
         return np.concatenate([call(np.ascontiguousarray(x[..., i:i + 2048])) for i in range(0, x.shape[-1], 2048)], -1)
     f32, i8 = streamed("ours"), streamed("ours_int8")
     snr_int8 = float(10 * np.log10(np.sum(f32.astype(np.float64) ** 2) / np.sum((f32 - i8).astype(np.float64) ** 2)))
-    derived, table, ratio_runs, int8_runs = {}, [], [], []
-    for block in blocks:
-        o, f, q, rv = ms("ours", block), ms("ours_offline", block), ms("ours_int8", block), ms("rave", block)
-        ratios, qratios = [x / y for x, y in zip(o, rv)], [x / y for x, y in zip(q, rv)]
-        ratio_runs += ratios
-        int8_runs += qratios
-        derived[f"b{block}"] = {"ours_ms": benchlib.summary(o), "ours_offline_ms": benchlib.summary(f),
-                                "ours_int8_ms": benchlib.summary(q), "rave_ms": benchlib.summary(rv),
-                                "ours_over_rave": benchlib.summary(ratios),
-                                "ours_int8_over_rave": benchlib.summary(qratios)}
-        table.append([block, f"{med(o):.1f}", f"{med(f):.1f}", f"{med(q):.1f}", f"{med(rv):.1f}",
-                      benchlib.spread(ratios, "{:.2f}", bold=True), benchlib.spread(qratios, "{:.2f}", bold=True)])
-    rt_rows = [[b, f"{1e3 * b / 48000:.2f} ms"] + [f"{1e3 * b / 48000 / med(ms(n, 2048)):.2f}×"
-                                                    for n in ("ours", "ours_int8", "rave")] for b in BUFFERS]
-    derived["spectral_distance"] = {"ours_vs_rave": d_ours, "rave_vs_rave": d_rave}
-    derived["int8_vs_float32_snr_db"] = snr_int8
     # The floor: a call reads every weight once (at 2048 samples the top layers see one frame).
     weights = np.fromfile(os.path.join(a.dir, "weights.bin"), dtype=np.float32)
-    floor = derived["weights_read_ms"] = med(benchlib.time_calls(lambda _: weights.sum(), [None], range(9)))
-    section = benchlib.sections()["onnx"]
-    bl = benchlib.Blocks(section["text"])
-    bl.say("models", r=rave_record, ort=ort.__version__, rounds=a.rounds, seconds=a.seconds).table("columns", table)
-    bl.say("int8", layers=int8_record["int8_layers"], snr=snr_int8, share=100.0 * int8_record["int8_weights"]
-           / (int8_record["int8_weights"] + int8_record["float_weights"]))
-    half = med(ms("rave", 2048)) / 2
-    bl.say("floor", mib=weights.nbytes / 2**20, floor=floor, half=half, side="below" if half < floor else "above",
-           verdict=bl.line("below" if half < floor else "above"))
-    bl.say("realtime").table("realtime_columns", rt_rows)
-    bl.say("output", ours=d_ours, rave=d_rave, scales=", ".join(map(str, SCALES)))
-    host = benchlib.cpu_identity()["label"]
-    targets = [benchlib.target(bl.line(k), "≤ 0.5", "<=", 0.5, v, over="rounds × blocks", host=host)
-               for k, v in (("target", ratio_runs), ("int8_target", int8_runs))]
-    carried = benchlib.keep_other_hosts(bl, targets, "onnx_export", host, a.results_dir)  # a row per host
-    env = benchlib.environment(a.load_before, onnxruntime=ort.__version__)
-    rec = benchlib.record(section["name"], section["title"], a.command, env, bl, targets=targets,
-                          raw={"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record}, derived=derived,
-                          other_hosts=carried, analysis="docs/perf/export.md", commands=bl.lines("commands", o=a))
-    print(benchlib.write_result(rec, a.results_dir))
+    benchlib.emit({"runs": raw, "rave_own_onnx": rave_record, "ours_int8": int8_record, "onnxruntime": ort.__version__,
+                   "spectral_distance": {"ours_vs_rave": d_ours, "rave_vs_rave": d_rave}, "scales": SCALES,
+                   "int8_vs_float32_snr_db": snr_int8,
+                   "weights_read_ms": statistics.median(benchlib.time_calls(lambda _: weights.sum(), [None], range(9))),
+                   "weights_mib": weights.nbytes / 2**20})
 
 
 if __name__ == "__main__":
