@@ -70,7 +70,7 @@ class Ctx:
         self.bin = os.path.join(self.build, "bin")
         self.results_dir = a.results_dir
         self.work = tempfile.mkdtemp(prefix=f"rt_bench_{desc['key']}.")
-        self.load_before = benchlib.load_avg()
+        self.load_before, self.git = benchlib.load_avg(), benchlib.git_describe()  # before anything is written
 
     def path(self, *parts):
         return os.path.join(self.work, *parts)
@@ -178,7 +178,7 @@ def run_one(a, d, shared):
         out = d["run"](ctx)
         if out is not None:  # commands: the driver's, else its description's (filled with its options)
             out.setdefault("commands", [c.format(o=ctx.o) for c in d.get("text", {}).get("commands", [])])
-            env = benchlib.environment(ctx.load_before, **out.pop("env", {}))
+            env = benchlib.environment(ctx.load_before, git=ctx.git, **out.pop("env", {}))
             r = benchlib.record(d["name"], d["title"], command_of(a, d, opts), env, out.pop("blocks"),
                                 analysis=d.get("analysis"), **out)
             log(f"{d['key']}: wrote {benchlib.write_result(r, a.results_dir)}")

@@ -187,7 +187,6 @@ def long_run_rss(ctx):
     """A long tiny_ssm run logging every step: does its RSS (VmRSS every 5 s) stay flat, and its
     profile files within part_mb × parts? --memory 1 adds --enable_memory_profiling."""
     o, memory = ctx.o, str(ctx.o.memory) == "1"
-    git = benchlib.git_describe()  # the tree the figures come from, taken before anything is written
     steps, log_path = o.steps, ctx.path("train.log")
     argv = train(ctx, "tiny_ssm", ctx.neural_db("ndb", 32, 64), ctx.path("runs"), "--threads", 1, "--workers", 0,
                  "--batch", 8, "--max_steps", steps, "--log_every", 1, "--enable_timing_profiling", "--val_every", steps,
@@ -212,7 +211,7 @@ def long_run_rss(ctx):
     early = [s for s in samples if s[0] >= steps // 100] or samples
     start, end, peak = early[0], samples[-1], max(r for _, r in samples)
     b = benchlib.Blocks(S["long_run_rss"]["text"])
-    b.say("intro", steps=steps, profiles="timing and memory profiles" if memory else "timing profile", git=git, rc=rc,
+    b.say("intro", steps=steps, profiles="timing and memory profiles" if memory else "timing profile", rc=rc,
           minutes=wall / 60, rate=steps / wall, o=o)
     b.table(["", "step", "RSS"], [
         [f"start (first sample past step {steps // 100:,})", f"{start[0]:,}", f"{start[1] / 1024:.1f} MiB"],
@@ -226,7 +225,7 @@ def long_run_rss(ctx):
         files[kind] = {os.path.basename(f): os.path.getsize(f) for f in paths}
         b.text(f"{kind.capitalize()} profile files: {len(paths)} ({', '.join(files[kind])}), "
                f"{sum(files[kind].values()) / 2**20:.1f} MiB in all (bound {o.part_mb * o.parts} MiB).")
-    return dict(blocks=b, env={"git": git}, derived={"rss_start_kib": start[1], "rss_end_kib": end[1], "rss_peak_kib": peak},
+    return dict(blocks=b, derived={"rss_start_kib": start[1], "rss_end_kib": end[1], "rss_peak_kib": peak},
                 raw={"rss_samples_step_kib": samples, "profile_files_bytes": files, "exit": rc, "wall_seconds": wall},
                 commands=[ctx.rel(argv).replace(ctx.bin, "build/bin")])
 
@@ -286,7 +285,6 @@ def ddp(ctx):
     """Data-parallel training, native (`train --nproc_per_node 2`) and Python (ddp_bench.py): the runs
     ([ddp.text] says what each measures); ddp_section makes the section of them."""
     o = ctx.o
-    commit = benchlib.git_describe()  # the tree the figures come from, before anything is written
     dbs = {"tiny_rave": ctx.audio_db("adb", 6, "--num_signal", 8192), "s5_maze": ctx.neural_db("ndb", 182, 512)}
     adb32 = ctx.audio_db("adb32", 6, "--num_signal", 32768)
     n = [0]
@@ -355,10 +353,10 @@ def ddp(ctx):
                      "--enable_profiling", "--profile_steps", 2, "--profiling.skip_first", 2, "--profiling.warmup", 1,
                      out=ctx.path("v2"))
     ctx.run(argv)
-    return ddp_section(ctx, raw, commit)
+    return ddp_section(ctx, raw)
 
 
-def ddp_section(ctx, raw, commit):
+def ddp_section(ctx, raw):
     o = ctx.o
     py_rave = raw["tiny_rave"]["py1"][0]
     b = benchlib.Blocks(S["ddp"]["text"]).say("hosts", nproc=os.cpu_count())
@@ -431,5 +429,5 @@ def ddp_section(ctx, raw, commit):
                                    "busy_before_pct": 100 * busy_before / busy})
             vrows.append([rank, step_no, len(ars), f"**{before}**", f"{100 * busy_before / busy:.0f} %"])
     b.table("overlap_columns", vrows)
-    return dict(blocks=b, raw=raw, derived=derived, targets=targets, env={"git": commit})
+    return dict(blocks=b, raw=raw, derived=derived, targets=targets)
 

@@ -133,9 +133,7 @@ def openblas_coretype():
 
 def environment(load_before=None, git=None, **extra):
     """The machine and tree a result comes from. load_before: the load when the benchmark started
-    (a list, or the text of /proc/loadavg's first three fields); the load now is load_after."""
-    if isinstance(load_before, str):
-        load_before = [float(v) for v in load_before.split()[:3]] or None
+    (load_avg()); the load now is load_after."""
     env = {"date": now(), "git": git or git_describe(), "cpu": cpu_model(), "nproc": os.cpu_count(),
            "machine": platform.machine(), "load_before": load_before, "load_after": load_avg(),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
