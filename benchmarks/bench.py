@@ -176,8 +176,9 @@ def run_one(a, d, shared):
     log(f"{d['key']}: running ({', '.join(f'{k}={v}' for k, v in opts.items())})")
     try:
         out = d["run"](ctx)
-        if out is not None:  # commands: the driver's, else its description's (filled with its options)
-            out.setdefault("commands", [c.format(o=ctx.o) for c in d.get("text", {}).get("commands", [])])
+        if out is not None:
+            if "commands" not in out:  # the description's, filled with the options
+                out["commands"] = [c.format(o=ctx.o) for c in d.get("text", {}).get("commands", [])]
             env = benchlib.environment(ctx.load_before, git=ctx.git, **out.pop("env", {}))
             r = benchlib.record(d["name"], d["title"], command_of(a, d, opts), env, out.pop("blocks"),
                                 analysis=d.get("analysis"), **out)
