@@ -19,6 +19,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -217,19 +218,22 @@ def main():
     a.results_dir = os.path.abspath(benchlib.results_dir(a.results_dir))
     if a.render_only:
         sys.exit(render(a.results_dir, a.md, a.check))
-    if a.list:
-        for d in BENCHMARKS:
-            print(f"{d['key']:16} -> results/{d['name']}.json  {d.get('script') or ''}\n    options: {d.get('options', {})}"
-                  f"\n    --quick: {d.get('quick', {})}\n    needs: {missing(a, d) or 'all present'}")
-        return
     names = {n: d for d in BENCHMARKS for n in (d["key"], d["name"], d.get("script"), f"benchmarks/{d.get('script')}")}
     wanted = [x for w in filter(None, a.only.split(",")) for x in GROUPS.get(w, [w])] or [d["key"] for d in BENCHMARKS]
     unknown = [w for w in wanted if w not in names]
     if unknown:
         raise SystemExit(f"bench.py: no benchmark {', '.join(unknown)} (--list names them)")
+    if a.list:  # those --only names (a shim's own), else all; `--list | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        for key in dict.fromkeys(names[w]["key"] for w in wanted):
+            d = names[key]
+            print(f"{d['key']:16} -> results/{d['name']}.json  {d.get('script') or ''}\n    options: {d.get('options', {})}"
+                  f"\n    --quick: {d.get('quick', {})}\n    needs: {missing(a, d) or 'all present'}")
+        return
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # a shared machine needs it (docs/cli.md)
-    if benchlib.openblas_coretype():  # every arm on the BLAS kernels the CPU allows (benchlib)
-        os.environ["OPENBLAS_CORETYPE"] = benchlib.openblas_coretype()
+    coretype = benchlib.openblas_coretype()  # every arm on the BLAS kernels the CPU allows (benchlib)
+    if coretype:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
     if a.cuda_lib:  # the cuda build's binaries load the CUDA toolkit's libraries, even on the CPU
         os.environ["LD_LIBRARY_PATH"] = a.cuda_lib + (":" + os.environ["LD_LIBRARY_PATH"]
                                                       if os.environ.get("LD_LIBRARY_PATH") else "")

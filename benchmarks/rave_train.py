@@ -83,6 +83,10 @@ def main():
     split = argv.index("--") if "--" in argv else None  # without "--", every argument but ours is rave train's
     ours = argv[:split] if split is not None else [a for a in argv if a == "--replace-unused-imports"]
     rave_args = argv[split + 1:] if split is not None else [a for a in argv if a != "--replace-unused-imports"]
+    if any(a in ("-h", "--help") for a in (ours if split is not None else argv)):
+        print(__doc__.strip(), flush=True)  # then, without "--", `rave train --help` below
+        if split is not None:
+            return 0
     notes = prepare() if "--replace-unused-imports" in ours else []
     if "--step_times" in ours:
         time_steps(ours[ours.index("--step_times") + 1])
