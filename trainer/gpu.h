@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "config/run_keys.h"
-#include "trainer/progress.h"
+#include "training/schedule_phase.h"
 
 namespace rt {
 
