@@ -203,7 +203,9 @@ struct RationalRate {
 
 struct Rave {
   bool streaming = false;
-  int64_t channels = 0, ratio = 0;        // ratio: host-rate audio samples per latent frame
+  // ratio: host-rate audio samples per latent frame (model-rate with a rational --sr, whose frames
+  // span no whole number of host samples)
+  int64_t channels = 0, ratio = 0;
   int64_t host_rate = 0, model_rate = 0;  // export --sr: the file's rate and the model's (equal without)
   // decode's and forward's output channels (RAVE's export --channels): more than the model's
   // decode the latent that many times over (each copy its own random draws) and stack the copies'

@@ -104,11 +104,11 @@ void repeat_latent(MethodWriter& w, const graph::Rave& r) {
   w.line("z = z.repeat(" + str(k) + ", 1, 1)");
 }
 
-// encode: the input check, the encoder's statistics, then the latent as its kind is exported.
 // The names of encode and decode: nn~'s methods, or with a rational --sr forward's model-rate stages.
 std::string encode_name(const graph::Rave& r) { return r.rational ? "encode_at_model_rate" : "encode"; }
 std::string decode_name(const graph::Rave& r) { return r.rational ? "decode_at_model_rate" : "decode"; }
 
+// encode: the input check, the encoder's statistics, then the latent as its kind is exported.
 void write_encode(ScriptContext& ctx, torch::jit::Module& top, const graph::Rave& r) {
   const auto kind = r.latent.kind;
   MethodWriter w(ctx, top);
