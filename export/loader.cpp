@@ -13,6 +13,7 @@
 #include "training/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/jit_attribute.h"
 #include "util/run_pointer.h"
 
 namespace rt::exporting {
@@ -54,10 +55,6 @@ void load_onnx(const LoadRequest& o, const fs::path& given, LoadedModel& m) {
   m.name = given.stem().string();
 }
 
-int64_t int_attr(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
-  return m.hasattr(name) ? m.attr(name).toInt() : fallback;
-}
-
 bool has_torchscript_extension(const fs::path& path) {
   const auto ext = path.extension();
   return ext == ".ts" || ext == ".pt" || ext == ".torchscript";
@@ -76,8 +73,8 @@ void describe_torchscript(const LoadRequest& o, const fs::path& given, LoadedMod
   m.channels = m.module.attr("forward_params").toTensor()[0].item<int64_t>();
   m.ratio =
       m.module.hasattr("encode_params") ? m.module.attr("encode_params").toTensor()[3].item<int64_t>() : 1;
-  m.sampling_rate = int_attr(m.module, "sr", int_attr(m.module, "sampling_rate", 0));
-  m.latency = int_attr(m.module, "forward_latency", 0);
+  m.sampling_rate = int_attribute(m.module, "sr", int_attribute(m.module, "sampling_rate", 0));
+  m.latency = int_attribute(m.module, "forward_latency", 0);
   const bool streaming = m.module.hasattr("streaming") && m.module.attr("streaming").toBool();
   if (m.sampling_rate <= 0)
     throw Error("--model '" + given.string() + "' does not say its sampling rate (sr)");

@@ -11,6 +11,7 @@
 #include "training/checkpoint.h"
 #include "util/enum_names.h"
 #include "util/error.h"
+#include "util/jit_attribute.h"
 
 namespace rt {
 
@@ -121,8 +122,8 @@ PriorCheckpoint load_prior_checkpoint(const std::string& value, const std::strin
   c.prior->eval();
   c.latent_mean = archive.attr("rave_latent_mean").toTensor();
   c.latent_pca = archive.attr("rave_latent_pca").toTensor();
-  c.sampling_rate = archive.hasattr("sampling_rate") ? archive.attr("sampling_rate").toInt() : 0;
-  c.channels = archive.hasattr("channels") ? archive.attr("channels").toInt() : 0;
+  c.sampling_rate = int_attribute(archive, "sampling_rate", 0);
+  c.channels = int_attribute(archive, "channels", 0);
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include "data/audio_dataset.h"
 #include "families/rave/rave_family.h"
 #include "util/error.h"
+#include "util/jit_attribute.h"
 
 namespace rt {
 namespace {
@@ -68,10 +69,6 @@ void load_strict(torch::nn::Module& model, const TensorMap& saved, const std::st
   }
   torch::NoGradGuard no_grad;
   for (auto& [key, t] : own) t.copy_(saved.at(key));
-}
-
-int64_t int_attribute(const torch::jit::Module& m, const std::string& name, int64_t fallback) {
-  return m.hasattr(name) && m.attr(name).isInt() ? m.attr(name).toInt() : fallback;
 }
 
 // Channels of checkpoints saved before the audio format was: the encoder's first convolution
