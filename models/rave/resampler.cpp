@@ -18,18 +18,16 @@ std::pair<int64_t, int64_t> centred_padding(int64_t kernel) {
   return {(kernel - 1) / 2, kernel / 2};
 }
 
-}  // namespace
-
+// The ratio host_rate / model_rate; throws rt::Error naming the rates where integer_resampling
+// is false.
 int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming) {
   if (model_rate <= 0 || host_rate <= model_rate || host_rate % model_rate != 0) {
     throw Error("--sr " + std::to_string(host_rate) +
                 ": RAVE's resampler takes a rate that is a multiple (2× or more) of the model's " +
                 std::to_string(model_rate) + " Hz (accepted: " + std::to_string(2 * model_rate) + ", " +
                 std::to_string(3 * model_rate) +
-                ", …). Another ratio would give encode and decode latent frames of a fractional number of "
-                "host samples, which nn~'s method ratios cannot express (RAVE's own turns it into ratio 1, a "
-                "file that claims the host's rate but runs at the model's): set the host to " +
-                std::to_string(model_rate) + " Hz, or leave --sr out");
+                ", …); export --sr takes other rates through the rational converter "
+                "(models/rave/rational_resampler.h)");
   }
   const int64_t ratio = host_rate / model_rate;
   if (streaming && ratio % 2 != 0) {
@@ -38,6 +36,8 @@ int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming) 
   }
   return ratio;
 }
+
+}  // namespace
 
 bool integer_resampling(int64_t host_rate, int64_t model_rate, bool streaming) {
   return model_rate > 0 && host_rate > model_rate && host_rate % model_rate == 0 &&

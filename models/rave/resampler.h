@@ -13,18 +13,14 @@
 
 namespace rt::rave {
 
-// The ratio host_rate / model_rate; throws rt::Error naming the rates when host_rate is not a
-// multiple (≥ 2) of model_rate, and when `streaming` and the ratio is odd (cached_conv's
-// streaming convolutions need an even stride; RAVE's message asks for a power of two, its check
-// refuses odd ratios).
-int64_t check_resampling(int64_t host_rate, int64_t model_rate, bool streaming);
-
-// Whether RAVE's resampler takes host_rate (check_resampling would pass); other rates go through
-// the rational converter (models/rave/rational_resampler.h).
+// Whether RAVE's resampler takes host_rate: a multiple (≥ 2) of model_rate, and even when
+// `streaming` (cached_conv's streaming convolutions need an even stride; RAVE's message asks for
+// a power of two, its check refuses odd ratios). export --sr takes other rates through the
+// rational converter (models/rave/rational_resampler.h).
 bool integer_resampling(int64_t host_rate, int64_t model_rate, bool streaming);
 
 struct ResamplerImpl : torch::nn::Module {
-  // Throws as check_resampling.
+  // Throws rt::Error naming the rates where integer_resampling is false.
   ResamplerImpl(int64_t host_rate, int64_t model_rate, bool streaming = false);
   // (B, C, T) at the host's rate → (B, C, T / ratio) at the model's.
   torch::Tensor to_model_rate(const torch::Tensor& x);
