@@ -73,7 +73,7 @@ torch::Tensor reference(rave::RaveModelImpl& m, const torch::Tensor& x, int64_t 
 // latent frames), its output (delayed as a stream's is) converted up and delayed as the stream's
 // output queue delays it. Offline: no priming and no delays.
 torch::Tensor rational_reference(rave::RaveModelImpl& m, const torch::Tensor& x, const ScriptOptions& options,
-                                 const ScriptInfo& info) {
+                                 const ScriptInfo& info, const rave::RationalResampling& up) {
   namespace F = torch::nn::functional;
   const int64_t host = options.host_rate, model_rate = m.options().sampling_rate;
   const bool streaming = options.streaming;
@@ -85,7 +85,7 @@ torch::Tensor rational_reference(rave::RaveModelImpl& m, const torch::Tensor& x,
                 options.latent_size)
           .narrow(-1, 0, n);
   if (streaming) y = F::pad(y, F::PadFuncOptions({info.forward_latency_at_model_rate(), 0}));
-  auto h = rave::resample_rational(rave::design_rational_resampling(model_rate, host, flag), y);
+  auto h = rave::resample_rational(up, y);
   if (streaming) h = F::pad(h, F::PadFuncOptions({info.rational_host_delay, 0}));
   return h.narrow(-1, 0, x.size(-1));
 }
@@ -138,9 +138,11 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   if (resampled && !rational) rs.emplace(options.host_rate, model_rate);
   torch::Tensor input = audio;
   if (rs) input = (*rs)->from_model_rate(audio.unsqueeze(0).to(torch::kFloat))[0];
+  std::optional<rave::RationalResampling> up;  // model → host, for the input and the reference
   if (rational) {
-    const auto up = rave::design_rational_resampling(model_rate, options.host_rate, "--sr");
-    input = rave::resample_rational(up, audio.unsqueeze(0).to(torch::kFloat))[0];
+    up = rave::design_rational_resampling(model_rate, options.host_rate,
+                                          "--sr " + std::to_string(options.host_rate));
+    input = rave::resample_rational(*up, audio.unsqueeze(0).to(torch::kFloat))[0];
   }
   const int64_t block = stream_block(info.ratio);
   const int64_t latency = options.streaming ? info.forward_latency() : 0, shift = rational ? 0 : latency;
@@ -165,7 +167,7 @@ FidelityFigures measure_fidelity(rave::RaveModelImpl& model, const ForwardFn& fo
   } else {
     out = forward(x);
   }
-  auto ref = rational ? rational_reference(model, x, options, info)
+  auto ref = rational ? rational_reference(model, x, options, info, *up)
              : rs     ? (*rs)->from_model_rate(reference(model, (*rs)->to_model_rate(x), options.latent_size))
                       : reference(model, x, options.latent_size);
   // export --channels: the first decoded copy (the copies are equal at noise_scale 0), or the
